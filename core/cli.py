@@ -1,0 +1,187 @@
+"""Command line: ``python -m core COMMAND ...`` mirrors the dashboard (SPEC §11).
+
+Every command takes ``--db PATH`` (default: env ``EVIDENCE_DB``, else ``data/evidence.duckdb``).
+Bad input ends with a one-line reason on stderr: exit code 2 for usage, 1 for data errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from core.store import Store, StoreError, default_db_path
+from core.types import DataError
+
+__all__ = ["main", "build_parser"]
+
+_Handler = Callable[[argparse.Namespace], int]
+
+
+def _add_db(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="DuckDB store file (default: $EVIDENCE_DB, else data/evidence.duckdb)",
+    )
+
+
+def _store(args: argparse.Namespace) -> Store:
+    return Store(args.db if args.db is not None else default_db_path())
+
+
+def _print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+# ---------------------------------------------------------------------------- generate
+def _cmd_generate_controlled(args: argparse.Namespace) -> int:
+    from core.datasets.controlled import build_controlled
+
+    t0 = time.perf_counter()
+    dataset = build_controlled(preset=args.preset, seed=args.seed, name=args.name or args.preset)
+    n = _store(args).write_dataset(dataset, replace=args.replace)
+    print(
+        f"generated dataset '{dataset.name}': {n} instances "
+        f"(preset {args.preset}, seed {args.seed}) in {time.perf_counter() - t0:.1f} s "
+        f"-> {_store(args).path}"
+    )
+    return 0
+
+
+def _cmd_generate_ruler(args: argparse.Namespace) -> int:
+    from core.datasets.ruler import build_ruler_lite
+
+    t0 = time.perf_counter()
+    dataset = build_ruler_lite(seed=args.seed, name=args.name or "ruler-lite")
+    n = _store(args).write_dataset(dataset, replace=args.replace)
+    print(
+        f"generated dataset '{dataset.name}': {n} instances (ruler-lite, seed {args.seed}) "
+        f"in {time.perf_counter() - t0:.1f} s -> {_store(args).path}"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------- import
+def _cmd_import_dataset(args: argparse.Namespace) -> int:
+    from core.datasets.importers import read_dataset
+
+    result = read_dataset(args.file, fmt=args.format, name=args.name)
+    _store(args).write_dataset(result.dataset, replace=args.replace)
+    print(f"{args.file}: {result.summary()} -> dataset '{args.name}' in {_store(args).path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- datasets
+def _cmd_datasets(args: argparse.Namespace) -> int:
+    store = _store(args)
+    summaries = [store.dataset_summary(name) for name in store.dataset_names()]
+    if args.json:
+        _print_json(summaries)
+        return 0
+    if not summaries:
+        print(f"no datasets in {store.path}; try: python -m core generate controlled")
+        return 0
+    print(f"{'name':24} {'instances':>9} {'cells':>6}  builder")
+    for s in summaries:
+        print(f"{s['name']:24} {s['n_instances']:>9} {s['n_cells']:>6}  {s['builder']}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- demo
+DEMO_DATASET = "controlled-200"
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if DEMO_DATASET not in store.dataset_names():
+        from core.datasets.controlled import build_controlled
+
+        print(f"building the demo dataset '{DEMO_DATASET}' in {store.path} ...", flush=True)
+        store.write_dataset(build_controlled(preset=DEMO_DATASET, seed=42, name=DEMO_DATASET))
+    s = store.dataset_summary(DEMO_DATASET)
+    print(
+        f"demo store {store.path}: dataset '{s['name']}' with {s['n_instances']} instances, "
+        f"{s['n_passages']} passages, {s['n_cells']} (length, position, distractor, reasoning) "
+        f"cells"
+    )
+    for col in ("context_length", "evidence_position", "distractor_similarity", "reasoning_type"):
+        counts = ", ".join(f"{k}: {v}" for k, v in s["cells"][col].items())
+        print(f"  {col:22} {counts}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree of every command (also used by tests to check ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m core",
+        description="Evidence-utilization diagnostics: build benchmarks, run models, report.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    gen = sub.add_parser("generate", help="build a deterministic offline benchmark")
+    gen_sub = gen.add_subparsers(dest="builder", metavar="BUILDER", required=True)
+    ctl = gen_sub.add_parser("controlled", help="controlled benchmark (SPEC §3.2)")
+    ctl.add_argument(
+        "--preset",
+        default="controlled-200",
+        choices=("controlled-200", "scaling-3200", "fanin-grid"),
+        help="which grid to build (default controlled-200)",
+    )
+    ctl.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    ctl.add_argument("--name", help="dataset name in the store (default: the preset)")
+    ctl.add_argument("--replace", action="store_true", help="replace a dataset of that name")
+    _add_db(ctl)
+    ctl.set_defaults(handler=_cmd_generate_controlled)
+    rul = gen_sub.add_parser("ruler-lite", help="RULER-lite: kv retrieval, multi-hop trace, sum")
+    rul.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    rul.add_argument("--name", help="dataset name in the store (default ruler-lite)")
+    rul.add_argument("--replace", action="store_true", help="replace a dataset of that name")
+    _add_db(rul)
+    rul.set_defaults(handler=_cmd_generate_ruler)
+
+    imp = sub.add_parser("import", help="import a dataset file or existing results")
+    imp_sub = imp.add_subparsers(dest="what", metavar="WHAT", required=True)
+    ids = imp_sub.add_parser("dataset", help="import a benchmark file (all-or-nothing)")
+    ids.add_argument(
+        "--format",
+        required=True,
+        choices=("hotpotqa", "2wiki", "oncu-jsonl", "jsonl"),
+        help="file format (see docs/JSONL_SCHEMA.md for the generic jsonl)",
+    )
+    ids.add_argument("file", type=Path, help="the file to import")
+    ids.add_argument("--name", required=True, help="dataset name in the store")
+    ids.add_argument("--replace", action="store_true", help="replace a dataset of that name")
+    _add_db(ids)
+    ids.set_defaults(handler=_cmd_import_dataset)
+
+    demo = sub.add_parser("demo", help="build the demo store (controlled-200) and summarize it")
+    _add_db(demo)
+    demo.set_defaults(handler=_cmd_demo)
+
+    dsl = sub.add_parser("datasets", help="list stored datasets with their metadata cells")
+    dsl.add_argument("--json", action="store_true", help="print JSON (counts, cells, hash)")
+    _add_db(dsl)
+    dsl.set_defaults(handler=_cmd_datasets)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    handler: _Handler = args.handler
+    try:
+        return handler(args)
+    except (DataError, StoreError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
