@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -166,6 +167,18 @@ _MIGRATIONS: tuple[str, ...] = (
         created_at TIMESTAMP DEFAULT current_timestamp
     );
     """,
+    # 2: engine bookkeeping. ``predictions.meta``: the planner's notes as JSON (CUE-R target
+    # and rule, probe span, retrieval ranking); ``runs.backend_info``: the backend's
+    # ``describe()``; ``runs.conditions``: the conditions planned (JSON list);
+    # ``runs.model_seconds`` / ``runs.wall_seconds``: server time (sum of ``total_duration``)
+    # against wall time, accumulated over every execution of the run.
+    """
+    ALTER TABLE predictions ADD COLUMN meta VARCHAR;
+    ALTER TABLE runs ADD COLUMN backend_info VARCHAR;
+    ALTER TABLE runs ADD COLUMN conditions VARCHAR;
+    ALTER TABLE runs ADD COLUMN model_seconds DOUBLE;
+    ALTER TABLE runs ADD COLUMN wall_seconds DOUBLE;
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -186,6 +199,31 @@ CELL_COLUMNS = (
     "context_length", "evidence_position", "distractor_similarity", "reasoning_type",
     "answer_type", "evidence_density", "fan_in",
 )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- runs & results
+_RUN_COLUMNS = (
+    "run_id", "dataset_id", "backend", "model", "model_digest", "options", "template_version",
+    "template_hash", "retrieval", "status", "n_planned", "n_done", "notes", "backend_info",
+    "conditions", "model_seconds", "wall_seconds",
+)  # fmt: skip
+_RUN_JSON = ("options", "retrieval", "backend_info", "conditions")
+
+PREDICTION_COLUMNS = (
+    "run_id", "instance_id", "condition", "variant", "prompt_hash", "input_passage_ids",
+    "raw_response", "answer", "cited_ids", "confidence", "logprob_confidence", "explanation",
+    "parse_error", "error", "latency_ms", "prompt_tokens", "completion_tokens",
+    "total_duration_ns", "load_duration_ns", "prompt_eval_duration_ns", "eval_duration_ns",
+    "cache_hit", "meta",
+)  # fmt: skip
+
+SCORE_COLUMNS = (
+    "em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct", "ev_precision",
+    "ev_recall", "ev_f1", "citation_grounding", "title_grounding", "confidence_error",
+    "failure_label",
+)  # fmt: skip
+
+_KEY = ("run_id", "instance_id", "condition", "variant")
 
 
 class StoreError(RuntimeError):
@@ -262,16 +300,18 @@ class Store:
                             f"(waited {self.lock_timeout:.0f} s)"
                         ) from exc
                     raise StoreError(f"{self.path}: cannot open store: {exc}") from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                # Short, jittered waits: a writing run leaves the file unlocked for ~0.1 s
+                # between batches (core.engine.MIN_GAP_S); longer sleeps would miss those gaps.
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.05)
 
     def _version(self, con: duckdb.DuckDBPyConnection) -> int:
-        exists = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
-        ).fetchone()[0]
-        if not exists:
+        # One cheap query on every open (the catalog views cost several ms); a file without
+        # the table is a new, empty store.
+        try:
+            row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+        except duckdb.CatalogException:
             return 0
-        row = con.execute("SELECT max(version) FROM schema_version").fetchone()
         return int(row[0] or 0)
 
     def _check_version(self, con: duckdb.DuckDBPyConnection) -> int:
@@ -429,11 +469,26 @@ class Store:
     def load_instances(
         self, dataset: str, instance_ids: Sequence[str] | None = None
     ) -> list[Instance]:
-        """Rebuild the frozen :class:`Instance` records of a dataset (in dataset order)."""
-        inst = self.instances_frame(dataset)
-        if instance_ids is not None:
-            inst = inst[inst["instance_id"].isin(list(instance_ids))]
-        pas = self.passages_frame(dataset)
+        """Rebuild the frozen :class:`Instance` records of a dataset (in dataset order).
+
+        With ``instance_ids`` only those instances are read (the engine's reruns read one).
+        """
+        if instance_ids is None:
+            inst = self.instances_frame(dataset)
+            pas = self.passages_frame(dataset)
+        else:
+            wanted = list(instance_ids)
+            with self.connect(read_only=True) as con:
+                inst = con.execute(
+                    "SELECT * FROM instances WHERE dataset_id = ? "
+                    "AND list_contains(?, instance_id) ORDER BY ord",
+                    [dataset, wanted],
+                ).df()
+                pas = con.execute(
+                    "SELECT * FROM passages WHERE dataset_id = ? AND list_contains(?, instance_id) "
+                    "ORDER BY instance_id, ord",
+                    [dataset, wanted],
+                ).df()
         by_instance: dict[str, list[Passage]] = {}
         for row in pas.itertuples(index=False):
             by_instance.setdefault(row.instance_id, []).append(
@@ -547,16 +602,568 @@ class Store:
                         digest.update(b"\n")
         return digest.hexdigest()
 
+    # ------------------------------------------------------------ runs & results
+
+    def insert_run(self, con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
+        """Insert (or replace) a run row; JSON-valued fields are serialised here."""
+        row = dict(run)
+        for key in _RUN_JSON:
+            if key in row and not isinstance(row[key], str | None):
+                row[key] = json.dumps(row[key], sort_keys=True, default=str)
+        values = [row.get(col) for col in _RUN_COLUMNS]
+        con.execute(
+            f"INSERT OR REPLACE INTO runs ({', '.join(_RUN_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_RUN_COLUMNS))})",
+            values,
+        )
+
+    def insert_predictions(
+        self, con: duckdb.DuckDBPyConnection, df: pd.DataFrame, replace: bool = True
+    ) -> int:
+        """Upsert prediction rows (missing columns are NULL); returns the row count.
+
+        ``replace=False`` is a plain insert (several times faster), for keys known to be new;
+        a stored key then fails the statement.
+        """
+        frame = _with_columns(df, PREDICTION_COLUMNS)
+        frame["variant"] = frame["variant"].fillna("")
+        _insert_frame(con, "predictions", frame, PREDICTION_COLUMNS, replace=replace)
+        return len(frame)
+
+    def insert_scores(
+        self, con: duckdb.DuckDBPyConnection, df: pd.DataFrame, replace: bool = True
+    ) -> int:
+        """Upsert score rows keyed by (run, instance, condition, variant).
+
+        See :meth:`insert_predictions` for ``replace``.
+        """
+        cols = _KEY + SCORE_COLUMNS
+        frame = _with_columns(df, cols)
+        frame["variant"] = frame["variant"].fillna("")
+        _insert_frame(con, "scores", frame, cols, replace=replace)
+        return len(frame)
+
+    # -- engine bookkeeping (core.engine) --------------------------------------------
+    # Each takes an optional open connection, so the engine reads a run's state in one
+    # connection (opening one costs ~15 ms, and every open is a chance to meet a lock).
+
+    @contextmanager
+    def _using(self, con: duckdb.DuckDBPyConnection | None) -> Iterator[duckdb.DuckDBPyConnection]:
+        if con is not None:
+            yield con
+        else:
+            with self.connect(read_only=True) as own:
+                yield own
+
+    def has_dataset(self, name: str, con: duckdb.DuckDBPyConnection | None = None) -> bool:
+        """True when a dataset of that name is stored."""
+        with self._using(con) as c:
+            sql = "SELECT count(*) FROM datasets WHERE dataset_id = ?"
+            return bool(c.execute(sql, [name]).fetchone()[0])
+
+    def run_row(
+        self, run_id: str, con: duckdb.DuckDBPyConnection | None = None
+    ) -> dict[str, Any] | None:
+        """A run's row with its JSON fields decoded, or None when there is no such run."""
+        with self._using(con) as c:
+            cur = c.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+            row = cur.fetchone()
+            if row is None:
+                return None
+            out = dict(zip([d[0] for d in cur.description], row, strict=True))
+        for key in _RUN_JSON:
+            if isinstance(out.get(key), str):
+                out[key] = json.loads(out[key])
+        return out
+
+    def save_run(self, run: dict[str, Any], con: duckdb.DuckDBPyConnection | None = None) -> None:
+        """Insert a run, or update the given fields of a stored one (``created_at`` is kept).
+
+        Args:
+            run: ``run_id`` plus any of the run columns; JSON-valued fields may be objects.
+            con: a read-write connection inside the caller's transaction; None opens one.
+        """
+        if con is None:
+            with self.transaction() as own:
+                return self.save_run(run, own)
+        row = dict(run)
+        for key in _RUN_JSON:
+            if key in row and not isinstance(row[key], str | None):
+                row[key] = json.dumps(row[key], sort_keys=True, default=str)
+        cols = [c for c in _RUN_COLUMNS if c in row and c != "run_id"]
+        exists = con.execute(
+            "SELECT count(*) FROM runs WHERE run_id = ?", [row["run_id"]]
+        ).fetchone()[0]
+        if not exists:
+            self.insert_run(con, row)
+        elif cols:
+            sets = ", ".join(f"{c} = ?" for c in cols)
+            con.execute(
+                f"UPDATE runs SET {sets} WHERE run_id = ?",
+                [row[c] for c in cols] + [row["run_id"]],
+            )
+        return None
+
+    def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        n_planned: int | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> None:
+        """Set a run's status, finish time, ``n_done`` and (when given) ``n_planned``.
+
+        With ``con`` it runs inside the caller's transaction; otherwise in its own.
+        """
+        if con is None:
+            with self.transaction() as own:
+                return self.finish_run(run_id, status, n_planned, own)
+        con.execute(
+            "UPDATE runs SET status = ?, finished_at = current_timestamp, "
+            "n_planned = coalesce(?, n_planned), "
+            "n_done = (SELECT count(*) FROM predictions WHERE run_id = ?) WHERE run_id = ?",
+            [status, n_planned, run_id, run_id],
+        )
+        return None
+
+    def prediction_keys(
+        self,
+        run_id: str,
+        ok_only: bool = False,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> set[tuple[str, str, str]]:
+        """``(instance_id, condition, variant)`` of the stored predictions of a run.
+
+        Args:
+            run_id: the run.
+            ok_only: leave out failed calls (``error`` set), which a resumed run makes again.
+            con: an open connection; None opens one.
+        """
+        sql = "SELECT instance_id, condition, variant FROM predictions WHERE run_id = ?"
+        if ok_only:
+            sql += " AND coalesce(error, '') = ''"
+        with self._using(con) as c:
+            rows = c.execute(sql, [run_id]).fetchall()
+        return {(r[0], r[1], r[2]) for r in rows}
+
+    def cached_responses(
+        self, cache_keys: Sequence[str], con: duckdb.DuckDBPyConnection | None = None
+    ) -> dict[str, str]:
+        """``{cache_key: response}`` for the keys present in the response cache."""
+        keys = sorted(set(cache_keys))
+        if not keys:
+            return {}
+        with self._using(con) as c:
+            rows = c.execute(
+                "SELECT cache_key, response FROM response_cache WHERE list_contains(?, cache_key)",
+                [keys],
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def insert_cache(self, con: duckdb.DuckDBPyConnection, df: pd.DataFrame) -> int:
+        """Add response-cache rows; keys already cached keep their first response.
+
+        Columns: ``cache_key, backend, model, options_hash, prompt_hash, response``. Returns the
+        row count.
+        """
+        cols = ("cache_key", "backend", "model", "options_hash", "prompt_hash", "response")
+        if df.empty:
+            return 0
+        frame = _with_columns(df, cols).drop_duplicates("cache_key")
+        view = "_insert_response_cache"
+        con.register(view, frame)
+        try:
+            con.execute(
+                f"INSERT OR IGNORE INTO response_cache ({', '.join(cols)}) "
+                f"SELECT {', '.join(cols)} FROM {view}"
+            )
+        finally:
+            con.unregister(view)
+        return len(frame)
+
+    def record_progress(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        run_id: str,
+        model_seconds: float,
+        wall_seconds: float,
+        n_planned: int | None = None,
+    ) -> None:
+        """Mark a run ``running``, update its counts, add model time, set wall time.
+
+        ``n_done`` is recounted, ``n_planned`` set when given, ``model_seconds`` added to and
+        ``wall_seconds`` replaced.
+        """
+        con.execute(
+            "UPDATE runs SET status = 'running', "
+            "n_done = (SELECT count(*) FROM predictions WHERE run_id = ?), "
+            "n_planned = coalesce(?, n_planned), "
+            "model_seconds = coalesce(model_seconds, 0) + ?, wall_seconds = ? WHERE run_id = ?",
+            [run_id, n_planned, float(model_seconds), float(wall_seconds), run_id],
+        )
+
+    def prediction_rows(
+        self, run_id: str, keys: Sequence[tuple[str, str, str]] | None = None
+    ) -> pd.DataFrame:
+        """Predictions of a run with their scores (score columns NULL when unscored).
+
+        Args:
+            run_id: the run.
+            keys: only these ``(instance_id, condition, variant)``; None for all.
+        """
+        sql = (
+            "SELECT p.*, s.* EXCLUDE (run_id, instance_id, condition, variant) "
+            "FROM predictions p LEFT JOIN scores s USING (run_id, instance_id, condition, variant) "
+            "WHERE p.run_id = ?"
+        )
+        params: list[Any] = [run_id]
+        if keys is not None:
+            sql += " AND list_contains(?, p.instance_id || chr(31) || p.condition || chr(31) || "
+            sql += "p.variant)"
+            params.append(["\x1f".join(k) for k in keys])
+        with self.connect(read_only=True) as con:
+            return con.execute(sql + " ORDER BY p.created_at, p.instance_id", params).df()
+
+    def runs_frame(self) -> pd.DataFrame:
+        """Every run with its prediction count, newest first."""
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                """
+                SELECT r.*, coalesce(p.n, 0) AS n_predictions
+                FROM runs r LEFT JOIN (
+                    SELECT run_id, count(*) AS n FROM predictions GROUP BY run_id
+                ) p USING (run_id)
+                ORDER BY r.created_at DESC, r.run_id
+                """
+            ).df()
+
+    def resolve_runs(self, selector: str | None = None) -> list[str]:
+        """Run ids matching ``selector`` (a run id or a dataset name); all runs when None."""
+        with self.connect(read_only=True) as con:
+            if selector is None:
+                rows = con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()
+            else:
+                rows = con.execute(
+                    "SELECT run_id FROM runs WHERE run_id = ? OR dataset_id = ? ORDER BY run_id",
+                    [selector, selector],
+                ).fetchall()
+        if not rows:
+            what = f"matching '{selector}'" if selector else "at all"
+            raise StoreError(f"no runs {what} in {self.path}")
+        return [r[0] for r in rows]
+
+    def scoring_frame(
+        self,
+        run_ids: Sequence[str],
+        con: duckdb.DuckDBPyConnection | None = None,
+        instance_ids: Sequence[str] | None = None,
+    ) -> pd.DataFrame:
+        """Predictions of the runs joined with what scoring needs from their instances.
+
+        Columns: the prediction key, ``answer``, ``cited_ids``, ``parse_error``, ``error``,
+        ``confidence``, ``gold_answer``, ``answer_aliases``, ``answer_type``,
+        ``reasoning_type``, ``gold_ids``, ``cited_titles`` (title of each cited id, None when
+        unknown) and ``gold_titles``.
+
+        Args:
+            run_ids: the runs.
+            con: an open connection (inside the caller's transaction); None opens one.
+            instance_ids: only these instances' predictions (the engine scores each written
+                batch this way); None for all.
+        """
+        only = "" if instance_ids is None else " AND list_contains(?, instance_id)"
+        sql = f"""
+            WITH titles AS (
+                SELECT dataset_id, instance_id, map(list(passage_id), list(title)) AS tmap,
+                       list(title ORDER BY ord) FILTER (WHERE is_gold) AS gold_titles,
+                       list(passage_id ORDER BY ord) FILTER (WHERE is_gold) AS gold_ids
+                FROM passages
+                WHERE dataset_id IN (SELECT dataset_id FROM runs WHERE list_contains(?, run_id))
+                      {only}
+                GROUP BY ALL
+            )
+            SELECT p.run_id, p.instance_id, p.condition, p.variant, p.answer, p.cited_ids,
+                   p.parse_error, p.error, p.confidence, i.gold_answer, i.answer_aliases,
+                   i.answer_type, i.reasoning_type,
+                   coalesce(t.gold_ids, []) AS gold_ids,
+                   coalesce(t.gold_titles, []) AS gold_titles,
+                   list_transform(coalesce(p.cited_ids, []), lambda x: t.tmap[x]) AS cited_titles
+            FROM predictions p
+            JOIN runs r USING (run_id)
+            JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+            LEFT JOIN titles t ON t.dataset_id = r.dataset_id AND t.instance_id = p.instance_id
+            WHERE list_contains(?, p.run_id) {only.replace("instance_id", "p.instance_id")}
+            ORDER BY p.run_id, i.ord, p.condition, p.variant
+        """
+        runs = list(run_ids)
+        params: list[Any] = [runs] if instance_ids is None else [runs, list(instance_ids)]
+        params = params + params
+        if con is not None:
+            return con.execute(sql, params).df()
+        with self.connect(read_only=True) as rcon:
+            return rcon.execute(sql, params).df()
+
+    def analysis_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        """Scores of the runs with run, model, dataset and every instance metadata cell.
+
+        One row per prediction: the inputs of ONCU, failure breakdowns and paired contrasts.
+        """
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                """
+                SELECT s.run_id AS run, r.model, r.dataset_id AS dataset, s.instance_id,
+                       s.condition, s.variant, i.source, i.reasoning_type, i.answer_type,
+                       i.context_length, i.evidence_position, i.evidence_density,
+                       i.distractor_similarity, i.fan_in, i.oracle_applicable,
+                       coalesce(g.n_gold, 0) AS n_gold, p.parse_error, p.confidence,
+                       p.logprob_confidence, s.* EXCLUDE (run_id, instance_id, condition, variant)
+                FROM scores s
+                JOIN runs r USING (run_id)
+                JOIN predictions p USING (run_id, instance_id, condition, variant)
+                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
+                LEFT JOIN (
+                    SELECT dataset_id, instance_id, count(*) AS n_gold FROM passages
+                    WHERE is_gold GROUP BY ALL
+                ) g ON g.dataset_id = r.dataset_id AND g.instance_id = s.instance_id
+                WHERE list_contains(?, s.run_id)
+                ORDER BY s.run_id, i.ord, s.condition, s.variant
+                """,
+                [list(run_ids)],
+            ).df()
+
+
+    # ------------------------------------------------ results import and re-scoring (issue 3)
+    @staticmethod
+    def run_exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
+        """True when a run of that id is stored."""
+        row = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        return bool(row[0])
+
+    @staticmethod
+    def delete_run_results(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
+        """Delete the predictions and scores of the runs (the run rows stay)."""
+        con.execute("DELETE FROM predictions WHERE list_contains(?, run_id)", [list(run_ids)])
+        con.execute("DELETE FROM scores WHERE list_contains(?, run_id)", [list(run_ids)])
+
+    @staticmethod
+    def delete_scores(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
+        """Delete the score rows of the runs (before they are recomputed)."""
+        con.execute("DELETE FROM scores WHERE list_contains(?, run_id)", [list(run_ids)])
+
+    @staticmethod
+    def instance_ids(con: duckdb.DuckDBPyConnection, dataset: str) -> set[str]:
+        """Instance ids of a dataset (empty when the dataset is absent)."""
+        rows = con.execute(
+            "SELECT instance_id FROM instances WHERE dataset_id = ?", [dataset]
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    # ------------------------------------------ fan-in and CRUX coverage (issue 8, FAN-IN dev)
+    def fanin_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        """Plain-condition predictions of the runs with what fan-in analysis needs.
+
+        One row per prediction with ``variant = ''``: ``run``, ``model``, ``dataset``,
+        ``instance_id``, ``condition``, ``input_passage_ids``, ``cited_ids``, ``parse_error``,
+        ``error``, the answer scores, ``gold_ids`` (in context order), ``fan_in`` (distinct
+        ``doc_id`` among gold passages, from the passages) and ``fan_in_stored`` (the instance
+        column).
+        """
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                """
+                WITH gold AS (
+                    SELECT dataset_id, instance_id,
+                           list(passage_id ORDER BY ord) AS gold_ids,
+                           count(DISTINCT doc_id) AS fan_in
+                    FROM passages WHERE is_gold GROUP BY ALL
+                )
+                SELECT p.run_id AS run, r.model, r.dataset_id AS dataset, p.instance_id,
+                       p.condition, p.input_passage_ids, p.cited_ids, p.parse_error, p.error,
+                       s.em_strict, s.f1_strict, s.em_relaxed, s.f1_relaxed, s.soft_correct,
+                       coalesce(g.gold_ids, []) AS gold_ids, coalesce(g.fan_in, 0) AS fan_in,
+                       i.fan_in AS fan_in_stored
+                FROM predictions p
+                JOIN runs r USING (run_id)
+                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+                LEFT JOIN scores s ON s.run_id = p.run_id AND s.instance_id = p.instance_id
+                    AND s.condition = p.condition AND s.variant = p.variant
+                LEFT JOIN gold g ON g.dataset_id = r.dataset_id AND g.instance_id = p.instance_id
+                WHERE list_contains(?, p.run_id) AND p.variant = ''
+                ORDER BY p.run_id, i.ord, p.condition
+                """,
+                [list(run_ids)],
+            ).df()
+
+    def crux_judgments(self, dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Sub-questions and answerability ratings of a dataset (CRUX).
+
+        Returns:
+            ``(sub_questions, ratings)``: ``instance_id, sq_id, text`` and
+            ``instance_id, sq_id, passage_id, rating, judge`` (both empty when none stored).
+        """
+        with self.connect(read_only=True) as con:
+            sq = con.execute(
+                "SELECT instance_id, sq_id, text FROM sub_questions WHERE dataset_id = ? "
+                "ORDER BY instance_id, sq_id",
+                [dataset],
+            ).df()
+            ratings = con.execute(
+                "SELECT instance_id, sq_id, passage_id, rating, judge FROM answerability "
+                "WHERE dataset_id = ? ORDER BY instance_id, sq_id, passage_id, judge",
+                [dataset],
+            ).df()
+        return sq, ratings
+
+    def write_crux_judgments(
+        self, dataset: str, sub_questions: pd.DataFrame, ratings: pd.DataFrame
+    ) -> int:
+        """Store sub-questions and ratings of a dataset in one transaction (upsert).
+
+        Args:
+            dataset: the dataset name (must exist).
+            sub_questions: ``instance_id, sq_id, text``.
+            ratings: ``instance_id, sq_id, passage_id, rating, judge``.
+
+        Returns:
+            The number of rating rows written.
+
+        Raises:
+            StoreError: the dataset is not stored.
+        """
+        sq = _with_columns(sub_questions, ("instance_id", "sq_id", "text"))
+        rt = _with_columns(ratings, ("instance_id", "sq_id", "passage_id", "rating", "judge"))
+        sq.insert(0, "dataset_id", dataset)
+        rt.insert(0, "dataset_id", dataset)
+        with self.transaction() as con:
+            exists = con.execute(
+                "SELECT count(*) FROM datasets WHERE dataset_id = ?", [dataset]
+            ).fetchall()[0][0]
+            if not exists:
+                raise StoreError(f"no dataset named '{dataset}' in {self.path}")
+            _insert_frame(con, "sub_questions", sq, tuple(sq.columns), replace=True)
+            _insert_frame(con, "answerability", rt, tuple(rt.columns), replace=True)
+        return len(rt)
+
+    # ----------------------------------------------- dashboard queries (issue 5, DASHBOARD dev)
+    def instance_predictions(self, run_ids: Sequence[str], instance_id: str) -> pd.DataFrame:
+        """Every prediction of one instance in the runs, with its scores (the Case view).
+
+        Columns: ``run`` plus the prediction and score columns, ordered by run, condition,
+        variant.
+        """
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                "SELECT p.run_id AS run, p.* EXCLUDE (run_id), "
+                "s.* EXCLUDE (run_id, instance_id, condition, variant) "
+                "FROM predictions p LEFT JOIN scores s "
+                "USING (run_id, instance_id, condition, variant) "
+                "WHERE list_contains(?, p.run_id) AND p.instance_id = ? "
+                "ORDER BY p.run_id, p.condition, p.variant",
+                [list(run_ids), instance_id],
+            ).df()
+
+    def list_instance_ids(self, dataset: str, limit: int = 5000) -> list[str]:
+        """The first ``limit`` instance ids of a dataset, in dataset order (Case view picker)."""
+        with self.connect(read_only=True) as con:
+            rows = con.execute(
+                "SELECT instance_id FROM instances WHERE dataset_id = ? ORDER BY ord LIMIT ?",
+                [dataset, int(limit)],
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def cell_values(self, dataset: str | None = None) -> dict[str, list[str]]:
+        """Distinct values (as text, sorted) of each metadata cell, for the sidebar filters.
+
+        Args:
+            dataset: one dataset, or None for every dataset.
+        """
+        out: dict[str, list[str]] = {}
+        with self.connect(read_only=True) as con:
+            for col in CELL_COLUMNS:
+                rows = con.execute(
+                    f"SELECT DISTINCT CAST({col} AS VARCHAR) AS v FROM instances "
+                    "WHERE ? IS NULL OR dataset_id = ? ORDER BY v",
+                    [dataset, dataset],
+                ).fetchall()
+                out[col] = [r[0] for r in rows if r[0] is not None]
+        return out
+
+    def delete_run(self, run_id: str) -> int:
+        """Delete a run with its predictions and scores; returns the predictions deleted.
+
+        Raises:
+            StoreError: no such run.
+        """
+        with self.transaction() as con:
+            if not self.run_exists(con, run_id):
+                raise StoreError(f"no run '{run_id}' in {self.path}")
+            n = con.execute(
+                "SELECT count(*) FROM predictions WHERE run_id = ?", [run_id]
+            ).fetchone()[0]
+            self.delete_run_results(con, [run_id])
+            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+        return int(n)
+
+    def condition_means(self, run_ids: Sequence[str], score_field: str) -> pd.DataFrame:
+        """Mean and count of one score per (run, condition), aggregated in DuckDB.
+
+        Raises:
+            ValueError: ``score_field`` is not a numeric score column.
+        """
+        numeric = [c for c in SCORE_COLUMNS if c != "failure_label"]
+        if score_field not in numeric:
+            raise ValueError(f"unknown score field {score_field!r}; choose one of {numeric}")
+        col = score_field
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                f"SELECT run_id AS run, condition, count(*) AS n, avg({col}) AS mean "
+                "FROM scores WHERE list_contains(?, run_id) AND variant = '' "
+                "GROUP BY ALL ORDER BY ALL",
+                [list(run_ids)],
+            ).df()
+
+    # ------------------------------------------------------------ DOLCE probes (issue 7, DOLCE dev)
+    def probe_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        """Probe predictions of the runs with their relaxed F1 and the instance cells.
+
+        One row per ``probe`` prediction: ``run, dataset, instance_id, variant, meta`` (JSON
+        text), ``answer, error, parse_error, f1_relaxed`` and the instance's ``question,
+        source, reasoning_type, distractor_similarity, context_length, evidence_position,
+        fan_in`` (what the DOLCE report and page show per problem).
+        """
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                """
+                SELECT p.run_id AS run, r.dataset_id AS dataset, p.instance_id, p.variant,
+                       p.meta, p.answer, p.error, p.parse_error, s.f1_relaxed, i.question,
+                       i.source, i.reasoning_type, i.distractor_similarity, i.context_length,
+                       i.evidence_position, i.fan_in
+                FROM predictions p
+                JOIN runs r USING (run_id)
+                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+                LEFT JOIN scores s ON s.run_id = p.run_id AND s.instance_id = p.instance_id
+                    AND s.condition = p.condition AND s.variant = p.variant
+                WHERE list_contains(?, p.run_id) AND p.condition = 'probe'
+                ORDER BY p.run_id, i.ord, p.variant
+                """,
+                [list(run_ids)],
+            ).df()
+
 
 def _insert_frame(
-    con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame, columns: Sequence[str]
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    df: pd.DataFrame,
+    columns: Sequence[str],
+    replace: bool = False,
 ) -> None:
     """Bulk-insert the named columns of a DataFrame into a table (identifiers are ours)."""
     view = f"_insert_{table}"
     con.register(view, df)
     try:
         cols = ", ".join(columns)
-        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {view}")
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        con.execute(f"{verb} INTO {table} ({cols}) SELECT {cols} FROM {view}")
     finally:
         try:
             con.unregister(view)
@@ -596,3 +1203,12 @@ def _frames(dataset: Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
     instances_df["oracle_applicable"] = instances_df["oracle_applicable"].astype(bool)
     passages_df["is_gold"] = passages_df["is_gold"].astype(bool)
     return instances_df, passages_df
+
+
+def _with_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """``df`` restricted to ``columns``, adding missing ones as NULL."""
+    out = df.copy()
+    for col in columns:
+        if col not in out.columns:
+            out[col] = None
+    return out[list(columns)]

@@ -15,6 +15,7 @@ __all__ = [
     "Dataset",
     "Instance",
     "Passage",
+    "PlannedCall",
     "REASONING_TYPES",
     "ROLES",
     "count_tokens",
@@ -148,3 +149,34 @@ class Dataset:
     builder: str
     builder_params: Mapping[str, Any]
     instances: tuple[Instance, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCall:
+    """One model call a planner wants made; the engine executes it and stores a prediction.
+
+    Planners (conditions, interventions, probes) are pure functions that return these; the
+    engine skips those already stored under ``(run_id, instance_id, condition, variant)``,
+    serves repeats from the response cache, and writes one prediction per call.
+
+    Attributes:
+        instance_id: the instance the call is about.
+        condition: ``no_evidence`` / ``full_context`` / ``retrieved`` / ``oracle`` /
+            ``intervention`` / ``probe``.
+        variant: canonical variant id, ``""`` for the four plain conditions; e.g.
+            ``replace:hard|p0004`` for an intervention, ``C=5|start=12`` for a probe. Together
+            with the condition it is the prediction's key within a run.
+        messages: the chat messages (system, user), built from fixed templates only.
+        input_passage_ids: neutral ids of the passages shown, in prompt order.
+        prompt_hash: hex SHA-256 of the messages (:func:`core.prompts.prompt_hash`).
+        meta: planner notes stored with the prediction as JSON (e.g. the CUE-R target and the
+            rule that chose it, a probe's span); never shown to the model.
+    """
+
+    instance_id: str
+    condition: str
+    variant: str
+    messages: tuple[Mapping[str, str], ...]
+    input_passage_ids: tuple[str, ...]
+    prompt_hash: str
+    meta: Mapping[str, Any] = field(default_factory=dict)

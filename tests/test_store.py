@@ -54,7 +54,7 @@ def _snapshot(path) -> dict[str, list]:
 
 
 def test_new_store_is_migrated_to_current_version(db_path):
-    assert Store(db_path).schema_version() == SCHEMA_VERSION == 1
+    assert Store(db_path).schema_version() == SCHEMA_VERSION == len(store_mod._MIGRATIONS) == 2
     con = duckdb.connect(str(db_path), read_only=True)
     rows = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
     tables = {r[0] for r in rows}
@@ -135,8 +135,8 @@ def test_older_store_is_migrated_forward_keeping_data(db_path, monkeypatch):
     store.write_dataset(_toy())
     extra = "ALTER TABLE datasets ADD COLUMN notes VARCHAR DEFAULT 'migrated';"
     monkeypatch.setattr(store_mod, "_MIGRATIONS", store_mod._MIGRATIONS + (extra,))
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
-    assert Store(db_path).schema_version() == 2
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    assert Store(db_path).schema_version() == SCHEMA_VERSION + 1
     con = duckdb.connect(str(db_path), read_only=True)
     assert con.execute("SELECT name, notes FROM datasets").fetchall() == [("toy", "migrated")]
     con.close()
