@@ -1,0 +1,269 @@
+"""Statistics shared by every method (SPEC §6.6), vectorized with numpy.
+
+* Bootstrap: ``n_resamples`` (5,000) resamples with replacement, seed 42, two-sided percentile
+  interval. Resamples are drawn as index matrices in chunks of bounded size, so memory stays
+  near ``_CHUNK_CELLS`` integers whatever the sample size.
+* Paired contrasts: mean difference, paired bootstrap CI, standardized effect = mean / sd of the
+  differences (ddof=1, as seed 000 §7.6 and its released script), two-sided bootstrap p.
+* McNemar's exact test, Holm and Benjamini-Hochberg adjustment, OLS with SE and p, calibration
+  (Brier, ECE over equal-width bins, reliability-diagram table).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "benjamini_hochberg",
+    "bootstrap_mean_ci",
+    "bootstrap_means",
+    "calibration",
+    "holm",
+    "mcnemar_exact",
+    "ols",
+    "paired_contrast",
+]
+
+#: Upper bound on the number of index cells (resamples x sample size) drawn at once.
+_CHUNK_CELLS = 4_000_000
+
+
+def _clean(values: Iterable[float]) -> np.ndarray:
+    v = np.asarray(values, dtype=float).ravel()
+    return v[np.isfinite(v)]
+
+
+def bootstrap_means(values: np.ndarray, n_resamples: int = 5000, seed: int = 42) -> np.ndarray:
+    """Bootstrap distribution of the column means of ``values``.
+
+    Rows (units) are resampled with replacement, the same resample for every column; NaN cells
+    are skipped within each resample (the mean is over the non-NaN cells drawn).
+
+    Args:
+        values: shape (n,) or (n, k); rows are the resampled units.
+        n_resamples: number of resamples.
+        seed: seed of ``numpy.random.default_rng``.
+
+    Returns:
+        Array (n_resamples,) for 1-D input, else (n_resamples, k); NaN where a resample drew
+        no finite cell of a column. Empty input gives all-NaN.
+    """
+    arr = np.asarray(values, dtype=float)
+    one_d = arr.ndim == 1
+    if one_d:
+        arr = arr[:, None]
+    n, k = arr.shape
+    if n == 0:
+        out = np.full((n_resamples, k), np.nan)
+        return out[:, 0] if one_d else out
+    mask = np.isfinite(arr)
+    filled = np.where(mask, arr, 0.0)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(n_resamples, _CHUNK_CELLS // n))
+    out = np.empty((n_resamples, k))
+    all_finite = bool(mask.all())
+    for start in range(0, n_resamples, chunk):
+        m = min(chunk, n_resamples - start)
+        idx = rng.integers(0, n, size=(m, n), dtype=np.int64 if n > 2**31 - 1 else np.int32)
+        if k == 1 and all_finite:
+            out[start : start + m, 0] = filled[idx, 0].mean(axis=1)
+            continue
+        # counts[r, j] = how often unit j was drawn in resample r: sums become one matmul.
+        offsets = (np.arange(m, dtype=np.int64) * n)[:, None]
+        counts = np.bincount((idx + offsets).ravel(), minlength=m * n).reshape(m, n)
+        counts = counts.astype(float)
+        sums = counts @ filled
+        if all_finite:
+            out[start : start + m] = sums / n
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[start : start + m] = sums / (counts @ mask.astype(float))
+    return out[:, 0] if one_d else out
+
+
+def _percentile_ci(boot: np.ndarray, level: float) -> tuple[float, float]:
+    finite = boot[np.isfinite(boot)]
+    if finite.size == 0:
+        return math.nan, math.nan
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.percentile(finite, [100 * alpha, 100 * (1 - alpha)])
+    return float(lo), float(hi)
+
+
+def bootstrap_mean_ci(
+    values: Iterable[float], n_resamples: int = 5000, seed: int = 42, level: float = 0.95
+) -> dict[str, float]:
+    """Mean and two-sided percentile bootstrap interval of ``values`` (NaN values dropped).
+
+    Returns:
+        ``{mean, ci_low, ci_high, n}``; NaN mean and bounds when no finite value is left.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level {level} must be in (0, 1)")
+    v = _clean(values)
+    if v.size == 0:
+        return {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": 0}
+    lo, hi = _percentile_ci(bootstrap_means(v, n_resamples, seed), level)
+    return {"mean": float(v.mean()), "ci_low": lo, "ci_high": hi, "n": int(v.size)}
+
+
+def paired_contrast(
+    a: Iterable[float],
+    b: Iterable[float],
+    n_resamples: int = 5000,
+    seed: int = 42,
+    level: float = 0.95,
+) -> dict[str, float]:
+    """Paired contrast ``a - b`` over aligned units (pairs with a NaN side are dropped).
+
+    Returns:
+        ``{mean, ci_low, ci_high, effect, p, n}``: mean difference, paired bootstrap percentile
+        CI, standardized effect = mean / sd(differences, ddof=1) (±inf when sd is 0 and the mean
+        is not, 0 when both are 0, NaN for n < 2), and the two-sided bootstrap
+        p = min(1, 2 min(P(d* >= 0), P(d* <= 0))) over the resampled mean differences d*.
+    """
+    av = np.asarray(list(a) if not isinstance(a, np.ndarray) else a, dtype=float).ravel()
+    bv = np.asarray(list(b) if not isinstance(b, np.ndarray) else b, dtype=float).ravel()
+    if av.shape != bv.shape:
+        raise ValueError(f"paired_contrast: a has {av.size} values, b has {bv.size}")
+    d = av - bv
+    d = d[np.isfinite(d)]
+    n = int(d.size)
+    if n == 0:
+        return dict.fromkeys(("mean", "ci_low", "ci_high", "effect", "p"), math.nan) | {"n": 0}
+    mean = float(d.mean())
+    boot = bootstrap_means(d, n_resamples, seed)
+    lo, hi = _percentile_ci(boot, level)
+    if n < 2:
+        effect = math.nan
+    else:
+        sd = float(d.std(ddof=1))
+        effect = mean / sd if sd > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
+    p = min(1.0, 2.0 * min(float(np.mean(boot >= 0)), float(np.mean(boot <= 0))))
+    return {"mean": mean, "ci_low": lo, "ci_high": hi, "effect": effect, "p": p, "n": n}
+
+
+def mcnemar_exact(a_bin: Iterable[float], b_bin: Iterable[float]) -> dict[str, float]:
+    """McNemar's exact test on paired binary outcomes (binomial test on discordant pairs).
+
+    Returns:
+        ``{b, c, n_discordant, p}`` with b = #(a=1, b=0), c = #(a=0, b=1) and the two-sided
+        exact p of ``scipy.stats.binomtest(b, b + c, 0.5)`` (1.0 without discordant pairs).
+    """
+    from scipy.stats import binomtest
+
+    av = np.asarray(list(a_bin), dtype=float)
+    bv = np.asarray(list(b_bin), dtype=float)
+    if av.shape != bv.shape:
+        raise ValueError(f"mcnemar_exact: a has {av.size} values, b has {bv.size}")
+    keep = np.isfinite(av) & np.isfinite(bv)
+    av, bv = av[keep] >= 0.5, bv[keep] >= 0.5
+    b = int(np.sum(av & ~bv))
+    c = int(np.sum(~av & bv))
+    p = 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5).pvalue)
+    return {"b": b, "c": c, "n_discordant": b + c, "p": p}
+
+
+def _adjust(pvalues: Iterable[float], method: str) -> np.ndarray:
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(list(pvalues), dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        out[ok] = multipletests(p[ok], method=method)[1]
+    return out
+
+
+def holm(pvalues: Iterable[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values (family-wise error); NaN entries stay NaN."""
+    return _adjust(pvalues, "holm")
+
+
+def benjamini_hochberg(pvalues: Iterable[float]) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate); NaN entries stay NaN."""
+    return _adjust(pvalues, "fdr_bh")
+
+
+def ols(
+    y: Sequence[float], X_columns: Mapping[str, Sequence[float]] | pd.DataFrame
+) -> dict[str, object]:
+    """Ordinary least squares with an intercept (statsmodels), rows with a NaN dropped.
+
+    Args:
+        y: response.
+        X_columns: predictors by name (mapping or DataFrame), same length as ``y``.
+
+    Returns:
+        ``{"table": DataFrame(term, coef, se, t, p), "r_squared": float, "n": int}``; the
+        first term is ``intercept``; p is the two-sided t-test p.
+    """
+    import statsmodels.api as sm
+
+    X = pd.DataFrame(dict(X_columns)) if not isinstance(X_columns, pd.DataFrame) else X_columns
+    X = X.astype(float).reset_index(drop=True)
+    yv = pd.Series(np.asarray(y, dtype=float))
+    if len(yv) != len(X):
+        raise ValueError(f"ols: y has {len(yv)} values, X has {len(X)} rows")
+    keep = yv.notna() & X.notna().all(axis=1)
+    design = sm.add_constant(X[keep], has_constant="add").rename(columns={"const": "intercept"})
+    fit = sm.OLS(yv[keep], design).fit()
+    table = pd.DataFrame(
+        {
+            "term": list(design.columns),
+            "coef": fit.params.to_numpy(),
+            "se": fit.bse.to_numpy(),
+            "t": fit.tvalues.to_numpy(),
+            "p": fit.pvalues.to_numpy(),
+        }
+    )
+    return {"table": table, "r_squared": float(fit.rsquared), "n": int(keep.sum())}
+
+
+def calibration(
+    confidence: Iterable[float], correct: Iterable[float], n_bins: int = 10
+) -> dict[str, object]:
+    """Brier score, expected calibration error and reliability-diagram bins.
+
+    Confidences are clamped to [0, 1]; pairs with a NaN are dropped. Bins are equal-width,
+    ``[i/n, (i+1)/n)`` with the last bin closed at 1. ECE = sum over bins of
+    (count / N) * |accuracy - mean confidence|.
+
+    Returns:
+        ``{brier, ece, n, bins}``; ``bins`` is a DataFrame (bin, lo, hi, count, mean_conf,
+        accuracy) with NaN means for empty bins. NaN scores when nothing is left.
+    """
+    if n_bins < 1:
+        raise ValueError(f"n_bins {n_bins} must be >= 1")
+    c = np.asarray(list(confidence), dtype=float)
+    y = np.asarray(list(correct), dtype=float)
+    if c.shape != y.shape:
+        raise ValueError(f"calibration: {c.size} confidences, {y.size} outcomes")
+    keep = np.isfinite(c) & np.isfinite(y)
+    c, y = np.clip(c[keep], 0.0, 1.0), y[keep]
+    n = int(c.size)
+    b = np.minimum((c * n_bins).astype(int), n_bins - 1)
+    count = np.bincount(b, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_conf = np.bincount(b, weights=c, minlength=n_bins) / count
+        accuracy = np.bincount(b, weights=y, minlength=n_bins) / count
+    edges = np.arange(n_bins + 1) / n_bins
+    bins = pd.DataFrame(
+        {
+            "bin": np.arange(n_bins),
+            "lo": edges[:-1],
+            "hi": edges[1:],
+            "count": count,
+            "mean_conf": mean_conf,
+            "accuracy": accuracy,
+        }
+    )
+    if n == 0:
+        return {"brier": math.nan, "ece": math.nan, "n": 0, "bins": bins}
+    nz = count > 0
+    ece = float(np.sum(count[nz] / n * np.abs(accuracy[nz] - mean_conf[nz])))
+    return {"brier": float(np.mean((c - y) ** 2)), "ece": ece, "n": n, "bins": bins}
