@@ -1,0 +1,515 @@
+"""The Ollama backend, on the official ``ollama`` Python client (SPEC §5.2).
+
+Every call is one non-streaming ``/api/chat`` request with the answer contract's JSON schema as
+``format`` (a schema, not ``"json"``, which can pad with whitespace and run much slower),
+``think=False``, ``keep_alive`` and the options ``temperature`` (0), ``seed``, ``num_ctx``
+(32768) and ``num_predict`` (1024). ``num_ctx`` is a load-time option -- changing it reloads the
+model -- so it is fixed per backend instance and a call asking for another value is refused.
+Token log-probabilities are requested (``logprobs=True, top_logprobs=N``) when the server is
+Ollama >= 0.12.11 or its version is unknown; the reply's ``logprob_confidence`` is then
+:func:`core.backends.support.answer_logprob_confidence` of them.
+
+Several hosts may be given (``hosts=`` or ``OLLAMA_HOST="h1:11434,h2:11434"``): calls are spread
+over them round-robin, one ``ollama.Client`` per host (the client is thread-safe), and a retry
+moves to the next host. Before its first call each host is asked for its version, whether the
+model is there (``/api/show``) and the model digest (``/api/tags``).
+
+Failures come back as ``Reply.error`` one-liners that say what to do: server unreachable
+(start it with ``ollama serve`` or set OLLAMA_HOST), model not pulled (``ollama pull NAME``),
+prompt longer than ``num_ctx`` (estimated before sending, so nothing is sent; and detected after,
+when ``prompt_eval_count`` reaches ``num_ctx`` because the server truncated it), HTTP 500,
+timeouts, non-JSON or incomplete replies. HTTP 503 (queue full), 429, timeouts and connections
+closed mid-response are retried with exponential backoff (:class:`RetryPolicy`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import ollama
+import pydantic
+
+from core.backends.base import BackendError, Message, Reply
+from core.backends.support import (
+    DEFAULT_CHARS_PER_TOKEN,
+    RetryPolicy,
+    answer_logprob_confidence,
+    error_text,
+    estimate_tokens,
+    one_line,
+    with_retries,
+)
+from core.prompts import ANSWER_SCHEMA
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_NUM_CTX",
+    "DEFAULT_NUM_PREDICT",
+    "LOGPROBS_MIN_VERSION",
+    "OllamaBackend",
+    "resolve_hosts",
+    "server_status",
+]
+
+#: Where Ollama listens when neither ``hosts`` nor ``OLLAMA_HOST`` says otherwise.
+DEFAULT_HOST = "http://127.0.0.1:11434"
+#: Context window requested from Ollama (fixed per backend instance).
+DEFAULT_NUM_CTX = 32768
+#: Most tokens a reply may have.
+DEFAULT_NUM_PREDICT = 1024
+#: First Ollama release that returns token log-probabilities.
+LOGPROBS_MIN_VERSION = (0, 12, 11)
+
+# Ollama runtime options a caller may set per backend or per call (ollama.Options fields).
+_OLLAMA_OPTIONS = frozenset(ollama.Options.model_fields)
+# Settings of this backend (not Ollama options).
+_SETTINGS = (
+    "keep_alive",
+    "logprobs",
+    "top_logprobs",
+    "timeout_s",
+    "connect_timeout_s",
+    "retries",
+    "backoff_s",
+    "max_backoff_s",
+    "chars_per_token",
+)
+
+
+def _normalize_host(raw: str) -> str:
+    text = raw.strip().rstrip("/")
+    if not text:
+        return DEFAULT_HOST
+    given_scheme = "://" in text
+    parts = urlsplit(text if given_scheme else f"http://{text}")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"Ollama host {raw!r}: scheme must be http or https")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"Ollama host {raw!r}: bad port") from None
+    name = parts.hostname or "127.0.0.1"
+    if name in ("0.0.0.0", "::"):  # a bind-all address: connect locally
+        name = "127.0.0.1"
+    if ":" in name:
+        name = f"[{name}]"
+    if port is None:
+        port = 11434 if not given_scheme else (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{name}:{port}{parts.path}"
+
+
+def resolve_hosts(hosts: Sequence[str] | str | None = None) -> list[str]:
+    """Ollama base URLs from ``hosts``, else ``OLLAMA_HOST`` (comma-separated), else the default.
+
+    Bare ``host``/``host:port`` values get ``http://`` and port 11434, as the Ollama CLI does.
+
+    Raises:
+        ValueError: a host with another scheme or a bad port.
+    """
+    if isinstance(hosts, str):
+        hosts = [hosts]
+    items = [h for h in (hosts or []) if str(h).strip()]
+    if not items:
+        items = [h for h in os.environ.get("OLLAMA_HOST", "").replace(" ", ",").split(",") if h]
+    urls = [_normalize_host(h) for item in items for h in str(item).split(",") if h.strip()]
+    return list(dict.fromkeys(urls)) or [DEFAULT_HOST]
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...] | None:
+    if not version:
+        return None
+    nums = []
+    for part in version.split("-")[0].split("+")[0].split("."):
+        if not part.isdigit():
+            return None
+        nums.append(int(part))
+    return tuple(nums)
+
+
+def _get_version(url: str, timeout: httpx.Timeout) -> str | None:
+    """``/api/version`` of one host; None when the server does not say."""
+    r = httpx.get(f"{url}/api/version", timeout=timeout)
+    if r.status_code != 200:
+        return None
+    try:
+        version = r.json().get("version")
+    except (ValueError, AttributeError):
+        return None
+    return str(version) if version else None
+
+
+def _unreachable(url: str) -> str:
+    return (
+        f"cannot reach Ollama at {url}: start it with `ollama serve` or set OLLAMA_HOST "
+        "(or use --backend embedded)"
+    )
+
+
+def _not_pulled(model: str, url: str) -> str:
+    return f"model {model!r} is not pulled on {url}: run `ollama pull {model}`"
+
+
+def _find_digest(listing: Any, model: str) -> str | None:
+    names = {model, f"{model}:latest"}
+    for m in getattr(listing, "models", None) or []:
+        if m.model in names or getattr(m, "name", None) in names:
+            digest = m.digest or None
+            if digest and not digest.startswith("sha256:"):
+                digest = "sha256:" + digest
+            return digest
+    return None
+
+
+def _token_dict(lp: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"token": lp.token, "logprob": lp.logprob}
+    if lp.top_logprobs:
+        out["top_logprobs"] = [{"token": t.token, "logprob": t.logprob} for t in lp.top_logprobs]
+    return out
+
+
+@dataclass
+class _Host:
+    url: str
+    client: ollama.Client
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    ready: bool = False
+    version: str | None = None
+    digest: str | None = None
+    logprobs: bool = True
+
+
+class OllamaBackend:
+    """One model on one or more Ollama servers (see the module docstring).
+
+    Attributes:
+        name: ``ollama``.
+        model: the model name (e.g. ``qwen2.5:14b``).
+        hosts: the Ollama base URLs calls are spread over.
+        num_ctx: context window in tokens, fixed for this instance.
+        options: the Ollama ``options`` sent with every call.
+        keep_alive: how long Ollama keeps the model loaded after a call.
+        logprobs: ``"auto"`` (request log-probabilities from Ollama >= 0.12.11 or unknown
+            versions), True or False.
+        top_logprobs: alternatives per token when log-probabilities are requested (default
+            0: only the generated tokens' own log-probabilities, all the confidence needs).
+        timeout_s: read timeout of one call in seconds.
+        retry: backoff policy for transient failures.
+        chars_per_token: characters per token of the pre-send prompt estimate.
+    """
+
+    name = "ollama"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        hosts: Sequence[str] | str | None = None,
+        num_ctx: int = DEFAULT_NUM_CTX,
+        num_predict: int = DEFAULT_NUM_PREDICT,
+        seed: int = 0,
+        temperature: float = 0.0,
+        keep_alive: str | float | None = "30m",
+        logprobs: bool | str = "auto",
+        top_logprobs: int = 0,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 5.0,
+        retry: RetryPolicy | None = None,
+        chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
+        extra_options: Mapping[str, Any] | None = None,
+    ):
+        if not model or not str(model).strip():
+            raise ValueError("the ollama backend needs a model name (e.g. --model qwen2.5:7b)")
+        if int(num_ctx) < 1 or int(num_predict) < 1:
+            raise ValueError(f"num_ctx and num_predict must be >= 1, got {num_ctx}, {num_predict}")
+        if logprobs not in (True, False, "auto"):
+            raise ValueError(f"logprobs must be True, False or 'auto', got {logprobs!r}")
+        if not 0 <= int(top_logprobs) <= 20:
+            raise ValueError(f"top_logprobs must be in 0..20, got {top_logprobs!r}")
+        if chars_per_token <= 0 or timeout_s <= 0 or connect_timeout_s <= 0:
+            raise ValueError("chars_per_token, timeout_s and connect_timeout_s must be > 0")
+        extra = dict(extra_options or {})
+        bad = sorted(set(extra) - _OLLAMA_OPTIONS)
+        if bad:
+            raise ValueError(
+                f"unknown Ollama option(s) {', '.join(map(repr, bad))}; allowed: "
+                f"{', '.join(sorted(_OLLAMA_OPTIONS))}"
+            )
+        self.model = str(model).strip()
+        self.hosts = resolve_hosts(hosts)
+        self.num_ctx = int(num_ctx)
+        self.options: dict[str, Any] = {
+            **extra,
+            "temperature": float(temperature),
+            "seed": int(seed),
+            "num_ctx": self.num_ctx,
+            "num_predict": int(num_predict),
+        }
+        self.keep_alive = keep_alive
+        self.logprobs = logprobs
+        self.top_logprobs = int(top_logprobs)
+        self.timeout_s = float(timeout_s)
+        self.retry = retry or RetryPolicy()
+        self.chars_per_token = float(chars_per_token)
+        self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
+        self._hosts = [
+            _Host(url, ollama.Client(host=url, timeout=self._timeout)) for url in self.hosts
+        ]
+        self._rr = itertools.count()
+        self._rr_lock = threading.Lock()
+
+    # -- setup ------------------------------------------------------------------------
+
+    def _prepare(self, host: _Host) -> None:
+        """Version, model presence and digest of one host, fetched once."""
+        if host.ready:
+            return
+        with host.lock:
+            if host.ready:
+                return
+            try:
+                host.version = _get_version(host.url, self._timeout)
+                host.client.show(self.model)
+                host.digest = _find_digest(host.client.list(), self.model)
+            except Exception as exc:  # noqa: BLE001 - mapped to an actionable message
+                raise self._map_error(exc, host) from exc
+            if self.logprobs == "auto":
+                v = _version_tuple(host.version)
+                host.logprobs = v is None or v >= LOGPROBS_MIN_VERSION
+            else:
+                host.logprobs = bool(self.logprobs)
+            host.ready = True
+
+    def _map_error(self, exc: BaseException, host: _Host) -> BackendError:
+        url = host.url
+        if isinstance(exc, BackendError):
+            return exc
+        if isinstance(exc, ollama.ResponseError):
+            code, msg = exc.status_code, one_line(str(exc.error))
+            low = msg.lower()
+            if code == 404 and "not found" in low:
+                return BackendError(_not_pulled(self.model, url))
+            if "context" in low and ("exceed" in low or "length" in low or "long" in low):
+                return BackendError(
+                    f"prompt longer than num_ctx={self.num_ctx} (server {url} said: {msg}); "
+                    "raise num_ctx or shorten the context"
+                )
+            if code in (429, 503):
+                return BackendError(f"HTTP {code} from {url}: {msg} (server busy)", retryable=True)
+            return BackendError(f"HTTP {code} from {url}: {msg}")
+        if isinstance(exc, httpx.TimeoutException):
+            return BackendError(
+                f"timed out after {self.timeout_s:g}s waiting for {url} "
+                "(a long prompt on a slow machine: raise timeout_s)",
+                retryable=True,
+            )
+        if isinstance(exc, httpx.ConnectError):
+            return BackendError(_unreachable(url))
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+            return BackendError(
+                f"connection to {url} closed mid-response ({type(exc).__name__}: "
+                f"{one_line(str(exc), 120)})",
+                retryable=True,
+            )
+        if isinstance(exc, ConnectionResetError):
+            return BackendError(f"connection to {url} was reset", retryable=True)
+        if isinstance(exc, ConnectionError):  # what ollama.Client raises for ConnectError
+            return BackendError(_unreachable(url))
+        if isinstance(exc, pydantic.ValidationError):
+            fields = ", ".join(
+                sorted({".".join(map(str, e["loc"])) for e in exc.errors()}) or ["?"]
+            )
+            return BackendError(f"reply from {url} lacks or mistypes field(s): {fields}")
+        if isinstance(exc, ValueError):
+            return BackendError(
+                f"reply from {url} is not JSON (is OLLAMA_HOST pointing at an Ollama server?)"
+            )
+        if isinstance(exc, httpx.HTTPError):
+            return BackendError(f"HTTP error talking to {url}: {one_line(str(exc), 160)}")
+        return BackendError(f"unexpected {type(exc).__name__} from {url}: {one_line(str(exc))}")
+
+    # -- calls ------------------------------------------------------------------------
+
+    def _call_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        if not options:
+            return self.options
+        bad = sorted(set(options) - _OLLAMA_OPTIONS)
+        if bad:
+            raise ValueError(
+                f"unknown Ollama option(s) {', '.join(map(repr, bad))}; allowed: "
+                f"{', '.join(sorted(_OLLAMA_OPTIONS))}"
+            )
+        if "num_ctx" in options and int(options["num_ctx"]) != self.num_ctx:
+            raise ValueError(
+                f"num_ctx is fixed at {self.num_ctx} for this backend (changing it reloads the "
+                f"model); got {options['num_ctx']!r}"
+            )
+        return {**self.options, **options}
+
+    def _next_host(self) -> int:
+        with self._rr_lock:
+            return next(self._rr) % len(self._hosts)
+
+    def generate(
+        self, messages: Sequence[Message], options: Mapping[str, Any] | None = None
+    ) -> Reply:
+        """Run one chat call (errors come back on the reply, see the module docstring).
+
+        Args:
+            messages: the chat messages (system, user).
+            options: Ollama options overriding this backend's for this call (``num_ctx`` may
+                not change).
+
+        Raises:
+            ValueError: unknown option names or a different ``num_ctx`` (programmer errors).
+        """
+        opts = self._call_options(options)
+        t0 = time.perf_counter()
+        estimate = estimate_tokens(messages, self.chars_per_token)
+        if estimate >= self.num_ctx:
+            return Reply(
+                text="",
+                latency_ms=(time.perf_counter() - t0) * 1e3,
+                error=(
+                    f"prompt too long: about {estimate} tokens (estimated) >= "
+                    f"num_ctx={self.num_ctx}; not sent (prompts are never truncated): raise "
+                    "num_ctx or shorten the context"
+                ),
+            )
+        start = self._next_host()
+        used: list[_Host] = []
+
+        def attempt(k: int) -> Any:
+            host = self._hosts[(start + k) % len(self._hosts)]
+            used.append(host)
+            self._prepare(host)
+            lp = host.logprobs
+            try:
+                return host.client.chat(
+                    model=self.model,
+                    messages=[dict(m) for m in messages],
+                    stream=False,
+                    format=ANSWER_SCHEMA,
+                    options=opts,
+                    think=False,
+                    keep_alive=self.keep_alive,
+                    logprobs=True if lp else None,
+                    top_logprobs=self.top_logprobs if lp else None,
+                )
+            except Exception as exc:  # noqa: BLE001 - failures are data
+                raise self._map_error(exc, host) from exc
+
+        try:
+            resp = with_retries(attempt, self.retry)
+        except BackendError as exc:
+            host = used[-1] if used else None
+            return Reply(
+                text="",
+                latency_ms=(time.perf_counter() - t0) * 1e3,
+                model_digest=host.digest if host else None,
+                error=str(exc),
+            )
+        latency_ms = (time.perf_counter() - t0) * 1e3
+        host = used[-1]
+        tokens = [_token_dict(lp) for lp in (resp.logprobs or [])] or None
+        error = None
+        if resp.prompt_eval_count is not None and resp.prompt_eval_count >= self.num_ctx:
+            error = (
+                f"prompt filled the context: prompt_eval_count={resp.prompt_eval_count} >= "
+                f"num_ctx={self.num_ctx}, so {host.url} truncated it (estimate was {estimate}); "
+                "raise num_ctx or shorten the context"
+            )
+        return Reply(
+            text="" if error else (resp.message.content or ""),
+            prompt_tokens=resp.prompt_eval_count,
+            completion_tokens=resp.eval_count,
+            latency_ms=latency_ms,
+            total_duration_ns=resp.total_duration,
+            load_duration_ns=resp.load_duration,
+            prompt_eval_duration_ns=resp.prompt_eval_duration,
+            eval_duration_ns=resp.eval_duration,
+            logprobs=tokens,
+            model_digest=host.digest,
+            error=error,
+            logprob_confidence=None if error else answer_logprob_confidence(tokens),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """Description recorded on the run (never raises; ``error`` says why a host failed)."""
+        errors = {}
+        for host in self._hosts:
+            try:
+                self._prepare(host)
+            except BackendError as exc:
+                errors[host.url] = str(exc)
+        digests = {h.url: h.digest for h in self._hosts}
+        first = next((d for d in digests.values() if d), None)
+        return {
+            "kind": self.name,
+            "backend": self.name,
+            "model": self.model,
+            "model_digest": first,
+            "label": f"Ollama {self.model}",
+            "baseline": False,
+            "options": dict(self.options),
+            "request": {
+                "format": "ANSWER_SCHEMA",
+                "think": False,
+                "stream": False,
+                "keep_alive": self.keep_alive,
+                "logprobs": self.logprobs,
+                "top_logprobs": self.top_logprobs,
+            },
+            "hosts": list(self.hosts),
+            "host_digests": digests,
+            "host_versions": {h.url: h.version for h in self._hosts},
+            "digests_agree": len({d for d in digests.values() if d}) <= 1,
+            "error": "; ".join(errors.values()) or None,
+        }
+
+
+def _status_row(host: str, error: str | None = None) -> dict[str, Any]:
+    return {"host": host, "reachable": False, "version": None, "models": [], "error": error}
+
+
+def server_status(
+    hosts: Sequence[str] | str | None = None, timeout_s: float = 1.0
+) -> list[dict[str, Any]]:
+    """Reachability, version and pulled models of each Ollama host; never raises.
+
+    Args:
+        hosts: hosts to ask (default: ``OLLAMA_HOST`` or the local default).
+        timeout_s: per-request timeout.
+
+    Returns:
+        One ``{"host", "reachable", "version", "models", "error"}`` dict per host.
+    """
+    try:
+        urls = resolve_hosts(hosts)
+    except ValueError as exc:
+        return [_status_row(str(hosts), error=str(exc))]
+    out = []
+    timeout = httpx.Timeout(timeout_s)
+    for url in urls:
+        row = _status_row(url)
+        try:
+            row["version"] = _get_version(url, timeout)
+            row["reachable"] = True
+            with ollama.Client(host=url, timeout=timeout) as client:
+                row["models"] = sorted(m.model for m in client.list().models if m.model)
+        except httpx.ConnectError:
+            row["error"] = _unreachable(url)
+        except httpx.TimeoutException:
+            row["error"] = f"no answer from {url} within {timeout_s:g}s"
+        except Exception as exc:  # noqa: BLE001 - a status probe never raises
+            text = error_text(str(exc)) if isinstance(exc, ollama.ResponseError) else str(exc)
+            row["error"] = f"{type(exc).__name__}: {one_line(text, 160)}"
+        out.append(row)
+    return out

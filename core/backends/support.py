@@ -1,0 +1,180 @@
+"""What the server backends share: retries with backoff, prompt-size estimate, logprob confidence.
+
+Kept apart from :mod:`core.backends.base` (the interface) so the Ollama and OpenAI-compatible
+backends apply exactly the same rules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from core.backends.base import BackendError, Message
+
+__all__ = [
+    "DEFAULT_CHARS_PER_TOKEN",
+    "RetryPolicy",
+    "answer_logprob_confidence",
+    "error_text",
+    "estimate_tokens",
+    "one_line",
+    "with_retries",
+]
+
+T = TypeVar("T")
+
+#: Characters per token assumed by :func:`estimate_tokens`. English BPE vocabularies average
+#: about 4; 3 over-estimates on purpose, so a prompt near ``num_ctx`` is refused before it is
+#: sent rather than truncated by the server.
+DEFAULT_CHARS_PER_TOKEN = 3.0
+
+# Per-message overhead of chat templates (role markers, separators), in tokens.
+_MESSAGE_OVERHEAD = 4
+
+# The "answer" value in the reply JSON: a string (with escapes) or a bare scalar.
+_ANSWER_RE = re.compile(
+    r'"answer"\s*:\s*(?:"((?:[^"\\]|\\.)*)"|(-?\d[\d.eE+-]*|true|false|null))', re.S
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded exponential backoff for transient failures (HTTP 503, timeouts, resets).
+
+    Attributes:
+        attempts: total tries per call, the first included (>= 1).
+        backoff_s: delay before the second try; each later delay doubles.
+        max_backoff_s: cap on one delay.
+    """
+
+    attempts: int = 4
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if int(self.attempts) < 1:
+            raise ValueError(f"retries: attempts must be >= 1, got {self.attempts!r}")
+        if self.backoff_s < 0 or self.max_backoff_s < 0:
+            raise ValueError(
+                f"retries: backoff must be >= 0, got {self.backoff_s!r}/{self.max_backoff_s!r}"
+            )
+
+    def delays(self) -> Iterator[float]:
+        """The waits between tries: ``backoff_s * 2**i`` capped at ``max_backoff_s``."""
+        for i in range(self.attempts - 1):
+            yield min(self.backoff_s * 2.0**i, self.max_backoff_s)
+
+
+def with_retries(
+    call: Callable[[int], T],
+    policy: RetryPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run ``call(attempt)`` until it returns, retrying retryable :class:`BackendError`.
+
+    Args:
+        call: the operation; receives the 0-based attempt number (backends use it to move to
+            the next host).
+        policy: how many tries and how long to wait between them.
+        sleep: the wait function (tests may pass a recorder).
+
+    Returns:
+        What ``call`` returned.
+
+    Raises:
+        BackendError: a permanent error at once, or the last retryable one when the tries are
+            used up (its message then says how many tries were made).
+    """
+    delays = list(policy.delays())
+    attempt = 0
+    while True:
+        try:
+            return call(attempt)
+        except BackendError as exc:
+            if not exc.retryable or attempt >= len(delays):
+                if exc.retryable and attempt:
+                    raise BackendError(f"{exc} (after {attempt + 1} tries)") from exc
+                raise
+            sleep(delays[attempt])
+            attempt += 1
+
+
+def estimate_tokens(
+    messages: Sequence[Message], chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
+) -> int:
+    """Upper-side estimate of a chat prompt's token count, before it is sent.
+
+    ``ceil(characters of all message contents / chars_per_token) + 4 per message``.
+    """
+    if chars_per_token <= 0:
+        raise ValueError(f"chars_per_token must be > 0, got {chars_per_token!r}")
+    chars = sum(len(str(m.get("content", ""))) for m in messages)
+    return math.ceil(chars / chars_per_token) + _MESSAGE_OVERHEAD * len(messages)
+
+
+def answer_logprob_confidence(tokens: Sequence[Mapping[str, Any]] | None) -> float | None:
+    """Model-internal confidence in the answer: the geometric-mean probability of its tokens.
+
+    Definition: concatenate the generated tokens' texts; find the value of the first
+    ``"answer"`` key in that text (the characters between the quotes of a string value, or a
+    bare number/true/false/null); take every token whose character range overlaps that
+    value (a token that also carries a quote or a space counts); return
+    ``exp(mean(logprob of those tokens))``. Example: tokens ``{"answer": "``, ``Par`` (logprob
+    -0.1), ``is`` (-0.3), ``"}`` give ``exp(-0.2) = 0.8187``.
+
+    Args:
+        tokens: the server's per-token entries, each with ``token`` and ``logprob`` (Ollama's
+            top-level ``logprobs`` list; OpenAI's ``choices[0].logprobs.content``).
+
+    Returns:
+        The confidence in (0, 1], or None when there are no tokens, no ``"answer"`` value or
+        an empty one.
+    """
+    if not tokens:
+        return None
+    pieces = [str(t.get("token", "")) for t in tokens]
+    text = "".join(pieces)
+    m = _ANSWER_RE.search(text)
+    if m is None:
+        return None
+    group = 1 if m.group(1) is not None else 2
+    start, end = m.span(group)
+    if end <= start:
+        return None
+    picked: list[float] = []
+    pos = 0
+    for piece, tok in zip(pieces, tokens):
+        a, b = pos, pos + len(piece)
+        pos = b
+        if a < end and b > start:
+            picked.append(float(tok["logprob"]))
+        if a >= end:
+            break
+    if not picked:
+        return None
+    return math.exp(math.fsum(picked) / len(picked))
+
+
+def error_text(body: str, limit: int = 200) -> str:
+    """The ``error`` message of a JSON error body (Ollama or OpenAI shape), on one line."""
+    msg: Any = body
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        obj = None
+    if isinstance(obj, Mapping):
+        msg = obj.get("error", obj.get("message", body))
+        if isinstance(msg, Mapping):
+            msg = msg.get("message", json.dumps(msg))
+    return one_line(str(msg), limit)
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """``text`` collapsed onto one line and cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -1,0 +1,504 @@
+"""A small local model server for backend, engine and benchmark tests (no Ollama needed).
+
+:class:`ModelStub` runs a threaded HTTP server on 127.0.0.1 (a free port) that speaks the parts
+of the Ollama API (``/api/chat``, ``/api/show``, ``/api/tags``, ``/api/version``) and of the
+OpenAI API (``/v1/chat/completions``, ``/v1/models``) that our backends call. A chat is
+answered with the embedded baseline reader's reply to the same messages, so a run against the
+stub gives real, scoreable predictions. Use it as a context manager::
+
+    with ModelStub(latency_s=0.05) as stub:
+        backend = make_backend("ollama", "stub-model", hosts=[stub.url])
+        ...
+        assert stub.requests[-1][0] == "/api/chat"
+
+What the stub does, so tests can compute exact expectations:
+
+- prompt tokens (:meth:`ModelStub.count_tokens`): the pieces ``\\w+`` and single non-space
+  characters over all message contents, plus 4 per message. Like Ollama, ``/api/chat``
+  silently truncates a prompt longer than ``options.num_ctx`` (``prompt_eval_count`` is then
+  ``num_ctx``); ``/v1/chat/completions`` answers HTTP 400 (as vLLM does) when prompt tokens
+  plus ``max_tokens`` exceed :attr:`ModelStub.context_length`.
+- reply tokens (:func:`split_tokens`): pieces ``\\s*\\w+``, ``\\s*<one symbol>``, trailing
+  spaces; they concatenate to the reply text exactly.
+- Ollama timings (nanoseconds): ``load_duration`` 500 ms on the first chat and whenever
+  ``num_ctx`` changes (a model reload), else 100 us; ``prompt_eval_duration`` 20 us per
+  prompt token; ``eval_duration`` 1 ms per reply token; ``total_duration`` = their sum plus
+  ``latency_s``.
+- log-probabilities (when the request asks for them): every token inside the reply's
+  ``"answer"`` string value has logprob ``ln(confidence)`` (the reader's self-reported
+  confidence, floored at 0.01); every other token ``-0.001 * (len(token) % 7)``; each entry
+  carries ``top_logprobs`` alternatives (the token itself first, then ``"<alt1>"``, ...).
+
+Modes (:meth:`ModelStub.set_mode`) change how the chat endpoints answer; the model-info
+endpoints always answer normally: ``ok``; ``500`` (HTTP 500 every time); ``503-once`` (the
+next chat gets HTTP 503 "server busy", later ones are answered); ``stall`` (no answer until
+:attr:`ModelStub.stall_s` passes or the stub stops); ``not-json`` (HTTP 200 with a plain-text
+body); ``missing-fields`` (HTTP 200 JSON without ``message`` / ``choices``); ``close`` (the
+connection is closed after half of the response body).
+
+The server is bounded: at most ``max_workers`` requests are handled at once, request bodies
+over 64 MiB are refused, and it stops by itself on exit from the ``with`` block (stalled
+handlers are released at once).
+
+It can also run as its own process, so a benchmark's client and server do not share one
+interpreter lock: ``python tests/model_stub.py [--port 0] [--latency 0.05] [--model NAME]``
+prints its URL on the first line of stdout and serves until stdin closes or it is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+# Bench scripts import this file by path; make the project importable for them too.
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.backends.embedded import EmbeddedReader  # noqa: E402
+
+__all__ = ["MODES", "ModelStub", "main", "split_tokens"]
+
+#: Modes :meth:`ModelStub.set_mode` accepts.
+MODES = ("ok", "500", "503-once", "stall", "not-json", "missing-fields", "close")
+
+_MAX_BODY = 64 * 1024 * 1024
+_PROMPT_PIECE = re.compile(r"\w+|[^\w\s]")
+_REPLY_PIECE = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
+_LOAD_NS = 500_000_000
+_WARM_LOAD_NS = 100_000
+_PROMPT_NS_PER_TOKEN = 20_000
+_EVAL_NS_PER_TOKEN = 1_000_000
+
+
+def split_tokens(text: str) -> list[str]:
+    """Split ``text`` into the stub's reply tokens (they concatenate back to ``text``)."""
+    return _REPLY_PIECE.findall(text)
+
+
+def _answer_span(text: str, answer: str) -> tuple[int, int]:
+    """Character span of the ``"answer"`` string value inside the reply JSON ``text``."""
+    key = '"answer": "'
+    start = text.index(key) + len(key)
+    return start, start + len(json.dumps(answer, ensure_ascii=False)) - 2
+
+
+class ModelStub:
+    """Threaded local HTTP server imitating Ollama and an OpenAI-compatible server.
+
+    Attributes:
+        url: base URL, e.g. ``http://127.0.0.1:43211``.
+        requests: every request received, in arrival order, as ``(path, json_body)``
+            (``json_body`` is None for GET requests and bodies that are not JSON).
+        headers: the HTTP headers of each request, parallel to ``requests``.
+        openai_logprobs: when False, ``/v1/chat/completions`` answers HTTP 400 to a request
+            asking for log-probabilities (as servers without them do).
+        model: the one model name the stub serves (``NAME`` and ``NAME:latest`` both match).
+        digest: the model digest reported by ``/api/tags``.
+        latency_s: seconds each chat answer is delayed.
+        mode: current mode (see the module docstring).
+        stall_s: how long ``stall`` holds a request before answering normally.
+        context_length: the OpenAI endpoint's context window in tokens (``/v1/models``
+            reports it as ``max_model_len``, as vLLM does).
+        version: the Ollama version ``/api/version`` reports.
+    """
+
+    def __init__(
+        self,
+        latency_s: float = 0.0,
+        model: str = "stub-model",
+        digest: str = "sha256:" + "ab" * 32,
+        mode: str = "ok",
+        *,
+        max_workers: int = 64,
+        stall_s: float = 30.0,
+        context_length: int = 131072,
+        version: str = "0.12.11",
+    ):
+        self.latency_s = float(latency_s)
+        self.model = model
+        self.digest = digest
+        self.stall_s = float(stall_s)
+        self.context_length = int(context_length)
+        self.version = version
+        self.requests: list[tuple[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.openai_logprobs = True
+        self.mode = "ok"
+        self.set_mode(mode)
+        self._reader = EmbeddedReader()
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_workers)
+        self._stop = threading.Event()
+        self._num_ctx: int | None = None
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self, port: int = 0) -> ModelStub:
+        """Start serving on ``port`` (0: a free one); ``with ModelStub() as stub`` calls this."""
+        handler = type("_BoundHandler", (_Handler,), {"stub": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, release stalled handlers and close the socket."""
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ModelStub:
+        return self if self._server is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- controls ---------------------------------------------------------------------
+
+    def set_mode(self, mode: str) -> None:
+        """Switch how the chat endpoints answer (one of :data:`MODES`)."""
+        if mode not in MODES:
+            raise ValueError(f"unknown stub mode {mode!r}; allowed: {', '.join(MODES)}")
+        self.mode = mode
+
+    def paths(self) -> list[str]:
+        """Paths of the requests received so far, in order."""
+        with self._lock:
+            return [p for p, _ in self.requests]
+
+    @staticmethod
+    def count_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+        """The stub's prompt token count for ``messages`` (see the module docstring)."""
+        return sum(len(_PROMPT_PIECE.findall(str(m.get("content", "")))) + 4 for m in messages)
+
+    # -- answers ----------------------------------------------------------------------
+
+    def _known(self, name: Any) -> bool:
+        return isinstance(name, str) and name in (self.model, f"{self.model}:latest")
+
+    def _take_mode(self) -> str:
+        with self._lock:
+            mode = self.mode
+            if mode == "503-once":
+                self.mode = "ok"
+        return mode
+
+    def _reply(self, messages: Sequence[Mapping[str, Any]]) -> tuple[str, float, str]:
+        reply = self._reader.generate(messages)
+        obj = json.loads(reply.text)
+        return reply.text, float(obj["confidence"]), str(obj["answer"])
+
+    def _logprobs(self, text: str, conf: float, answer: str, top: int) -> list[dict[str, Any]]:
+        start, end = _answer_span(text, answer)
+        inside = math.log(max(conf, 0.01))
+        out, pos = [], 0
+        for tok in split_tokens(text):
+            a, b = pos, pos + len(tok)
+            pos = b
+            lp = inside if (a < end and b > start) else -0.001 * (len(tok) % 7)
+            alts = [{"token": tok, "logprob": lp, "bytes": list(tok.encode())}]
+            for k in range(1, top):
+                alt = f"<alt{k}>"
+                alts.append({"token": alt, "logprob": lp - 2.0 * k, "bytes": list(alt.encode())})
+            out.append(
+                {
+                    "token": tok,
+                    "logprob": lp,
+                    "bytes": list(tok.encode()),
+                    "top_logprobs": alts[:top],
+                }
+            )
+        return out
+
+    def ollama_chat(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Answer an ``/api/chat`` body: ``(status, json)``."""
+        model = body.get("model")
+        if not self._known(model):
+            return 404, {"error": f'model "{model}" not found, try pulling it first'}
+        messages = body.get("messages") or []
+        options = body.get("options") or {}
+        num_ctx = int(options.get("num_ctx", 2048))
+        with self._lock:
+            reload = self._num_ctx != num_ctx
+            self._num_ctx = num_ctx
+        text, conf, answer = self._reply(messages)
+        n_prompt = min(self.count_tokens(messages), num_ctx)
+        n_eval = len(split_tokens(text))
+        load = _LOAD_NS if reload else _WARM_LOAD_NS
+        prompt_ns = _PROMPT_NS_PER_TOKEN * n_prompt
+        eval_ns = _EVAL_NS_PER_TOKEN * n_eval
+        out: dict[str, Any] = {
+            "model": model,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "message": {"role": "assistant", "content": text},
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": load + prompt_ns + eval_ns + int(self.latency_s * 1e9),
+            "load_duration": load,
+            "prompt_eval_count": n_prompt,
+            "prompt_eval_duration": prompt_ns,
+            "eval_count": n_eval,
+            "eval_duration": eval_ns,
+        }
+        if body.get("logprobs"):
+            out["logprobs"] = self._logprobs(text, conf, answer, int(body.get("top_logprobs", 0)))
+        return 200, out
+
+    def openai_chat(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Answer a ``/v1/chat/completions`` body: ``(status, json)``."""
+        model = body.get("model")
+        if not self._known(model):
+            return 404, {
+                "error": {
+                    "message": f"The model `{model}` does not exist.",
+                    "type": "NotFoundError",
+                    "code": 404,
+                }
+            }
+        if body.get("logprobs") and not self.openai_logprobs:
+            return 400, {
+                "error": {
+                    "message": "logprobs is not supported by this server",
+                    "type": "BadRequestError",
+                    "code": 400,
+                }
+            }
+        messages = body.get("messages") or []
+        n_prompt = self.count_tokens(messages)
+        max_tokens = int(body.get("max_tokens") or 0)
+        if n_prompt + max_tokens > self.context_length:
+            return 400, {
+                "error": {
+                    "message": (
+                        f"This model's maximum context length is {self.context_length} tokens. "
+                        f"However, you requested {n_prompt + max_tokens} tokens "
+                        f"({n_prompt} in the messages, {max_tokens} in the completion)."
+                    ),
+                    "type": "BadRequestError",
+                    "code": 400,
+                }
+            }
+        text, conf, answer = self._reply(messages)
+        n_eval = len(split_tokens(text))
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+            "logprobs": None,
+        }
+        if body.get("logprobs"):
+            top = int(body.get("top_logprobs") or 0)
+            choice["logprobs"] = {"content": self._logprobs(text, conf, answer, top)}
+        return 200, {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": n_prompt,
+                "completion_tokens": n_eval,
+                "total_tokens": n_prompt + n_eval,
+            },
+        }
+
+    def show(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Answer an ``/api/show`` body."""
+        model = body.get("model")
+        if not self._known(model):
+            return 404, {"error": f"model '{model}' not found"}
+        return 200, {
+            "modelfile": f"FROM {self.model}",
+            "parameters": "temperature 0",
+            "template": "{{ .Prompt }}",
+            "details": {
+                "format": "gguf",
+                "family": "stub",
+                "families": ["stub"],
+                "parameter_size": "0B",
+                "quantization_level": "F16",
+            },
+            "model_info": {"general.architecture": "stub", "stub.context_length": 131072},
+            "capabilities": ["completion"],
+            "modified_at": "2025-01-01T00:00:00Z",
+        }
+
+    def tags(self) -> dict[str, Any]:
+        """Answer ``/api/tags``."""
+        return {
+            "models": [
+                {
+                    "name": f"{self.model}:latest" if ":" not in self.model else self.model,
+                    "model": f"{self.model}:latest" if ":" not in self.model else self.model,
+                    "modified_at": "2025-01-01T00:00:00Z",
+                    "size": 1234,
+                    "digest": self.digest.removeprefix("sha256:"),
+                    "details": {"format": "gguf", "family": "stub"},
+                }
+            ]
+        }
+
+    def models(self) -> dict[str, Any]:
+        """Answer ``/v1/models``."""
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": self.model,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "stub",
+                    "max_model_len": self.context_length,
+                }
+            ],
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    stub: ModelStub
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, a kept-alive connection waits
+    # for the client's delayed ACK (~40 ms) before the body.
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def _send(self, status: int, payload: Any, *, raw: bytes | None = None) -> None:
+        data = raw if raw is not None else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json" if raw is None else "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > _MAX_BODY:
+            raise ValueError("request body too large")
+        data = self.rfile.read(n) if n else b""
+        try:
+            return json.loads(data) if data else None
+        except ValueError:
+            return None
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._handle(None)
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        try:
+            body = self._body()
+        except ValueError:
+            self.close_connection = True
+            self._send(413, {"error": "request body too large"})
+            return
+        self._handle(body)
+
+    def _handle(self, body: Any) -> None:
+        stub = self.stub
+        path = self.path.split("?", 1)[0]
+        with stub._lock:
+            stub.requests.append((path, body))
+            stub.headers.append({k.lower(): v for k, v in self.headers.items()})
+        with stub._slots, contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            if path in ("/api/chat", "/v1/chat/completions"):
+                self._chat(path, body if isinstance(body, dict) else {})
+            elif path == "/api/show" and self.command == "POST":
+                self._send(*stub.show(body if isinstance(body, dict) else {}))
+            elif path == "/api/tags":
+                self._send(200, stub.tags())
+            elif path == "/api/version":
+                self._send(200, {"version": stub.version})
+            elif path == "/v1/models":
+                self._send(200, stub.models())
+            else:
+                self._send(404, {"error": f"no route {self.command} {path}"})
+
+    def _chat(self, path: str, body: dict[str, Any]) -> None:
+        stub = self.stub
+        mode = stub._take_mode()
+        if mode == "stall":
+            if stub._stop.wait(stub.stall_s):
+                self.close_connection = True
+                return
+        if stub.latency_s > 0 and stub._stop.wait(stub.latency_s):
+            self.close_connection = True
+            return
+        if mode == "500":
+            self._send(500, {"error": "stub: internal server error"})
+            return
+        if mode == "503-once":
+            self._send(503, {"error": "server busy, please try again.  maximum pending requests"})
+            return
+        if mode == "not-json":
+            self._send(200, None, raw=b"<html>this is not json</html>")
+            return
+        if mode == "missing-fields":
+            payload = {"model": body.get("model"), "done": True}
+            if path != "/api/chat":
+                payload = {"id": "chatcmpl-stub", "object": "chat.completion"}
+            self._send(200, payload)
+            return
+        status, payload = (
+            stub.ollama_chat(body) if path == "/api/chat" else stub.openai_chat(body)
+        )
+        if mode == "close":
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        self._send(status, payload)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve a stub in this process until stdin closes (see the module docstring)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="stub Ollama/OpenAI model server")
+    parser.add_argument("--port", type=int, default=0, help="port (0: a free one)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per chat answer")
+    parser.add_argument("--model", default="stub-model", help="the model name served")
+    args = parser.parse_args(argv)
+    stub = ModelStub(latency_s=args.latency, model=args.model).start(args.port)
+    with stub:
+        print(stub.url, flush=True)
+        try:
+            sys.stdin.read()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
