@@ -1,0 +1,783 @@
+"""Execution engine: plan -> skip stored -> cache -> execute -> parse -> store -> score (SPEC §5.3).
+
+:func:`execute` runs planned calls (from :mod:`core.conditions`, :mod:`core.interventions`,
+:mod:`core.probes`) against a :class:`~core.backends.base.Backend`:
+
+1. calls whose ``(run_id, instance_id, condition, variant)`` is already stored are skipped, so
+   rerunning a run continues where it stopped (a stored call that failed is made again and
+   its row replaced: a server that was down when it ran may answer now);
+2. a call whose response is in the ``response_cache`` table is served from it (key: backend
+   kind, model digest or name, options hash, prompt hash); calls of one execution that share a
+   key are sent once, the others are served from that reply;
+3. the rest run on a thread pool of ``concurrency`` workers (at most twice that many
+   submitted at a time, so ``cancel`` takes effect quickly); each reply is parsed with
+   :func:`core.parsing.parse_reply` against the ids shown;
+4. one writer thread commits predictions, their cache entries and their scores
+   (:func:`core.scoring.score_frame` over :meth:`core.store.Store.scoring_frame`) in one
+   short-lived read-write transaction per batch: it takes whatever has completed, writes it,
+   closes the connection and leaves the file unlocked for a gap of :data:`MIN_GAP_S` to
+   :data:`MAX_GAP_S` (the write's duration over :data:`WRITE_SHARE`), so a read-only process
+   (the dashboard) can open the store between batches and writing stays a small share of the
+   run. A completed call is committed within about one gap plus one write; killing the
+   process loses only the calls in flight or waiting for that write, and a rerun makes
+   exactly those again (never a committed one).
+
+Failures are data: a call that fails permanently (the backend returns ``Reply.error``, or
+raises) is stored with ``error`` and ``parse_error`` ("empty reply": there is no reply to
+parse) and, like an unparseable reply, scored as incorrect and kept in every denominator
+(seed 000 §8.1); the run continues. The run records its server time (sum of
+``total_duration``) against wall time (``runs.model_seconds`` / ``runs.wall_seconds``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+from core.backends.base import Backend, Reply
+from core.parsing import parse_reply
+from core.prompts import TEMPLATE_VERSION, template_hash
+from core.scoring import score_frame
+from core.store import PREDICTION_COLUMNS, Store, StoreError
+from core.types import PlannedCall
+
+__all__ = [
+    "BATCH_SIZE",
+    "COALESCE_S",
+    "MAX_GAP_S",
+    "MIN_GAP_S",
+    "Progress",
+    "RunSpec",
+    "RunSummary",
+    "WRITE_SHARE",
+    "cache_key",
+    "execute",
+    "options_hash",
+    "rerun_call",
+    "run_conditions",
+    "start_run",
+]
+
+#: Most predictions committed in one transaction.
+BATCH_SIZE = 512
+#: Seconds the writer leaves the store unlocked after each batch (readers get in) ...
+MIN_GAP_S = 0.1
+#: ... and at most, however long the writes take.
+MAX_GAP_S = 1.0
+#: Share of wall time the writer may spend writing: after a write of ``d`` seconds it waits
+#: ``d / WRITE_SHARE`` (between the two gaps) gathering the next batch, which keeps the
+#: engine's overhead a few percent of model time even with the fast embedded reader.
+WRITE_SHARE = 0.04
+#: Seconds the writer waits after a first completed call for others to share its write.
+COALESCE_S = 0.01
+
+_Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What a run is: recorded on its row and checked when the run is resumed.
+
+    Attributes:
+        run_id: the run's name (unique in the store).
+        dataset: the dataset the run reads.
+        backend: backend kind (``embedded``, ``ollama``, ``openai``).
+        model: model name as the user gave it.
+        options: effective generation options (temperature, seed, num_ctx ...).
+        retrieval: the retrieved condition's configuration (:func:`core.conditions.
+            retrieval_config`); empty when no retrieved condition is planned.
+        conditions: the conditions planned.
+        notes: free text.
+    """
+
+    run_id: str
+    dataset: str
+    backend: str
+    model: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    retrieval: Mapping[str, Any] = field(default_factory=dict)
+    conditions: tuple[str, ...] = ()
+    notes: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What one execution did.
+
+    Attributes:
+        run: the run id.
+        planned: calls given to :func:`execute`.
+        executed: calls sent to the backend.
+        cached: calls served from the response cache.
+        skipped_existing: calls already stored in the run (not made again).
+        errors: stored calls that failed (``error`` set).
+        parse_errors: stored replies that did not meet the answer contract (failed calls not
+            counted).
+        seconds: wall-clock seconds of the execution.
+        model_seconds: server seconds (sum of ``total_duration``) of the executed calls.
+        status: ``done``, or ``cancelled`` when ``cancel`` stopped it early.
+    """
+
+    run: str
+    planned: int
+    executed: int
+    cached: int
+    skipped_existing: int
+    errors: int
+    parse_errors: int
+    seconds: float
+    model_seconds: float
+    status: str = "done"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as a JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Progress of an execution, reported after each committed batch.
+
+    Attributes:
+        done: calls of this execution stored so far.
+        total: calls this execution has to store (planned minus skipped).
+        rate: stored calls per second since the execution started.
+        eta_s: estimated seconds left (NaN before the first batch).
+        errors: failed calls stored so far.
+    """
+
+    done: int
+    total: int
+    rate: float
+    eta_s: float
+    errors: int
+
+
+# --------------------------------------------------------------------------- cache keys
+
+
+def _sha(obj: Any) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def options_hash(options: Mapping[str, Any] | None) -> str:
+    """Hex SHA-256 of the options (canonical JSON, key order ignored)."""
+    return _sha(dict(options or {}))
+
+
+def cache_key(backend: str, model: str, opts_hash: str, prompt: str) -> str:
+    """Response-cache key of one call.
+
+    SHA-256 of (backend kind, model id, options hash, prompt hash); ``model`` is the model
+    digest when known, else its name.
+    """
+    return _sha([backend, model, opts_hash, prompt])
+
+
+def _digest(desc: Mapping[str, Any]) -> str | None:
+    return desc.get("model_digest") or desc.get("digest")
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every call of a run shares: where results go and how they are cached."""
+
+    run_id: str
+    wall_seconds: float
+    backend: str
+    model_id: str
+    options: Mapping[str, Any]
+    options_hash: str
+
+    @classmethod
+    def of(cls, store: Store, run_id: str, con: Any = None) -> _Context:
+        run = store.run_row(run_id, con=con)
+        if run is None:
+            raise ValueError(f"no run '{run_id}' in {store.path}; call start_run first")
+        options = run.get("options") or {}
+        return cls(
+            run_id=run_id,
+            wall_seconds=float(run.get("wall_seconds") or 0.0),
+            backend=run.get("backend") or "",
+            model_id=run.get("model_digest") or run.get("model") or "",
+            options=options,
+            options_hash=options_hash(options),
+        )
+
+    def key(self, call: PlannedCall) -> str:
+        return cache_key(self.backend, self.model_id, self.options_hash, call.prompt_hash)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+_CHECKED = ("dataset_id", "backend", "model", "model_digest", "options", "template_hash")
+
+
+def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
+    """Create the run row, or reopen a stored run with the same configuration.
+
+    Records the template version and hash, the backend's description and model digest, the
+    options, the retrieval configuration and the conditions; sets status ``running``.
+
+    Raises:
+        ValueError: the dataset is not stored, or a run of that name exists with another
+            dataset, backend, model, model digest, options, template or retrieval setting
+            (resuming it would mix configurations in one run).
+    """
+    desc = dict(backend.describe())
+    row: dict[str, Any] = {
+        "run_id": spec.run_id,
+        "dataset_id": spec.dataset,
+        "backend": spec.backend,
+        "model": spec.model,
+        "model_digest": _digest(desc),
+        "options": dict(spec.options),
+        "template_version": TEMPLATE_VERSION,
+        "template_hash": template_hash(),
+        "retrieval": dict(spec.retrieval),
+        "status": "running",
+        "notes": spec.notes,
+        "backend_info": desc,
+        "conditions": list(spec.conditions),
+    }
+    with store.transaction() as con:
+        if not store.has_dataset(spec.dataset, con=con):
+            raise ValueError(f"no dataset named '{spec.dataset}' in {store.path}")
+        old = store.run_row(spec.run_id, con=con)
+        if old is not None:
+            _reopen(spec, old, row)
+        store.save_run(row, con=con)
+
+
+def _reopen(spec: RunSpec, old: Mapping[str, Any], row: dict[str, Any]) -> None:
+    """Check a stored run's configuration against ``row``; merge conditions and notes."""
+    for col in _CHECKED:
+        if col == "model_digest" and _norm(old.get(col)) is None:
+            continue  # the server was unreachable when the run started: now it is known
+        if _norm(old.get(col)) != _norm(row[col]):
+            raise ValueError(
+                f"run '{spec.run_id}' exists with another {col} ({old.get(col)!r}, now "
+                f"{row[col]!r}); choose another --name to start a new run"
+            )
+    if old.get("retrieval") and row["retrieval"] and old["retrieval"] != row["retrieval"]:
+        raise ValueError(
+            f"run '{spec.run_id}' exists with another retrieval setting "
+            f"({old['retrieval']!r}, now {row['retrieval']!r}); choose another --name"
+        )
+    row["retrieval"] = row["retrieval"] or old.get("retrieval") or {}
+    row["conditions"] = list(dict.fromkeys([*(old.get("conditions") or []), *spec.conditions]))
+    row["notes"] = spec.notes or old.get("notes")
+
+
+def _norm(value: Any) -> Any:
+    return value if value not in (None, "", {}) else None
+
+
+# --------------------------------------------------------------------------- calls -> rows
+
+
+def _key(call: PlannedCall) -> _Key:
+    return (call.instance_id, call.condition, call.variant)
+
+
+def _call_backend(backend: Backend, call: PlannedCall) -> Reply:
+    try:
+        return backend.generate(list(call.messages))
+    except Exception as exc:  # noqa: BLE001 - failures are data (SPEC §5.3)
+        return Reply(text="", error=f"backend raised {type(exc).__name__}: {exc}")
+
+
+def _row(
+    ctx: _Context, call: PlannedCall, reply: Reply, cache_hit: bool, latency_ms: float
+) -> dict[str, Any]:
+    """One prediction row (plus its ``_cache`` entry and counters) from a reply."""
+    # A failed call has no reply to parse ("empty reply"), whatever text came with the error.
+    parsed = parse_reply(reply.text if reply.error is None else "", call.input_passage_ids)
+    meta = dict(call.meta)
+    if parsed.unknown_ids:
+        meta["parse"] = {"unknown_ids": list(parsed.unknown_ids)}
+    ok = reply.error is None
+    row: dict[str, Any] = {
+        "run_id": ctx.run_id,
+        "instance_id": call.instance_id,
+        "condition": call.condition,
+        "variant": call.variant,
+        "prompt_hash": call.prompt_hash,
+        "input_passage_ids": list(call.input_passage_ids),
+        "raw_response": reply.text,
+        "answer": parsed.answer,
+        "cited_ids": list(parsed.evidence_ids),
+        "confidence": parsed.confidence,
+        "logprob_confidence": getattr(reply, "logprob_confidence", None),
+        "explanation": parsed.explanation,
+        "parse_error": parsed.parse_error,
+        "error": reply.error,
+        "latency_ms": float(latency_ms),
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_duration_ns": None if cache_hit else reply.total_duration_ns,
+        "load_duration_ns": None if cache_hit else reply.load_duration_ns,
+        "prompt_eval_duration_ns": None if cache_hit else reply.prompt_eval_duration_ns,
+        "eval_duration_ns": None if cache_hit else reply.eval_duration_ns,
+        "cache_hit": bool(cache_hit),
+        "meta": json.dumps(meta, sort_keys=True, default=str, ensure_ascii=False),
+    }
+    row["_cache"] = (
+        {
+            "cache_key": ctx.key(call),
+            "backend": ctx.backend,
+            "model": ctx.model_id,
+            "options_hash": ctx.options_hash,
+            "prompt_hash": call.prompt_hash,
+            "response": _cached_text(reply),
+        }
+        if ok and not cache_hit
+        else None
+    )
+    return row
+
+
+def _cached_text(reply: Reply) -> str:
+    return json.dumps(
+        {
+            "text": reply.text,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "logprob_confidence": getattr(reply, "logprob_confidence", None),
+            "model_digest": reply.model_digest,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _from_cache(response: str) -> Reply:
+    obj = json.loads(response)
+    kwargs = {k: obj.get(k) for k in ("prompt_tokens", "completion_tokens", "model_digest")}
+    if "logprob_confidence" in Reply.__dataclass_fields__:  # the field lands with the backends
+        kwargs["logprob_confidence"] = obj.get("logprob_confidence")
+    return Reply(text=obj.get("text") or "", **kwargs)
+
+
+def _is_set(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, float) and math.isnan(value):
+        return False
+    return bool(str(value).strip())
+
+
+def _write(
+    store: Store,
+    ctx: _Context,
+    rows: Sequence[dict[str, Any]],
+    wall_s: float,
+    n_planned: int | None = None,
+    finish: str | None = None,
+    replace: Collection[_Key] | None = None,
+) -> None:
+    """Commit predictions, cache entries, scores and run progress in one transaction.
+
+    With ``finish``, the run is also marked with that final status (in the same transaction).
+    ``replace`` names the keys that may be stored already (a failed call made again); the
+    others are new and take the plain insert. None: any key may be stored.
+    """
+    if not rows:
+        if finish is not None:
+            store.finish_run(ctx.run_id, finish, n_planned)
+        return
+    preds = pd.DataFrame([{c: r[c] for c in PREDICTION_COLUMNS} for r in rows])
+    cache = pd.DataFrame([r["_cache"] for r in rows if r["_cache"] is not None])
+    model_s = sum((r["total_duration_ns"] or 0) for r in rows) / 1e9
+    keys = {(r["instance_id"], r["condition"], r["variant"]) for r in rows}
+    old = [
+        replace is None or (r["instance_id"], r["condition"], r["variant"]) in replace for r in rows
+    ]
+    with store.transaction() as con:
+        for flag in (False, True):
+            part = preds[[o == flag for o in old]]
+            if len(part):
+                store.insert_predictions(con, part, replace=flag)
+        store.insert_cache(con, cache)
+        frame = store.scoring_frame(
+            [ctx.run_id], con=con, instance_ids=sorted({k[0] for k in keys})
+        )
+        mine = [
+            (i, c, v) in keys
+            for i, c, v in zip(
+                frame["instance_id"], frame["condition"], frame["variant"], strict=True
+            )
+        ]
+        frame = frame[mine].reset_index(drop=True)
+        if len(frame):
+            scores = score_frame(_scoring_input(frame))
+            key_cols = frame[["run_id", "instance_id", "condition", "variant"]]
+            out = pd.concat([key_cols, scores], axis=1)
+            again = [
+                replace is None or k in replace
+                for k in zip(out["instance_id"], out["condition"], out["variant"], strict=True)
+            ]
+            for flag in (False, True):
+                part = out[[a == flag for a in again]]
+                if len(part):
+                    store.insert_scores(con, part, replace=flag)
+        store.record_progress(con, ctx.run_id, model_s, wall_s, n_planned)
+        if finish is not None:
+            store.finish_run(ctx.run_id, finish, n_planned, con=con)
+
+
+def _scoring_input(frame: pd.DataFrame) -> pd.DataFrame:
+    """The scorer's input: the frame without its ``error`` column.
+
+    A failed call is stored with ``parse_error`` "empty reply"; without the ``error`` column
+    the scorer treats it like any unparseable reply: scored as incorrect and kept in every
+    denominator (seed 000 §8.1), not left unscored.
+    """
+    return frame.drop(columns=["error"])
+
+
+# --------------------------------------------------------------------------- writer
+
+
+class _Writer(threading.Thread):
+    """The one thread that writes: batches completed rows into short transactions."""
+
+    _STOP = "stop"  # sent as (_STOP, final status); rows are dicts
+
+    def __init__(
+        self,
+        store: Store,
+        ctx: _Context,
+        total: int,
+        progress: Callable[[Progress], None] | None,
+        n_planned: int,
+        replace: Collection[_Key],
+    ):
+        super().__init__(name=f"engine-writer-{ctx.run_id}", daemon=True)
+        self.store, self.ctx, self.total, self.progress = store, ctx, total, progress
+        self.n_planned, self.replace = n_planned, replace
+        self.t0 = time.monotonic()
+        self.q: queue.Queue[Any] = queue.Queue()
+        self.done = self.errors = self.parse_errors = 0
+        self.model_ns = 0
+        self.failure: BaseException | None = None
+
+    def put(self, row: dict[str, Any]) -> None:
+        self.q.put(row)
+
+    def close(self, status: str) -> None:
+        """Write what is left, mark the run ``status`` in that transaction, and stop."""
+        self.q.put((self._STOP, status))
+        self.join()
+
+    def report(self) -> None:
+        if self.progress is None:
+            return
+        elapsed = max(time.monotonic() - self.t0, 1e-9)
+        rate = self.done / elapsed
+        left = self.total - self.done
+        eta = left / rate if rate > 0 else (0.0 if left == 0 else math.nan)
+        self.progress(Progress(self.done, self.total, rate, eta, self.errors))
+
+    def run(self) -> None:
+        last_write = -math.inf
+        gap = MIN_GAP_S
+        status: str | None = None
+        while status is None:
+            item = self.q.get()
+            batch: list[dict[str, Any]] = []
+            if isinstance(item, tuple):
+                status = item[1]
+            else:
+                batch.append(item)
+                # Gather what completes within COALESCE_S, and while the store is left unlocked
+                # for MIN_GAP_S after the previous write.
+                until = max(last_write + gap, time.monotonic() + COALESCE_S)
+                while len(batch) < BATCH_SIZE:
+                    wait_s = until - time.monotonic()
+                    try:
+                        nxt = self.q.get(timeout=wait_s) if wait_s > 0 else self.q.get_nowait()
+                    except queue.Empty:
+                        if wait_s > 0:
+                            continue
+                        break
+                    if isinstance(nxt, tuple):
+                        status = nxt[1]
+                        break
+                    batch.append(nxt)
+            started = time.monotonic()
+            try:
+                wall = self.ctx.wall_seconds + started - self.t0
+                _write(self.store, self.ctx, batch, wall, self.n_planned, status, self.replace)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                self.failure = exc
+                return
+            last_write = time.monotonic()
+            gap = min(MAX_GAP_S, max(MIN_GAP_S, (last_write - started) / WRITE_SHARE))
+            for r in batch:
+                self.done += 1
+                self.errors += _is_set(r["error"])
+                self.parse_errors += _is_set(r["parse_error"]) and not _is_set(r["error"])
+                self.model_ns += r["total_duration_ns"] or 0
+            if batch:
+                self.report()
+
+
+# --------------------------------------------------------------------------- execute
+
+
+def execute(
+    store: Store,
+    run_id: str,
+    calls: Sequence[PlannedCall],
+    backend: Backend,
+    *,
+    concurrency: int = 1,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> RunSummary:
+    """Execute planned calls of a started run; see the module docstring.
+
+    Args:
+        store: the store.
+        run_id: a run created by :func:`start_run`.
+        calls: the planned calls (keys must be unique).
+        backend: the backend to call (thread-safe when ``concurrency`` > 1).
+        concurrency: worker threads calling the backend (>= 1).
+        progress: called with a :class:`Progress` after each committed batch (and once at
+            the start), from the writer thread.
+        cancel: set it to stop submitting calls; calls in flight finish and are stored, and
+            the run is marked ``cancelled``.
+
+    Returns:
+        The execution's summary.
+
+    Raises:
+        ValueError: no such run, duplicate call keys, or ``concurrency`` below 1.
+        StoreError: the store stayed locked by another process past its lock timeout.
+    """
+    if int(concurrency) < 1:
+        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    t0 = time.monotonic()
+    keys = [_key(c) for c in calls]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise ValueError(f"duplicate planned call {dup!r} in run '{run_id}'")
+    with store.connect(read_only=True) as con:  # the run's state, in one connection
+        ctx = _Context.of(store, run_id, con)
+        stored_all = store.prediction_keys(run_id, con=con)
+        stored = store.prediction_keys(run_id, ok_only=True, con=con)
+        todo = [c for c in calls if _key(c) not in stored]
+        hits = store.cached_responses([ctx.key(c) for c in todo], con=con)
+    skipped = len(calls) - len(todo)
+    n_planned = len(stored | set(keys))
+    writer = _Writer(store, ctx, len(todo), progress, n_planned, stored_all - stored)
+    writer.start()
+    writer.report()
+    executed = cached = 0
+    cancel = cancel or threading.Event()
+    leaders: dict[str, PlannedCall] = {}
+    followers: dict[str, list[PlannedCall]] = {}
+    for call in todo:
+        ck = ctx.key(call)
+        if ck in hits:
+            writer.put(_row(ctx, call, _from_cache(hits[ck]), True, 0.0))
+            cached += 1
+        elif ck in leaders:
+            followers.setdefault(ck, []).append(call)
+        else:
+            leaders[ck] = call
+    queue_ = list(leaders.values())
+
+    def work(call: PlannedCall) -> tuple[PlannedCall, Reply, float]:
+        t = time.perf_counter()
+        reply = _call_backend(backend, call)
+        return call, reply, (time.perf_counter() - t) * 1000.0
+
+    pending: set[Future] = set()
+    limit = 2 * int(concurrency)
+    try:
+        with ThreadPoolExecutor(max_workers=int(concurrency)) as pool:
+            pos = 0
+            while pos < len(queue_) or pending:
+                while (
+                    pos < len(queue_)
+                    and len(pending) < limit
+                    and not cancel.is_set()
+                    and writer.failure is None
+                ):
+                    pending.add(pool.submit(work, queue_[pos]))
+                    pos += 1
+                if not pending:
+                    break
+                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    call, reply, ms = fut.result()
+                    executed += 1
+                    writer.put(_row(ctx, call, reply, False, ms))
+                    for other in followers.pop(ctx.key(call), []):
+                        if reply.error is None:
+                            writer.put(_row(ctx, other, reply, True, 0.0))
+                            cached += 1
+                        else:
+                            queue_.append(other)  # the shared call failed: make it too
+                if writer.failure is not None:
+                    break
+    except BaseException:
+        cancel.set()
+        writer.close("cancelled")
+        raise
+    status = "done" if executed + cached == len(todo) else "cancelled"
+    writer.close(status)
+    if writer.failure is not None:
+        _finish(store, run_id, "failed", n_planned)
+        raise writer.failure
+    return RunSummary(
+        run=run_id,
+        planned=len(calls),
+        executed=executed,
+        cached=cached,
+        skipped_existing=skipped,
+        errors=writer.errors,
+        parse_errors=writer.parse_errors,
+        seconds=time.monotonic() - t0,
+        model_seconds=writer.model_ns / 1e9,
+        status=status,
+    )
+
+
+def _finish(store: Store, run_id: str, status: str, n_planned: int) -> None:
+    try:
+        store.finish_run(run_id, status, n_planned)
+    except StoreError:
+        pass  # the store is locked past its timeout; the rows themselves are committed
+
+
+def run_conditions(
+    store: Store,
+    dataset: str,
+    backend: Backend,
+    conditions: Iterable[str],
+    *,
+    name: str,
+    retriever: str = "lexical",
+    top_k: int = 3,
+    chunk_size: int = 220,
+    overlap: int = 40,
+    concurrency: int = 1,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    options: Mapping[str, Any] | None = None,
+    notes: str = "",
+) -> RunSummary:
+    """Plan and run the four-condition protocol on a stored dataset (resumable by ``name``).
+
+    Args:
+        store: the store.
+        dataset: a stored dataset.
+        backend: the model backend.
+        conditions: any of ``no_evidence``, ``full_context``, ``retrieved``, ``oracle``.
+        name: the run id; rerunning with the same name continues that run.
+        retriever: retriever family of the retrieved condition.
+        top_k: chunks shown in the retrieved condition.
+        chunk_size: chunk window in tokens.
+        overlap: chunk overlap in tokens.
+        concurrency: worker threads calling the backend.
+        progress: progress callback (see :func:`execute`).
+        cancel: cancel event (see :func:`execute`).
+        options: generation options to record when the backend's ``describe()`` does not
+            report its effective ``options``.
+        notes: free text stored on the run.
+
+    Returns:
+        The execution's summary.
+
+    Raises:
+        ValueError: unknown dataset, condition or retriever, or a stored run of that name
+            with another configuration.
+    """
+    from core.conditions import check_conditions, plan_conditions, planned_keys, retrieval_config
+
+    conds = check_conditions(conditions)
+    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
+    desc = backend.describe()
+    spec = RunSpec(
+        run_id=name,
+        dataset=dataset,
+        backend=getattr(backend, "name", desc.get("kind", "")),
+        model=getattr(backend, "model", desc.get("model", "")),
+        options=dict(desc.get("options") or options or {}),
+        retrieval=retrieval if "retrieved" in conds else {},
+        conditions=conds,
+        notes=notes,
+    )
+    start_run(store, spec, backend)
+    stored = store.prediction_keys(name, ok_only=True)
+    todo, n_stored = [], 0
+    for instance in store.load_instances(dataset):
+        keys = planned_keys(instance, conds)
+        if stored.issuperset(keys):
+            n_stored += len(keys)  # nothing left to do: skip planning (retrieval) too
+        else:
+            todo.append(instance)
+    calls = plan_conditions(
+        todo, conds, retriever=retriever, top_k=top_k, chunk_size=chunk_size, overlap=overlap
+    )
+    summary = execute(
+        store, name, calls, backend, concurrency=concurrency, progress=progress, cancel=cancel
+    )
+    return replace(
+        summary,
+        planned=summary.planned + n_stored,
+        skipped_existing=summary.skipped_existing + n_stored,
+    )
+
+
+def rerun_call(store: Store, run_id: str, call: PlannedCall, backend: Backend) -> dict[str, Any]:
+    """Execute one planned call now, store it in the run, score it, and return it.
+
+    The call is served from the response cache when possible; its row replaces a stored
+    prediction of the same key.
+
+    Returns:
+        The prediction row with its score columns, as plain Python values (lists for id
+        lists, None for missing values).
+
+    Raises:
+        ValueError: no such run.
+    """
+    with store.connect(read_only=True) as con:
+        ctx = _Context.of(store, run_id, con)
+        hit = store.cached_responses([ctx.key(call)], con=con)
+    if hit:
+        row = _row(ctx, call, _from_cache(hit[ctx.key(call)]), True, 0.0)
+    else:
+        t = time.perf_counter()
+        reply = _call_backend(backend, call)
+        row = _row(ctx, call, reply, False, (time.perf_counter() - t) * 1000.0)
+    _write(store, ctx, [row], ctx.wall_seconds)
+    frame = store.prediction_rows(run_id, [_key(call)])
+    return {k: _plain(v) for k, v in frame.iloc[0].to_dict().items()}
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        return value.tolist()
+    if value is None or value is pd.NaT:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    return value
