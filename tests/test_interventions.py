@@ -1,0 +1,352 @@
+"""CUE-R planning (core.interventions): operators, target selection, variants, plans."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.interventions import (
+    EvidenceItem,
+    evidence_items,
+    format_variant,
+    parse_variant,
+    perturb,
+    plan_interventions,
+    plan_rerun,
+    replacement_candidates,
+    select_target,
+    shown_passage_ids,
+)
+from core.prompts import (
+    SYSTEM_CONTEXT,
+    SYSTEM_NO_EVIDENCE,
+    build_messages,
+    render_evidence,
+    render_passage,
+)
+from core.retrieval import chunk_instance
+from core.types import Instance, Passage
+
+
+def _p(pid: str, title: str, text: str, gold: bool = False, role: str = "filler") -> Passage:
+    return Passage(pid, int(pid[1:]) - 1, title, text, title, "gold" if gold else role, gold)
+
+
+INST = Instance(
+    instance_id="i1",
+    question="Which lab developed Model Gamma 01805?",
+    gold_answer="Draco Labs",
+    passages=(
+        _p("p0001", "Alpha notes", "alpha one two"),
+        _p("p0002", "Model Gamma 01805", "Model Gamma 01805 was developed by Draco Labs.", True),
+        _p("p0003", "Beta notes", "beta three four", role="distractor"),
+        _p("p0004", "Model Gamma 01805", "Model Gamma 01805 was tested in Oslo.", True),
+        _p("p0005", "Gamma lab history", "lab developed gamma model prototypes in the valley"),
+        _p("p0006", "Draco Labs office", "Draco Labs opened a new office"),
+        _p("p0007", "Model Gamma 01805", "Model Gamma 01805 was developed by Orion Works.",
+           role="conflicting"),
+    ),
+    reasoning_type="multi_hop",
+    answer_type="entity",
+)  # fmt: skip
+BY_ID = {p.passage_id: p for p in INST.passages}
+
+
+def _shown(*ids: str) -> list[Passage]:
+    return [BY_ID[i] for i in ids]
+
+
+def _ids(items: list[EvidenceItem]) -> list[str]:
+    return ["+".join(it.passage_ids) for it in items]
+
+
+# ------------------------------------------------------------------ operators on passages
+
+
+def test_remove_drops_the_target_and_keeps_order():
+    out = perturb(INST, _shown("p0003", "p0002", "p0001"), "remove", "p0002")
+    assert _ids(out) == ["p0003", "p0001"]
+    assert [it.text for it in out] == [render_passage(BY_ID["p0003"]),
+                                       render_passage(BY_ID["p0001"])]  # fmt: skip
+
+
+def test_remove_several_targets_two_support_both():
+    shown = _shown("p0002", "p0003", "p0004", "p0001")
+    assert _ids(perturb(INST, shown, "remove", "p0002+p0004")) == ["p0003", "p0001"]
+    assert _ids(perturb(INST, shown, "remove", ["p0004", "p0002"])) == ["p0003", "p0001"]
+
+
+@pytest.mark.parametrize(
+    ("position", "expected"),
+    [
+        ("front", ["p0002", "p0003", "p0002", "p0001"]),
+        ("after", ["p0003", "p0002", "p0002", "p0001"]),
+        ("end", ["p0003", "p0002", "p0001", "p0002"]),
+        (None, ["p0003", "p0002", "p0001", "p0002"]),  # the paper's default: end
+    ],
+)
+def test_duplicate_positions(position, expected):
+    out = perturb(INST, _shown("p0003", "p0002", "p0001"), "duplicate", "p0002",
+                  position=position)  # fmt: skip
+    assert _ids(out) == expected
+    copies = [it for it in out if it.source.startswith("duplicate:")]
+    assert [c.text for c in copies] == [render_passage(BY_ID["p0002"])]
+
+
+@pytest.mark.parametrize(
+    ("move_to", "expected"),
+    [(0, ["p0002", "p0003", "p0001"]), (1, ["p0003", "p0002", "p0001"]),
+     (2, ["p0003", "p0001", "p0002"])],
+)  # fmt: skip
+def test_move(move_to, expected):
+    assert _ids(perturb(INST, _shown("p0003", "p0002", "p0001"), "move", "p0002",
+                        move_to=move_to)) == expected  # fmt: skip
+
+
+def test_replace_hardness_on_passages():
+    shown = _shown("p0003", "p0002", "p0001")
+    # Eligible: not gold (p0002, p0004), not shown (p0001-p0003): p0005, p0006, p0007.
+    # medium: BM25 vs the question -> p0005 ("lab developed gamma model"); p0007 shares
+    # "developed model gamma 01805" but "lab" (idf log(6.5/1.5)) is unique to p0005.
+    medium = perturb(INST, shown, "replace", "p0002", hardness="medium")
+    assert _ids(medium) == ["p0003", "p0005", "p0001"]
+    assert medium[1].text == render_passage(BY_ID["p0005"])
+    assert medium[1].source == "replacement:p0005"
+    # hard: BM25 vs the target's text -> p0007, the near-identical conflicting passage.
+    hard = perturb(INST, shown, "replace", "p0002", hardness="hard")
+    assert _ids(hard) == ["p0003", "p0007", "p0001"]
+
+
+def test_replace_easy_is_seeded_random_over_eligible_units():
+    shown = _shown("p0003", "p0002", "p0001")
+    picks = {
+        perturb(INST, shown, "replace", "p0002", hardness="easy", seed=s)[1].passage_ids[0]
+        for s in range(30)
+    }
+    assert picks == {"p0005", "p0006", "p0007"}
+    a = perturb(INST, shown, "replace", "p0002", hardness="easy", seed=7)
+    b = perturb(INST, shown, "replace", "p0002", hardness="easy", seed=7)
+    assert a == b
+
+
+def test_replacement_candidates_order():
+    shown = _shown("p0003", "p0002", "p0001")
+    hard = replacement_candidates(INST, shown, "p0002", "hard")
+    assert [u[0] for u in hard][0] == "p0007"
+    assert sorted(u[0] for u in hard) == ["p0005", "p0006", "p0007"]
+    # Everything shown or gold: no candidate, and perturb says so.
+    all_shown = _shown("p0001", "p0002", "p0003", "p0005", "p0006", "p0007")
+    assert replacement_candidates(INST, all_shown, "p0002", "medium") == []
+    with pytest.raises(ValueError, match="no replacement for 'p0002'"):
+        perturb(INST, all_shown, "replace", "p0002", hardness="medium")
+
+
+def test_perturb_rejects_bad_input():
+    shown = _shown("p0003", "p0002")
+    with pytest.raises(ValueError, match="unknown operator 'swap'"):
+        perturb(INST, shown, "swap", "p0002")
+    with pytest.raises(ValueError, match="target 'p0004' is not shown"):
+        perturb(INST, shown, "remove", "p0004")
+    with pytest.raises(ValueError, match="unknown duplicate position 'middle'"):
+        perturb(INST, shown, "duplicate", "p0002", position="middle")
+    with pytest.raises(ValueError, match="hardness applies to operator 'replace' only"):
+        perturb(INST, shown, "remove", "p0002", hardness="easy")
+    with pytest.raises(ValueError, match="replace needs a hardness"):
+        perturb(INST, shown, "replace", "p0002")
+    with pytest.raises(ValueError, match="move_to must be in 0..1"):
+        perturb(INST, shown, "move", "p0002", move_to=2)
+    with pytest.raises(ValueError, match="takes one target"):
+        perturb(INST, shown, "duplicate", "p0002+p0003")
+
+
+# ------------------------------------------------------------------ operators on chunks
+
+
+def _chunks(*ids: str):
+    by = {c.chunk_id: c for c in chunk_instance(INST, 12, 4)}
+    return [by[i] for i in ids]
+
+
+def test_chunks_are_viewed_as_passage_segments():
+    shown = _chunks("c0003", "c0001")
+    items = evidence_items(shown)
+    assert [(it.passage_ids, it.source) for it in items] == [
+        (("p0002",), "c0003"), (("p0003",), "c0003"), (("p0001",), "c0001"),
+        (("p0002",), "c0001"),
+    ]  # fmt: skip
+    assert items[0].text == "[passage_id: p0002] 01805 was developed by Draco Labs."
+    assert items[3].text == "[passage_id: p0002] Title: Model"
+    assert render_evidence(items) == render_evidence(shown)
+    assert shown_passage_ids(shown) == ["p0002", "p0003", "p0001"]
+
+
+def test_remove_on_chunks_drops_only_the_targets_segments():
+    out = perturb(INST, _chunks("c0003", "c0001"), "remove", "p0002")
+    assert [it.text for it in out] == [
+        "[passage_id: p0003] Title: Beta notes\nbeta",
+        "[passage_id: p0001] Title: Alpha notes\nalpha one two",
+    ]
+
+
+def test_duplicate_on_chunks_copies_every_target_segment():
+    out = perturb(INST, _chunks("c0003", "c0001"), "duplicate", "p0002", position="front")
+    assert [(it.passage_ids[0], it.source) for it in out] == [
+        ("p0002", "duplicate:c0003"), ("p0002", "duplicate:c0001"), ("p0002", "c0003"),
+        ("p0003", "c0003"), ("p0001", "c0001"), ("p0002", "c0001"),
+    ]  # fmt: skip
+
+
+def test_replace_on_chunks_uses_a_chunk_at_the_first_segment():
+    # Chunks without gold (p0002, p0004) or shown (p0001-p0003) passages: c0007 (p0005),
+    # c0008 (p0005, p0006), c0009 (p0006, p0007), c0010 (p0007). Hard = BM25 vs the target's
+    # shown text ("01805 was developed by Draco Labs." + "Title: Model"): c0008 has "Draco
+    # Labs" twice (score 2.83) > c0010 "Model Gamma 01805 was developed by" (1.75) > c0009
+    # (1.42) > c0007 (0.27). Medium (vs the question): c0007 has "lab" (idf 1.22).
+    shown = _chunks("c0003", "c0001")
+    out = perturb(INST, shown, "replace", "p0002", hardness="hard", chunk_size=12, overlap=4)
+    assert [(it.passage_ids[0], it.source) for it in out] == [
+        ("p0005", "replacement:c0008"), ("p0006", "replacement:c0008"),
+        ("p0003", "c0003"), ("p0001", "c0001"),
+    ]  # fmt: skip
+    medium = perturb(INST, shown, "replace", "p0002", hardness="medium", chunk_size=12,
+                     overlap=4)  # fmt: skip
+    assert {it.source for it in medium[:1]} == {"replacement:c0007"}
+
+
+def test_replacement_prefers_novel_chunks_then_chunks_touching_shown_passages():
+    # Shown: p0002, p0003, p0001 (c0003, c0001) and p0006, p0007 (c0009). c0007 (p0005) is
+    # novel; c0008 (p0005, p0006) and c0010 (p0007) touch shown passages. By hard BM25
+    # c0008 (2.83) > c0010 (1.75) > c0007 (0.27), but the novel unit comes first.
+    shown = _chunks("c0003", "c0001", "c0009")
+    hard = replacement_candidates(INST, shown, "p0002", "hard", chunk_size=12, overlap=4)
+    assert [u[0] for u in hard] == ["c0007", "c0008", "c0010"]
+    # With c0007 shown too, only units touching shown passages are left (as with HotpotQA's
+    # short contexts, where every unshown chunk may touch a shown paragraph).
+    shown = _chunks("c0003", "c0001", "c0007", "c0009")
+    hard = replacement_candidates(INST, shown, "p0002", "hard", chunk_size=12, overlap=4)
+    assert [u[0] for u in hard] == ["c0008", "c0010"]
+    # medium: c0010 shares "model gamma 01805" with the question, c0008 nothing.
+    medium = replacement_candidates(INST, shown, "p0002", "medium", chunk_size=12, overlap=4)
+    assert [u[0] for u in medium] == ["c0010", "c0008"]
+    out = perturb(INST, shown, "replace", "p0002", hardness="hard", chunk_size=12, overlap=4)
+    assert [it.source for it in out][:2] == ["replacement:c0008", "replacement:c0008"]
+
+
+# ------------------------------------------------------------------ target selection
+
+
+@pytest.mark.parametrize(
+    ("shown", "cited", "target", "rule"),
+    [
+        # 1: a cited passage whose title is a gold support title (first in shown order).
+        (("p0003", "p0001", "p0002"), ["p0001", "p0002"], "p0002", "cited_support_title"),
+        # 2: otherwise any cited passage; ids that were not shown are ignored.
+        (("p0003", "p0001", "p0002"), ["p0004", "p0001"], "p0001", "cited"),
+        # 3: otherwise the first shown passage with a support title (a conflicting passage
+        # with the gold title counts: the rule reads titles, as the paper's does).
+        (("p0003", "p0007", "p0002"), [], "p0007", "retrieved_support_title"),
+        # 4: otherwise the highest-ranked shown passage.
+        (("p0003", "p0001"), ["p0009"], "p0003", "top_ranked"),
+    ],
+)
+def test_target_selection_priority(shown, cited, target, rule):
+    t = select_target(INST, _shown(*shown), cited)
+    assert (t.passage_id, t.rule) == (target, rule)
+
+
+def test_no_target_without_evidence():
+    assert select_target(INST, [], ["p0002"]) is None
+
+
+# ------------------------------------------------------------------ variants and plans
+
+
+def test_variant_ids_round_trip():
+    cases = {
+        ("remove", "p0004", None): "remove|p0004",
+        ("replace", "p0004", "hard"): "replace:hard|p0004",
+        ("duplicate", "p0004", "end"): "duplicate:end|p0004",
+        ("move", "p0004", 2): "move:2|p0004",
+        ("two_support", ("p0002", "p0007"), "both"): "two_support:both|p0002+p0007",
+        ("zero_retrieval", None, None): "zero_retrieval",
+    }
+    for (op, target, param), text in cases.items():
+        assert format_variant(op, target, param) == text
+        parsed = parse_variant(text)
+        assert parsed["operator"] == op and parsed["base"] == "retrieved"
+    assert format_variant("remove", "p0004", base="oracle") == "remove|p0004@oracle"
+    assert parse_variant("remove|p0004@oracle")["base"] == "oracle"
+    assert parse_variant("two_support:both|p0002+p0007")["targets"] == ("p0002", "p0007")
+    with pytest.raises(ValueError, match="not an intervention variant"):
+        parse_variant("C=5|start=2")
+
+
+def test_plan_interventions_on_passages():
+    shown = _shown("p0003", "p0002", "p0004", "p0001")
+    calls = plan_interventions(
+        INST, ["p0002"], shown=shown, positions=("front", "end"), seed=3
+    )
+    assert sorted(c.variant for c in calls) == sorted([
+        "duplicate:front|p0002", "duplicate:end|p0002", "replace:easy|p0002",
+        "replace:medium|p0002", "replace:hard|p0002", "remove|p0002", "two_support:1|p0002",
+        "two_support:2|p0004", "two_support:both|p0002+p0004", "zero_retrieval",
+    ])  # fmt: skip
+    # Prefix-cache order: sorted by prompt text (the no-evidence system message sorts after
+    # the contextual one: "You answer a question using" < "You answer a question without").
+    texts = ["\x00".join(m["content"] for m in c.messages) for c in calls]
+    assert texts == sorted(texts) and calls[-1].variant == "zero_retrieval"
+    assert {c.condition for c in calls} == {"intervention"}
+    by = {c.variant: c for c in calls}
+    rm = by["remove|p0002"]
+    assert rm.input_passage_ids == ("p0003", "p0004", "p0001")
+    assert rm.meta["target"] == "p0002" and rm.meta["rule"] == "cited_support_title"
+    assert rm.meta["operator"] == "remove"
+    assert rm.meta["retrieval"] == "retrieved|lexical@5|chunk220/40"
+    assert rm.messages == tuple(
+        build_messages(INST, "intervention", _shown("p0003", "p0004", "p0001"))
+    )
+    assert by["replace:hard|p0002"].meta["replacement"] == "p0007"
+    assert by["replace:medium|p0002"].input_passage_ids == ("p0003", "p0005", "p0004", "p0001")
+    # Removing support 1 is the same prompt as removing the target: the cache serves it.
+    assert by["two_support:1|p0002"].prompt_hash == rm.prompt_hash
+    assert by["two_support:both|p0002+p0004"].input_passage_ids == ("p0003", "p0001")
+    zero = by["zero_retrieval"]
+    assert zero.input_passage_ids == ()
+    assert zero.messages[0]["content"] == SYSTEM_NO_EVIDENCE
+    assert zero.messages == tuple(build_messages(INST, "no_evidence"))
+    for c in calls:
+        text = "".join(m["content"] for m in c.messages)
+        for label in ("gold", "distractor", "conflicting", "filler", INST.instance_id):
+            assert label not in text
+
+
+def test_plan_interventions_options_and_retrieval():
+    calls = plan_interventions(
+        INST, [], top_k=3, chunk_size=12, overlap=4, operators=["remove"], two_support=False,
+        zero_retrieval=False,
+    )  # fmt: skip
+    # Retrieved c0006, c0007, c0002 (BM25 vs the question); nothing cited, so the first
+    # shown passage with a support title: p0004 (its segment opens c0006).
+    assert [c.variant for c in calls] == ["remove|p0004"]
+    assert calls[0].meta["rule"] == "retrieved_support_title"
+    assert calls[0].input_passage_ids == ("p0005", "p0002")
+    assert calls[0].messages[0]["content"] == SYSTEM_CONTEXT
+    with pytest.raises(ValueError, match="unknown operator 'swap'"):
+        plan_interventions(INST, [], operators=["swap"])
+    with pytest.raises(ValueError, match="unknown replace hardness 'extreme'"):
+        plan_interventions(INST, [], hardness=["extreme"])
+
+
+def test_plan_rerun_for_the_case_view():
+    shown = _shown("p0003", "p0002", "p0001")
+    call = plan_rerun(INST, shown, "move", "p0002", move_to=0)
+    assert call.variant == "move:0|p0002"
+    assert call.input_passage_ids == ("p0002", "p0003", "p0001")
+    assert call.meta == {"base": "retrieved", "operator": "move", "rule": "user",
+                         "target": "p0002", "move_to": 0}  # fmt: skip
+    rep = plan_rerun(INST, shown, "replace", "p0002", hardness="medium", base="full_context")
+    assert rep.variant == "replace:medium|p0002@full_context"
+    assert rep.meta["replacement"] == "p0005"
+    dup = plan_rerun(INST, shown, "duplicate", "p0002")
+    assert dup.variant == "duplicate:end|p0002"
+    zero = plan_rerun(INST, shown, "zero_retrieval", "")
+    assert zero.variant == "zero_retrieval" and zero.input_passage_ids == ()
