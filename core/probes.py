@@ -1,0 +1,239 @@
+"""DOLCE span-sampling probes: instance -> planned calls on spans of C contiguous units (SPEC §8).
+
+Seed ``dolce_lambda_k.txt`` §3.1 and App. K.1. Pure functions: nothing here touches the store
+or a backend.
+
+- **Units** (:func:`split_units`): ``sentence`` (default) splits every passage's text into
+  sentences, in context order; ``passage`` makes each passage one unit. ``L`` = number of
+  units.
+- **Observation lengths** (:func:`exponential_ladder`): 0, 1, 2, 5, 10, 20, 50, 100, ... below
+  L, then L itself (the full context).
+- **Starts** (:func:`span_starts`): ``random`` draws ``per_length`` distinct starts in
+  ``[0, L - C]`` (all of them when fewer exist) with a generator seeded from SHA-256 of
+  ``(seed, instance id, C)``; ``take-every-N`` takes starts 0, N, 2N, ... (App. K.1: shifting the
+  window by a fixed number of units). C = 0 and C = L have the single start 0.
+- **Prompt** (:func:`render_span`): the span's units grouped by passage, each group shown as
+  ``[passage_id: pXXXX] Title: <title>`` + newline + its sentences, so the reader can cite;
+  built with :func:`core.prompts.build_messages` (condition ``intervention``, ``probe=True``,
+  which adds the instruction to answer "unanswerable" when the text lacks the answer). C = 0
+  gives the no-passage prompt with that instruction.
+- **Key**: condition ``probe``, variant ``C=<C>|start=<s>``; ``meta`` = units, C, start, L.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.prompts import build_messages, prompt_hash
+from core.types import Instance, PlannedCall
+
+__all__ = [
+    "PROBE_CONDITION",
+    "STRATEGIES",
+    "UNITS",
+    "Unit",
+    "exponential_ladder",
+    "parse_strategy",
+    "parse_variant",
+    "plan_probes",
+    "probe_variant",
+    "render_span",
+    "span_starts",
+    "split_sentences",
+    "split_units",
+]
+
+#: The condition of every probe prediction.
+PROBE_CONDITION = "probe"
+#: Unit granularities.
+UNITS = ("sentence", "passage")
+#: Sampling strategies (``take-every-N`` with any N >= 1, e.g. ``take-every-5``).
+STRATEGIES = ("random", "take-every-N")
+
+_SENT_RE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'”’)\]]))\s+(?=\S)")
+_TAKE_RE = re.compile(r"take-every-(\d+)")
+_VARIANT_RE = re.compile(r"C=(\d+)\|start=(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One unit of a probed context.
+
+    Attributes:
+        passage_id: neutral id of the passage the unit comes from.
+        title: that passage's title.
+        text: the unit's text (a sentence, or the whole passage text).
+    """
+
+    passage_id: str
+    title: str
+    text: str
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a text: split after ``.``, ``!`` or ``?`` (and closing quotes) + space."""
+    out = []
+    for line in text.split("\n"):
+        out.extend(s.strip() for s in _SENT_RE.split(line) if s.strip())
+    return out
+
+
+def split_units(instance: Instance, units: str = "sentence") -> list[Unit]:
+    """The instance's context as ordered units (``sentence`` or ``passage``)."""
+    if units not in UNITS:
+        raise ValueError(f"unknown units {units!r}; choose one of: {', '.join(UNITS)}")
+    out: list[Unit] = []
+    for p in instance.passages:
+        if units == "passage":
+            if p.text.strip():
+                out.append(Unit(p.passage_id, p.title, p.text.strip()))
+            continue
+        out.extend(Unit(p.passage_id, p.title, s) for s in split_sentences(p.text))
+    return out
+
+
+def exponential_ladder(L: int) -> list[int]:
+    """Observation lengths 0, 1, 2, 5, 10, 20, 50, ... below ``L``, then ``L`` (SPEC §8)."""
+    if isinstance(L, bool) or not isinstance(L, int) or L < 1:
+        raise ValueError(f"L must be a positive integer, got {L!r}")
+    out = [0]
+    scale = 1
+    while True:
+        for base in (1, 2, 5):
+            c = base * scale
+            if c >= L:
+                return out + [L]
+            out.append(c)
+        scale *= 10
+
+
+def parse_strategy(strategy: str) -> int | None:
+    """None for ``random``; N for ``take-every-N``; ValueError otherwise."""
+    if strategy == "random":
+        return None
+    m = _TAKE_RE.fullmatch(str(strategy))
+    if m and int(m.group(1)) >= 1:
+        return int(m.group(1))
+    raise ValueError(
+        f"unknown strategy {strategy!r}; choose 'random' or 'take-every-N' with N >= 1 "
+        "(e.g. take-every-5)"
+    )
+
+
+def span_starts(
+    L: int, C: int, *, strategy: str = "random", per_length: int = 5, seed: int = 0, key: str = ""
+) -> list[int]:
+    """Start units of the spans of length ``C`` to probe (sorted).
+
+    Args:
+        L: number of units.
+        C: span length, ``0 <= C <= L``.
+        strategy: ``random`` or ``take-every-N``.
+        per_length: spans per length for ``random``.
+        seed: random seed.
+        key: mixed into the seed (the instance id), so instances get different spans.
+    """
+    if not 0 <= C <= L:
+        raise ValueError(f"C must be in [0, {L}], got {C}")
+    if per_length < 1:
+        raise ValueError(f"per_length must be >= 1, got {per_length}")
+    step = parse_strategy(strategy)
+    n_starts = L - C + 1
+    if C == 0:
+        return [0]
+    if step is not None:
+        return list(range(0, n_starts, step))
+    if per_length >= n_starts:
+        return list(range(n_starts))
+    digest = hashlib.sha256(f"dolce-probe\x1f{seed}\x1f{key}\x1f{C}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    return sorted(rng.sample(range(n_starts), per_length))
+
+
+def render_span(span: Sequence[Unit]) -> list[str]:
+    """The span as evidence blocks: consecutive units of one passage share one header."""
+    blocks: list[tuple[str, str, list[str]]] = []
+    for u in span:
+        if blocks and blocks[-1][0] == u.passage_id:
+            blocks[-1][2].append(u.text)
+        else:
+            blocks.append((u.passage_id, u.title, [u.text]))
+    return [
+        f"[passage_id: {pid}] Title: {title.strip()}\n{' '.join(texts)}"
+        for pid, title, texts in blocks
+    ]
+
+
+def probe_variant(C: int, start: int) -> str:
+    """The canonical variant id ``C=<C>|start=<start>``."""
+    return f"C={int(C)}|start={int(start)}"
+
+
+def parse_variant(variant: str) -> tuple[int, int]:
+    """``(C, start)`` of a probe variant id; ValueError naming the bad value otherwise."""
+    m = _VARIANT_RE.fullmatch(str(variant))
+    if not m:
+        raise ValueError(f"not a probe variant: {variant!r} (expected 'C=<C>|start=<start>')")
+    return int(m.group(1)), int(m.group(2))
+
+
+def plan_probes(
+    instance: Instance,
+    *,
+    units: str = "sentence",
+    per_length: int = 5,
+    strategy: str = "random",
+    seed: int = 0,
+    lengths: Sequence[int] | None = None,
+) -> list[PlannedCall]:
+    """Plan the DOLCE probes of one instance (condition ``probe``).
+
+    Args:
+        instance: the instance (its passages are split into units).
+        units: ``sentence`` (default) or ``passage``.
+        per_length: random spans per observation length.
+        strategy: ``random`` or ``take-every-N``.
+        seed: random seed of the span starts.
+        lengths: observation lengths (default :func:`exponential_ladder` of L); each in [0, L].
+
+    Returns:
+        One call per (C, start), ordered by C then start; variant ``C=<C>|start=<s>``, meta
+        ``{"units", "C", "start", "L"}``, ``input_passage_ids`` the passages the span touches.
+
+    Raises:
+        ValueError: unknown units or strategy, bad per_length or lengths, or an instance with
+            no text to split.
+    """
+    parse_strategy(strategy)
+    all_units = split_units(instance, units)
+    L = len(all_units)
+    if L == 0:
+        raise ValueError(f"instance {instance.instance_id!r} has no text to probe")
+    ladder = exponential_ladder(L) if lengths is None else sorted({int(c) for c in lengths})
+    bad = [c for c in ladder if not 0 <= c <= L]
+    if bad:
+        raise ValueError(f"observation lengths must be in [0, {L}], got {bad[0]}")
+    calls = []
+    for C in ladder:
+        starts = span_starts(
+            L, C, strategy=strategy, per_length=per_length, seed=seed, key=instance.instance_id
+        )
+        for s in starts:
+            span = all_units[s : s + C]
+            messages = build_messages(instance, "intervention", render_span(span), probe=True)
+            calls.append(
+                PlannedCall(
+                    instance_id=instance.instance_id,
+                    condition=PROBE_CONDITION,
+                    variant=probe_variant(C, s),
+                    messages=tuple(messages),
+                    input_passage_ids=tuple(dict.fromkeys(u.passage_id for u in span)),
+                    prompt_hash=prompt_hash(messages),
+                    meta={"units": units, "C": C, "start": s, "L": L},
+                )
+            )
+    return calls
