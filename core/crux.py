@@ -1,0 +1,750 @@
+"""Retrieval-context coverage (CRUX, seed 002 §3; SPEC §9).
+
+A retrieval context Z (the top-k chunks of a retriever) is judged by which sub-questions of the
+instance its items can answer. Answerability ratings G(p, q) in 0..5 come from the store
+(``sub_questions`` / ``answerability``, e.g. an LLM judge with the CRUX rubric); an item answers
+q when G >= eta (eta = 3, seed 002 fn. 3). Where no ratings exist, binary answerability is
+*derived from gold evidence*: every gold passage answers its own sub-question (sub-question id =
+the passage id) and nothing else does; every result says which source it used
+(``answerability_source``: ``"gold"`` or ``"judge:<name>"``).
+
+Definitions (seed 002 eqs. 3-5):
+
+- ``Cov(Z) = |{q in Q_ans : max_{p in Z} G(p, q) >= eta}| / |Q_ans|`` with ``Q_ans`` the
+  sub-questions some judged passage of the instance answers;
+- ranked coverage ``alpha-nDCG`` with the sub-questions as subtopics: gain at rank r
+  ``ng(r) = sum_i J(p_r, i) (1 - alpha)^{c_i(r-1)}`` (``c_i(r-1)`` = earlier items answering
+  i), discount ``log2(r + 1)``, normalized by the greedy ideal ordering of the pool, both cut
+  at depth |Z|;
+- ``Den(Z) = ((Cov(Z) / tokens(Z)) / (Cov(Z*) / tokens(Z*)))^w`` with w = 0.5 and Z* the
+  required subset: a greedy set cover of the answerable sub-questions by the gold passages.
+
+Units. Retrieved contexts are chunks (:func:`core.retrieval.retrieve`); a chunk answers the
+union of the sub-questions of the passages it overlaps (the same overlap rule as
+:func:`core.retrieval.retrieval_diagnostics`). The alpha-nDCG ideal is the greedy ordering of
+*every chunk of the instance under the same chunking* -- the judged units of that context type;
+an ideal over whole passages could be beaten by one chunk spanning two gold passages (nDCG > 1).
+``tokens(Z)`` = the context-stream tokens the chunks span (``Chunk.n_tokens``, overlaps counted
+each time they are shown); ``tokens(Z*)`` = the same stream tokens of the required passages
+(title + text + the 3 label tokens ``[passage_id: pXXXX] Title:``), so both are in one unit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.retrieval import Chunk, chunk_instance, rank_chunks
+from core.stats import bootstrap_means
+from core.types import Instance
+
+__all__ = [
+    "ALPHA",
+    "ETA",
+    "JUDGE_TEMPLATE",
+    "JUDGE_TEMPLATE_VERSION",
+    "METRICS",
+    "W",
+    "Answerability",
+    "CruxResult",
+    "alpha_ndcg",
+    "answerability_from_gold",
+    "answerability_from_ratings",
+    "context_scores",
+    "coverage",
+    "crux_evaluate",
+    "crux_report",
+    "density",
+    "judge_answerability",
+    "judge_messages",
+    "parse_rating",
+    "required_subset",
+]
+
+#: Answerability threshold on the 0..5 rating scale (seed 002 fn. 3).
+ETA = 3
+#: Novelty discount of alpha-nDCG (seed 002 §3.3).
+ALPHA = 0.5
+#: Density exponent (seed 002 eq. 5).
+W = 0.5
+#: Per-context metrics, averaged per (retriever, k).
+METRICS = ("coverage", "alpha_ndcg", "density")
+
+#: Tokens that open every rendered passage in the context stream: ``[passage_id:``,
+#: ``pXXXX]``, ``Title:`` (see :func:`core.retrieval.chunk_instance`).
+_LABEL_TOKENS = 3
+
+
+# ------------------------------------------------------------------------ metric functions
+
+
+def _check_alpha(alpha: float) -> float:
+    a = float(alpha)
+    if not 0.0 <= a <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+    return a
+
+
+def _dcg(sets: Sequence[frozenset], alpha: float) -> float:
+    seen: dict[Hashable, int] = {}
+    total = 0.0
+    for r, items in enumerate(sets, start=1):
+        gain = sum((1.0 - alpha) ** seen.get(i, 0) for i in items)
+        for i in items:
+            seen[i] = seen.get(i, 0) + 1
+        total += gain / math.log2(r + 1)
+    return total
+
+
+def _greedy_ideal(pool: Sequence[frozenset], alpha: float, depth: int) -> list[frozenset]:
+    """Greedy ideal ordering: at each rank the pool item with the largest novelty gain given
+    the items already placed; ties go to the earliest item of ``pool``."""
+    left = list(pool)
+    seen: dict[Hashable, int] = {}
+    out: list[frozenset] = []
+    while left and len(out) < depth:
+        gains = [sum((1.0 - alpha) ** seen.get(i, 0) for i in s) for s in left]
+        best = max(range(len(left)), key=lambda j: (gains[j], -j))
+        chosen = left.pop(best)
+        for i in chosen:
+            seen[i] = seen.get(i, 0) + 1
+        out.append(chosen)
+    return out
+
+
+def alpha_ndcg(
+    ranking: Sequence[Iterable[Hashable]],
+    pool: Sequence[Iterable[Hashable]] | None = None,
+    alpha: float = ALPHA,
+    depth: int | None = None,
+) -> float:
+    """Ranked coverage: alpha-nDCG with sub-questions as subtopics (seed 002 eq. 4).
+
+    Args:
+        ranking: ``ranking[r]`` = the sub-question ids the item at rank r + 1 answers.
+        pool: the sub-question sets of every judged item of the instance, in a fixed order;
+            the ideal is their greedy ordering. Defaults to the ranking's own items.
+        alpha: redundancy discount in [0, 1]; 0 ignores repeats, 1 gives repeats no gain.
+        depth: cut-off for both the ranking and the ideal; default ``len(ranking)``.
+
+    Returns:
+        DCG / ideal DCG with gain ``sum_i J(p_r, i) (1 - alpha)^{c_i(r-1)}`` and discount
+        ``log2(r + 1)``; NaN when the ideal gain is 0 (the pool answers nothing).
+
+    Raises:
+        ValueError: alpha outside [0, 1] or a negative depth.
+    """
+    a = _check_alpha(alpha)
+    sets = [frozenset(s) for s in ranking]
+    pool_sets = sets if pool is None else [frozenset(s) for s in pool]
+    d = len(sets) if depth is None else depth
+    if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 0:
+        raise ValueError(f"depth must be a non-negative integer, got {depth!r}")
+    ideal = _dcg(_greedy_ideal(pool_sets, a, int(d)), a)
+    if ideal <= 0.0:
+        return math.nan
+    return _dcg(sets[: int(d)], a) / ideal
+
+
+def coverage(ranking: Iterable[Iterable[Hashable]], answerable: Iterable[Hashable]) -> float:
+    """Cov(Z): share of the answerable sub-questions that some item of Z answers (eq. 3).
+
+    Args:
+        ranking: per item of Z, the sub-question ids it answers (rating >= eta).
+        answerable: the instance's answerable sub-questions ``Q_ans``.
+
+    Returns:
+        ``|answered ∩ Q_ans| / |Q_ans|``; NaN when ``Q_ans`` is empty.
+    """
+    target = set(answerable)
+    if not target:
+        return math.nan
+    got: set[Hashable] = set()
+    for s in ranking:
+        got.update(s)
+    return len(got & target) / len(target)
+
+
+def density(
+    cov: float, tokens: float, cov_ref: float, tokens_ref: float, w: float = W
+) -> float:
+    """Den(Z) = ((cov / tokens) / (cov_ref / tokens_ref))^w, relative to Z* (eq. 5).
+
+    Args:
+        cov: Cov(Z).
+        tokens: tokens of Z (> 0 unless ``cov`` is 0).
+        cov_ref: Cov(Z*).
+        tokens_ref: tokens of Z* (> 0).
+        w: exponent (0.5: diminishing returns near the optimum).
+
+    Returns:
+        The density; 0 when ``cov`` is 0; NaN when any input is NaN or ``cov_ref`` is 0.
+
+    Raises:
+        ValueError: a negative input, or a positive coverage over zero tokens.
+    """
+    vals = {"cov": cov, "tokens": tokens, "cov_ref": cov_ref, "tokens_ref": tokens_ref, "w": w}
+    if any(isinstance(v, float) and math.isnan(v) for v in vals.values()):
+        return math.nan
+    for name, v in vals.items():
+        if v < 0:
+            raise ValueError(f"density: {name} must be >= 0, got {v!r}")
+    if cov_ref == 0:
+        return math.nan
+    if tokens_ref == 0:
+        raise ValueError("density: tokens_ref must be > 0 when cov_ref > 0")
+    if cov == 0:
+        return 0.0
+    if tokens == 0:
+        raise ValueError("density: tokens must be > 0 when cov > 0")
+    return float(((cov / tokens) / (cov_ref / tokens_ref)) ** w)
+
+
+def required_subset(passage_to_subquestions: Mapping[Hashable, Iterable[Hashable]]) -> list:
+    """Z*: greedy set cover of the sub-questions the given passages answer (seed 002 §3.2).
+
+    At each step the passage answering the most not-yet-covered sub-questions joins; ties go
+    to the passage that comes first in the mapping's order (pass passages in context order).
+    Stops when no passage adds a sub-question.
+
+    Args:
+        passage_to_subquestions: passage id -> the sub-question ids it answers.
+
+    Returns:
+        Passage ids of the required subset, in the order they were chosen.
+    """
+    items = [(pid, frozenset(sqs)) for pid, sqs in passage_to_subquestions.items()]
+    covered: set[Hashable] = set()
+    out: list = []
+    while True:
+        gains = [len(s - covered) for _, s in items]
+        if not gains or max(gains) == 0:
+            return out
+        best = max(range(len(items)), key=lambda j: (gains[j], -j))
+        pid, sqs = items.pop(best)
+        covered |= sqs
+        out.append(pid)
+
+
+# ------------------------------------------------------------------------ answerability
+
+
+@dataclass(frozen=True, slots=True)
+class Answerability:
+    """Which sub-questions each passage of one instance answers.
+
+    Attributes:
+        instance_id: the instance.
+        source: ``"gold"`` (derived from gold evidence) or ``"judge:<name>"`` (stored ratings).
+        sub_questions: every sub-question id of the instance.
+        answers: passage id -> sub-question ids it answers (rating >= eta); judged passages
+            only (with ``source == "gold"``: the gold passages).
+        answerable: ``Q_ans``, the sub-questions some judged passage answers.
+        required: Z*, passage ids of the greedy set cover by gold passages.
+    """
+
+    instance_id: str
+    source: str
+    sub_questions: tuple[str, ...]
+    answers: Mapping[str, frozenset[str]]
+    answerable: frozenset[str]
+    required: tuple[str, ...] = field(default=())
+
+
+def answerability_from_gold(instance: Instance) -> Answerability:
+    """Binary answerability derived from gold evidence: each gold passage answers its own
+    sub-question (id = its passage id) and no other passage answers anything."""
+    gold = instance.gold_ids
+    answers = {pid: frozenset({pid}) for pid in gold}
+    return Answerability(
+        instance_id=instance.instance_id,
+        source="gold",
+        sub_questions=tuple(gold),
+        answers=answers,
+        answerable=frozenset(gold),
+        required=tuple(required_subset(answers)),
+    )
+
+
+def answerability_from_ratings(
+    instance: Instance,
+    sub_questions: Iterable[str],
+    ratings: Iterable[tuple[str, str, float]],
+    judge: str,
+    eta: float = ETA,
+) -> Answerability:
+    """Answerability from stored 0..5 ratings (an item answers q when its rating >= ``eta``).
+
+    Args:
+        instance: the instance (its gold passages form the required subset).
+        sub_questions: the instance's sub-question ids.
+        ratings: ``(passage_id, sq_id, rating)`` rows of one judge.
+        judge: the judge's name (recorded as ``judge:<name>``).
+        eta: answerability threshold.
+
+    Raises:
+        ValueError: a rating outside 0..5, or a rating of a passage the instance lacks.
+    """
+    known = {p.passage_id for p in instance.passages}
+    order = {p.passage_id: p.ord for p in instance.passages}
+    sqs = list(dict.fromkeys(str(q) for q in sub_questions))
+    answers: dict[str, set[str]] = {}
+    for pid, sq, rating in ratings:
+        r = float(rating)
+        if not 0.0 <= r <= 5.0:
+            raise ValueError(
+                f"instance {instance.instance_id!r}: rating {rating!r} of ({pid}, {sq}) is "
+                "outside 0..5"
+            )
+        if pid not in known:
+            raise ValueError(
+                f"instance {instance.instance_id!r}: rating for unknown passage {pid!r}"
+            )
+        if str(sq) not in sqs:
+            sqs.append(str(sq))
+        answers.setdefault(pid, set())
+        if r >= eta:
+            answers[pid].add(str(sq))
+    frozen = {pid: frozenset(answers[pid]) for pid in sorted(answers, key=order.__getitem__)}
+    gold = set(instance.gold_ids)
+    answerable = frozenset().union(*frozen.values()) if frozen else frozenset()
+    return Answerability(
+        instance_id=instance.instance_id,
+        source=f"judge:{judge}",
+        sub_questions=tuple(sqs),
+        answers=frozen,
+        answerable=answerable,
+        required=tuple(required_subset({p: s for p, s in frozen.items() if p in gold})),
+    )
+
+
+# ------------------------------------------------------------------------ contexts
+
+
+def _chunk_sets(chunks: Sequence[Chunk], ans: Answerability) -> list[frozenset[str]]:
+    empty: frozenset[str] = frozenset()
+    return [
+        frozenset().union(*(ans.answers.get(pid, empty) for pid in c.passage_ids))
+        for c in chunks
+    ]
+
+
+def context_scores(
+    ranked: Sequence[Chunk],
+    all_chunks: Sequence[Chunk],
+    ans: Answerability,
+    instance: Instance,
+    alpha: float = ALPHA,
+    w: float = W,
+) -> dict[str, Any]:
+    """CRUX scores of one retrieval context (chunks in rank order) of one instance.
+
+    Args:
+        ranked: the context Z, best first.
+        all_chunks: every chunk of the instance under the same chunking (the ideal's pool).
+        ans: the instance's answerability.
+        instance: the instance (passage token counts for Z*).
+        alpha: alpha-nDCG redundancy discount.
+        w: density exponent.
+
+    Returns:
+        ``coverage``, ``alpha_ndcg``, ``density``, ``tokens``, ``coverage_ref`` (Cov(Z*)),
+        ``tokens_ref``, ``n_answerable`` and ``answered`` (sub-question ids Z answers).
+    """
+    sets = _chunk_sets(ranked, ans)
+    cov = coverage(sets, ans.answerable)
+    ndcg = alpha_ndcg(sets, _chunk_sets(all_chunks, ans), alpha=alpha, depth=len(sets))
+    ntok = {p.passage_id: p.n_tokens + _LABEL_TOKENS for p in instance.passages}
+    tokens_ref = sum(ntok[pid] for pid in ans.required)
+    cov_ref = coverage([ans.answers[pid] for pid in ans.required], ans.answerable)
+    tokens = sum(c.n_tokens for c in ranked)
+    den = math.nan
+    if not math.isnan(cov) and tokens_ref > 0:
+        den = density(cov, tokens, cov_ref, tokens_ref, w=w)
+    answered = sorted(frozenset().union(*sets) & ans.answerable) if sets else []
+    return {
+        "coverage": cov,
+        "alpha_ndcg": ndcg,
+        "density": den,
+        "tokens": tokens,
+        "coverage_ref": cov_ref,
+        "tokens_ref": tokens_ref,
+        "n_answerable": len(ans.answerable),
+        "answered": answered,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class CruxResult:
+    """Per-context rows and their aggregate per (retriever, k).
+
+    Attributes:
+        per_context: one row per (instance, retriever, k): ``instance_id``, ``retriever``,
+            ``k``, ``answerability_source``, the :func:`context_scores` fields and
+            ``chunk_ids``.
+        aggregate: one row per (retriever, k): ``n`` (contexts scored), ``n_unscored``
+            (instances without answerable sub-questions), and per metric of ``METRICS`` the
+            mean with a bootstrap CI (``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``),
+            plus ``tokens`` (mean) and ``answerability_source``.
+        answerability_source: ``gold``, ``judge:<name>`` or ``mixed`` over the instances.
+    """
+
+    per_context: pd.DataFrame
+    aggregate: pd.DataFrame
+    answerability_source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN -> None) of the aggregate and the per-context rows."""
+        return {
+            "answerability_source": self.answerability_source,
+            "eta": ETA,
+            "alpha": ALPHA,
+            "w": W,
+            "aggregate": _records(self.aggregate),
+            "per_context": _records(self.per_context),
+        }
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for row in df.to_dict("records"):
+        clean = {}
+        for k, v in row.items():
+            if hasattr(v, "item") and not isinstance(v, str | list | tuple | np.ndarray):
+                v = v.item()
+            if isinstance(v, float) and math.isnan(v):
+                v = None
+            clean[str(k)] = v
+        out.append(clean)
+    return out
+
+
+def _check_ks(ks: Iterable[Any]) -> list[int]:
+    out = []
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        out.append(int(k))
+    if not out:
+        raise ValueError("no k given")
+    return sorted(set(out))
+
+
+def crux_evaluate(
+    instances: Sequence[Instance],
+    retrievers: Sequence[str],
+    ks: Sequence[int],
+    answerability: Mapping[str, Answerability] | None = None,
+    *,
+    chunk_size: int = 220,
+    overlap: int = 40,
+    alpha: float = ALPHA,
+    w: float = W,
+    n_resamples: int = 5000,
+    seed: int = 42,
+    embedding_cache: Any = None,
+) -> CruxResult:
+    """Cov, alpha-nDCG and density of every (instance, retriever, k) retrieval context.
+
+    Args:
+        instances: the instances.
+        retrievers: registered retriever names (e.g. ``lexical``, ``dense``, ``oracle``).
+        ks: context sizes (top-k chunks).
+        answerability: instance id -> stored judgments; an instance without an entry gets
+            answerability derived from gold evidence.
+        chunk_size: chunk window in tokens.
+        overlap: chunk overlap in tokens.
+        alpha: alpha-nDCG redundancy discount.
+        w: density exponent.
+        n_resamples: bootstrap resamples for the CIs.
+        seed: bootstrap seed.
+        embedding_cache: passed to embedding retrievers.
+
+    Raises:
+        ValueError: unknown retriever, bad k or window.
+    """
+    k_list = _check_ks(ks)
+    rets = list(dict.fromkeys(retrievers))
+    if not rets:
+        raise ValueError("no retriever given")
+    judged = dict(answerability or {})
+    rows: list[dict[str, Any]] = []
+    sources: set[str] = set()
+    for inst in instances:
+        ans = judged.get(inst.instance_id) or answerability_from_gold(inst)
+        sources.add(ans.source)
+        chunks = chunk_instance(inst, chunk_size, overlap)
+        for ret in rets:
+            ranked = rank_chunks(
+                inst, ret, chunk_size, overlap, chunks=chunks, embedding_cache=embedding_cache
+            )
+            for k in k_list:
+                top = [rc.chunk for rc in ranked[:k]]
+                scores = context_scores(top, chunks, ans, inst, alpha=alpha, w=w)
+                rows.append(
+                    {
+                        "instance_id": inst.instance_id,
+                        "retriever": ret,
+                        "k": k,
+                        "answerability_source": ans.source,
+                        **scores,
+                        "chunk_ids": [c.chunk_id for c in top],
+                    }
+                )
+    per = pd.DataFrame(rows)
+    source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
+    return CruxResult(per, _aggregate(per, rets, k_list, n_resamples, seed), source)
+
+
+def _aggregate(
+    per: pd.DataFrame, rets: Sequence[str], ks: Sequence[int], n_resamples: int, seed: int
+) -> pd.DataFrame:
+    out = []
+    for ret in rets:
+        for k in ks:
+            sub = per[(per["retriever"] == ret) & (per["k"] == k)] if len(per) else per
+            scored = sub[sub["coverage"].notna()] if len(sub) else sub
+            row: dict[str, Any] = {
+                "retriever": ret,
+                "k": k,
+                "n": len(scored),
+                "n_unscored": len(sub) - len(scored),
+                "answerability_source": ",".join(sorted(set(sub.get("answerability_source", []))))
+                if len(sub)
+                else "",
+            }
+            vals = scored[list(METRICS)].to_numpy(dtype=float) if len(scored) else np.empty((0, 3))
+            boot = bootstrap_means(vals, n_resamples, seed)
+            for j, m in enumerate(METRICS):
+                col = vals[:, j]
+                fin = col[np.isfinite(col)]
+                row[m] = float(fin.mean()) if fin.size else math.nan
+                b = boot[:, j][np.isfinite(boot[:, j])]
+                lo, hi = (np.percentile(b, [2.5, 97.5]) if b.size else (math.nan, math.nan))
+                row[f"{m}_ci_low"], row[f"{m}_ci_high"] = float(lo), float(hi)
+            row["tokens"] = float(scored["tokens"].mean()) if len(scored) else math.nan
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def crux_report(
+    store: Any,
+    dataset: str,
+    retrievers: Sequence[str] = ("lexical",),
+    ks: Sequence[int] = (3,),
+    *,
+    judge: str | None = None,
+    eta: float = ETA,
+    instance_ids: Iterable[str] | None = None,
+    chunk_size: int = 220,
+    overlap: int = 40,
+    n_resamples: int = 5000,
+    seed: int = 42,
+) -> CruxResult:
+    """CRUX over a stored dataset: stored ratings where present, else derived from gold.
+
+    Args:
+        store: a :class:`core.store.Store`.
+        dataset: the dataset name.
+        retrievers: retriever names.
+        ks: context sizes.
+        judge: which judge's ratings to use; None uses the only judge present (ValueError
+            naming them when there are several).
+        eta: answerability threshold.
+        instance_ids: only these instances (e.g. after the page's metadata filters).
+        chunk_size: chunk window in tokens.
+        overlap: chunk overlap in tokens.
+        n_resamples: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Raises:
+        ValueError: unknown dataset, judge, retriever or a bad k.
+    """
+    _check_ks(ks)
+    if dataset not in store.dataset_names():
+        raise ValueError(
+            f"unknown dataset {dataset!r}; stored: {', '.join(store.dataset_names()) or 'none'}"
+        )
+    instances = store.load_instances(dataset)
+    if instance_ids is not None:
+        wanted = set(instance_ids)
+        instances = [i for i in instances if i.instance_id in wanted]
+    sq, ratings = store.crux_judgments(dataset)
+    judged: dict[str, Answerability] = {}
+    if len(ratings):
+        judges = sorted(set(ratings["judge"]))
+        if judge is None and len(judges) > 1:
+            raise ValueError(
+                f"dataset {dataset!r} has ratings from several judges; choose one of: "
+                f"{', '.join(judges)}"
+            )
+        use = judge if judge is not None else judges[0]
+        if use not in judges:
+            raise ValueError(f"no ratings by judge {use!r}; judges: {', '.join(judges)}")
+        ratings = ratings[ratings["judge"] == use]
+        by_inst = {i.instance_id: i for i in instances}
+        sq_by = sq.groupby("instance_id")["sq_id"].apply(list).to_dict() if len(sq) else {}
+        for iid, grp in ratings.groupby("instance_id", sort=False):
+            if iid not in by_inst:
+                continue
+            rows = zip(grp["passage_id"], grp["sq_id"], grp["rating"], strict=True)
+            judged[iid] = answerability_from_ratings(
+                by_inst[iid], sq_by.get(iid, []), rows, use, eta
+            )
+    elif judge is not None:
+        raise ValueError(f"dataset {dataset!r} has no stored ratings (judge {judge!r})")
+    return crux_evaluate(
+        instances,
+        retrievers,
+        ks,
+        judged,
+        chunk_size=chunk_size,
+        overlap=overlap,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+
+
+# ------------------------------------------------------------------------ optional judge
+
+#: CRUX graded-rating prompt (seed 002, App. A.1, Figure 8), fixed text; version recorded in
+#: the judge name so ratings of another template never mix.
+JUDGE_TEMPLATE = """\
+Instruction: Determine whether the question can be answered based on the provided context? \
+Rate the context with on a scale from 0 to 5 according to the guideline below. Do not write \
+anything except the rating.
+
+Guideline:
+5: The context is highly relevant, complete, and accurate.
+4: The context is mostly relevant and complete but may have minor gaps or inaccuracies.
+3: The context is partially relevant and complete, with noticeable gaps or inaccuracies.
+2: The context has limited relevance and completeness, with significant gaps or inaccuracies.
+1: The context is minimally relevant or complete, with substantial shortcomings.
+0: The context is not relevant or complete at all.
+
+Question: {question}
+
+Context: {context}
+Rating:"""
+JUDGE_TEMPLATE_VERSION = "1"
+
+
+def judge_messages(question: str, context: str) -> list[dict[str, str]]:
+    """The chat messages asking a judge to rate ``context`` for ``question`` (0..5)."""
+    return [{"role": "user", "content": JUDGE_TEMPLATE.format(question=question,
+                                                              context=context)}]  # fmt: skip
+
+
+def parse_rating(text: str | None) -> int:
+    """The judge's rating: the first non-blank character if it is a digit 0..5, else 0.
+
+    Seed 002 (Fig. 8): "The output with incorrect format will be regarded as 0". A leading
+    ``Rating:`` label is tolerated, and so is a reply in the answer contract (backends such as
+    Ollama enforce its JSON schema): then the ``answer`` field is read.
+    """
+    s = (text or "").strip()
+    if s.startswith(("{", "```")):
+        from core.parsing import parse_reply
+
+        s = parse_reply(s).answer.strip()
+    if s.lower().startswith("rating:"):
+        s = s[7:].strip()
+    if s and s[0] in "012345" and (len(s) == 1 or not s[1].isdigit()):
+        return int(s[0])
+    return 0
+
+
+def judge_answerability(
+    store: Any,
+    dataset: str,
+    backend: Any,
+    *,
+    passages: str = "gold",
+    options: Mapping[str, Any] | None = None,
+    judge: str | None = None,
+) -> dict[str, Any]:
+    """Rate (passage, sub-question) pairs 0..5 with the CRUX rubric and store the ratings.
+
+    Every call goes through the response cache (key: backend kind, model digest or name,
+    options hash, prompt hash), so rerunning the judge costs no model calls.
+
+    Args:
+        store: a :class:`core.store.Store`.
+        dataset: a dataset with stored sub-questions.
+        backend: a :class:`core.backends.Backend` (temperature 0 is the CRUX setting).
+        passages: ``gold`` (the relevant passages P*, as CRUX pre-judges) or ``all``.
+        options: generation options passed to the backend (part of the cache key).
+        judge: the name the ratings are stored under; default
+            ``<backend>:<model>|crux-v<version>``.
+
+    Returns:
+        ``{"judge", "n_pairs", "n_called", "n_cached", "n_errors"}``; a failed call is not
+        stored (rerun to fill it).
+
+    Raises:
+        ValueError: bad ``passages`` value, unknown dataset or no sub-questions stored.
+    """
+    from core.engine import cache_key, options_hash
+    from core.prompts import prompt_hash
+
+    if passages not in ("gold", "all"):
+        raise ValueError(f"passages must be 'gold' or 'all', got {passages!r}")
+    if dataset not in store.dataset_names():
+        raise ValueError(f"unknown dataset {dataset!r}")
+    sq, _ = store.crux_judgments(dataset)
+    if sq.empty:
+        raise ValueError(
+            f"dataset {dataset!r} has no sub-questions; store them first "
+            "(Store.write_crux_judgments)"
+        )
+    desc = backend.describe() if hasattr(backend, "describe") else {}
+    model_id = desc.get("model_digest") or getattr(backend, "model", "")
+    name = judge or f"{backend.name}:{backend.model}|crux-v{JUDGE_TEMPLATE_VERSION}"
+    opts = dict(options or {})
+    ohash = options_hash(opts)
+    wanted = sorted(set(sq["instance_id"]))
+    by_inst = {i.instance_id: i for i in store.load_instances(dataset, wanted)}
+    pairs = []
+    for row in sq.itertuples(index=False):
+        inst = by_inst.get(row.instance_id)
+        if inst is None:
+            continue
+        for p in inst.passages:
+            if passages == "gold" and not p.is_gold:
+                continue
+            context = f"{p.title}\n{p.text}" if p.title else p.text
+            msgs = judge_messages(str(row.text or ""), context)
+            key = cache_key(backend.name, model_id, ohash, prompt_hash(msgs))
+            pairs.append((row.instance_id, row.sq_id, p.passage_id, msgs, key))
+    cached = store.cached_responses([k for *_, k in pairs])
+    ratings, new_cache = [], []
+    n_called = n_errors = 0
+    for iid, sq_id, pid, msgs, key in pairs:
+        if key in cached:
+            text = json.loads(cached[key]).get("text", "")
+        else:
+            reply = backend.generate(msgs, opts)
+            n_called += 1
+            if reply.error is not None:
+                n_errors += 1
+                continue
+            text = reply.text
+            cached[key] = json.dumps({"text": text})
+            new_cache.append({"cache_key": key, "backend": backend.name, "model": model_id,
+                              "options_hash": ohash, "prompt_hash": prompt_hash(msgs),
+                              "response": cached[key]})  # fmt: skip
+        ratings.append({"instance_id": iid, "sq_id": sq_id, "passage_id": pid,
+                        "rating": parse_rating(text), "judge": name})  # fmt: skip
+    if new_cache:
+        with store.transaction() as con:
+            store.insert_cache(con, pd.DataFrame(new_cache))
+    if ratings:
+        store.write_crux_judgments(dataset, sq, pd.DataFrame(ratings))
+    return {"judge": name, "n_pairs": len(pairs), "n_called": n_called,
+            "n_cached": len(pairs) - n_called, "n_errors": n_errors}  # fmt: skip

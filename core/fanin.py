@@ -1,0 +1,608 @@
+"""Fan-in degradation of answer quality and evidence packs (AuthTrace, seed 003; SPEC §9).
+
+Fan-in of an instance = number of distinct ``doc_id`` among its gold passages (seed 003 eq. 1),
+bucketed ``single`` (1), ``low`` (2-3), ``high`` (>= 4); instances without gold evidence have
+fan-in 0 and no bucket (they are left out of every aggregate and counted).
+
+A *system* is one (run, condition) of the four plain conditions. Its evidence pack per
+instance is:
+
+- ``retrieved`` / ``oracle``: the passages shown (the prediction's ``input_passage_ids``);
+- ``full_context``: the passages the model cited (``cited_ids``) -- showing everything is no
+  selection, so the citations are the pack;
+- ``no_evidence``: no pack (ER / EP are NaN; AC is still reported, the closed-book baseline).
+
+Metrics per instance (seed 003 §3), over passage-id *sets* -- a pack listing an id twice
+(e.g. two overlapping chunks of one passage, or a CUE-R duplicate) counts that id once in both
+numerator and denominator:
+
+- ``ER = |pack ∩ gold| / |gold|``;
+- ``EP = |pack ∩ gold| / |pack|``, 0 for an empty pack (as citation precision, SPEC §6.3);
+- ``AC = 100 x score`` with score = relaxed token F1 by default (any answer score of
+  :mod:`core.scoring`), so 0-100; unscored predictions (a backend error) are NaN and skipped.
+
+Aggregates (every one derived from the per-instance rows, which are returned too):
+
+- per system and exact fan-in / bucket: mean AC, ER, EP with bootstrap CIs (SPEC §6.6:
+  5,000 resamples, seed 42, instances resampled within the system);
+- relative degradation ``(AC_high - AC_single) / AC_single``; the oracle condition of the same
+  run is the synthesis-difficulty baseline and ``construction_loss_pp = 100 x (rel_system -
+  rel_oracle)`` (seed 003 Table 8, "Oracle-norm."; negative = loss beyond synthesis);
+- Pearson r of ER-AC and EP-AC over (system, fan-in) points of the systems with packs, with a
+  bootstrap CI over points and the least-squares line (seed 003 Fig. 3, App. G);
+- failure attribution: among failures (AC < 33), the share with ER < 50% (seed 003 §6.1);
+- Jaccard overlap of failure sets between two systems over their common instances (§6.3);
+- crossover fan-in: the exact fan-in at which the leader (higher AC) of two systems changes
+  (§6.4, Table 5).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.scoring import ANSWER_SCORES
+from core.stats import bootstrap_means
+
+__all__ = [
+    "BUCKETS",
+    "FAILURE_AC",
+    "LOW_ER",
+    "PACK_CONDITIONS",
+    "FaninResult",
+    "answer_correctness",
+    "crossover",
+    "evidence_pack",
+    "evidence_precision",
+    "evidence_recall",
+    "fan_in",
+    "fan_in_bucket",
+    "fanin_analysis",
+    "fanin_report",
+    "failure_attribution",
+    "jaccard",
+    "pearson",
+    "per_instance",
+    "relative_degradation",
+]
+
+#: Fan-in buckets in order: single (1), low (2-3), high (>= 4).
+BUCKETS = ("single", "low", "high")
+#: A failure is an answer with AC below this (seed 003 §6.1: AC < 33%).
+FAILURE_AC = 33.0
+#: Failure attribution counts failures with ER below this (seed 003 §6.1: ER < 50%).
+LOW_ER = 0.5
+#: Conditions whose evidence pack is the shown passages; ``full_context`` uses citations.
+PACK_CONDITIONS = ("retrieved", "oracle")
+_PLAIN = ("no_evidence", "full_context", "retrieved", "oracle")
+_METRICS = ("ac", "er", "ep")
+
+
+# ------------------------------------------------------------------------ per instance
+
+
+def fan_in(gold_doc_ids: Iterable[str]) -> int:
+    """Number of distinct source documents among gold evidence (seed 003 eq. 1)."""
+    return len(set(gold_doc_ids))
+
+
+def fan_in_bucket(f: int) -> str | None:
+    """``single`` (1), ``low`` (2-3), ``high`` (>= 4); None for fan-in 0 (no gold evidence).
+
+    Raises:
+        ValueError: a negative or non-integer fan-in.
+    """
+    if isinstance(f, bool) or not isinstance(f, int | np.integer) or f < 0:
+        raise ValueError(f"fan-in must be a non-negative integer, got {f!r}")
+    if f == 0:
+        return None
+    return "single" if f == 1 else ("low" if f <= 3 else "high")
+
+
+def evidence_pack(condition: str, input_passage_ids: Any, cited_ids: Any) -> list[str] | None:
+    """The evidence pack of one prediction (None for ``no_evidence``: no pack).
+
+    Raises:
+        ValueError: a condition other than the four plain ones.
+    """
+    if condition in PACK_CONDITIONS:
+        return _as_list(input_passage_ids)
+    if condition == "full_context":
+        return _as_list(cited_ids)
+    if condition == "no_evidence":
+        return None
+    raise ValueError(f"no evidence pack for condition {condition!r}; allowed: {', '.join(_PLAIN)}")
+
+
+def evidence_recall(pack: Iterable[str], gold: Iterable[str]) -> float:
+    """ER = |pack ∩ gold| / |gold| over id sets (duplicates count once); NaN without gold."""
+    g = set(gold)
+    if not g:
+        return math.nan
+    return len(set(pack) & g) / len(g)
+
+
+def evidence_precision(pack: Iterable[str], gold: Iterable[str]) -> float:
+    """EP = |pack ∩ gold| / |pack| over id sets (duplicates count once); 0 for an empty pack,
+    NaN without gold."""
+    g, p = set(gold), set(pack)
+    if not g:
+        return math.nan
+    return len(p & g) / len(p) if p else 0.0
+
+
+def answer_correctness(score: float) -> float:
+    """AC on 0-100 from an answer score in [0, 1] (default field: relaxed F1)."""
+    return 100.0 * float(score)
+
+
+def _as_list(x: Any) -> list[str]:
+    if x is None or x is pd.NA:
+        return []
+    if isinstance(x, float) and math.isnan(x):
+        return []
+    if isinstance(x, str):
+        return [x] if x else []
+    return [str(v) for v in x]
+
+
+def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.DataFrame:
+    """Per-instance fan-in rows of a :meth:`core.store.Store.fanin_frame` frame.
+
+    Args:
+        frame: columns ``run``, ``instance_id``, ``condition``, ``input_passage_ids``,
+            ``cited_ids``, ``gold_ids``, ``fan_in``, ``score_field`` (``model`` and
+            ``dataset`` kept when present).
+        score_field: answer score giving AC (one of :data:`core.scoring.ANSWER_SCORES`).
+
+    Returns:
+        One row per plain-condition prediction: ``run``, ``model``, ``dataset``,
+        ``condition``, ``system`` (``run:condition``), ``instance_id``, ``fan_in``,
+        ``bucket``, ``pack_size`` (distinct ids), ``n_gold``, ``ac``, ``er``, ``ep``,
+        ``failed`` (AC < 33; NaN when AC is NaN).
+
+    Raises:
+        ValueError: unknown score field or missing columns.
+    """
+    if score_field not in ANSWER_SCORES:
+        raise ValueError(
+            f"unknown score field {score_field!r}; allowed: {', '.join(ANSWER_SCORES)}"
+        )
+    need = ("run", "instance_id", "condition", "input_passage_ids", "cited_ids", "gold_ids",
+            "fan_in", score_field)  # fmt: skip
+    missing = [c for c in need if c not in frame.columns]
+    if missing:
+        raise ValueError(f"fan-in frame lacks column(s): {', '.join(missing)}")
+    df = frame[frame["condition"].isin(_PLAIN)]
+    rows = []
+    for rec in df.to_dict("records"):
+        gold = _as_list(rec["gold_ids"])
+        pack = evidence_pack(rec["condition"], rec["input_passage_ids"], rec["cited_ids"])
+        f = int(rec["fan_in"]) if rec["fan_in"] is not None and not pd.isna(rec["fan_in"]) else 0
+        score = rec[score_field]
+        ac = math.nan if score is None or pd.isna(score) else answer_correctness(score)
+        rows.append(
+            {
+                "run": rec["run"],
+                "model": rec.get("model"),
+                "dataset": rec.get("dataset"),
+                "condition": rec["condition"],
+                "system": f"{rec['run']}:{rec['condition']}",
+                "instance_id": rec["instance_id"],
+                "fan_in": f,
+                "bucket": fan_in_bucket(f),
+                "pack_size": math.nan if pack is None else len(set(pack)),
+                "n_gold": len(set(gold)),
+                "ac": ac,
+                "er": math.nan if pack is None else evidence_recall(pack, gold),
+                "ep": math.nan if pack is None else evidence_precision(pack, gold),
+                "failed": math.nan if math.isnan(ac) else float(ac < FAILURE_AC),
+            }
+        )
+    cols = ["run", "model", "dataset", "condition", "system", "instance_id", "fan_in", "bucket",
+            "pack_size", "n_gold", "ac", "er", "ep", "failed"]  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ------------------------------------------------------------------------ statistics
+
+
+def relative_degradation(ac_single: float, ac_high: float) -> float:
+    """(AC_high - AC_single) / AC_single; NaN when AC_single is 0 or either is NaN."""
+    if any(v is None or math.isnan(v) for v in (ac_single, ac_high)) or ac_single == 0:
+        return math.nan
+    return (ac_high - ac_single) / ac_single
+
+
+def pearson(
+    x: Sequence[float], y: Sequence[float], n_resamples: int = 5000, seed: int = 42
+) -> dict[str, float]:
+    """Pearson r of paired points with a bootstrap CI over points and the OLS line.
+
+    Pairs with a NaN are dropped. The CI resamples points with replacement (``seed``), drops
+    resamples where either side is constant, and takes the 2.5 / 97.5 percentiles.
+
+    Returns:
+        ``{r, ci_low, ci_high, n, slope, intercept}`` (NaN r for n < 3 or a constant side).
+    """
+    xv = np.asarray(x, dtype=float)
+    yv = np.asarray(y, dtype=float)
+    if xv.shape != yv.shape:
+        raise ValueError(f"pearson: x has {xv.size} values, y has {yv.size}")
+    keep = np.isfinite(xv) & np.isfinite(yv)
+    xv, yv = xv[keep], yv[keep]
+    n = int(xv.size)
+    out = {"r": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": n,
+           "slope": math.nan, "intercept": math.nan}  # fmt: skip
+    if n < 3 or np.ptp(xv) == 0 or np.ptp(yv) == 0:
+        return out
+    r = _corr(xv[None, :], yv[None, :])[0]
+    slope = float(np.sum((xv - xv.mean()) * (yv - yv.mean())) / np.sum((xv - xv.mean()) ** 2))
+    out.update(r=float(r), slope=slope, intercept=float(yv.mean() - slope * xv.mean()))
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+    boot = _corr(xv[idx], yv[idx])
+    boot = boot[np.isfinite(boot)]
+    if boot.size:
+        lo, hi = np.percentile(boot, [2.5, 97.5])
+        out.update(ci_low=float(lo), ci_high=float(hi))
+    return out
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Row-wise Pearson r of two (m, n) arrays; NaN for a constant row."""
+    xc = x - x.mean(axis=1, keepdims=True)
+    yc = y - y.mean(axis=1, keepdims=True)
+    den = np.sqrt((xc**2).sum(axis=1) * (yc**2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (xc * yc).sum(axis=1) / den
+    r[den <= 1e-12] = np.nan
+    return np.clip(r, -1.0, 1.0)
+
+
+def jaccard(a: Iterable[Any], b: Iterable[Any]) -> float:
+    """|A ∩ B| / |A ∪ B|; NaN when both sets are empty (no failures to compare)."""
+    sa, sb = set(a), set(b)
+    if not sa and not sb:
+        return math.nan
+    return len(sa & sb) / len(sa | sb)
+
+
+def crossover(
+    curve_a: dict[int, float], curve_b: dict[int, float]
+) -> dict[str, Any]:
+    """Where the leader of two AC-vs-fan-in curves changes (seed 003 §6.4).
+
+    Args:
+        curve_a: exact fan-in -> AC of system A.
+        curve_b: the same for system B.
+
+    Returns:
+        ``leader_first`` (``"a"``/``"b"`` at the smallest common fan-in with a leader),
+        ``crossover_fan_in`` (first fan-in whose leader differs from the previous leader;
+        None when it never changes), ``crossovers`` (every such fan-in) and ``gaps``
+        (fan-in -> AC_a - AC_b). Ties and NaN gaps have no leader and are skipped.
+    """
+    common = sorted(set(curve_a) & set(curve_b))
+    gaps = {f: float(curve_a[f]) - float(curve_b[f]) for f in common}
+    prev = first = None
+    changes: list[int] = []
+    for f in common:
+        g = gaps[f]
+        if math.isnan(g) or g == 0:
+            continue
+        lead = "a" if g > 0 else "b"
+        if prev is None:
+            first = lead
+        elif lead != prev:
+            changes.append(f)
+        prev = lead
+    return {
+        "leader_first": first,
+        "crossover_fan_in": changes[0] if changes else None,
+        "crossovers": changes,
+        "gaps": gaps,
+    }
+
+
+def failure_attribution(rows: pd.DataFrame) -> dict[str, Any]:
+    """Share of failures (AC < 33) whose pack has ER < 50% (seed 003 §6.1).
+
+    Args:
+        rows: per-instance rows of one system (``ac``, ``er``).
+
+    Returns:
+        ``{n_failures, n_low_er, share}``: every failure is counted; the share is over the
+        failures that have a pack (NaN when none has: no failure, or no-evidence).
+    """
+    fail = rows[rows["ac"] < FAILURE_AC]
+    packed = fail[fail["er"].notna()]
+    low = int((packed["er"] < LOW_ER).sum())
+    share = low / len(packed) if len(packed) else math.nan
+    return {"n_failures": len(fail), "n_low_er": low, "share": share}
+
+
+# ------------------------------------------------------------------------ aggregates
+
+
+@dataclass(frozen=True, slots=True)
+class FaninResult:
+    """Per-instance rows and every fan-in aggregate.
+
+    Attributes:
+        per_instance: see :func:`per_instance`.
+        by_fan_in: per (system, exact fan-in): ``n`` and ``ac``/``er``/``ep`` means with
+            ``_ci_low``/``_ci_high`` (AC on 0-100; ER and EP as fractions in [0, 1]).
+        by_bucket: the same per (system, bucket), plus ``bucket == "all"``.
+        degradation: per system: ``ac_single``, ``ac_high``, ``rel_degradation`` (with a
+            bootstrap CI), ``oracle_rel_degradation``, ``construction_loss_pp``.
+        correlation: ``{"er_ac": pearson, "ep_ac": pearson, "points": [...]}`` over
+            (system, fan-in) points of systems with packs.
+        attribution: per system: ``n_failures``, ``n_low_er``, ``share``.
+        overlap: per system pair: ``jaccard`` of failure sets over common instances,
+            ``n_common``, and the crossover fields of :func:`crossover`.
+        n_no_gold: predictions left out because their instance has no gold evidence.
+        score_field: the answer score AC is built from.
+    """
+
+    per_instance: pd.DataFrame
+    by_fan_in: pd.DataFrame
+    by_bucket: pd.DataFrame
+    degradation: pd.DataFrame
+    correlation: dict[str, Any]
+    attribution: pd.DataFrame
+    overlap: pd.DataFrame
+    n_no_gold: int
+    score_field: str
+
+    def to_dict(self, with_instances: bool = True) -> dict[str, Any]:
+        """JSON-ready dict (NaN -> None)."""
+        out = {
+            "score_field": self.score_field,
+            "n_no_gold": self.n_no_gold,
+            "by_bucket": _records(self.by_bucket),
+            "by_fan_in": _records(self.by_fan_in),
+            "degradation": _records(self.degradation),
+            "correlation": _clean(self.correlation),
+            "attribution": _records(self.attribution),
+            "overlap": _records(self.overlap),
+        }
+        if with_instances:
+            out["per_instance"] = _records(self.per_instance)
+        return out
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_clean(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, str):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [_clean(r) for r in df.to_dict("records")]
+
+
+def _cell_stats(sub: pd.DataFrame, n_resamples: int, seed: int) -> dict[str, Any]:
+    vals = sub[list(_METRICS)].to_numpy(dtype=float)
+    boot = bootstrap_means(vals, n_resamples, seed) if len(vals) else np.full((1, 3), np.nan)
+    row: dict[str, Any] = {"n": len(sub)}
+    for j, m in enumerate(_METRICS):
+        col = vals[:, j] if len(vals) else np.empty(0)
+        fin = col[np.isfinite(col)]
+        row[m] = float(fin.mean()) if fin.size else math.nan
+        b = boot[:, j][np.isfinite(boot[:, j])]
+        lo, hi = np.percentile(b, [2.5, 97.5]) if b.size else (math.nan, math.nan)
+        row[f"{m}_ci_low"], row[f"{m}_ci_high"] = float(lo), float(hi)
+    return row
+
+
+_KEYS = ("system", "run", "model", "dataset", "condition")
+
+
+def _by(per: pd.DataFrame, col: str, n_resamples: int, seed: int, add_all: bool) -> pd.DataFrame:
+    rows = []
+    for _, grp in per.groupby("system", sort=False):
+        head = {k: grp[k].iloc[0] for k in _KEYS}
+        levels = BUCKETS if col == "bucket" else sorted(grp[col].unique())
+        for level in levels:
+            sub = grp[grp[col] == level]
+            if len(sub):
+                rows.append({**head, col: level, **_cell_stats(sub, n_resamples, seed)})
+        if add_all:
+            rows.append({**head, col: "all", **_cell_stats(grp, n_resamples, seed)})
+    cols = [*_KEYS, col, "n"] + [f"{m}{s}" for m in _METRICS for s in ("", "_ci_low", "_ci_high")]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _rel_ci(single: np.ndarray, high: np.ndarray, n_resamples: int, seed: int):
+    s = single[np.isfinite(single)]
+    h = high[np.isfinite(high)]
+    if not s.size or not h.size:
+        return math.nan, math.nan
+    bs = bootstrap_means(s, n_resamples, seed)
+    bh = bootstrap_means(h, n_resamples, seed + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = (bh - bs) / bs
+    rel = rel[np.isfinite(rel)]
+    if not rel.size:
+        return math.nan, math.nan
+    lo, hi = np.percentile(rel, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _degradation(per: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame:
+    rows = []
+    oracle_rel: dict[Any, float] = {}
+    for _, grp in per.groupby("system", sort=False):
+        single = grp.loc[grp["bucket"] == "single", "ac"].to_numpy(dtype=float)
+        high = grp.loc[grp["bucket"] == "high", "ac"].to_numpy(dtype=float)
+        ac_s = float(np.nanmean(single)) if np.isfinite(single).any() else math.nan
+        ac_h = float(np.nanmean(high)) if np.isfinite(high).any() else math.nan
+        rel = relative_degradation(ac_s, ac_h)
+        lo, hi = _rel_ci(single, high, n_resamples, seed)
+        cond = grp["condition"].iloc[0]
+        run = grp["run"].iloc[0]
+        if cond == "oracle":
+            oracle_rel[run] = rel
+        rows.append({**{k: grp[k].iloc[0] for k in _KEYS}, "ac_single": ac_s, "ac_high": ac_h,
+                     "rel_degradation": rel, "rel_ci_low": lo, "rel_ci_high": hi})  # fmt: skip
+    for row in rows:
+        base = oracle_rel.get(row["run"], math.nan)
+        row["oracle_rel_degradation"] = base
+        if row["condition"] == "oracle" or math.isnan(base) or math.isnan(row["rel_degradation"]):
+            row["construction_loss_pp"] = math.nan
+        else:
+            row["construction_loss_pp"] = 100.0 * (row["rel_degradation"] - base)
+    cols = [*_KEYS, "ac_single", "ac_high", "rel_degradation", "rel_ci_low", "rel_ci_high",
+            "oracle_rel_degradation", "construction_loss_pp"]  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _correlation(
+    by_fan_in: pd.DataFrame, n_resamples: int, seed: int, points: str
+) -> dict[str, Any]:
+    pts = by_fan_in[by_fan_in["er"].notna()]
+    if points == "bucket":
+        pts = pts[pts["bucket"] != "all"]
+    level = "bucket" if points == "bucket" else "fan_in"
+    return {
+        "points_level": level,
+        "er_ac": pearson(pts["er"], pts["ac"], n_resamples, seed),
+        "ep_ac": pearson(pts["ep"], pts["ac"], n_resamples, seed),
+        "points": [
+            {"system": s, level: lv, "ac": a, "er": e, "ep": p}
+            for s, lv, a, e, p in zip(
+                pts["system"], pts[level], pts["ac"], pts["er"], pts["ep"], strict=True
+            )
+        ],
+    }
+
+
+def _overlap(per: pd.DataFrame, by_fan_in: pd.DataFrame) -> pd.DataFrame:
+    systems = list(dict.fromkeys(per["system"]))
+    scored = per[per["ac"].notna()]
+    ids = {s: set(scored.loc[scored["system"] == s, "instance_id"]) for s in systems}
+    fails = {
+        s: set(scored.loc[(scored["system"] == s) & (scored["ac"] < FAILURE_AC), "instance_id"])
+        for s in systems
+    }
+    curves = {
+        s: dict(zip(g["fan_in"].astype(int), g["ac"], strict=True))
+        for s, g in by_fan_in.groupby("system", sort=False)
+    }
+    rows = []
+    for a, b in combinations(systems, 2):
+        common = ids[a] & ids[b]
+        cross = crossover(curves.get(a, {}), curves.get(b, {}))
+        rows.append(
+            {
+                "system_a": a,
+                "system_b": b,
+                "n_common": len(common),
+                "n_fail_a": len(fails[a] & common),
+                "n_fail_b": len(fails[b] & common),
+                "jaccard": jaccard(fails[a] & common, fails[b] & common),
+                "leader_first": cross["leader_first"],
+                "crossover_fan_in": cross["crossover_fan_in"],
+                "crossovers": cross["crossovers"],
+            }
+        )
+    cols = ["system_a", "system_b", "n_common", "n_fail_a", "n_fail_b", "jaccard",
+            "leader_first", "crossover_fan_in", "crossovers"]  # fmt: skip
+    out = pd.DataFrame(rows, columns=cols)
+    # Object dtype keeps "no crossover" as None rather than NaN (JSON null, `is None`).
+    out["crossover_fan_in"] = pd.Series([r["crossover_fan_in"] for r in rows], dtype=object)
+    return out
+
+
+def fanin_analysis(
+    frame: pd.DataFrame,
+    score_field: str = "f1_relaxed",
+    *,
+    points: str = "fan_in",
+    n_resamples: int = 5000,
+    seed: int = 42,
+) -> FaninResult:
+    """Every fan-in view of the predictions in ``frame`` (see the module docstring).
+
+    Args:
+        frame: a :meth:`core.store.Store.fanin_frame` frame (or the same columns).
+        score_field: answer score giving AC (default relaxed F1).
+        points: Pearson points per (system, exact ``fan_in``) or per (system, ``bucket``).
+        n_resamples: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Raises:
+        ValueError: unknown score field or ``points`` value, missing columns.
+    """
+    if points not in ("fan_in", "bucket"):
+        raise ValueError(f"points must be 'fan_in' or 'bucket', got {points!r}")
+    rows = per_instance(frame, score_field)
+    n_no_gold = int((rows["fan_in"] == 0).sum())
+    per = rows[rows["fan_in"] > 0].reset_index(drop=True)
+    by_fan_in = _by(per, "fan_in", n_resamples, seed, add_all=False)
+    by_bucket = _by(per, "bucket", n_resamples, seed, add_all=True)
+    attribution = [
+        {**{k: g[k].iloc[0] for k in _KEYS}, **failure_attribution(g)}
+        for _, g in per.groupby("system", sort=False)
+    ]
+    corr_src = by_bucket if points == "bucket" else by_fan_in
+    return FaninResult(
+        per_instance=rows,
+        by_fan_in=by_fan_in,
+        by_bucket=by_bucket,
+        degradation=_degradation(per, n_resamples, seed),
+        correlation=_correlation(corr_src, n_resamples, seed, points),
+        attribution=pd.DataFrame(
+            attribution, columns=[*_KEYS, "n_failures", "n_low_er", "share"]
+        ),
+        overlap=_overlap(per, by_fan_in),
+        n_no_gold=n_no_gold,
+        score_field=score_field,
+    )
+
+
+def fanin_report(
+    store: Any,
+    runs: Sequence[str],
+    score_field: str = "f1_relaxed",
+    *,
+    points: str = "fan_in",
+    n_resamples: int = 5000,
+    seed: int = 42,
+) -> FaninResult:
+    """:func:`fanin_analysis` of stored runs.
+
+    Args:
+        store: a :class:`core.store.Store`.
+        runs: run ids, or dataset names standing for their runs.
+
+    Raises:
+        ValueError: no runs given, or the runs hold no plain-condition predictions.
+        StoreError: a run or dataset that is not stored.
+    """
+    ids: list[str] = []
+    for sel in runs:
+        for rid in store.resolve_runs(sel):
+            if rid not in ids:
+                ids.append(rid)
+    if not ids:
+        raise ValueError("no runs given")
+    frame = store.fanin_frame(ids)
+    if frame.empty:
+        raise ValueError(
+            f"runs {', '.join(ids)} hold no predictions of the plain conditions "
+            f"({', '.join(_PLAIN)})"
+        )
+    return fanin_analysis(frame, score_field, points=points, n_resamples=n_resamples, seed=seed)
