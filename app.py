@@ -1,0 +1,41 @@
+"""Streamlit entry point: routes to the pages (``streamlit run app.py`` / ``python -m core serve``).
+
+Method pages whose file is not there yet are left out of the menu.
+"""
+
+from pathlib import Path
+
+import streamlit as st
+
+from pages.common import first_start
+
+_HERE = Path(__file__).parent
+_PAGES = {
+    "Diagnostics": [
+        ("pages/overview.py", "Overview", ":material/home:", True),
+        ("pages/conditions.py", "Conditions & ONCU", ":material/table_chart:", False),
+        ("pages/length_position.py", "Length & position", ":material/grid_on:", False),
+        ("pages/retrieval.py", "Retrieval", ":material/manage_search:", False),
+        ("pages/fanin.py", "Fan-in", ":material/call_merge:", False),
+        ("pages/interventions.py", "Interventions", ":material/science:", False),
+        ("pages/dolce.py", "DOLCE", ":material/scatter_plot:", False),
+    ],
+    "Inspect & run": [
+        ("pages/case_view.py", "Case view", ":material/search:", False),
+        ("pages/runs.py", "Runs", ":material/play_circle:", False),
+    ],
+}
+
+st.set_page_config(page_title="Evidence diagnostics", page_icon=":material/troubleshoot:",
+                   layout="wide")
+first_start()
+st.navigation(
+    {
+        section: [
+            st.Page(path, title=title, icon=icon, default=default)
+            for path, title, icon, default in pages
+            if (_HERE / path).exists()
+        ]
+        for section, pages in _PAGES.items()
+    }
+).run()

@@ -1,0 +1,653 @@
+"""Figures and tables of the four-condition protocol and ONCU (SPEC §6; seed 000).
+
+Every builder takes ``(store, selection)`` and returns the page's figure with the data behind
+it (or a table). Numbers come from :mod:`core.oncu` and :mod:`core.stats` only; this module
+arranges and draws them. Options read from ``selection.options``:
+
+- ``conditions``: contextual conditions of the ONCU views (default full_context, retrieved);
+- ``contrasts``: ``[[a, b], ...]`` paired contrasts (default retrieved - full_context,
+  full_context - no_evidence, oracle - retrieved);
+- ``n_resamples``: bootstrap resamples (default 5,000, SPEC §6.6);
+- ``ci``: ``"auto"`` (default), True or False. Per-example bootstrap CIs (the condition matrix
+  and the paired contrasts) cost resamples x examples; ``auto`` computes them when every
+  (run, condition) cell has at most :data:`CI_AUTO_MAX` predictions and otherwise leaves the
+  CI and p columns NaN (means and effects are exact either way). ONCU CIs resample groups and
+  are always computed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.figures import Selection, register_figure, register_table
+from core.oncu import (
+    ONCU_CONDITIONS,
+    SCORE_FIELDS,
+    condition_contrast,
+    failure_breakdown,
+    oncu_groups,
+    oncu_summary,
+    sample_level_means,
+)
+from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
+from core.stats import calibration, paired_contrast
+from core.types import CONDITIONS
+
+__all__ = [
+    "CI_AUTO_MAX",
+    "CONDITION_LABELS",
+    "DEFAULT_CONTRASTS",
+    "audit_points",
+    "calibration_table",
+    "condition_matrix_table",
+    "contrasts_table",
+    "failure_table",
+    "length_position_table",
+    "oncu_groups_table",
+    "oncu_summary_table",
+]
+
+#: Display names of the conditions (figures and tables).
+CONDITION_LABELS = {
+    "no_evidence": "No evidence",
+    "full_context": "Full context",
+    "retrieved": "Retrieved",
+    "oracle": "Oracle",
+}
+#: Paired condition contrasts shown by default (a - b).
+DEFAULT_CONTRASTS = (
+    ("retrieved", "full_context"),
+    ("full_context", "no_evidence"),
+    ("oracle", "retrieved"),
+)
+#: Largest (run, condition) cell for which ``ci="auto"`` bootstraps per-example CIs.
+CI_AUTO_MAX = 50_000
+_COLORS = {
+    "no_evidence": "#9e9e9e",
+    "full_context": "#1f77b4",
+    "retrieved": "#ff7f0e",
+    "oracle": "#2ca02c",
+}
+_LABEL_COLORS = {
+    "success": "#2ca02c",
+    "conversion": "#ff7f0e",
+    "integration": "#9467bd",
+    "selection": "#8c564b",
+    "localization": "#d62728",
+    "parse": "#7f7f7f",
+}
+_SCORE_NAMES = {
+    "em_strict": "strict EM",
+    "f1_strict": "strict F1",
+    "em_relaxed": "relaxed EM",
+    "f1_relaxed": "relaxed F1",
+    "soft_correct": "soft correctness",
+    "ev_precision": "evidence precision",
+    "ev_recall": "evidence recall",
+    "ev_f1": "evidence F1",
+    "citation_grounding": "citation grounding",
+    "title_grounding": "title grounding",
+}
+
+
+def _frame(store: Any, selection: Selection) -> pd.DataFrame:
+    from core.views import analysis
+
+    df = analysis(store, selection)
+    return df[df["variant"].fillna("") == ""]
+
+
+def _field(selection: Selection) -> str:
+    f = selection.score_field
+    if f not in SCORE_FIELDS:
+        raise ValueError(f"unknown score field {f!r}; choose one of: {', '.join(SCORE_FIELDS)}")
+    return f
+
+
+def _n(selection: Selection) -> int:
+    return int(selection.options.get("n_resamples", 5000))
+
+
+def _want_ci(df: pd.DataFrame, selection: Selection) -> bool:
+    """Whether per-example bootstrap CIs are computed (see the module docstring)."""
+    mode = selection.options.get("ci", "auto")
+    if mode == "auto":
+        keys = [k for k in ("run", "condition") if k in df.columns]
+        return df.empty or int(df.groupby(keys).size().max()) <= CI_AUTO_MAX
+    return bool(mode)
+
+
+def _conds(selection: Selection) -> tuple[str, ...]:
+    return tuple(selection.options.get("conditions") or ONCU_CONDITIONS)
+
+
+def _order(df: pd.DataFrame, col: str = "condition") -> pd.DataFrame:
+    rank = {c: i for i, c in enumerate(CONDITIONS)}
+    if df.empty or col not in df.columns:
+        return df
+    key = df[col].map(lambda c: rank.get(c, len(rank)))
+    return df.assign(_k=key).sort_values(["_k"] + [c for c in ("run",) if c in df]).drop(
+        columns="_k"
+    ).reset_index(drop=True)  # fmt: skip
+
+
+def _empty_fig(message: str) -> Any:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+# ------------------------------------------------------------------- condition matrix
+def condition_matrix_table(store: Any, selection: Selection) -> pd.DataFrame:
+    """Sample-level means of every answer and evidence score per (run, condition) with CIs.
+
+    Over ALL predictions of the condition (seed 000 Table 6); bootstrap CIs resample examples
+    within (run, condition), 5,000 resamples, seed 42.
+    """
+    df = _frame(store, selection)
+    if df.empty:
+        return pd.DataFrame(columns=["run", "model", "dataset", "condition", "n"])
+    ci = _want_ci(df, selection)
+    out = sample_level_means(df, ci=ci, n_resamples=_n(selection))
+    if not ci:
+        for col in [c for c in out.columns if c not in ("run", "model", "dataset", "condition",
+                                                         "n", "n_parse_error")]:  # fmt: skip
+            out[f"{col}_ci_low"] = np.nan
+            out[f"{col}_ci_high"] = np.nan
+    return _order(out)
+
+
+@register_table(
+    "condition_matrix",
+    title="Four-condition matrix",
+    description="Mean of every answer and evidence score per run and condition over all "
+    "instances (parse errors count as 0), with 95% bootstrap CIs (5,000 resamples, seed 42).",
+    reference="SPEC §6.1-6.3, §6.6; seed 000 Table 6",
+)
+def _condition_matrix_table(store: Any, selection: Selection) -> pd.DataFrame:
+    return condition_matrix_table(store, selection)
+
+
+@register_figure(
+    "condition_matrix",
+    title="Answer and evidence scores by condition",
+    description="Bars: mean score per condition (and run); whiskers: 95% bootstrap CI. Left: "
+    "the selected answer score; right: evidence F1.",
+    reference="SPEC §6.1-6.3; seed 000 Table 6",
+)
+def condition_matrix_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+    """Grouped bars of the answer score and evidence F1 per condition, runs side by side."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    field = _field(selection)
+    t = condition_matrix_table(store, selection)
+    cols = ["run", "condition", "n", field, f"{field}_ci_low", f"{field}_ci_high", "ev_f1",
+            "ev_f1_ci_low", "ev_f1_ci_high"]  # fmt: skip
+    if t.empty or field not in t.columns:
+        return _empty_fig("No scored predictions for this selection"), pd.DataFrame(columns=cols)
+    data = t[[c for c in cols if c in t.columns]].copy()
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=(_SCORE_NAMES[field], "evidence F1"),
+        horizontal_spacing=0.1,
+    )  # fmt: skip
+    runs = list(dict.fromkeys(data["run"]))
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    for i, run in enumerate(runs):
+        d = data[data["run"] == run]
+        x = [CONDITION_LABELS.get(c, c) for c in d["condition"]]
+        for col, metric in ((1, field), (2, "ev_f1")):
+            if metric not in d.columns:
+                continue
+            y = d[metric].to_numpy(dtype=float)
+            lo = d[f"{metric}_ci_low"].to_numpy(dtype=float)
+            hi = d[f"{metric}_ci_high"].to_numpy(dtype=float)
+            fig.add_trace(
+                go.Bar(
+                    x=x, y=y, name=str(run), legendgroup=str(run), showlegend=col == 1,
+                    marker_color=palette[i % len(palette)],
+                    error_y={"type": "data", "symmetric": False, "array": hi - y,
+                             "arrayminus": y - lo},
+                    customdata=np.stack([d["condition"], np.full(len(d), run)], axis=1),
+                    hovertemplate="%{x}: %{y:.3f}<extra>" + str(run) + "</extra>",
+                ),
+                row=1, col=col,
+            )  # fmt: skip
+    fig.update_yaxes(range=[0, 1.05])
+    fig.update_layout(barmode="group", legend_title_text="run", margin={"t": 40})
+    return fig, data
+
+
+# ------------------------------------------------------------------------------ ONCU
+def oncu_summary_table(store: Any, selection: Selection) -> pd.DataFrame:
+    """ONCU per (run, contextual condition): clipped headline with CI, raw, weighted, audit."""
+    df = _frame(store, selection)
+    cols = ["run", "model", "dataset", "condition", "valid_groups", "total_groups",
+            "oncu_clipped", "oncu_ci_low", "oncu_ci_high", "oncu_raw_mean", "oncu_weighted",
+            "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none", "s_oracle",
+            "s_c"]  # fmt: skip
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    s = oncu_summary(
+        df, score_field=_field(selection), conditions=_conds(selection), n_resamples=_n(selection)
+    )
+    return _order(s[[c for c in cols if c in s.columns]])
+
+
+@register_table(
+    "oncu_summary",
+    title="ONCU by run and condition",
+    description="Headline: unweighted mean of clipped ONCU over valid groups with a 95% "
+    "bootstrap CI over groups; raw mean; denominator-weighted ONCU = sum(S_c - S_none) / "
+    "sum(S_oracle - S_none); groups above oracle (raw > 1) and below baseline (raw < 0).",
+    reference="SPEC §6.5; seed 000 §3.3, Tables 7, 9, 23",
+)
+def _oncu_summary_table(store: Any, selection: Selection) -> pd.DataFrame:
+    return oncu_summary_table(store, selection)
+
+
+def oncu_groups_table(store: Any, selection: Selection) -> pd.DataFrame:
+    """Per-group ONCU with its validity audit (one row per group and contextual condition)."""
+    df = _frame(store, selection)
+    if df.empty:
+        return pd.DataFrame(columns=["run", "condition", "valid", "invalid_reason"])
+    g = oncu_groups(df, score_field=_field(selection))
+    g = g[g["condition"].isin(_conds(selection))]
+    g = g.assign(
+        status=np.select(
+            [~g["valid"], g["oncu_raw"] > 1, g["oncu_raw"] < 0],
+            ["invalid", "above_oracle", "below_baseline"],
+            default="in_band",
+        )
+    )
+    return g.reset_index(drop=True)
+
+
+@register_table(
+    "oncu_groups",
+    title="ONCU group audit",
+    description="Every metadata group with S_none, S_oracle, S_c, raw and clipped ONCU, "
+    "whether it is valid and, when not, why (missing_no_evidence, missing_oracle, "
+    "empty_oracle_evidence, oracle_not_above_no_evidence).",
+    reference="SPEC §6.5; seed 000 §4.4",
+)
+def _oncu_groups_table(store: Any, selection: Selection) -> pd.DataFrame:
+    return oncu_groups_table(store, selection)
+
+
+def audit_points(store: Any, selection: Selection) -> pd.DataFrame:
+    """Valid groups as points of the raw-vs-clipped audit (status in_band / above_oracle /
+    below_baseline)."""
+    g = oncu_groups_table(store, selection)
+    if g.empty:
+        return g
+    return g[g["valid"]].reset_index(drop=True)
+
+
+@register_figure(
+    "oncu_audit",
+    title="Raw vs clipped ONCU per group",
+    description="Each point is one valid metadata group: x = raw ONCU, y = clipped ONCU. The "
+    "shaded band is [0, 1]; points right of it recovered more than the oracle (above oracle), "
+    "points left of it fell below the no-evidence baseline.",
+    reference="SPEC §6.5, §10.2; seed 000 §4.4",
+)
+def oncu_audit_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+    """Scatter of raw vs clipped ONCU per valid group, colored by condition."""
+    import plotly.graph_objects as go
+
+    pts = audit_points(store, selection)
+    if pts.empty:
+        return _empty_fig("No valid ONCU groups for this selection"), pts
+    fig = go.Figure()
+    lo = float(min(-0.1, np.nanmin(pts["oncu_raw"]) - 0.05))
+    hi = float(max(1.1, np.nanmax(pts["oncu_raw"]) + 0.05))
+    fig.add_vrect(x0=0, x1=1, fillcolor="#4caf50", opacity=0.08, line_width=0)
+    fig.add_trace(
+        go.Scatter(x=[lo, 0, 1, hi], y=[0, 0, 1, 1], mode="lines", name="clip(x, 0, 1)",
+                   line={"color": "#888", "dash": "dot"}, hoverinfo="skip")
+    )  # fmt: skip
+    key_cols = [c for c in pts.columns if c in ("run", "reasoning_type", "context_length",
+                "evidence_position", "distractor_similarity", "evidence_density")]  # fmt: skip
+    symbols = {"in_band": "circle", "above_oracle": "triangle-up", "below_baseline": "x"}
+    for cond in [c for c in CONDITIONS if c in set(pts["condition"])]:
+        d = pts[pts["condition"] == cond]
+        text = d[key_cols].astype(str).agg(" | ".join, axis=1)
+        fig.add_trace(
+            go.Scatter(
+                x=d["oncu_raw"], y=d["oncu_clipped"], mode="markers",
+                name=CONDITION_LABELS.get(cond, cond),
+                marker={"color": _COLORS.get(cond), "size": 9, "opacity": 0.75,
+                        "symbol": [symbols[s] for s in d["status"]]},
+                text=text, customdata=d.index.to_numpy(),
+                hovertemplate="raw %{x:.3f} -> clipped %{y:.3f}<br>%{text}<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.update_xaxes(title_text="raw ONCU", range=[lo, hi], zeroline=False)
+    fig.update_yaxes(title_text="clipped ONCU", range=[-0.05, 1.05])
+    fig.update_layout(legend_title_text="condition", margin={"t": 30})
+    return fig, pts
+
+
+# ---------------------------------------------------------------------- paired contrasts
+def contrasts_table(store: Any, selection: Selection) -> pd.DataFrame:
+    """Paired contrasts aligned by instance: condition pairs per run, and, with several runs,
+    run-vs-first-run per condition (SPEC §6.6)."""
+    df = _frame(store, selection)
+    field = _field(selection)
+    cols = ["run", "contrast", "score_field", "n", "mean", "ci_low", "ci_high", "effect", "p",
+            "p_mcnemar"]  # fmt: skip
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    pairs = selection.options.get("contrasts") or DEFAULT_CONTRASTS
+    ci = _want_ci(df, selection)
+    # without CIs one resample suffices for the exact mean and effect; CI and p are blanked
+    n = _n(selection) if ci else 1
+    parts = []
+    present = set(df["condition"])
+    for a, b in pairs:
+        if a in present and b in present:
+            parts.append(condition_contrast(df, a, b, score_field=field, n_resamples=n))
+    runs = list(dict.fromkeys(df["run"]))
+    if len(runs) > 1:
+        parts.append(_run_contrasts(df, runs, field, n))
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True)
+    if not ci:
+        out[["ci_low", "ci_high", "p"]] = np.nan
+    return out[[c for c in cols if c in out.columns]]
+
+
+def _run_contrasts(df: pd.DataFrame, runs: list[str], field: str, n: int) -> pd.DataFrame:
+    base = runs[0]
+    rows = []
+    for cond in [c for c in CONDITIONS if c in set(df["condition"])]:
+        sub = df[df["condition"] == cond]
+        wide = sub.pivot_table(index="instance_id", columns="run", values=field, aggfunc="mean")
+        for other in runs[1:]:
+            if base not in wide or other not in wide:
+                continue
+            w = wide[[other, base]].dropna()
+            r = paired_contrast(w[other].to_numpy(float), w[base].to_numpy(float), n)
+            rows.append({"run": f"{other} vs {base}", "contrast": f"{cond}: {other} - {base}",
+                         "score_field": field, "p_mcnemar": math.nan} | r)  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@register_table(
+    "paired_contrasts",
+    title="Paired contrasts",
+    description="Mean paired difference aligned by instance with a paired bootstrap 95% CI, "
+    "standardized effect (mean / sd of differences) and two-sided bootstrap p; McNemar's "
+    "exact p for binary scores. With several runs, each run against the first per condition.",
+    reference="SPEC §6.6; seed 000 §7.6",
+)
+def _contrasts_table(store: Any, selection: Selection) -> pd.DataFrame:
+    return contrasts_table(store, selection)
+
+
+# ------------------------------------------------------------------------ failure labels
+def failure_table(store: Any, selection: Selection) -> pd.DataFrame:
+    """Failure-label percentages per (run, condition) (strict EM = correct)."""
+    df = _frame(store, selection)
+    if df.empty:
+        return pd.DataFrame(columns=["run", "condition", "n", *FAILURE_LABELS])
+    return _order(failure_breakdown(df))
+
+
+@register_table(
+    "failure_breakdown",
+    title="Failure labels by condition",
+    description="Share (%) of contextual predictions per failure label: localization (nothing "
+    "cited), selection (wrong evidence), integration (missing part of a chain), conversion "
+    "(all gold cited, answer wrong), success, parse.",
+    reference="SPEC §6.4; seed 000 App. A.5, Table 28",
+)
+def _failure_table(store: Any, selection: Selection) -> pd.DataFrame:
+    return failure_table(store, selection)
+
+
+@register_figure(
+    "failure_breakdown",
+    title="Failure labels by condition",
+    description="Stacked share (%) of failure labels per condition and run.",
+    reference="SPEC §6.4; seed 000 App. A.5",
+)
+def failure_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+    """Stacked horizontal bars of failure-label percentages."""
+    import plotly.graph_objects as go
+
+    t = failure_table(store, selection)
+    if t.empty:
+        return _empty_fig("No failure labels for this selection"), t
+    y = [f"{r} · {CONDITION_LABELS.get(c, c)}" for r, c in zip(t["run"], t["condition"],
+                                                                 strict=True)]  # fmt: skip
+    fig = go.Figure()
+    for label in FAILURE_LABELS:
+        if label not in t.columns:
+            continue
+        fig.add_trace(
+            go.Bar(y=y, x=t[label], name=label, orientation="h",
+                   marker_color=_LABEL_COLORS.get(label),
+                   customdata=np.stack([t["run"], t["condition"]], axis=1),
+                   hovertemplate="%{y}: %{x:.1f}%<extra>" + label + "</extra>")
+        )  # fmt: skip
+    fig.update_layout(barmode="stack", xaxis_title="% of predictions", margin={"t": 30},
+                      legend_title_text="label")  # fmt: skip
+    fig.update_xaxes(range=[0, 100])
+    return fig, t
+
+
+# --------------------------------------------------------------------------- calibration
+def calibration_table(store: Any, selection: Selection) -> pd.DataFrame:
+    """Brier score and ECE (10 equal-width bins) per (run, condition, confidence kind).
+
+    ``correct`` is the selected score field binarized at 0.5 (EM fields are already 0/1).
+    Kinds: ``self_reported`` (the model's confidence) and ``logprob`` (from token
+    log-probabilities), each only where predictions carry it.
+    """
+    rows, _ = _calibration(store, selection)
+    return rows
+
+
+def _calibration(store: Any, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
+    df = _frame(store, selection)
+    field = _field(selection)
+    rows, bins = [], []
+    for (run, cond), d in df.groupby(["run", "condition"], sort=False):
+        correct = (pd.to_numeric(d[field], errors="coerce") >= 0.5).astype(float)
+        correct[pd.to_numeric(d[field], errors="coerce").isna()] = np.nan
+        for kind, col in (("self_reported", "confidence"), ("logprob", "logprob_confidence")):
+            if col not in d.columns:
+                continue
+            conf = pd.to_numeric(d[col], errors="coerce")
+            if conf.notna().sum() == 0:
+                continue
+            c = calibration(conf.to_numpy(float), correct.to_numpy(float))
+            rows.append({"run": run, "condition": cond, "confidence": kind, "n": c["n"],
+                         "brier": c["brier"], "ece": c["ece"]})  # fmt: skip
+            b = c["bins"].assign(run=run, condition=cond, confidence=kind)
+            bins.append(b)
+    cols = ["run", "condition", "confidence", "n", "brier", "ece"]
+    table = _order(pd.DataFrame(rows, columns=cols))
+    bins_df = pd.concat(bins, ignore_index=True) if bins else pd.DataFrame()
+    return table, bins_df
+
+
+@register_table(
+    "calibration",
+    title="Calibration by condition",
+    description="Brier score and expected calibration error (10 equal-width bins) of the "
+    "self-reported and log-prob confidences against correctness (score >= 0.5).",
+    reference="SPEC §6.6",
+)
+def _calibration_table(store: Any, selection: Selection) -> pd.DataFrame:
+    return calibration_table(store, selection)
+
+
+@register_figure(
+    "calibration",
+    title="Reliability diagram",
+    description="Accuracy vs mean confidence per confidence bin, one line per condition; "
+    "the diagonal is perfect calibration.",
+    reference="SPEC §6.6",
+)
+def calibration_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+    """Reliability diagram of the self-reported confidence per condition (first run)."""
+    import plotly.graph_objects as go
+
+    _, bins = _calibration(store, selection)
+    if bins.empty:
+        return _empty_fig("No confidences in these predictions"), bins
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect",
+                             line={"color": "#888", "dash": "dot"}))  # fmt: skip
+    for (run, cond, kind), d in bins.groupby(["run", "condition", "confidence"], sort=False):
+        d = d[d["count"] > 0]
+        dash = "solid" if kind == "self_reported" else "dash"
+        fig.add_trace(
+            go.Scatter(
+                x=d["mean_conf"], y=d["accuracy"], mode="lines+markers",
+                name=f"{run} · {CONDITION_LABELS.get(cond, cond)} ({kind})",
+                line={"color": _COLORS.get(cond), "dash": dash},
+                marker={"size": 4 + 10 * np.sqrt(d["count"] / d["count"].max())},
+                hovertemplate="conf %{x:.2f} -> acc %{y:.2f}<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.update_xaxes(title_text="mean confidence", range=[0, 1])
+    fig.update_yaxes(title_text="accuracy", range=[0, 1.02])
+    fig.update_layout(margin={"t": 30})
+    return fig, bins
+
+
+# ---------------------------------------------------------------- length and position
+def length_position_table(store: Any, selection: Selection) -> pd.DataFrame:
+    """Mean clipped ONCU over valid groups per (run, condition, context length, position).
+
+    Groups use the default ONCU group key; the cell value averages the valid groups whose
+    length and evidence position match (SPEC §6.7).
+    """
+    g = oncu_groups_table(store, selection)
+    cols = ["run", "condition", "context_length", "evidence_position", "oncu_clipped",
+            "oncu_raw", "valid_groups", "total_groups"]  # fmt: skip
+    if g.empty:
+        return pd.DataFrame(columns=cols)
+    keys = ["run", "condition", "context_length", "evidence_position"]
+    agg = g.groupby(keys, dropna=False, sort=True).agg(
+        oncu_clipped=("oncu_clipped", "mean"),
+        oncu_raw=("oncu_raw", "mean"),
+        valid_groups=("valid", "sum"),
+        total_groups=("valid", "size"),
+    )
+    out = agg.reset_index()
+    out["valid_groups"] = out["valid_groups"].astype(int)
+    out["context_length"] = pd.to_numeric(out["context_length"], errors="coerce")
+    return _order(out.sort_values(keys).reset_index(drop=True))
+
+
+@register_table(
+    "length_position",
+    title="ONCU by context length and evidence position",
+    description="Mean clipped ONCU over the valid groups of each (length, position) cell.",
+    reference="SPEC §6.7; seed 000 §8.11",
+)
+def _length_position_table(store: Any, selection: Selection) -> pd.DataFrame:
+    return length_position_table(store, selection)
+
+
+def _position_order(values: Any) -> list[str]:
+    named = ["front", "middle", "end", "scattered"]
+    vals = sorted({str(v) for v in values})
+    return [v for v in named if v in vals] + [v for v in vals if v not in named]
+
+
+@register_figure(
+    "oncu_heatmap",
+    title="ONCU heatmap: context length x evidence position",
+    description="Each cell: mean clipped ONCU over the valid groups at that context length and "
+    "evidence position (decile buckets on the scaling grid); one panel per condition.",
+    reference="SPEC §6.7; seed 000 §8.11",
+)
+def oncu_heatmap_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+    """Heatmap panels (one per contextual condition) of clipped ONCU, length x position."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    t = length_position_table(store, selection)
+    if t.empty:
+        return _empty_fig("No valid ONCU groups for this selection"), t
+    run = str(t["run"].iloc[0])
+    t1 = t[t["run"] == run]
+    conds = [c for c in CONDITIONS if c in set(t1["condition"])]
+    positions = _position_order(t1["evidence_position"])
+    lengths = sorted(set(t1["context_length"].dropna().astype(int)))
+    fig = make_subplots(rows=1, cols=len(conds), shared_yaxes=True,
+                        subplot_titles=[CONDITION_LABELS.get(c, c) for c in conds])  # fmt: skip
+    for i, cond in enumerate(conds, start=1):
+        d = t1[t1["condition"] == cond]
+        z = d.pivot_table(index="context_length", columns="evidence_position",
+                          values="oncu_clipped", aggfunc="mean")  # fmt: skip
+        z = z.reindex(index=lengths, columns=positions)
+        fig.add_trace(
+            go.Heatmap(
+                z=z.to_numpy(float), x=positions, y=[f"{n:,}" for n in lengths],
+                zmin=0, zmax=1, colorscale="Viridis", showscale=i == len(conds),
+                colorbar={"title": "ONCU"},
+                hovertemplate="length %{y}, position %{x}: %{z:.3f}<extra></extra>",
+            ),
+            row=1, col=i,
+        )  # fmt: skip
+    fig.update_yaxes(title_text="context length (tokens)", row=1, col=1, type="category")
+    fig.update_layout(margin={"t": 40}, title_text=f"run {run}" if t["run"].nunique() > 1 else None)
+    return fig, t1.reset_index(drop=True)
+
+
+@register_figure(
+    "oncu_length_curves",
+    title="ONCU by evidence position, per context length",
+    description="Mean clipped ONCU per evidence position, one line per context length and "
+    "condition (solid: full context, dashed: retrieved).",
+    reference="SPEC §6.7; seed 000 §8.11",
+)
+def oncu_length_curves_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+    """Per-length curves of clipped ONCU over evidence position."""
+    import plotly.graph_objects as go
+
+    t = length_position_table(store, selection)
+    if t.empty:
+        return _empty_fig("No valid ONCU groups for this selection"), t
+    positions = _position_order(t["evidence_position"])
+    lengths = sorted(set(t["context_length"].dropna().astype(int)))
+    palette = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725", "#e377c2"]
+    fig = go.Figure()
+    for (run, cond), d in t.groupby(["run", "condition"], sort=False):
+        for j, n in enumerate(lengths):
+            e = d[d["context_length"] == n].set_index("evidence_position").reindex(positions)
+            fig.add_trace(
+                go.Scatter(
+                    x=positions, y=e["oncu_clipped"], mode="lines+markers",
+                    name=f"{n:,} · {CONDITION_LABELS.get(cond, cond)}"
+                    + (f" · {run}" if t["run"].nunique() > 1 else ""),
+                    line={"color": palette[j % len(palette)],
+                          "dash": "solid" if cond == "full_context" else "dash"},
+                )
+            )  # fmt: skip
+    fig.update_xaxes(title_text="evidence position", categoryorder="array",
+                     categoryarray=positions)  # fmt: skip
+    fig.update_yaxes(title_text="clipped ONCU", range=[0, 1.05])
+    fig.update_layout(margin={"t": 30}, legend_title_text="length · condition")
+    return fig, t
+
+
+# scores offered for the matrix view (kept here so pages need not import scoring)
+MATRIX_SCORES = ANSWER_SCORES + EVIDENCE_SCORES

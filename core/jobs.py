@@ -1,0 +1,210 @@
+"""Background runs for the dashboard: ``python -m core run ...`` in a child process.
+
+A run launched from the Runs page keeps going while the user browses: it is a separate
+process that writes predictions through short-lived read-write connections, while the
+dashboard only opens read-only ones (DuckDB allows one writer process beside readers that
+retry on the lock, SPEC §2). Cancel sends SIGINT (completed calls stay stored); resume starts
+the same command again (the engine skips stored calls).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "UPLOAD_DIR",
+    "RunJob",
+    "RunRequest",
+    "run_command",
+    "run_request_from_row",
+    "save_upload",
+]
+
+_ROOT = Path(__file__).resolve().parents[1]
+#: Where uploaded files are written (nothing is written elsewhere).
+UPLOAD_DIR = _ROOT / "data" / "uploads"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def save_upload(filename: str, data: bytes, max_bytes: int = 200 * 1024 * 1024,
+                folder: Path | None = None) -> Path:
+    """Write an uploaded file under ``data/uploads/`` with a sanitized name; returns its path.
+
+    Raises:
+        ValueError: an empty or oversized file, or a name with nothing usable in it.
+    """
+    if not data:
+        raise ValueError(f"{filename}: empty upload")
+    if len(data) > max_bytes:
+        raise ValueError(f"{filename}: {len(data):,} bytes is over the {max_bytes:,}-byte limit")
+    base = _SAFE.sub("_", Path(filename).name).strip("._")
+    if not base:
+        raise ValueError(f"unusable file name {filename!r}")
+    target = (folder or UPLOAD_DIR) / base
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    return target
+
+
+def run_request_from_row(db: str, run: Mapping[str, object]) -> RunRequest:
+    """The request that resumes a stored run (same dataset, backend, model, conditions,
+    retrieval)."""
+    retrieval = run.get("retrieval") or {}
+    conds = run.get("conditions") or ("no_evidence", "full_context", "retrieved", "oracle")
+    return RunRequest(
+        db=db,
+        dataset=str(run.get("dataset_id")),
+        name=str(run.get("run_id")),
+        conditions=tuple(conds),  # type: ignore[arg-type]
+        backend=str(run.get("backend") or "embedded"),
+        model=None if run.get("backend") == "embedded" else str(run.get("model") or "") or None,
+        retriever=str(retrieval.get("retriever", "lexical")),  # type: ignore[union-attr]
+        top_k=int(retrieval.get("top_k", 3)),  # type: ignore[union-attr]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What the user asked to run (the Runs page form).
+
+    Attributes:
+        db: the store file.
+        dataset: stored dataset name.
+        name: run id (an existing id resumes that run).
+        conditions: conditions to run.
+        backend: ``embedded``, ``ollama`` or ``openai``.
+        model: model name (None: the backend's default).
+        retriever: retriever family of the retrieved condition.
+        top_k: retrieved chunks.
+        concurrency: worker threads.
+        hosts: Ollama hosts (``--host``), optional.
+        base_url: OpenAI-compatible base URL, optional.
+    """
+
+    db: str
+    dataset: str
+    name: str
+    conditions: tuple[str, ...] = ("no_evidence", "full_context", "retrieved", "oracle")
+    backend: str = "embedded"
+    model: str | None = None
+    retriever: str = "lexical"
+    top_k: int = 3
+    concurrency: int = 1
+    hosts: tuple[str, ...] = ()
+    base_url: str | None = None
+
+
+def run_command(req: RunRequest) -> list[str]:
+    """The argv of ``python -m core run`` for a request.
+
+    Raises:
+        ValueError: an empty dataset or run name, no condition, or a bad number.
+    """
+    if not req.dataset or not req.name.strip():
+        raise ValueError("a run needs a dataset and a name")
+    if not req.conditions:
+        raise ValueError("choose at least one condition")
+    if int(req.top_k) < 1 or int(req.concurrency) < 1:
+        raise ValueError(f"top-k {req.top_k} and concurrency {req.concurrency} must be >= 1")
+    argv = [
+        sys.executable, "-m", "core", "run", "--db", str(req.db), "--dataset", req.dataset,
+        "--backend", req.backend, "--conditions", ",".join(req.conditions),
+        "--retriever", req.retriever, "--top-k", str(int(req.top_k)),
+        "--concurrency", str(int(req.concurrency)), "--name", req.name.strip(),
+    ]  # fmt: skip
+    if req.model:
+        argv += ["--model", req.model]
+    for host in req.hosts:
+        argv += ["--host", host]
+    if req.base_url:
+        argv += ["--base-url", req.base_url]
+    return argv
+
+
+@dataclass
+class RunJob:
+    """A run executing in a child process; its stderr (the progress bar) is kept in memory.
+
+    Attributes:
+        request: what was asked.
+        argv: the command line.
+        process: the child process.
+        started: ``time.time()`` at launch.
+        lines: stderr/stdout lines so far (the last ones are the progress).
+    """
+
+    request: RunRequest
+    argv: list[str]
+    process: subprocess.Popen
+    started: float
+    lines: list[str] = field(default_factory=list)
+    cancelled: bool = False
+
+    @classmethod
+    def start(cls, req: RunRequest, extra_env: dict[str, str] | None = None) -> RunJob:
+        """Launch the run in a child process (its own process group, cwd = the project)."""
+        argv = run_command(req)
+        env = dict(os.environ) | dict(extra_env or {})
+        env["PYTHONUNBUFFERED"] = "1"
+        proc = subprocess.Popen(
+            argv, cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1, start_new_session=True,
+        )  # fmt: skip
+        job = cls(req, argv, proc, time.time())
+        threading.Thread(target=job._pump, daemon=True).start()
+        return job
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None  # noqa: S101 - set by Popen(stdout=PIPE)
+        for raw in self.process.stdout:
+            for part in raw.replace("\r", "\n").splitlines():
+                if part.strip():
+                    self.lines.append(part.rstrip())
+                    del self.lines[:-200]
+
+    @property
+    def running(self) -> bool:
+        """True while the child process runs."""
+        return self.process.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code, None while running (0 done, 130 cancelled, 1 a data error)."""
+        return self.process.poll()
+
+    def status(self) -> str:
+        """``running``, ``done``, ``cancelled`` or ``failed``."""
+        rc = self.returncode
+        if rc is None:
+            return "running"
+        if rc == 0:
+            return "done"
+        return "cancelled" if self.cancelled or rc in (130, -signal.SIGINT) else "failed"
+
+    def last_line(self) -> str:
+        """The latest output line (the progress bar or the final summary/error)."""
+        return self.lines[-1] if self.lines else ""
+
+    def cancel(self, timeout: float = 10.0) -> None:
+        """Interrupt the run (SIGINT: completed calls stay stored); kill it after ``timeout``."""
+        if not self.running:
+            return
+        self.cancelled = True
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+

@@ -1,0 +1,251 @@
+"""Case-view reruns: one instance, one perturbation, run now, stored, compared with the original.
+
+Operators ``remove`` / ``replace`` / ``duplicate`` / ``move`` are planned by the CUE-R module
+(:func:`core.interventions.plan_rerun`); ``retriever`` (change the retriever family and/or
+top-k) is planned by :func:`core.conditions.plan_conditions`. The call runs through
+:func:`core.engine.rerun_call` (cache allowed) and is stored as condition ``intervention`` with
+a canonical variant, so it never mixes into the four-condition aggregates.
+
+Where the reruns go: into the base run when its backend can be called again (embedded /
+ollama / openai), so original and perturbed come from the same model; for imported runs into a
+companion run ``<dataset>:rerun:<backend>:<model>``, where the unperturbed original is run with
+the same backend first (a fair comparison), and shown beside the imported answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from core.store import Store
+from core.types import Instance, PlannedCall
+
+__all__ = [
+    "OPERATORS",
+    "RERUN_CONDITIONS",
+    "RerunRequest",
+    "base_shown_ids",
+    "interventions_available",
+    "plan_perturbation",
+    "rerun",
+    "shown_context",
+]
+
+#: Perturbation operators the Case view offers.
+OPERATORS = ("remove", "replace", "duplicate", "move", "retriever")
+#: Base conditions a perturbation applies to (the shown evidence).
+RERUN_CONDITIONS = ("retrieved", "full_context", "oracle")
+_CALLABLE = ("embedded", "ollama", "openai")
+
+
+@dataclass(frozen=True, slots=True)
+class RerunRequest:
+    """A rerun the user asked for in the Case view.
+
+    Attributes:
+        dataset: the dataset.
+        instance_id: the instance.
+        base_run: the run whose prediction is the original.
+        condition: base condition whose shown evidence is perturbed (``RERUN_CONDITIONS``).
+        operator: one of :data:`OPERATORS`.
+        target_id: passage id the operator acts on (remove / replace / duplicate / move).
+        params: operator parameters: ``hardness`` (replace: easy / medium / hard),
+            ``position`` (duplicate: front / after / end), ``move_to`` (move: 0-based index),
+            ``retriever`` and ``top_k`` (retriever).
+        backend: backend kind for imported base runs (the base run's own otherwise).
+        model: model name for ``backend`` (None: its default).
+    """
+
+    dataset: str
+    instance_id: str
+    base_run: str
+    condition: str = "retrieved"
+    operator: str = "remove"
+    target_id: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    backend: str = "embedded"
+    model: str | None = None
+
+    def checked(self) -> RerunRequest:
+        """This request, or ValueError naming the bad value and the allowed ones."""
+        if self.operator not in OPERATORS:
+            raise ValueError(f"unknown operator {self.operator!r}; choose one of {OPERATORS}")
+        if self.condition not in RERUN_CONDITIONS:
+            raise ValueError(
+                f"unknown condition {self.condition!r}; choose one of {RERUN_CONDITIONS}"
+            )
+        if self.operator != "retriever" and not self.target_id:
+            raise ValueError(f"operator {self.operator!r} needs a target passage")
+        if self.backend not in _CALLABLE:
+            raise ValueError(f"unknown backend {self.backend!r}; choose one of {_CALLABLE}")
+        return self
+
+
+def base_shown_ids(predictions: Any, run: str, condition: str) -> list[str]:
+    """Passage ids the stored ``(run, condition)`` prediction showed, in prompt order (empty
+    when unknown, e.g. imported results)."""
+    if predictions is None or len(predictions) == 0:
+        return []
+    m = (predictions["run"] == run) & (predictions["condition"] == condition)
+    m &= predictions["variant"].fillna("") == ""
+    rows = predictions[m]
+    if rows.empty:
+        return []
+    ids = rows["input_passage_ids"].iloc[0]
+    if isinstance(ids, str) or not hasattr(ids, "__len__"):
+        return []
+    return [str(x) for x in list(ids)]
+
+
+def interventions_available() -> bool:
+    """True when the CUE-R module provides ``plan_rerun`` (remove/replace/duplicate/move)."""
+    try:
+        from core.interventions import plan_rerun  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def shown_context(store: Store, run: Mapping[str, Any], instance: Instance, condition: str) -> list:
+    """The evidence the base condition showed: passages (full context, oracle) or the
+    retrieved chunks (the run's retrieval configuration, default lexical top-3)."""
+    if condition == "full_context":
+        return list(instance.passages)
+    if condition == "oracle":
+        return [p for p in instance.passages if p.is_gold]
+    from core.retrieval import retrieve
+
+    cfg = dict(run.get("retrieval") or {})
+    return retrieve(
+        instance,
+        cfg.get("retriever", "lexical"),
+        int(cfg.get("top_k", 3)),
+        int(cfg.get("chunk_size", 220)),
+        int(cfg.get("overlap", 40)),
+    )
+
+
+def plan_perturbation(
+    store: Store, run: Mapping[str, Any], instance: Instance, req: RerunRequest
+) -> PlannedCall:
+    """The planned call of a perturbation (condition ``intervention``).
+
+    Raises:
+        ValueError: bad request, or an operator that needs the CUE-R module before it exists.
+    """
+    req.checked()
+    if req.operator == "retriever":
+        from core.conditions import plan_conditions
+
+        retriever = str(req.params.get("retriever", "lexical"))
+        k = int(req.params.get("top_k", 3))
+        calls = plan_conditions([instance], ["retrieved"], retriever=retriever, top_k=k)
+        meta = dict(calls[0].meta) | {"operator": "retriever", "retriever": retriever,
+                                      "top_k": k, "base_condition": "retrieved"}  # fmt: skip
+        return replace(calls[0], condition="intervention", variant=f"retriever:{retriever}@{k}",
+                       meta=meta)  # fmt: skip
+    if not interventions_available():
+        raise ValueError(
+            f"operator {req.operator!r} needs core.interventions (CUE-R), not installed yet; "
+            "use 'retriever' meanwhile"
+        )
+    from core.interventions import plan_rerun
+
+    shown = shown_context(store, run, instance, req.condition)
+    own = {"replace": "hardness", "duplicate": "position", "move": "move_to"}.get(req.operator)
+    params = {own: req.params[own]} if own and own in req.params else {}
+    if req.operator == "replace":
+        cfg = dict(run.get("retrieval") or {})
+        params |= {"chunk_size": int(cfg.get("chunk_size", 220)),
+                   "overlap": int(cfg.get("overlap", 40))}  # fmt: skip
+    return plan_rerun(instance, shown, req.operator, req.target_id, base=req.condition, **params)
+
+
+def _target_run(store: Store, req: RerunRequest, base: Mapping[str, Any]) -> tuple[str, Any, bool]:
+    """``(run_id, backend, companion)``: where the rerun is stored and which backend runs it."""
+    from core.backends import make_backend
+
+    kind = str(base.get("backend") or "")
+    if kind in _CALLABLE:
+        return str(base["run_id"]), make_backend(kind, base.get("model") or None), False
+    from core.engine import RunSpec, start_run
+
+    backend = make_backend(req.backend, req.model)
+    model = getattr(backend, "model", req.model or "")
+    run_id = f"{req.dataset}:rerun:{req.backend}:{model}"
+    start_run(store, RunSpec(run_id=run_id, dataset=req.dataset, backend=req.backend,
+                             model=model, notes="Case-view reruns"), backend)  # fmt: skip
+    return run_id, backend, True
+
+
+def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
+    """Run one perturbation now and return it beside the original.
+
+    Returns:
+        ``{"run", "original", "perturbed", "imported_original", "divergence", "diff",
+        "shown_before", "shown_after"}``: prediction rows (dicts with scores), the trace
+        divergence (SPEC §7) and the word diff of the answers.
+
+    Raises:
+        ValueError: unknown run or instance, bad request.
+    """
+    from core.engine import rerun_call
+    from core.views import answer_diff, trace_divergence
+
+    req.checked()
+    base = store.run_row(req.base_run)
+    if base is None:
+        raise ValueError(f"no run {req.base_run!r} in {store.path}")
+    found = store.load_instances(req.dataset, [req.instance_id])
+    if not found:
+        raise ValueError(f"no instance {req.instance_id!r} in dataset {req.dataset!r}")
+    instance = found[0]
+    run_id, backend, companion = _target_run(store, req, base)
+    imported = None
+    if companion:
+        imported = _stored(store, req.base_run, req.instance_id, req.condition)
+        from core.conditions import plan_conditions
+
+        cfg = dict(base.get("retrieval") or {})
+        plain = plan_conditions([instance], [req.condition],
+                                retriever=cfg.get("retriever", "lexical"),
+                                top_k=int(cfg.get("top_k", 3)))  # fmt: skip
+        original = rerun_call(store, run_id, plain[0], backend)
+    else:
+        original = _stored(store, run_id, req.instance_id, req.condition)
+        if original is None:
+            raise ValueError(
+                f"run {run_id!r} has no {req.condition} prediction for {req.instance_id!r}"
+            )
+    call = plan_perturbation(store, base, instance, req)
+    perturbed = rerun_call(store, run_id, call, backend)
+    return {
+        "run": run_id,
+        "original": original,
+        "perturbed": perturbed,
+        "imported_original": imported,
+        "divergence": trace_divergence(
+            original.get("cited_ids"), perturbed.get("cited_ids"), original.get("answer"),
+            perturbed.get("answer"), original.get("confidence"), perturbed.get("confidence"),
+        ),  # fmt: skip
+        "diff": answer_diff(original.get("answer"), perturbed.get("answer")),
+        "shown_before": list(original.get("input_passage_ids") or []),
+        "shown_after": list(call.input_passage_ids),
+    }
+
+
+def _stored(store: Store, run_id: str, instance_id: str, condition: str) -> dict | None:
+    import math
+
+    df = store.prediction_rows(run_id, [(instance_id, condition, "")])
+    if df.empty:
+        return None
+    out = {}
+    for k, v in df.iloc[0].to_dict().items():
+        if hasattr(v, "tolist") and not isinstance(v, str):
+            v = v.tolist()
+        elif isinstance(v, float) and math.isnan(v):
+            v = None
+        out[k] = v
+    return out

@@ -1,0 +1,550 @@
+"""Shared dashboard helpers: the one module with Streamlit caches, session state and widgets.
+
+Method pages import from here and stay thin::
+
+    from pages.common import sidebar, show_figure, show_table
+
+    selection = sidebar("dolce")
+    show_figure("lambda_k_map", selection)
+    show_table("dolce_categories", selection)
+
+Session keys are ``f"{page}.{key}"`` (``global.*`` for the shared sidebar) and get their
+defaults in :func:`init_page_state`. Cached data is keyed by the store file's version
+(:func:`core.views.store_version`), so a run writing predictions refreshes every view.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core import views
+from core.export import TEMPLATES, ExportSettings, figure_bytes, mime_type, table_bytes
+from core.figures import Selection, get_figure, get_table
+from core.store import Store, default_db_path
+
+__all__ = [
+    "CASE_PAGE",
+    "HELP",
+    "backend_status",
+    "cached_call",
+    "clear_caches",
+    "export_settings",
+    "first_start",
+    "get_store",
+    "import_file",
+    "jobs",
+    "init_page_state",
+    "instance_link",
+    "open_case",
+    "show_figure",
+    "show_instances",
+    "show_table",
+    "sidebar",
+    "store_path",
+    "tip",
+    "with_options",
+]
+
+#: The Case view page file (target of every drill-down).
+CASE_PAGE = "pages/case_view.py"
+
+#: Definitions (and where they come from) of every number the pages show, for tooltips.
+HELP = {
+    "oncu_clipped": "Unweighted mean over valid groups of clip((S_c - S_none) / (S_oracle - "
+    "S_none), 0, 1): the share of the oracle's advantage the condition recovers. SPEC §6.5, "
+    "seed 000 §3.3.",
+    "oncu_raw_mean": "Mean of the unclipped ratio over valid groups; > 1 means above the "
+    "oracle, < 0 below the no-evidence baseline. SPEC §6.5.",
+    "oncu_weighted": "sum(S_c - S_none) / sum(S_oracle - S_none) over valid groups (the "
+    "aggregate raw ratio of seed 000 Table 23). SPEC §6.5.",
+    "valid_groups": "Groups with no-evidence and oracle predictions, all instances "
+    "oracle-applicable and S_oracle > S_none. SPEC §6.5.",
+    "ci": "95% percentile bootstrap interval, 5,000 resamples, seed 42. SPEC §6.6.",
+    "trace_divergence": "D = 0.5 (1 - Jaccard of cited ids) + 0.3 [answer changed] + "
+    "0.2 |c - c'|. SPEC §7, CUE-R.",
+    "f1_relaxed": "Token F1 after relaxed normalization (accents, punctuation, articles, "
+    "synthetic suffix), max over gold aliases. SPEC §6.2.",
+    "ev_f1": "F1 of cited passage ids against gold passage ids. SPEC §6.3.",
+    "failure_label": "parse -> success -> localization (nothing cited) -> selection -> "
+    "integration -> conversion, strict EM = correct. SPEC §6.4.",
+    "confidence": "The model's self-reported confidence in [0, 1] (answer contract).",
+}
+
+_DEFAULT_EXPORT = ExportSettings()
+_GLOBAL_DEFAULTS: dict[str, Any] = {
+    "global.runs": [],
+    "global.score_field": "f1_relaxed",
+    "global.width": _DEFAULT_EXPORT.width,
+    "global.height": _DEFAULT_EXPORT.height,
+    "global.font_size": _DEFAULT_EXPORT.font_size,
+    "global.template": _DEFAULT_EXPORT.template,
+    "global.scale": _DEFAULT_EXPORT.scale,
+}
+_PAGE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "conditions": {"drill": None},
+    "length": {"condition": "full_context"},
+    "retrieval": {"retrievers": ["lexical", "oracle"], "ks": [1, 2, 3, 5, 10]},
+    "case": {"rerun": None},
+    "runs": {"job": None},
+}
+
+
+# --------------------------------------------------------------------------- state
+def init_page_state(page: str, defaults: Mapping[str, Any] | None = None) -> None:
+    """Set the default session values of the shared sidebar and of ``page`` (``page.key``)."""
+    ss = st.session_state
+    if "global.db" not in ss:
+        ss["global.db"] = str(os.environ.get("EVIDENCE_DB") or default_db_path())
+    for key, value in _GLOBAL_DEFAULTS.items():
+        ss.setdefault(key, value)
+    merged = dict(_PAGE_DEFAULTS.get(page, {})) | dict(defaults or {})
+    for key, value in merged.items():
+        ss.setdefault(f"{page}.{key}", value)
+
+
+def store_path() -> str:
+    """The store path chosen in the sidebar (default ``$EVIDENCE_DB`` / data/evidence.duckdb)."""
+    return str(st.session_state.get("global.db") or default_db_path())
+
+
+@st.cache_resource(show_spinner=False)
+def _store(path: str) -> Store:
+    return Store(path, lock_timeout=10.0)
+
+
+def get_store() -> Store:
+    """The :class:`Store` of the sidebar's path (one cached object per path)."""
+    return _store(store_path())
+
+
+def _version(store: Store) -> tuple[int, ...]:
+    return views.store_version(store)
+
+
+def first_start() -> None:
+    """Build the demo store with a progress bar when the configured store is empty.
+
+    Runs once per session on the store given by ``$EVIDENCE_DB`` (or data/evidence.duckdb);
+    set ``EVIDENCE_NO_DEMO=1`` to start on an empty store instead (the Overview then shows a
+    quick start).
+    """
+    init_page_state("app")
+    ss = st.session_state
+    if ss.get("app.demo_checked") or os.environ.get("EVIDENCE_NO_DEMO") == "1":
+        return
+    ss["app.demo_checked"] = True
+    store = get_store()
+    if store.path.exists() and store.list_datasets():
+        return
+    import threading
+    import time
+
+    bar = st.progress(0.0, text="First start: building the demo store ...")
+    state: dict[str, Any] = {"frac": 0.0, "text": "First start: building the demo store ..."}
+
+    def work() -> None:
+        # the engine reports progress from its writer thread: keep it in ``state`` and draw
+        # the bar from this script thread (Streamlit calls need the session's thread)
+        try:
+            views.build_demo(store, progress=lambda f, t: state.update(frac=f, text=t))
+        except Exception as exc:  # noqa: BLE001 - shown to the user below
+            state["error"] = exc
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        bar.progress(state["frac"], text=f"First start: {state['text']}")
+        time.sleep(0.2)
+    clear_caches()
+    bar.empty()
+    if "error" in state:
+        st.error(f"Building the demo failed: {state['error']}")
+
+
+# --------------------------------------------------------------------------- caches
+@st.cache_data(show_spinner=False, max_entries=256)
+def _cached(path: str, version: tuple, fn_name: str, args_json: str) -> Any:
+    import json
+
+    return _CALLS[fn_name](_store(path), **json.loads(args_json))
+
+
+def _fig(store: Store, name: str, sel: str) -> Any:
+    return get_figure(name).build(store, views.selection_from_json(sel))
+
+
+def _table(store: Store, name: str, sel: str) -> Any:
+    return get_table(name).build(store, views.selection_from_json(sel))
+
+
+def _instances(store: Store, sel: str, cell: dict) -> Any:
+    return views.instances_behind(store, views.selection_from_json(sel), cell)
+
+
+_CALLS = {
+    "figure": _fig,
+    "table": _table,
+    "instances": _instances,
+    "overview": lambda store: views.overview(store),
+    "cells": lambda store, dataset: store.cell_values(dataset),
+    "runs": lambda store: store.runs_frame(),
+    "datasets": lambda store: store.dataset_names(),
+    "instance_ids": lambda store, dataset: store.list_instance_ids(dataset),
+    "case": lambda store, **kw: views.case_data(store, **kw),
+}
+
+
+def cached_call(fn_name: str, **kwargs: Any) -> Any:
+    """Call a registered data function on the current store, cached by the store's version.
+
+    ``fn_name`` is one of ``figure`` (name, sel), ``table`` (name, sel), ``instances``
+    (sel, cell), ``overview``, ``cells`` (dataset), ``runs``, ``datasets``, ``case``
+    (dataset, instance_id, runs, score_field). ``sel`` is a selection's JSON.
+    """
+    import json
+
+    store = get_store()
+    args = json.dumps(kwargs, sort_keys=True, default=str)
+    return _cached(str(store.path), _version(store), fn_name, args)
+
+
+@st.cache_data(show_spinner=False, ttl=30)
+def backend_status() -> list[dict[str, Any]]:
+    """Ollama host status (:func:`core.backends.server_status`), refreshed every 30 s."""
+    from core.backends import server_status
+
+    return server_status(timeout_s=0.5)
+
+
+def clear_caches() -> None:
+    """Drop cached data (after this process wrote to the store)."""
+    _cached.clear()
+
+
+# --------------------------------------------------------------------------- runs
+class _Jobs:
+    """Runs launched from this dashboard process (one child process each)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Any] = {}
+
+    def start(self, request: Any) -> Any:
+        """Launch ``request`` (a :class:`core.jobs.RunRequest`) unless it is already running."""
+        from core.jobs import RunJob
+
+        current = self._jobs.get(request.name)
+        if current is not None and current.running:
+            raise ValueError(f"run {request.name!r} is already running")
+        job = RunJob.start(request)
+        self._jobs[request.name] = job
+        return job
+
+    def all(self) -> dict[str, Any]:
+        """Run name -> :class:`core.jobs.RunJob`, newest last."""
+        return dict(self._jobs)
+
+
+@st.cache_resource(show_spinner=False)
+def jobs() -> _Jobs:
+    """The dashboard's registry of launched runs (shared by all sessions of this process)."""
+    return _Jobs()
+
+
+def import_file(kind: str, path: Any, name: str, replace: bool = False) -> str:
+    """Import an uploaded file into the current store; returns the importer's summary line.
+
+    ``kind`` is ``"results: oncu-release"`` or ``"dataset: <format>"``.
+
+    Raises:
+        ValueError: the importer's one-line error (bad file, name taken, ...).
+    """
+    from core.store import StoreError
+
+    what, _, fmt = kind.partition(": ")
+    store = get_store()
+    try:
+        if what == "results":
+            from core.results import import_results
+
+            res = import_results(store, path, name=name, fmt=fmt, replace=replace)
+            out = res.summary()
+        else:
+            from core.datasets.importers import read_dataset
+
+            result = read_dataset(path, fmt=fmt, name=name)
+            store.write_dataset(result.dataset, replace=replace)
+            out = f"{result.summary()} -> dataset '{name}'"
+    except StoreError as exc:
+        raise ValueError(str(exc)) from exc
+    finally:
+        clear_caches()
+    return out
+
+
+# --------------------------------------------------------------------------- sidebar
+def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
+    """Render the shared sidebar and return the page's :class:`core.figures.Selection`.
+
+    Store path, dataset, run(s) (several runs are shown side by side on their common
+    instances), score field, metadata filters and the export settings.
+    """
+    from core.oncu import SCORE_FIELDS
+
+    init_page_state(page)
+    ss = st.session_state
+    sb = st.sidebar
+    sb.text_input("Store (DuckDB file)", key="global.db", help="Path of the DuckDB store.")
+    datasets = cached_call("datasets")
+    options = [None, *datasets]
+    if "global.dataset" not in ss or ss["global.dataset"] not in options:
+        ss["global.dataset"] = datasets[0] if datasets else None
+    dataset = sb.selectbox(
+        "Dataset", options, key="global.dataset",
+        format_func=lambda d: "(all datasets)" if d is None else d,
+    )  # fmt: skip
+    chosen: tuple[str, ...] = ()
+    if runs:
+        frame = cached_call("runs")
+        mine = frame if dataset is None or frame.empty else frame[frame["dataset_id"] == dataset]
+        ids = sorted(mine["run_id"]) if not mine.empty else []
+        ss["global.runs"] = [r for r in ss.get("global.runs", []) if r in ids]
+        labels = {
+            r.run_id: f"{r.run_id} · {r.model}"
+            + (" (baseline)" if r.backend == "embedded" else "")
+            for r in mine.itertuples()
+        } if not mine.empty else {}  # fmt: skip
+        chosen = tuple(sb.multiselect(
+            "Runs (empty = all of the dataset)", ids, key="global.runs",
+            format_func=lambda r: labels.get(r, r),
+            help="Several runs are compared side by side on the instances they share.",
+        ))  # fmt: skip
+    sb.selectbox("Score field", SCORE_FIELDS, key="global.score_field", help=HELP["f1_relaxed"])
+    chosen_filters: dict[str, tuple[str, ...]] = {}
+    if filters:
+        values = cached_call("cells", dataset=dataset)
+        with sb.expander("Filters (metadata cells)"):
+            for col, vals in values.items():
+                if len(vals) > 1:
+                    picked = st.multiselect(col.replace("_", " "), vals, key=f"global.f.{col}")
+                    if picked:
+                        chosen_filters[col] = tuple(picked)
+    with sb.expander("Export settings"):
+        st.number_input("width (px)", 100, 5000, step=50, key="global.width")
+        st.number_input("height (px)", 100, 5000, step=50, key="global.height")
+        st.number_input("font size", 4, 72, key="global.font_size")
+        st.selectbox("template", TEMPLATES, key="global.template")
+        st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale")
+    return Selection(
+        dataset=dataset,
+        runs=chosen,
+        score_field=ss["global.score_field"],
+        filters=chosen_filters,
+    )
+
+
+def export_settings() -> ExportSettings:
+    """The publication size/style from the sidebar's export settings."""
+    ss = st.session_state
+    return ExportSettings(
+        width=int(ss.get("global.width", 700)),
+        height=int(ss.get("global.height", 450)),
+        font_size=int(ss.get("global.font_size", 14)),
+        template=str(ss.get("global.template", "simple_white")),
+        scale=float(ss.get("global.scale", 2.0)),
+    ).checked()
+
+
+def tip(name: str) -> str | None:
+    """Tooltip text (definition + paper section) of a number or a registered figure/table."""
+    if name in HELP:
+        return HELP[name]
+    for getter in (get_figure, get_table):
+        try:
+            spec = getter(name)
+        except ValueError:
+            continue
+        return f"{spec.description} ({spec.reference})"
+    return None
+
+
+# --------------------------------------------------------------------------- figures
+def _download_menu(name: str, fig: Any, data: pd.DataFrame, key: str) -> None:
+    settings = export_settings()
+    with st.popover("Download", icon=":material/download:"):
+        cols = st.columns(4)
+        for col, fmt in zip(cols[:3], ("png", "svg", "pdf"), strict=True):
+            col.download_button(
+                fmt.upper(), data=_lazy_figure(fig, fmt, settings), file_name=f"{name}.{fmt}",
+                mime=mime_type(fmt), key=f"{key}.dl.{fmt}", on_click="ignore",
+            )  # fmt: skip
+        cols[3].download_button(
+            "CSV", data=table_bytes(data, "csv"), file_name=f"{name}.csv", mime="text/csv",
+            key=f"{key}.dl.csv", on_click="ignore",
+        )  # fmt: skip
+        st.caption(
+            f"{settings.width}x{settings.height} px, font {settings.font_size}, "
+            f"{settings.template}; PNG x{settings.scale:g}"
+        )
+
+
+def _lazy_figure(fig: Any, fmt: str, settings: ExportSettings) -> Any:
+    def render() -> bytes:
+        from core.export import start_renderer
+
+        start_renderer()
+        return figure_bytes(fig, fmt, settings)
+
+    return render
+
+
+def show_figure(
+    name: str, selection: Selection, *, key: str | None = None, drill: bool = True
+) -> dict[str, Any] | None:
+    """Render a registered figure with its download menu; return the clicked aggregate.
+
+    With ``drill`` the figure is selectable: a clicked bar/point returns its cell
+    (e.g. ``{"run": ..., "condition": ...}``), which :func:`show_instances` lists.
+    """
+    spec = get_figure(name)
+    key = key or f"fig.{name}"
+    sel = views.selection_to_json(selection)
+    try:
+        fig, data = cached_call("figure", name=name, sel=sel)
+    except ValueError as exc:
+        st.warning(f"{spec.title}: {exc}")
+        return None
+    head = st.columns([6, 1])
+    head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
+    with head[1]:
+        _download_menu(name, fig, data, key)
+    event = st.plotly_chart(
+        fig, key=key, on_select="rerun" if drill else "ignore",
+        selection_mode=("points",), config={"displaylogo": False},
+    )  # fmt: skip
+    if not drill or not event:
+        return None
+    points = (event.get("selection") or {}).get("points") or []
+    return _cell_from_point(points[0], data) if points else None
+
+
+_DRILL_KEYS = ("run", "condition", "source", "reasoning_type", "context_length",
+               "evidence_position", "evidence_density", "distractor_similarity",
+               "model")  # fmt: skip
+
+
+def _cell_from_point(point: Mapping[str, Any], data: pd.DataFrame) -> dict[str, Any] | None:
+    custom = point.get("customdata")
+    if isinstance(custom, list | tuple) and len(custom) == 1:
+        custom = custom[0]
+    if isinstance(custom, int | float) and int(custom) in data.index:
+        row = data.loc[int(custom)]
+        return {k: _plain(row[k]) for k in _DRILL_KEYS if k in data.columns}
+    if isinstance(custom, list | tuple) and len(custom) == 2:
+        return {"condition": custom[0], "run": custom[1]}
+    return None
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
+
+
+def show_table(
+    name: str,
+    selection: Selection,
+    *,
+    key: str | None = None,
+    drill: bool = False,
+    column_config: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """Render a registered table with CSV / LaTeX downloads.
+
+    Returns:
+        ``(table, cell)``: the full table, and with ``drill`` the selected row's key cells
+        (None when no row is selected).
+    """
+    spec = get_table(name)
+    key = key or f"tab.{name}"
+    sel = views.selection_to_json(selection)
+    try:
+        df = cached_call("table", name=name, sel=sel)
+    except ValueError as exc:
+        st.warning(f"{spec.title}: {exc}")
+        return pd.DataFrame(), None
+    head = st.columns([5, 1, 1])
+    head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
+    head[1].download_button("CSV", table_bytes(df, "csv"), f"{name}.csv", "text/csv",
+                            key=f"{key}.csv", on_click="ignore")  # fmt: skip
+    head[2].download_button("LaTeX", table_bytes(df, "latex", caption=spec.title),
+                            f"{name}.tex", mime_type("latex"), key=f"{key}.tex",
+                            on_click="ignore")  # fmt: skip
+    shown = df[[c for c in columns if c in df.columns]] if columns else df
+    shown = _displayable(shown)
+    event = st.dataframe(
+        shown, key=key, hide_index=True, column_config=dict(column_config or {}),
+        on_select="rerun" if drill else "ignore", selection_mode="single-row",
+    )  # fmt: skip
+    if not drill or not event:
+        return df, None
+    rows = (event.get("selection") or {}).get("rows") or []
+    if not rows:
+        return df, None
+    row = df.iloc[rows[0]]
+    return df, {k: _plain(row[k]) for k in _DRILL_KEYS if k in df.columns}
+
+
+def _displayable(df: pd.DataFrame) -> pd.DataFrame:
+    """Dict/list cells as text (Arrow cannot show mixed objects)."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object and out[col].map(lambda v: isinstance(v, dict | list)).any():
+            out[col] = out[col].map(
+                lambda v: ", ".join(f"{k}: {x}" for k, x in v.items()) if isinstance(v, dict)
+                else (", ".join(map(str, v)) if isinstance(v, list) else v)
+            )  # fmt: skip
+    return out
+
+
+# --------------------------------------------------------------------------- drill-down
+def show_instances(selection: Selection, cell: Mapping[str, Any] | None, *, key: str) -> None:
+    """List the predictions behind a clicked aggregate; selecting one opens the Case view."""
+    if not cell:
+        st.caption("Click a bar, point or table row to list the instances behind it.")
+        return
+    label = ", ".join(f"{k}={v}" for k, v in cell.items())
+    sel = views.selection_to_json(selection)
+    df = cached_call("instances", sel=sel, cell=dict(cell))
+    st.markdown(f"**{len(df)} predictions behind** `{label}` — select one to open it")
+    event = st.dataframe(df, key=key, hide_index=True, on_select="rerun",
+                         selection_mode="single-row")  # fmt: skip
+    rows = (event.get("selection") or {}).get("rows") or [] if event else []
+    if rows:
+        row = df.iloc[rows[0]]
+        open_case(str(row["dataset"]), str(row["instance_id"]), [str(row["run"])])
+
+
+def open_case(dataset: str, instance_id: str, runs: Sequence[str] = ()) -> None:
+    """Switch to the Case view of one instance."""
+    params = {"dataset": dataset, "instance": instance_id}
+    if runs:
+        params["runs"] = ",".join(runs)
+    st.switch_page(CASE_PAGE, query_params=params)
+
+
+def instance_link(dataset: str, instance_id: str, label: str | None = None) -> None:
+    """A link to the Case view of one instance."""
+    st.page_link(
+        CASE_PAGE, label=label or f"Open {instance_id} in the Case view",
+        query_params={"dataset": dataset, "instance": instance_id}, icon=":material/search:",
+    )  # fmt: skip
+
+
+def with_options(selection: Selection, **options: Any) -> Selection:
+    """The selection with view options added (``selection.options``)."""
+    return replace(selection, options=dict(selection.options) | options)

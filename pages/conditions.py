@@ -1,0 +1,83 @@
+"""Conditions & ONCU: the four-condition matrix, ONCU with its audit, contrasts, failures,
+calibration. Every number comes from a registered figure/table (core/figures/oncu.py)."""
+
+import streamlit as st
+
+from core.figures.oncu import CI_AUTO_MAX
+from pages.common import HELP, show_figure, show_instances, show_table, sidebar, with_options
+
+selection = sidebar("conditions")
+st.title("Conditions & ONCU")
+if st.sidebar.toggle("Per-example bootstrap CIs on large runs", key="conditions.ci_large",
+                     help=f"Cells above {CI_AUTO_MAX:,} predictions skip the per-example "
+                     "bootstrap (5,000 resamples) unless this is on; ONCU CIs always show."):
+    selection = with_options(selection, ci=True)
+if not selection.dataset and not selection.runs:
+    st.info("Choose a dataset (or runs) in the sidebar.")
+
+summary, _ = show_table(
+    "oncu_summary",
+    selection,
+    columns=["run", "condition", "valid_groups", "total_groups", "oncu_clipped", "oncu_ci_low",
+             "oncu_ci_high", "oncu_raw_mean", "oncu_weighted", "n_above_oracle",
+             "n_below_baseline", "invalid_reasons"],
+    column_config={
+        "oncu_clipped": st.column_config.NumberColumn("ONCU (clipped)", format="%.3f",
+                                                      help=HELP["oncu_clipped"]),
+        "oncu_raw_mean": st.column_config.NumberColumn("raw mean", format="%.3f",
+                                                       help=HELP["oncu_raw_mean"]),
+        "oncu_weighted": st.column_config.NumberColumn("weighted", format="%.3f",
+                                                       help=HELP["oncu_weighted"]),
+        "oncu_ci_low": st.column_config.NumberColumn("CI low", format="%.3f", help=HELP["ci"]),
+        "oncu_ci_high": st.column_config.NumberColumn("CI high", format="%.3f", help=HELP["ci"]),
+        "valid_groups": st.column_config.NumberColumn("valid groups", help=HELP["valid_groups"]),
+    },
+)
+if not summary.empty:
+    cols = st.columns(len(summary))
+    for col, row in zip(cols, summary.itertuples(), strict=True):
+        col.metric(
+            f"{row.run} · {row.condition} ONCU",
+            f"{row.oncu_clipped:.3f}",
+            f"{row.valid_groups}/{row.total_groups} valid groups",
+            delta_color="off",
+            delta_arrow="off",
+            help=HELP["oncu_clipped"],
+        )
+
+tab_matrix, tab_audit, tab_contrast, tab_fail, tab_cal = st.tabs(
+    ["Four-condition matrix", "ONCU audit", "Paired contrasts", "Failure labels", "Calibration"]
+)
+with tab_matrix:
+    cell = show_figure("condition_matrix", selection)
+    show_instances(selection, cell, key="conditions.matrix_instances")
+    show_table("condition_matrix", selection, key="tab.condition_matrix")
+with tab_audit:
+    cell = show_figure("oncu_audit", selection)
+    groups, row = show_table(
+        "oncu_groups", selection, drill=True,
+        columns=["run", "condition", "status", "reasoning_type", "context_length",
+                 "evidence_position", "evidence_density", "distractor_similarity", "n", "s_none",
+                 "s_oracle", "s_c", "oncu_raw", "oncu_clipped", "valid", "invalid_reason"],
+    )  # fmt: skip
+    if not groups.empty:
+        above = groups[groups["status"] == "above_oracle"]
+        below = groups[groups["status"] == "below_baseline"]
+        invalid = groups[~groups["valid"]]
+        st.caption(
+            f"{len(above)} group(s) above oracle (raw > 1), {len(below)} below baseline "
+            f"(raw < 0), {len(invalid)} invalid; select a row to list its instances."
+        )
+    show_instances(selection, row or cell, key="conditions.group_instances")
+with tab_contrast:
+    show_table("paired_contrasts", selection)
+with tab_fail:
+    cell = show_figure("failure_breakdown", selection)
+    show_instances(selection, cell, key="conditions.failure_instances")
+    show_table("failure_breakdown", selection)
+with tab_cal:
+    cal, _ = show_table("calibration", selection)
+    if cal.empty:
+        st.info("These predictions carry no confidences (imported results may lack them).")
+    else:
+        show_figure("calibration", selection, drill=False)

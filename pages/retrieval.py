@@ -1,0 +1,30 @@
+"""Retrieval: retriever family x top-k recall, chain coverage, distractor rate; CRUX views."""
+
+import streamlit as st
+
+from core.figures import figure_names, table_names
+from core.retrieval import list_retrievers
+from pages.common import show_figure, show_table, sidebar, with_options
+
+selection = sidebar("retrieval", runs=False)
+st.title("Retrieval")
+c = st.columns(2)
+retrievers = c[0].multiselect(
+    "Retriever families", list_retrievers(), key="retrieval.retrievers",
+    help="dense and hybrid load a sentence-transformers model on first use (a few seconds).",
+)  # fmt: skip
+ks = c[1].multiselect("top-k", [1, 2, 3, 5, 8, 10, 16, 20], key="retrieval.ks")
+if not selection.dataset:
+    st.info("Choose a dataset in the sidebar.")
+elif retrievers and ks:
+    sel = with_options(selection, retrievers=sorted(retrievers), ks=sorted(ks))
+    with st.spinner("Ranking chunks ..."):
+        show_figure("retrieval_curves", sel, drill=False)
+        show_table("retrieval_grid", sel)
+has_crux = "crux_coverage" in figure_names() or "crux_table" in table_names()
+if has_crux and st.toggle("CRUX: coverage, ranked coverage, density", key="retrieval.crux",
+                          help="Computed over every instance of the dataset on demand."):
+    if "crux_coverage" in figure_names():
+        show_figure("crux_coverage", selection, drill=False)
+    if "crux_table" in table_names():
+        show_table("crux_table", selection)

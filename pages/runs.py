@@ -1,0 +1,94 @@
+"""Runs: launch (keeps going while you browse), live progress, cancel, resume, import, delete."""
+
+import streamlit as st
+
+from core.jobs import RunRequest, run_request_from_row, save_upload
+from core.retrieval import list_retrievers
+from core.types import CONDITIONS
+from pages.common import (cached_call, clear_caches, get_store, import_file, jobs, sidebar,
+                          store_path)  # fmt: skip
+
+selection = sidebar("runs", filters=False)
+st.title("Runs")
+store = get_store()
+datasets = cached_call("datasets")
+
+with st.expander("Launch a run", expanded=not jobs()):
+    with st.form("runs.launch"):
+        c = st.columns(3)
+        dataset = c[0].selectbox("Dataset", datasets)
+        name = c[1].text_input("Run name", "my-run", help="An existing name resumes that run.")
+        backend = c[2].selectbox("Backend", ("embedded", "ollama", "openai"))
+        d = st.columns(4)
+        model = d[0].text_input("Model", "", help="e.g. qwen2.5:14b; empty for the embedded reader")
+        retriever = d[1].selectbox("Retriever", list_retrievers())
+        top_k = d[2].number_input("top-k", 1, 50, 3)
+        concurrency = d[3].number_input("Concurrency", 1, 64, 1)
+        conditions = st.multiselect("Conditions", CONDITIONS, default=list(CONDITIONS))
+        launch = st.form_submit_button("Launch", type="primary")
+    if launch:
+        try:
+            req = RunRequest(store_path(), dataset or "", name, tuple(conditions), backend,
+                             model or None, retriever, int(top_k), int(concurrency))  # fmt: skip
+            jobs().start(req)
+            st.toast(f"run {name} started")
+        except ValueError as exc:
+            st.error(str(exc))
+
+
+@st.fragment(run_every=1.5)
+def _progress() -> None:
+    active = jobs().all()
+    if not active:
+        st.caption("No run launched from this dashboard yet.")
+    for run_id, job in active.items():
+        with st.container(border=True):
+            c = st.columns([3, 6, 1])
+            c[0].markdown(f"**{run_id}** · {job.request.backend} · {job.status()}")
+            c[1].code(job.last_line() or "starting ...", language=None)
+            if job.running and c[2].button("Cancel", key=f"runs.cancel.{run_id}"):
+                job.cancel()
+                st.rerun()
+    if any(j.running for j in active.values()):
+        clear_caches()
+
+
+_progress()
+
+st.subheader("Stored runs")
+runs = cached_call("runs")
+st.dataframe(runs.drop(columns=[c for c in ("options", "retrieval", "backend_info")
+                                if c in runs.columns]), hide_index=True)  # fmt: skip
+if not runs.empty:
+    c = st.columns([3, 1, 1])
+    pick = c[0].selectbox("Run", list(runs["run_id"]), key="runs.pick")
+    if c[1].button("Resume", help="Start the run again: stored calls are skipped."):
+        row = store.run_row(pick) or {}
+        if row.get("backend") in ("embedded", "ollama", "openai"):
+            jobs().start(run_request_from_row(store_path(), row))
+            st.rerun()
+        else:
+            st.warning(f"{pick} was imported ({row.get('backend')}); there is nothing to resume.")
+    if c[2].button("Delete", type="secondary"):
+        st.session_state["runs.confirm_delete"] = pick
+    if st.session_state.get("runs.confirm_delete") == pick:
+        st.warning(f"Delete run {pick} with all its predictions and scores?")
+        if st.button("Yes, delete", type="primary"):
+            n = store.delete_run(pick)
+            st.session_state["runs.confirm_delete"] = None
+            clear_caches()
+            st.success(f"deleted {pick} ({n} predictions)")
+
+st.subheader("Import")
+c = st.columns(3)
+kind = c[0].selectbox("What", ("results: oncu-release", "dataset: hotpotqa", "dataset: 2wiki",
+                               "dataset: oncu-jsonl", "dataset: jsonl"))  # fmt: skip
+iname = c[1].text_input("Name in the store", "", key="runs.import_name")
+replace = c[2].checkbox("Replace existing", key="runs.import_replace")
+upload = st.file_uploader("File (written under data/uploads/)", key="runs.upload")
+if upload is not None and st.button("Import", type="primary", disabled=not iname):
+    try:
+        path = save_upload(upload.name, upload.getvalue())
+        st.success(import_file(kind, path, iname, replace))
+    except ValueError as exc:
+        st.error(str(exc).splitlines()[0])
