@@ -7,6 +7,7 @@ Bad input ends with a one-line reason on stderr: exit code 2 for usage, 1 for da
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -14,15 +15,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.commands import MODULES, Groups
 from core.store import Store, StoreError, default_db_path
 from core.types import DataError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["add_db", "build_parser", "main", "open_store", "print_json"]
 
 _Handler = Callable[[argparse.Namespace], int]
 
 
-def _add_db(p: argparse.ArgumentParser) -> None:
+def add_db(p: argparse.ArgumentParser) -> None:
+    """Add the shared ``--db PATH`` option."""
     p.add_argument(
         "--db",
         type=Path,
@@ -31,11 +34,13 @@ def _add_db(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _store(args: argparse.Namespace) -> Store:
+def open_store(args: argparse.Namespace) -> Store:
+    """The store named by ``--db`` (default: ``$EVIDENCE_DB``, else data/evidence.duckdb)."""
     return Store(args.db if args.db is not None else default_db_path())
 
 
-def _print_json(obj: Any) -> None:
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON on stdout."""
     json.dump(obj, sys.stdout, indent=2, default=str, ensure_ascii=False)
     sys.stdout.write("\n")
 
@@ -46,11 +51,11 @@ def _cmd_generate_controlled(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     dataset = build_controlled(preset=args.preset, seed=args.seed, name=args.name or args.preset)
-    n = _store(args).write_dataset(dataset, replace=args.replace)
+    n = open_store(args).write_dataset(dataset, replace=args.replace)
     print(
         f"generated dataset '{dataset.name}': {n} instances "
         f"(preset {args.preset}, seed {args.seed}) in {time.perf_counter() - t0:.1f} s "
-        f"-> {_store(args).path}"
+        f"-> {open_store(args).path}"
     )
     return 0
 
@@ -60,10 +65,10 @@ def _cmd_generate_ruler(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     dataset = build_ruler_lite(seed=args.seed, name=args.name or "ruler-lite")
-    n = _store(args).write_dataset(dataset, replace=args.replace)
+    n = open_store(args).write_dataset(dataset, replace=args.replace)
     print(
         f"generated dataset '{dataset.name}': {n} instances (ruler-lite, seed {args.seed}) "
-        f"in {time.perf_counter() - t0:.1f} s -> {_store(args).path}"
+        f"in {time.perf_counter() - t0:.1f} s -> {open_store(args).path}"
     )
     return 0
 
@@ -73,17 +78,17 @@ def _cmd_import_dataset(args: argparse.Namespace) -> int:
     from core.datasets.importers import read_dataset
 
     result = read_dataset(args.file, fmt=args.format, name=args.name)
-    _store(args).write_dataset(result.dataset, replace=args.replace)
-    print(f"{args.file}: {result.summary()} -> dataset '{args.name}' in {_store(args).path}")
+    open_store(args).write_dataset(result.dataset, replace=args.replace)
+    print(f"{args.file}: {result.summary()} -> dataset '{args.name}' in {open_store(args).path}")
     return 0
 
 
 # ---------------------------------------------------------------------------- datasets
 def _cmd_datasets(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = open_store(args)
     summaries = [store.dataset_summary(name) for name in store.dataset_names()]
     if args.json:
-        _print_json(summaries)
+        print_json(summaries)
         return 0
     if not summaries:
         print(f"no datasets in {store.path}; try: python -m core generate controlled")
@@ -99,7 +104,7 @@ DEMO_DATASET = "controlled-200"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = open_store(args)
     if DEMO_DATASET not in store.dataset_names():
         from core.datasets.controlled import build_controlled
 
@@ -138,13 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     ctl.add_argument("--name", help="dataset name in the store (default: the preset)")
     ctl.add_argument("--replace", action="store_true", help="replace a dataset of that name")
-    _add_db(ctl)
+    add_db(ctl)
     ctl.set_defaults(handler=_cmd_generate_controlled)
     rul = gen_sub.add_parser("ruler-lite", help="RULER-lite: kv retrieval, multi-hop trace, sum")
     rul.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     rul.add_argument("--name", help="dataset name in the store (default ruler-lite)")
     rul.add_argument("--replace", action="store_true", help="replace a dataset of that name")
-    _add_db(rul)
+    add_db(rul)
     rul.set_defaults(handler=_cmd_generate_ruler)
 
     imp = sub.add_parser("import", help="import a dataset file or existing results")
@@ -159,17 +164,25 @@ def build_parser() -> argparse.ArgumentParser:
     ids.add_argument("file", type=Path, help="the file to import")
     ids.add_argument("--name", required=True, help="dataset name in the store")
     ids.add_argument("--replace", action="store_true", help="replace a dataset of that name")
-    _add_db(ids)
+    add_db(ids)
     ids.set_defaults(handler=_cmd_import_dataset)
 
     demo = sub.add_parser("demo", help="build the demo store (controlled-200) and summarize it")
-    _add_db(demo)
+    add_db(demo)
     demo.set_defaults(handler=_cmd_demo)
 
     dsl = sub.add_parser("datasets", help="list stored datasets with their metadata cells")
     dsl.add_argument("--json", action="store_true", help="print JSON (counts, cells, hash)")
-    _add_db(dsl)
+    add_db(dsl)
     dsl.set_defaults(handler=_cmd_datasets)
+
+    rep = sub.add_parser("report", help="print method reports (tables; --json for machines)")
+    rep_sub = rep.add_subparsers(dest="report", metavar="REPORT", required=True)
+    exp = sub.add_parser("export", help="export figures and tables for papers")
+    exp_sub = exp.add_subparsers(dest="export", metavar="WHAT", required=True)
+    groups = Groups(top=sub, import_=imp_sub, report=rep_sub, export=exp_sub)
+    for name in MODULES:
+        importlib.import_module(f"core.commands.{name}").register(groups)
     return parser
 
 

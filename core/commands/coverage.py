@@ -1,0 +1,152 @@
+"""Fan-in and retrieval-context coverage reports (SPEC §9, issue 8).
+
+``report fanin --runs R1,R2`` prints AC / ER / EP per fan-in bucket, relative degradation,
+construction loss, ER-AC / EP-AC correlation, failure attribution and system-pair overlap;
+``report crux --dataset NAME --retrievers lexical,dense --k 3,5`` prints Cov, alpha-nDCG and
+density per retriever and k. ``--json`` prints the full result (per-instance rows included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from core.commands import Groups
+
+__all__ = ["register"]
+
+
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in str(text).split(",") if t.strip()]
+
+
+def _ks(text: str) -> list[int]:
+    out = []
+    for t in _split(text):
+        try:
+            out.append(int(t))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--k takes integers like 3,5; got {t!r}") from None
+    if not out:
+        raise argparse.ArgumentTypeError("--k needs at least one integer")
+    return out
+
+
+def _fmt(v: Any, nd: int = 1) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.{nd}f}"
+
+
+def _cmd_fanin(args: argparse.Namespace) -> int:
+    from core.cli import open_store, print_json
+    from core.fanin import fanin_report
+
+    runs = _split(args.runs)
+    if not runs:
+        raise ValueError("--runs needs at least one run id (comma-separated)")
+    res = fanin_report(
+        open_store(args), runs, args.score_field, points=args.points, n_resamples=args.resamples
+    )
+    if args.json:
+        print_json(res.to_dict(with_instances=not args.no_instances))
+        return 0
+    print(f"AC (100 x {res.score_field}), ER and EP (%) per fan-in bucket")
+    print(f"{'system':40} {'bucket':7} {'n':>4} {'AC':>6} {'ER':>6} {'EP':>6}")
+    for r in res.by_bucket.to_dict("records"):
+        er = None if r["er"] is None or math.isnan(r["er"]) else 100 * r["er"]
+        ep = None if r["ep"] is None or math.isnan(r["ep"]) else 100 * r["ep"]
+        print(
+            f"{r['system']:40} {r['bucket']:7} {r['n']:>4} {_fmt(r['ac']):>6} "
+            f"{_fmt(er):>6} {_fmt(ep):>6}"
+        )
+    print("\nrelative degradation (AC_high - AC_single) / AC_single and construction loss")
+    for r in res.degradation.to_dict("records"):
+        rel = r["rel_degradation"]
+        print(
+            f"{r['system']:40} single {_fmt(r['ac_single']):>6} high {_fmt(r['ac_high']):>6} "
+            f"rel {_fmt(None if math.isnan(rel) else 100 * rel):>6}% "
+            f"loss {_fmt(r['construction_loss_pp']):>6}pp"
+        )
+    for key in ("er_ac", "ep_ac"):
+        c = res.correlation[key]
+        print(
+            f"{key.replace('_', '-').upper()} r = {_fmt(c['r'], 3)} "
+            f"[{_fmt(c['ci_low'], 3)}, {_fmt(c['ci_high'], 3)}] over {c['n']} points"
+        )
+    return 0
+
+
+def _cmd_crux(args: argparse.Namespace) -> int:
+    from core.cli import open_store, print_json
+    from core.crux import crux_report
+
+    res = crux_report(
+        open_store(args),
+        args.dataset,
+        _split(args.retrievers),
+        args.k,
+        judge=args.judge,
+        chunk_size=args.chunk_size,
+        overlap=args.overlap,
+        n_resamples=args.resamples,
+    )
+    if args.json:
+        out = res.to_dict()
+        if args.no_instances:
+            out.pop("per_context")
+        print_json(out)
+        return 0
+    print(f"CRUX coverage of dataset '{args.dataset}' (answerability: {res.answerability_source})")
+    print(f"{'retriever':12} {'k':>3} {'n':>5} {'Cov':>6} {'a-nDCG':>7} {'Den':>6} {'tokens':>7}")
+    for r in res.aggregate.to_dict("records"):
+        print(
+            f"{r['retriever']:12} {r['k']:>3} {r['n']:>5} {_fmt(r['coverage'], 3):>6} "
+            f"{_fmt(r['alpha_ndcg'], 3):>7} {_fmt(r['density'], 3):>6} {_fmt(r['tokens'], 0):>7}"
+        )
+    return 0
+
+
+def register(groups: Groups) -> None:
+    """Add ``report fanin`` and ``report crux``."""
+    from core.cli import add_db
+
+    fan = groups.report.add_parser(
+        "fanin", help="fan-in degradation: AC / ER / EP per fan-in (AuthTrace, SPEC §9)"
+    )
+    fan.add_argument("--runs", required=True, help="run ids (or dataset names), comma-separated")
+    fan.add_argument(
+        "--score-field",
+        default="f1_relaxed",
+        choices=("f1_relaxed", "f1_strict", "em_strict", "em_relaxed", "soft_correct"),
+        help="answer score giving AC = 100 x score (default f1_relaxed)",
+    )
+    fan.add_argument(
+        "--points",
+        default="fan_in",
+        choices=("fan_in", "bucket"),
+        help="Pearson points per (system, exact fan-in) or per (system, bucket)",
+    )
+    fan.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (5000)")
+    fan.add_argument("--no-instances", action="store_true", help="leave per-instance rows out")
+    fan.add_argument("--json", action="store_true", help="print JSON")
+    add_db(fan)
+    fan.set_defaults(handler=_cmd_fanin)
+
+    crux = groups.report.add_parser(
+        "crux", help="retrieval-context coverage: Cov, alpha-nDCG, density (CRUX, SPEC §9)"
+    )
+    crux.add_argument("--dataset", required=True, help="dataset name")
+    crux.add_argument(
+        "--retrievers", default="lexical", help="retrievers, comma-separated (default lexical)"
+    )
+    crux.add_argument("--k", type=_ks, default=[3], help="context sizes, e.g. 3,5 (default 3)")
+    crux.add_argument("--judge", default=None, help="use this judge's stored ratings")
+    crux.add_argument("--chunk-size", type=int, default=220, help="chunk window (220)")
+    crux.add_argument("--overlap", type=int, default=40, help="chunk overlap (40)")
+    crux.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (5000)")
+    crux.add_argument("--no-instances", action="store_true", help="leave per-context rows out")
+    crux.add_argument("--json", action="store_true", help="print JSON")
+    add_db(crux)
+    crux.set_defaults(handler=_cmd_crux)

@@ -1,0 +1,279 @@
+"""``run`` (the four-condition protocol against a backend) and ``report retrieval`` (issue 4).
+
+``python -m core run --db PATH --dataset NAME --backend embedded|ollama|openai [--model M]
+[--host URL ...] [--base-url URL] --conditions no_evidence,full_context,retrieved,oracle
+[--retriever lexical --top-k 3] [--concurrency N] [--num-ctx 32768] [--seed 0] --name RUN
+[--json]`` shows a progress bar on stderr (done/total, rate, ETA) and ends with a summary line,
+or with ``--json`` one JSON object (:class:`core.engine.RunSummary`). Rerunning the same
+command continues the run: stored calls are skipped, cached responses reused.
+
+``python -m core report retrieval --db PATH --dataset NAME --retrievers lexical,dense,hybrid,
+iterative,oracle --k 3,5,8,16 [--json]`` prints the retrieval-only audit
+(:func:`core.conditions.retrieval_audit`): mean recall, full-chain coverage, evidence F1,
+distractor rate and passages per context per retriever and k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from core.commands import Groups
+
+__all__ = ["ProgressBar", "register", "retrieval_report", "run_options"]
+
+_BACKENDS = ("embedded", "ollama", "openai")  # core.backends.BACKENDS, without importing it
+
+
+def run_options(kind: str, seed: int = 0, num_ctx: int | None = None) -> dict[str, Any]:
+    """The generation options a ``run`` passes to :func:`core.backends.make_backend`.
+
+    Deterministic decoding (temperature 0, fixed seed) for the server backends; Ollama gets
+    ``num_ctx`` (default 32768, fixed for the whole run: changing it reloads the model); an
+    OpenAI-compatible server gets it as ``context_length`` only when given (it reports its
+    own otherwise). The embedded reader takes no generation options.
+    """
+    if kind == "ollama":
+        return {"temperature": 0, "seed": seed, "num_ctx": num_ctx or 32768}
+    if kind == "openai":
+        opts: dict[str, Any] = {"temperature": 0, "seed": seed}
+        if num_ctx:
+            opts["context_length"] = num_ctx
+        return opts
+    return {}
+
+
+def _fmt_s(seconds: float) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "--"
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+class ProgressBar:
+    """A one-line progress bar for :class:`core.engine.Progress` updates.
+
+    On a terminal it redraws in place (at most ten times a second); otherwise it prints a line
+    at every tenth of the work, so logs stay short.
+    """
+
+    def __init__(self, stream: TextIO | None = None, width: int = 30):
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last = -math.inf
+        self._decile = -1
+
+    def line(self, p: Any) -> str:
+        """The bar's text for one progress update."""
+        frac = p.done / p.total if p.total else 1.0
+        filled = int(round(frac * self.width))
+        bar = "#" * filled + "." * (self.width - filled)
+        return (
+            f"[{bar}] {p.done}/{p.total} {p.rate:.1f} calls/s ETA {_fmt_s(p.eta_s)} "
+            f"errors {p.errors}"
+        )
+
+    def __call__(self, p: Any) -> None:
+        """Show one progress update."""
+        now = time.monotonic()
+        final = p.done >= p.total
+        if self.tty:
+            if final or now - self._last >= 0.1:
+                self.stream.write("\r" + self.line(p) + ("\n" if final else ""))
+                self.stream.flush()
+                self._last = now
+            return
+        decile = int(10 * p.done / p.total) if p.total else 10
+        if decile != self._decile or final:
+            self._decile = decile
+            self.stream.write(self.line(p) + "\n")
+            self.stream.flush()
+
+
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in str(text).split(",") if t.strip()]
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import threading
+
+    from core.backends import make_backend
+    from core.cli import open_store, print_json
+    from core.engine import run_conditions
+
+    store = open_store(args)
+    options = run_options(args.backend, args.seed, args.num_ctx)
+    backend = make_backend(
+        args.backend, args.model, hosts=args.host, base_url=args.base_url, options=options
+    )
+    cancel = threading.Event()
+    bar = ProgressBar(sys.stderr)
+    try:
+        summary = run_conditions(
+            store,
+            args.dataset,
+            backend,
+            _split(args.conditions),
+            name=args.name,
+            retriever=args.retriever,
+            top_k=args.top_k,
+            chunk_size=args.chunk_size,
+            overlap=args.overlap,
+            concurrency=args.concurrency,
+            progress=bar,
+            cancel=cancel,
+            options=options,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted: completed calls are stored; rerun the same command to continue "
+            f"run '{args.name}'",
+            file=sys.stderr,
+        )
+        return 130
+    if args.json:
+        print_json(summary.to_dict())
+    else:
+        s = summary
+        print(
+            f"run '{s.run}' {s.status}: {s.planned} planned, {s.executed} executed, "
+            f"{s.cached} cached, {s.skipped_existing} already stored, {s.errors} errors, "
+            f"{s.parse_errors} parse errors in {s.seconds:.1f} s (model {s.model_seconds:.1f} s)"
+        )
+    return 0
+
+
+def retrieval_report(
+    store: Any,
+    dataset: str,
+    retrievers: Sequence[str],
+    ks: Sequence[int],
+    chunk_size: int = 220,
+    overlap: int = 40,
+) -> list[dict[str, Any]]:
+    """One object per (retriever, k): the retrieval-only audit means of a stored dataset."""
+    from core.conditions import retrieval_audit
+
+    if dataset not in store.dataset_names():
+        raise ValueError(f"no dataset named '{dataset}' in {store.path}")
+    audit = retrieval_audit(
+        store.load_instances(dataset), retrievers, ks, chunk_size=chunk_size, overlap=overlap
+    )
+    rows = []
+    for row in audit.aggregate.to_dict("records"):
+        row = {"dataset": dataset, "chunk_size": chunk_size, "overlap": overlap, **row}
+        rows.append(
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        )
+    return rows
+
+
+def _cmd_report_retrieval(args: argparse.Namespace) -> int:
+    from core.cli import open_store, print_json
+
+    try:
+        ks = [int(k) for k in _split(args.k)]
+    except ValueError:
+        raise ValueError(f"--k must be integers separated by commas, got {args.k!r}") from None
+    rows = retrieval_report(
+        open_store(args), args.dataset, _split(args.retrievers), ks, args.chunk_size,
+        args.overlap,
+    )  # fmt: skip
+    if args.json:
+        print_json(rows)
+        return 0
+    print(
+        f"{'retriever':10} {'k':>3} {'recall':>7} {'chain':>7} {'ev.F1':>7} {'distr.':>7} "
+        f"{'passages':>8} {'n':>5}"
+    )
+    for r in rows:
+        cells = [
+            f"{r[m]:.3f}" if r[m] is not None else "--"
+            for m in ("recall", "full_chain_coverage", "evidence_f1", "distractor_rate")
+        ]
+        print(
+            f"{r['retriever']:10} {r['k']:>3} {cells[0]:>7} {cells[1]:>7} {cells[2]:>7} "
+            f"{cells[3]:>7} {r['passages_per_context']:>8.2f} {r['n_instances']:>5}"
+        )
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def register(groups: Groups) -> None:
+    """Add ``run`` and ``report retrieval`` to the CLI."""
+    from core.cli import add_db
+
+    run = groups.top.add_parser(
+        "run", help="run the four conditions on a dataset against a model backend"
+    )
+    run.add_argument("--dataset", required=True, help="stored dataset name")
+    run.add_argument(
+        "--backend",
+        required=True,
+        choices=_BACKENDS,
+        help="embedded (baseline reader, no server), ollama, or openai (compatible endpoint)",
+    )
+    run.add_argument("--model", help="model name (default: the backend's default)")
+    run.add_argument(
+        "--host",
+        action="append",
+        help="Ollama host URL; repeat to spread calls over several (default $OLLAMA_HOST)",
+    )
+    run.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument(
+        "--conditions",
+        default="no_evidence,full_context,retrieved,oracle",
+        help="comma-separated conditions (default: all four)",
+    )
+    run.add_argument("--retriever", default="lexical", help="retriever family (default lexical)")
+    run.add_argument("--top-k", type=_positive, default=3, help="retrieved chunks (default 3)")
+    run.add_argument("--chunk-size", type=_positive, default=220, help="chunk tokens (220)")
+    run.add_argument("--overlap", type=int, default=40, help="chunk overlap tokens (40)")
+    run.add_argument(
+        "--concurrency", type=_positive, default=1, help="parallel model calls (default 1)"
+    )
+    run.add_argument(
+        "--num-ctx",
+        type=_positive,
+        default=None,
+        help="context window in tokens, fixed per run (Ollama default 32768)",
+    )
+    run.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    run.add_argument("--name", required=True, help="run name; rerun it to continue the run")
+    run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    add_db(run)
+    run.set_defaults(handler=_cmd_run)
+
+    rep = groups.report.add_parser(
+        "retrieval", help="retrieval-only audit per retriever family and k (SPEC §4)"
+    )
+    rep.add_argument("--dataset", required=True, help="stored dataset name")
+    rep.add_argument(
+        "--retrievers",
+        default="lexical,dense,hybrid,iterative,oracle",
+        help="comma-separated retriever families",
+    )
+    rep.add_argument("--k", default="3,5,8,16", help="comma-separated budgets (default 3,5,8,16)")
+    rep.add_argument("--chunk-size", type=_positive, default=220, help="chunk tokens (220)")
+    rep.add_argument("--overlap", type=int, default=40, help="chunk overlap tokens (40)")
+    rep.add_argument("--json", action="store_true", help="print JSON")
+    add_db(rep)
+    rep.set_defaults(handler=_cmd_report_retrieval)

@@ -1,0 +1,212 @@
+"""Results import, re-scoring and the ONCU reports (SPEC §6, issue 3).
+
+``import results`` brings existing per-sample outputs in as runs; ``score`` recomputes the
+``scores`` table from predictions; ``report oncu | failures | paired`` print what the Conditions
+& ONCU page shows, as JSON with ``--json`` (numbers are the page's: same functions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from core.commands import Groups
+
+__all__ = ["failures_report", "oncu_report", "paired_report", "register"]
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe value: NaN -> None, numpy scalars -> Python, containers recursively."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def oncu_report(store: Any, run: str | None = None, score_field: str = "f1_relaxed") -> list[dict]:
+    """One object per (run, contextual condition): the ONCU headline and its audit.
+
+    Args:
+        store: a :class:`core.store.Store`.
+        run: a run id or a dataset name (its runs); None for every run.
+        score_field: ``f1_relaxed`` (default), ``f1_strict``, ``em_strict`` or ``em_relaxed``.
+    """
+    from core.oncu import SCORE_FIELDS, oncu_summary
+
+    if score_field not in SCORE_FIELDS:
+        raise ValueError(
+            f"unknown score field '{score_field}' (allowed: {', '.join(SCORE_FIELDS)})"
+        )
+    frame = store.analysis_frame(store.resolve_runs(run))
+    summary = oncu_summary(frame, score_field=score_field)
+    keep = (
+        "run", "model", "dataset", "condition", "score_field", "valid_groups", "total_groups",
+        "oncu_clipped", "oncu_raw_mean", "oncu_weighted", "oncu_ci_low", "oncu_ci_high",
+        "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none", "s_oracle", "s_c",
+        "sample_means",
+    )  # fmt: skip
+    return [_clean({k: row[k] for k in keep}) for row in summary.to_dict("records")]
+
+
+def failures_report(store: Any, run: str) -> list[dict]:
+    """Failure-label percentages per (run, condition) (seed 000 App. A.5; strict EM = correct)."""
+    from core.oncu import failure_breakdown
+
+    frame = store.analysis_frame(store.resolve_runs(run))
+    return [_clean(r) for r in failure_breakdown(frame).to_dict("records")]
+
+
+def paired_report(
+    store: Any, run: str, a: str, b: str, score_field: str = "f1_relaxed"
+) -> list[dict]:
+    """Paired contrast ``a - b`` per run, aligned by instance (SPEC §6.6)."""
+    from core.oncu import condition_contrast
+
+    frame = store.analysis_frame(store.resolve_runs(run))
+    present = set(frame["condition"])
+    for cond in (a, b):
+        if cond not in present:
+            raise ValueError(
+                f"condition '{cond}' has no predictions in run(s) '{run}' "
+                f"(present: {', '.join(sorted(present))})"
+            )
+    out = condition_contrast(frame, a, b, score_field=score_field)
+    return [_clean(r) for r in out.to_dict("records")]
+
+
+# ---------------------------------------------------------------------------- handlers
+def _cmd_import_results(args: argparse.Namespace) -> int:
+    from core.cli import open_store
+    from core.results import import_results
+
+    res = import_results(
+        open_store(args), args.file, name=args.name, fmt=args.format, dataset=args.dataset,
+        replace=args.replace,
+    )  # fmt: skip
+    print(f"{args.file}: {res.summary()}")
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    from core.cli import open_store
+    from core.results import score_runs
+
+    store = open_store(args)
+    runs = store.resolve_runs(args.run)
+    n = score_runs(store, runs)
+    print(f"re-scored {n} predictions of {len(runs)} run(s): {', '.join(runs)}")
+    return 0
+
+
+def _print_table(rows: list[dict], columns: list[str]) -> None:
+    widths = {c: max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
+    for r in rows:
+        print("  ".join(_fmt(r.get(c)).ljust(widths[c]) for c in columns))
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items()) or "-"
+    return "-" if v is None else str(v)
+
+
+def _cmd_report_oncu(args: argparse.Namespace) -> int:
+    from core.cli import open_store, print_json
+
+    rows = oncu_report(open_store(args), args.run, args.score_field)
+    if args.json:
+        print_json(rows)
+    else:
+        for r in rows:
+            r["groups"] = f"{r['valid_groups']}/{r['total_groups']}"
+            r["ci"] = f"[{_fmt(r['oncu_ci_low'])}, {_fmt(r['oncu_ci_high'])}]"
+        _print_table(
+            rows,
+            ["run", "condition", "groups", "oncu_clipped", "ci", "oncu_raw_mean",
+             "oncu_weighted", "n_above_oracle", "n_below_baseline", "invalid_reasons"],
+        )  # fmt: skip
+    return 0
+
+
+def _cmd_report_failures(args: argparse.Namespace) -> int:
+    from core.cli import open_store, print_json
+    from core.scoring import FAILURE_LABELS
+
+    rows = failures_report(open_store(args), args.run)
+    if args.json:
+        print_json(rows)
+    else:
+        _print_table(rows, ["run", "condition", "n", *FAILURE_LABELS])
+    return 0
+
+
+def _cmd_report_paired(args: argparse.Namespace) -> int:
+    from core.cli import open_store, print_json
+
+    rows = paired_report(open_store(args), args.run, args.a, args.b, args.score_field)
+    if args.json:
+        print_json(rows[0] if len(rows) == 1 else rows)
+    else:
+        _print_table(rows, ["run", "contrast", "n", "mean", "ci_low", "ci_high", "effect", "p"])
+    return 0
+
+
+# ---------------------------------------------------------------------------- parser
+def register(groups: Groups) -> None:
+    """Add ``import results``, ``score`` and ``report oncu | failures | paired``."""
+    from core.cli import add_db
+    from core.oncu import SCORE_FIELDS
+    from core.results import RESULT_FORMATS
+
+    imp = groups.import_.add_parser(
+        "results", help="import per-sample outputs as runs, re-scored (no model needed)"
+    )
+    imp.add_argument("--format", required=True, choices=RESULT_FORMATS, help="file format")
+    imp.add_argument("file", type=Path, help="e.g. *.per_sample_metrics.csv of the ONCU release")
+    imp.add_argument("--name", required=True, help="run id (and dataset name when created)")
+    imp.add_argument("--dataset", help="attach to this stored dataset instead of creating one")
+    imp.add_argument("--replace", action="store_true", help="replace runs of the same name")
+    add_db(imp)
+    imp.set_defaults(handler=_cmd_import_results)
+
+    sc = groups.top.add_parser("score", help="recompute the scores table from predictions")
+    sc.add_argument("--run", help="run id or dataset name (default: every run)")
+    add_db(sc)
+    sc.set_defaults(handler=_cmd_score)
+
+    def _common(p: argparse.ArgumentParser, run_required: bool) -> None:
+        p.add_argument(
+            "--run", required=run_required, help="run id or dataset name (default: every run)"
+        )
+        p.add_argument(
+            "--score-field", default="f1_relaxed", choices=SCORE_FIELDS,
+            help="answer score (default f1_relaxed)",
+        )  # fmt: skip
+        p.add_argument("--json", action="store_true", help="print JSON")
+        add_db(p)
+
+    on = groups.report.add_parser("oncu", help="ONCU per run and condition (SPEC §6.5)")
+    _common(on, run_required=False)
+    on.set_defaults(handler=_cmd_report_oncu)
+
+    fa = groups.report.add_parser("failures", help="failure-label percentages per condition")
+    fa.add_argument("--run", required=True, help="run id or dataset name")
+    fa.add_argument("--json", action="store_true", help="print JSON")
+    add_db(fa)
+    fa.set_defaults(handler=_cmd_report_failures)
+
+    pa = groups.report.add_parser("paired", help="paired contrast of two conditions (§6.6)")
+    _common(pa, run_required=True)
+    pa.add_argument("--a", default="retrieved", help="condition a (default retrieved)")
+    pa.add_argument("--b", default="full_context", help="condition b (default full_context)")
+    pa.set_defaults(handler=_cmd_report_paired)

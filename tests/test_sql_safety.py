@@ -1,0 +1,63 @@
+"""No user string reaches SQL unparameterized (SPEC §2): a static check of the code.
+
+SQL lives in ``core/store.py``; every other module must not execute SQL at all. In the store,
+an f-string or ``%``/``.format`` SQL text may only interpolate identifiers the code owns (table
+and column names from module constants, ``?`` placeholder lists), never a function argument.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from conftest import ROOT
+
+_SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER)\b", re.I)
+#: Names an f-string SQL in the store may interpolate: identifiers and placeholder lists the
+#: code builds itself.
+#: Adding a name here means: reviewed, its value is built by the code (never user text).
+_ALLOWED = {"cols", "verb", "table", "view", "placeholders", "_RUN_COLUMNS", "columns", "c",
+            "col", "name", "k", "order", "sets", "only"}  # fmt: skip
+
+
+def _sources():
+    for base in ("core", "pages"):
+        for path in sorted((ROOT / base).rglob("*.py")):
+            yield path, path.read_text()
+    app = ROOT / "app.py"
+    if app.exists():
+        yield app, app.read_text()
+
+
+def test_only_the_store_executes_sql():
+    offenders = []
+    for path, text in _sources():
+        if path.name == "store.py":
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("execute", "executemany", "sql", "query")
+                and node.args
+                and isinstance(node.args[0], ast.Constant | ast.JoinedStr)
+                and _SQL.search(ast.unparse(node.args[0]))
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, f"SQL outside core/store.py: {offenders}"
+
+
+def test_store_fstring_sql_interpolates_only_owned_identifiers():
+    text = (ROOT / "core" / "store.py").read_text()
+    bad = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.JoinedStr):
+            literal = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            if not _SQL.search(literal):
+                continue
+            for v in node.values:
+                if isinstance(v, ast.FormattedValue):
+                    names = {n.id for n in ast.walk(v.value) if isinstance(n, ast.Name)}
+                    if names - _ALLOWED - {"len", "join", "str"}:
+                        bad.append(f"store.py:{node.lineno}: {ast.unparse(v.value)}")
+    assert not bad, f"f-string SQL with non-identifier values: {bad}"
