@@ -19,7 +19,8 @@ numerator and denominator:
 - ``ER = |pack ∩ gold| / |gold|``;
 - ``EP = |pack ∩ gold| / |pack|``, 0 for an empty pack (as citation precision, SPEC §6.3);
 - ``AC = 100 x score`` with score = relaxed token F1 by default (any answer score of
-  :mod:`core.scoring`), so 0-100; unscored predictions (a backend error) are NaN and skipped.
+  :mod:`core.scoring`), so 0-100; a failed call is scored 0 like a parse error; rows with a
+  NaN score (none from the engine) are skipped.
 
 Aggregates (every one derived from the per-instance rows, which are returned too):
 

@@ -9,8 +9,9 @@ Conventions:
 * Answer scores take the max over the gold answer and its aliases, each score separately.
 * A parse error is scored: every answer score is 0 and the prediction stays in every
   denominator (seed 000 §8.1). Its citations are treated as empty.
-* A failed call (non-empty ``error`` column in :func:`score_frame`) is unscored: every score is
-  NaN, so aggregates skip it and can count it.
+* A failed call (non-empty ``error`` column in :func:`score_frame`: the backend never gave a
+  reply) is scored like a parse error (SPEC §5.3: the error is recorded on that prediction),
+  so a recomputation gives what the engine stored and the conditions stay matched.
 * Evidence scores are NaN when the instance has no gold evidence ids: precision, recall, F1 and
   grounding of citations against an empty gold set measure nothing (BABILong-style instances).
 """
@@ -433,7 +434,7 @@ def score_frame(
     Required columns: ``answer`` (str or None), ``gold_answer``, ``answer_aliases`` (list or
     None), ``answer_type``, ``reasoning_type``, ``cited_ids`` (list), ``gold_ids`` (list),
     ``parse_error`` (str or None/empty), ``condition``. Optional: ``confidence``, ``error``
-    (non-empty -> the row is unscored, all NaN), ``cited_titles`` (title of each cited id, aligned
+    (non-empty -> scored as a parse error), ``cited_titles`` (title of each cited id, aligned
     with ``cited_ids``) and ``gold_titles`` (list) for title grounding (NaN without them).
 
     Args:
@@ -444,7 +445,7 @@ def score_frame(
 
     Returns:
         A frame aligned to ``df.index`` with ``SCORE_COLUMNS``. ``failure_label`` is None for
-        ``no_evidence`` (and for unscored rows).
+        ``no_evidence``.
     """
     if correct_field not in ANSWER_SCORES:
         raise ValueError(f"correct_field '{correct_field}' is not one of {ANSWER_SCORES}")
@@ -484,9 +485,7 @@ def score_frame(
     )
     for i, row in enumerate(rows):
         ans, gold, aliases, at, rtype, cited, gids, perr, err, cond, conf, ctit, gtit = row
-        if _flag(err):
-            continue
-        is_parse = _flag(perr)
+        is_parse = _flag(perr) or _flag(err)
         golds = tuple(g for g in (gold, *_as_list(aliases)) if isinstance(g, str)) or ("",)
         if is_parse:
             answer = dict.fromkeys(ANSWER_SCORES, 0.0)

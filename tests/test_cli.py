@@ -135,3 +135,19 @@ def test_bad_file_leaves_store_unchanged(tmp_path):
     (line,) = res.stderr.strip().splitlines()
     assert "data.jsonl" in line and "record 3" in line and "question" in line
     assert json.loads(run_cli("datasets", "--db", db, "--json").stdout) == before
+
+
+def test_output_piped_into_a_closed_reader_stops_quietly(tmp_path):
+    db = tmp_path / "s.duckdb"
+    for seed in (1, 2, 3):  # about 110 KB of JSON, more than a pipe holds
+        assert run_cli("generate", "controlled", "--preset", "controlled-200", "--seed",
+                       str(seed), "--name", f"c{seed}", "--db", str(db)).returncode == 0  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", "datasets", "--db", str(db), "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdout.read(1)
+    proc.stdout.close()  # like `| head -c 1`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err
