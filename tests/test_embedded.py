@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_retrieval import hotpot
 
@@ -224,6 +224,7 @@ _SENTENCE = st.lists(_WORDS, max_size=10).map(" ".join)
 
 @settings(max_examples=200, deadline=None)
 @given(_SENTENCE, st.lists(st.tuples(_SENTENCE, _SENTENCE), max_size=4), st.booleans())
+@example("0", [("0", ": :")], False)  # every sentence without a token: BM25 avgdl was 0
 def test_reader_never_fails_on_odd_text(question, texts, probe):
     passages = tuple(
         Passage(f"p{i + 1:04d}", i, title, text, "d") for i, (title, text) in enumerate(texts)

@@ -269,7 +269,8 @@ class _Index:
         self.sents = _Sents(self._pids, [sent for _, sent, _ in raw], toks, self._titles)
         self.sets = [set(t) for t in toks]
         self.n = len(raw)
-        self.avgdl = (sum(map(len, toks)) / self.n) if self.n else 1.0
+        # 1.0 when no sentence has a token (text of punctuation only): BM25 needs avgdl > 0
+        self.avgdl = ((sum(map(len, toks)) / self.n) if self.n else 0.0) or 1.0
         self._by_pid: dict[str, list[int]] = {}
         for i, pid in enumerate(self._pids):
             self._by_pid.setdefault(pid, []).append(i)
