@@ -1,11 +1,13 @@
 """``run`` (the four-condition protocol against a backend) and ``report retrieval`` (issue 4).
 
-``python -m core run --db PATH --dataset NAME --backend embedded|ollama|openai [--model M]
+``python -m core run --db PATH --dataset NAME [--backend auto|embedded|ollama|openai] [--model M]
 [--host URL ...] [--base-url URL] --conditions no_evidence,full_context,retrieved,oracle
 [--retriever lexical --top-k 3] [--concurrency N] [--num-ctx 32768] [--seed 0] --name RUN
 [--json]`` shows a progress bar on stderr (done/total, rate, ETA) and ends with a summary line,
 or with ``--json`` one JSON object (:class:`core.engine.RunSummary`). Rerunning the same
-command continues the run: stored calls are skipped, cached responses reused.
+command continues the run: stored calls are skipped, cached responses reused. The default
+backend ``auto`` is ``ollama`` when an Ollama server answers and the ``embedded`` baseline
+reader otherwise (:func:`choose_backend`).
 
 ``python -m core report retrieval --db PATH --dataset NAME --retrievers lexical,dense,hybrid,
 iterative,oracle --k 3,5,8,16 [--json]`` prints the retrieval-only audit
@@ -24,7 +26,7 @@ from typing import Any, TextIO
 
 from core.commands import Groups
 
-__all__ = ["ProgressBar", "register", "retrieval_report", "run_options"]
+__all__ = ["ProgressBar", "choose_backend", "register", "retrieval_report", "run_options"]
 
 _BACKENDS = ("embedded", "ollama", "openai")  # core.backends.BACKENDS, without importing it
 
@@ -99,6 +101,46 @@ class ProgressBar:
             self.stream.flush()
 
 
+def choose_backend(
+    kind: str, model: str | None, hosts: Sequence[str] | None, out: TextIO = sys.stderr
+) -> str:
+    """Resolve ``auto``: ``ollama`` when a server answers at ``hosts``, else ``embedded``.
+
+    Without a server, ``auto`` with a ``model`` is an error (a model name means the user wants
+    that model, not the baseline); without a model it says, on ``out``, that the baseline runs.
+
+    Raises:
+        ValueError: ``auto`` with a model and no reachable server, or a server and no model.
+    """
+    if kind != "auto":
+        return kind
+    from core.backends import server_status
+
+    status = server_status(hosts, timeout_s=1.0)
+    up = [row for row in status if row["reachable"]]
+    if up:
+        if not model:
+            pulled = sorted({m for row in up for m in row["models"]})
+            raise ValueError(
+                f"an Ollama server answers at {up[0]['host']}: choose a model with --model "
+                f"(pulled: {', '.join(pulled) or 'none; run `ollama pull NAME`'}), or pass "
+                "--backend embedded for the baseline reader"
+            )
+        return "ollama"
+    where = ", ".join(row["host"] for row in status)
+    if model:
+        raise ValueError(
+            f"no Ollama server answers at {where}: start it with `ollama serve` (and `ollama "
+            f"pull {model}`), set OLLAMA_HOST / --host, or pass --backend embedded"
+        )
+    print(
+        f"no Ollama server answers at {where}: running the embedded baseline reader "
+        "(an extractive baseline, not a language model)",
+        file=out,
+    )
+    return "embedded"
+
+
 def _split(text: str) -> list[str]:
     return [t.strip() for t in str(text).split(",") if t.strip()]
 
@@ -111,6 +153,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from core.engine import run_conditions
 
     store = open_store(args)
+    args.backend = choose_backend(args.backend, args.model, args.host)
     options = run_options(args.backend, args.seed, args.num_ctx)
     backend = make_backend(
         args.backend, args.model, hosts=args.host, base_url=args.base_url, options=options
@@ -227,9 +270,10 @@ def register(groups: Groups) -> None:
     run.add_argument("--dataset", required=True, help="stored dataset name")
     run.add_argument(
         "--backend",
-        required=True,
-        choices=_BACKENDS,
-        help="embedded (baseline reader, no server), ollama, or openai (compatible endpoint)",
+        default="auto",
+        choices=("auto", *_BACKENDS),
+        help="auto (default: ollama when a server answers, else embedded), embedded (baseline "
+        "reader, no server), ollama, or openai (compatible endpoint)",
     )
     run.add_argument("--model", help="model name (default: the backend's default)")
     run.add_argument(
