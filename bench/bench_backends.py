@@ -15,6 +15,11 @@ with the embedded reader, so the stub's own work is the same for every backend):
 Prompts: the retrieved-condition prompts (lexical top-3) of the controlled-200 preset, seed 42,
 cycled to ``N`` calls.
 
+``results(repeats)`` returns the figures for ``bench/run_all.py``: the reader's ms/call and each
+backend's overhead in ms/call (informational: SPEC §12 bounds the engine's overhead, measured by
+``bench_engine.py``) and the speed-up (bound >= 6); a run's speed-up is time(1) / time(8) of
+that run, the figure their median.
+
 Usage: ``python bench/bench_backends.py [--calls 200] [--latency 0.05] [--runs 5]``
 (exit status 1 when the 8-thread speed-up is below 6).
 """
@@ -33,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from model_stub import ModelStub  # noqa: E402
 
@@ -40,8 +46,10 @@ from core.backends import EmbeddedReader, RetryPolicy, make_backend  # noqa: E40
 from core.datasets.controlled import build_controlled  # noqa: E402
 from core.prompts import build_messages  # noqa: E402
 from core.retrieval import retrieve  # noqa: E402
+from run_all import figure, print_figures  # noqa: E402
 
 TARGET_SPEEDUP = 6.0
+SCRIPT = Path(__file__).name
 
 
 def _prompts(n: int) -> list:
@@ -63,12 +71,15 @@ def _fmt(xs: list[float], scale: float = 1.0, unit: str = "s") -> str:
     return ", ".join(f"{x * scale:.3f}{unit}" for x in xs)
 
 
-def overhead(prompts: list, runs: int) -> None:
-    """Per-call client overhead of each server backend (ms)."""
+def overhead(prompts: list, runs: int) -> list[dict]:
+    """Per-call client overhead of each server backend (ms): the reader's and each backend's."""
+    n = len(prompts)
     reader = EmbeddedReader()
     base = _timed(lambda: [reader.generate(p) for p in prompts], runs)
-    ref = statistics.median(base) / len(prompts)
+    ref = statistics.median(base) / n
     print(f"embedded reader alone: median {ref * 1e3:.3f} ms/call (runs {_fmt(base)})")
+    figs = [figure(f"embedded reader alone, {n} retrieved prompts", [t / n * 1e3 for t in base],
+                   "ms/call", SCRIPT)]  # fmt: skip
     with ModelStub() as stub:
         for kind, kw in (("ollama", {"hosts": [stub.url]}), ("openai", {"base_url": stub.url})):
             backend = make_backend(kind, "stub-model", options={"retries": 1}, **kw)
@@ -79,10 +90,14 @@ def overhead(prompts: list, runs: int) -> None:
                 f"{kind:>6} backend via stub: median {per * 1e3:.3f} ms/call, overhead "
                 f"{(per - ref) * 1e3:.3f} ms/call over the reader (runs {_fmt(times)})"
             )
+            extra = [(t / n - ref) * 1e3 for t in times]
+            name = f"{kind} backend client overhead over the reader, stub server"
+            figs.append(figure(name, extra, "ms/call", SCRIPT))
+    return figs
 
 
-def concurrency(prompts: list, latency_s: float, runs: int) -> float:
-    """Speed-up of 8 worker threads over 1 at a fixed model latency."""
+def concurrency(prompts: list, latency_s: float, runs: int) -> dict:
+    """Speed-up of 8 worker threads over 1 at a fixed model latency (bound >= 6)."""
     cmd = [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", str(latency_s)]
     with subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -104,12 +119,23 @@ def concurrency(prompts: list, latency_s: float, runs: int) -> float:
             server.stdin.close()  # the stub stops when its stdin closes
             server.wait(timeout=10)
     t1, t8 = statistics.median(seq), statistics.median(par)
+    ratios = [a / b for a, b in zip(seq, par, strict=True)]
     print(
         f"{len(prompts)} calls at {latency_s * 1e3:.0f} ms latency: 1 thread median {t1:.2f}s "
         f"(runs {_fmt(seq)}), 8 threads median {t8:.2f}s (runs {_fmt(par)}); "
-        f"speed-up {t1 / t8:.2f}x (target >= {TARGET_SPEEDUP:.0f}x)"
+        f"speed-up {statistics.median(ratios):.2f}x (target >= {TARGET_SPEEDUP:.0f}x)"
     )
-    return t1 / t8
+    return figure(
+        f"ollama backend speed-up, 8 threads vs 1, {len(prompts)} calls at "
+        f"{latency_s * 1e3:.0f} ms stub latency", ratios, "x", SCRIPT, bound=TARGET_SPEEDUP,
+        better="higher",
+    )  # fmt: skip
+
+
+def results(repeats: int = 5, calls: int = 200, latency_s: float = 0.05) -> list[dict]:
+    """Client overhead per backend (informational) and the 8-thread speed-up (>= 6)."""
+    prompts = _prompts(calls)
+    return [*overhead(prompts, repeats), concurrency(prompts, latency_s, repeats)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,13 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.05, help="model latency, s (0.05)")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per number (5)")
     args = parser.parse_args(argv)
-    prompts = _prompts(args.calls)
-    overhead(prompts, args.runs)
-    speedup = concurrency(prompts, args.latency, args.runs)
-    if speedup < TARGET_SPEEDUP:
-        print(f"FAIL: speed-up {speedup:.2f}x is below {TARGET_SPEEDUP:.0f}x", file=sys.stderr)
-        return 1
-    return 0
+    return print_figures(results(args.runs, calls=args.calls, latency_s=args.latency))
 
 
 if __name__ == "__main__":

@@ -10,13 +10,15 @@ Three measurements on the controlled-200 preset (seed 42) with the embedded read
 3. report: :func:`core.cuer.intervention_report` (profile with bootstrap CIs, paired deltas
    with 5,000 resamples for 8 comparisons x 5 metrics, roles, synergy) on that run.
 
+SPEC §12 sets no bound on these; ``results(repeats)`` returns them as informational figures for
+``bench/run_all.py``.
+
 Usage: ``python bench/bench_cuer.py [--runs 5]``
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -24,21 +26,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from core.backends import EmbeddedReader  # noqa: E402
 from core.cuer import intervention_report, run_interventions  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
 from core.interventions import DUPLICATE_POSITIONS, plan_interventions  # noqa: E402
 from core.store import Store  # noqa: E402
+from run_all import figure, print_figures  # noqa: E402
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
-    args = ap.parse_args()
+def results(repeats: int = 5) -> list[dict]:
+    """Planning, intervention-run and report seconds and the run's calls/s (informational)."""
     dataset = build_controlled(preset="controlled-200", seed=42, name="c200")
-    plan_s, run_s, report_s, calls = [], [], [], 0
-    for _ in range(args.runs):
+    plan_s, run_s, report_s, calls, n = [], [], [], 0, 0
+    for _ in range(repeats):
         t = time.perf_counter()
         n = sum(
             len(plan_interventions(i, list(i.gold_ids[:1]), positions=DUPLICATE_POSITIONS))
@@ -57,13 +59,22 @@ def main() -> int:
             t = time.perf_counter()
             intervention_report(store, "b")
             report_s.append(time.perf_counter() - t)
-    med = statistics.median
-    print(f"planning: {n} intervention calls for 200 instances in {med(plan_s):.2f} s (median of "
-          f"{args.runs})")  # fmt: skip
-    print(f"run: {calls} calls (base + interventions, embedded reader, DuckDB) in "
-          f"{med(run_s):.2f} s = {calls / med(run_s):.0f} calls/s")  # fmt: skip
-    print(f"report: {med(report_s):.2f} s")
-    return 0
+    script = Path(__file__).name
+    return [
+        figure(f"CUE-R planning, {n} intervention calls for 200 instances", plan_s, "s", script),
+        figure(f"CUE-R run, {calls} calls (embedded reader, DuckDB)", run_s, "s", script),
+        figure("CUE-R run throughput", [calls / t for t in run_s], "calls/s", script,
+               better="higher"),  # fmt: skip
+        figure("CUE-R report (profile, paired deltas, roles, synergy)", report_s, "s", script),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the figures (informational: exit status 0 unless a script error)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args(argv)
+    return print_figures(results(args.runs))
 
 
 if __name__ == "__main__":

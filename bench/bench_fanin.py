@@ -8,7 +8,10 @@
 2. ``crux_evaluate`` on ``fanin-grid`` (144 instances, 4K/8K tokens): lexical and oracle
    retrievers x k in {1, 3, 5}, gold-derived answerability, 5,000-resample CIs.
 
-Median of 5 runs each, one core. Usage: ``python bench/bench_fanin.py``.
+Median of 5 runs each, one core. SPEC §12 sets no bound on these; ``results(repeats)`` returns
+them as informational figures for ``bench/run_all.py``.
+
+Usage: ``python bench/bench_fanin.py [--repeats 5]``.
 """
 
 from __future__ import annotations
@@ -18,19 +21,20 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one core, set before numpy loads its BLAS
 
-import statistics  # noqa: E402
+import argparse  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core.crux import crux_evaluate  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
 from core.fanin import fanin_analysis  # noqa: E402
+from run_all import figure, one_core, print_figures, timed  # noqa: E402
 
 N_RUNS = 5
 N_INSTANCES = 4500
@@ -59,26 +63,28 @@ def build_frame(seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _median(fn) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(N_RUNS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), times
-
-
-def main() -> int:
-    """Print the medians (seconds) of both measurements."""
+def results(repeats: int = N_RUNS) -> list[dict]:
+    """Seconds of ``fanin_analysis`` and ``crux_evaluate`` on one core (informational)."""
     frame = build_frame()
-    med, times = _median(lambda: fanin_analysis(frame))
-    print(f"fanin_analysis, {len(frame):,} predictions: median {med:.3f} s "
-          f"(runs: {', '.join(f'{t:.3f}' for t in times)})")  # fmt: skip
     grid = build_controlled("fanin-grid", seed=42).instances
-    med, times = _median(lambda: crux_evaluate(grid, ["lexical", "oracle"], [1, 3, 5]))
-    print(f"crux_evaluate, fanin-grid ({len(grid)} instances) x lexical/oracle x k 1,3,5: "
-          f"median {med:.3f} s (runs: {', '.join(f'{t:.3f}' for t in times)})")  # fmt: skip
-    return 0
+    with one_core():
+        fanin = timed(lambda: fanin_analysis(frame), repeats)
+        crux = timed(lambda: crux_evaluate(grid, ["lexical", "oracle"], [1, 3, 5]), repeats)
+    script = Path(__file__).name
+    return [
+        figure(f"fanin_analysis with CIs, {len(frame):,} predictions, one core", fanin, "s",
+               script),  # fmt: skip
+        figure(f"crux_evaluate, fanin-grid ({len(grid)} instances) x lexical/oracle x k 1,3,5, "
+               "one core", crux, "s", script),  # fmt: skip
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the figures (informational: exit status 0 unless a script error)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=N_RUNS, help="timed runs (5)")
+    args = ap.parse_args(argv)
+    return print_figures(results(args.repeats))
 
 
 if __name__ == "__main__":
