@@ -1,56 +1,73 @@
 """Benchmark: DOLCE EM on 1,000 problems x 50 observations over the full candidate grid.
 
-SPEC §12 (< 10 s on one core). Synthetic outcomes are drawn from the COW / PIG models
-themselves (``tests/test_dolce_em.py`` has the simulator); the timed part is
+SPEC §12: < 10 s on one core, for each scenario. Synthetic outcomes are drawn from the COW /
+PIG models themselves (``tests/test_dolce_em.py`` has the simulator); the timed part is
 :func:`core.dolce.fit_cow` / :func:`core.dolce.fit_pig` (Algorithm 1, 10 steps; Algorithm 2,
-5 steps). Prints the median of ``--repeats`` runs (default 5) per scenario.
+5 steps), with the process pinned to one core. ``results(repeats)`` returns the median of
+``repeats`` runs per scenario as figures for ``bench/run_all.py``; every run is timed, the
+first one included.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/bench_dolce.py [--problems 1000] [--obs 50]``
+Usage: ``python bench/bench_dolce.py [--repeats 5] [--problems 1000] [--obs 50] [--seed 7]``
+(exit status 1 when a bound is missed).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
-import sys
-import time
-from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # one core, set before numpy loads its BLAS
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from run_all import figure, one_core, print_figures, timed  # noqa: E402
 from test_dolce_em import simulate  # noqa: E402
 
 from core.dolce import fit_cow, fit_pig  # noqa: E402
 
+BOUND_S = 10.0
 
-def main() -> int:
-    """Time both EM variants and print the medians."""
+
+def results(repeats: int = 5, *, problems: int = 1000, obs: int = 50, seed: int = 7) -> list[dict]:
+    """Seconds of COW and PIG EM fits on ``problems`` x ``obs`` simulated observations.
+
+    Args:
+        repeats: timed fits per scenario (the figure is their median).
+        problems: simulated problems (L uniform in [200, 1000) units).
+        obs: observations per problem, spread over the exponential ladder.
+        seed: simulation seed.
+
+    Returns:
+        One figure per scenario, bound 10 s (lower is better).
+    """
+    figs = []
+    for scenario, fit in (("COW", fit_cow), ("PIG", fit_pig)):
+        frame, _ = simulate(problems, scenario=scenario, obs=obs, seed=seed)
+        with one_core():
+            runs = timed(lambda fit=fit, frame=frame: fit(frame), repeats)
+        name = f"DOLCE EM {scenario}, {problems:,} problems x {obs} obs"
+        figs.append(figure(name, runs, "s", Path(__file__).name, bound=BOUND_S))
+    return figs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print both figures; exit status 1 when one misses its bound."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--problems", type=int, default=1000)
     ap.add_argument("--obs", type=int, default=50, help="observations per problem")
-    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=7)
-    args = ap.parse_args()
-    for scenario, fit in (("COW", fit_cow), ("PIG", fit_pig)):
-        frame, _ = simulate(args.problems, scenario=scenario, obs=args.obs, seed=args.seed)
-        times = []
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            fit(frame)
-            times.append(time.perf_counter() - t0)
-        print(
-            f"{scenario}: {args.problems} problems x {args.obs} observations ({len(frame)} rows): "
-            f"median {statistics.median(times):.2f} s over {args.repeats} runs "
-            f"(min {min(times):.2f}, max {max(times):.2f})"
-        )
-    return 0
+    args = ap.parse_args(argv)
+    figs = results(args.repeats, problems=args.problems, obs=args.obs, seed=args.seed)
+    return print_figures(figs)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

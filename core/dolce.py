@@ -21,16 +21,25 @@ Generative models (what the closed forms count):
 Numerics. Binomials are computed in log space (``scipy.special.gammaln``), so nothing overflows
 for ``L`` up to 100,000 units and beyond. rho-tilde is the paper's inclusion-exclusion sum
 ``binom(lambda, g) / binom(L, C) * sum_t (-1)^t binom(g, t) binom(L - (lambda - g + t) k, C)``
-(``g = s * lambda``), an ``g``-th finite difference whose terms cancel catastrophically once
-``g`` is a few dozen. It is evaluated through the identity (Pascal's rule applied ``g`` times
-to the step-``k`` difference)
+(``g = s * lambda``), a ``g``-th finite difference whose terms cancel catastrophically once
+``g`` is a few dozen. Each cell takes the cheaper of two evaluations:
 
-    sum_t (-1)^t binom(g, t) binom(X - t k, C) = sum_m W_g(m) binom(X - g - m, C - g),
-    W_g(m) = [x^m] (1 + x + ... + x^(k-1))^g,  X = L - (lambda - g) k,
+- the alternating sum itself (``g + 1`` terms), kept only where it is well conditioned
+  (``sum |terms| <= 1.5 |sum|``, so its rounding error stays that of a positive sum);
+- the positive form, counting the covering spans by how many units ``d`` of the ``g`` covered
+  groups they hold:
 
-whose terms are all positive (``k = 1``: the hypergeometric pmf; ``k = 2``:
-``W_g(m) = binom(g, m)``). The tests check it against the literal alternating sum in exact
-integer arithmetic, exhaustive enumeration and Monte Carlo placement.
+      sum_t (-1)^t binom(g, t) binom(X - t k, C) = sum_d Surj_k(g, d) binom(L - lambda k, C - d),
+      Surj_k(g, d) = [x^d] ((1 + x)^k - 1)^g,  X = L - (lambda - g) k,
+
+  whose terms are all positive, at most ``min(g k, C) - g + 1`` of them (``k = 1``: the
+  hypergeometric pmf; ``g = 1``: ``binom(k, d)``; ``k = 2``: ``binom(g, d - g) 2^(2g - d)``;
+  otherwise a per-``k`` table built by repeated convolution in log space).
+
+The EM grid (``problems x lambda x k x C``) is evaluated in one flat, vectorized pass per
+step, and only where ``floor(s lambda)`` moved since the last step. The tests check every
+path against the literal alternating sum in exact integer arithmetic, exhaustive enumeration
+and Monte Carlo placement, and the EM against a plain per-problem reference.
 
 Conventions beyond the paper (documented because estimates depend on them):
 
@@ -47,13 +56,13 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 __all__ = [
     "CATEGORIES",
@@ -133,17 +142,6 @@ def _logfact_table(n_max: int) -> np.ndarray:
         return _LOGFACT
 
 
-def _log_binom_int(n: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """log binom(n, r) for integer arrays via a log-factorial table; -inf where it is 0."""
-    n, r = np.broadcast_arrays(n, r)
-    ok = (r >= 0) & (n >= r)
-    table = _logfact_table(int(n.max(initial=0)))
-    nn = np.where(ok, n, 0)
-    rr = np.where(ok, r, 0)
-    out = table[nn] - table[rr] - table[nn - rr]
-    return np.where(ok, out, -np.inf)
-
-
 def _check_int(name: str, value: Any, low: int = 0) -> int:
     if isinstance(value, bool) or not float(value).is_integer() or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -213,47 +211,167 @@ def cover_probability_cow(lam: int, k: int, L: int, C: int) -> float:
 
 
 # ================================================================== PIG: rho (App. B)
-class _WTable:
-    """log W_g(m) = log [x^m] (1 + ... + x^(k-1))^g for one k, grown on demand (thread-safe)."""
+# Terms (cells x summands) evaluated at once by the ragged sums below.
+_CHUNK_TERMS = 1 << 21
+# The alternating sum is used where it is this well conditioned (sum |terms| / |sum|):
+# its rounding error is then at most ~2.5x that of a sum of positive terms.
+_MAX_CANCEL = 1.5
+_LOG2 = math.log(2.0)
+
+
+def _lb(n: np.ndarray, r: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """log binom(n, r) for integer arrays already known to satisfy 0 <= r <= n."""
+    return table[n] - table[r] - table[n - r]
+
+
+def _ragged(
+    counts: np.ndarray,
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Chunks of consecutive cells with their summands laid out flat.
+
+    Yields ``(lo, hi, row, pos, starts)``: cells ``lo:hi``, the (chunk-local) cell and the
+    summand index of every flat term, and each cell's first term. Every count must be >= 1.
+    A cell's sum only ever sees its own terms, so results do not depend on the chunking.
+    """
+    n = len(counts)
+    cum = np.cumsum(counts)
+    lo = 0
+    while lo < n:
+        base = cum[lo - 1] if lo else 0
+        hi = max(int(np.searchsorted(cum, base + _CHUNK_TERMS, side="right")), lo + 1)
+        c = counts[lo:hi]
+        starts = cum[lo:hi] - c - base
+        row = np.repeat(np.arange(hi - lo), c)
+        pos = np.arange(int(cum[hi - 1] - base)) - starts[row]
+        yield lo, hi, row, pos, starts
+        lo = hi
+
+
+class _SurjTable:
+    """log Surj(g, d) = log [x^d] ((1 + x)^k - 1)^g for one k, grown on demand (thread-safe).
+
+    Surj(g, d) counts the d-subsets of ``g`` groups of ``k`` units that meet every group.
+    Row ``g`` holds offsets ``e = d - g`` up to ``min(g k, D) - g`` for a length bound ``D``
+    (at least the largest C asked for). An entry depends only on the previous row at smaller
+    or equal offsets, so its value is the same whatever ``D`` and the order of requests.
+    """
 
     def __init__(self, k: int):
         self.k = k
-        self.rows: list[np.ndarray] = [np.zeros(1)]
-        self.padded: np.ndarray | None = None
+        self.d_max = -1
+        self.rows: list[np.ndarray] = []
+        self.tab = np.zeros((0, 0))
         self.lock = threading.Lock()
 
-    def table(self, g_max: int) -> np.ndarray:
+    def table(self, g_max: int, d_max: int) -> np.ndarray:
+        """The rows ``0..g_max`` (at least) for lengths up to ``d_max``, padded with -inf."""
         with self.lock:
             k = self.k
+            if d_max > self.d_max:
+                self.d_max = max(d_max, 2 * self.d_max)
+                self.rows = [np.zeros(1)]
+            D = self.d_max
+            # Surj(g, d) = sum_{j=1..k} binom(k, j) Surj(g - 1, d - j): offset e takes the
+            # previous row's e - (j - 1); window column c is j = k - c.
+            coef = _lb(np.full(k, k), np.arange(k, 0, -1), _logfact_table(k))
             while len(self.rows) <= g_max:
-                prev = self.rows[-1]
-                padded = np.concatenate([prev, np.full(k - 1, -np.inf)])
-                acc = padded.copy()
-                for i in range(1, k):
-                    shifted = np.concatenate(
-                        [np.full(i, -np.inf), prev, np.full(k - 1 - i, -np.inf)]
-                    )
-                    acc = np.logaddexp(acc, shifted)
-                self.rows.append(acc)
-            if self.padded is None or self.padded.shape[0] <= g_max:
-                n = len(self.rows)
-                width = (n - 1) * (k - 1) + 1
-                self.padded = np.full((n, width), -np.inf)
-                for g in range(n):
-                    self.padded[g, : len(self.rows[g])] = self.rows[g]
-            return self.padded
+                g = len(self.rows)
+                w = min(g * (k - 1), D - g) + 1
+                if w <= 0:  # g > D: no span of D units meets g groups
+                    break
+                pad = np.full(k - 1, -np.inf)
+                seq = np.concatenate([pad, self.rows[-1], pad, [-np.inf]])
+                win = np.lib.stride_tricks.sliding_window_view(seq, k)[:w] + coef
+                top = win.max(axis=1)
+                self.rows.append(np.log(np.exp(win - top[:, None]).sum(axis=1)) + top)
+            if self.tab.shape[0] != len(self.rows) or self.tab.shape[1] < len(self.rows[-1]):
+                tab = np.full((len(self.rows), max(len(r) for r in self.rows)), -np.inf)
+                for g, row in enumerate(self.rows):
+                    tab[g, : len(row)] = row
+                self.tab = tab
+            return self.tab
 
 
-_W_TABLES: dict[int, _WTable] = {}
-_W_LOCK = threading.Lock()
-# Cells (entries x terms) evaluated at once by the positive-form sum.
-_CHUNK_CELLS = 2_000_000
+_SURJ_TABLES: dict[int, _SurjTable] = {}
+_SURJ_LOCK = threading.Lock()
 
 
-def _w_table(k: int, g_max: int) -> np.ndarray:
-    with _W_LOCK:
-        tab = _W_TABLES.setdefault(k, _WTable(k))
-    return tab.table(g_max)
+def _surj_table(k: int, g_max: int, d_max: int) -> np.ndarray:
+    with _SURJ_LOCK:
+        tab = _SURJ_TABLES.setdefault(k, _SurjTable(k))
+    return tab.table(g_max, d_max)
+
+
+def _log_alternating(g, k, X, C, table) -> tuple[np.ndarray, np.ndarray]:
+    """The paper's sum ``sum_t (-1)^t binom(g, t) binom(X - t k, C)`` where well conditioned.
+
+    Returns ``(log_sum, ok)``; ``ok`` is False where the terms cancel by more than
+    ``_MAX_CANCEL`` (those cells need the positive form).
+    """
+    top = np.minimum(g, (X - C) // k)  # binom(X - t k, C) = 0 beyond
+    out = np.full(len(g), -np.inf)
+    ok = top >= 0  # top < 0: every term is 0 (X < C), and so is the sum
+    live = np.flatnonzero(ok)
+    for lo, hi, row, t, starts in _ragged(top[live] + 1):
+        cell = live[lo:hi]
+        gr, kr, Xr, Cr = g[cell][row], k[cell][row], X[cell][row], C[cell][row]
+        vals = _lb(gr, t, table) + _lb(Xr - t * kr, Cr, table)
+        m = np.maximum.reduceat(vals, starts)
+        e = np.exp(vals - m[row])
+        odd = (t & 1).astype(bool)
+        neg = np.add.reduceat(np.where(odd, e, 0.0), starts)
+        pos = np.add.reduceat(np.where(odd, 0.0, e), starts)
+        diff = pos - neg
+        good = (diff > 0) & (pos + neg <= _MAX_CANCEL * diff)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[cell] = np.where(good, np.log(diff) + m, -np.inf)
+        ok[cell] = good
+    return out, ok
+
+
+def _log_positive(g, lam, k, L, C, table) -> np.ndarray:
+    """The same sum as ``sum_d Surj(g, d) binom(L - lam k, C - d)``: positive terms only.
+
+    The g-th difference counts the C-subsets of the ``X = L - (lam - g) k`` units outside the
+    ``lam - g`` uncovered groups that meet each of the other ``g`` groups: d of their units
+    (in Surj(g, d) ways) and ``C - d`` of the ``L - lam k`` free units.
+    """
+    N = L - lam * k
+    d_lo = np.maximum(g, C - N)
+    d_hi = np.minimum(g * k, C)
+    out = np.full(len(g), -np.inf)
+    live = np.flatnonzero(d_hi >= d_lo)
+    if live.size == 0:
+        return out
+    # g <= 1 (Surj = binom(k, d)) and k = 2 (Surj = binom(g, e) 2^(g - e)) need no table.
+    closed = (g[live] <= 1) | (k[live] == 2)
+    groups = [(live[closed], None)]
+    rest = live[~closed]
+    for kv in np.unique(k[rest]):
+        sel = rest[k[rest] == kv]
+        groups.append((sel, _surj_table(int(kv), int(g[sel].max()), int(C[sel].max()))))
+    for cells, surj in groups:
+        if cells.size == 0:
+            continue
+        for lo, hi, row, j, starts in _ragged(d_hi[cells] - d_lo[cells] + 1):
+            cell = cells[lo:hi]
+            gr = g[cell][row]
+            d = d_lo[cell][row] + j
+            e = d - gr
+            if surj is None:
+                kr = k[cell][row]
+                w = np.where(
+                    gr <= 1,
+                    _lb(np.maximum(kr, d), np.minimum(d, kr), table),
+                    _lb(np.maximum(gr, e), np.minimum(e, gr), table) + (gr - e) * _LOG2,
+                )
+            else:
+                w = surj[gr, e]
+            vals = w + _lb(N[cell][row], C[cell][row] - d, table)
+            m = np.maximum.reduceat(vals, starts)
+            s = np.add.reduceat(np.exp(vals - m[row]), starts)
+            out[cell] = np.log(s) + m
+    return out
 
 
 def _log_pig_pmf(g: Any, lam: Any, k: Any, L: Any, C: Any) -> np.ndarray:
@@ -266,46 +384,37 @@ def _log_pig_pmf(g: Any, lam: Any, k: Any, L: Any, C: Any) -> np.ndarray:
     out[lam == 0] = 0.0
     # k = 0: no copies, so no group is covered.
     out[(lam >= 1) & (k == 0) & (g == 0)] = 0.0
-    live = (lam >= 1) & (k >= 1) & (k * lam <= L) & (g >= 0) & (g <= lam) & (g <= C)
+    live = (lam >= 1) & (k >= 1) & (k * lam <= L) & (g >= 0) & (g <= lam) & (g <= C) & (C <= L)
     if not np.any(live):
         return out
-    head = np.where(live, _log_binom_int(lam, g) - _log_binom_int(L, C), -np.inf)
-    one = live & (k == 1)
-    if np.any(one):
-        # Hypergeometric: g of the lam aspect units among the C shown.
-        out[one] = head[one] + _log_binom_int(L[one] - lam[one], C[one] - g[one])
-    many = np.flatnonzero(live & (k >= 2))
-    for kv in np.unique(k.ravel()[many]):
-        idx = many[k.ravel()[many] == kv]
-        gi = g.ravel()[idx]
-        base = L.ravel()[idx] - lam.ravel()[idx] * kv + gi * (kv - 1)
-        ci = C.ravel()[idx] - gi
-        n_terms = gi * (kv - 1) + 1
-        order = np.argsort(n_terms, kind="stable")
-        table = None if kv == 2 else _w_table(int(kv), int(gi.max()))
-        start = 0
-        while start < len(order):
-            width = int(n_terms[order[start]])
-            stop = start + 1
-            while stop < len(order):
-                nxt = int(n_terms[order[stop]])
-                if (stop - start + 1) * nxt > _CHUNK_CELLS and stop > start:
-                    break
-                width = nxt
-                stop += 1
-            sel = order[start:stop]
-            m = np.arange(width, dtype=np.int64)[None, :]
-            gs = gi[sel][:, None]
-            if kv == 2:
-                log_w = _log_binom_int(gs, m)
-            else:
-                log_w = table[gs, np.minimum(m, table.shape[1] - 1)]
-                log_w = np.where(m <= gs * (kv - 1), log_w, -np.inf)
-            terms = log_w + _log_binom_int(base[sel][:, None] - m, ci[sel][:, None])
-            vals = logsumexp(terms, axis=1)
-            flat = out.reshape(-1)
-            flat[idx[sel]] = head.ravel()[idx[sel]] + vals
-            start = stop
+    idx = np.flatnonzero(live)
+    gi, li, ki, Li, Ci = (a.ravel()[idx] for a in (g, lam, k, L, C))
+    table = _logfact_table(int(Li.max()) + 1)
+    head = _lb(li, gi, table) - _lb(Li, Ci, table)
+    val = np.full(idx.size, -np.inf)
+    one = ki == 1
+    # Hypergeometric: g of the lam aspect units among the C shown.
+    free = Li[one] - li[one]
+    take = Ci[one] - gi[one]
+    fits = take <= free
+    val[np.flatnonzero(one)[fits]] = _lb(free[fits], take[fits], table)
+    many = np.flatnonzero(~one)
+    if many.size:
+        gm, lm, km, Lm, Cm = gi[many], li[many], ki[many], Li[many], Ci[many]
+        X = Lm - (lm - gm) * km
+        # The alternating sum has g + 1 terms, the positive form up to g (k - 1) + 1: try the
+        # alternating one first where it is shorter, keep it where it does not cancel.
+        n_pos = np.minimum(gm * km, Cm) - np.maximum(gm, Cm - (Lm - lm * km)) + 1
+        alt = np.flatnonzero(gm + 1 < n_pos)
+        res = np.full(many.size, np.nan)
+        if alt.size:
+            v, ok = _log_alternating(gm[alt], km[alt], X[alt], Cm[alt], table)
+            res[alt[ok]] = v[ok]
+        todo = np.flatnonzero(np.isnan(res))
+        if todo.size:
+            res[todo] = _log_positive(gm[todo], lm[todo], km[todo], Lm[todo], Cm[todo], table)
+        val[many] = res
+    out.reshape(-1)[idx] = head + val
     return out
 
 
@@ -599,13 +708,14 @@ def _aggregate(frame: pd.DataFrame) -> tuple[_Problems, pd.DataFrame]:
     for i, (c, kk) in enumerate(zip(cs, cands, strict=True)):
         C[i, : len(c)] = c
         cand[i, : len(kk)] = kk
-    col = np.array(
-        [
-            int(np.searchsorted(cs[pos[p]], c))
-            for p, c in zip(frame["problem"], frame["C"], strict=True)
-        ]
-    )
-    idx = frame.assign(_p=[pos[p] for p in frame["problem"]], _c=col)
+    # Each observation's column: the rank of its C among its problem's sorted unique lengths
+    # (problem-major keys sort as the problems' C lists laid end to end).
+    p_idx = np.array([pos[p] for p in frame["problem"]], dtype=np.int64)
+    span = int(max(int(c.max()) for c in cs)) + 1
+    keys = p_idx * span + frame["C"].to_numpy(dtype=np.int64)
+    width = np.array([len(c) for c in cs], dtype=np.int64)
+    col = np.searchsorted(np.unique(keys), keys) - (np.cumsum(width) - width)[p_idx]
+    idx = frame.assign(_p=p_idx, _c=col)
     return _Problems(ids, L, C, C >= 0, cand, cand >= 0), idx
 
 
@@ -688,39 +798,57 @@ def _em_cow(pr: _Problems, counts: np.ndarray, steps: int) -> dict[str, np.ndarr
 
 
 class _DensityCache:
-    """rho over a fixed grid of (lambda, k, L, C), recomputing only where floor(s lambda) moved.
+    """rho over one task's grid of (problem, lambda, k, C), reusing rho-tilde across EM steps.
 
-    EM steps change the oracle hit rates s a little; most grid cells keep their neighbouring
-    multiples of 1/lambda, so their rho-tilde values are reused.
+    Only the cells with a formula are held (``lambda >= 1``, ``k >= 1``, ``k lambda <= L``,
+    an observed C); rho is 1 where lambda = 0 and 0 elsewhere (k = 0 cells are never a PIG
+    candidate). EM steps change the oracle hit rates s a little; most cells keep their
+    neighbouring multiples of 1/lambda, so their rho-tilde values are reused, and the upper
+    neighbour is only computed where s falls strictly between two multiples.
     """
 
-    def __init__(self, lam, k, L, C, live):
-        self.args = (lam, k, L, C)
-        self.lam = lam.astype(float)
-        self.live = live & (lam >= 1)
-        self.lo = np.full(lam.shape, -1, dtype=np.int64)
-        self.p_lo = np.zeros(lam.shape)
-        self.p_hi = np.zeros(lam.shape)
+    def __init__(self, pr: _Problems):
+        P, nK = pr.cand.shape
+        nC = pr.C.shape[1]
+        lam = pr.cand[:, :, None, None]
+        k = pr.cand[:, None, :, None]
+        formula = (lam >= 1) & (k >= 1) & (k * lam <= pr.L[:, None, None, None])
+        cells = np.flatnonzero(formula & (pr.C >= 0)[:, None, None, :])
+        p, a, b, c = np.unravel_index(cells, (P, nK, nK, nC))
+        self.cells = cells
+        self.args = (pr.cand[p, a], pr.cand[p, b], pr.L[p], pr.C[p, c])
+        # The oracle hit rate of a cell is s[p, c].
+        self.pc = (p, c)
+        self.lam = self.args[0].astype(float)
+        # lambda = 0 (and padding): rho = 1 for every s (see the module docstring).
+        self.base = np.broadcast_to(np.where(lam <= 0, 1.0, 0.0), (P, nK, nK, nC))
+        self.lo = np.full(cells.size, -1, dtype=np.int64)
+        self.hi_of = np.full(cells.size, -1, dtype=np.int64)
+        self.p_lo = np.zeros(cells.size)
+        self.p_hi = np.zeros(cells.size)
 
     def density(self, s: np.ndarray) -> np.ndarray:
-        x = np.clip(s, 0.0, 1.0) * self.lam
+        """rho at the oracle hit rates ``s[p, c]`` for every grid cell ``(p, a, b, c)``."""
+        x = np.clip(s[self.pc], 0.0, 1.0) * self.lam
         near = np.rint(x)
         exact = np.abs(x - near) <= 1e-9 * np.maximum(self.lam, 1.0)
         lo = np.where(exact, near, np.floor(x)).astype(np.int64)
         frac = np.where(exact, 0.0, x - lo)
-        redo = self.live & (lo != self.lo)
-        if np.any(redo):
-            lam, k, L, C = (a[redo] for a in self.args)
-            g = lo[redo]
-            self.p_lo[redo] = np.exp(_log_pig_pmf(g, lam, k, L, C))
-            self.p_hi[redo] = np.exp(_log_pig_pmf(np.minimum(g + 1, lam), lam, k, L, C))
+        redo = np.flatnonzero(lo != self.lo)
+        if redo.size:
+            self.p_lo[redo] = np.exp(_log_pig_pmf(lo[redo], *(a[redo] for a in self.args)))
             self.lo[redo] = lo[redo]
-        hi = np.where(lo + 1 <= self.lam, self.p_hi, 0.0)
-        out = (self.lam + 1.0) * ((1.0 - frac) * self.p_lo + frac * hi)
-        out = np.where(self.live, out, 0.0)
-        # lambda = 0: rho = 1 for every s (see the module docstring).
-        lam0 = (self.args[0] == 0)
-        return np.where(lam0, 1.0, out)
+        # frac > 0 implies lo < s * lambda <= lambda, so lo + 1 is a valid number of groups.
+        between = frac > 0
+        redo = np.flatnonzero(between & (self.hi_of != lo))
+        if redo.size:
+            g = lo[redo] + 1
+            self.p_hi[redo] = np.exp(_log_pig_pmf(g, *(a[redo] for a in self.args)))
+            self.hi_of[redo] = lo[redo]
+        val = np.where(between, (1.0 - frac) * self.p_lo + frac * self.p_hi, self.p_lo)
+        out = np.array(self.base)
+        out.reshape(-1)[self.cells] = (self.lam + 1.0) * val
+        return out
 
 
 def _em_pig(
@@ -729,46 +857,45 @@ def _em_pig(
     """Algorithm 2 on one task. ``y[p, c, v]``: summed y_ij(v) (v = 0, 1, IDK) at C[p, c]."""
     P, nC, _ = y.shape
     nK = pr.cand.shape[1]
-    lam = pr.cand[:, :, None, None]
-    k = pr.cand[:, None, :, None]
-    L = pr.L[:, None, None, None]
-    C = pr.C[:, None, None, :]
-    live = (lam >= 0) & (k >= 0) & (C >= 0)
-    lam_b, k_b, L_b, C_b = np.broadcast_arrays(
-        np.maximum(lam, 0), np.maximum(k, 0), L, np.clip(C, 0, None)
-    )
     # k = 0 is left out under PIG: its rho-tilde is a point mass at s = 0 whose "density"
     # (lambda + 1) grows without bound in lambda, so it would always win near s = 0.
     valid = pr.kmask[:, :, None] & (pr.kmask & (pr.cand >= 1))[:, None, :]
-    cache = _DensityCache(lam_b, k_b, L_b, C_b, np.broadcast_to(live, lam_b.shape))
+    cache = _DensityCache(pr)
     q_n = np.full((P, nC, 3), 0.5)
     prior_o = np.full(P, 0.5)
     p_o = np.full((P, nC, 3), 1.0 / 3.0)
     p_n = np.full(3, 1.0 / 3.0)
     sel = np.zeros((P, 2), dtype=np.int64)
     rho_sel = np.zeros((P, nC))
+    rows = np.arange(P)
+    n = n_obs[:, None, None, :]
+    # The oracle hit rate at each length depends only on the selected (lambda, k): it is
+    # recomputed for the problems whose selection changed.
+    mode = np.zeros((P, nC))
+    known = np.full((P, 2), -1, dtype=np.int64)
+    C_0 = np.clip(pr.C, 0, None)
     for _ in range(steps):
         w_n = q_n * y
         p_n = w_n.sum(axis=(0, 1)) / max(w_n.sum(), _TINY)
         w_o = (1.0 - q_n) * y
         den = w_o.sum(axis=2, keepdims=True)
         p_o = np.where(den > 0, w_o / np.maximum(den, _TINY), 1.0 / 3.0)
-        s_hat = np.broadcast_to(p_o[:, None, None, :, 1], lam_b.shape)
-        rho = cache.density(s_hat)
+        rho = cache.density(p_o[:, :, 1])
         po = prior_o[:, None, None, None]
         mix = rho * po + 1.0 * (1.0 - po)
-        n = n_obs[:, None, None, :]
         ll = (n * np.where(n > 0, _safe_log(mix), 0.0)).sum(axis=3)
         ll = np.where(valid, ll, -np.inf)
         best = np.argmax(ll.reshape(P, -1), axis=1)
         a, b = np.divmod(best, nK)
         sel = np.stack([a, b], axis=1)
-        rows = np.arange(P)
         rho_sel = rho[rows, a, b, :]
-        lam_s = np.broadcast_to(pr.cand[rows, a][:, None], (P, nC))
-        k_s = np.broadcast_to(pr.cand[rows, b][:, None], (P, nC))
-        L_s = np.broadcast_to(pr.L[:, None], (P, nC))
-        mode = _pig_mode_s(lam_s, k_s, L_s, np.clip(pr.C, 0, None))
+        moved = np.flatnonzero((sel != known).any(axis=1))
+        if moved.size:
+            lam_s = np.broadcast_to(pr.cand[moved, a[moved]][:, None], (moved.size, nC))
+            k_s = np.broadcast_to(pr.cand[moved, b[moved]][:, None], (moved.size, nC))
+            L_s = np.broadcast_to(pr.L[moved, None], (moved.size, nC))
+            mode[moved] = _pig_mode_s(lam_s, k_s, L_s, C_0[moved])
+            known[moved] = sel[moved]
         rest = p_o[:, :, 0] + p_o[:, :, 2]
         share0 = np.where(rest > 0, p_o[:, :, 0] / np.maximum(rest, _TINY), 0.5)
         p_o = np.stack([(1.0 - mode) * share0, mode, (1.0 - mode) * (1.0 - share0)], axis=2)

@@ -6,6 +6,11 @@ share and background noise); ``bench/bench_dolce.py`` times the fits on its outp
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+from functools import lru_cache
+from math import comb
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -25,6 +30,7 @@ from core.dolce import (
     is_idk,
     mixture_curve,
     partial_point_distribution_pig,
+    partial_point_mode_pig,
 )
 from core.probes import exponential_ladder
 
@@ -50,21 +56,24 @@ def simulate(
     scenario: str = "COW",
     per_length: int | None = None,
     obs: int | None = None,
+    lengths: tuple[int, ...] | None = None,
     seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Outcomes drawn from the model: one row per probe, and the truth per problem.
 
     Args:
-        n: problems (L uniform in [200, 1000) units, observed on the exponential ladder).
+        n: problems (L uniform in [200, 1000) units unless ``lengths`` is given, observed on the
+            exponential ladder).
         scenario: ``COW`` (columns ``x``) or ``PIG`` (columns ``s``).
         per_length: observations at every ladder length (default 30).
         obs: total observations per problem instead (spread over the ladder).
+        lengths: draw L from these instead (short contexts keep exact references cheap).
         seed: random seed.
     """
     rng = np.random.default_rng(seed)
     rows, truth = [], []
     for i in range(n):
-        L = int(rng.integers(200, 1000))
+        L = int(rng.choice(lengths)) if lengths else int(rng.integers(200, 1000))
         lam, k = _truth(rng, L)
         p_oracle = float(rng.uniform(0.85, 0.95))
         ladder = exponential_ladder(L)
@@ -266,3 +275,110 @@ def test_fit_dolce_drops_unscored_and_rejects_empty():
     )
     with pytest.raises(ValueError, match="no scored"):
         fit_dolce(out)
+
+
+# ------------------------------------------------------------------ PIG EM against a reference
+@lru_cache(maxsize=None)
+def _rho_tilde_exact(g: int, lam: int, k: int, L: int, C: int) -> float:
+    """rho-tilde from the paper's alternating sum in exact integer arithmetic."""
+    if lam == 0:
+        return 1.0
+    if k * lam > L or not 0 <= g <= min(lam, C):
+        return 0.0
+    X = L - (lam - g) * k
+    acc = sum((-1) ** t * comb(g, t) * comb(X - t * k, C) for t in range(g + 1) if X - t * k >= C)
+    return float(Fraction(comb(lam, g) * acc, comb(L, C)))
+
+
+def _rho_exact(s: float, lam: int, k: int, L: int, C: int) -> float:
+    """App. B.2: (lambda + 1) rho-tilde, linearly interpolated between multiples of 1/lambda."""
+    if lam == 0:
+        return 1.0
+    x = min(max(s, 0.0), 1.0) * lam
+    near = round(x)
+    if abs(x - near) <= 1e-9 * max(lam, 1):
+        lo, frac = near, 0.0
+    else:
+        lo, frac = math.floor(x), x - math.floor(x)
+    hi = _rho_tilde_exact(lo + 1, lam, k, L, C) if frac > 0 else 0.0
+    return (lam + 1) * ((1.0 - frac) * _rho_tilde_exact(lo, lam, k, L, C) + frac * hi)
+
+
+def _reference_fit_pig(frame: pd.DataFrame, steps: int = 5) -> tuple[pd.DataFrame, dict]:
+    """Algorithm 2 written plainly: one problem and one (lambda, k) at a time, exact rho."""
+    probs = []
+    for pid, f in frame.groupby("problem", sort=False):
+        L = int(f["L"].max())
+        Cs = sorted(int(c) for c in f["C"].unique())
+        y, n = [], []
+        for C in Cs:
+            s = f.loc[f["C"] == C, "s"].to_numpy(dtype=float)
+            ok = s[~np.isnan(s)]
+            y.append([float(np.sum(1.0 - ok)), float(np.sum(ok)), float(np.isnan(s).sum())])
+            n.append(len(s))
+        probs.append({"id": pid, "L": L, "C": Cs, "y": y, "n": n,
+                      "cand": [int(c) for c in candidate_grid(Cs, L)],
+                      "q": [[0.5] * 3 for _ in Cs], "prior": 0.5})  # fmt: skip
+    for _ in range(steps):
+        w = [sum(p["q"][c][v] * p["y"][c][v] for p in probs for c in range(len(p["C"])))
+             for v in range(3)]  # fmt: skip
+        p_n = [x / max(sum(w), 1e-300) for x in w]
+        for p in probs:
+            p_o = []
+            for c in range(len(p["C"])):
+                wo = [(1.0 - p["q"][c][v]) * p["y"][c][v] for v in range(3)]
+                tot = sum(wo)
+                p_o.append([x / tot for x in wo] if tot > 0 else [1.0 / 3.0] * 3)
+            best = None
+            for lam in p["cand"]:
+                for k in p["cand"]:
+                    if k < 1:
+                        continue
+                    rho = [_rho_exact(p_o[c][1], lam, k, p["L"], C) for c, C in enumerate(p["C"])]
+                    mix = [r * p["prior"] + (1.0 - p["prior"]) for r in rho]
+                    ll = sum(n * math.log(m) for n, m in zip(p["n"], mix, strict=True) if n > 0)
+                    if best is None or ll > best[0]:
+                        best = (ll, lam, k, rho)
+            _, lam, k, p["rho"] = best
+            p["lam"], p["k"] = lam, k
+            oracle = sum((1.0 - p["q"][c][v]) * p["y"][c][v]
+                         for c in range(len(p["C"])) for v in range(3))  # fmt: skip
+            for c, C in enumerate(p["C"]):
+                mode = partial_point_mode_pig(lam, k, p["L"], C)
+                rest = p_o[c][0] + p_o[c][2]
+                share0 = p_o[c][0] / rest if rest > 0 else 0.5
+                p_o[c] = [(1.0 - mode) * share0, mode, (1.0 - mode) * (1.0 - share0)]
+            p["prior"] = oracle / sum(p["n"])
+            for c in range(len(p["C"])):
+                num = [p_n[v] * (1.0 - p["prior"]) for v in range(3)]
+                tot = [num[v] + p_o[c][v] * p["prior"] for v in range(3)]
+                p["q"][c] = [num[v] / tot[v] if tot[v] > 0 else 0.5 for v in range(3)]
+            p["p_o"] = p_o
+        p_n_last = p_n
+    rows, fit_s = [], {}
+    for p in probs:
+        po = p["prior"]
+        ll = sum(n * math.log(r * po + (1.0 - po))
+                 for n, r in zip(p["n"], p["rho"], strict=True) if n > 0)  # fmt: skip
+        rows.append((p["id"], p["lam"], p["k"], po, ll))
+        for c, C in enumerate(p["C"]):
+            fit_s[(p["id"], C)] = p["p_o"][c][1] * po + p_n_last[1] * (1.0 - po)
+    return pd.DataFrame(rows, columns=["problem", "lam", "k", "p_oracle", "log_likelihood"]), fit_s
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_pig_em_equals_a_plain_per_problem_reference(seed):
+    # The vectorized grid (cached rho-tilde, alternating / positive sums, reused modes) must
+    # pick the same (lambda, k) as a loop over problems and grid points with exact rho, with
+    # log-likelihoods within 1e-9.
+    frame, _ = simulate(16, scenario="PIG", per_length=3, lengths=(6, 20, 45, 90), seed=seed)
+    problems, curves = fit_pig(frame)
+    want, fit_s = _reference_fit_pig(frame)
+    assert list(problems["problem"]) == list(want["problem"])
+    assert list(problems["lam"]) == list(want["lam"])
+    assert list(problems["k"]) == list(want["k"])
+    assert problems["p_oracle"].to_numpy() == pytest.approx(want["p_oracle"], abs=1e-12)
+    assert np.abs(problems["log_likelihood"] - want["log_likelihood"]).max() < 1e-9
+    got_s = [fit_s[(p, c)] for p, c in zip(curves["problem"], curves["C"], strict=True)]
+    assert curves["fit_s"].to_numpy() == pytest.approx(got_s, abs=1e-12)
+    assert len(set(want["lam"])) >= 4  # closed book, short, long and holistic problems

@@ -14,6 +14,7 @@ from math import comb
 import numpy as np
 import pytest
 
+from core import dolce
 from core.dolce import (
     cover_probability_cow,
     cover_probability_cow_vec,
@@ -258,3 +259,75 @@ def test_pig_large_L_no_overflow():
     # Hypergeometric mean lambda * (1 - binom(L - k, C) / binom(L, C)) for the covered groups.
     p_out = np.prod([(80_000 - i) / (100_000 - i) for i in range(3)])
     assert (np.arange(301) * dist).sum() == pytest.approx(300 * (1 - p_out), rel=1e-6)
+
+
+# ------------------------------------------------------------------ PIG evaluation paths
+def _surj_exact(g: int, k: int) -> list[int]:
+    """Coefficients of ((1 + x)^k - 1)^g (the d-subsets of g groups of k meeting every group)."""
+    base = [comb(k, d) for d in range(k + 1)]
+    base[0] = 0
+    out = [1]
+    for _ in range(g):
+        nxt = [0] * (len(out) + k)
+        for i, a in enumerate(out):
+            for j, b in enumerate(base):
+                nxt[i + j] += a * b
+        out = nxt
+    return out
+
+
+def test_pig_every_evaluation_path_equals_the_exact_sum():
+    # Each cell of a small EM-like grid (ladder lengths, candidates 0..L+1) takes the
+    # alternating sum where it does not cancel, else the positive form (closed-form weights
+    # for k = 2 or g <= 1, the convolution table otherwise); all must equal the exact value.
+    cells = []
+    for L in (12, 40, 90):
+        ladder = [c for c in (0, 1, 2, 5, 10, 20, 50) if c < L] + [L]
+        for lam in ladder[1:]:
+            for k in ladder[1:]:
+                if k * lam <= L:
+                    cells += [(g, lam, k, L, C) for C in ladder for g in range(min(lam, C) + 1)]
+    g, lam, k, L, C = (np.array(col) for col in zip(*cells, strict=True))
+    got = partial_point_probability_pig_vec(g, lam, k, L, C)
+    want = np.array([float(_alternating_exact(*map(int, c))) for c in cells])
+    assert np.all((got == 0) == (want == 0))
+    assert got == pytest.approx(want, rel=1e-10, abs=0)
+    # Both evaluations are exercised: the alternating sum is kept for some cells with k >= 2
+    # and the positive form (with its table, k >= 3 and g >= 2) is needed for others.
+    many = k >= 2
+    X = L[many] - (lam[many] - g[many]) * k[many]
+    table = dolce._logfact_table(int(L.max()) + 1)
+    _, ok = dolce._log_alternating(g[many], k[many], X, C[many], table)
+    assert ok.any() and not ok.all()
+    assert np.any(~ok & (k[many] >= 3) & (g[many] >= 2))
+
+
+def test_pig_surjection_table_is_exact_and_independent_of_request_order():
+    for k in (3, 5):
+        first = dolce._SurjTable(k)
+        first.table(2, 4)  # small first, then grown in both directions
+        grown = first.table(6, 60).copy()
+        fresh = dolce._SurjTable(k).table(6, 60)
+        assert np.array_equal(grown[:7, : fresh.shape[1]], fresh[:7])
+        for g in range(7):
+            want = _surj_exact(g, k)
+            for d in range(g, min(g * k, 60) + 1):
+                assert np.exp(grown[g, d - g]) == pytest.approx(want[d], rel=1e-12)
+
+
+def test_pig_values_do_not_depend_on_chunking_or_cached_tables(monkeypatch):
+    rng = np.random.default_rng(3)
+    L = rng.integers(50, 400, 300)
+    lam = rng.integers(1, 30, 300)
+    k = np.maximum(1, L // lam // rng.integers(1, 4, 300))
+    C = rng.integers(0, L + 1)
+    g = np.minimum(rng.integers(0, 30, 300), np.minimum(lam, C))
+    want = partial_point_probability_pig_vec(g, lam, k, L, C)
+    monkeypatch.setattr(dolce, "_CHUNK_TERMS", 7)
+    monkeypatch.setattr(dolce, "_SURJ_TABLES", {})
+    got = np.concatenate(
+        [partial_point_probability_pig_vec(g[i::3], lam[i::3], k[i::3], L[i::3], C[i::3])
+         for i in range(3)]
+    )  # fmt: skip
+    order = np.concatenate([np.arange(300)[i::3] for i in range(3)])
+    assert np.array_equal(got, want[order])
