@@ -10,11 +10,14 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from core.commands import MODULES, Groups
 from core.store import Store, StoreError, default_db_path
@@ -23,6 +26,8 @@ from core.types import DataError
 __all__ = ["add_db", "build_parser", "main", "open_store", "print_json"]
 
 _Handler = Callable[[argparse.Namespace], int]
+#: What DuckDB says when a write finds no room: ENOSPC, or EFBIG under a file-size limit.
+_DISK_FULL = re.compile(r"No space left|File too large|disk is full", re.I)
 
 
 def add_db(p: argparse.ArgumentParser) -> None:
@@ -199,6 +204,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except (duckdb.IOException, duckdb.TransactionException) as exc:
+        # A full disk (or a read-only / vanished store) while writing: the transaction was
+        # rolled back, so the store is as before; say which file and what to do.
+        where = getattr(args, "db", None) or default_db_path()
+        hint = " (disk full: free space and rerun)" if _DISK_FULL.search(str(exc)) else ""
+        text = " ".join(str(exc).split())
+        print(f"error: store {where}: {text}{hint}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader went away (`... | head`): stop quietly, as Unix tools do.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -8,13 +8,14 @@ All values reach SQL as parameters; identifiers never come from users.
 
 from __future__ import annotations
 
+
 import hashlib
 import json
 import os
 import random
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,7 +360,10 @@ class Store:
                 yield con
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                # A failed COMMIT (e.g. the disk is full) has already ended the transaction:
+                # the rollback then has nothing to do, and the first error is the one to report.
+                with suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
                 raise
 
     def write_dataset(self, dataset: Dataset, replace: bool = False) -> int:
