@@ -172,3 +172,42 @@ def test_a_server_that_recovers_serves_the_rerun(three):
         stub.set_mode("503-once")
         summary = run_conditions(store, "three", backend, ["oracle"], name="recovers")
     assert summary.errors == 0 and summary.executed == 3  # the 503 was retried
+
+
+# --------------------------------------------------- the dashboard beside a CLI run, one store
+
+
+def test_the_dashboard_renders_while_a_cli_run_writes_the_same_store(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    db = tmp_path / "s.duckdb"
+    assert _cli("generate", "controlled", "--preset", "controlled-200", "--name", "c",
+                "--db", str(db)).returncode == 0  # fmt: skip
+    monkeypatch.setenv("EVIDENCE_DB", str(db))
+    with ModelStub(latency_s=0.01) as stub:  # ~10 s of calls: the run outlives the renders
+        run = subprocess.Popen(
+            [sys.executable, "-m", "core", "run", "--dataset", "c", "--backend", "ollama",
+             "--model", "stub-model", "--host", stub.url, "--conditions",
+             "no_evidence,oracle,retrieved", "--name", "live", "--json", "--db", str(db)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        renders = 0
+        try:
+            while run.poll() is None or renders < 2:
+                for page in ("pages/overview.py", "pages/conditions.py", "pages/runs.py"):
+                    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+                    at.switch_page(page)
+                    at.run()
+                    assert not at.exception, [e.value for e in at.exception]
+                    shown = " ".join(str(m.value) for m in (*at.error, *at.warning))
+                    assert "lock" not in shown.lower(), shown
+                renders += 1
+            out, err = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 0, err
+    assert "lock" not in err.lower()
+    summary = json.loads(out)
+    assert summary["planned"] == 600 and summary["errors"] == 0
+    assert renders >= 2
