@@ -86,9 +86,14 @@ kind = c[0].selectbox("What", ("results: oncu-release", "dataset: hotpotqa", "da
 iname = c[1].text_input("Name in the store", "", key="runs.import_name")
 replace = c[2].checkbox("Replace existing", key="runs.import_replace")
 upload = st.file_uploader("File (written under data/uploads/)", key="runs.upload")
+if done := st.session_state.pop("runs.imported", None):
+    st.success(done)
 if upload is not None and st.button("Import", type="primary", disabled=not iname):
     try:
         path = save_upload(upload.name, upload.getvalue())
-        st.success(import_file(kind, path, iname, replace))
+        st.session_state["runs.imported"] = import_file(kind, path, iname, replace)
     except ValueError as exc:
         st.error(str(exc).splitlines()[0])
+    else:  # rerun so every list on the page (the launch form's datasets) shows the import
+        clear_caches()
+        st.rerun()
