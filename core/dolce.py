@@ -41,6 +41,21 @@ step, and only where ``floor(s lambda)`` moved since the last step. The tests ch
 path against the literal alternating sum in exact integer arithmetic, exhaustive enumeration
 and Monte Carlo placement, and the EM against a plain per-problem reference.
 
+PIG identifiability (a limit of Algorithm 2, which is implemented line by line). Algorithm 2
+scores a candidate ``(lambda, k)`` by rho at the per-length oracle hit rate
+``P_{i,C}(y = 1 | O)`` (line 1108), not at each observed score, so the data enter only through
+the mean score curve over C. That curve's expectation, ``1 - binom(L - k, C) / binom(L, C)``
+(the chance that one group is covered), does not depend on lambda; lambda only sets how peaked
+rho-tilde is around it, and the ``(lambda + 1)``-scaled density there grows with lambda (about
+``sqrt(lambda)``). The brute-force argmax therefore identifies k, but for lambda it favours the
+large candidates compatible with the curve (``k * lambda <= L``), whatever the true lambda:
+on 200 simulated problems (``tests/test_dolce_em.py``) the exact category comes out for
+37-52% at 30, 100 or 300 spans per length, with or without background noise, while whether
+``k > k_p`` is recovered for 92-98%. Evaluating rho at each observation's own score does not
+cure it either (56-61%): scores of 0 / IDK at short C get ``(lambda + 1) * P(0 groups)``,
+again largest for large lambda. PIG categories (and lambda) are thus reported as the paper's
+algorithm gives them and should be read with this bias in mind; k is the reliable output.
+
 Conventions beyond the paper (documented because estimates depend on them):
 
 - ``lambda = 0`` (closed book): the empty span is always covered, ``pi = 1`` for ``k >= 1``.
