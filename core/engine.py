@@ -10,17 +10,19 @@
    kind, model digest or name, options hash, prompt hash); calls of one execution that share a
    key are sent once, the others are served from that reply;
 3. the rest run on a thread pool of ``concurrency`` workers (at most twice that many
-   submitted at a time, so ``cancel`` takes effect quickly); each reply is parsed with
+   submitted at a time, so ``cancel`` takes effect quickly; with one worker, in the calling
+   thread, one call at a time); each reply is parsed with
    :func:`core.parsing.parse_reply` against the ids shown;
 4. one writer thread commits predictions, their cache entries and their scores
-   (:func:`core.scoring.score_frame` over :meth:`core.store.Store.scoring_frame`) in one
-   short-lived read-write transaction per batch: it takes whatever has completed, writes it,
-   closes the connection and leaves the file unlocked for a gap of :data:`MIN_GAP_S` to
-   :data:`MAX_GAP_S` (the write's duration over :data:`WRITE_SHARE`), so a read-only process
-   (the dashboard) can open the store between batches and writing stays a small share of the
-   run. A completed call is committed within about one gap plus one write; killing the
-   process loses only the calls in flight or waiting for that write, and a rerun makes
-   exactly those again (never a committed one).
+   (:func:`core.scoring.score_frame` over the same inputs as :meth:`core.store.Store.
+   scoring_frame`) in one short-lived read-write transaction per batch: it takes whatever
+   has completed, writes it, detaches the file and leaves it unlocked for a gap of
+   :data:`MIN_GAP_S` to :data:`MAX_GAP_S` (the write's duration over :data:`WRITE_SHARE`;
+   :data:`FIRST_GAP_S` before the first write), so a read-only process (the dashboard) can
+   open the store between batches and writing stays a small share of the run. A completed
+   call is committed within about one gap plus one write; killing the process loses only
+   the calls in flight or waiting for that write, and a rerun makes exactly those again
+   (never a committed one).
 
 Failures are data: a call that fails permanently (the backend returns ``Reply.error``, or
 raises) is stored with ``error`` and ``parse_error`` ("empty reply": there is no reply to
@@ -48,12 +50,13 @@ from core.backends.base import Backend, Reply
 from core.parsing import parse_reply
 from core.prompts import TEMPLATE_VERSION, template_hash
 from core.scoring import score_frame
-from core.store import PREDICTION_COLUMNS, Store, StoreError
+from core.store import Store, StoreError
 from core.types import PlannedCall
 
 __all__ = [
     "BATCH_SIZE",
     "COALESCE_S",
+    "FIRST_GAP_S",
     "MAX_GAP_S",
     "MIN_GAP_S",
     "Progress",
@@ -69,19 +72,24 @@ __all__ = [
 ]
 
 #: Most predictions committed in one transaction.
-BATCH_SIZE = 512
+BATCH_SIZE = 4096
 #: Seconds the writer leaves the store unlocked after each batch (readers get in) ...
 MIN_GAP_S = 0.1
 #: ... and at most, however long the writes take.
-MAX_GAP_S = 1.0
+MAX_GAP_S = 3.0
+#: Seconds from the start of an execution before its first write (unless it ends sooner).
+FIRST_GAP_S = 0.25
 #: Share of wall time the writer may spend writing: after a write of ``d`` seconds it waits
-#: ``d / WRITE_SHARE`` (between the two gaps) gathering the next batch, which keeps the
-#: engine's overhead a few percent of model time even with the fast embedded reader.
-WRITE_SHARE = 0.04
+#: ``d / WRITE_SHARE`` (between the two gaps) gathering the next batch. A write costs about
+#: 50 ms whatever its size (attaching the file, one statement per table, the checkpoint on
+#: detach) plus ~0.1 ms a row, so with the fast embedded reader the gap is what keeps
+#: writing a small share of the run.
+WRITE_SHARE = 0.02
 #: Seconds the writer waits after a first completed call for others to share its write.
 COALESCE_S = 0.01
 
 _Key = tuple[str, str, str]
+_KEY_COLUMNS = ("run_id", "instance_id", "condition", "variant")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +202,7 @@ class _Context:
     """What every call of a run shares: where results go and how they are cached."""
 
     run_id: str
+    dataset: str
     wall_seconds: float
     backend: str
     model_id: str
@@ -208,6 +217,7 @@ class _Context:
         options = run.get("options") or {}
         return cls(
             run_id=run_id,
+            dataset=run.get("dataset_id") or "",
             wall_seconds=float(run.get("wall_seconds") or 0.0),
             backend=run.get("backend") or "",
             model_id=run.get("model_digest") or run.get("model") or "",
@@ -252,7 +262,7 @@ def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
         "backend_info": desc,
         "conditions": list(spec.conditions),
     }
-    with store.transaction() as con:
+    with store.write_batch() as con:
         if not store.has_dataset(spec.dataset, con=con):
             raise ValueError(f"no dataset named '{spec.dataset}' in {store.path}")
         old = store.run_row(spec.run_id, con=con)
@@ -300,9 +310,17 @@ def _call_backend(backend: Backend, call: PlannedCall) -> Reply:
 
 
 def _row(
-    ctx: _Context, call: PlannedCall, reply: Reply, cache_hit: bool, latency_ms: float
+    ctx: _Context,
+    call: PlannedCall,
+    reply: Reply,
+    cache_hit: bool,
+    latency_ms: float,
+    key: str | None = None,
 ) -> dict[str, Any]:
-    """One prediction row (plus its ``_cache`` entry and counters) from a reply."""
+    """One prediction row (plus its ``_cache`` entry) from a reply.
+
+    ``key`` is the call's cache key when the caller has it (computed otherwise).
+    """
     # A failed call has no reply to parse ("empty reply"), whatever text came with the error.
     parsed = parse_reply(reply.text if reply.error is None else "", call.input_passage_ids)
     meta = dict(call.meta)
@@ -336,7 +354,7 @@ def _row(
     }
     row["_cache"] = (
         {
-            "cache_key": ctx.key(call),
+            "cache_key": key or ctx.key(call),
             "backend": ctx.backend,
             "model": ctx.model_id,
             "options_hash": ctx.options_hash,
@@ -392,59 +410,72 @@ def _write(
     With ``finish``, the run is also marked with that final status (in the same transaction).
     ``replace`` names the keys that may be stored already (a failed call made again); the
     others are new and take the plain insert. None: any key may be stored.
+
+    The store is attached (:meth:`core.store.Store.write_batch`), not opened, and every row
+    goes in as one Arrow table per table: a batch costs a few statements, whatever its size.
     """
     if not rows:
         if finish is not None:
-            store.finish_run(ctx.run_id, finish, n_planned)
+            with store.write_batch() as con:
+                store.finish_run(ctx.run_id, finish, n_planned, con=con)
         return
-    preds = pd.DataFrame([{c: r[c] for c in PREDICTION_COLUMNS} for r in rows])
-    cache = pd.DataFrame([r["_cache"] for r in rows if r["_cache"] is not None])
     model_s = sum((r["total_duration_ns"] or 0) for r in rows) / 1e9
-    keys = {(r["instance_id"], r["condition"], r["variant"]) for r in rows}
-    old = [
-        replace is None or (r["instance_id"], r["condition"], r["variant"]) in replace for r in rows
-    ]
-    with store.transaction() as con:
-        for flag in (False, True):
-            part = preds[[o == flag for o in old]]
-            if len(part):
-                store.insert_predictions(con, part, replace=flag)
-        store.insert_cache(con, cache)
-        frame = store.scoring_frame(
-            [ctx.run_id], con=con, instance_ids=sorted({k[0] for k in keys})
-        )
-        mine = [
-            (i, c, v) in keys
-            for i, c, v in zip(
-                frame["instance_id"], frame["condition"], frame["variant"], strict=True
-            )
-        ]
-        frame = frame[mine].reset_index(drop=True)
-        if len(frame):
-            scores = score_frame(_scoring_input(frame))
-            key_cols = frame[["run_id", "instance_id", "condition", "variant"]]
-            out = pd.concat([key_cols, scores], axis=1)
-            again = [
-                replace is None or k in replace
-                for k in zip(out["instance_id"], out["condition"], out["variant"], strict=True)
-            ]
-            for flag in (False, True):
-                part = out[[a == flag for a in again]]
-                if len(part):
-                    store.insert_scores(con, part, replace=flag)
+    again = [replace is None or _key_of(r) in replace for r in rows]
+    parts = [[r for r, a in zip(rows, again, strict=True) if a == flag] for flag in (False, True)]
+    cache = [r["_cache"] for r in rows if r["_cache"] is not None]
+    with store.write_batch() as con:
+        for flag, part in zip((False, True), parts, strict=True):
+            store.append_predictions(con, part, replace=flag)
+        store.append_cache(con, cache)
+        cited = [(r["instance_id"], r["cited_ids"]) for r in rows]
+        info = store.scoring_inputs(con, ctx.dataset, cited)
+        for flag, part in zip((False, True), parts, strict=True):
+            scores = _scores(part, info)
+            if scores is not None:
+                store.append_scores(con, scores, replace=flag)
         store.record_progress(con, ctx.run_id, model_s, wall_s, n_planned)
         if finish is not None:
             store.finish_run(ctx.run_id, finish, n_planned, con=con)
 
 
-def _scoring_input(frame: pd.DataFrame) -> pd.DataFrame:
-    """The scorer's input: the frame without its ``error`` column.
+def _key_of(row: Mapping[str, Any]) -> _Key:
+    return (row["instance_id"], row["condition"], row["variant"])
 
-    A failed call is stored with ``parse_error`` "empty reply"; without the ``error`` column
-    the scorer treats it like any unparseable reply: scored as incorrect and kept in every
-    denominator (seed 000 §8.1), not left unscored.
+
+def _scores(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> pd.DataFrame | None:
+    """The score rows of prediction rows, from the rows and their instances' inputs.
+
+    The frame :func:`core.scoring.score_frame` gets is the one :meth:`core.store.Store.
+    scoring_frame` would read back for these rows, built from what the engine holds. It has
+    no ``error`` column: a failed call is stored with ``parse_error`` "empty reply", and
+    without the ``error`` column the scorer treats it like any unparseable reply, scored as
+    incorrect and kept in every denominator (seed 000 §8.1), not left unscored. Rows whose
+    instance is not stored are not scored (as the store's join leaves them out).
     """
-    return frame.drop(columns=["error"])
+    rows = [r for r in rows if r["instance_id"] in info]
+    if not rows:
+        return None
+    inst = [info[r["instance_id"]] for r in rows]
+    frame = pd.DataFrame(
+        {
+            "condition": [r["condition"] for r in rows],
+            "answer": [r["answer"] for r in rows],
+            "cited_ids": [r["cited_ids"] for r in rows],
+            "parse_error": [r["parse_error"] for r in rows],
+            "confidence": pd.Series([r["confidence"] for r in rows], dtype="float64"),
+            **{
+                col: [i[col] for i in inst]
+                for col in ("gold_answer", "answer_aliases", "answer_type", "reasoning_type",
+                            "gold_ids", "gold_titles")
+            },  # fmt: skip
+            "cited_titles": [
+                [i["titles"].get(x) for x in (r["cited_ids"] or [])]
+                for r, i in zip(rows, inst, strict=True)
+            ],
+        }
+    )
+    keys = pd.DataFrame({c: [r[c] for r in rows] for c in _KEY_COLUMNS})
+    return pd.concat([keys, score_frame(frame)], axis=1)
 
 
 # --------------------------------------------------------------------------- writer
@@ -469,6 +500,7 @@ class _Writer(threading.Thread):
         self.n_planned, self.replace = n_planned, replace
         self.t0 = time.monotonic()
         self.q: queue.Queue[Any] = queue.Queue()
+        self.closing = threading.Event()
         self.done = self.errors = self.parse_errors = 0
         self.model_ns = 0
         self.failure: BaseException | None = None
@@ -479,6 +511,7 @@ class _Writer(threading.Thread):
     def close(self, status: str) -> None:
         """Write what is left, mark the run ``status`` in that transaction, and stop."""
         self.q.put((self._STOP, status))
+        self.closing.set()
         self.join()
 
     def report(self) -> None:
@@ -491,8 +524,7 @@ class _Writer(threading.Thread):
         self.progress(Progress(self.done, self.total, rate, eta, self.errors))
 
     def run(self) -> None:
-        last_write = -math.inf
-        gap = MIN_GAP_S
+        last_write, gap = self.t0, FIRST_GAP_S
         status: str | None = None
         while status is None:
             item = self.q.get()
@@ -502,15 +534,14 @@ class _Writer(threading.Thread):
             else:
                 batch.append(item)
                 # Gather what completes within COALESCE_S, and while the store is left unlocked
-                # for MIN_GAP_S after the previous write.
+                # for the gap after the previous write: sleep through it (only close() wakes
+                # the writer early; rows do not), then take what has queued.
                 until = max(last_write + gap, time.monotonic() + COALESCE_S)
+                self.closing.wait(max(0.0, until - time.monotonic()))
                 while len(batch) < BATCH_SIZE:
-                    wait_s = until - time.monotonic()
                     try:
-                        nxt = self.q.get(timeout=wait_s) if wait_s > 0 else self.q.get_nowait()
+                        nxt = self.q.get_nowait()
                     except queue.Empty:
-                        if wait_s > 0:
-                            continue
                         break
                     if isinstance(nxt, tuple):
                         status = nxt[1]
@@ -574,12 +605,13 @@ def execute(
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
         raise ValueError(f"duplicate planned call {dup!r} in run '{run_id}'")
-    with store.connect(read_only=True) as con:  # the run's state, in one connection
+    with store.attached(read_only=True) as con:  # the run's state, in one connection
         ctx = _Context.of(store, run_id, con)
         stored_all = store.prediction_keys(run_id, con=con)
-        stored = store.prediction_keys(run_id, ok_only=True, con=con)
+        stored = store.prediction_keys(run_id, ok_only=True, con=con) if stored_all else set()
         todo = [c for c in calls if _key(c) not in stored]
-        hits = store.cached_responses([ctx.key(c) for c in todo], con=con)
+        ckeys = [ctx.key(c) for c in todo]  # SHA-256 of short strings: once per call
+        hits = store.cached_responses(ckeys, con=con)
     skipped = len(calls) - len(todo)
     n_planned = len(stored | set(keys))
     writer = _Writer(store, ctx, len(todo), progress, n_planned, stored_all - stored)
@@ -589,51 +621,59 @@ def execute(
     cancel = cancel or threading.Event()
     leaders: dict[str, PlannedCall] = {}
     followers: dict[str, list[PlannedCall]] = {}
-    for call in todo:
-        ck = ctx.key(call)
+    for call, ck in zip(todo, ckeys, strict=True):
         if ck in hits:
-            writer.put(_row(ctx, call, _from_cache(hits[ck]), True, 0.0))
+            writer.put(_row(ctx, call, _from_cache(hits[ck]), True, 0.0, ck))
             cached += 1
         elif ck in leaders:
             followers.setdefault(ck, []).append(call)
         else:
             leaders[ck] = call
-    queue_ = list(leaders.values())
+    queue_ = [(call, ck) for ck, call in leaders.items()]
 
-    def work(call: PlannedCall) -> tuple[PlannedCall, Reply, float]:
+    def work(call: PlannedCall, ck: str) -> tuple[PlannedCall, str, Reply, float]:
         t = time.perf_counter()
         reply = _call_backend(backend, call)
-        return call, reply, (time.perf_counter() - t) * 1000.0
+        return call, ck, reply, (time.perf_counter() - t) * 1000.0
+
+    def finish(call: PlannedCall, ck: str, reply: Reply, ms: float) -> None:
+        nonlocal executed, cached
+        executed += 1
+        writer.put(_row(ctx, call, reply, False, ms, ck))
+        for other in followers.pop(ck, []):
+            if reply.error is None:
+                writer.put(_row(ctx, other, reply, True, 0.0, ck))
+                cached += 1
+            else:
+                queue_.append((other, ck))  # the shared call failed: make it too
+
+    def going(pos: int) -> bool:
+        return pos < len(queue_) and not cancel.is_set() and writer.failure is None
 
     pending: set[Future] = set()
     limit = 2 * int(concurrency)
     try:
-        with ThreadPoolExecutor(max_workers=int(concurrency)) as pool:
+        if int(concurrency) == 1:
+            # One call at a time: make it in this thread (a pool adds two thread switches and
+            # a future per call, a few percent of the embedded reader's time).
             pos = 0
-            while pos < len(queue_) or pending:
-                while (
-                    pos < len(queue_)
-                    and len(pending) < limit
-                    and not cancel.is_set()
-                    and writer.failure is None
-                ):
-                    pending.add(pool.submit(work, queue_[pos]))
-                    pos += 1
-                if not pending:
-                    break
-                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    call, reply, ms = fut.result()
-                    executed += 1
-                    writer.put(_row(ctx, call, reply, False, ms))
-                    for other in followers.pop(ctx.key(call), []):
-                        if reply.error is None:
-                            writer.put(_row(ctx, other, reply, True, 0.0))
-                            cached += 1
-                        else:
-                            queue_.append(other)  # the shared call failed: make it too
-                if writer.failure is not None:
-                    break
+            while going(pos):
+                finish(*work(*queue_[pos]))
+                pos += 1
+        else:
+            with ThreadPoolExecutor(max_workers=int(concurrency)) as pool:
+                pos = 0
+                while pos < len(queue_) or pending:
+                    while len(pending) < limit and going(pos):
+                        pending.add(pool.submit(work, *queue_[pos]))
+                        pos += 1
+                    if not pending:
+                        break
+                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        finish(*fut.result())
+                    if writer.failure is not None:
+                        break
     except BaseException:
         cancel.set()
         writer.close("cancelled")
@@ -757,7 +797,7 @@ def rerun_call(store: Store, run_id: str, call: PlannedCall, backend: Backend) -
     Raises:
         ValueError: no such run.
     """
-    with store.connect(read_only=True) as con:
+    with store.attached(read_only=True) as con:
         ctx = _Context.of(store, run_id, con)
         hit = store.cached_responses([ctx.key(call)], con=con)
     if hit:

@@ -237,3 +237,38 @@ def test_report_retrieval_cli_json(tmp_path, capsys, hotpot_instances):
     rc = main(["report", "retrieval", "--db", str(db), "--dataset", "hotpot", "--k", "3,x"])
     assert rc == 1
     assert Store(db).dataset_names() == ["hotpot"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain ASCII text",
+        'quotes " and backslashes \\ and \\" together',
+        "lines\nand\r\ncarriage returns\tand tabs",
+        "accents: café, naïve, Ångström; CJK 漢字; emoji 🙂; line sep \u2028 and nbsp \u00a0",
+        "rare controls: NUL \x00, bell \x07, backspace \x08, form feed \x0c, unit sep \x1f",
+        "DEL \x7f is not escaped by JSON",
+        "",
+    ],
+)
+def test_the_planner_hashes_prompts_exactly_as_prompt_hash(text):
+    from core.conditions import _prompt_hash
+
+    for messages in (
+        [{"role": "system", "content": SYSTEM_CONTEXT}, {"role": "user", "content": text}],
+        [{"role": "user", "content": text, "name": "ignored"}],
+        [{"role": text, "content": text}],
+        [],
+    ):
+        assert _prompt_hash(messages) == prompt_hash(messages)
+    for call in plan_conditions([_toy()], FOUR, top_k=1, chunk_size=12, overlap=2):
+        assert call.prompt_hash == prompt_hash(call.messages)
+
+
+def test_the_planner_hash_fails_like_prompt_hash_on_a_lone_surrogate():
+    from core.conditions import _prompt_hash
+
+    messages = [{"role": "user", "content": "half a pair: \ud800"}]
+    for fn in (_prompt_hash, prompt_hash):
+        with pytest.raises(UnicodeEncodeError):
+            fn(messages)

@@ -46,7 +46,7 @@ _SCRIPT = textwrap.dedent(
             return self.reader.describe()
 
         def generate(self, messages, options=None):
-            time.sleep(0.03)
+            time.sleep(0.1)  # ~13 s a run: batches (up to MAX_GAP_S apart) to kill between
             reply = self.reader.generate(messages)
             self.log.write(prompt_hash(messages) + "\\n")
             self.log.flush()

@@ -499,3 +499,84 @@ def test_a_version_1_store_is_migrated_keeping_its_predictions(db_path):
     assert list(rows["answer"]) == ["x"] and rows["meta"].isna().all()
     store.save_run({"run_id": "old", "model_seconds": 1.5})
     assert store.run_row("old")["model_seconds"] == 1.5
+
+
+# ---------------------------------------------------------- the write path (issue 9 overhead)
+
+
+class Citing(Scripted):
+    """Scripted, but one prompt's reply cites gold, a distractor and an id never shown."""
+
+    def __init__(self, odd: str, **kw):
+        super().__init__(**kw)
+        self.odd = odd
+
+    def generate(self, messages, options=None):
+        if prompt_hash(messages) != self.odd:
+            return super().generate(messages, options)
+        text = json.dumps({"answer": "12", "evidence_ids": ["p0002", "p9999", "p0003"],
+                           "confidence": 0.4, "explanation": "x"})  # fmt: skip
+        return Reply(text=text, latency_ms=1.0, total_duration_ns=1_000)
+
+
+def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(toy_store):
+    from core.scoring import score_frame
+
+    calls = _plan()
+    odd = next(c for c in calls if c.instance_id == "t1" and c.condition == "full_context")
+    bad = next(c for c in calls if c.instance_id == "t3" and c.condition == "oracle")
+    backend = Citing(odd.prompt_hash, fail={bad.prompt_hash})
+    start_run(toy_store, _spec(), backend)
+    execute(toy_store, "t", calls, backend)
+    stored = _preds(toy_store, "t")[list(SCORE_COLUMNS)].sort_index()
+    frame = toy_store.scoring_frame(["t"])
+    again = pd.concat(
+        [frame[["instance_id", "condition", "variant"]],
+         score_frame(frame.drop(columns=["error"]))], axis=1,
+    ).set_index(["instance_id", "condition", "variant"])[list(SCORE_COLUMNS)]  # fmt: skip
+    again = again.sort_index()
+    def plain(df):
+        return df.astype(object).where(df.notna(), None)
+
+    pd.testing.assert_frame_equal(plain(stored), plain(again))
+    row = stored.loc[("t1", "full_context", "")]  # one of three cited ids is gold
+    assert row["ev_precision"] == row["title_grounding"] == pytest.approx(1 / 3)
+    assert (row["em_strict"], row["ev_recall"]) == (0.0, 1.0)
+    assert stored.loc[("t3", "oracle", ""), "failure_label"] == "parse"
+
+
+def test_a_write_batch_commits_or_rolls_back_and_leaves_the_file_unlocked(toy_store):
+    start_run(toy_store, _spec(), Scripted())
+    probe = [sys.executable, "-c",
+             f"import duckdb; c = duckdb.connect({str(toy_store.path)!r}, read_only=True); "
+             "print(c.execute(\"SELECT notes FROM runs WHERE run_id = 't'\").fetchone()[0])"]
+    with toy_store.write_batch() as con:
+        con.execute("UPDATE runs SET notes = 'kept' WHERE run_id = 't'")
+    out = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "kept", out.stderr
+    with pytest.raises(RuntimeError, match="boom"):
+        with toy_store.write_batch() as con:
+            con.execute("UPDATE runs SET notes = 'lost' WHERE run_id = 't'")
+            raise RuntimeError("boom")
+    out = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "kept", out.stderr
+    assert toy_store.run_row("t")["notes"] == "kept"  # a connect() after an attach works
+
+
+def test_a_write_batch_waits_for_a_reader_process_to_let_go(toy_store):
+    start_run(toy_store, _spec(), Scripted())
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         f"import duckdb, time; c = duckdb.connect({str(toy_store.path)!r}, read_only=True); "
+         "print('open', flush=True); time.sleep(1.0)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        t0 = time.monotonic()
+        with toy_store.write_batch() as con:
+            con.execute("UPDATE runs SET notes = 'after' WHERE run_id = 't'")
+        assert time.monotonic() - t0 > 0.3  # it waited for the lock, then got it
+    finally:
+        holder.wait(timeout=30)
+    assert toy_store.run_row("t")["notes"] == "after"
