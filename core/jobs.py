@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -33,14 +34,22 @@ _ROOT = Path(__file__).resolve().parents[1]
 #: Where uploaded files are written (nothing is written elsewhere).
 UPLOAD_DIR = _ROOT / "data" / "uploads"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: Longest saved upload name, in characters (all ASCII after sanitizing).
+_MAX_NAME = 120
 
 
 def save_upload(filename: str, data: bytes, max_bytes: int = 200 * 1024 * 1024,
                 folder: Path | None = None) -> Path:
     """Write an uploaded file under ``data/uploads/`` with a sanitized name; returns its path.
 
+    Only the name's last component is kept, with characters outside ``A-Za-z0-9._-`` replaced
+    and leading dots dropped (``../../etc/x`` -> ``x``), cut to :data:`_MAX_NAME` characters
+    (extension kept). The bytes go to a fresh temporary file in the same folder, renamed over
+    the target, so a link planted at either name is replaced, never written through.
+
     Raises:
-        ValueError: an empty or oversized file, or a name with nothing usable in it.
+        ValueError: an empty or oversized file, a name with nothing usable in it, or a write
+            that failed (a full disk); nothing is left behind then.
     """
     if not data:
         raise ValueError(f"{filename}: empty upload")
@@ -49,11 +58,22 @@ def save_upload(filename: str, data: bytes, max_bytes: int = 200 * 1024 * 1024,
     base = _SAFE.sub("_", Path(filename).name).strip("._")
     if not base:
         raise ValueError(f"unusable file name {filename!r}")
+    if len(base) > _MAX_NAME:  # the file system refuses names over 255 bytes
+        stem, dot, ext = base.rpartition(".")
+        ext = ext[:16] if dot and stem else ""
+        base = base[: _MAX_NAME - len(ext) - 1].rstrip("._") + (f".{ext}" if ext else "")
     target = (folder or UPLOAD_DIR) / base
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(target)
+    tmp: str | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".upload-", suffix=".part", dir=target.parent)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise ValueError(f"{target}: could not save the upload: {exc.strerror or exc}") from exc
     return target
 
 

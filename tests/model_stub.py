@@ -34,7 +34,10 @@ endpoints always answer normally: ``ok``; ``500`` (HTTP 500 every time); ``503-o
 next chat gets HTTP 503 "server busy", later ones are answered); ``stall`` (no answer until
 :attr:`ModelStub.stall_s` passes or the stub stops); ``not-json`` (HTTP 200 with a plain-text
 body); ``missing-fields`` (HTTP 200 JSON without ``message`` / ``choices``); ``close`` (the
-connection is closed after half of the response body).
+connection is closed after half of the response body); ``garbage`` (a well-formed HTTP 200
+answer whose reply text misses the answer contract, cycling through :data:`GARBAGE_REPLIES`;
+no log-probabilities). :meth:`ModelStub.queue_modes` scripts the modes of the next chats one
+by one (then the current mode resumes), to mix faults within one run.
 
 The server is bounded: at most ``max_workers`` requests are handled at once, request bodies
 over 64 MiB are refused, and it stops by itself on exit from the ``with`` block (stalled
@@ -55,6 +58,7 @@ import socket
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -66,10 +70,19 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:
 
 from core.backends.embedded import EmbeddedReader  # noqa: E402
 
-__all__ = ["MODES", "ModelStub", "main", "split_tokens"]
+__all__ = ["GARBAGE_REPLIES", "MODES", "ModelStub", "main", "split_tokens"]
 
 #: Modes :meth:`ModelStub.set_mode` accepts.
-MODES = ("ok", "500", "503-once", "stall", "not-json", "missing-fields", "close")
+MODES = ("ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage")
+#: Reply texts of the ``garbage`` mode, in turn: prose; JSON cut off inside an emoji (the body
+#: carries a ``\ud83d`` escape without its partner, as a server stopped at the token limit
+#: sends); no ``answer``; nothing.
+GARBAGE_REPLIES = (
+    "I am sorry, I cannot answer that from the passages.",
+    '{"answer": "K0 \ud83d',
+    '{"evidence_ids": ["p0001"], "confidence": 0.9}',
+    "",
+)
 
 _MAX_BODY = 64 * 1024 * 1024
 _PROMPT_PIECE = re.compile(r"\w+|[^\w\s]")
@@ -135,6 +148,8 @@ class ModelStub:
         self.openai_logprobs = True
         self.mode = "ok"
         self.set_mode(mode)
+        self._queued: deque[str] = deque()
+        self._garbage = 0
         self._reader = EmbeddedReader()
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max_workers)
@@ -183,6 +198,15 @@ class ModelStub:
             raise ValueError(f"unknown stub mode {mode!r}; allowed: {', '.join(MODES)}")
         self.mode = mode
 
+    def queue_modes(self, *modes: str) -> None:
+        """Answer the next ``len(modes)`` chats in these modes, in arrival order; then the
+        current mode resumes (``503-once`` in the queue applies to that one chat)."""
+        bad = [m for m in modes if m not in MODES]
+        if bad:
+            raise ValueError(f"unknown stub mode {bad[0]!r}; allowed: {', '.join(MODES)}")
+        with self._lock:
+            self._queued.extend(modes)
+
     def paths(self) -> list[str]:
         """Paths of the requests received so far, in order."""
         with self._lock:
@@ -200,6 +224,8 @@ class ModelStub:
 
     def _take_mode(self) -> str:
         with self._lock:
+            if self._queued:
+                return self._queued.popleft()
             mode = self.mode
             if mode == "503-once":
                 self.mode = "ok"
@@ -464,6 +490,16 @@ class _Handler(BaseHTTPRequestHandler):
         status, payload = (
             stub.ollama_chat(body) if path == "/api/chat" else stub.openai_chat(body)
         )
+        if mode == "garbage" and status == 200:
+            with stub._lock:
+                text = GARBAGE_REPLIES[stub._garbage % len(GARBAGE_REPLIES)]
+                stub._garbage += 1
+            if path == "/api/chat":
+                payload["message"]["content"] = text
+                payload.pop("logprobs", None)
+            else:
+                payload["choices"][0]["message"]["content"] = text
+                payload["choices"][0]["logprobs"] = None
         if mode == "close":
             data = json.dumps(payload).encode()
             self.send_response(status)

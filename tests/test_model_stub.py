@@ -7,7 +7,7 @@ import math
 
 import httpx
 import pytest
-from model_stub import MODES, ModelStub, split_tokens
+from model_stub import GARBAGE_REPLIES, MODES, ModelStub, split_tokens
 
 from core.backends import EmbeddedReader
 from core.prompts import build_messages
@@ -137,4 +137,23 @@ def test_modes():
         assert httpx.get(stub.url + "/api/version").status_code == 200  # info still answers
     with pytest.raises(ValueError, match="unknown stub mode 'slow'; allowed: ok, 500"):
         stub.set_mode("slow")
-    assert MODES == ("ok", "500", "503-once", "stall", "not-json", "missing-fields", "close")
+    assert MODES == (
+        "ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage"
+    )  # fmt: skip
+
+
+def test_garbage_replies_and_queued_modes():
+    with ModelStub() as stub:
+        body = {"model": "stub-model", "messages": MESSAGES}
+        stub.set_mode("garbage")
+        texts = [httpx.post(stub.url + "/api/chat", json=body).json()["message"]["content"]
+                 for _ in GARBAGE_REPLIES]  # fmt: skip
+        assert texts == list(GARBAGE_REPLIES)
+        got = httpx.post(stub.url + "/v1/chat/completions", json=body).json()
+        assert got["choices"][0]["message"]["content"] == GARBAGE_REPLIES[0]
+        stub.set_mode("ok")
+        stub.queue_modes("500", "garbage", "503-once")
+        codes = [httpx.post(stub.url + "/api/chat", json=body).status_code for _ in range(5)]
+        assert codes == [500, 200, 503, 200, 200] and stub.mode == "ok"
+    with pytest.raises(ValueError, match="unknown stub mode 'slow'"):
+        stub.queue_modes("ok", "slow")

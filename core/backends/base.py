@@ -8,6 +8,7 @@ programmer errors raise.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -17,6 +18,15 @@ __all__ = ["Backend", "BackendError", "Message", "Reply"]
 #: One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = Mapping[str, str]
 
+# Half of a UTF-16 surrogate pair: what a JSON "\ud83d" escape cut from its partner decodes to.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: str | None) -> str | None:
+    if value is None or value.isascii() or not _LONE_SURROGATE.search(value):
+        return value
+    return _LONE_SURROGATE.sub("\ufffd", value)
+
 
 @dataclass(frozen=True, slots=True)
 class Reply:
@@ -24,7 +34,9 @@ class Reply:
 
     Attributes:
         text: the raw reply text (the answer-contract JSON, or whatever the model wrote);
-            ``""`` when the call failed.
+            ``""`` when the call failed. Half of a UTF-16 surrogate pair (a JSON escape of one
+            surrogate without its partner, e.g. an emoji cut at the token limit) becomes
+            U+FFFD here, in ``error`` too, so every reply can be stored as UTF-8.
         prompt_tokens: prompt tokens as counted by the server (Ollama ``prompt_eval_count``),
             or None when unknown.
         completion_tokens: generated tokens (Ollama ``eval_count``), or None when unknown.
@@ -55,6 +67,10 @@ class Reply:
     model_digest: str | None = None
     error: str | None = None
     logprob_confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", _text(self.text))
+        object.__setattr__(self, "error", _text(self.error))
 
     @property
     def ok(self) -> bool:

@@ -49,6 +49,8 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 _WS = re.compile(r"[ \t\n\r]*")
 _SURROGATE = re.compile("[\udc80-\udcff]")
+# json.loads joins a valid \ud83d\ude00 pair into one character; what is left is half a pair.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 _NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)")
 
@@ -162,7 +164,7 @@ def _utf8_size(text: str) -> int:
 
 
 def check_record(file: str, record: int, obj: Any) -> None:
-    """Reject a record whose strings exceed ``MAX_FIELD_BYTES`` (checked before any mapping).
+    """Reject a record with an oversized or non-Unicode string (checked before any mapping).
 
     Args:
         file: the file name, for the error.
@@ -170,10 +172,20 @@ def check_record(file: str, record: int, obj: Any) -> None:
         obj: the parsed JSON value.
 
     Raises:
-        DataError: naming the first oversized field.
+        DataError: naming the first string over ``MAX_FIELD_BYTES``, or the first holding
+            half of a UTF-16 surrogate pair (a JSON escape of one surrogate, cut from its
+            partner): such a string is not text and cannot be stored.
     """
     quick = MAX_FIELD_BYTES // 4  # a str of at most this many characters cannot be too large
     for path, text in _walk_strings(obj):
+        if not text.isascii() and _LONE_SURROGATE.search(text):
+            raise DataError(
+                file,
+                record,
+                _path_text(path) or None,
+                "a \\u escape names half of a UTF-16 surrogate pair (e.g. \\ud83d alone): "
+                "not valid text",
+            )
         if len(text) > quick:
             size = _utf8_size(text)
             if size > MAX_FIELD_BYTES:
