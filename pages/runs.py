@@ -13,7 +13,7 @@ st.title("Runs")
 store = get_store()
 datasets = cached_call("datasets")
 
-with st.expander("Launch a run", expanded=not jobs()):
+with st.expander("Launch a run", expanded=not jobs().all()):
     with st.form("runs.launch"):
         c = st.columns(3)
         dataset = c[0].selectbox("Dataset", datasets)

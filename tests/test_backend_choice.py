@@ -61,3 +61,14 @@ def test_run_without_backend_uses_the_embedded_reader_when_no_server(tmp_path):
     assert "running the embedded baseline reader" in run.stderr
     summary = json.loads(run.stdout)
     assert summary["planned"] == 200 and summary["errors"] == 0
+
+
+def test_several_hosts_in_ollama_host_do_not_break_the_client_import():
+    env = dict(__import__("os").environ, OLLAMA_HOST="127.0.0.1:9,127.0.0.1:10")
+    code = ("from core.backends.ollama import resolve_hosts; import os; "
+            "print(resolve_hosts(), os.environ['OLLAMA_HOST'])")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("] ")[1].strip() == "127.0.0.1:9,127.0.0.1:10"
+    assert "http://127.0.0.1:10" in out.stdout

@@ -34,11 +34,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import ollama
 import pydantic
 
-from core.backends.base import BackendError, Message, Reply
-from core.backends.support import (
+# The ollama package builds a default client from OLLAMA_HOST when imported and reads one host
+# there; ours may hold several ("h1:11434,h2:11434"), so it sees only the first while importing.
+_HOSTS_ENV = os.environ.get("OLLAMA_HOST")
+if _HOSTS_ENV and len(_HOSTS_ENV.replace(" ", ",").strip(",").split(",")) > 1:
+    os.environ["OLLAMA_HOST"] = _HOSTS_ENV.replace(" ", ",").strip(",").split(",")[0]
+try:
+    import ollama
+finally:
+    if _HOSTS_ENV is not None:
+        os.environ["OLLAMA_HOST"] = _HOSTS_ENV
+
+from core.backends.base import BackendError, Message, Reply  # noqa: E402
+from core.backends.support import (  # noqa: E402
     DEFAULT_CHARS_PER_TOKEN,
     RetryPolicy,
     answer_logprob_confidence,
