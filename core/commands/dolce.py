@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import Any
 
 from core.commands import Groups
@@ -153,50 +152,19 @@ def dolce_report(store: Any, run: str, **settings: Any) -> dict[str, Any]:
 
 
 def _cmd_run_probes(args: argparse.Namespace) -> int:
-    import threading
+    from core.commands.engine import drive_run
 
-    from core.backends import make_backend
-    from core.cli import open_store, print_json
-    from core.commands.engine import ProgressBar, run_options
-
-    store = open_store(args)
-    options = run_options(args.backend, args.seed, args.num_ctx)
-    backend = make_backend(
-        args.backend, args.model, hosts=args.host, base_url=args.base_url, options=options
-    )
-    try:
-        summary = run_probes(
-            store,
-            args.dataset,
-            backend,
-            name=args.name,
-            units=args.units,
-            per_length=args.per_length,
-            strategy=args.strategy,
-            seed=args.seed,
-            limit=args.limit,
-            concurrency=args.concurrency,
-            options=options,
-            progress=ProgressBar(sys.stderr),
-            cancel=threading.Event(),
-        )
-    except KeyboardInterrupt:
-        print(
-            f"\ninterrupted: completed probes are stored; rerun the same command to continue "
-            f"run '{args.name}'",
-            file=sys.stderr,
-        )
-        return 130
-    if args.json:
-        print_json(summary.to_dict())
-    else:
-        s = summary
-        print(
-            f"probe run '{s.run}' {s.status}: {s.planned} planned, {s.executed} executed, "
-            f"{s.cached} cached, {s.skipped_existing} already stored, {s.errors} errors, "
-            f"{s.parse_errors} parse errors in {s.seconds:.1f} s"
-        )
-    return 0
+    return drive_run(
+        args,
+        lambda store, backend, **kw: run_probes(
+            store, args.dataset, backend, name=args.name, units=args.units,
+            per_length=args.per_length, strategy=args.strategy, seed=args.seed,
+            limit=args.limit, concurrency=args.concurrency, **kw,
+        ),
+        label="probe run",
+        calls="probes",
+        model_time=False,
+    )  # fmt: skip
 
 
 def _cmd_report_dolce(args: argparse.Namespace) -> int:

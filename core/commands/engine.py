@@ -21,12 +21,14 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from core.commands import Groups
 
-__all__ = ["ProgressBar", "choose_backend", "register", "retrieval_report", "run_options"]
+__all__ = [
+    "ProgressBar", "choose_backend", "drive_run", "register", "retrieval_report", "run_options",
+]  # fmt: skip
 
 _BACKENDS = ("embedded", "ollama", "openai")  # core.backends.BACKENDS, without importing it
 
@@ -145,54 +147,66 @@ def _split(text: str) -> list[str]:
     return [t.strip() for t in str(text).split(",") if t.strip()]
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def drive_run(
+    args: argparse.Namespace,
+    start: Callable[..., Any],
+    *,
+    label: str = "run",
+    calls: str = "calls",
+    model_time: bool = True,
+) -> int:
+    """What every run command shares: store, backend, progress bar, Ctrl+C, summary.
+
+    ``start(store, backend, options=..., progress=..., cancel=...)`` runs the work and returns a
+    summary with ``to_dict()`` and the fields of :class:`core.engine.RunSummary`.
+    """
     import threading
 
     from core.backends import make_backend
     from core.cli import open_store, print_json
-    from core.engine import run_conditions
 
     store = open_store(args)
-    args.backend = choose_backend(args.backend, args.model, args.host)
     options = run_options(args.backend, args.seed, args.num_ctx)
     backend = make_backend(
         args.backend, args.model, hosts=args.host, base_url=args.base_url, options=options
     )
-    cancel = threading.Event()
-    bar = ProgressBar(sys.stderr)
     try:
-        summary = run_conditions(
-            store,
-            args.dataset,
-            backend,
-            _split(args.conditions),
-            name=args.name,
-            retriever=args.retriever,
-            top_k=args.top_k,
-            chunk_size=args.chunk_size,
-            overlap=args.overlap,
-            concurrency=args.concurrency,
-            progress=bar,
-            cancel=cancel,
-            options=options,
-        )
+        s = start(
+            store, backend, options=options, progress=ProgressBar(sys.stderr),
+            cancel=threading.Event(),
+        )  # fmt: skip
     except KeyboardInterrupt:
         print(
-            f"\ninterrupted: completed calls are stored; rerun the same command to continue "
+            f"\ninterrupted: completed {calls} are stored; rerun the same command to continue "
             f"run '{args.name}'",
             file=sys.stderr,
         )
         return 130
     if args.json:
-        print_json(summary.to_dict())
+        print_json(s.to_dict())
     else:
-        s = summary
+        model = getattr(s, "model_seconds", None) if model_time else None
         print(
-            f"run '{s.run}' {s.status}: {s.planned} planned, {s.executed} executed, "
+            f"{label} '{s.run}' {s.status}: {s.planned} planned, {s.executed} executed, "
             f"{s.cached} cached, {s.skipped_existing} already stored, {s.errors} errors, "
-            f"{s.parse_errors} parse errors in {s.seconds:.1f} s (model {s.model_seconds:.1f} s)"
+            f"{s.parse_errors} parse errors in {s.seconds:.1f} s"
+            + (f" (model {model:.1f} s)" if model is not None else "")
         )
     return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from core.engine import run_conditions
+
+    args.backend = choose_backend(args.backend, args.model, args.host)
+    return drive_run(
+        args,
+        lambda store, backend, **kw: run_conditions(
+            store, args.dataset, backend, _split(args.conditions), name=args.name,
+            retriever=args.retriever, top_k=args.top_k, chunk_size=args.chunk_size,
+            overlap=args.overlap, concurrency=args.concurrency, **kw,
+        ),
+    )  # fmt: skip
 
 
 def retrieval_report(

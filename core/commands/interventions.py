@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
 from core.commands import Groups
 
@@ -33,56 +32,20 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def _cmd_run_interventions(args: argparse.Namespace) -> int:
-    import threading
-
-    from core.backends import make_backend
-    from core.cli import open_store, print_json
-    from core.commands.engine import ProgressBar, run_options
+    from core.commands.engine import drive_run
     from core.cuer import run_interventions
 
-    store = open_store(args)
-    options = run_options(args.backend, args.seed, args.num_ctx)
-    backend = make_backend(
-        args.backend, args.model, hosts=args.host, base_url=args.base_url, options=options
-    )
-    try:
-        summary = run_interventions(
-            store,
-            args.dataset,
-            backend,
-            name=args.name,
-            top_k=args.top_k,
-            retriever=args.retriever,
-            chunk_size=args.chunk_size,
-            overlap=args.overlap,
-            operators=_split(args.operators),
-            hardness=_split(args.replace_hardness),
-            positions=_split(args.duplicate_positions),
-            two_support=args.two_support,
-            zero_retrieval=args.zero_retrieval,
-            seed=args.replace_seed,
-            concurrency=args.concurrency,
-            progress=ProgressBar(sys.stderr),
-            cancel=threading.Event(),
-            options=options,
-        )
-    except KeyboardInterrupt:
-        print(
-            f"\ninterrupted: completed calls are stored; rerun the same command to continue "
-            f"run '{args.name}'",
-            file=sys.stderr,
-        )
-        return 130
-    if args.json:
-        print_json(summary.to_dict())
-    else:
-        s = summary
-        print(
-            f"run '{s.run}' {s.status}: {s.planned} planned, {s.executed} executed, "
-            f"{s.cached} cached, {s.skipped_existing} already stored, {s.errors} errors, "
-            f"{s.parse_errors} parse errors in {s.seconds:.1f} s (model {s.model_seconds:.1f} s)"
-        )
-    return 0
+    return drive_run(
+        args,
+        lambda store, backend, **kw: run_interventions(
+            store, args.dataset, backend, name=args.name, top_k=args.top_k,
+            retriever=args.retriever, chunk_size=args.chunk_size, overlap=args.overlap,
+            operators=_split(args.operators), hardness=_split(args.replace_hardness),
+            positions=_split(args.duplicate_positions), two_support=args.two_support,
+            zero_retrieval=args.zero_retrieval, seed=args.replace_seed,
+            concurrency=args.concurrency, **kw,
+        ),
+    )  # fmt: skip
 
 
 def _fmt(x: float | None, signed: bool = False) -> str:
