@@ -288,6 +288,31 @@ def import_file(kind: str, path: Any, name: str, replace: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- sidebar
+_LEFT_DIRECTORY_MODE = False
+
+
+def _leave_directory_mode() -> None:
+    """Rerun through ``app.py`` when Streamlit ran this page in its old directory mode.
+
+    A fresh server decides from the folder's name that this app lists ``pages/`` as its menu
+    (every file, helpers included) until ``app.py`` has called ``st.navigation`` once; when
+    the first request is a page's own URL, ``app.py`` has not run yet, so that menu (without
+    page titles, page config or the first-start checks) is what the user would see. Switch
+    the mode off and rerun: ``app.py`` then routes to the same page with the real menu.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # pragma: no cover - a Streamlit without the old mode
+        return
+    global _LEFT_DIRECTORY_MODE
+    if getattr(PagesManager, "uses_pages_directory", False) and not _LEFT_DIRECTORY_MODE:
+        # Once per process: the server keeps the mode off from then on (Streamlit's AppTest
+        # resets it before every run; rerunning each time would drop its widget triggers).
+        _LEFT_DIRECTORY_MODE = True
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
     """Render the shared sidebar and return the page's :class:`core.figures.Selection`.
 
@@ -296,6 +321,7 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
     """
     from core.oncu import SCORE_FIELDS
 
+    _leave_directory_mode()
     init_page_state(page)
     ss = st.session_state
     sb = st.sidebar

@@ -8,16 +8,10 @@ no page shows a Streamlit exception box.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, shared_fixture
+from conftest import ROOT, shared_fixture, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -40,12 +34,6 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     from core.results import import_results
@@ -56,31 +44,9 @@ def server(tmp_path_factory):
     store = Store(db)
     import_results(store, shared_fixture(CONTROLLED), name="controlled")
     build_demo(store)
-    port = _free_port()
-    env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1")
-    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).status == 200:
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.terminate()
-        pytest.fail(f"streamlit did not start on {url}")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    yield url
-    proc.terminate()
-    proc.wait(10)
-    log.close()
+    with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        yield url
 
 
 def _settle(page, timeout_ms: int = 90_000) -> None:
@@ -145,3 +111,19 @@ def test_figure_download_in_the_browser(server, page, tmp_path):
     assert (width, height) == (1400, 900)  # default 700 x 450 at PNG scale 2
     page.screenshot(path=str(SHOTS / "download_menu.png"))
     _no_exception(page, "download")
+
+
+def test_a_page_url_as_the_first_request_gets_the_app_menu(page, tmp_path):
+    """A fresh server whose first request is a page's URL (a bookmark, a link in a paper's
+    notes) shows that page under the app's menu, not Streamlit's listing of ``pages/``
+    (helper modules included) that it uses until ``app.py`` has run once."""
+    with streamlit_server(tmp_path / "empty.duckdb", tmp_path) as url:
+        page.goto(f"{url}/conditions")
+        _settle(page)
+        _no_exception(page, "conditions as first request")
+        menu = page.locator('[data-testid="stSidebarNavLink"]').all_inner_texts()
+        titles = [m.split("\n")[-1].strip() for m in menu]
+        assert "Conditions & ONCU" in titles and "Overview" in titles, titles
+        assert not {"common", "app", "case view"} & set(titles), titles
+        assert page.get_by_role("heading", name="Conditions & ONCU").count() >= 1
+        assert page.url.rstrip("/").endswith("/conditions")

@@ -16,16 +16,12 @@ Regenerate the guide's images::
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, shared_fixture
+from conftest import ROOT, shared_fixture, streamlit_server
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -52,12 +48,6 @@ def browser_type_launch_args(browser_type_launch_args):
         "args": ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking"],  # fmt: skip
     }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _cli(db: Path, *args: str) -> str:
@@ -92,31 +82,9 @@ def server(tmp_path_factory, hotpot_file):
     _cli(db, "run", "--dataset", "hotpot", "--backend", "embedded", "--conditions",
          "no_evidence,full_context,retrieved,oracle", "--retriever", "lexical", "--top-k", "3",
          "--concurrency", "2", "--name", "hotpot-embedded")  # fmt: skip
-    port = _free_port()
-    env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1")
-    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).status == 200:
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.terminate()
-        pytest.fail(f"streamlit did not start on {url}")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    yield url
-    proc.terminate()
-    proc.wait(10)
-    log.close()
+    with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        yield url
 
 
 def _settle(page, timeout_ms: int = 60_000) -> None:
