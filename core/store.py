@@ -984,6 +984,19 @@ class Store:
             rows = c.execute(sql, [run_id]).fetchall()
         return {(r[0], r[1], r[2]) for r in rows}
 
+    def error_counts(self, run_id: str, limit: int = 3) -> list[tuple[str, int]]:
+        """The most frequent errors of a run's failed calls, ``[(error, calls), ...]``."""
+        with self.connect(read_only=True) as c:
+            return [
+                (str(e), int(n))
+                for e, n in c.execute(
+                    "SELECT error, count(*) AS n FROM predictions "
+                    "WHERE run_id = ? AND coalesce(error, '') <> '' "
+                    "GROUP BY error ORDER BY n DESC, error LIMIT ?",
+                    [run_id, int(limit)],
+                ).fetchall()
+            ]
+
     def cached_responses(
         self, cache_keys: Sequence[str], con: duckdb.DuckDBPyConnection | None = None
     ) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 
@@ -151,3 +152,36 @@ def test_output_piped_into_a_closed_reader_stops_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_a_run_whose_calls_fail_says_why_and_fails_only_when_all_did(tmp_path):
+    """Failed calls are stored with their error; the command names the most frequent errors
+    on stderr, and exits 1 only when no call got an answer (server down, wrong host)."""
+    from model_stub import ModelStub
+
+    db = tmp_path / "s.duckdb"
+    gen = run_cli("generate", "controlled", "--preset", "controlled-200", "--seed", "42",
+                  "--name", "c", "--db", db)  # fmt: skip
+    assert gen.returncode == 0, gen.stderr
+    with ModelStub() as stub:
+        stub.queue_modes("500", "500", "500")
+        some = run_cli("run", "--dataset", "c", "--backend", "ollama", "--model", "stub-model",
+                       "--host", stub.url, "--conditions", "no_evidence", "--name", "some",
+                       "--db", db)  # fmt: skip
+    assert some.returncode == 0, some.stderr
+    line = some.stderr.strip().splitlines()[-1]
+    assert line.startswith("run 'some': 3 of 200 calls failed, most frequent: "), line
+    assert "500" in line and line.endswith("(3); rerun the same command to make the failed "
+                                           "calls again")  # fmt: skip
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    none = run_cli("run", "--dataset", "c", "--backend", "ollama", "--model", "stub-model",
+                   "--host", dead, "--conditions", "no_evidence", "--name", "none",
+                   "--db", db)  # fmt: skip
+    assert none.returncode == 1, none.stderr
+    line = none.stderr.strip().splitlines()[-1]
+    assert line.startswith("run 'none': all 200 calls failed, most frequent: cannot reach "
+                           f"Ollama at {dead}"), line  # fmt: skip
+    assert "(200)" in line

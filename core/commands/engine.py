@@ -192,7 +192,28 @@ def drive_run(
             f"{s.parse_errors} parse errors in {s.seconds:.1f} s"
             + (f" (model {model:.1f} s)" if model is not None else "")
         )
-    return 0
+    return _failed_calls(store, s, calls)
+
+
+def _failed_calls(store: Any, s: Any, calls: str) -> int:
+    """Say why calls failed (stderr); exit status 1 when every call of the execution failed.
+
+    Failed calls are stored with their error (a rerun makes them again), so a run with some
+    failures still succeeds; one where none got an answer (server down, wrong model name)
+    is a failed command.
+    """
+    made = int(s.executed) + int(s.cached)
+    if not s.errors:
+        return 0
+    top = "; ".join(f"{err} ({n})" for err, n in store.error_counts(s.run))
+    every = s.errors >= made
+    head = f"all {s.errors} {calls}" if every else f"{s.errors} of {made} {calls}"
+    print(
+        f"run '{s.run}': {head} failed, most frequent: {top}; rerun the same command to "
+        f"make the failed {calls} again",
+        file=sys.stderr,
+    )
+    return 1 if every else 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
