@@ -243,6 +243,7 @@ def case_data(
     instance_id: str,
     runs: Sequence[str] = (),
     score_field: str = "f1_relaxed",
+    group_key: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """One instance end to end, for the Case view (gold labels are for the user's eyes only).
 
@@ -252,6 +253,7 @@ def case_data(
         instance_id: the instance.
         runs: runs whose predictions to show (all runs of the dataset when empty).
         score_field: score used for the ONCU group values.
+        group_key: ONCU group key (default :data:`core.oncu.DEFAULT_GROUP_KEY`).
 
     Returns:
         ``instance`` (dict of the instance's fields), ``passages`` (DataFrame passage_id,
@@ -277,6 +279,8 @@ def case_data(
         columns=["passage_id", "ord", "title", "text", "role", "is_gold", "n_tokens"],
     )
     sel = resolve_selection(store, Selection(dataset=dataset, runs=tuple(runs)))
+    if group_key:
+        sel = replace(sel, options={**sel.options, "group_key": tuple(group_key)})
     preds = store.instance_predictions(sel.runs, instance_id) if sel.runs else pd.DataFrame()
     groups = _instance_groups(store, sel, inst, score_field)
     info = {
@@ -314,13 +318,14 @@ def _instance_groups(
     if mine.empty:
         return pd.DataFrame(columns=cols)
     # the instance's group = the rows sharing its group-key cells (per run)
+    key = tuple(sel.options.get("group_key") or DEFAULT_GROUP_KEY)
     mask = pd.Series(False, index=df.index)
     for row in mine.drop_duplicates("run").itertuples(index=False):
         m = df["run"] == row.run
-        for k in DEFAULT_GROUP_KEY:
+        for k in key:
             m &= df[k].astype(str) == str(getattr(row, k))
         mask |= m
-    g = oncu_groups(df[mask], score_field=score_field)
+    g = oncu_groups(df[mask], score_field=score_field, group_key=key)
     return g[[c for c in cols if c in g.columns]].reset_index(drop=True)
 
 

@@ -29,7 +29,8 @@ if qp.get("instance") and st.session_state.get("case.last_qp") != qp.get("instan
 iid = st.selectbox("Instance", ids, key="case.instance")
 runs = tuple(r for r in (qp.get("runs") or "").split(",") if r) or selection.runs
 case = cached_call("case", dataset=dataset, instance_id=iid, runs=list(runs),
-                   score_field=selection.score_field)  # fmt: skip
+                   score_field=selection.score_field,
+                   group_key=list(selection.options.get("group_key") or ()))  # fmt: skip
 inst, passages, preds = case["instance"], case["passages"], case["predictions"]
 
 st.markdown(f"### {inst['question'] or '(question not in the imported file)'}")

@@ -56,6 +56,11 @@ CASE_PAGE = "pages/case_view.py"
 
 #: Definitions (and where they come from) of every number the pages show, for tooltips.
 HELP = {
+    "group_key": "Metadata cells that define an ONCU group: S_none, S_oracle and S_c are means "
+    "over a group's predictions, and a group is valid only when S_oracle > S_none. Default: "
+    "source, model, reasoning_type, context_length, evidence_position, evidence_density, "
+    "distractor_similarity (SPEC §6.5, seed 000 §3.3). Imported data with exact context "
+    "lengths (HotpotQA) makes every instance its own group: drop context_length.",
     "oncu_clipped": "Unweighted mean over valid groups of clip((S_c - S_none) / (S_oracle - "
     "S_none), 0, 1): the share of the oracle's advantage the condition recovers. SPEC §6.5, "
     "seed 000 §3.3.",
@@ -360,6 +365,9 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
                     picked = st.multiselect(col.replace("_", " "), vals, key=f"global.f.{col}")
                     if picked:
                         chosen_filters[col] = tuple(picked)
+    options: dict[str, Any] = {}
+    if page in ("conditions", "case"):
+        options = _group_key_setting(sb)
     with sb.expander("Export settings"):
         st.number_input("width (px)", 100, 5000, step=50, key="global.width")
         st.number_input("height (px)", 100, 5000, step=50, key="global.height")
@@ -371,7 +379,23 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         runs=chosen,
         score_field=ss["global.score_field"],
         filters=chosen_filters,
+        options=options,
     )
+
+
+def _group_key_setting(sb: Any) -> dict[str, Any]:
+    """The ONCU group key control; ``{"group_key": (...)}`` when it differs from the default."""
+    from core.oncu import DEFAULT_GROUP_KEY
+
+    ss = st.session_state
+    choices = [*DEFAULT_GROUP_KEY, "answer_type", "fan_in"]
+    if "global.group_key" not in ss:
+        ss["global.group_key"] = list(DEFAULT_GROUP_KEY)
+    with sb.expander("ONCU groups"):
+        key = st.multiselect("Group key", choices, key="global.group_key",
+                             help=HELP["group_key"])  # fmt: skip
+    key = tuple(k for k in choices if k in key)
+    return {} if key == tuple(DEFAULT_GROUP_KEY) else {"group_key": key}
 
 
 def export_settings() -> ExportSettings:

@@ -115,6 +115,23 @@ def test_conditions_page_hotpotqa_has_29_of_38_valid_groups(app):
     assert len(invalid) == 18 and set(invalid["reasoning_type"]) == {"comparison"}
 
 
+def test_conditions_page_group_key_setting_regroups_oncu(app):
+    """Dropping cells from the ONCU group key pools their groups: by reasoning type alone the
+    HotpotQA release has two groups (comparison, multi_hop) per condition."""
+    from core.oncu import DEFAULT_GROUP_KEY
+
+    at = app("pages/conditions.py", dataset="hotpotqa")
+    control = at.multiselect(key="global.group_key")
+    assert tuple(control.value) == DEFAULT_GROUP_KEY
+    control.set_value(["source", "model", "reasoning_type"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    summary = _table(at, "oncu_clipped").set_index("condition")
+    assert summary["total_groups"].tolist() == [2, 2]
+    groups = _table(at, "invalid_reason")
+    assert sorted(set(groups["reasoning_type"])) == ["comparison", "multi_hop"]
+    assert "context_length" not in groups.columns
+
+
 def test_conditions_page_calibration_for_runs_with_confidences(app):
     at = app("pages/conditions.py", dataset="controlled-200")
     cal = _table(at, "ece")

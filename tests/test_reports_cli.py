@@ -170,6 +170,19 @@ def test_hand_computed_oncu_on_another_file(tmp_path):
     # retrieved - full per instance: a1 0, a2 +1, b1 -1 -> mean 0, sd 1 -> effect 0
     assert paired["mean"] == pytest.approx(0) and paired["effect"] == pytest.approx(0)
 
+    # --group-key source,model: m1's three instances form one group.
+    # S_none (0 + 0 + 2/3) / 3 = 2/9, S_oracle 1, full (1 + 0 + 1) / 3 = 2/3, retrieved
+    # (1 + 1 + 0) / 3 = 2/3 -> ONCU (2/3 - 2/9) / (1 - 2/9) = 4/7 for both.
+    coarse = _json("report", "oncu", "--db", db, "--run", "toy/m1", "--group-key",
+                   "source,model", "--json")  # fmt: skip
+    for row in coarse:
+        assert (row["valid_groups"], row["total_groups"]) == (1, 1)
+        assert row["oncu_raw_mean"] == pytest.approx(4 / 7)
+        assert row["s_none"] == pytest.approx(2 / 9)
+    res = run_cli("report", "oncu", "--db", db, "--group-key", "source,nope")
+    assert res.returncode == 1 and res.stderr.count("\n") == 1
+    assert "group key column(s) ['nope'] not in the frame" in res.stderr
+
 
 def test_report_errors_are_one_line(tmp_path):
     db = tmp_path / "e.duckdb"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +31,31 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def oncu_report(store: Any, run: str | None = None, score_field: str = "f1_relaxed") -> list[dict]:
+def oncu_report(
+    store: Any,
+    run: str | None = None,
+    score_field: str = "f1_relaxed",
+    group_key: Sequence[str] | None = None,
+) -> list[dict]:
     """One object per (run, contextual condition): the ONCU headline and its audit.
 
     Args:
         store: a :class:`core.store.Store`.
         run: a run id or a dataset name (its runs); None for every run.
         score_field: ``f1_relaxed`` (default), ``f1_strict``, ``em_strict`` or ``em_relaxed``.
+        group_key: metadata columns that define a group (default
+            :data:`core.oncu.DEFAULT_GROUP_KEY`; run, model and dataset are always added).
     """
-    from core.oncu import SCORE_FIELDS, oncu_summary
+    from core.oncu import DEFAULT_GROUP_KEY, SCORE_FIELDS, oncu_summary
 
     if score_field not in SCORE_FIELDS:
         raise ValueError(
             f"unknown score field '{score_field}' (allowed: {', '.join(SCORE_FIELDS)})"
         )
     frame = store.analysis_frame(store.resolve_runs(run))
-    summary = oncu_summary(frame, score_field=score_field)
+    summary = oncu_summary(
+        frame, score_field=score_field, group_key=tuple(group_key or DEFAULT_GROUP_KEY)
+    )
     keep = (
         "run", "model", "dataset", "condition", "score_field", "valid_groups", "total_groups",
         "oncu_clipped", "oncu_raw_mean", "oncu_weighted", "oncu_ci_low", "oncu_ci_high",
@@ -123,7 +133,8 @@ def _fmt(v: Any) -> str:
 def _cmd_report_oncu(args: argparse.Namespace) -> int:
     from core.cli import open_store, print_json
 
-    rows = oncu_report(open_store(args), args.run, args.score_field)
+    key = [k.strip() for k in args.group_key.split(",") if k.strip()] if args.group_key else None
+    rows = oncu_report(open_store(args), args.run, args.score_field, key)
     if args.json:
         print_json(rows)
     else:
@@ -197,6 +208,12 @@ def register(groups: Groups) -> None:
 
     on = groups.report.add_parser("oncu", help="ONCU per run and condition (SPEC §6.5)")
     _common(on, run_required=False)
+    on.add_argument(
+        "--group-key",
+        help="comma-separated metadata columns that define an ONCU group (default: source, "
+        "model, reasoning_type, context_length, evidence_position, evidence_density, "
+        "distractor_similarity); drop context_length for imported data with exact lengths",
+    )
     on.set_defaults(handler=_cmd_report_oncu)
 
     fa = groups.report.add_parser("failures", help="failure-label percentages per condition")

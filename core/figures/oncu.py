@@ -25,6 +25,7 @@ import pandas as pd
 
 from core.figures import Selection, register_figure, register_table
 from core.oncu import (
+    DEFAULT_GROUP_KEY,
     ONCU_CONDITIONS,
     SCORE_FIELDS,
     condition_contrast,
@@ -119,6 +120,11 @@ def _want_ci(df: pd.DataFrame, selection: Selection) -> bool:
         keys = [k for k in ("run", "condition") if k in df.columns]
         return df.empty or int(df.groupby(keys).size().max()) <= CI_AUTO_MAX
     return bool(mode)
+
+
+def _group_key(selection: Selection) -> tuple[str, ...]:
+    """The ONCU group key (``options["group_key"]``, default :data:`DEFAULT_GROUP_KEY`)."""
+    return tuple(selection.options.get("group_key") or DEFAULT_GROUP_KEY)
 
 
 def _conds(selection: Selection) -> tuple[str, ...]:
@@ -237,8 +243,9 @@ def oncu_summary_table(store: Any, selection: Selection) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=cols)
     s = oncu_summary(
-        df, score_field=_field(selection), conditions=_conds(selection), n_resamples=_n(selection)
-    )
+        df, score_field=_field(selection), conditions=_conds(selection),
+        n_resamples=_n(selection), group_key=_group_key(selection),
+    )  # fmt: skip
     return _order(s[[c for c in cols if c in s.columns]])
 
 
@@ -259,7 +266,7 @@ def oncu_groups_table(store: Any, selection: Selection) -> pd.DataFrame:
     df = _frame(store, selection)
     if df.empty:
         return pd.DataFrame(columns=["run", "condition", "valid", "invalid_reason"])
-    g = oncu_groups(df, score_field=_field(selection))
+    g = oncu_groups(df, score_field=_field(selection), group_key=_group_key(selection))
     g = g[g["condition"].isin(_conds(selection))]
     g = g.assign(
         status=np.select(
