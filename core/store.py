@@ -1246,6 +1246,16 @@ class Store:
                 [list(run_ids)],
             ).df()
 
+    def passage_ids(self, dataset: str) -> dict[str, set[str]]:
+        """``{instance_id: {passage_id, ...}}`` of a dataset (every instance, even empty)."""
+        with self.connect(read_only=True) as con:
+            out: dict[str, set[str]] = {iid: set() for iid in self.instance_ids(con, dataset)}
+            for iid, pid in con.execute(
+                "SELECT instance_id, passage_id FROM passages WHERE dataset_id = ?", [dataset]
+            ).fetchall():
+                out.setdefault(iid, set()).add(pid)
+        return out
+
     def crux_judgments(self, dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Sub-questions and answerability ratings of a dataset (CRUX).
 

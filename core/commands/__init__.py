@@ -13,7 +13,10 @@ from dataclasses import dataclass
 __all__ = ["Groups", "MODULES"]
 
 #: Command modules, registered in this order (``core.commands.<name>``).
-MODULES = ("reports", "engine", "interventions", "dolce", "coverage", "export", "serve", "setup")
+MODULES = (
+    "reports", "engine", "interventions", "dolce", "coverage", "crux_judge", "export", "serve",
+    "setup",
+)
 
 
 @dataclass(frozen=True, slots=True)

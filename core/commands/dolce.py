@@ -22,7 +22,6 @@ from core.commands import Groups
 
 __all__ = ["dolce_fit", "dolce_report", "register", "run_probes"]
 
-_BACKENDS = ("embedded", "ollama", "openai")
 _PROBLEM_KEYS = (
     "task", "problem", "instance_id", "scenario", "dip_p", "L", "n_obs", "max_C", "lam", "k",
     "category", "p_oracle", "log_likelihood", "lam_p", "k_p", "lam_q", "question",
@@ -215,15 +214,13 @@ def _strategy(text: str) -> str:
 def register(groups: Groups) -> None:
     """Add ``run-probes`` and ``report dolce`` to the CLI."""
     from core.cli import add_db
+    from core.commands.engine import add_backend_args
 
     run = groups.top.add_parser(
         "run-probes", help="DOLCE: probe spans of C units of every instance against a backend"
     )
     run.add_argument("--dataset", required=True, help="stored dataset name")
-    run.add_argument("--backend", required=True, choices=_BACKENDS, help="model backend")
-    run.add_argument("--model", help="model name (default: the backend's default)")
-    run.add_argument("--host", action="append", help="Ollama host URL (repeatable)")
-    run.add_argument("--base-url", help="OpenAI-compatible endpoint")
+    add_backend_args(run)
     run.add_argument(
         "--units", default="sentence", choices=("sentence", "passage"), help="unit (sentence)"
     )

@@ -27,7 +27,8 @@ from typing import Any, TextIO
 from core.commands import Groups
 
 __all__ = [
-    "ProgressBar", "choose_backend", "drive_run", "register", "retrieval_report", "run_options",
+    "ProgressBar", "add_backend_args", "choose_backend", "drive_run", "register",
+    "retrieval_report", "run_options",
 ]  # fmt: skip
 
 _BACKENDS = ("embedded", "ollama", "openai")  # core.backends.BACKENDS, without importing it
@@ -101,6 +102,23 @@ class ProgressBar:
             self._decile = decile
             self.stream.write(self.line(p) + "\n")
             self.stream.flush()
+
+
+def add_backend_args(parser: argparse.ArgumentParser) -> None:
+    """``--backend`` (required), ``--model``, ``--host`` (repeatable) and ``--base-url``."""
+    parser.add_argument(
+        "--backend",
+        required=True,
+        choices=_BACKENDS,
+        help="embedded (baseline reader, no server), ollama, or openai (compatible endpoint)",
+    )
+    parser.add_argument("--model", help="model name (default: the backend's default)")
+    parser.add_argument(
+        "--host", action="append", help="Ollama host URL; repeat to spread calls over several"
+    )
+    parser.add_argument(
+        "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
+    )
 
 
 def choose_backend(

@@ -22,8 +22,6 @@ from core.commands import Groups
 
 __all__ = ["register"]
 
-_BACKENDS = ("embedded", "ollama", "openai")  # core.backends.BACKENDS, without importing it
-
 
 def _split(text: str | None) -> list[str] | None:
     if text is None:
@@ -116,23 +114,14 @@ def _unit(text: str) -> float:
 def register(groups: Groups) -> None:
     """Add ``run-interventions`` and ``report interventions`` to the CLI."""
     from core.cli import add_db
+    from core.commands.engine import add_backend_args
 
     run = groups.top.add_parser(
         "run-interventions",
         help="CUE-R: base retrieved traces, then remove/replace/duplicate interventions",
     )
     run.add_argument("--dataset", required=True, help="stored dataset name")
-    run.add_argument(
-        "--backend",
-        required=True,
-        choices=_BACKENDS,
-        help="embedded (baseline reader, no server), ollama, or openai (compatible endpoint)",
-    )
-    run.add_argument("--model", help="model name (default: the backend's default)")
-    run.add_argument(
-        "--host", action="append", help="Ollama host URL; repeat to spread calls over several"
-    )
-    run.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    add_backend_args(run)
     run.add_argument("--retriever", default="lexical", help="base retriever (default lexical)")
     run.add_argument("--top-k", type=_positive, default=5, help="base chunks (default 5)")
     run.add_argument("--chunk-size", type=_positive, default=220, help="chunk tokens (220)")

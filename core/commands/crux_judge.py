@@ -1,0 +1,169 @@
+"""CRUX sub-questions and answerability ratings from the command line (SPEC §9, seed 002).
+
+``import crux FILE --dataset NAME`` stores a dataset's sub-questions, and the ratings a judge
+already gave (CRUX's released judgments, say), from a JSON Lines file::
+
+    {"instance_id": "q1", "sq_id": "s1", "text": "Who founded X?",
+     "ratings": {"p0001": 5, "p0003": 0}}          # optional; 0..5 per passage id
+
+``judge crux --dataset NAME --backend ollama --model M`` rates every (passage, stored
+sub-question) pair 0..5 with the CRUX rubric through a model backend
+(:func:`core.crux.judge_answerability`; calls go through the response cache), so that
+``report crux --judge NAME`` uses real ratings instead of the binary ones derived from gold
+evidence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from core.commands import Groups
+
+__all__ = ["read_crux_file", "register"]
+
+#: Judge name of ratings imported without one.
+IMPORTED_JUDGE = "imported"
+
+
+def read_crux_file(
+    path: Path, passages: dict[str, set[str]], judge: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Validate a sub-question file; ``(sub_questions, ratings)`` as lists of dicts.
+
+    Args:
+        path: the JSON Lines file.
+        passages: passage ids of each instance of the dataset.
+        judge: the name the file's ratings are stored under.
+
+    Raises:
+        DataError: naming the file, the record and the field: not an object, a missing or
+            empty id or text, an instance not in the dataset, a repeated (instance, sq_id),
+            ratings that are not an object of the instance's passage ids -> integer 0..5.
+    """
+    from core.datasets._io import jsonl_records
+    from core.types import DataError
+
+    file = str(path)
+    sub_questions: list[dict[str, Any]] = []
+    ratings: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for line, rec in jsonl_records(path):
+        if not isinstance(rec, dict):
+            raise DataError(file, line, None, f"expected a JSON object, got {type(rec).__name__}")
+        for key in ("instance_id", "sq_id", "text"):
+            value = rec.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise DataError(file, line, key, "required: a non-empty string")
+        iid, sq_id = rec["instance_id"], rec["sq_id"]
+        if iid not in passages:
+            raise DataError(file, line, "instance_id", f"no instance {iid!r} in the dataset")
+        if (iid, sq_id) in seen:
+            raise DataError(file, line, "sq_id", f"sub-question {sq_id!r} of {iid!r} repeated")
+        seen.add((iid, sq_id))
+        sub_questions.append({"instance_id": iid, "sq_id": sq_id, "text": rec["text"].strip()})
+        given = rec.get("ratings")
+        if given is None:
+            continue
+        if not isinstance(given, dict):
+            raise DataError(file, line, "ratings", "expected an object {passage_id: 0..5}")
+        for pid, rating in given.items():
+            if pid not in passages[iid]:
+                raise DataError(file, line, f"ratings.{pid}", f"no passage {pid!r} in {iid!r}")
+            ok = isinstance(rating, int) and not isinstance(rating, bool) and 0 <= rating <= 5
+            if not ok:
+                raise DataError(file, line, f"ratings.{pid}", f"expected 0..5, got {rating!r}")
+            ratings.append({"instance_id": iid, "sq_id": sq_id, "passage_id": str(pid),
+                            "rating": rating, "judge": judge})  # fmt: skip
+    return sub_questions, ratings
+
+
+def _cmd_import_crux(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from core.cli import open_store
+
+    store = open_store(args)
+    if args.dataset not in store.dataset_names():
+        raise ValueError(f"no dataset named '{args.dataset}' in {store.path}")
+    sq, ratings = read_crux_file(args.file, store.passage_ids(args.dataset), args.judge)
+    cols = ["instance_id", "sq_id", "passage_id", "rating", "judge"]
+    store.write_crux_judgments(args.dataset, pd.DataFrame(sq), pd.DataFrame(ratings, columns=cols))
+    n_inst = len({r["instance_id"] for r in sq})
+    print(
+        f"{args.file}: {len(sq)} sub-questions of {n_inst} instances, {len(ratings)} ratings"
+        + (f" (judge '{args.judge}')" if ratings else "")
+        + f" -> dataset '{args.dataset}' in {store.path}"
+    )
+    return 0
+
+
+def _cmd_judge_crux(args: argparse.Namespace) -> int:
+    from core.backends import make_backend
+    from core.cli import open_store, print_json
+    from core.commands.engine import run_options
+    from core.crux import judge_answerability
+
+    store = open_store(args)
+    options = run_options(args.backend, args.seed, args.num_ctx)
+    backend = make_backend(
+        args.backend, args.model, hosts=args.host, base_url=args.base_url, options=options
+    )
+    out = judge_answerability(
+        store, args.dataset, backend, passages=args.passages, options=options, judge=args.judge
+    )
+    if args.json:
+        print_json(out)
+    else:
+        stored = out["n_pairs"] - out["n_errors"]
+        print(
+            f"judge '{out['judge']}': {out['n_pairs']} (passage, sub-question) pairs, "
+            f"{out['n_called']} model calls, {out['n_cached']} cached, {out['n_errors']} errors"
+            + (f"; report crux --dataset {args.dataset} --judge '{out['judge']}' uses the "
+               f"{stored} ratings" if stored else "")
+        )  # fmt: skip
+    if out["n_errors"]:
+        print(f"{out['n_errors']} calls failed and were not stored; rerun to fill them",
+              file=sys.stderr)  # fmt: skip
+        return 1 if out["n_errors"] == out["n_called"] else 0
+    return 0
+
+
+def register(groups: Groups) -> None:
+    """Add ``import crux`` and ``judge crux``."""
+    from core.cli import add_db
+    from core.commands.engine import add_backend_args
+
+    imp = groups.import_.add_parser(
+        "crux", help="CRUX sub-questions (and given 0-5 ratings) of a stored dataset, JSONL"
+    )
+    imp.add_argument("file", type=Path, help="JSON Lines: instance_id, sq_id, text, ratings?")
+    imp.add_argument("--dataset", required=True, help="the stored dataset they belong to")
+    imp.add_argument(
+        "--judge", default=IMPORTED_JUDGE,
+        help=f"name the file's ratings are stored under (default '{IMPORTED_JUDGE}')",
+    )  # fmt: skip
+    add_db(imp)
+    imp.set_defaults(handler=_cmd_import_crux)
+
+    judge = groups.top.add_parser(
+        "judge", help="rate evidence with a model (CRUX 0-5 answerability rubric)"
+    )
+    sub = judge.add_subparsers(dest="judge_kind", metavar="KIND", required=True)
+    crux = sub.add_parser(
+        "crux", help="rate (passage, sub-question) pairs 0-5 with the CRUX rubric (SPEC §9)"
+    )
+    crux.add_argument("--dataset", required=True, help="dataset with stored sub-questions")
+    add_backend_args(crux)
+    crux.add_argument(
+        "--passages", default="gold", choices=("gold", "all"),
+        help="rate the gold passages only (CRUX's pre-judged P*, default) or every passage",
+    )  # fmt: skip
+    crux.add_argument("--judge", help="name to store the ratings under (default backend:model)")
+    crux.add_argument("--num-ctx", type=int, default=None, help="Ollama num_ctx")
+    crux.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    crux.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_db(crux)
+    crux.set_defaults(handler=_cmd_judge_crux)
