@@ -56,6 +56,10 @@ CASE_PAGE = "pages/case_view.py"
 
 #: Definitions (and where they come from) of every number the pages show, for tooltips.
 HELP = {
+    "crux_judge": "Whose 0-5 answerability ratings CRUX uses (imported with `import crux` or "
+    "made by `judge crux`); a passage answers a sub-question when its rating is >= 3. "
+    "Instances without rated sub-questions fall back to gold evidence: each gold passage "
+    "answers a sub-question of its own. SPEC §9, seed 002 §3.1-3.3.",
     "group_key": "Metadata cells that define an ONCU group: S_none, S_oracle and S_c are means "
     "over a group's predictions, and a group is valid only when S_oracle > S_none. Default: "
     "source, model, reasoning_type, context_length, evidence_position, evidence_density, "
@@ -202,6 +206,9 @@ _CALLS = {
     "datasets": lambda store: store.dataset_names(),
     "instance_ids": lambda store, dataset: store.list_instance_ids(dataset),
     "case": lambda store, **kw: views.case_data(store, **kw),
+    "crux_judges": lambda store, dataset: sorted(
+        set(store.crux_judgments(dataset)[1]["judge"].astype(str))
+    ),
 }
 
 
@@ -210,7 +217,8 @@ def cached_call(fn_name: str, **kwargs: Any) -> Any:
 
     ``fn_name`` is one of ``figure`` (name, sel), ``table`` (name, sel), ``instances``
     (sel, cell), ``overview``, ``cells`` (dataset), ``runs``, ``datasets``, ``case``
-    (dataset, instance_id, runs, score_field). ``sel`` is a selection's JSON.
+    (dataset, instance_id, runs, score_field, group_key), ``crux_judges`` (dataset). ``sel``
+    is a selection's JSON.
     """
     import json
 

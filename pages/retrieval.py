@@ -4,7 +4,7 @@ import streamlit as st
 
 from core.figures import figure_names, table_names
 from core.retrieval import list_retrievers
-from pages.common import show_figure, show_table, sidebar, with_options
+from pages.common import HELP, cached_call, show_figure, show_table, sidebar, with_options
 
 selection = sidebar("retrieval", runs=False)
 st.title("Retrieval")
@@ -24,6 +24,11 @@ elif retrievers and ks:
 has_crux = "crux_coverage" in figure_names() or "crux_table" in table_names()
 if has_crux and st.toggle("CRUX: coverage, ranked coverage, density", key="retrieval.crux",
                           help="Computed over every instance of the dataset on demand."):
+    judges = cached_call("crux_judges", dataset=selection.dataset) if selection.dataset else []
+    if judges:
+        judge = st.selectbox("CRUX ratings", judges, key="retrieval.crux_judge",
+                             help=HELP["crux_judge"])  # fmt: skip
+        selection = with_options(selection, judge=judge)
     if "crux_coverage" in figure_names():
         show_figure("crux_coverage", selection, drill=False)
     if "crux_table" in table_names():
