@@ -70,3 +70,18 @@ def streamlit_server(db: Path, logdir: Path) -> Iterator[str]:
         proc.terminate()
         proc.wait(10)
         log.close()
+
+
+def open_page(monkeypatch: pytest.MonkeyPatch, db: Path, page: str, dataset: str):
+    """Streamlit's ``AppTest`` of ``app.py`` on the store ``db`` (no demo build), switched to
+    ``page`` with ``dataset`` chosen in the sidebar; fails on an exception."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("EVIDENCE_DB", str(db))
+    monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page(page)
+    at.run()
+    at.selectbox(key="global.dataset").set_value(dataset).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

@@ -141,17 +141,9 @@ def test_registered_fanin_and_crux_views_show_the_report_numbers(grid_store):
 
 
 def test_fanin_page_renders(grid_store, monkeypatch):
-    from streamlit.testing.v1 import AppTest
+    from conftest import open_page
 
-    from conftest import ROOT
-
-    monkeypatch.setenv("EVIDENCE_DB", str(grid_store.path))
-    monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/fanin.py")
-    at.run()
-    at.selectbox(key="global.dataset").set_value("fanin-grid").run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = open_page(monkeypatch, grid_store.path, "pages/fanin.py", "fanin-grid")
     tables = {tuple(df.value.columns): df.value for df in at.dataframe}
     deg = next(v for k, v in tables.items() if "rel. drop %" in k).set_index("condition")
     assert deg.loc["retrieved", "rel. drop %"] < -50

@@ -108,17 +108,11 @@ def test_judge_rates_every_pair_through_the_ollama_client_and_caches(tiny, tmp_p
 def test_retrieval_page_lets_the_user_choose_whose_ratings_crux_uses(tmp_path, monkeypatch):
     """With two judges' ratings stored, the CRUX views ask which to use (the report refuses to
     guess) and the table follows the choice."""
-    from conftest import ROOT
-    from streamlit.testing.v1 import AppTest
+    from conftest import open_page
     from test_crux import _store_with_ratings
 
     store = _store_with_ratings(tmp_path / "j.duckdb", judges=("j1", "j2"))
-    monkeypatch.setenv("EVIDENCE_DB", str(store.path))
-    monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/retrieval.py")
-    at.run()
-    at.selectbox(key="global.dataset").set_value("tiny").run()
+    at = open_page(monkeypatch, store.path, "pages/retrieval.py", "tiny")
     at.toggle(key="retrieval.crux").set_value(True).run()
     assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
     choice = at.selectbox(key="retrieval.crux_judge")
