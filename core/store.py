@@ -1508,9 +1508,23 @@ def _fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]
         table = cur.sql(sql, params=list(params)).to_arrow_table()
     frame = table.to_pandas()
     for name, column in zip(table.column_names, table.columns, strict=True):
+        if not column.null_count:
+            continue
         if column.null_count == len(column) and pa.types.is_string(column.type):
             frame[name] = pd.Series([None] * len(frame), index=frame.index, dtype=object)
+        elif pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+            # .df() gives integers and booleans with NULLs as pandas' masked dtypes
+            masked = _masked_dtype(column.type)
+            frame[name] = column.to_pandas(types_mapper={column.type: masked}.get)
     return frame
+
+
+def _masked_dtype(arrow_type: pa.DataType) -> Any:
+    """The masked pandas dtype of an Arrow integer or boolean type (int32: Int32, bool)."""
+    name = str(arrow_type)
+    if name == "bool":
+        return pd.BooleanDtype()
+    return pd.api.types.pandas_dtype(name.replace("uint", "UInt").replace("int", "Int"))
 
 
 def _with_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

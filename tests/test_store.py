@@ -179,3 +179,23 @@ def test_lock_timeout_names_the_file(db_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_fetch_frame_gives_the_frame_df_gives():
+    """The Arrow fetch behind the analysis frame returns exactly ``.df()``'s frame: text,
+    all-NULL text, nullable numbers, booleans, lists (a test that pins the "same frame")."""
+    import duckdb
+    from pandas.testing import assert_frame_equal
+
+    from core.store import _fetch_frame
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT i, 'r' || (i % 3) AS txt, NULL::VARCHAR AS empty, "
+        "CASE WHEN i % 2 = 0 THEN NULL ELSE i END AS n, i % 2 = 0 AS flag, i::INTEGER AS m, "
+        "CASE WHEN i % 3 = 0 THEN NULL ELSE i % 2 = 0 END AS maybe, "
+        "CASE WHEN i % 4 = 0 THEN NULL ELSE i / 3.0 END AS x, ['p' || i, 'q'] AS ids "
+        "FROM range(50) r(i)"
+    )
+    sql = "SELECT * FROM t WHERE i >= ? ORDER BY i"
+    assert_frame_equal(_fetch_frame(con, sql, [5]), con.execute(sql, [5]).df())
