@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-__all__ = ["Groups", "MODULES"]
+__all__ = ["Groups", "MODULES", "split_csv"]
 
 #: Command modules, registered in this order (``core.commands.<name>``).
 MODULES = (
@@ -34,3 +34,8 @@ class Groups:
     import_: argparse._SubParsersAction
     report: argparse._SubParsersAction
     export: argparse._SubParsersAction
+
+
+def split_csv(text: str | None) -> list[str]:
+    """The non-blank, stripped items of a comma-separated option (``None``: none)."""
+    return [t.strip() for t in str(text or "").split(",") if t.strip()]

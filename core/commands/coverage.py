@@ -12,18 +12,14 @@ import argparse
 import math
 from typing import Any
 
-from core.commands import Groups
+from core.commands import Groups, split_csv
 
 __all__ = ["register"]
 
 
-def _split(text: str) -> list[str]:
-    return [t.strip() for t in str(text).split(",") if t.strip()]
-
-
 def _ks(text: str) -> list[int]:
     out = []
-    for t in _split(text):
+    for t in split_csv(text):
         try:
             out.append(int(t))
         except ValueError:
@@ -43,7 +39,7 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
     from core.cli import open_store, print_json
     from core.fanin import fanin_report
 
-    runs = _split(args.runs)
+    runs = split_csv(args.runs)
     if not runs:
         raise ValueError("--runs needs at least one run id (comma-separated)")
     res = fanin_report(
@@ -85,7 +81,7 @@ def _cmd_crux(args: argparse.Namespace) -> int:
     res = crux_report(
         open_store(args),
         args.dataset,
-        _split(args.retrievers),
+        split_csv(args.retrievers),
         args.k,
         judge=args.judge,
         chunk_size=args.chunk_size,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from core.commands import Groups
+from core.commands import Groups, split_csv
 
 __all__ = [
     "ProgressBar", "add_backend_args", "choose_backend", "drive_run", "register",
@@ -161,10 +161,6 @@ def choose_backend(
     return "embedded"
 
 
-def _split(text: str) -> list[str]:
-    return [t.strip() for t in str(text).split(",") if t.strip()]
-
-
 def drive_run(
     args: argparse.Namespace,
     start: Callable[..., Any],
@@ -241,7 +237,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return drive_run(
         args,
         lambda store, backend, **kw: run_conditions(
-            store, args.dataset, backend, _split(args.conditions), name=args.name,
+            store, args.dataset, backend, split_csv(args.conditions), name=args.name,
             retriever=args.retriever, top_k=args.top_k, chunk_size=args.chunk_size,
             overlap=args.overlap, concurrency=args.concurrency, **kw,
         ),
@@ -277,11 +273,11 @@ def _cmd_report_retrieval(args: argparse.Namespace) -> int:
     from core.cli import open_store, print_json
 
     try:
-        ks = [int(k) for k in _split(args.k)]
+        ks = [int(k) for k in split_csv(args.k)]
     except ValueError:
         raise ValueError(f"--k must be integers separated by commas, got {args.k!r}") from None
     rows = retrieval_report(
-        open_store(args), args.dataset, _split(args.retrievers), ks, args.chunk_size,
+        open_store(args), args.dataset, split_csv(args.retrievers), ks, args.chunk_size,
         args.overlap,
     )  # fmt: skip
     if args.json:

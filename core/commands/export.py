@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from core.commands import Groups
+from core.commands import Groups, split_csv
 
 __all__ = ["register", "selection_from_args"]
 
@@ -30,7 +30,7 @@ def selection_from_args(args: argparse.Namespace) -> Any:
         col, sep, values = item.partition("=")
         if not sep or not col.strip():
             raise ValueError(f"bad --filter {item!r}; expected COLUMN=V1,V2")
-        filters[col.strip()] = tuple(v.strip() for v in values.split(",") if v.strip())
+        filters[col.strip()] = tuple(split_csv(values))
     options: dict[str, Any] = {}
     for item in args.option or []:
         key, sep, value = item.partition("=")
@@ -40,7 +40,7 @@ def selection_from_args(args: argparse.Namespace) -> Any:
             options[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
             options[key.strip()] = value
-    runs = tuple(r.strip() for r in (args.runs or "").split(",") if r.strip())
+    runs = tuple(split_csv(args.runs))
     return Selection(
         dataset=args.dataset, runs=runs, score_field=args.score_field, filters=filters,
         options=options,

@@ -18,15 +18,13 @@ from __future__ import annotations
 import argparse
 import math
 
-from core.commands import Groups
+from core.commands import Groups, split_csv
 
 __all__ = ["register"]
 
 
 def _split(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    return [t.strip() for t in str(text).split(",") if t.strip()]
+    return None if text is None else split_csv(text)
 
 
 def _cmd_run_interventions(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.commands import Groups
+from core.commands import Groups, split_csv
 
 __all__ = ["failures_report", "oncu_report", "paired_report", "register"]
 
@@ -133,8 +133,7 @@ def _fmt(v: Any) -> str:
 def _cmd_report_oncu(args: argparse.Namespace) -> int:
     from core.cli import open_store, print_json
 
-    key = [k.strip() for k in args.group_key.split(",") if k.strip()] if args.group_key else None
-    rows = oncu_report(open_store(args), args.run, args.score_field, key)
+    rows = oncu_report(open_store(args), args.run, args.score_field, split_csv(args.group_key))
     if args.json:
         print_json(rows)
     else:
