@@ -1254,8 +1254,17 @@ class Store:
             for iid, pid in con.execute(
                 "SELECT instance_id, passage_id FROM passages WHERE dataset_id = ?", [dataset]
             ).fetchall():
-                out.setdefault(iid, set()).add(pid)
+                out[iid].add(pid)
         return out
+
+    def crux_judges(self, dataset: str) -> list[str]:
+        """Names of the judges whose ratings of a dataset are stored, sorted."""
+        with self.connect(read_only=True) as con:
+            rows = con.execute(
+                "SELECT DISTINCT judge FROM answerability WHERE dataset_id = ? ORDER BY judge",
+                [dataset],
+            ).fetchall()
+        return [str(r[0]) for r in rows]
 
     def crux_judgments(self, dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Sub-questions and answerability ratings of a dataset (CRUX).

@@ -206,9 +206,7 @@ _CALLS = {
     "datasets": lambda store: store.dataset_names(),
     "instance_ids": lambda store, dataset: store.list_instance_ids(dataset),
     "case": lambda store, **kw: views.case_data(store, **kw),
-    "crux_judges": lambda store, dataset: sorted(
-        set(store.crux_judgments(dataset)[1]["judge"].astype(str))
-    ),
+    "crux_judges": lambda store, dataset: store.crux_judges(dataset),
 }
 
 
