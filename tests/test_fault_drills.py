@@ -151,8 +151,16 @@ def test_kill_9_during_an_import_leaves_all_or_nothing_then_import_completes(bas
     _write_jsonl(src, N_JSONL)
     cmd = [sys.executable, "-m", "core", "import", "dataset", "--format", "jsonl", str(src),
            "--name", "big", "--db", str(db)]  # fmt: skip
+    # Kill at fixed shares of how long the whole import takes on this machine (timed on a copy
+    # of the store), so the kills land while it runs on a fast machine and on a slow one.
+    scratch = tmp_path / "timing"
+    scratch.mkdir()
+    timed = [*cmd[:-1], str(_copy(base_store, scratch))]
+    t0 = time.monotonic()
+    assert subprocess.run(timed, cwd=ROOT, capture_output=True).returncode == 0
+    whole = time.monotonic() - t0
     killed = 0
-    for delay in (0.8, 1.6, 2.4, 3.2):
+    for delay in (0.5 * whole, 0.7 * whole, 0.85 * whole, 0.95 * whole):
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(delay)
         if proc.poll() is None:
@@ -164,7 +172,7 @@ def test_kill_9_during_an_import_leaves_all_or_nothing_then_import_completes(bas
         assert seen.get("big") in (None, N_JSONL), seen  # never a partial dataset
         if "big" in seen:
             break
-    assert killed >= 1, "the import finished before any kill: raise N_JSONL"
+    assert killed >= 1, f"the import finished before any kill ({whole:.2f} s in all)"
     if "big" not in _datasets(db):
         done = _cli("import", "dataset", "--format", "jsonl", str(src), "--name", "big",
                     "--db", str(db))  # fmt: skip
