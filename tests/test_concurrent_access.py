@@ -3,7 +3,10 @@
 DuckDB allows one read-write process or many read-only ones, never both at once: the engine
 writes in short transactions and leaves the file unlocked between them, and every open retries
 while the other side holds the lock. Both processes must succeed, and the reader must see the
-run progress (counts between 0 and the total) rather than only its start or end.
+run progress (counts between 0 and the total) rather than only its start or end. The writer
+calls the stub model server with a fixed latency, so the run lasts a few seconds whatever the
+machine's speed: with the embedded reader a fast machine finished 800 calls in two writes
+moments apart, and the reader, waiting on the lock, saw only the start and the end.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 import textwrap
 
 from conftest import ROOT
+from model_stub import ModelStub
 
 from core.datasets.controlled import build_controlled
 from core.store import Store
@@ -49,11 +53,13 @@ def test_a_run_and_a_read_only_reader_share_the_store(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    writer = subprocess.run(
-        [sys.executable, "-m", "core", "run", "--db", str(db), "--dataset", "controlled-200",
-         "--backend", "embedded", "--name", "live", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    with ModelStub(latency_s=0.02) as stub:  # 800 calls x 20 ms / 4 workers: about 4 s
+        writer = subprocess.run(
+            [sys.executable, "-m", "core", "run", "--db", str(db), "--dataset", "controlled-200",
+             "--backend", "ollama", "--model", "stub-model", "--host", stub.url,
+             "--concurrency", "4", "--name", "live", "--json"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
     out, err = reader.communicate(timeout=120)
     assert writer.returncode == 0, writer.stderr
     assert reader.returncode == 0, err
