@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,6 +240,7 @@ def plan_conditions(
     chunk_size: int = 220,
     overlap: int = 40,
     embedding_cache: EmbeddingCache | None = None,
+    each: Callable[[PlannedCall], None] | None = None,
 ) -> list[PlannedCall]:
     """Plan the calls of the four-condition protocol (SPEC §6.1).
 
@@ -251,6 +252,8 @@ def plan_conditions(
         chunk_size: chunk window in tokens.
         overlap: chunk overlap in tokens.
         embedding_cache: where embedding retrievers keep vectors (default: in-process).
+        each: called with each call as soon as it is planned (the engine sends the first
+            prompts to the reader while the rest are planned).
 
     Returns:
         One call per (instance, condition), variant ``""``; oracle is left out for instances
@@ -264,7 +267,11 @@ def plan_conditions(
     config = retrieval_config(retriever, top_k, chunk_size, overlap)
     calls: list[PlannedCall] = []
     for instance in instances:
-        calls.extend(_plan_instance(instance, conds, config, embedding_cache))
+        planned = _plan_instance(instance, conds, config, embedding_cache)
+        if each is not None:
+            for call in planned:
+                each(call)
+        calls.extend(planned)
     return calls
 
 

@@ -41,6 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -51,7 +52,7 @@ from core.parsing import parse_reply
 from core.prompts import TEMPLATE_VERSION, template_hash
 from core.scoring import score_frame
 from core.store import Store, StoreError
-from core.types import PlannedCall
+from core.types import Instance, PlannedCall
 
 __all__ = [
     "BATCH_SIZE",
@@ -59,13 +60,17 @@ __all__ = [
     "FIRST_GAP_S",
     "MAX_GAP_S",
     "MIN_GAP_S",
+    "POOL_MIN_CALLS",
+    "POOL_WRITE_SHARE",
     "Progress",
+    "ReadAhead",
     "RunSpec",
     "RunSummary",
     "WRITE_SHARE",
     "cache_key",
     "execute",
     "options_hash",
+    "plan_and_execute",
     "rerun_call",
     "run_conditions",
     "start_run",
@@ -85,6 +90,10 @@ FIRST_GAP_S = 0.25
 #: detach) plus ~0.1 ms a row, so with the fast embedded reader the gap is what keeps
 #: writing a small share of the run.
 WRITE_SHARE = 0.02
+#: :data:`WRITE_SHARE` when the reader runs in worker processes (:data:`POOL_MIN_CALLS`):
+#: the writer then works beside the reader, not in its way, and writing often keeps the last
+#: write (the only one the run waits for) small.
+POOL_WRITE_SHARE = 0.25
 #: Seconds the writer waits after a first completed call for others to share its write.
 COALESCE_S = 0.01
 
@@ -504,6 +513,7 @@ class _Writer(threading.Thread):
         self.done = self.errors = self.parse_errors = 0
         self.model_ns = 0
         self.failure: BaseException | None = None
+        self.write_share = WRITE_SHARE
 
     def put(self, row: dict[str, Any]) -> None:
         self.q.put(row)
@@ -555,7 +565,7 @@ class _Writer(threading.Thread):
                 self.failure = exc
                 return
             last_write = time.monotonic()
-            gap = min(MAX_GAP_S, max(MIN_GAP_S, (last_write - started) / WRITE_SHARE))
+            gap = min(MAX_GAP_S, max(MIN_GAP_S, (last_write - started) / self.write_share))
             for r in batch:
                 self.done += 1
                 self.errors += _is_set(r["error"])
@@ -577,6 +587,7 @@ def execute(
     concurrency: int = 1,
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
+    ahead: ReadAhead | None = None,
 ) -> RunSummary:
     """Execute planned calls of a started run; see the module docstring.
 
@@ -590,6 +601,9 @@ def execute(
             the start), from the writer thread.
         cancel: set it to stop submitting calls; calls in flight finish and are stored, and
             the run is marked ``cancelled``.
+        ahead: prompts already sent to the backend's worker processes while the calls were
+            planned (:func:`plan_and_execute`); a call to make takes its reply from there,
+            and the replies of calls that are stored or cached already are dropped.
 
     Returns:
         The execution's summary.
@@ -600,7 +614,8 @@ def execute(
     """
     if int(concurrency) < 1:
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    t0 = time.monotonic()
+    # With a read-ahead the run's wall time starts with its first prompt, during planning.
+    t0 = min(time.monotonic(), ahead.started if ahead is not None else math.inf)
     keys = [_key(c) for c in calls]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
@@ -614,7 +629,11 @@ def execute(
         hits = store.cached_responses(ckeys, con=con)
     skipped = len(calls) - len(todo)
     n_planned = len(stored | set(keys))
+    pool = _reader_pool(backend, sum(ck not in hits for ck in ckeys), int(concurrency))
     writer = _Writer(store, ctx, len(todo), progress, n_planned, stored_all - stored)
+    writer.t0 = t0
+    if pool is not None:  # the reader works in other processes: write more often
+        writer.write_share = POOL_WRITE_SHARE
     writer.start()
     writer.report()
     executed = cached = 0
@@ -631,10 +650,10 @@ def execute(
             leaders[ck] = call
     queue_ = [(call, ck) for ck, call in leaders.items()]
 
-    def work(call: PlannedCall, ck: str) -> tuple[PlannedCall, str, Reply, float]:
+    def work(call: PlannedCall, ck: str) -> tuple[Reply, float]:
         t = time.perf_counter()
         reply = _call_backend(backend, call)
-        return call, ck, reply, (time.perf_counter() - t) * 1000.0
+        return reply, (time.perf_counter() - t) * 1000.0
 
     def finish(call: PlannedCall, ck: str, reply: Reply, ms: float) -> None:
         nonlocal executed, cached
@@ -650,28 +669,50 @@ def execute(
     def going(pos: int) -> bool:
         return pos < len(queue_) and not cancel.is_set() and writer.failure is None
 
-    pending: set[Future] = set()
-    limit = 2 * int(concurrency)
+    early = ahead.futures if ahead is not None and ahead.pool is pool else {}
     try:
-        if int(concurrency) == 1:
+        if pool is None and int(concurrency) == 1:
             # One call at a time: make it in this thread (a pool adds two thread switches and
             # a future per call, a few percent of the embedded reader's time).
             pos = 0
             while going(pos):
-                finish(*work(*queue_[pos]))
+                call, ck = queue_[pos]
+                finish(call, ck, *work(call, ck))
                 pos += 1
         else:
-            with ThreadPoolExecutor(max_workers=int(concurrency)) as pool:
+            with ExitStack() as stack:
+                if pool is not None:  # worker processes: the reply carries the reader's time
+
+                    def submit(call: PlannedCall, ck: str) -> Future:
+                        fut = early.pop(call.prompt_hash, None)
+                        return fut if fut is not None else pool.submit(list(call.messages))
+
+                    def result(fut: Future) -> tuple[Reply, float]:
+                        reply = fut.result()
+                        return reply, reply.latency_ms or 0.0
+
+                    limit = POOL_DEPTH * int(concurrency)
+                else:
+                    threads = stack.enter_context(ThreadPoolExecutor(int(concurrency)))
+
+                    def submit(call: PlannedCall, ck: str) -> Future:
+                        return threads.submit(work, call, ck)
+
+                    def result(fut: Future) -> tuple[Reply, float]:
+                        return fut.result()
+
+                    limit = 2 * int(concurrency)
+                pending: dict[Future, tuple[PlannedCall, str]] = {}
                 pos = 0
                 while pos < len(queue_) or pending:
                     while len(pending) < limit and going(pos):
-                        pending.add(pool.submit(work, *queue_[pos]))
+                        pending[submit(*queue_[pos])] = queue_[pos]
                         pos += 1
                     if not pending:
                         break
-                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                    finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                     for fut in finished:
-                        finish(*fut.result())
+                        finish(*pending.pop(fut), *result(fut))
                     if writer.failure is not None:
                         break
     except BaseException:
@@ -695,6 +736,86 @@ def execute(
         model_seconds=writer.model_ns / 1e9,
         status=status,
     )
+
+
+class ReadAhead:
+    """Prompts sent to a reader's worker processes while the rest of a run is planned.
+
+    Planning (building prompts and hashing them) is about 4 % of the embedded reader's time,
+    and the reader would wait for all of it. :meth:`offer` sends a planned call's prompt while
+    the workers have fewer than :data:`POOL_DEPTH` calls each queued, so they read while
+    planning goes on, and otherwise would have waited. Which of these calls are stored or
+    cached already is known only after planning; :func:`execute` drops their replies.
+
+    Attributes:
+        pool: the worker processes.
+        futures: replies asked for, by prompt hash.
+        started: ``time.monotonic()`` of the first prompt sent (the run's wall time starts
+            there); ``inf`` before.
+    """
+
+    def __init__(self, pool: Any):
+        self.pool = pool
+        self.futures: dict[str, Future] = {}
+        self.started = math.inf
+
+    def offer(self, call: PlannedCall) -> None:
+        """Send ``call``'s prompt now if the workers are short of work."""
+        if (
+            self.pool.outstanding < POOL_DEPTH * self.pool.size
+            and call.prompt_hash not in self.futures
+        ):
+            self.started = min(self.started, time.monotonic())
+            self.futures[call.prompt_hash] = self.pool.submit(list(call.messages))
+
+
+def plan_and_execute(
+    store: Store,
+    run_id: str,
+    instances: Sequence[Instance],
+    conditions: Sequence[str],
+    backend: Backend,
+    *,
+    concurrency: int = 1,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    **retrieval: Any,
+) -> RunSummary:
+    """Plan the four-condition calls of ``instances`` and :func:`execute` them in a started run.
+
+    When the backend runs in worker processes, the first prompts go to them while the rest
+    are planned (:class:`ReadAhead`). ``retrieval`` takes :func:`core.conditions.
+    plan_conditions`'s retrieval settings.
+    """
+    from core.conditions import plan_conditions, planned_keys
+
+    n = sum(len(planned_keys(i, conditions)) for i in instances)
+    pool = _reader_pool(backend, n, int(concurrency))
+    ahead = ReadAhead(pool) if pool is not None else None
+    calls = plan_conditions(
+        instances, conditions, each=ahead.offer if ahead is not None else None, **retrieval
+    )
+    return execute(
+        store, run_id, calls, backend, concurrency=concurrency, progress=progress,
+        cancel=cancel, ahead=ahead,
+    )  # fmt: skip
+
+
+#: Calls a run must have left to make before the embedded reader runs in worker processes
+#: (:meth:`core.backends.EmbeddedReader.pool`); fewer are made in this process, where a
+#: worker's start (about 60 ms) would cost more than it saves.
+POOL_MIN_CALLS = 64
+#: Calls queued per worker process: enough that the workers keep reading while this
+#: process's threads take turns with the interpreter lock (a turn lasts up to 5 ms).
+POOL_DEPTH = 16
+
+
+def _reader_pool(backend: Backend, n_calls: int, concurrency: int) -> Any:
+    """The backend's worker processes for a run of ``n_calls``, or None to call it here."""
+    pool = getattr(backend, "pool", None)
+    if not callable(pool) or n_calls < POOL_MIN_CALLS:
+        return None
+    return pool(concurrency)
 
 
 def _finish(store: Store, run_id: str, status: str, n_planned: int) -> None:
@@ -747,7 +868,7 @@ def run_conditions(
         ValueError: unknown dataset, condition or retriever, or a stored run of that name
             with another configuration.
     """
-    from core.conditions import check_conditions, plan_conditions, planned_keys, retrieval_config
+    from core.conditions import check_conditions, planned_keys, retrieval_config
 
     conds = check_conditions(conditions)
     retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
@@ -771,12 +892,10 @@ def run_conditions(
             n_stored += len(keys)  # nothing left to do: skip planning (retrieval) too
         else:
             todo.append(instance)
-    calls = plan_conditions(
-        todo, conds, retriever=retriever, top_k=top_k, chunk_size=chunk_size, overlap=overlap
-    )
-    summary = execute(
-        store, name, calls, backend, concurrency=concurrency, progress=progress, cancel=cancel
-    )
+    summary = plan_and_execute(
+        store, name, todo, conds, backend, concurrency=concurrency, progress=progress,
+        cancel=cancel, retriever=retriever, top_k=top_k, chunk_size=chunk_size, overlap=overlap,
+    )  # fmt: skip
     return replace(
         summary,
         planned=summary.planned + n_stored,

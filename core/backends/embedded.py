@@ -595,6 +595,8 @@ class EmbeddedReader:
         threshold: minimum share of the question's idf mass the best sentence must cover.
         k1: BM25 term-frequency saturation.
         b: BM25 length normalization.
+        workers: whether the engine may run this reader in worker processes (:meth:`pool`);
+            False keeps every call in the caller's process.
     """
 
     name = "embedded"
@@ -606,6 +608,7 @@ class EmbeddedReader:
         threshold: float = 0.45,
         k1: float = 1.2,
         b: float = 0.75,
+        workers: bool = True,
     ):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
@@ -613,6 +616,33 @@ class EmbeddedReader:
         self.threshold = float(threshold)
         self.k1 = float(k1)
         self.b = float(b)
+        self.workers = bool(workers)
+        self._pool: Any = None
+
+    def pool(self, size: int) -> Any:
+        """A copy of this reader in each of ``size`` worker processes (a ``ReaderPool``).
+
+        :class:`core.backends.workers.ReaderPool`, or None when the reader was made with
+        ``workers=False``. The engine calls it for runs with many calls. The pool is kept for
+        the next run and closed with the reader (or by :meth:`close`); its replies are this
+        reader's.
+        """
+        from core.backends.workers import ReaderPool
+
+        if not self.workers:
+            return None
+        if self._pool is None or self._pool.size != int(size):
+            self.close()
+            settings = {"model": self.model, "threshold": self.threshold, "k1": self.k1,
+                        "b": self.b}  # fmt: skip
+            self._pool = ReaderPool(settings, size)
+        return self._pool
+
+    def close(self) -> None:
+        """Stop this reader's worker processes, if any (they also stop with the process)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     @property
     def digest(self) -> str:

@@ -1,0 +1,181 @@
+"""The embedded reader in worker processes, so a run's own work overlaps the reader's.
+
+The embedded reader is pure Python: in the engine's process it shares one interpreter lock
+with planning, parsing, scoring and storing, and every millisecond of that work adds to the
+run. A :class:`ReaderPool` runs ``size`` copies of the reader in their own processes, as a
+model server runs apart from its client: the engine keeps the next prompts queued (so a
+worker never waits for it) and does its own work while the workers read. With ``size``
+workers the reader also uses ``size`` cores, which threads cannot (SPEC §5.2, §12).
+
+A worker is ``python -m core.backends.workers READ_FD WRITE_FD SETTINGS`` with two pipes of
+its own; it answers ``(seq, messages)`` with ``(seq, Reply)`` in order, with the same reader
+settings, so its replies are the in-process reader's, byte for byte. It exits when its request
+pipe closes: when the pool is closed or collected, or when the engine's process dies (even by
+``kill -9``), so no worker outlives its run. A worker that dies turns its unanswered calls into
+failed calls (``Reply.error``), which the engine stores like any failed call; the next
+submission starts a new worker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from core.backends.base import Message, Reply
+
+__all__ = ["ReaderPool"]
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Worker:
+    """One worker process and a thread that reads its replies."""
+
+    def __init__(self, settings: Mapping[str, Any]):
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        _widen(req_w)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "core.backends.workers", str(req_r), str(rep_w),
+                 json.dumps(dict(settings))],
+                pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, cwd=_ROOT,
+            )  # fmt: skip
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+        self._out = Connection(req_w, readable=False)
+        self._in = Connection(rep_r, writable=False)
+        self._lock = threading.Lock()  # the pending calls
+        self._send_lock = threading.Lock()  # the request pipe
+        self._pending: dict[int, Future] = {}
+        self.alive = True
+        threading.Thread(target=self._receive_loop, name="reader-receive", daemon=True).start()
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._pending)
+
+    def submit(self, seq: int, messages: Sequence[Message], fut: Future) -> None:
+        with self._lock:
+            alive = self.alive
+            if alive:
+                self._pending[seq] = fut
+        if not alive:
+            fut.set_result(_failed("the embedded reader's worker process has exited"))
+            return
+        try:
+            with self._send_lock:  # the widened pipe takes a few prompts without waiting
+                self._out.send((seq, list(messages)))
+        except (OSError, ValueError):  # the worker is gone: the receiver fails what is left
+            pass
+
+    def _receive_loop(self) -> None:
+        while True:
+            try:
+                seq, reply = self._in.recv()
+            except (EOFError, OSError):
+                break
+            with self._lock:
+                fut = self._pending.pop(seq, None)
+            if fut is not None:
+                fut.set_result(reply)
+        with self._lock:
+            self.alive = False
+            orphans, self._pending = list(self._pending.values()), {}
+        code = self.proc.wait()
+        for fut in orphans:
+            fut.set_result(_failed(f"the embedded reader's worker process exited (code {code})"))
+        self._in.close()
+
+    def close(self) -> None:
+        """Close the request pipe (the worker exits once it has answered what it has)."""
+        with self._send_lock:
+            self._out.close()
+
+
+def _widen(fd: int) -> None:
+    """Let a pipe hold about a megabyte (Linux), so queued prompts do not block the sender."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def _failed(message: str) -> Reply:
+    return Reply(text="", error=message)
+
+
+class ReaderPool:
+    """``size`` embedded-reader worker processes behind :meth:`submit`.
+
+    Args:
+        settings: the reader's keyword arguments (``model``, ``threshold``, ``k1``, ``b``).
+        size: worker processes (>= 1), started at once.
+    """
+
+    def __init__(self, settings: Mapping[str, Any], size: int):
+        if int(size) < 1:
+            raise ValueError(f"a reader pool needs at least one worker, got {size!r}")
+        self.settings = dict(settings)
+        self.size = int(size)
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+        self._workers = [_Worker(self.settings) for _ in range(self.size)]
+        self._finalizer = weakref.finalize(self, _close_all, self._workers)
+
+    @property
+    def outstanding(self) -> int:
+        """Calls sent and not answered yet."""
+        return sum(w.outstanding for w in self._workers)
+
+    def submit(self, messages: Sequence[Message]) -> Future:
+        """Queue one call on the least busy worker; the future's result is its :class:`Reply`."""
+        fut: Future = Future()
+        fut.set_running_or_notify_cancel()
+        with self._lock:
+            for i, w in enumerate(self._workers):
+                if not w.alive:
+                    self._workers[i] = _Worker(self.settings)
+            worker = min(self._workers, key=lambda w: w.outstanding)
+            worker.submit(next(self._seq), messages, fut)
+        return fut
+
+    def close(self) -> None:
+        """Let the workers exit (idempotent)."""
+        self._finalizer()
+
+
+def _close_all(workers: list[_Worker]) -> None:
+    for w in workers:
+        w.close()
+
+
+def _serve(read_fd: int, write_fd: int, settings: Mapping[str, Any]) -> None:
+    from core.backends.embedded import EmbeddedReader
+
+    reader = EmbeddedReader(**settings)
+    inbox = Connection(read_fd, writable=False)
+    outbox = Connection(write_fd, readable=False)
+    while True:
+        try:
+            seq, messages = inbox.recv()
+        except (EOFError, OSError):
+            return
+        outbox.send((seq, reader.generate(messages)))
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]))
