@@ -510,6 +510,9 @@ class _Writer(threading.Thread):
         self.t0 = time.monotonic()
         self.q: queue.Queue[Any] = queue.Queue()
         self.closing = threading.Event()
+        # Set when every call has been sent: the writer then waits for close() instead of
+        # starting a write the last reply would have to wait for.
+        self.draining = threading.Event()
         self.done = self.errors = self.parse_errors = 0
         self.model_ns = 0
         self.failure: BaseException | None = None
@@ -548,6 +551,8 @@ class _Writer(threading.Thread):
                 # the writer early; rows do not), then take what has queued.
                 until = max(last_write + gap, time.monotonic() + COALESCE_S)
                 self.closing.wait(max(0.0, until - time.monotonic()))
+                if self.draining.is_set():
+                    self.closing.wait(MAX_GAP_S)
                 while len(batch) < BATCH_SIZE:
                     try:
                         nxt = self.q.get_nowait()
@@ -708,6 +713,8 @@ def execute(
                     while len(pending) < limit and going(pos):
                         pending[submit(*queue_[pos])] = queue_[pos]
                         pos += 1
+                    if pool is not None and pos == len(queue_):
+                        writer.draining.set()  # the last replies are a few ms away
                     if not pending:
                         break
                     finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
