@@ -160,6 +160,17 @@ def embedded_runs(tmp: Path, repeats: int) -> dict[str, list[float] | int]:
 
         return run
 
+    # 2. overhead: the reader in its worker process (as a model server runs apart from its
+    # client), the engine in this one; model time is the same worker answering the same
+    # prompts with no engine. The worker is started by the warm-up run. First, before any
+    # pinning: threads started while this process is pinned (DuckDB's) stay on that core.
+    reader = EmbeddedReader()
+    run = engine(reader, "pool")
+    run("-warm")
+    pool = reader.pool(1)
+    overheads = _paired("reader in its worker", run, lambda: _pool_alone(pool, calls),
+                        repeats, n)  # fmt: skip
+    reader.close()
     # 1. calls/s on one core: the engine, the reader's worker process and everything else
     # share the core (the worker, started here, inherits the pin).
     with one_core():
@@ -170,16 +181,6 @@ def embedded_runs(tmp: Path, repeats: int) -> dict[str, list[float] | int]:
         reader.close()
     print(f"one core, {n} x 8K full context: {', '.join(f'{r:.0f}' for r in rates)} calls/s",
           file=sys.stderr)  # fmt: skip
-    # 2. overhead: the reader in its worker process (as a model server runs apart from its
-    # client), the engine in this one; model time is the same worker answering the same
-    # prompts with no engine. The worker is started by the warm-up run.
-    reader = EmbeddedReader()
-    run = engine(reader, "pool")
-    run("-warm")
-    pool = reader.pool(1)
-    overheads = _paired("reader in its worker", run, lambda: _pool_alone(pool, calls),
-                        repeats, n)  # fmt: skip
-    reader.close()
     # Informational: the reader in the engine's process, one core (the engine's own CPU time
     # adds to the reader's there).
     with one_core():

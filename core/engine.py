@@ -510,9 +510,12 @@ class _Writer(threading.Thread):
         self.t0 = time.monotonic()
         self.q: queue.Queue[Any] = queue.Queue()
         self.closing = threading.Event()
-        # Set when every call has been sent: the writer then waits for close() instead of
-        # starting a write the last reply would have to wait for.
+        # drain(): every call has been sent. The writer then writes what it has at once (while
+        # the last calls are being made) and after that waits for close(), so the last reply
+        # never waits behind a write, and the last write is small.
         self.draining = threading.Event()
+        self._drain_written = False
+        self._wake = threading.Event()  # set by drain() and close()
         self.done = self.errors = self.parse_errors = 0
         self.model_ns = 0
         self.failure: BaseException | None = None
@@ -525,7 +528,14 @@ class _Writer(threading.Thread):
         """Write what is left, mark the run ``status`` in that transaction, and stop."""
         self.q.put((self._STOP, status))
         self.closing.set()
+        self._wake.set()
         self.join()
+
+    def drain(self) -> None:
+        """Every call has been sent (see ``draining``); idempotent."""
+        if not self.draining.is_set():
+            self.draining.set()
+            self._wake.set()
 
     def report(self) -> None:
         if self.progress is None:
@@ -547,12 +557,14 @@ class _Writer(threading.Thread):
             else:
                 batch.append(item)
                 # Gather what completes within COALESCE_S, and while the store is left unlocked
-                # for the gap after the previous write: sleep through it (only close() wakes
-                # the writer early; rows do not), then take what has queued.
-                until = max(last_write + gap, time.monotonic() + COALESCE_S)
-                self.closing.wait(max(0.0, until - time.monotonic()))
-                if self.draining.is_set():
+                # for the gap after the previous write: sleep through it (only close() and
+                # drain() wake the writer early; rows do not), then take what has queued.
+                if self._drain_written:
                     self.closing.wait(MAX_GAP_S)
+                else:
+                    until = max(last_write + gap, time.monotonic() + COALESCE_S)
+                    self._wake.wait(max(0.0, until - time.monotonic()))
+                    self._drain_written = self.draining.is_set()
                 while len(batch) < BATCH_SIZE:
                     try:
                         nxt = self.q.get_nowait()
@@ -714,7 +726,7 @@ def execute(
                         pending[submit(*queue_[pos])] = queue_[pos]
                         pos += 1
                     if pool is not None and pos == len(queue_):
-                        writer.draining.set()  # the last replies are a few ms away
+                        writer.drain()  # the last replies are a few ms away
                     if not pending:
                         break
                     finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
