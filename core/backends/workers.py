@@ -11,9 +11,10 @@ A worker is ``python -m core.backends.workers READ_FD WRITE_FD SETTINGS`` with t
 its own; it answers ``(seq, messages)`` with ``(seq, Reply)`` in order, with the same reader
 settings, so its replies are the in-process reader's, byte for byte. It exits when its request
 pipe closes: when the pool is closed or collected, or when the engine's process dies (even by
-``kill -9``), so no worker outlives its run. A worker that dies turns its unanswered calls into
-failed calls (``Reply.error``), which the engine stores like any failed call; the next
-submission starts a new worker.
+``kill -9``), so no worker outlives its run. A worker that dies (killed, out of memory) does
+not fail the run: its unanswered calls are answered by the reader in this process, and the next
+submission starts a new worker; after :data:`MAX_RESTARTS` new workers, every later call is
+answered in this process.
 """
 
 from __future__ import annotations
@@ -33,15 +34,36 @@ from typing import Any
 
 from core.backends.base import Message, Reply
 
-__all__ = ["ReaderPool"]
+__all__ = ["MAX_RESTARTS", "ReaderPool"]
+
+#: Workers a pool starts in place of dead ones before it answers in this process instead.
+MAX_RESTARTS = 3
 
 _ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Local:
+    """The reader in this process, made on first need: answers what a dead worker left."""
+
+    def __init__(self, settings: Mapping[str, Any]):
+        self.settings = dict(settings)
+        self._reader: Any = None
+        self._lock = threading.Lock()
+
+    def generate(self, messages: Sequence[Message]) -> Reply:
+        with self._lock:
+            if self._reader is None:
+                from core.backends.embedded import EmbeddedReader
+
+                self._reader = EmbeddedReader(**self.settings, workers=False)
+        return self._reader.generate(messages)
 
 
 class _Worker:
     """One worker process and a thread that reads its replies."""
 
-    def __init__(self, settings: Mapping[str, Any]):
+    def __init__(self, settings: Mapping[str, Any], local: _Local):
+        self.local = local
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         _widen(req_w)
@@ -58,7 +80,7 @@ class _Worker:
         self._in = Connection(rep_r, writable=False)
         self._lock = threading.Lock()  # the pending calls
         self._send_lock = threading.Lock()  # the request pipe
-        self._pending: dict[int, Future] = {}
+        self._pending: dict[int, tuple[Future, list[Message]]] = {}
         self.alive = True
         threading.Thread(target=self._receive_loop, name="reader-receive", daemon=True).start()
 
@@ -67,17 +89,18 @@ class _Worker:
         return len(self._pending)
 
     def submit(self, seq: int, messages: Sequence[Message], fut: Future) -> None:
+        messages = list(messages)
         with self._lock:
             alive = self.alive
             if alive:
-                self._pending[seq] = fut
+                self._pending[seq] = (fut, messages)
         if not alive:
-            fut.set_result(_failed("the embedded reader's worker process has exited"))
+            fut.set_result(self.local.generate(messages))
             return
         try:
             with self._send_lock:  # the widened pipe takes a few prompts without waiting
-                self._out.send((seq, list(messages)))
-        except (OSError, ValueError):  # the worker is gone: the receiver fails what is left
+                self._out.send((seq, messages))
+        except (OSError, ValueError):  # the worker is gone: the receiver answers what is left
             pass
 
     def _receive_loop(self) -> None:
@@ -87,16 +110,16 @@ class _Worker:
             except (EOFError, OSError):
                 break
             with self._lock:
-                fut = self._pending.pop(seq, None)
+                fut, _ = self._pending.pop(seq, (None, None))
             if fut is not None:
                 fut.set_result(reply)
         with self._lock:
             self.alive = False
             orphans, self._pending = list(self._pending.values()), {}
-        code = self.proc.wait()
-        for fut in orphans:
-            fut.set_result(_failed(f"the embedded reader's worker process exited (code {code})"))
+        self.proc.wait()
         self._in.close()
+        for fut, messages in orphans:  # same reader, same settings: the same replies
+            fut.set_result(self.local.generate(messages))
 
     def close(self) -> None:
         """Close the request pipe (the worker exits once it has answered what it has)."""
@@ -114,12 +137,11 @@ def _widen(fd: int) -> None:
         pass
 
 
-def _failed(message: str) -> Reply:
-    return Reply(text="", error=message)
-
-
 class ReaderPool:
     """``size`` embedded-reader worker processes behind :meth:`submit`.
+
+    Attributes:
+        restarts: workers started in place of dead ones (at most :data:`MAX_RESTARTS`).
 
     Args:
         settings: the reader's keyword arguments (``model``, ``threshold``, ``k1``, ``b``).
@@ -133,7 +155,9 @@ class ReaderPool:
         self.size = int(size)
         self._seq = itertools.count()
         self._lock = threading.Lock()
-        self._workers = [_Worker(self.settings) for _ in range(self.size)]
+        self._local = _Local(self.settings)
+        self.restarts = 0
+        self._workers = [_Worker(self.settings, self._local) for _ in range(self.size)]
         self._finalizer = weakref.finalize(self, _close_all, self._workers)
 
     @property
@@ -147,10 +171,15 @@ class ReaderPool:
         fut.set_running_or_notify_cancel()
         with self._lock:
             for i, w in enumerate(self._workers):
-                if not w.alive:
-                    self._workers[i] = _Worker(self.settings)
-            worker = min(self._workers, key=lambda w: w.outstanding)
-            worker.submit(next(self._seq), messages, fut)
+                if not w.alive and self.restarts < MAX_RESTARTS:
+                    self.restarts += 1
+                    self._workers[i] = _Worker(self.settings, self._local)
+            live = [w for w in self._workers if w.alive]
+            worker = min(live, key=lambda w: w.outstanding) if live else None
+            if worker is not None:
+                worker.submit(next(self._seq), messages, fut)
+        if worker is None:  # no worker left to start: answer here
+            fut.set_result(self._local.generate(list(messages)))
         return fut
 
     def close(self) -> None:
