@@ -12,14 +12,21 @@
 3. the rest run on a thread pool of ``concurrency`` workers (at most twice that many
    submitted at a time, so ``cancel`` takes effect quickly; with one worker, in the calling
    thread, one call at a time); each reply is parsed with
-   :func:`core.parsing.parse_reply` against the ids shown;
+   :func:`core.parsing.parse_reply` against the ids shown. A backend with worker processes
+   (the embedded reader, :mod:`core.backends.workers`) gets them instead for a run of
+   :data:`POOL_MIN_CALLS` calls or more: ``concurrency`` processes with
+   :data:`POOL_DEPTH` prompts queued each, so the reader never waits for the engine, whose
+   own work then runs beside it; :func:`plan_and_execute` sends the first prompts while the
+   rest are still being planned (:class:`ReadAhead`);
 4. one writer thread commits predictions, their cache entries and their scores
    (:func:`core.scoring.score_frame` over the same inputs as :meth:`core.store.Store.
    scoring_frame`) in one short-lived read-write transaction per batch: it takes whatever
    has completed, writes it, detaches the file and leaves it unlocked for a gap of
    :data:`MIN_GAP_S` to :data:`MAX_GAP_S` (the write's duration over :data:`WRITE_SHARE`;
    :data:`FIRST_GAP_S` before the first write), so a read-only process (the dashboard) can
-   open the store between batches and writing stays a small share of the run. A completed
+   open the store between batches and writing stays a small share of the run (with worker
+   processes :data:`POOL_WRITE_SHARE`; once every call is sent, the writer writes what it
+   has and then waits for the end, so the run ends with one small write). A completed
    call is committed within about one gap plus one write; killing the process loses only
    the calls in flight or waiting for that write, and a rerun makes exactly those again
    (never a committed one).
