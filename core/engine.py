@@ -68,8 +68,10 @@ __all__ = [
     "MAX_GAP_S",
     "MIN_GAP_S",
     "POOL_MIN_CALLS",
+    "POOL_DEPTH",
     "POOL_WRITE_SHARE",
     "Progress",
+    "READ_AHEAD",
     "ReadAhead",
     "RunSpec",
     "RunSummary",
@@ -769,8 +771,9 @@ class ReadAhead:
 
     Planning (building prompts and hashing them) is about 4 % of the embedded reader's time,
     and the reader would wait for all of it. :meth:`offer` sends a planned call's prompt while
-    the workers have fewer than :data:`POOL_DEPTH` calls each queued, so they read while
-    planning goes on, and otherwise would have waited. Which of these calls are stored or
+    the workers have fewer than :data:`POOL_DEPTH` calls each queued, up to
+    :data:`READ_AHEAD` calls each, so they read while planning goes on, and otherwise would
+    have waited. Which of these calls are stored or
     cached already is known only after planning; :func:`execute` drops their replies.
 
     Attributes:
@@ -788,7 +791,8 @@ class ReadAhead:
     def offer(self, call: PlannedCall) -> None:
         """Send ``call``'s prompt now if the workers are short of work."""
         if (
-            self.pool.outstanding < POOL_DEPTH * self.pool.size
+            len(self.futures) < READ_AHEAD * self.pool.size
+            and self.pool.outstanding < POOL_DEPTH * self.pool.size
             and call.prompt_hash not in self.futures
         ):
             self.started = min(self.started, time.monotonic())
@@ -834,6 +838,11 @@ POOL_MIN_CALLS = 64
 #: Calls queued per worker process: enough that the workers keep reading while this
 #: process's threads take turns with the interpreter lock (a turn lasts up to 5 ms).
 POOL_DEPTH = 16
+#: Calls per worker process :class:`ReadAhead` sends at most while a run is planned. Their
+#: replies are stored only once :func:`execute` starts, so this bounds what a kill during
+#: planning loses (as for calls in flight); it covers the planning of about 1,000 8K-token
+#: calls.
+READ_AHEAD = 64
 
 
 def _reader_pool(backend: Backend, n_calls: int, concurrency: int) -> Any:

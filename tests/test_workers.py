@@ -23,7 +23,7 @@ from core.backends import EmbeddedReader
 from core.backends.workers import MAX_RESTARTS
 from core.conditions import plan_conditions
 from core.datasets.controlled import build_controlled
-from core.engine import POOL_MIN_CALLS, run_conditions
+from core.engine import POOL_MIN_CALLS, READ_AHEAD, ReadAhead, run_conditions
 from core.store import Store
 from core.types import CONDITIONS
 
@@ -150,5 +150,24 @@ def test_a_long_run_uses_worker_processes_and_stores_what_the_reader_says(tmp_pa
         again = run_conditions(stores["pool"], "controlled-200", reader, CONDITIONS, name="r2")
         assert (again.executed, again.cached, again.errors) == (0, 800, 0)
         assert stores["pool"].prediction_rows("r2")["cache_hit"].all()
+    finally:
+        reader.close()
+
+
+def test_read_ahead_is_bounded_however_slow_planning_is(controlled):
+    """What the workers answer while a run is planned is stored only once execution starts,
+    so a kill during planning loses it: at most READ_AHEAD calls per worker are sent ahead,
+    even when planning is slower than the reader (long prompts)."""
+    calls = plan_conditions(controlled.instances[:60], CONDITIONS)
+    reader = EmbeddedReader()
+    try:
+        ahead = ReadAhead(reader.pool(1))
+        for call in calls:  # a planner slower than the reader: the workers are always idle
+            ahead.offer(call)
+            deadline = time.monotonic() + 5
+            while ahead.pool.outstanding and time.monotonic() < deadline:
+                time.sleep(0.001)
+        assert len(calls) > READ_AHEAD and len(ahead.futures) == READ_AHEAD
+        assert all(f.result(timeout=60).error is None for f in ahead.futures.values())
     finally:
         reader.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -60,7 +61,12 @@ class _Local:
 
 
 class _Worker:
-    """One worker process and a thread that reads its replies."""
+    """One worker process, a thread that sends it prompts and one that reads its replies.
+
+    :meth:`submit` never waits: a long prompt can fill the pipe until the worker reads it,
+    and it is the sending thread, not the caller (the engine planning a run or handling
+    replies), that waits for that.
+    """
 
     def __init__(self, settings: Mapping[str, Any], local: _Local):
         self.local = local
@@ -79,9 +85,10 @@ class _Worker:
         self._out = Connection(req_w, readable=False)
         self._in = Connection(rep_r, writable=False)
         self._lock = threading.Lock()  # the pending calls
-        self._send_lock = threading.Lock()  # the request pipe
         self._pending: dict[int, tuple[Future, list[Message]]] = {}
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()  # None: close the pipe
         self.alive = True
+        threading.Thread(target=self._send_loop, name="reader-send", daemon=True).start()
         threading.Thread(target=self._receive_loop, name="reader-receive", daemon=True).start()
 
     @property
@@ -97,11 +104,15 @@ class _Worker:
         if not alive:
             fut.set_result(self.local.generate(messages))
             return
-        try:
-            with self._send_lock:  # the widened pipe takes a few prompts without waiting
-                self._out.send((seq, messages))
-        except (OSError, ValueError):  # the worker is gone: the receiver answers what is left
-            pass
+        self._requests.put((seq, messages))
+
+    def _send_loop(self) -> None:
+        while (item := self._requests.get()) is not None:
+            try:
+                self._out.send(item)
+            except (OSError, ValueError):  # the worker is gone: the receiver answers the rest
+                break
+        self._out.close()
 
     def _receive_loop(self) -> None:
         while True:
@@ -122,9 +133,8 @@ class _Worker:
             fut.set_result(self.local.generate(messages))
 
     def close(self) -> None:
-        """Close the request pipe (the worker exits once it has answered what it has)."""
-        with self._send_lock:
-            self._out.close()
+        """Close the request pipe once the queued prompts are sent (then the worker exits)."""
+        self._requests.put(None)
 
 
 def _widen(fd: int) -> None:
@@ -193,8 +203,13 @@ def _close_all(workers: list[_Worker]) -> None:
 
 
 def _serve(read_fd: int, write_fd: int, settings: Mapping[str, Any]) -> None:
+    import signal
+
     from core.backends.embedded import EmbeddedReader
 
+    # Ctrl-C reaches the whole process group: the engine handles it (cancel), and this worker
+    # exits when the engine closes its pipe, without a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     reader = EmbeddedReader(**settings)
     inbox = Connection(read_fd, writable=False)
     outbox = Connection(write_fd, readable=False)
