@@ -67,8 +67,8 @@ __all__ = [
     "FIRST_GAP_S",
     "MAX_GAP_S",
     "MIN_GAP_S",
-    "POOL_MIN_CALLS",
     "POOL_DEPTH",
+    "POOL_MIN_CALLS",
     "POOL_WRITE_SHARE",
     "Progress",
     "READ_AHEAD",
@@ -773,8 +773,8 @@ class ReadAhead:
     and the reader would wait for all of it. :meth:`offer` sends a planned call's prompt while
     the workers have fewer than :data:`POOL_DEPTH` calls each queued, up to
     :data:`READ_AHEAD` calls each, so they read while planning goes on, and otherwise would
-    have waited. Which of these calls are stored or
-    cached already is known only after planning; :func:`execute` drops their replies.
+    have waited. Which of these calls are stored or cached already is known only after
+    planning; :func:`execute` drops their replies.
 
     Attributes:
         pool: the worker processes.

@@ -82,6 +82,10 @@ class Reply:
 class Backend(Protocol):
     """A model backend.
 
+    A backend that runs in this process may also offer ``pool(size)``: the same backend in
+    ``size`` worker processes, with ``submit(messages) -> Future[Reply]``. The engine then uses
+    those for long runs (the embedded reader does; see :mod:`core.backends.workers`).
+
     Attributes:
         name: backend kind (``ollama``, ``openai``, ``embedded``).
         model: the model name as the user gave it.
