@@ -614,6 +614,7 @@ def execute(
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
     ahead: ReadAhead | None = None,
+    started: float | None = None,
 ) -> RunSummary:
     """Execute planned calls of a started run; see the module docstring.
 
@@ -630,6 +631,8 @@ def execute(
         ahead: prompts already sent to the backend's worker processes while the calls were
             planned (:func:`plan_and_execute`); a call to make takes its reply from there,
             and the replies of calls that are stored or cached already are dropped.
+        started: ``time.monotonic()`` when the run's planning began (its wall time starts
+            there); default: now.
 
     Returns:
         The execution's summary.
@@ -640,8 +643,7 @@ def execute(
     """
     if int(concurrency) < 1:
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    # With a read-ahead the run's wall time starts with its first prompt, during planning.
-    t0 = min(time.monotonic(), ahead.started if ahead is not None else math.inf)
+    t0 = time.monotonic() if started is None else started
     keys = [_key(c) for c in calls]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
@@ -779,14 +781,11 @@ class ReadAhead:
     Attributes:
         pool: the worker processes.
         futures: replies asked for, by prompt hash.
-        started: ``time.monotonic()`` of the first prompt sent (the run's wall time starts
-            there); ``inf`` before.
     """
 
     def __init__(self, pool: Any):
         self.pool = pool
         self.futures: dict[str, Future] = {}
-        self.started = math.inf
 
     def offer(self, call: PlannedCall) -> None:
         """Send ``call``'s prompt now if the workers are short of work."""
@@ -795,7 +794,6 @@ class ReadAhead:
             and self.pool.outstanding < POOL_DEPTH * self.pool.size
             and call.prompt_hash not in self.futures
         ):
-            self.started = min(self.started, time.monotonic())
             self.futures[call.prompt_hash] = self.pool.submit(list(call.messages))
 
 
@@ -813,12 +811,13 @@ def plan_and_execute(
 ) -> RunSummary:
     """Plan the four-condition calls of ``instances`` and :func:`execute` them in a started run.
 
-    When the backend runs in worker processes, the first prompts go to them while the rest
-    are planned (:class:`ReadAhead`). ``retrieval`` takes :func:`core.conditions.
-    plan_conditions`'s retrieval settings.
+    The run's wall time includes the planning. When the backend runs in worker processes,
+    the first prompts go to them while the rest are planned (:class:`ReadAhead`).
+    ``retrieval`` takes :func:`core.conditions.plan_conditions`'s retrieval settings.
     """
     from core.conditions import plan_conditions, planned_keys
 
+    started = time.monotonic()
     n = sum(len(planned_keys(i, conditions)) for i in instances)
     pool = _reader_pool(backend, n, int(concurrency))
     ahead = ReadAhead(pool) if pool is not None else None
@@ -827,7 +826,7 @@ def plan_and_execute(
     )
     return execute(
         store, run_id, calls, backend, concurrency=concurrency, progress=progress,
-        cancel=cancel, ahead=ahead,
+        cancel=cancel, ahead=ahead, started=started,
     )  # fmt: skip
 
 
