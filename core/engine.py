@@ -512,11 +512,13 @@ class _Writer(threading.Thread):
         progress: Callable[[Progress], None] | None,
         n_planned: int,
         replace: Collection[_Key],
+        t0: float,
+        write_share: float,
     ):
         super().__init__(name=f"engine-writer-{ctx.run_id}", daemon=True)
         self.store, self.ctx, self.total, self.progress = store, ctx, total, progress
         self.n_planned, self.replace = n_planned, replace
-        self.t0 = time.monotonic()
+        self.t0, self.write_share = t0, write_share
         self.q: queue.Queue[Any] = queue.Queue()
         self.closing = threading.Event()
         # drain(): every call has been sent. The writer then writes what it has at once (while
@@ -528,7 +530,6 @@ class _Writer(threading.Thread):
         self.done = self.errors = self.parse_errors = 0
         self.model_ns = 0
         self.failure: BaseException | None = None
-        self.write_share = WRITE_SHARE
 
     def put(self, row: dict[str, Any]) -> None:
         self.q.put(row)
@@ -658,10 +659,9 @@ def execute(
     skipped = len(calls) - len(todo)
     n_planned = len(stored | set(keys))
     pool = _reader_pool(backend, sum(ck not in hits for ck in ckeys), int(concurrency))
-    writer = _Writer(store, ctx, len(todo), progress, n_planned, stored_all - stored)
-    writer.t0 = t0
-    if pool is not None:  # the reader works in other processes: write more often
-        writer.write_share = POOL_WRITE_SHARE
+    # With worker processes the writer works beside the reader: it may write more often.
+    share = POOL_WRITE_SHARE if pool is not None else WRITE_SHARE
+    writer = _Writer(store, ctx, len(todo), progress, n_planned, stored_all - stored, t0, share)
     writer.start()
     writer.report()
     executed = cached = 0
