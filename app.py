@@ -1,15 +1,12 @@
-"""Streamlit entry point: routes to the pages (``streamlit run app.py`` / ``python -m core serve``).
+"""Streamlit entry point: routes to the pages.
 
-Method pages whose file is not there yet are left out of the menu.
+Run with ``streamlit run app.py`` or ``python -m core serve``.
 """
-
-from pathlib import Path
 
 import streamlit as st
 
 from pages.common import first_start
 
-_HERE = Path(__file__).parent
 _PAGES = {
     "Diagnostics": [
         ("pages/overview.py", "Overview", ":material/home:", True),
@@ -26,15 +23,15 @@ _PAGES = {
     ],
 }
 
-st.set_page_config(page_title="Evidence diagnostics", page_icon=":material/troubleshoot:",
-                   layout="wide")
+st.set_page_config(
+    page_title="Evidence diagnostics", page_icon=":material/troubleshoot:", layout="wide"
+)
 first_start()
 st.navigation(
     {
         section: [
             st.Page(path, title=title, icon=icon, default=default)
             for path, title, icon, default in pages
-            if (_HERE / path).exists()
         ]
         for section, pages in _PAGES.items()
     }

@@ -5,7 +5,7 @@ Three measurements on the controlled-200 preset (seed 42) with the embedded read
 1. planning: :func:`core.interventions.plan_interventions` for all 200 instances (BM25 top-5
    base retrieval, remove, replace easy/medium/hard, duplicate front/after/end, two-support,
    zero retrieval), given the gold ids as the cited ids (no model call);
-2. run: :func:`core.cuer.run_interventions` into a fresh store (base traces + ~2,000
+2. run: :func:`core.runs.run_interventions` into a fresh store (base traces + ~2,000
    intervention calls through the engine, written to DuckDB), wall seconds and calls/s;
 3. report: :func:`core.cuer.intervention_report` (profile with bootstrap CIs, paired deltas
    with 5,000 resamples for 8 comparisons x 5 metrics, roles, synergy) on that run.
@@ -28,12 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from run_all import figure, print_figures  # noqa: E402
+
 from core.backends import EmbeddedReader  # noqa: E402
-from core.cuer import intervention_report, run_interventions  # noqa: E402
+from core.cuer import intervention_report  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
 from core.interventions import DUPLICATE_POSITIONS, plan_interventions  # noqa: E402
+from core.runs import run_interventions  # noqa: E402
 from core.store import Store  # noqa: E402
-from run_all import figure, print_figures  # noqa: E402
 
 
 def results(repeats: int = 5) -> list[dict]:

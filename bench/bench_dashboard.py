@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from run_all import figure, print_figures  # noqa: E402
+
 from core.store import Store  # noqa: E402
 from core.types import Dataset, Instance, Passage  # noqa: E402
-from run_all import figure, print_figures  # noqa: E402
 
 BUDGET_S = 1.5
 CONDITIONS = ("no_evidence", "full_context", "retrieved", "oracle")
@@ -100,8 +101,8 @@ def build(path: Path, n: int) -> None:
         store.insert_run(con, {"run_id": RUN, "dataset_id": DATASET, "backend": "imported",
                                "model": "synthetic", "status": "done", "n_planned": 4 * n,
                                "n_done": 4 * n})  # fmt: skip
-        store.insert_predictions(con, pd.concat(preds, ignore_index=True))
-        store.insert_scores(con, pd.concat(scores, ignore_index=True))
+        store.write_predictions(con, pd.concat(preds, ignore_index=True), replace=True)
+        store.write_scores(con, pd.concat(scores, ignore_index=True), replace=True)
 
 
 def _render(page: str) -> tuple[float, list[str]]:

@@ -62,7 +62,8 @@ from run_all import figure, one_core, print_figures  # noqa: E402
 from core.backends import EmbeddedReader, make_backend  # noqa: E402
 from core.conditions import plan_conditions  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.engine import POOL_DEPTH, RunSpec, execute, plan_and_execute, start_run  # noqa: E402
+from core.engine import POOL_DEPTH, execute, plan_and_execute  # noqa: E402
+from core.runs import RunSpec, start_run  # noqa: E402
 from core.store import Store  # noqa: E402
 from core.types import CONDITIONS, Dataset  # noqa: E402
 

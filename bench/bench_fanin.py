@@ -31,10 +31,11 @@ import pandas as pd  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from run_all import figure, one_core, print_figures, timed  # noqa: E402
+
 from core.crux import crux_evaluate  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
 from core.fanin import fanin_analysis  # noqa: E402
-from run_all import figure, one_core, print_figures, timed  # noqa: E402
 
 N_RUNS = 5
 N_INSTANCES = 4500

@@ -28,9 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from run_all import figure, print_figures  # noqa: E402
+
 from core.datasets.importers import read_dataset  # noqa: E402
 from core.store import Store  # noqa: E402
-from run_all import figure, print_figures  # noqa: E402
 
 FIXTURE = ROOT.parent / "shared" / "fixtures" / "hotpotqa" / "hotpot_dev_distractor_sample53.json"
 N_RECORDS = 5300

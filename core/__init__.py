@@ -1,0 +1,1 @@
+"""Evidence-utilization diagnostics: the library behind the dashboard and ``python -m core``."""

@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
-from core.commands import MODULES, Groups
-from core.store import Store, StoreError, default_db_path
+from core.commands import MODULES, Groups, add_db, open_store, print_json
+from core.datasets.controlled import build_controlled
+from core.datasets.importers import read_dataset
+from core.datasets.ruler import build_ruler_lite
+from core.runs import DEMO_DATASET
+from core.store import StoreError, default_db_path
 from core.types import DataError
 
 __all__ = ["add_db", "build_parser", "main", "open_store", "print_json"]
@@ -30,31 +32,10 @@ _Handler = Callable[[argparse.Namespace], int]
 _DISK_FULL = re.compile(r"No space left|File too large|disk is full", re.I)
 
 
-def add_db(p: argparse.ArgumentParser) -> None:
-    """Add the shared ``--db PATH`` option."""
-    p.add_argument(
-        "--db",
-        type=Path,
-        default=None,
-        help="DuckDB store file (default: $EVIDENCE_DB, else data/evidence.duckdb)",
-    )
-
-
-def open_store(args: argparse.Namespace) -> Store:
-    """The store named by ``--db`` (default: ``$EVIDENCE_DB``, else data/evidence.duckdb)."""
-    return Store(args.db if args.db is not None else default_db_path())
-
-
-def print_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON on stdout."""
-    json.dump(obj, sys.stdout, indent=2, default=str, ensure_ascii=False)
-    sys.stdout.write("\n")
 
 
 # ---------------------------------------------------------------------------- generate
 def _cmd_generate_controlled(args: argparse.Namespace) -> int:
-    from core.datasets.controlled import build_controlled
-
     t0 = time.perf_counter()
     dataset = build_controlled(preset=args.preset, seed=args.seed, name=args.name or args.preset)
     n = open_store(args).write_dataset(dataset, replace=args.replace)
@@ -67,8 +48,6 @@ def _cmd_generate_controlled(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate_ruler(args: argparse.Namespace) -> int:
-    from core.datasets.ruler import build_ruler_lite
-
     t0 = time.perf_counter()
     dataset = build_ruler_lite(seed=args.seed, name=args.name or "ruler-lite")
     n = open_store(args).write_dataset(dataset, replace=args.replace)
@@ -81,8 +60,6 @@ def _cmd_generate_ruler(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- import
 def _cmd_import_dataset(args: argparse.Namespace) -> int:
-    from core.datasets.importers import read_dataset
-
     result = read_dataset(args.file, fmt=args.format, name=args.name)
     open_store(args).write_dataset(result.dataset, replace=args.replace)
     print(f"{args.file}: {result.summary()} -> dataset '{args.name}' in {open_store(args).path}")
@@ -106,14 +83,11 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- demo
-DEMO_DATASET = "controlled-200"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     store = open_store(args)
     if DEMO_DATASET not in store.dataset_names():
-        from core.datasets.controlled import build_controlled
-
         print(f"building the demo dataset '{DEMO_DATASET}' in {store.path} ...", flush=True)
         store.write_dataset(build_controlled(preset=DEMO_DATASET, seed=42, name=DEMO_DATASET))
     s = store.dataset_summary(DEMO_DATASET)

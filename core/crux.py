@@ -31,7 +31,6 @@ each time they are shown); ``tokens(Z*)`` = the same stream tokens of the requir
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,8 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.parsing import parse_reply
 from core.retrieval import Chunk, chunk_instance, rank_chunks
 from core.stats import bootstrap_means
+from core.store import Store
 from core.types import Instance
 
 __all__ = [
@@ -61,7 +62,6 @@ __all__ = [
     "crux_evaluate",
     "crux_report",
     "density",
-    "judge_answerability",
     "judge_messages",
     "parse_rating",
     "required_subset",
@@ -103,8 +103,11 @@ def _dcg(sets: Sequence[frozenset], alpha: float) -> float:
 
 
 def _greedy_ideal(pool: Sequence[frozenset], alpha: float, depth: int) -> list[frozenset]:
-    """Greedy ideal ordering: at each rank the pool item with the largest novelty gain given
-    the items already placed; ties go to the earliest item of ``pool``."""
+    """Greedy ideal ordering of ``pool`` for alpha-nDCG.
+
+    At each rank the pool item with the largest novelty gain given the items already placed;
+    ties go to the earliest item of ``pool``.
+    """
     left = list(pool)
     seen: dict[Hashable, int] = {}
     out: list[frozenset] = []
@@ -258,8 +261,11 @@ class Answerability:
 
 
 def answerability_from_gold(instance: Instance) -> Answerability:
-    """Binary answerability derived from gold evidence: each gold passage answers its own
-    sub-question (id = its passage id) and no other passage answers anything."""
+    """Binary answerability derived from gold evidence.
+
+    Each gold passage answers its own sub-question (id = its passage id) and no other passage
+    answers anything.
+    """
     gold = instance.gold_ids
     answers = {pid: frozenset({pid}) for pid in gold}
     return Answerability(
@@ -534,7 +540,7 @@ def _aggregate(
 
 
 def crux_report(
-    store: Any,
+    store: Store,
     dataset: str,
     retrievers: Sequence[str] = ("lexical",),
     ks: Sequence[int] = (3,),
@@ -650,101 +656,9 @@ def parse_rating(text: str | None) -> int:
     """
     s = (text or "").strip()
     if s.startswith(("{", "```")):
-        from core.parsing import parse_reply
-
         s = parse_reply(s).answer.strip()
     if s.lower().startswith("rating:"):
         s = s[7:].strip()
     if s and s[0] in "012345" and (len(s) == 1 or not s[1].isdigit()):
         return int(s[0])
     return 0
-
-
-def judge_answerability(
-    store: Any,
-    dataset: str,
-    backend: Any,
-    *,
-    passages: str = "gold",
-    options: Mapping[str, Any] | None = None,
-    judge: str | None = None,
-) -> dict[str, Any]:
-    """Rate (passage, sub-question) pairs 0..5 with the CRUX rubric and store the ratings.
-
-    Every call goes through the response cache (key: backend kind, model digest or name,
-    options hash, prompt hash), so rerunning the judge costs no model calls.
-
-    Args:
-        store: a :class:`core.store.Store`.
-        dataset: a dataset with stored sub-questions.
-        backend: a :class:`core.backends.Backend` (temperature 0 is the CRUX setting).
-        passages: ``gold`` (the relevant passages P*, as CRUX pre-judges) or ``all``.
-        options: generation options passed to the backend (part of the cache key).
-        judge: the name the ratings are stored under; default
-            ``<backend>:<model>|crux-v<version>``.
-
-    Returns:
-        ``{"judge", "n_pairs", "n_called", "n_cached", "n_errors"}``; a failed call is not
-        stored (rerun to fill it).
-
-    Raises:
-        ValueError: bad ``passages`` value, unknown dataset or no sub-questions stored.
-    """
-    from core.engine import cache_key, options_hash
-    from core.prompts import prompt_hash
-
-    if passages not in ("gold", "all"):
-        raise ValueError(f"passages must be 'gold' or 'all', got {passages!r}")
-    if dataset not in store.dataset_names():
-        raise ValueError(f"unknown dataset {dataset!r}")
-    sq, _ = store.crux_judgments(dataset)
-    if sq.empty:
-        raise ValueError(
-            f"dataset {dataset!r} has no sub-questions; store them first "
-            "(Store.write_crux_judgments)"
-        )
-    desc = backend.describe() if hasattr(backend, "describe") else {}
-    model_id = desc.get("model_digest") or getattr(backend, "model", "")
-    name = judge or f"{backend.name}:{backend.model}|crux-v{JUDGE_TEMPLATE_VERSION}"
-    opts = dict(options or {})
-    ohash = options_hash(opts)
-    wanted = sorted(set(sq["instance_id"]))
-    by_inst = {i.instance_id: i for i in store.load_instances(dataset, wanted)}
-    pairs = []
-    for row in sq.itertuples(index=False):
-        inst = by_inst.get(row.instance_id)
-        if inst is None:
-            continue
-        for p in inst.passages:
-            if passages == "gold" and not p.is_gold:
-                continue
-            context = f"{p.title}\n{p.text}" if p.title else p.text
-            msgs = judge_messages(str(row.text or ""), context)
-            key = cache_key(backend.name, model_id, ohash, prompt_hash(msgs))
-            pairs.append((row.instance_id, row.sq_id, p.passage_id, msgs, key))
-    cached = store.cached_responses([k for *_, k in pairs])
-    ratings, new_cache = [], []
-    n_called = n_errors = 0
-    for iid, sq_id, pid, msgs, key in pairs:
-        if key in cached:
-            text = json.loads(cached[key]).get("text", "")
-        else:
-            reply = backend.generate(msgs, opts)
-            n_called += 1
-            if reply.error is not None:
-                n_errors += 1
-                continue
-            text = reply.text
-            cached[key] = json.dumps({"text": text})
-            new_cache.append({"cache_key": key, "backend": backend.name, "model": model_id,
-                              "options_hash": ohash, "prompt_hash": prompt_hash(msgs),
-                              "response": cached[key]})  # fmt: skip
-        ratings.append({"instance_id": iid, "sq_id": sq_id, "passage_id": pid,
-                        "rating": parse_rating(text), "judge": name})  # fmt: skip
-    if new_cache:
-        with store.transaction() as con:
-            store.insert_cache(con, pd.DataFrame(new_cache))
-    if ratings:
-        store.write_crux_judgments(dataset, sq, pd.DataFrame(ratings))
-    return {"judge": name, "n_pairs": len(pairs), "n_called": n_called,
-            "n_cached": len(pairs) - n_called, "n_errors": n_errors}  # fmt: skip

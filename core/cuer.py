@@ -35,15 +35,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from core.interventions import parse_variant
+from core.jsonable import json_plain
 from core.scoring import normalize_relaxed
 from core.stats import bootstrap_mean_ci, paired_contrast
+from core.store import Store
 
 __all__ = [
     "AXES",
@@ -61,7 +64,6 @@ __all__ = [
     "paired_deltas",
     "role_counts",
     "role_flags",
-    "run_interventions",
     "synergy",
     "trace_divergence",
     "utility_profile",
@@ -234,8 +236,6 @@ def _meta(x: Any) -> dict[str, Any]:
 
 
 def _label(variant: str) -> tuple[str, str, tuple[str, ...], str] | None:
-    from core.interventions import parse_variant
-
     try:
         v = parse_variant(variant)
     except ValueError:
@@ -477,7 +477,9 @@ def paired_deltas(
     if len(agg):
         keys = [
             (r, *_order_key(o, v), METRICS.index(m))
-            for r, o, v, m in zip(agg["run"], agg["operator"], agg["variant"], agg["metric"])
+            for r, o, v, m in zip(
+                agg["run"], agg["operator"], agg["variant"], agg["metric"], strict=True
+            )
         ]
         agg = agg.iloc[sorted(range(len(agg)), key=lambda i: keys[i])].reset_index(drop=True)
     per = (
@@ -541,7 +543,7 @@ def synergy(
     two = pairs[pairs["operator"] == "two_support"]
     rows = []
     for (run, iid), grp in two.groupby(["run", "instance_id"], sort=False):
-        by = {p: g for p, g in zip(grp["param"], grp.to_dict("records"))}
+        by = {p: g for p, g in zip(grp["param"], grp.to_dict("records"), strict=True)}
         if not all(p in by for p in ("1", "2", "both")):
             continue
         drops = {p: by[p][f"{metric}_orig"] - by[p][metric] for p in ("1", "2", "both")}
@@ -588,7 +590,7 @@ def synergy(
 # ----------------------------------------------------------------------- store side
 
 
-def load_pairs(store: Any, runs: Sequence[str]) -> pd.DataFrame:
+def load_pairs(store: Store, runs: Sequence[str]) -> pd.DataFrame:
     """The CUE-R prediction rows of the runs: predictions with scores and instance types.
 
     Returns:
@@ -619,20 +621,8 @@ def load_pairs(store: Any, runs: Sequence[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def intervention_report(
-    store: Any,
+    store: Store,
     run: str,
     *,
     eps: float = DEFAULT_EPS,
@@ -670,7 +660,7 @@ def intervention_report(
         if len(syn)
         else {"n": 0, "metric": synergy_metric}
     )
-    return _clean(
+    return json_plain(
         {
             "operators": [
                 {k: r[k] for k in ("operator", "variant", "n", *METRICS)}
@@ -684,131 +674,4 @@ def intervention_report(
             "roles": counts,
             "synergy": syn_obj,
         }
-    )
-
-
-# ----------------------------------------------------------------------- running
-
-
-def run_interventions(
-    store: Any,
-    dataset: str,
-    backend: Any,
-    *,
-    name: str,
-    top_k: int = 5,
-    retriever: str = "lexical",
-    chunk_size: int = 220,
-    overlap: int = 40,
-    operators: Iterable[str] | None = None,
-    hardness: Iterable[str] | None = None,
-    positions: Iterable[str] | None = ("end",),
-    two_support: bool = True,
-    zero_retrieval: bool = True,
-    seed: int = 0,
-    concurrency: int = 1,
-    progress: Callable[[Any], None] | None = None,
-    cancel: Any = None,
-    options: Mapping[str, Any] | None = None,
-    notes: str = "",
-) -> Any:
-    """Run CUE-R on a stored dataset: base traces first, then the interventions (resumable).
-
-    Phase 1 executes the ``retrieved`` condition (the base trace) through
-    :func:`core.engine.execute`; phase 2 plans each instance's interventions from its stored
-    base prediction's cited ids (:func:`core.interventions.plan_interventions`) and executes
-    them. Instances whose base call failed get no interventions. Rerunning with the same
-    ``name`` continues the run; stored calls are skipped, cached responses reused.
-
-    Args:
-        store: the store.
-        dataset: a stored dataset.
-        backend: the model backend.
-        name: the run id.
-        top_k: chunks of the base retrieval (default 5, seed 004).
-        retriever: retriever family of the base retrieval (default BM25 ``lexical``).
-        chunk_size: chunk window in tokens.
-        overlap: chunk overlap in tokens.
-        operators: any of remove / replace / duplicate (default all three).
-        hardness: replacement hardness levels (default easy, medium, hard).
-        positions: duplicate positions (default ``end``).
-        two_support: plan the two-support ablation.
-        zero_retrieval: plan the zero-retrieval control.
-        seed: seed of the easy replacement.
-        concurrency: worker threads calling the backend.
-        progress: progress callback (see :func:`core.engine.execute`), called in both phases.
-        cancel: a ``threading.Event``; set it to stop (the run is resumable).
-        options: generation options recorded when the backend does not report its own.
-        notes: free text stored on the run.
-
-    Returns:
-        A :class:`core.engine.RunSummary` over both phases.
-
-    Raises:
-        ValueError: unknown dataset, operator, hardness, position or retriever, or a stored run
-            of that name with another configuration.
-    """
-    from core.conditions import plan_conditions, retrieval_config
-    from core.engine import RunSpec, execute, start_run
-    from core.interventions import check_plan_options, plan_interventions
-
-    ops, levels, places = check_plan_options(operators, hardness, positions)
-    if dataset not in store.dataset_names():
-        raise ValueError(f"no dataset named '{dataset}' in {store.path}")
-    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
-    desc = backend.describe()
-    spec = RunSpec(
-        run_id=name,
-        dataset=dataset,
-        backend=getattr(backend, "name", desc.get("kind", "")),
-        model=getattr(backend, "model", desc.get("model", "")),
-        options=dict(desc.get("options") or options or {}),
-        retrieval=retrieval,
-        conditions=("retrieved", "intervention"),
-        notes=notes,
-    )
-    start_run(store, spec, backend)
-    instances = store.load_instances(dataset)
-    base_calls = plan_conditions(
-        instances, ["retrieved"], retriever=retriever, top_k=top_k, chunk_size=chunk_size,
-        overlap=overlap,
-    )  # fmt: skip
-    first = execute(
-        store, name, base_calls, backend, concurrency=concurrency, progress=progress,
-        cancel=cancel,
-    )  # fmt: skip
-    if first.status != "done":
-        return first
-    base = store.prediction_rows(name)
-    base = base[(base["condition"] == "retrieved") & (base["variant"] == "")]
-    cited = {
-        r["instance_id"]: _ids(r["cited_ids"])
-        for r in base.to_dict("records")
-        if not (_finite(r.get("error")) and str(r.get("error")).strip())
-    }
-    calls = []
-    for inst in instances:
-        if inst.instance_id not in cited:
-            continue
-        calls.extend(
-            plan_interventions(
-                inst, cited[inst.instance_id], top_k=top_k, retriever=retriever,
-                chunk_size=chunk_size, overlap=overlap, operators=ops, hardness=levels,
-                positions=places, two_support=two_support, zero_retrieval=zero_retrieval,
-                seed=seed,
-            )  # fmt: skip
-        )
-    second = execute(
-        store, name, calls, backend, concurrency=concurrency, progress=progress, cancel=cancel
-    )
-    return replace(
-        second,
-        planned=first.planned + second.planned,
-        executed=first.executed + second.executed,
-        cached=first.cached + second.cached,
-        skipped_existing=first.skipped_existing + second.skipped_existing,
-        errors=first.errors + second.errors,
-        parse_errors=first.parse_errors + second.parse_errors,
-        seconds=first.seconds + second.seconds,
-        model_seconds=first.model_seconds + second.model_seconds,
     )

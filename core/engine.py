@@ -1,5 +1,8 @@
 """Execution engine: plan -> skip stored -> cache -> execute -> parse -> store -> score (SPEC §5.3).
 
+Runs are created, and their kinds (conditions, interventions, probes, the demo) driven, by
+:mod:`core.runs`; this module executes the calls of a run it has started.
+
 :func:`execute` runs planned calls (from :mod:`core.conditions`, :mod:`core.interventions`,
 :mod:`core.probes`) against a :class:`~core.backends.base.Backend`:
 
@@ -46,17 +49,17 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
 
 from core.backends.base import Backend, Reply
+from core.conditions import plan_conditions, planned_keys
 from core.parsing import parse_reply
-from core.prompts import TEMPLATE_VERSION, template_hash
 from core.scoring import score_frame
 from core.store import Store, StoreError
 from core.types import Instance, PlannedCall
@@ -73,7 +76,6 @@ __all__ = [
     "Progress",
     "READ_AHEAD",
     "ReadAhead",
-    "RunSpec",
     "RunSummary",
     "WRITE_SHARE",
     "cache_key",
@@ -81,8 +83,6 @@ __all__ = [
     "options_hash",
     "plan_and_execute",
     "rerun_call",
-    "run_conditions",
-    "start_run",
 ]
 
 #: Most predictions committed in one transaction.
@@ -108,32 +108,6 @@ COALESCE_S = 0.01
 
 _Key = tuple[str, str, str]
 _KEY_COLUMNS = ("run_id", "instance_id", "condition", "variant")
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    """What a run is: recorded on its row and checked when the run is resumed.
-
-    Attributes:
-        run_id: the run's name (unique in the store).
-        dataset: the dataset the run reads.
-        backend: backend kind (``embedded``, ``ollama``, ``openai``).
-        model: model name as the user gave it.
-        options: effective generation options (temperature, seed, num_ctx ...).
-        retrieval: the retrieved condition's configuration (:func:`core.conditions.
-            retrieval_config`); empty when no retrieved condition is planned.
-        conditions: the conditions planned.
-        notes: free text.
-    """
-
-    run_id: str
-    dataset: str
-    backend: str
-    model: str
-    options: Mapping[str, Any] = field(default_factory=dict)
-    retrieval: Mapping[str, Any] = field(default_factory=dict)
-    conditions: tuple[str, ...] = ()
-    notes: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,10 +185,6 @@ def cache_key(backend: str, model: str, opts_hash: str, prompt: str) -> str:
     return _sha([backend, model, opts_hash, prompt])
 
 
-def _digest(desc: Mapping[str, Any]) -> str | None:
-    return desc.get("model_digest") or desc.get("digest")
-
-
 @dataclass(frozen=True, slots=True)
 class _Context:
     """What every call of a run shares: where results go and how they are cached."""
@@ -231,7 +201,9 @@ class _Context:
     def of(cls, store: Store, run_id: str, con: Any = None) -> _Context:
         run = store.run_row(run_id, con=con)
         if run is None:
-            raise ValueError(f"no run '{run_id}' in {store.path}; call start_run first")
+            raise ValueError(
+                f"no run '{run_id}' in {store.path}; open it with core.runs.open_run first"
+            )
         options = run.get("options") or {}
         return cls(
             run_id=run_id,
@@ -245,72 +217,6 @@ class _Context:
 
     def key(self, call: PlannedCall) -> str:
         return cache_key(self.backend, self.model_id, self.options_hash, call.prompt_hash)
-
-
-# --------------------------------------------------------------------------- runs
-
-
-_CHECKED = ("dataset_id", "backend", "model", "model_digest", "options", "template_hash")
-
-
-def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
-    """Create the run row, or reopen a stored run with the same configuration.
-
-    Records the template version and hash, the backend's description and model digest, the
-    options, the retrieval configuration and the conditions; sets status ``running``.
-
-    Raises:
-        ValueError: the dataset is not stored, or a run of that name exists with another
-            dataset, backend, model, model digest, options, template or retrieval setting
-            (resuming it would mix configurations in one run).
-    """
-    desc = dict(backend.describe())
-    row: dict[str, Any] = {
-        "run_id": spec.run_id,
-        "dataset_id": spec.dataset,
-        "backend": spec.backend,
-        "model": spec.model,
-        "model_digest": _digest(desc),
-        "options": dict(spec.options),
-        "template_version": TEMPLATE_VERSION,
-        "template_hash": template_hash(),
-        "retrieval": dict(spec.retrieval),
-        "status": "running",
-        "notes": spec.notes,
-        "backend_info": desc,
-        "conditions": list(spec.conditions),
-    }
-    with store.write_batch() as con:
-        if not store.has_dataset(spec.dataset, con=con):
-            raise ValueError(f"no dataset named '{spec.dataset}' in {store.path}")
-        old = store.run_row(spec.run_id, con=con)
-        if old is not None:
-            _reopen(spec, old, row)
-        store.save_run(row, con=con)
-
-
-def _reopen(spec: RunSpec, old: Mapping[str, Any], row: dict[str, Any]) -> None:
-    """Check a stored run's configuration against ``row``; merge conditions and notes."""
-    for col in _CHECKED:
-        if col == "model_digest" and _norm(old.get(col)) is None:
-            continue  # the server was unreachable when the run started: now it is known
-        if _norm(old.get(col)) != _norm(row[col]):
-            raise ValueError(
-                f"run '{spec.run_id}' exists with another {col} ({old.get(col)!r}, now "
-                f"{row[col]!r}); choose another --name to start a new run"
-            )
-    if old.get("retrieval") and row["retrieval"] and old["retrieval"] != row["retrieval"]:
-        raise ValueError(
-            f"run '{spec.run_id}' exists with another retrieval setting "
-            f"({old['retrieval']!r}, now {row['retrieval']!r}); choose another --name"
-        )
-    row["retrieval"] = row["retrieval"] or old.get("retrieval") or {}
-    row["conditions"] = list(dict.fromkeys([*(old.get("conditions") or []), *spec.conditions]))
-    row["notes"] = spec.notes or old.get("notes")
-
-
-def _norm(value: Any) -> Any:
-    return value if value not in (None, "", {}) else None
 
 
 # --------------------------------------------------------------------------- calls -> rows
@@ -443,14 +349,14 @@ def _write(
     cache = [r["_cache"] for r in rows if r["_cache"] is not None]
     with store.write_batch() as con:
         for flag, part in zip((False, True), parts, strict=True):
-            store.append_predictions(con, part, replace=flag)
-        store.append_cache(con, cache)
+            store.write_predictions(con, part, replace=flag)
+        store.write_cache(con, cache)
         cited = [(r["instance_id"], r["cited_ids"]) for r in rows]
         info = store.scoring_inputs(con, ctx.dataset, cited)
         for flag, part in zip((False, True), parts, strict=True):
             scores = _scores(part, info)
             if scores is not None:
-                store.append_scores(con, scores, replace=flag)
+                store.write_scores(con, scores, replace=flag)
         store.record_progress(con, ctx.run_id, model_s, wall_s, n_planned)
         if finish is not None:
             store.finish_run(ctx.run_id, finish, n_planned, con=con)
@@ -621,7 +527,7 @@ def execute(
 
     Args:
         store: the store.
-        run_id: a run created by :func:`start_run`.
+        run_id: a run created by :func:`core.runs.start_run`.
         calls: the planned calls (keys must be unique).
         backend: the backend to call (thread-safe when ``concurrency`` > 1).
         concurrency: worker threads calling the backend (>= 1).
@@ -815,8 +721,6 @@ def plan_and_execute(
     the first prompts go to them while the rest are planned (:class:`ReadAhead`).
     ``retrieval`` takes :func:`core.conditions.plan_conditions`'s retrieval settings.
     """
-    from core.conditions import plan_conditions, planned_keys
-
     started = time.monotonic()
     n = sum(len(planned_keys(i, conditions)) for i in instances)
     pool = _reader_pool(backend, n, int(concurrency))
@@ -857,84 +761,6 @@ def _finish(store: Store, run_id: str, status: str, n_planned: int) -> None:
         store.finish_run(run_id, status, n_planned)
     except StoreError:
         pass  # the store is locked past its timeout; the rows themselves are committed
-
-
-def run_conditions(
-    store: Store,
-    dataset: str,
-    backend: Backend,
-    conditions: Iterable[str],
-    *,
-    name: str,
-    retriever: str = "lexical",
-    top_k: int = 3,
-    chunk_size: int = 220,
-    overlap: int = 40,
-    concurrency: int = 1,
-    progress: Callable[[Progress], None] | None = None,
-    cancel: threading.Event | None = None,
-    options: Mapping[str, Any] | None = None,
-    notes: str = "",
-) -> RunSummary:
-    """Plan and run the four-condition protocol on a stored dataset (resumable by ``name``).
-
-    Args:
-        store: the store.
-        dataset: a stored dataset.
-        backend: the model backend.
-        conditions: any of ``no_evidence``, ``full_context``, ``retrieved``, ``oracle``.
-        name: the run id; rerunning with the same name continues that run.
-        retriever: retriever family of the retrieved condition.
-        top_k: chunks shown in the retrieved condition.
-        chunk_size: chunk window in tokens.
-        overlap: chunk overlap in tokens.
-        concurrency: worker threads calling the backend.
-        progress: progress callback (see :func:`execute`).
-        cancel: cancel event (see :func:`execute`).
-        options: generation options to record when the backend's ``describe()`` does not
-            report its effective ``options``.
-        notes: free text stored on the run.
-
-    Returns:
-        The execution's summary.
-
-    Raises:
-        ValueError: unknown dataset, condition or retriever, or a stored run of that name
-            with another configuration.
-    """
-    from core.conditions import check_conditions, planned_keys, retrieval_config
-
-    conds = check_conditions(conditions)
-    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
-    desc = backend.describe()
-    spec = RunSpec(
-        run_id=name,
-        dataset=dataset,
-        backend=getattr(backend, "name", desc.get("kind", "")),
-        model=getattr(backend, "model", desc.get("model", "")),
-        options=dict(desc.get("options") or options or {}),
-        retrieval=retrieval if "retrieved" in conds else {},
-        conditions=conds,
-        notes=notes,
-    )
-    start_run(store, spec, backend)
-    stored = store.prediction_keys(name, ok_only=True)
-    todo, n_stored = [], 0
-    for instance in store.load_instances(dataset):
-        keys = planned_keys(instance, conds)
-        if stored.issuperset(keys):
-            n_stored += len(keys)  # nothing left to do: skip planning (retrieval) too
-        else:
-            todo.append(instance)
-    summary = plan_and_execute(
-        store, name, todo, conds, backend, concurrency=concurrency, progress=progress,
-        cancel=cancel, retriever=retriever, top_k=top_k, chunk_size=chunk_size, overlap=overlap,
-    )  # fmt: skip
-    return replace(
-        summary,
-        planned=summary.planned + n_stored,
-        skipped_existing=summary.skipped_existing + n_stored,
-    )
 
 
 def rerun_call(store: Store, run_id: str, call: PlannedCall, backend: Backend) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Publication export: figures to PNG / SVG / PDF at a set size, tables to CSV / LaTeX (booktabs).
 
 The dashboard's download menus and ``python -m core export`` call the same functions, so a
-figure on a page and the file in a paper are built by the same registered builder
-(:mod:`core.figures`). Static images come from kaleido 1.x driving the system Chromium
+figure on a page and the file in a paper are built by the same registered view and plot
+(:mod:`core.catalog`). Static images come from kaleido 1.x driving the system Chromium
 (Debian package ``chromium``; ``python -m core setup`` installs it when missing).
 """
 
@@ -18,6 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from core.selection import Selection
+from core.store import Store
 
 __all__ = [
     "FIGURE_FORMATS",
@@ -87,7 +92,7 @@ class ExportSettings:
     float_digits: int = 3
 
     def checked(self) -> ExportSettings:
-        """This object, or ValueError naming the bad value and the allowed range/choices."""
+        """The settings unchanged, or ValueError naming the bad value and the allowed ones."""
         for name, lo, hi in (("width", 100, 5000), ("height", 100, 5000), ("font_size", 4, 72)):
             value = getattr(self, name)
             if not isinstance(value, int) or not lo <= value <= hi:
@@ -122,9 +127,6 @@ def style_figure(fig: Any, settings: ExportSettings | None = None) -> Any:
 
     The page shows the builder's figure as is (responsive width); exports use this copy.
     """
-    import plotly.graph_objects as go
-    import plotly.io as pio
-
     s = (settings or ExportSettings()).checked()
     out = go.Figure(copy.deepcopy(fig.to_dict()))
     out.update_layout(
@@ -152,7 +154,7 @@ def start_renderer() -> bool:
         if _RENDERER_STARTED:
             return True
         try:
-            import kaleido
+            import kaleido  # on first export: it starts a browser and is slow to import
 
             kaleido.start_sync_server(silence_warnings=True)
         except Exception:  # noqa: BLE001 - a missing browser surfaces on the export itself
@@ -230,10 +232,10 @@ def latex_escape(text: str) -> str:
 def table_latex(
     df: pd.DataFrame, digits: int = 3, caption: str | None = None, label: str | None = None
 ) -> str:
-    """A LaTeX ``tabular`` with booktabs rules (``\\toprule``, ``\\midrule``, ``\\bottomrule``).
+    r"""A LaTeX ``tabular`` with booktabs rules (``\toprule``, ``\midrule``, ``\bottomrule``).
 
     Numeric columns are right-aligned, others left-aligned; cells are escaped. With a caption
-    or label the tabular is wrapped in a ``table`` float. Needs ``\\usepackage{booktabs}``.
+    or label the tabular is wrapped in a ``table`` float. Needs ``\usepackage{booktabs}``.
     """
     plain = _plain_frame(df, digits)
     align = "".join(
@@ -275,9 +277,9 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def export_figure(
-    store: Any,
+    store: Store,
     name: str,
-    selection: Any,
+    selection: Selection,
     out: str | Path,
     settings: ExportSettings | None = None,
 ) -> dict[str, Any]:
@@ -292,7 +294,9 @@ def export_figure(
     Raises:
         ValueError: unknown figure name or suffix, or bad settings.
     """
-    from core.figures import get_figure
+    # The catalog imports every view and plot; ``python -m core`` builds its parser from this
+    # module's settings on every call, so it is imported when an export runs.
+    from core.catalog import get_figure
 
     path = Path(out)
     fmt = _check_format(path.suffix or "?", FIGURE_FORMATS + ("csv",))
@@ -306,9 +310,9 @@ def export_figure(
 
 
 def export_table(
-    store: Any,
+    store: Store,
     name: str,
-    selection: Any,
+    selection: Selection,
     out: str | Path,
     fmt: str | None = None,
     settings: ExportSettings | None = None,
@@ -318,7 +322,7 @@ def export_table(
     Args:
         store: the store.
         name: registered table name.
-        selection: a :class:`core.figures.Selection`.
+        selection: a :class:`core.selection.Selection`.
         out: output file.
         fmt: ``csv`` or ``latex``; None takes it from the suffix (``.tex`` = latex).
         settings: float digits come from here.
@@ -326,7 +330,7 @@ def export_table(
     Returns:
         ``{"table", "path", "format", "bytes", "rows"}``.
     """
-    from core.figures import get_table
+    from core.catalog import get_table  # on use: see export_figure
 
     path = Path(out)
     f = _check_format(fmt if fmt is not None else (path.suffix or "?"), TABLE_FORMATS)

@@ -48,8 +48,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.jsonable import json_plain
 from core.scoring import ANSWER_SCORES
 from core.stats import bootstrap_means
+from core.store import Store
 
 __all__ = [
     "BUCKETS",
@@ -130,8 +132,10 @@ def evidence_recall(pack: Iterable[str], gold: Iterable[str]) -> float:
 
 
 def evidence_precision(pack: Iterable[str], gold: Iterable[str]) -> float:
-    """EP = |pack ∩ gold| / |pack| over id sets (duplicates count once); 0 for an empty pack,
-    NaN without gold."""
+    """EP = |pack ∩ gold| / |pack| over id sets (duplicates count once).
+
+    0 for an empty pack, NaN without gold.
+    """
     g, p = set(gold), set(pack)
     if not g:
         return math.nan
@@ -369,7 +373,7 @@ class FaninResult:
             "by_bucket": _records(self.by_bucket),
             "by_fan_in": _records(self.by_fan_in),
             "degradation": _records(self.degradation),
-            "correlation": _clean(self.correlation),
+            "correlation": json_plain(self.correlation),
             "attribution": _records(self.attribution),
             "overlap": _records(self.overlap),
         }
@@ -378,20 +382,8 @@ class FaninResult:
         return out
 
 
-def _clean(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_clean(x) for x in v]
-    if hasattr(v, "item") and not isinstance(v, str):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return [_clean(r) for r in df.to_dict("records")]
+    return [json_plain(r) for r in df.to_dict("records")]
 
 
 def _cell_stats(sub: pd.DataFrame, n_resamples: int, seed: int) -> dict[str, Any]:
@@ -575,7 +567,7 @@ def fanin_analysis(
 
 
 def fanin_report(
-    store: Any,
+    store: Store,
     runs: Sequence[str],
     score_field: str = "f1_relaxed",
     *,
@@ -586,7 +578,7 @@ def fanin_report(
     """:func:`fanin_analysis` of stored runs.
 
     Args:
-        store: a :class:`core.store.Store`.
+        store: the store holding the runs.
         runs: run ids, or dataset names standing for their runs.
 
     Raises:

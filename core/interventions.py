@@ -50,8 +50,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rank_bm25 import BM25Okapi
+
+from core.params import Param
 from core.prompts import build_messages, prompt_hash, render_passage
 from core.retrieval import (
+    CHUNK_SIZE,
+    OVERLAP,
+    TOP_K,
     Chunk,
     chunk_instance,
     lexical_tokens,
@@ -61,14 +67,29 @@ from core.retrieval import (
 from core.types import Instance, Passage, PlannedCall
 
 __all__ = [
+    "BASE_TOP_K",
+    "DUPLICATE_POSITION",
     "DUPLICATE_POSITIONS",
+    "DUPLICATE_POSITIONS_PARAM",
+    "EPS",
     "EvidenceItem",
+    "MOVE_TO",
     "OPERATORS",
+    "OPERATORS_PARAM",
+    "OPERATOR_PARAMS",
     "PLAN_OPERATORS",
     "REPLACE_HARDNESS",
+    "REPLACE_HARDNESS_PARAM",
+    "REPLACE_LEVEL",
+    "REPLACE_SEED",
+    "REPORT_PARAMS",
+    "RUN_PARAMS",
     "TARGET_RULES",
+    "TAU",
+    "TWO_SUPPORT",
     "TWO_SUPPORT_PARTS",
     "Target",
+    "ZERO_RETRIEVAL",
     "check_plan_options",
     "evidence_items",
     "format_variant",
@@ -93,6 +114,80 @@ DUPLICATE_POSITIONS = ("front", "after", "end")
 TARGET_RULES = ("cited_support_title", "cited", "retrieved_support_title", "top_ranked")
 #: Parts of the two-support ablation: remove support 1, support 2, both (seed 004 §6.8).
 TWO_SUPPORT_PARTS = ("1", "2", "both")
+
+# ------------------------------------------------------------------- declared parameters
+# One declaration per knob: `python -m core run-interventions` flags, the Case view's rerun
+# widgets and the planners' keyword defaults all come from these.
+
+#: Base retrieved chunks (seed 004 §5.1: BM25 top k = 5, not the four-condition protocol's 3).
+BASE_TOP_K = Param(
+    "top_k", int, 5, "base retrieved chunks", minimum=TOP_K.minimum, section="seed 004 §5.1"
+)
+#: Replacement hardness of one ``replace`` call.
+REPLACE_LEVEL = Param(
+    "hardness", str, "easy", "replacement: seeded random (easy), similar to the question "
+    "(medium) or to the target (hard)", choices=REPLACE_HARDNESS, section="seed 004 §5.6",
+)  # fmt: skip
+#: Seed of the ``easy`` (random) replacement.
+REPLACE_SEED = Param(
+    "replace_seed", int, 0, "seed of the easy replacement", section="seed 004 §5.6"
+)
+#: Where ``duplicate`` inserts the copy.
+DUPLICATE_POSITION = Param(
+    "position", str, "end", "where the copy goes: front, after the target, or end",
+    choices=DUPLICATE_POSITIONS, section="seed 004 App. C",
+)  # fmt: skip
+#: Where ``move`` puts the target (index in the list without it; the Case view's operator).
+MOVE_TO = Param("move_to", int, 0, "index the target moves to (0 = front)", minimum=0)
+#: Each operator's own parameters, by operator name.
+OPERATOR_PARAMS: dict[str, tuple[Param, ...]] = {
+    "remove": (),
+    "replace": (REPLACE_LEVEL, REPLACE_SEED),
+    "duplicate": (DUPLICATE_POSITION,),
+    "move": (MOVE_TO,),
+}
+#: Operators a run plans per target.
+OPERATORS_PARAM = Param(
+    "operators", str, PLAN_OPERATORS, "operators planned per target", choices=PLAN_OPERATORS,
+    section="seed 004 §4.3", multiple=True,
+)  # fmt: skip
+#: Replacement hardness levels a run plans.
+REPLACE_HARDNESS_PARAM = Param(
+    "replace_hardness", str, REPLACE_HARDNESS, "replacement hardness levels planned",
+    choices=REPLACE_HARDNESS, section="seed 004 §5.6", multiple=True,
+)  # fmt: skip
+#: Duplicate positions a run plans (the paper's default: ``end``).
+DUPLICATE_POSITIONS_PARAM = Param(
+    "duplicate_positions", str, ("end",), "duplicate positions planned",
+    choices=DUPLICATE_POSITIONS, section="seed 004 App. C", multiple=True,
+)  # fmt: skip
+#: The two-support ablation where >= 2 gold passages are shown.
+TWO_SUPPORT = Param(
+    "two_support", bool, True, "two-support ablation where >= 2 gold passages are shown",
+    section="seed 004 §6.8",
+)  # fmt: skip
+#: The zero-retrieval control (the no-evidence prompt).
+ZERO_RETRIEVAL = Param(
+    "zero_retrieval", bool, True, "zero-retrieval control: the no-evidence prompt",
+    section="seed 004 §5.7",
+)  # fmt: skip
+#: What a CUE-R run plans (``run-interventions`` flags after the retrieval ones).
+RUN_PARAMS = (
+    OPERATORS_PARAM, REPLACE_HARDNESS_PARAM, DUPLICATE_POSITIONS_PARAM, TWO_SUPPORT,
+    ZERO_RETRIEVAL, REPLACE_SEED,
+)  # fmt: skip
+#: Role threshold: a change is negligible when |delta| <= eps (and D <= eps).
+EPS = Param(
+    "eps", float, 0.05, "negligible-change threshold", minimum=0.0, maximum=1.0,
+    section="SPEC §7; seed 004 §3.5",
+)  # fmt: skip
+#: Role threshold: trace divergence D >= tau is large.
+TAU = Param(
+    "tau", float, 0.5, "large trace-divergence threshold", minimum=0.0, maximum=1.0,
+    section="SPEC §7; seed 004 §3.5",
+)  # fmt: skip
+#: The role thresholds of ``report interventions``.
+REPORT_PARAMS = (EPS, TAU)
 
 _BM25_K1 = 1.5
 _BM25_B = 0.75
@@ -153,7 +248,8 @@ def _split_chunk(chunk: Any) -> list[EvidenceItem]:
         (m := _SEGMENT_RE.match(part)) is not None and m.group(1) == pid
         for part, pid in zip(parts, ids, strict=True)
     ):
-        return [EvidenceItem((pid,), part.strip(), source) for pid, part in zip(ids, parts)]
+        pairs = zip(ids, parts, strict=True)
+        return [EvidenceItem((pid,), part.strip(), source) for pid, part in pairs]
     return [EvidenceItem(ids, text, source)]
 
 
@@ -257,8 +353,6 @@ class _Pool:
 
     def scores(self, query: str) -> list[float]:
         """BM25 Okapi (k1=1.5, b=0.75) of every unit against ``query``."""
-        from rank_bm25 import BM25Okapi
-
         q = lexical_tokens(query)
         if self._bm25 is None:
             corpus = [lexical_tokens(u[2]) for u in self.units]
@@ -308,9 +402,9 @@ def replacement_candidates(
     target_id: str,
     hardness: str,
     *,
-    seed: int = 0,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    seed: int = REPLACE_SEED.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
 ) -> list[tuple[str, tuple[str, ...], str]]:
     """Replacement units for ``target_id`` in preference order (the first one is used).
 
@@ -355,9 +449,9 @@ def perturb(
     hardness: str | None = None,
     position: str | None = None,
     move_to: int | None = None,
-    seed: int = 0,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    seed: int = REPLACE_SEED.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
 ) -> list[EvidenceItem]:
     """The shown evidence after one intervention (see the module docstring).
 
@@ -572,16 +666,16 @@ def plan_interventions(
     instance: Instance,
     base_cited_ids: Iterable[str],
     *,
-    top_k: int = 5,
+    top_k: int = BASE_TOP_K.default,
     retriever: str = "lexical",
-    chunk_size: int = 220,
-    overlap: int = 40,
-    operators: Iterable[str] | None = PLAN_OPERATORS,
-    hardness: Iterable[str] | None = REPLACE_HARDNESS,
-    positions: Iterable[str] | None = ("end",),
-    two_support: bool = True,
-    zero_retrieval: bool = True,
-    seed: int = 0,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
+    operators: Iterable[str] | None = OPERATORS_PARAM.default,
+    hardness: Iterable[str] | None = REPLACE_HARDNESS_PARAM.default,
+    positions: Iterable[str] | None = DUPLICATE_POSITIONS_PARAM.default,
+    two_support: bool = TWO_SUPPORT.default,
+    zero_retrieval: bool = ZERO_RETRIEVAL.default,
+    seed: int = REPLACE_SEED.default,
     shown: Sequence[Any] | None = None,
 ) -> list[PlannedCall]:
     """Plan one instance's CUE-R interventions on its base retrieved trace.

@@ -78,8 +78,11 @@ def save_upload(filename: str, data: bytes, max_bytes: int = 200 * 1024 * 1024,
 
 
 def run_request_from_row(db: str, run: Mapping[str, object]) -> RunRequest:
-    """The request that resumes a stored run (same dataset, backend, model, conditions,
-    retrieval)."""
+    """The request that resumes a stored run.
+
+    Same dataset, backend, model, conditions and retrieval; the run itself goes through
+    ``python -m core run`` (:func:`core.runs.run_conditions`).
+    """
     retrieval = run.get("retrieval") or {}
     conds = run.get("conditions") or ("no_evidence", "full_context", "retrieved", "oracle")
     return RunRequest(

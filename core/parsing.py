@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_CANDIDATES", "ParsedAnswer", "parse_reply"]
+__all__ = ["INTERNAL_ERROR", "MAX_CANDIDATES", "ParsedAnswer", "parse_reply"]
 
 #: Opening braces tried by the balanced-object search before giving up.
 MAX_CANDIDATES = 64
@@ -72,6 +72,11 @@ _ALIASES = {
     "confidence": ("confidence", "confidence_score", "probability"),
     "explanation": ("explanation", "rationale", "reasoning", "reason"),
 }
+
+
+#: Prefix of the ``parse_error`` of a reply the parser itself failed on (a bug, not the
+#: reply's fault): ``internal parser error: <exception type>``. No reply-caused error starts so.
+INTERNAL_ERROR = "internal parser error: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +114,7 @@ def parse_reply(text: Any, known_ids: Iterable[str] | None = None) -> ParsedAnsw
     try:
         return _parse(text, known_ids)
     except Exception as exc:  # noqa: BLE001 - the contract: a reply never crashes a run
-        return ParsedAnswer(answer="", parse_error=f"internal parser error: {type(exc).__name__}")
+        return ParsedAnswer(answer="", parse_error=f"{INTERNAL_ERROR}{type(exc).__name__}")
 
 
 def _parse(text: Any, known_ids: Iterable[str] | None) -> ParsedAnswer:

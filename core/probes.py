@@ -28,13 +28,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.params import Param
 from core.prompts import build_messages, prompt_hash
 from core.types import Instance, PlannedCall
 
 __all__ = [
+    "PARAMS",
+    "PER_LENGTH",
     "PROBE_CONDITION",
+    "SEED",
+    "STRATEGY",
     "STRATEGIES",
     "UNITS",
+    "UNITS_PARAM",
     "Unit",
     "exponential_ladder",
     "parse_strategy",
@@ -57,6 +63,31 @@ STRATEGIES = ("random", "take-every-N")
 _SENT_RE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'”’)\]]))\s+(?=\S)")
 _TAKE_RE = re.compile(r"take-every-(\d+)")
 _VARIANT_RE = re.compile(r"C=(\d+)\|start=(\d+)")
+
+
+def _check_strategy(value: str) -> None:
+    parse_strategy(value)
+
+
+_SECTION = "SPEC §8; seed 001 §3.1, App. K.1"
+#: Unit granularity of the probed context.
+UNITS_PARAM = Param(
+    "units", str, "sentence", "unit the context is split into", choices=UNITS, section=_SECTION
+)
+#: Random spans per observation length C.
+PER_LENGTH = Param(
+    "per_length", int, 5, "random spans per observation length", minimum=1, section=_SECTION
+)
+#: Span sampling strategy: ``random`` or ``take-every-N`` (sliding windows shifted by N units).
+STRATEGY = Param(
+    "strategy", str, "random",
+    "random, or take-every-N (sliding windows shifted by N units)",
+    section=_SECTION, validate=_check_strategy,
+)  # fmt: skip
+#: Seed of the random span starts.
+SEED = Param("seed", int, 0, "span seed", section=_SECTION)
+#: The probe planner's parameters (:func:`plan_probes` keywords), in CLI / form order.
+PARAMS = (UNITS_PARAM, PER_LENGTH, STRATEGY, SEED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,10 +215,10 @@ def parse_variant(variant: str) -> tuple[int, int]:
 def plan_probes(
     instance: Instance,
     *,
-    units: str = "sentence",
-    per_length: int = 5,
-    strategy: str = "random",
-    seed: int = 0,
+    units: str = UNITS_PARAM.default,
+    per_length: int = PER_LENGTH.default,
+    strategy: str = STRATEGY.default,
+    seed: int = SEED.default,
     lengths: Sequence[int] | None = None,
 ) -> list[PlannedCall]:
     """Plan the DOLCE probes of one instance (condition ``probe``).

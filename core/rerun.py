@@ -14,19 +14,28 @@ the same backend first (a fair comparison), and shown beside the imported answer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.backends import make_backend
+from core.backends.base import Backend
+from core.conditions import plan_conditions
+from core.cuer import trace_divergence
+from core.engine import rerun_call
+from core.interventions import plan_rerun
+from core.retrieval import retrieve
+from core.runs import open_run
 from core.store import Store
 from core.types import Instance, PlannedCall
+from core.views import answer_diff
 
 __all__ = [
     "OPERATORS",
     "RERUN_CONDITIONS",
     "RerunRequest",
     "base_shown_ids",
-    "interventions_available",
     "plan_perturbation",
     "rerun",
     "shown_context",
@@ -68,7 +77,11 @@ class RerunRequest:
     model: str | None = None
 
     def checked(self) -> RerunRequest:
-        """This request, or ValueError naming the bad value and the allowed ones."""
+        """Return this request if it is valid.
+
+        Raises:
+            ValueError: naming the bad value and the allowed ones.
+        """
         if self.operator not in OPERATORS:
             raise ValueError(f"unknown operator {self.operator!r}; choose one of {OPERATORS}")
         if self.condition not in RERUN_CONDITIONS:
@@ -83,8 +96,10 @@ class RerunRequest:
 
 
 def base_shown_ids(predictions: Any, run: str, condition: str) -> list[str]:
-    """Passage ids the stored ``(run, condition)`` prediction showed, in prompt order (empty
-    when unknown, e.g. imported results)."""
+    """Passage ids the stored ``(run, condition)`` prediction showed, in prompt order.
+
+    Empty when unknown (imported results, say).
+    """
     if predictions is None or len(predictions) == 0:
         return []
     m = (predictions["run"] == run) & (predictions["condition"] == condition)
@@ -98,24 +113,16 @@ def base_shown_ids(predictions: Any, run: str, condition: str) -> list[str]:
     return [str(x) for x in list(ids)]
 
 
-def interventions_available() -> bool:
-    """True when the CUE-R module provides ``plan_rerun`` (remove/replace/duplicate/move)."""
-    try:
-        from core.interventions import plan_rerun  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def shown_context(store: Store, run: Mapping[str, Any], instance: Instance, condition: str) -> list:
-    """The evidence the base condition showed: passages (full context, oracle) or the
-    retrieved chunks (the run's retrieval configuration, default lexical top-3)."""
+    """The evidence the base condition showed.
+
+    Passages (full context, oracle) or the retrieved chunks (the run's retrieval
+    configuration, default lexical top-3).
+    """
     if condition == "full_context":
         return list(instance.passages)
     if condition == "oracle":
         return [p for p in instance.passages if p.is_gold]
-    from core.retrieval import retrieve
-
     cfg = dict(run.get("retrieval") or {})
     return retrieve(
         instance,
@@ -132,12 +139,10 @@ def plan_perturbation(
     """The planned call of a perturbation (condition ``intervention``).
 
     Raises:
-        ValueError: bad request, or an operator that needs the CUE-R module before it exists.
+        ValueError: bad request.
     """
     req.checked()
     if req.operator == "retriever":
-        from core.conditions import plan_conditions
-
         retriever = str(req.params.get("retriever", "lexical"))
         k = int(req.params.get("top_k", 3))
         calls = plan_conditions([instance], ["retrieved"], retriever=retriever, top_k=k)
@@ -145,13 +150,6 @@ def plan_perturbation(
                                       "top_k": k, "base_condition": "retrieved"}  # fmt: skip
         return replace(calls[0], condition="intervention", variant=f"retriever:{retriever}@{k}",
                        meta=meta)  # fmt: skip
-    if not interventions_available():
-        raise ValueError(
-            f"operator {req.operator!r} needs core.interventions (CUE-R), not installed yet; "
-            "use 'retriever' meanwhile"
-        )
-    from core.interventions import plan_rerun
-
     shown = shown_context(store, run, instance, req.condition)
     own = {"replace": "hardness", "duplicate": "position", "move": "move_to"}.get(req.operator)
     params = {own: req.params[own]} if own and own in req.params else {}
@@ -162,20 +160,20 @@ def plan_perturbation(
     return plan_rerun(instance, shown, req.operator, req.target_id, base=req.condition, **params)
 
 
-def _target_run(store: Store, req: RerunRequest, base: Mapping[str, Any]) -> tuple[str, Any, bool]:
-    """``(run_id, backend, companion)``: where the rerun is stored and which backend runs it."""
-    from core.backends import make_backend
+def _target_run(
+    store: Store, req: RerunRequest, base: Mapping[str, Any]
+) -> tuple[str, Backend, bool]:
+    """``(run_id, backend, companion)``: where the rerun is stored and which backend runs it.
 
+    A companion run records no generation options (the backend's defaults run).
+    """
     kind = str(base.get("backend") or "")
     if kind in _CALLABLE:
         return str(base["run_id"]), make_backend(kind, base.get("model") or None), False
-    from core.engine import RunSpec, start_run
-
     backend = make_backend(req.backend, req.model)
     model = getattr(backend, "model", req.model or "")
     run_id = f"{req.dataset}:rerun:{req.backend}:{model}"
-    start_run(store, RunSpec(run_id=run_id, dataset=req.dataset, backend=req.backend,
-                             model=model, notes="Case-view reruns"), backend)  # fmt: skip
+    open_run(store, backend, run_id, req.dataset, reported_options=False, notes="Case-view reruns")
     return run_id, backend, True
 
 
@@ -190,9 +188,6 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     Raises:
         ValueError: unknown run or instance, bad request.
     """
-    from core.engine import rerun_call
-    from core.views import answer_diff, trace_divergence
-
     req.checked()
     base = store.run_row(req.base_run)
     if base is None:
@@ -205,8 +200,6 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     imported = None
     if companion:
         imported = _stored(store, req.base_run, req.instance_id, req.condition)
-        from core.conditions import plan_conditions
-
         cfg = dict(base.get("retrieval") or {})
         plain = plan_conditions([instance], [req.condition],
                                 retriever=cfg.get("retriever", "lexical"),
@@ -225,10 +218,12 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
         "original": original,
         "perturbed": perturbed,
         "imported_original": imported,
-        "divergence": trace_divergence(
-            original.get("cited_ids"), perturbed.get("cited_ids"), original.get("answer"),
-            perturbed.get("answer"), original.get("confidence"), perturbed.get("confidence"),
-        ),  # fmt: skip
+        "divergence": float(trace_divergence(
+            original.get("cited_ids") or (), perturbed.get("cited_ids") or (),
+            original.get("answer"), perturbed.get("answer"), original.get("confidence"),
+            perturbed.get("confidence"), answer_type=instance.answer_type,
+            reasoning_type=instance.reasoning_type,
+        )),  # fmt: skip
         "diff": answer_diff(original.get("answer"), perturbed.get("answer")),
         "shown_before": list(original.get("input_passage_ids") or []),
         "shown_after": list(call.input_passage_ids),
@@ -236,8 +231,6 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
 
 
 def _stored(store: Store, run_id: str, instance_id: str, condition: str) -> dict | None:
-    import math
-
     df = store.prediction_rows(run_id, [(instance_id, condition, "")])
     if df.empty:
         return None

@@ -258,7 +258,7 @@ def import_results(
                     "notes": f"imported from {path.name}; scores recomputed",
                 },
             )
-            store.insert_predictions(con, _prediction_frame(part, run_id, extra))
+            store.write_predictions(con, _prediction_frame(part, run_id, extra), replace=True)
         score_runs(store, list(run_ids.values()), con=con)
     return ResultsImport(
         dataset=target,
@@ -321,4 +321,4 @@ def score_runs(
         [frame[["run_id", "instance_id", "condition", "variant"]], scores], axis=1
     )
     store.delete_scores(con, run_ids)
-    return store.insert_scores(con, out)
+    return store.write_scores(con, out, replace=True)

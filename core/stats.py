@@ -154,7 +154,7 @@ def mcnemar_exact(a_bin: Iterable[float], b_bin: Iterable[float]) -> dict[str, f
         ``{b, c, n_discordant, p}`` with b = #(a=1, b=0), c = #(a=0, b=1) and the two-sided
         exact p of ``scipy.stats.binomtest(b, b + c, 0.5)`` (1.0 without discordant pairs).
     """
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest  # lazy: scipy.stats takes about a second to import
 
     av = np.asarray(list(a_bin), dtype=float)
     bv = np.asarray(list(b_bin), dtype=float)
@@ -169,7 +169,7 @@ def mcnemar_exact(a_bin: Iterable[float], b_bin: Iterable[float]) -> dict[str, f
 
 
 def _adjust(pvalues: Iterable[float], method: str) -> np.ndarray:
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # lazy: statsmodels is slow to import
 
     p = np.asarray(list(pvalues), dtype=float)
     out = np.full(p.shape, np.nan)
@@ -202,7 +202,7 @@ def ols(
         ``{"table": DataFrame(term, coef, se, t, p), "r_squared": float, "n": int}``; the
         first term is ``intercept``; p is the two-sided t-test p.
     """
-    import statsmodels.api as sm
+    import statsmodels.api as sm  # lazy: statsmodels is slow to import
 
     X = pd.DataFrame(dict(X_columns)) if not isinstance(X_columns, pd.DataFrame) else X_columns
     X = X.astype(float).reset_index(drop=True)

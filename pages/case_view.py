@@ -2,8 +2,7 @@
 
 import streamlit as st
 
-from core.rerun import (OPERATORS, RERUN_CONDITIONS, RerunRequest, base_shown_ids,
-                        interventions_available, rerun)  # fmt: skip
+from core.rerun import OPERATORS, RERUN_CONDITIONS, RerunRequest, base_shown_ids, rerun
 from pages.common import HELP, cached_call, clear_caches, get_store, init_page_state, sidebar
 
 qp = st.query_params
@@ -85,8 +84,7 @@ condition = c[1].selectbox("Base condition", RERUN_CONDITIONS, key="case.base_co
 shown = base_shown_ids(preds, base_run, condition) or list(passages["passage_id"])
 with st.form("case.rerun_form"):
     c = st.columns(2)
-    ops = OPERATORS if interventions_available() else ("retriever",)
-    operator = c[0].selectbox("Operator", ops, help="remove / replace / duplicate a passage, "
+    operator = c[0].selectbox("Operator", OPERATORS, help="remove / replace / duplicate a passage, "
                               "move a passage to a position, or change retriever / top-k")
     target = c[1].selectbox("Target passage (shown to the model)", shown)
     d = st.columns(5)

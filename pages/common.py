@@ -15,7 +15,10 @@ defaults in :func:`init_page_state`. Cached data is keyed by the store file's ve
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -24,9 +27,24 @@ import pandas as pd
 import streamlit as st
 
 from core import views
-from core.export import TEMPLATES, ExportSettings, figure_bytes, mime_type, table_bytes
-from core.figures import Selection, get_figure, get_table
-from core.store import Store, default_db_path
+from core.backends import server_status
+from core.catalog import get_figure, get_table
+from core.datasets.importers import read_dataset
+from core.export import (
+    TEMPLATES,
+    ExportSettings,
+    figure_bytes,
+    mime_type,
+    start_renderer,
+    table_bytes,
+)
+from core.figures import SCORE_FIELD
+from core.figures.oncu import GROUP_KEY
+from core.jobs import RunJob
+from core.results import import_results
+from core.runs import build_demo
+from core.selection import Selection
+from core.store import Store, StoreError, default_db_path
 
 __all__ = [
     "CASE_PAGE",
@@ -151,9 +169,6 @@ def first_start() -> None:
     store = get_store()
     if store.path.exists() and store.list_datasets():
         return
-    import threading
-    import time
-
     bar = st.progress(0.0, text="First start: building the demo store ...")
     state: dict[str, Any] = {"frac": 0.0, "text": "First start: building the demo store ..."}
 
@@ -161,7 +176,7 @@ def first_start() -> None:
         # the engine reports progress from its writer thread: keep it in ``state`` and draw
         # the bar from this script thread (Streamlit calls need the session's thread)
         try:
-            views.build_demo(store, progress=lambda f, t: state.update(frac=f, text=t))
+            build_demo(store, progress=lambda f, t: state.update(frac=f, text=t))
         except Exception as exc:  # noqa: BLE001 - shown to the user below
             state["error"] = exc
 
@@ -179,8 +194,6 @@ def first_start() -> None:
 # --------------------------------------------------------------------------- caches
 @st.cache_data(show_spinner=False, max_entries=256)
 def _cached(path: str, version: tuple, fn_name: str, args_json: str) -> Any:
-    import json
-
     return _CALLS[fn_name](_store(path), **json.loads(args_json))
 
 
@@ -218,8 +231,6 @@ def cached_call(fn_name: str, **kwargs: Any) -> Any:
     (dataset, instance_id, runs, score_field, group_key), ``crux_judges`` (dataset). ``sel``
     is a selection's JSON.
     """
-    import json
-
     store = get_store()
     args = json.dumps(kwargs, sort_keys=True, default=str)
     return _cached(str(store.path), _version(store), fn_name, args)
@@ -228,8 +239,6 @@ def cached_call(fn_name: str, **kwargs: Any) -> Any:
 @st.cache_data(show_spinner=False, ttl=30)
 def backend_status() -> list[dict[str, Any]]:
     """Ollama host status (:func:`core.backends.server_status`), refreshed every 30 s."""
-    from core.backends import server_status
-
     return server_status(timeout_s=0.5)
 
 
@@ -247,8 +256,6 @@ class _Jobs:
 
     def start(self, request: Any) -> Any:
         """Launch ``request`` (a :class:`core.jobs.RunRequest`) unless it is already running."""
-        from core.jobs import RunJob
-
         current = self._jobs.get(request.name)
         if current is not None and current.running:
             raise ValueError(f"run {request.name!r} is already running")
@@ -275,19 +282,13 @@ def import_file(kind: str, path: Any, name: str, replace: bool = False) -> str:
     Raises:
         ValueError: the importer's one-line error (bad file, name taken, ...).
     """
-    from core.store import StoreError
-
     what, _, fmt = kind.partition(": ")
     store = get_store()
     try:
         if what == "results":
-            from core.results import import_results
-
             res = import_results(store, path, name=name, fmt=fmt, replace=replace)
             out = res.summary()
         else:
-            from core.datasets.importers import read_dataset
-
             result = read_dataset(path, fmt=fmt, name=name)
             store.write_dataset(result.dataset, replace=replace)
             out = f"{result.summary()} -> dataset '{name}'"
@@ -311,7 +312,7 @@ def _leave_directory_mode() -> None:
     page titles, page config or the first-start checks) is what the user would see. Switch
     the mode off and rerun: ``app.py`` then routes to the same page with the real menu.
     """
-    try:
+    try:  # Streamlit internals: only where this page runs, and absent from some versions
         from streamlit.runtime.pages_manager import PagesManager
     except ImportError:  # pragma: no cover - a Streamlit without the old mode
         return
@@ -325,13 +326,11 @@ def _leave_directory_mode() -> None:
 
 
 def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
-    """Render the shared sidebar and return the page's :class:`core.figures.Selection`.
+    """Render the shared sidebar and return the page's :class:`core.selection.Selection`.
 
     Store path, dataset, run(s) (several runs are shown side by side on their common
     instances), score field, metadata filters and the export settings.
     """
-    from core.oncu import SCORE_FIELDS
-
     _leave_directory_mode()
     init_page_state(page)
     ss = st.session_state
@@ -361,7 +360,8 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
             format_func=lambda r: labels.get(r, r),
             help="Several runs are compared side by side on the instances they share.",
         ))  # fmt: skip
-    sb.selectbox("Score field", SCORE_FIELDS, key="global.score_field", help=HELP["f1_relaxed"])
+    sb.selectbox("Score field", SCORE_FIELD.choices, key="global.score_field",
+                 help=HELP["f1_relaxed"])  # fmt: skip
     chosen_filters: dict[str, tuple[str, ...]] = {}
     if filters:
         values = cached_call("cells", dataset=dataset)
@@ -391,17 +391,15 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
 
 def _group_key_setting(sb: Any) -> dict[str, Any]:
     """The ONCU group key control; ``{"group_key": (...)}`` when it differs from the default."""
-    from core.oncu import DEFAULT_GROUP_KEY
-
     ss = st.session_state
-    choices = [*DEFAULT_GROUP_KEY, "answer_type", "fan_in"]
+    choices = [*GROUP_KEY.default, "answer_type", "fan_in"]
     if "global.group_key" not in ss:
-        ss["global.group_key"] = list(DEFAULT_GROUP_KEY)
+        ss["global.group_key"] = list(GROUP_KEY.default)
     with sb.expander("ONCU groups"):
         key = st.multiselect("Group key", choices, key="global.group_key",
                              help=HELP["group_key"])  # fmt: skip
     key = tuple(k for k in choices if k in key)
-    return {} if key == tuple(DEFAULT_GROUP_KEY) else {"group_key": key}
+    return {} if key == tuple(GROUP_KEY.default) else {"group_key": key}
 
 
 def export_settings() -> ExportSettings:
@@ -451,8 +449,6 @@ def _download_menu(name: str, fig: Any, data: pd.DataFrame, key: str) -> None:
 
 def _lazy_figure(fig: Any, fmt: str, settings: ExportSettings) -> Any:
     def render() -> bytes:
-        from core.export import start_renderer
-
         start_renderer()
         return figure_bytes(fig, fmt, settings)
 

@@ -1,5 +1,6 @@
 """Conditions & ONCU: the four-condition matrix, ONCU with its audit, contrasts, failures,
-calibration. Every number comes from a registered figure/table (core/figures/oncu.py)."""
+calibration. Every number comes from a registered figure/table (core/catalog.py, plots in
+core/figures/oncu.py)."""
 
 import streamlit as st
 

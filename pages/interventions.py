@@ -2,9 +2,16 @@
 
 import streamlit as st
 
-from core.views import selection_to_json
-from pages.common import (cached_call, init_page_state, open_case, show_figure, show_table,
-                          sidebar, with_options)  # fmt: skip
+from core.selection import selection_to_json
+from pages.common import (
+    cached_call,
+    init_page_state,
+    open_case,
+    show_figure,
+    show_table,
+    sidebar,
+    with_options,
+)
 
 selection = sidebar("interventions")
 init_page_state("interventions", {"eps": 0.05, "tau": 0.5, "synergy_metric": "answer_f1"})

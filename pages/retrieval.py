@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from core.figures import figure_names, table_names
+from core.catalog import figure_names, table_names
 from core.retrieval import list_retrievers
 from pages.common import HELP, cached_call, show_figure, show_table, sidebar, with_options
 

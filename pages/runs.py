@@ -3,10 +3,19 @@
 import streamlit as st
 
 from core.jobs import RunRequest, run_request_from_row, save_upload
-from core.retrieval import list_retrievers
+from core.params import CONCURRENCY
+from core.retrieval import TOP_K, retriever_param
 from core.types import CONDITIONS
-from pages.common import (cached_call, clear_caches, get_store, import_file, jobs, sidebar,
-                          store_path)  # fmt: skip
+from pages.common import (
+    cached_call,
+    clear_caches,
+    get_store,
+    import_file,
+    jobs,
+    sidebar,
+    store_path,
+)
+from pages.widgets import param_widget
 
 selection = sidebar("runs", filters=False)
 st.title("Runs")
@@ -21,9 +30,9 @@ with st.expander("Launch a run", expanded=not jobs().all()):
         backend = c[2].selectbox("Backend", ("embedded", "ollama", "openai"))
         d = st.columns(4)
         model = d[0].text_input("Model", "", help="e.g. qwen2.5:14b; empty for the embedded reader")
-        retriever = d[1].selectbox("Retriever", list_retrievers())
-        top_k = d[2].number_input("top-k", 1, 50, 3)
-        concurrency = d[3].number_input("Concurrency", 1, 64, 1)
+        retriever = param_widget(retriever_param(), "runs.retriever", d[1], label="Retriever")
+        top_k = param_widget(TOP_K, "runs.top_k", d[2], label="top-k")
+        concurrency = param_widget(CONCURRENCY, "runs.concurrency", d[3], label="Concurrency")
         conditions = st.multiselect("Conditions", CONDITIONS, default=list(CONDITIONS))
         launch = st.form_submit_button("Launch", type="primary")
     if launch:

@@ -1,4 +1,10 @@
-"""Shared pytest fixtures: paths to the real third-party data in ../shared/fixtures."""
+"""Shared pytest fixtures and helpers.
+
+Paths to the real third-party data in ../shared/fixtures, a fresh store path, a store of the
+released ONCU outputs, the stub model server (``stub``), free and dead localhost ports,
+``streamlit run app.py`` on a free port, the Streamlit ``AppTest`` of one page, and the
+headless Chromium the browser tests drive.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +19,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from model_stub import ModelStub
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 FIXTURES = SHARED / "fixtures"
+#: Debian's Chromium, which the browser tests drive through pytest-playwright.
+CHROMIUM = "/usr/bin/chromium"
+#: Where the browser tests save their screenshots.
+SHOTS = ROOT / "test-results" / "screenshots"
+#: The released per-sample outputs of Qwen2.5-14B (ONCU paper), relative to ``FIXTURES``.
+RELEASE_CONTROLLED = "oncu_release/controlled_safe16k_qwen25_14b_200.per_sample_metrics.csv"
+RELEASE_HOTPOTQA = "oncu_release/hotpotqa_qwen25_14b_200.per_sample_metrics.csv"
 
 
 def shared_fixture(relpath: str) -> Path:
@@ -33,11 +47,48 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "store.duckdb"
 
 
+def build_release_store(path: Path, *, hotpotqa: bool = False, demo: bool = False):
+    """A store at ``path`` holding the released controlled outputs as run ``controlled``.
+
+    Args:
+        path: the DuckDB file to create.
+        hotpotqa: also import the released HotpotQA outputs as run ``hotpotqa``.
+        demo: also build the embedded-reader demo (``build_demo``).
+
+    Returns:
+        The ``Store``. Skips the test when ../shared/fixtures is absent.
+    """
+    # Imported on use: every test run loads this conftest, most never open a store.
+    from core.results import import_results
+    from core.runs import build_demo
+    from core.store import Store
+
+    store = Store(path)
+    import_results(store, shared_fixture(RELEASE_CONTROLLED), name="controlled")
+    if hotpotqa:
+        import_results(store, shared_fixture(RELEASE_HOTPOTQA), name="hotpotqa")
+    if demo:
+        build_demo(store)
+    return store
+
+
+@pytest.fixture
+def stub() -> Iterator[ModelStub]:
+    """A running stub model server (``tests/model_stub.py``), stopped after the test."""
+    with ModelStub() as s:
+        yield s
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def dead_url() -> str:
+    """The URL of a localhost port nobody listens on (a server that is down)."""
+    return f"http://127.0.0.1:{free_port()}"
 
 
 @contextmanager
@@ -85,3 +136,36 @@ def open_page(monkeypatch: pytest.MonkeyPatch, db: Path, page: str, dataset: str
     at.selectbox(key="global.dataset").set_value(dataset).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+# ------------------------------------------------------------------------------ browser
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright's launch arguments for Debian's headless Chromium (skip without it)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (python -m core setup installs Debian chromium)")
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+        ],
+    }
+
+
+def settle(page, timeout_ms: int = 60_000, draw_ms: int = 500) -> None:
+    """Wait until the script run finished (Streamlit marks the app root), then ``draw_ms``
+    more so that charts draw before a screenshot."""
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
+                           timeout=timeout_ms)  # fmt: skip
+    page.wait_for_timeout(draw_ms)
+
+
+def assert_no_exception(page, name: str) -> None:
+    """Fail, naming ``name``, when the page shows a Streamlit exception box."""
+    boxes = page.locator('[data-testid="stException"]')
+    assert boxes.count() == 0, f"{name}: {boxes.first.inner_text()[:300]}"

@@ -69,8 +69,25 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.backends.embedded import EmbeddedReader  # noqa: E402
+from core.prompts import build_messages  # noqa: E402
+from core.types import Instance, Passage  # noqa: E402
 
-__all__ = ["GARBAGE_REPLIES", "MODES", "ModelStub", "main", "split_tokens"]
+__all__ = ["GARBAGE_REPLIES", "MESSAGES", "MODES", "PASSAGE", "ModelStub", "main", "split_tokens"]
+
+#: The one gold passage of the example chat the backend and stub tests send.
+PASSAGE = Passage(
+    "p0001",
+    0,
+    "Zarnovia",
+    "The capital of Zarnovia is Keltbridge. It has 9 bridges.",
+    "d1",
+    "gold",
+    True,
+)
+#: The example chat: the ``oracle`` prompt of a question about :data:`PASSAGE`.
+MESSAGES = build_messages(
+    Instance("x", "What is the capital of Zarnovia?", "", (PASSAGE,)), "oracle"
+)
 
 #: Modes :meth:`ModelStub.set_mode` accepts.
 MODES = ("ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage")
@@ -211,6 +228,11 @@ class ModelStub:
         """Paths of the requests received so far, in order."""
         with self._lock:
             return [p for p, _ in self.requests]
+
+    def bodies(self, path: str) -> list[Any]:
+        """JSON bodies of the requests received so far on ``path``, in order."""
+        with self._lock:
+            return [body for p, body in self.requests if p == path]
 
     @staticmethod
     def count_tokens(messages: Sequence[Mapping[str, Any]]) -> int:

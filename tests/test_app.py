@@ -3,7 +3,7 @@
 The store (built once per session) holds the released Qwen2.5-14B outputs of the ONCU paper
 (controlled and HotpotQA, ``../shared/fixtures/oncu_release``) imported with
 :func:`core.results.import_results`, plus the demo: controlled-200 run with the embedded
-baseline reader on the four conditions (:func:`core.views.build_demo`).
+baseline reader on the four conditions (:func:`core.runs.build_demo`).
 """
 
 from __future__ import annotations
@@ -14,27 +14,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, shared_fixture
+from conftest import RELEASE_CONTROLLED, ROOT, build_release_store, shared_fixture
 from streamlit.testing.v1 import AppTest
 
+from core.cuer import trace_divergence
 from core.figures import Selection
 from core.store import Store
-from core.views import answer_diff, build_demo, instances_behind, trace_divergence
+from core.views import answer_diff, instances_behind
 
-CONTROLLED = "oncu_release/controlled_safe16k_qwen25_14b_200.per_sample_metrics.csv"
-HOTPOTQA = "oncu_release/hotpotqa_qwen25_14b_200.per_sample_metrics.csv"
 APP = str(ROOT / "app.py")
 
 
 @pytest.fixture(scope="session")
 def store_path(tmp_path_factory) -> Path:
-    from core.results import import_results
-
     path = tmp_path_factory.mktemp("app") / "fixture.duckdb"
-    store = Store(path)
-    import_results(store, shared_fixture(CONTROLLED), name="controlled")
-    import_results(store, shared_fixture(HOTPOTQA), name="hotpotqa")
-    build_demo(store)
+    build_release_store(path, hotpotqa=True, demo=True)
     return path
 
 
@@ -241,7 +235,7 @@ def test_first_start_on_an_empty_store_builds_the_demo(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------ data functions
 def test_instances_behind_an_aggregate(store_path):
-    rows = list(csv.DictReader(shared_fixture(CONTROLLED).open()))
+    rows = list(csv.DictReader(shared_fixture(RELEASE_CONTROLLED).open()))
     expected = sorted(r["sample_id"] for r in rows
                       if r["method"] == "direct"
                       and r["reasoning_type"] == "multi_hop")  # fmt: skip

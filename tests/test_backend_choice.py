@@ -4,31 +4,23 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, dead_url
 from model_stub import ModelStub
 
 from core.commands.engine import choose_backend
 
 
-def _dead_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
 def test_explicit_backend_is_kept():
-    assert choose_backend("openai", "m", [_dead_url()]) == "openai"
+    assert choose_backend("openai", "m", [dead_url()]) == "openai"
 
 
 def test_no_server_falls_back_to_the_labelled_baseline():
     out = io.StringIO()
-    dead = _dead_url()
+    dead = dead_url()
     assert choose_backend("auto", None, [dead], out=out) == "embedded"
     assert f"no Ollama server answers at {dead}" in out.getvalue()
     assert "baseline" in out.getvalue()
@@ -36,7 +28,7 @@ def test_no_server_falls_back_to_the_labelled_baseline():
 
 def test_no_server_with_a_model_says_how_to_start_it():
     with pytest.raises(ValueError, match=r"ollama serve.*ollama pull qwen3:8b"):
-        choose_backend("auto", "qwen3:8b", [_dead_url()])
+        choose_backend("auto", "qwen3:8b", [dead_url()])
 
 
 def test_a_server_that_answers_is_used_and_needs_a_model():
@@ -50,10 +42,11 @@ def test_run_without_backend_uses_the_embedded_reader_when_no_server(tmp_path):
     db = str(tmp_path / "s.duckdb")
     env_cmd = [sys.executable, "-m", "core"]
     gen = subprocess.run([*env_cmd, "generate", "controlled", "--preset", "controlled-200",
-                          "--name", "c", "--db", db], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+                          "--name", "c", "--db", db],
+                         cwd=ROOT, capture_output=True, text=True)  # fmt: skip
     assert gen.returncode == 0, gen.stderr
     run = subprocess.run(
-        [*env_cmd, "run", "--dataset", "c", "--conditions", "oracle", "--host", _dead_url(),
+        [*env_cmd, "run", "--dataset", "c", "--conditions", "oracle", "--host", dead_url(),
          "--name", "r", "--json", "--db", db],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from model_stub import ModelStub, split_tokens
+from conftest import dead_url
+from model_stub import MESSAGES, ModelStub, split_tokens
 
 from core.backends import (
     BACKENDS,
@@ -23,21 +23,8 @@ from core.backends import (
 from core.backends.base import BackendError
 from core.backends.ollama import resolve_hosts
 from core.backends.support import estimate_tokens, with_retries
-from core.prompts import ANSWER_SCHEMA, build_messages
-from core.types import Instance, Passage
+from core.prompts import ANSWER_SCHEMA
 
-PASSAGE = Passage(
-    "p0001",
-    0,
-    "Zarnovia",
-    "The capital of Zarnovia is Keltbridge. It has 9 bridges.",
-    "d1",
-    "gold",
-    True,
-)
-MESSAGES = build_messages(
-    Instance("x", "What is the capital of Zarnovia?", "", (PASSAGE,)), "oracle"
-)
 EXPECTED = EmbeddedReader().generate(MESSAGES).text
 FAST = RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.02)
 
@@ -48,21 +35,8 @@ def _backend(*urls: str, **kw) -> OllamaBackend:
     return OllamaBackend(kw.pop("model", "stub-model"), hosts=list(urls), **kw)
 
 
-def _dead_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
 def _chats(stub: ModelStub) -> list[dict]:
-    return [body for path, body in stub.requests if path == "/api/chat"]
-
-
-@pytest.fixture
-def stub():
-    with ModelStub() as s:
-        yield s
+    return stub.bodies("/api/chat")
 
 
 # -- request and reply ----------------------------------------------------------------
@@ -160,7 +134,7 @@ def test_logprobs_not_requested_from_old_servers_or_when_off():
 
 
 def test_connection_refused_says_how_to_start_the_server():
-    url = _dead_url()
+    url = dead_url()
     reply = _backend(url).generate(MESSAGES)
     assert not reply.ok and reply.text == ""
     assert reply.error == (
@@ -295,7 +269,7 @@ def test_resolve_hosts(monkeypatch):
 
 
 def test_server_status_on_a_live_and_a_dead_host(stub):
-    dead = _dead_url()
+    dead = dead_url()
     assert server_status([stub.url, dead]) == [
         {
             "host": stub.url,
@@ -339,7 +313,7 @@ def test_describe(stub):
         "digests_agree": True,
         "error": None,
     }
-    dead = _dead_url()
+    dead = dead_url()
     down = _backend(dead).describe()
     assert down["model_digest"] is None and down["error"].startswith("cannot reach Ollama at")
 

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 
 import pytest
-from model_stub import ModelStub, split_tokens
+from conftest import dead_url
+from model_stub import MESSAGES, ModelStub, split_tokens
 
 from core.backends import Backend, EmbeddedReader, OpenAIBackend, RetryPolicy, make_backend
 from core.backends.openai_compat import normalize_base_url
-from core.prompts import ANSWER_SCHEMA, build_messages
-from core.types import Instance, Passage
+from core.prompts import ANSWER_SCHEMA
 
-PASSAGE = Passage(
-    "p0001",
-    0,
-    "Zarnovia",
-    "The capital of Zarnovia is Keltbridge. It has 9 bridges.",
-    "d1",
-    "gold",
-    True,
-)
-MESSAGES = build_messages(
-    Instance("x", "What is the capital of Zarnovia?", "", (PASSAGE,)), "oracle"
-)
 EXPECTED = EmbeddedReader().generate(MESSAGES).text
 FAST = RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.02)
 
@@ -38,13 +25,7 @@ def _backend(url: str, **kw) -> OpenAIBackend:
 
 
 def _chats(stub: ModelStub) -> list[dict]:
-    return [body for path, body in stub.requests if path == "/v1/chat/completions"]
-
-
-@pytest.fixture
-def stub():
-    with ModelStub() as s:
-        yield s
+    return stub.bodies("/v1/chat/completions")
 
 
 def test_exact_request_payload_and_reply(stub):
@@ -109,9 +90,7 @@ def test_server_without_logprobs_is_asked_again_without_them(stub):
 
 
 def test_connection_refused():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    url = dead_url()
     reply = _backend(url).generate(MESSAGES)
     assert reply.error == (
         f"cannot reach the OpenAI-compatible server at {url}/v1: start it (e.g. `vllm serve "

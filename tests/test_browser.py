@@ -8,57 +8,33 @@ no page shows a Streamlit exception box.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from conftest import ROOT, shared_fixture, streamlit_server
+from conftest import (
+    ROOT,
+    SHOTS,
+    assert_no_exception,
+    build_release_store,
+    settle,
+    streamlit_server,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-SHOTS = ROOT / "test-results" / "screenshots"
-CONTROLLED = "oncu_release/controlled_safe16k_qwen25_14b_200.per_sample_metrics.csv"
 PAGES = ("overview", "conditions", "length_position", "retrieval", "fanin", "interventions",
          "dolce", "case_view", "runs")  # fmt: skip
 
 
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (python -m core setup installs Debian chromium)")
-    return {
-        **browser_type_launch_args,
-        "executable_path": CHROMIUM,
-        "args": ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking"],  # fmt: skip
-    }
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from core.results import import_results
-    from core.store import Store
-    from core.views import build_demo
-
     db = tmp_path_factory.mktemp("browser") / "store.duckdb"
-    store = Store(db)
-    import_results(store, shared_fixture(CONTROLLED), name="controlled")
-    build_demo(store)
+    build_release_store(db, demo=True)
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         SHOTS.mkdir(parents=True, exist_ok=True)
         yield url
 
 
-def _settle(page, timeout_ms: int = 90_000) -> None:
-    """Wait until the script run finished (Streamlit marks the app root)."""
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=timeout_ms)  # fmt: skip
-    page.wait_for_timeout(600)  # let charts draw before the screenshot
-
-
-def _no_exception(page, name: str) -> None:
-    boxes = page.locator('[data-testid="stException"]')
-    assert boxes.count() == 0, f"{name}: {boxes.first.inner_text()[:300]}"
+def _settle(page) -> None:
+    settle(page, timeout_ms=90_000, draw_ms=600)
 
 
 def test_every_page_renders_without_exceptions(server, page):
@@ -70,7 +46,7 @@ def test_every_page_renders_without_exceptions(server, page):
         path = "" if name == "overview" else name
         page.goto(f"{server}/{path}")
         _settle(page)
-        _no_exception(page, name)
+        assert_no_exception(page, name)
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
         seen.append(name)
     assert {"overview", "conditions", "length_position", "retrieval", "case_view",
@@ -90,7 +66,7 @@ def test_case_view_rerun_in_the_browser(server, page):
     page.get_by_role("button", name="Run now").click()
     page.get_by_text("Trace divergence D").wait_for(timeout=60_000)
     _settle(page)
-    _no_exception(page, "case_view rerun")
+    assert_no_exception(page, "case_view rerun")
     assert page.get_by_text("Perturbed").first.is_visible()
     page.screenshot(path=str(SHOTS / "case_view_rerun.png"), full_page=True)
 
@@ -110,7 +86,7 @@ def test_figure_download_in_the_browser(server, page, tmp_path):
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1400, 900)  # default 700 x 450 at PNG scale 2
     page.screenshot(path=str(SHOTS / "download_menu.png"))
-    _no_exception(page, "download")
+    assert_no_exception(page, "download")
 
 
 def test_a_page_url_as_the_first_request_gets_the_app_menu(page, tmp_path):
@@ -120,7 +96,7 @@ def test_a_page_url_as_the_first_request_gets_the_app_menu(page, tmp_path):
     with streamlit_server(tmp_path / "empty.duckdb", tmp_path) as url:
         page.goto(f"{url}/conditions")
         _settle(page)
-        _no_exception(page, "conditions as first request")
+        assert_no_exception(page, "conditions as first request")
         menu = page.locator('[data-testid="stSidebarNavLink"]').all_inner_texts()
         titles = [m.split("\n")[-1].strip() for m in menu]
         assert "Conditions & ONCU" in titles and "Overview" in titles, titles

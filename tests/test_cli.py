@@ -142,7 +142,8 @@ def test_output_piped_into_a_closed_reader_stops_quietly(tmp_path):
     db = tmp_path / "s.duckdb"
     for seed in (1, 2, 3):  # about 110 KB of JSON, more than a pipe holds
         assert run_cli("generate", "controlled", "--preset", "controlled-200", "--seed",
-                       str(seed), "--name", f"c{seed}", "--db", str(db)).returncode == 0  # fmt: skip
+                       str(seed), "--name", f"c{seed}", "--db",
+                       str(db)).returncode == 0  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "core", "datasets", "--db", str(db), "--json"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

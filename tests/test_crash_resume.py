@@ -30,7 +30,7 @@ _SCRIPT = textwrap.dedent(
     import json, sys, time
     sys.path.insert(0, {root!r})
     from core.backends import EmbeddedReader
-    from core.engine import run_conditions
+    from core.runs import run_conditions
     from core.prompts import prompt_hash
     from core.store import Store
 

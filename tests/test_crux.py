@@ -15,11 +15,11 @@ from core.crux import (
     coverage,
     crux_report,
     density,
-    judge_answerability,
     parse_rating,
     required_subset,
 )
 from core.retrieval import Chunk
+from core.runs import judge_answerability
 from core.store import Store
 from core.types import Dataset, Instance, Passage
 

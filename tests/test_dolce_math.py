@@ -14,7 +14,7 @@ from math import comb
 import numpy as np
 import pytest
 
-from core import dolce
+from core.dolce import closed_forms as dolce
 from core.dolce import (
     cover_probability_cow,
     cover_probability_cow_vec,

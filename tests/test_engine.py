@@ -7,29 +7,22 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
 from conftest import ROOT
 
-import core.store as store_mod
 from core.backends import EmbeddedReader, Reply
 from core.cli import main
 from core.conditions import plan_conditions
-from core.engine import (
-    Progress,
-    RunSpec,
-    cache_key,
-    execute,
-    options_hash,
-    rerun_call,
-    run_conditions,
-    start_run,
-)
+from core.engine import Progress, cache_key, execute, options_hash, rerun_call
 from core.oncu import DEFAULT_GROUP_KEY, oncu_summary
 from core.prompts import prompt_hash, template_hash
+from core.runs import RunSpec, run_conditions, start_run
 from core.store import SCORE_COLUMNS, Store
+from core.store import schema as store_mod
 from core.types import CONDITIONS, Dataset, Instance, Passage
 
 FOUR = list(CONDITIONS)
@@ -173,16 +166,21 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def _run_embedded(db: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
+    """``python -m core run`` of controlled-200 with the embedded reader as run ``name``."""
+    return _cli(
+        "run", "--db", str(db), "--dataset", "controlled-200", "--backend", "embedded",
+        *extra, "--name", name, "--json",
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def controlled(tmp_path_factory):
     """controlled-200 generated and run with the four conditions through the real CLI."""
     db = tmp_path_factory.mktemp("engine") / "store.duckdb"
     gen = _cli("generate", "controlled", "--preset", "controlled-200", "--db", str(db))
     assert gen.returncode == 0, gen.stderr
-    run = _cli(
-        "run", "--db", str(db), "--dataset", "controlled-200", "--backend", "embedded",
-        "--conditions", "no_evidence,full_context,retrieved,oracle", "--name", "r1", "--json",
-    )  # fmt: skip
+    run = _run_embedded(db, "r1", "--conditions", "no_evidence,full_context,retrieved,oracle")
     assert run.returncode == 0, run.stderr
     return db, json.loads(run.stdout), run.stderr
 
@@ -241,10 +239,7 @@ def test_cli_run_stores_800_predictions_and_oncu_works(controlled):
 def test_rerunning_the_same_command_makes_no_call(controlled):
     db, _, _ = controlled
     before = Store(db).prediction_rows("r1")[["instance_id", "condition", "created_at"]]
-    run = _cli(
-        "run", "--db", str(db), "--dataset", "controlled-200", "--backend", "embedded",
-        "--name", "r1", "--json",
-    )  # fmt: skip
+    run = _run_embedded(db, "r1")
     assert run.returncode == 0, run.stderr
     s = json.loads(run.stdout)
     assert (s["planned"], s["executed"], s["cached"], s["skipped_existing"]) == (800, 0, 0, 800)
@@ -257,10 +252,7 @@ def test_rerunning_the_same_command_makes_no_call(controlled):
 
 def test_another_run_with_the_same_config_is_served_from_cache(controlled):
     db, _, _ = controlled
-    run = _cli(
-        "run", "--db", str(db), "--dataset", "controlled-200", "--backend", "embedded",
-        "--name", "r2", "--json",
-    )  # fmt: skip
+    run = _run_embedded(db, "r2")
     assert run.returncode == 0, run.stderr
     s = json.loads(run.stdout)
     assert (s["planned"], s["executed"], s["cached"], s["skipped_existing"]) == (800, 0, 800, 0)

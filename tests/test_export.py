@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from conftest import shared_fixture
+from conftest import build_release_store
 
 from core.cli import main
 from core.export import (
@@ -23,8 +23,6 @@ from core.export import (
 )
 from core.figures import Selection
 
-CONTROLLED = "oncu_release/controlled_safe16k_qwen25_14b_200.per_sample_metrics.csv"
-
 
 def _png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -37,12 +35,7 @@ def _fig() -> go.Figure:
 
 @pytest.fixture(scope="module")
 def release_store(tmp_path_factory):
-    from core.results import import_results
-    from core.store import Store
-
-    store = Store(tmp_path_factory.mktemp("exp") / "s.duckdb")
-    import_results(store, shared_fixture(CONTROLLED), name="controlled")
-    return store
+    return build_release_store(tmp_path_factory.mktemp("exp") / "s.duckdb")
 
 
 # ------------------------------------------------------------------------------ figures

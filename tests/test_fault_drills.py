@@ -43,9 +43,9 @@ from core.backends import make_backend
 from core.commands.serve import streamlit_command
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import read_dataset
-from core.engine import run_conditions
 from core.jobs import save_upload
 from core.parsing import ParsedAnswer, parse_reply
+from core.runs import run_conditions
 from core.store import Store
 
 N_JSONL = 3000  # records of the import drills: a few seconds of parsing and writing

@@ -21,13 +21,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, shared_fixture, streamlit_server
+from conftest import ROOT, SHOTS, assert_no_exception, settle, shared_fixture, streamlit_server
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-SHOTS = ROOT / "test-results" / "screenshots"
 HOTPOT = "hotpotqa/hotpot_dev_distractor_sample53.json"
 VIEWPORT = {"width": 1280, "height": 800}
 #: The guide's failure case: full context answers the distractor "Kenton Richardson" leads to.
@@ -36,18 +34,6 @@ QUESTION = "Who is older, Annie Morton or Terry Richardson?"
 DISTRACTOR = "p0010"
 #: Its context length (tokens): the sidebar filter that narrows the audit to its group.
 CASE_LENGTH = "860"
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (python -m core setup installs Debian chromium)")
-    return {
-        **browser_type_launch_args,
-        "executable_path": CHROMIUM,
-        "args": ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking"],  # fmt: skip
-    }
 
 
 def _cli(db: Path, *args: str) -> str:
@@ -87,17 +73,9 @@ def server(tmp_path_factory, hotpot_file):
         yield url
 
 
-def _settle(page, timeout_ms: int = 60_000) -> None:
-    """Wait until the script run finished (Streamlit marks the app root)."""
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=timeout_ms)  # fmt: skip
-    page.wait_for_timeout(500)  # let charts draw before the screenshot
-
-
 def _check(page, step: str) -> None:
     """No Streamlit exception box; then save the step's screenshot (viewport only)."""
-    boxes = page.locator('[data-testid="stException"]')
-    assert boxes.count() == 0, f"{step}: {boxes.first.inner_text()[:300]}"
+    assert_no_exception(page, step)
     page.screenshot(path=str(SHOTS / f"guide-{step}.png"))
 
 
@@ -108,7 +86,7 @@ def _choose(page, scope, label: str, option: str) -> None:
     """
     box = scope.get_by_test_id("stSelectbox").filter(has_text=label).first
     for _ in range(3):
-        _settle(page)
+        settle(page)
         box.click()
         try:
             page.get_by_role("option", name=option, exact=True).click(timeout=5_000)
@@ -128,7 +106,7 @@ def _select_first_row(page, grid) -> None:
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)  # marker column, below the header
-    _settle(page)
+    settle(page)
 
 
 def test_guide_walkthrough(server, page, hotpot_file, uploaded):
@@ -136,32 +114,32 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
 
     # 1. Overview: the store, its runs, the backends
     page.goto(server)
-    _settle(page)
+    settle(page)
     assert page.get_by_role("heading", name="Evidence-utilization diagnostics").is_visible()
     assert "212" in page.get_by_test_id("stMetric").filter(has_text="Predictions").inner_text()
     _check(page, "01-overview")
 
     # 2. Runs: import a HotpotQA file
     page.goto(f"{server}/runs")
-    _settle(page)
+    settle(page)
     main = page.get_by_test_id("stMain")
     _choose(page, main, "What", "dataset: hotpotqa")
-    _settle(page)
+    settle(page)
     page.get_by_label("Name in the store").fill("hotpot-ui")
     page.get_by_label("Name in the store").press("Enter")
-    _settle(page)
+    settle(page)
     page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(hotpot_file))
-    _settle(page)
+    settle(page)
     page.get_by_role("button", name="Import", exact=True).click()
     page.get_by_text("wrote 53 instances").wait_for(timeout=30_000)
     assert uploaded.exists()
-    _settle(page)
+    settle(page)
     page.get_by_text("wrote 53 instances").scroll_into_view_if_needed()
     _check(page, "02-import")
 
     # 3. Runs: launch the four conditions on it (embedded here; Ollama in the guide)
     page.goto(f"{server}/runs")  # the form lists the datasets of the page's last run
-    _settle(page)
+    settle(page)
     form = page.get_by_test_id("stForm")
     if not form.is_visible():  # the expander starts closed (pages/runs.py)
         page.get_by_text("Launch a run", exact=True).click()
@@ -169,13 +147,13 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
     form.get_by_label("Run name", exact=True).fill("hotpot-ui-embedded")
     form.get_by_role("button", name="Launch").click()
     page.get_by_text("hotpot-ui-embedded · embedded · done").wait_for(timeout=60_000)
-    _settle(page)
+    settle(page)
     page.get_by_role("heading", name="Runs", exact=True).scroll_into_view_if_needed()
     _check(page, "03-launch")
 
     # 4. Conditions & ONCU: ONCU per condition, the four-condition matrix
     page.goto(f"{server}/conditions")
-    _settle(page)
+    settle(page)
     assert page.get_by_role("heading", name="Conditions & ONCU").is_visible()
     metric = page.get_by_test_id("stMetric").filter(has_text="full_context ONCU")
     assert "14/53 valid groups" in metric.inner_text()
@@ -183,7 +161,7 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
 
     # 5. the ONCU audit: raw vs clipped per group, with the [0, 1] band
     page.get_by_role("tab", name="ONCU audit").click()
-    _settle(page)
+    settle(page)
     assert page.get_by_text("Raw vs clipped ONCU per group", exact=True).is_visible()
     page.get_by_test_id("stPlotlyChart").filter(visible=True).first.scroll_into_view_if_needed()
     _check(page, "05-oncu-audit")
@@ -209,7 +187,7 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
     page.keyboard.press("Escape")
     # the filtered audit: 2 groups x 2 conditions, all valid
     page.get_by_text("below baseline (raw < 0), 0 invalid").wait_for(timeout=30_000)
-    _settle(page)
+    settle(page)
     page.get_by_text("ONCU group audit", exact=True).scroll_into_view_if_needed()
     _select_first_row(page, _grids(page).nth(1))  # full_context, front: raw ONCU 0
     behind = page.get_by_text("predictions behind")
@@ -222,20 +200,20 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
     # 8. Case view: select the prediction; full context cited a distractor and answered wrong
     _select_first_row(page, _grids(page).nth(2))
     page.wait_for_url(f"**/case_view?*instance={CASE}*", timeout=30_000)
-    _settle(page)
+    settle(page)
     assert page.get_by_text(QUESTION).is_visible()
     _check(page, "08-case-view")
 
     # 9. rerun it without the distractor the full-context answer cited
     main = page.get_by_test_id("stMain")
     _choose(page, main, "Base condition", "full_context")
-    _settle(page)
+    settle(page)
     form = page.get_by_test_id("stForm")
     _choose(page, form, "Operator", "remove")
     _choose(page, form, "Target passage", DISTRACTOR)
     form.get_by_role("button", name="Run now").click()
     page.get_by_text("Trace divergence D").wait_for(timeout=60_000)
-    _settle(page)
+    settle(page)
     shown = page.get_by_test_id("stMain").inner_text()
     assert "Perturbed" in shown, shown[-500:]
     assert "Terry Richardson" in shown[shown.rindex("Perturbed"):]  # the perturbed answer
@@ -244,7 +222,7 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
 
     # 10. export a figure for a paper: export settings, then the figure's download menu
     page.goto(f"{server}/conditions")
-    _settle(page)
+    settle(page)
     page.get_by_test_id("stSidebar").get_by_text("Export settings").click()
     page.locator('[data-testid="stPopover"] button').first.click()
     with page.expect_download(timeout=60_000) as info:

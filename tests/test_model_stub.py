@@ -7,24 +7,9 @@ import math
 
 import httpx
 import pytest
-from model_stub import GARBAGE_REPLIES, MODES, ModelStub, split_tokens
+from model_stub import GARBAGE_REPLIES, MESSAGES, MODES, ModelStub, split_tokens
 
 from core.backends import EmbeddedReader
-from core.prompts import build_messages
-from core.types import Instance, Passage
-
-PASSAGE = Passage(
-    "p0001",
-    0,
-    "Zarnovia",
-    "The capital of Zarnovia is Keltbridge. It has 9 bridges.",
-    "d1",
-    "gold",
-    True,
-)
-MESSAGES = build_messages(
-    Instance("x", "What is the capital of Zarnovia?", "", (PASSAGE,)), "oracle"
-)
 
 
 def test_count_tokens_is_word_and_symbol_pieces_plus_four_per_message():

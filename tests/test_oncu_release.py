@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_fixture
+from conftest import RELEASE_CONTROLLED, RELEASE_HOTPOTQA, shared_fixture
 
 from core.oncu import (
     condition_contrast,
@@ -76,8 +76,8 @@ def frame_from_oncu_release(csv_path: str | Path) -> pd.DataFrame:
     )
 
 
-CONTROLLED = "oncu_release/controlled_safe16k_qwen25_14b_200.per_sample_metrics.csv"
-HOTPOTQA = "oncu_release/hotpotqa_qwen25_14b_200.per_sample_metrics.csv"
+CONTROLLED = RELEASE_CONTROLLED
+HOTPOTQA = RELEASE_HOTPOTQA
 
 PUBLISHED = {
     CONTROLLED: {

@@ -26,7 +26,6 @@ from core.prompts import PROBE_INSTRUCTION, prompt_hash
 from core.store import Store
 from core.types import Instance, Passage
 
-
 FACT = "Draco Labs 07064 developed Model Gamma 01805."
 
 
@@ -215,7 +214,8 @@ def test_report_dolce_errors_are_one_line(probed, capsys, tmp_path):
 
 
 def test_dolce_figures_and_tables(probed):
-    from core.figures import Selection, get_figure, get_table
+    from core.catalog import get_figure, get_table
+    from core.figures import Selection
 
     db, ds = probed
     store = Store(db)

@@ -8,8 +8,8 @@ import time
 import duckdb
 import pytest
 
-import core.store as store_mod
 from core.store import SCHEMA_VERSION, Store, StoreError
+from core.store import schema as store_mod
 from core.types import Dataset, Instance, Passage
 
 
@@ -187,7 +187,7 @@ def test_fetch_frame_gives_the_frame_df_gives():
     import duckdb
     from pandas.testing import assert_frame_equal
 
-    from core.store import _fetch_frame
+    from core.store.frames import fetch_frame as _fetch_frame
 
     con = duckdb.connect()
     con.execute(

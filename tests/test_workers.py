@@ -23,7 +23,8 @@ from core.backends import EmbeddedReader
 from core.backends.workers import MAX_RESTARTS
 from core.conditions import plan_conditions
 from core.datasets.controlled import build_controlled
-from core.engine import POOL_MIN_CALLS, READ_AHEAD, ReadAhead, run_conditions
+from core.engine import POOL_MIN_CALLS, READ_AHEAD, ReadAhead
+from core.runs import run_conditions
 from core.store import Store
 from core.types import CONDITIONS
 

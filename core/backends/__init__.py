@@ -8,6 +8,7 @@ extractive baseline that needs no server and no weights; ``OllamaBackend`` (the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -67,11 +68,11 @@ def backend_option_names(kind: str) -> tuple[str, ...]:
     if kind == "embedded":
         return tuple(sorted(_EMBEDDED_KEYS))
     if kind == "ollama":
-        from core.backends.ollama import _OLLAMA_OPTIONS
+        from core.backends.ollama import _OLLAMA_OPTIONS  # lazy: ollama/httpx are slow imports
 
         return tuple(sorted({*_OLLAMA_OPTIONS, *_OLLAMA_SETTINGS, *_RETRY_KEYS}))
     if kind == "openai":
-        from core.backends.openai_compat import CALL_OPTIONS
+        from core.backends.openai_compat import CALL_OPTIONS  # lazy: httpx is a slow import
 
         return tuple(sorted({*CALL_OPTIONS, *_OPENAI_SETTINGS, *_RETRY_KEYS}))
     raise ValueError(f"unknown backend {kind!r}; allowed: {', '.join(BACKENDS)}")
@@ -85,7 +86,7 @@ def server_status(
     See :func:`core.backends.ollama.server_status` (imported on first use: the ``ollama``
     client is a heavy import).
     """
-    from core.backends.ollama import server_status as status
+    from core.backends.ollama import server_status as status  # lazy: ollama is slow to import
 
     return status(hosts, timeout_s)
 
@@ -144,16 +145,14 @@ def make_backend(
     if kind == "embedded":
         return EmbeddedReader(model, **opts) if model else EmbeddedReader(**opts)
     if kind == "ollama":
-        from core.backends.ollama import OllamaBackend
+        from core.backends.ollama import OllamaBackend  # lazy: ollama/httpx are slow imports
 
         retry = _retry(opts)
         named = {k: opts.pop(k) for k in (*_OLLAMA_NAMED, *_OLLAMA_SETTINGS) if k in opts}
         return OllamaBackend(
             model or "", hosts=hosts, retry=retry, extra_options=opts or None, **named
         )
-    import os
-
-    from core.backends.openai_compat import OpenAIBackend
+    from core.backends.openai_compat import OpenAIBackend  # lazy: httpx is a slow import
 
     url = base_url or os.environ.get("OPENAI_BASE_URL", "")
     retry = _retry(opts)

@@ -48,16 +48,20 @@ finally:
         os.environ["OLLAMA_HOST"] = _HOSTS_ENV
 
 from core.backends.base import BackendError, Message, Reply  # noqa: E402
+from core.backends.http_errors import closed_mid_response, last_resort_error  # noqa: E402
 from core.backends.support import (  # noqa: E402
     DEFAULT_CHARS_PER_TOKEN,
     RetryPolicy,
     answer_logprob_confidence,
+    check_client_settings,
+    checked_options,
     error_text,
     estimate_tokens,
     one_line,
+    status_error,
     with_retries,
 )
-from core.prompts import ANSWER_SCHEMA
+from core.prompts import ANSWER_SCHEMA  # noqa: E402
 
 __all__ = [
     "DEFAULT_HOST",
@@ -241,17 +245,8 @@ class OllamaBackend:
             raise ValueError(f"num_ctx and num_predict must be >= 1, got {num_ctx}, {num_predict}")
         if logprobs not in (True, False, "auto"):
             raise ValueError(f"logprobs must be True, False or 'auto', got {logprobs!r}")
-        if not 0 <= int(top_logprobs) <= 20:
-            raise ValueError(f"top_logprobs must be in 0..20, got {top_logprobs!r}")
-        if chars_per_token <= 0 or timeout_s <= 0 or connect_timeout_s <= 0:
-            raise ValueError("chars_per_token, timeout_s and connect_timeout_s must be > 0")
-        extra = dict(extra_options or {})
-        bad = sorted(set(extra) - _OLLAMA_OPTIONS)
-        if bad:
-            raise ValueError(
-                f"unknown Ollama option(s) {', '.join(map(repr, bad))}; allowed: "
-                f"{', '.join(sorted(_OLLAMA_OPTIONS))}"
-            )
+        check_client_settings(top_logprobs, chars_per_token, timeout_s, connect_timeout_s)
+        extra = checked_options(extra_options, sorted(_OLLAMA_OPTIONS), "Ollama")
         self.model = str(model).strip()
         self.hosts = resolve_hosts(hosts)
         self.num_ctx = int(num_ctx)
@@ -311,9 +306,7 @@ class OllamaBackend:
                     f"prompt longer than num_ctx={self.num_ctx} (server {url} said: {msg}); "
                     "raise num_ctx or shorten the context"
                 )
-            if code in (429, 503):
-                return BackendError(f"HTTP {code} from {url}: {msg} (server busy)", retryable=True)
-            return BackendError(f"HTTP {code} from {url}: {msg}")
+            return status_error(code, url, msg)
         if isinstance(exc, httpx.TimeoutException):
             return BackendError(
                 f"timed out after {self.timeout_s:g}s waiting for {url} "
@@ -322,12 +315,8 @@ class OllamaBackend:
             )
         if isinstance(exc, httpx.ConnectError):
             return BackendError(_unreachable(url))
-        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-            return BackendError(
-                f"connection to {url} closed mid-response ({type(exc).__name__}: "
-                f"{one_line(str(exc), 120)})",
-                retryable=True,
-            )
+        if (closed := closed_mid_response(exc, url)) is not None:
+            return closed
         if isinstance(exc, ConnectionResetError):
             return BackendError(f"connection to {url} was reset", retryable=True)
         if isinstance(exc, ConnectionError):  # what ollama.Client raises for ConnectError
@@ -341,9 +330,7 @@ class OllamaBackend:
             return BackendError(
                 f"reply from {url} is not JSON (is OLLAMA_HOST pointing at an Ollama server?)"
             )
-        if isinstance(exc, httpx.HTTPError):
-            return BackendError(f"HTTP error talking to {url}: {one_line(str(exc), 160)}")
-        return BackendError(f"unexpected {type(exc).__name__} from {url}: {one_line(str(exc))}")
+        return last_resort_error(exc, url)
 
     # -- calls ------------------------------------------------------------------------
 

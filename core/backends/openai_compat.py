@@ -33,13 +33,16 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.backends.base import BackendError, Message, Reply
+from core.backends.http_errors import closed_mid_response, last_resort_error
 from core.backends.support import (
     DEFAULT_CHARS_PER_TOKEN,
     RetryPolicy,
     answer_logprob_confidence,
+    check_client_settings,
+    checked_options,
     error_text,
     estimate_tokens,
-    one_line,
+    status_error,
     with_retries,
 )
 from core.prompts import ANSWER_SCHEMA
@@ -121,17 +124,8 @@ class OpenAIBackend:
             raise ValueError("the openai backend needs a model name (--model NAME)")
         if int(max_tokens) < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
-        if not 0 <= int(top_logprobs) <= 20:
-            raise ValueError(f"top_logprobs must be in 0..20, got {top_logprobs!r}")
-        if chars_per_token <= 0 or timeout_s <= 0 or connect_timeout_s <= 0:
-            raise ValueError("chars_per_token, timeout_s and connect_timeout_s must be > 0")
-        extra = dict(extra_options or {})
-        bad = sorted(set(extra) - set(CALL_OPTIONS))
-        if bad:
-            raise ValueError(
-                f"unknown openai option(s) {', '.join(map(repr, bad))}; allowed: "
-                f"{', '.join(CALL_OPTIONS)}"
-            )
+        check_client_settings(top_logprobs, chars_per_token, timeout_s, connect_timeout_s)
+        extra = checked_options(extra_options, CALL_OPTIONS, "openai")
         self.model = str(model).strip()
         self.base_url = normalize_base_url(base_url)
         self.options: dict[str, Any] = {
@@ -213,9 +207,7 @@ class OpenAIBackend:
                 f"prompt longer than the model's context (server {url} said: {msg}); "
                 "shorten the context or serve the model with a longer one"
             )
-        if code in (429, 503):
-            return BackendError(f"HTTP {code} from {url}: {msg} (server busy)", retryable=True)
-        return BackendError(f"HTTP {code} from {url}: {msg}")
+        return status_error(code, url, msg)
 
     def _map_error(self, exc: BaseException) -> BackendError:
         url = self.base_url
@@ -231,17 +223,11 @@ class OpenAIBackend:
                 f"cannot reach the OpenAI-compatible server at {url}: start it (e.g. `vllm "
                 "serve MODEL`, `llama-server -m FILE`) or fix --base-url"
             )
-        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-            return BackendError(
-                f"connection to {url} closed mid-response ({type(exc).__name__}: "
-                f"{one_line(str(exc), 120)})",
-                retryable=True,
-            )
+        if (closed := closed_mid_response(exc, url)) is not None:
+            return closed
         if isinstance(exc, ValueError):
             return BackendError(f"reply from {url} is not JSON (is --base-url an OpenAI API?)")
-        if isinstance(exc, httpx.HTTPError):
-            return BackendError(f"HTTP error talking to {url}: {one_line(str(exc), 160)}")
-        return BackendError(f"unexpected {type(exc).__name__} from {url}: {one_line(str(exc))}")
+        return last_resort_error(exc, url)
 
     # -- calls ------------------------------------------------------------------------
 

@@ -20,9 +20,12 @@ __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
     "RetryPolicy",
     "answer_logprob_confidence",
+    "check_client_settings",
+    "checked_options",
     "error_text",
     "estimate_tokens",
     "one_line",
+    "status_error",
     "with_retries",
 ]
 
@@ -148,7 +151,7 @@ def answer_logprob_confidence(tokens: Sequence[Mapping[str, Any]] | None) -> flo
         return None
     picked: list[float] = []
     pos = 0
-    for piece, tok in zip(pieces, tokens):
+    for piece, tok in zip(pieces, tokens, strict=False):
         a, b = pos, pos + len(piece)
         pos = b
         if a < end and b > start:
@@ -178,3 +181,47 @@ def one_line(text: str, limit: int = 200) -> str:
     """``text`` collapsed onto one line and cut to ``limit`` characters."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def check_client_settings(
+    top_logprobs: Any, chars_per_token: float, timeout_s: float, connect_timeout_s: float
+) -> None:
+    """Validate the settings both server backends take.
+
+    Raises:
+        ValueError: ``top_logprobs`` outside 0..20, or a size or timeout that is not > 0.
+    """
+    if not 0 <= int(top_logprobs) <= 20:
+        raise ValueError(f"top_logprobs must be in 0..20, got {top_logprobs!r}")
+    if chars_per_token <= 0 or timeout_s <= 0 or connect_timeout_s <= 0:
+        raise ValueError("chars_per_token, timeout_s and connect_timeout_s must be > 0")
+
+
+def checked_options(
+    extra_options: Mapping[str, Any] | None, allowed: Sequence[str], backend: str
+) -> dict[str, Any]:
+    """A copy of a backend's extra request options, every name checked against ``allowed``.
+
+    Args:
+        extra_options: the options (None: none).
+        allowed: the names the backend accepts, in the order the message lists them.
+        backend: how the message names the backend (``Ollama``, ``openai``).
+
+    Raises:
+        ValueError: an unknown option name; the message names it and the allowed ones.
+    """
+    extra = dict(extra_options or {})
+    bad = sorted(set(extra) - set(allowed))
+    if bad:
+        raise ValueError(
+            f"unknown {backend} option(s) {', '.join(map(repr, bad))}; allowed: "
+            f"{', '.join(allowed)}"
+        )
+    return extra
+
+
+def status_error(code: int, url: str, msg: str) -> BackendError:
+    """The error for an HTTP status no more specific rule matched (429 and 503 are retried)."""
+    if code in (429, 503):
+        return BackendError(f"HTTP {code} from {url}: {msg} (server busy)", retryable=True)
+    return BackendError(f"HTTP {code} from {url}: {msg}")

@@ -1,16 +1,26 @@
 """CLI command groups, one module per area, each owning its handlers and its argparse part.
 
 Every module here exposes ``register(groups: Groups) -> None`` and adds its commands to the
-groups it needs; :func:`core.cli.build_parser` calls them in :data:`MODULES` order. Handlers
-import heavy modules inside the function so ``python -m core --help`` stays fast.
+groups it needs; :func:`core.cli.build_parser` calls them in :data:`MODULES` order. Method knobs
+become flags through :func:`core.params.add_argument` from the declarations next to the method
+(retrievers, operators, probe strategies), so a flag's type check, choices, default and help
+are the dashboard widget's too. The store, ``--db`` and JSON output helpers live here, so a
+command module never imports :mod:`core.cli` back (the CLI loads the modules by name).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-__all__ = ["Groups", "MODULES", "split_csv"]
+from core.store import Store, default_db_path
+
+__all__ = ["Groups", "MODULES", "add_db", "open_store", "print_json", "split_csv"]
 
 #: Command modules, registered in this order (``core.commands.<name>``).
 MODULES = (
@@ -36,6 +46,33 @@ class Groups:
     export: argparse._SubParsersAction
 
 
-def split_csv(text: str | None) -> list[str]:
-    """The non-blank, stripped items of a comma-separated option (``None``: none)."""
+def add_db(p: argparse.ArgumentParser) -> None:
+    """Add the shared ``--db PATH`` option."""
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="DuckDB store file (default: $EVIDENCE_DB, else data/evidence.duckdb)",
+    )
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    """The store named by ``--db`` (default: ``$EVIDENCE_DB``, else data/evidence.duckdb)."""
+    return Store(args.db if args.db is not None else default_db_path())
+
+
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON on stdout."""
+    json.dump(obj, sys.stdout, indent=2, default=str, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def split_csv(text: str | Iterable[str] | None) -> list[str]:
+    """The non-blank, stripped items of a comma-separated option (``None``: none).
+
+    An option a declaration already parsed into a list (``Param(multiple=True)``) passes
+    through the same way.
+    """
+    if text is not None and not isinstance(text, str):
+        return [str(t).strip() for t in text if str(t).strip()]
     return [t.strip() for t in str(text or "").split(",") if t.strip()]

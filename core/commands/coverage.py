@@ -12,21 +12,17 @@ import argparse
 import math
 from typing import Any
 
-from core.commands import Groups, split_csv
+from core.commands import Groups, add_db, open_store, print_json, split_csv
+from core.crux import crux_report
+from core.fanin import fanin_report
+from core.params import add_argument, add_arguments
+from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
 
 __all__ = ["register"]
 
 
-def _ks(text: str) -> list[int]:
-    out = []
-    for t in split_csv(text):
-        try:
-            out.append(int(t))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--k takes integers like 3,5; got {t!r}") from None
-    if not out:
-        raise argparse.ArgumentTypeError("--k needs at least one integer")
-    return out
+#: CRUX context sizes: the top-k knob as a list (``--k 3,5``).
+_KS = TOP_K.many((3,), "context sizes, e.g. 3,5")
 
 
 def _fmt(v: Any, nd: int = 1) -> str:
@@ -36,9 +32,6 @@ def _fmt(v: Any, nd: int = 1) -> str:
 
 
 def _cmd_fanin(args: argparse.Namespace) -> int:
-    from core.cli import open_store, print_json
-    from core.fanin import fanin_report
-
     runs = split_csv(args.runs)
     if not runs:
         raise ValueError("--runs needs at least one run id (comma-separated)")
@@ -75,9 +68,6 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
 
 
 def _cmd_crux(args: argparse.Namespace) -> int:
-    from core.cli import open_store, print_json
-    from core.crux import crux_report
-
     res = crux_report(
         open_store(args),
         args.dataset,
@@ -106,8 +96,6 @@ def _cmd_crux(args: argparse.Namespace) -> int:
 
 def register(groups: Groups) -> None:
     """Add ``report fanin`` and ``report crux``."""
-    from core.cli import add_db
-
     fan = groups.report.add_parser(
         "fanin", help="fan-in degradation: AC / ER / EP per fan-in (AuthTrace, SPEC §9)"
     )
@@ -134,13 +122,12 @@ def register(groups: Groups) -> None:
         "crux", help="retrieval-context coverage: Cov, alpha-nDCG, density (CRUX, SPEC §9)"
     )
     crux.add_argument("--dataset", required=True, help="dataset name")
-    crux.add_argument(
-        "--retrievers", default="lexical", help="retrievers, comma-separated (default lexical)"
-    )
-    crux.add_argument("--k", type=_ks, default=[3], help="context sizes, e.g. 3,5 (default 3)")
+    # The handler splits and checks the retrievers itself (an unknown one is a data error).
+    families = retriever_param().many(("lexical",), "retrievers, comma-separated")
+    add_argument(crux, families, flag="--retrievers", dest="retrievers", raw=True)
+    add_argument(crux, _KS)
     crux.add_argument("--judge", default=None, help="use this judge's stored ratings")
-    crux.add_argument("--chunk-size", type=int, default=220, help="chunk window (220)")
-    crux.add_argument("--overlap", type=int, default=40, help="chunk overlap (40)")
+    add_arguments(crux, (CHUNK_SIZE, OVERLAP))
     crux.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (5000)")
     crux.add_argument("--no-instances", action="store_true", help="leave per-context rows out")
     crux.add_argument("--json", action="store_true", help="print JSON")

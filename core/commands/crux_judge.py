@@ -8,7 +8,7 @@ already gave (CRUX's released judgments, say), from a JSON Lines file::
 
 ``judge crux --dataset NAME --backend ollama --model M`` rates every (passage, stored
 sub-question) pair 0..5 with the CRUX rubric through a model backend
-(:func:`core.crux.judge_answerability`; calls go through the response cache), so that
+(:func:`core.runs.judge_answerability`; calls go through the response cache), so that
 ``report crux --judge NAME`` uses real ratings instead of the binary ones derived from gold
 evidence.
 """
@@ -20,7 +20,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.commands import Groups
+import pandas as pd
+
+from core.backends import make_backend
+from core.commands import Groups, add_db, open_store, print_json
+from core.commands.engine import add_backend_args, run_options
+from core.datasets._io import jsonl_records
+from core.params import NUM_CTX, SEED, add_arguments
+from core.runs import judge_answerability
+from core.types import DataError
 
 __all__ = ["read_crux_file", "register"]
 
@@ -43,9 +51,6 @@ def read_crux_file(
             empty id or text, an instance not in the dataset, a repeated (instance, sq_id),
             ratings that are not an object of the instance's passage ids -> integer 0..5.
     """
-    from core.datasets._io import jsonl_records
-    from core.types import DataError
-
     file = str(path)
     sub_questions: list[dict[str, Any]] = []
     ratings: list[dict[str, Any]] = []
@@ -81,10 +86,6 @@ def read_crux_file(
 
 
 def _cmd_import_crux(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from core.cli import open_store
-
     store = open_store(args)
     if args.dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{args.dataset}' in {store.path}")
@@ -101,11 +102,6 @@ def _cmd_import_crux(args: argparse.Namespace) -> int:
 
 
 def _cmd_judge_crux(args: argparse.Namespace) -> int:
-    from core.backends import make_backend
-    from core.cli import open_store, print_json
-    from core.commands.engine import run_options
-    from core.crux import judge_answerability
-
     store = open_store(args)
     options = run_options(args.backend, args.seed, args.num_ctx)
     backend = make_backend(
@@ -133,9 +129,6 @@ def _cmd_judge_crux(args: argparse.Namespace) -> int:
 
 def register(groups: Groups) -> None:
     """Add ``import crux`` and ``judge crux``."""
-    from core.cli import add_db
-    from core.commands.engine import add_backend_args
-
     imp = groups.import_.add_parser(
         "crux", help="CRUX sub-questions (and given 0-5 ratings) of a stored dataset, JSONL"
     )
@@ -162,8 +155,7 @@ def register(groups: Groups) -> None:
         help="rate the gold passages only (CRUX's pre-judged P*, default) or every passage",
     )  # fmt: skip
     crux.add_argument("--judge", help="name to store the ratings under (default backend:model)")
-    crux.add_argument("--num-ctx", type=int, default=None, help="Ollama num_ctx")
-    crux.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    add_arguments(crux, (NUM_CTX, SEED))
     crux.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_db(crux)
     crux.set_defaults(handler=_cmd_judge_crux)

@@ -15,12 +15,17 @@ P(z = oracle) and the log-likelihood, and per task the category distribution.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
-from core.commands import Groups
+from core import probes
+from core.commands import Groups, add_db, open_store, print_json
+from core.commands.engine import add_backend_args, drive_run
+from core.jsonable import json_plain
+from core.params import CONCURRENCY, LIMIT, NUM_CTX, add_argument, add_arguments
+from core.runs import run_probes
+from core.store import Store
 
-__all__ = ["dolce_fit", "dolce_report", "register", "run_probes"]
+__all__ = ["dolce_fit", "dolce_report", "register"]
 
 _PROBLEM_KEYS = (
     "task", "problem", "instance_id", "scenario", "dip_p", "L", "n_obs", "max_C", "lam", "k",
@@ -29,75 +34,8 @@ _PROBLEM_KEYS = (
 )  # fmt: skip
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
-def run_probes(
-    store: Any,
-    dataset: str,
-    backend: Any,
-    *,
-    name: str,
-    units: str = "sentence",
-    per_length: int = 5,
-    strategy: str = "random",
-    seed: int = 0,
-    limit: int | None = None,
-    concurrency: int = 1,
-    options: dict[str, Any] | None = None,
-    progress: Any = None,
-    cancel: Any = None,
-) -> Any:
-    """Plan and execute the DOLCE probes of a stored dataset (resumable by ``name``).
-
-    Returns:
-        The engine's :class:`core.engine.RunSummary`.
-
-    Raises:
-        ValueError: unknown dataset, units or strategy, or a run of that name with another
-            configuration.
-    """
-    from core.engine import RunSpec, execute, start_run
-    from core.probes import PROBE_CONDITION, plan_probes
-
-    if dataset not in store.dataset_names():
-        raise ValueError(f"no dataset named '{dataset}' in {store.path}")
-    instances = store.load_instances(dataset)
-    if limit is not None:
-        instances = instances[:limit]
-    calls = []
-    for inst in instances:
-        calls.extend(
-            plan_probes(inst, units=units, per_length=per_length, strategy=strategy, seed=seed)
-        )
-    spec = RunSpec(
-        run_id=name,
-        dataset=dataset,
-        backend=backend.name,
-        model=backend.model,
-        options=dict(options or {}),
-        retrieval={
-            "probe": {"units": units, "per_length": per_length, "strategy": strategy, "seed": seed}
-        },
-        conditions=(PROBE_CONDITION,),
-    )
-    start_run(store, spec, backend)
-    return execute(
-        store, name, calls, backend, concurrency=concurrency, progress=progress, cancel=cancel
-    )
-
-
 def dolce_fit(
-    store: Any,
+    store: Store,
     run: str,
     *,
     scenario: str = "auto",
@@ -112,6 +50,7 @@ def dolce_fit(
     Raises:
         ValueError: no probe predictions in the selected runs, or bad settings.
     """
+    # imported here: scipy costs `python -m core --help` a tenth of a second
     from core.dolce import Thresholds, fit_dolce, outcomes_from_probes
 
     runs = store.resolve_runs(run)
@@ -129,18 +68,18 @@ def dolce_fit(
     )
 
 
-def dolce_report(store: Any, run: str, **settings: Any) -> dict[str, Any]:
+def dolce_report(store: Store, run: str, **settings: Any) -> dict[str, Any]:
     """``report dolce`` as a JSON-ready dict: settings, per-problem rows, per-task distribution.
 
     Args:
-        store: a :class:`core.store.Store`.
+        store: the store.
         run: a run id or a dataset name (its runs).
         **settings: :func:`dolce_fit` keyword arguments.
     """
     fit = dolce_fit(store, run, **settings)
     problems = fit.problems
     keys = [k for k in _PROBLEM_KEYS if k in problems.columns]
-    return _clean(
+    return json_plain(
         {
             "run": run,
             "settings": dict(fit.settings) | {"task_by": settings.get("task_by", "dataset")},
@@ -151,8 +90,6 @@ def dolce_report(store: Any, run: str, **settings: Any) -> dict[str, Any]:
 
 
 def _cmd_run_probes(args: argparse.Namespace) -> int:
-    from core.commands.engine import drive_run
-
     return drive_run(
         args,
         lambda store, backend, **kw: run_probes(
@@ -167,8 +104,6 @@ def _cmd_run_probes(args: argparse.Namespace) -> int:
 
 
 def _cmd_report_dolce(args: argparse.Namespace) -> int:
-    from core.cli import open_store, print_json
-
     report = dolce_report(
         open_store(args),
         args.run,
@@ -194,49 +129,17 @@ def _cmd_report_dolce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _strategy(text: str) -> str:
-    from core.probes import parse_strategy
-
-    try:
-        parse_strategy(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 def register(groups: Groups) -> None:
     """Add ``run-probes`` and ``report dolce`` to the CLI."""
-    from core.cli import add_db
-    from core.commands.engine import add_backend_args
-
     run = groups.top.add_parser(
         "run-probes", help="DOLCE: probe spans of C units of every instance against a backend"
     )
     run.add_argument("--dataset", required=True, help="stored dataset name")
     add_backend_args(run)
-    run.add_argument(
-        "--units", default="sentence", choices=("sentence", "passage"), help="unit (sentence)"
-    )
-    run.add_argument(
-        "--per-length", type=_positive, default=5, help="random spans per length (default 5)"
-    )
-    run.add_argument(
-        "--strategy",
-        type=_strategy,
-        default="random",
-        help="random (default) or take-every-N (sliding windows shifted by N units)",
-    )
-    run.add_argument("--seed", type=int, default=0, help="span and generation seed (default 0)")
-    run.add_argument("--limit", type=_positive, help="probe only the first N instances")
-    run.add_argument("--concurrency", type=_positive, default=1, help="parallel model calls")
-    run.add_argument("--num-ctx", type=_positive, help="Ollama context window (default 32768)")
+    add_arguments(run, (probes.UNITS_PARAM, probes.PER_LENGTH, probes.STRATEGY))
+    # One --seed draws the spans and seeds generation.
+    add_argument(run, probes.SEED, help="span and generation seed; default 0")
+    add_arguments(run, (LIMIT, CONCURRENCY, NUM_CTX))
     run.add_argument("--name", required=True, help="run name; rerun it to continue the run")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_db(run)

@@ -4,7 +4,8 @@
 [--host URL ...] [--base-url URL] --conditions no_evidence,full_context,retrieved,oracle
 [--retriever lexical --top-k 3] [--concurrency N] [--num-ctx 32768] [--seed 0] --name RUN
 [--json]`` shows a progress bar on stderr (done/total, rate, ETA) and ends with a summary line,
-or with ``--json`` one JSON object (:class:`core.engine.RunSummary`). Rerunning the same
+or with ``--json`` one JSON object (:class:`core.engine.RunSummary`) of
+:func:`core.runs.run_conditions`. Rerunning the same
 command continues the run: stored calls are skipped, cached responses reused. The default
 backend ``auto`` is ``ollama`` when an Ollama server answers and the ``embedded`` baseline
 reader otherwise (:func:`choose_backend`).
@@ -20,11 +21,18 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from core.commands import Groups, split_csv
+from core.backends import make_backend, server_status
+from core.commands import Groups, add_db, open_store, print_json, split_csv
+from core.conditions import retrieval_audit
+from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
+from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, list_retrievers, retriever_param
+from core.runs import run_conditions
+from core.store import Store
 
 __all__ = [
     "ProgressBar", "add_backend_args", "choose_backend", "drive_run", "register",
@@ -134,8 +142,6 @@ def choose_backend(
     """
     if kind != "auto":
         return kind
-    from core.backends import server_status
-
     status = server_status(hosts, timeout_s=1.0)
     up = [row for row in status if row["reachable"]]
     if up:
@@ -174,11 +180,6 @@ def drive_run(
     ``start(store, backend, options=..., progress=..., cancel=...)`` runs the work and returns a
     summary with ``to_dict()`` and the fields of :class:`core.engine.RunSummary`.
     """
-    import threading
-
-    from core.backends import make_backend
-    from core.cli import open_store, print_json
-
     store = open_store(args)
     options = run_options(args.backend, args.seed, args.num_ctx)
     backend = make_backend(
@@ -209,7 +210,7 @@ def drive_run(
     return _failed_calls(store, s, calls)
 
 
-def _failed_calls(store: Any, s: Any, calls: str) -> int:
+def _failed_calls(store: Store, s: Any, calls: str) -> int:
     """Say why calls failed (stderr); exit status 1 when every call of the execution failed.
 
     Failed calls are stored with their error (a rerun makes them again), so a run with some
@@ -231,8 +232,6 @@ def _failed_calls(store: Any, s: Any, calls: str) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from core.engine import run_conditions
-
     args.backend = choose_backend(args.backend, args.model, args.host)
     return drive_run(
         args,
@@ -245,16 +244,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def retrieval_report(
-    store: Any,
+    store: Store,
     dataset: str,
     retrievers: Sequence[str],
     ks: Sequence[int],
     chunk_size: int = 220,
     overlap: int = 40,
 ) -> list[dict[str, Any]]:
-    """One object per (retriever, k): the retrieval-only audit means of a stored dataset."""
-    from core.conditions import retrieval_audit
+    """One object per (retriever, k): the retrieval-only audit means of a stored dataset.
 
+    Args:
+        store: the store.
+        dataset: a stored dataset.
+        retrievers: retriever families.
+        ks: context sizes.
+        chunk_size: chunk window in tokens.
+        overlap: chunk overlap in tokens.
+
+    Raises:
+        ValueError: unknown dataset, retriever or k.
+    """
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
     audit = retrieval_audit(
@@ -270,8 +279,6 @@ def retrieval_report(
 
 
 def _cmd_report_retrieval(args: argparse.Namespace) -> int:
-    from core.cli import open_store, print_json
-
     try:
         ks = [int(k) for k in split_csv(args.k)]
     except ValueError:
@@ -299,20 +306,8 @@ def _cmd_report_retrieval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
 def register(groups: Groups) -> None:
     """Add ``run`` and ``report retrieval`` to the CLI."""
-    from core.cli import add_db
-
     run = groups.top.add_parser(
         "run", help="run the four conditions on a dataset against a model backend"
     )
@@ -336,20 +331,9 @@ def register(groups: Groups) -> None:
         default="no_evidence,full_context,retrieved,oracle",
         help="comma-separated conditions (default: all four)",
     )
-    run.add_argument("--retriever", default="lexical", help="retriever family (default lexical)")
-    run.add_argument("--top-k", type=_positive, default=3, help="retrieved chunks (default 3)")
-    run.add_argument("--chunk-size", type=_positive, default=220, help="chunk tokens (220)")
-    run.add_argument("--overlap", type=int, default=40, help="chunk overlap tokens (40)")
-    run.add_argument(
-        "--concurrency", type=_positive, default=1, help="parallel model calls (default 1)"
-    )
-    run.add_argument(
-        "--num-ctx",
-        type=_positive,
-        default=None,
-        help="context window in tokens, fixed per run (Ollama default 32768)",
-    )
-    run.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    add_argument(run, retriever_param())
+    add_argument(run, TOP_K, flag="--top-k", dest="top_k")
+    add_arguments(run, (CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX, SEED))
     run.add_argument("--name", required=True, help="run name; rerun it to continue the run")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_db(run)
@@ -359,14 +343,11 @@ def register(groups: Groups) -> None:
         "retrieval", help="retrieval-only audit per retriever family and k (SPEC §4)"
     )
     rep.add_argument("--dataset", required=True, help="stored dataset name")
-    rep.add_argument(
-        "--retrievers",
-        default="lexical,dense,hybrid,iterative,oracle",
-        help="comma-separated retriever families",
-    )
-    rep.add_argument("--k", default="3,5,8,16", help="comma-separated budgets (default 3,5,8,16)")
-    rep.add_argument("--chunk-size", type=_positive, default=220, help="chunk tokens (220)")
-    rep.add_argument("--overlap", type=int, default=40, help="chunk overlap tokens (40)")
+    # The handler splits and checks these lists itself (a bad item is a data error, exit 1).
+    families = retriever_param().many(list_retrievers(), "comma-separated retriever families")
+    add_argument(rep, families, flag="--retrievers", dest="retrievers", raw=True)
+    add_argument(rep, TOP_K.many((3, 5, 8, 16), "comma-separated budgets"), raw=True)
+    add_arguments(rep, (CHUNK_SIZE, OVERLAP))
     rep.add_argument("--json", action="store_true", help="print JSON")
     add_db(rep)
     rep.set_defaults(handler=_cmd_report_retrieval)

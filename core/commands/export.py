@@ -1,30 +1,52 @@
 """``export figure`` / ``export table``: the dashboard's figures and tables as files for papers.
 
 ``python -m core export figure NAME --db PATH [--dataset D] [--runs R1,R2] [--score-field F]
-[--filter COL=V1,V2] [--width W --height H --font-size S --template T --scale X]
---out FILE.{png,svg,pdf,csv}``; ``python -m core export table NAME --format csv|latex --out
-FILE``; ``--list`` prints the registered names, one per line. The same registered builders
-render the pages (:mod:`core.figures`), so a file matches what the page shows.
+[--filter COL=V1,V2] [--option KEY=JSON] [--width W --height H --font-size S --template T
+--scale X] --out FILE.{png,svg,pdf,csv}``; ``python -m core export table NAME --format
+csv|latex --out FILE``; ``--list`` prints the registered names, one per line. The same
+registered view and plot render the pages (:mod:`core.catalog`), so a file matches what the
+page shows. ``--score-field`` is built from the figures' declaration
+(:data:`core.figures.SCORE_FIELD`); ``--option`` values are checked by the declared options of
+:data:`core.catalog.OPTIONS` when the figure or table reads them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.commands import Groups, split_csv
+from core.commands import Groups, add_db, open_store, split_csv
+from core.export import (
+    TABLE_FORMATS,
+    TEMPLATES,
+    ExportSettings,
+    export_figure,
+    export_table,
+    start_renderer,
+)
+from core.figures import SCORE_FIELD
+from core.params import add_argument
+from core.selection import Selection, option
+from core.store import Store
+from core.views import resolve_selection
+
+if TYPE_CHECKING:  # the catalog is imported when an export runs (see _cmd_figure)
+    from core.catalog import Spec
 
 __all__ = ["register", "selection_from_args"]
 
 
-def selection_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`core.figures.Selection` of ``--dataset``, ``--runs``, ``--score-field``,
-    ``--filter`` and ``--option``."""
-    import json
+def selection_from_args(args: argparse.Namespace) -> Selection:
+    """The selection of ``--dataset``, ``--runs``, ``--score-field``, ``--filter``, ``--option``.
 
-    from core.figures import Selection
+    Returns:
+        A :class:`core.selection.Selection`.
 
+    Raises:
+        ValueError: a malformed ``--filter`` or ``--option``.
+    """
     filters: dict[str, tuple[str, ...]] = {}
     for item in args.filter or []:
         col, sep, values = item.partition("=")
@@ -47,35 +69,32 @@ def selection_from_args(args: argparse.Namespace) -> Any:
     )  # fmt: skip
 
 
-def _settings(args: argparse.Namespace) -> Any:
-    from core.export import ExportSettings
-
+def _settings(args: argparse.Namespace) -> ExportSettings:
     return ExportSettings(
         width=args.width, height=args.height, font_size=args.font_size, template=args.template,
         scale=args.scale, float_digits=args.digits,
     ).checked()  # fmt: skip
 
 
-def _store_and_selection(args: argparse.Namespace) -> tuple[Any, Any]:
-    from core.cli import open_store
-    from core.views import resolve_selection
-
+def _store_and_selection(args: argparse.Namespace, spec: Spec) -> tuple[Store, Selection]:
     store = open_store(args)
-    return store, resolve_selection(store, selection_from_args(args))
+    sel = selection_from_args(args)
+    for param in spec.options:  # a bad --option value fails before any work, naming it
+        option(sel, param)
+    return store, resolve_selection(store, sel)
 
 
 def _cmd_figure(args: argparse.Namespace) -> int:
-    from core.figures import figure_names
+    # the catalog imports every view and plot: only when an export runs, not for --help
+    from core.catalog import figure_names, get_figure
 
     if args.list:
         print("\n".join(figure_names()))
         return 0
     if not args.name or not args.out:
         raise ValueError("export figure needs NAME and --out FILE.{png,svg,pdf,csv} (or --list)")
-    from core.export import export_figure, start_renderer
-
     settings = _settings(args)
-    store, sel = _store_and_selection(args)
+    store, sel = _store_and_selection(args, get_figure(args.name))
     if Path(args.out).suffix.lower() != ".csv":
         start_renderer()
     info = export_figure(store, args.name, sel, args.out, settings)
@@ -85,17 +104,15 @@ def _cmd_figure(args: argparse.Namespace) -> int:
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
-    from core.figures import table_names
+    from core.catalog import get_table, table_names  # on use: see _cmd_figure
 
     if args.list:
         print("\n".join(table_names()))
         return 0
     if not args.name or not args.out:
         raise ValueError("export table needs NAME and --out FILE (or --list)")
-    from core.export import export_table
-
     settings = _settings(args)
-    store, sel = _store_and_selection(args)
+    store, sel = _store_and_selection(args, get_table(args.name))
     info = export_table(store, args.name, sel, args.out, fmt=args.format, settings=settings)
     print(f"wrote {info['path']} ({info['format']}, {info['rows']} rows)")
     return 0
@@ -103,10 +120,6 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
 def register(groups: Groups) -> None:
     """Add ``export figure`` and ``export table``."""
-    from core.cli import add_db
-    from core.export import TABLE_FORMATS, TEMPLATES, ExportSettings
-    from core.oncu import SCORE_FIELDS
-
     d = ExportSettings()
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -114,8 +127,7 @@ def register(groups: Groups) -> None:
         p.add_argument("--list", action="store_true", help="print the names, one per line")
         p.add_argument("--dataset", help="dataset name (default: every dataset of the runs)")
         p.add_argument("--runs", help="comma-separated run ids (default: all of the dataset)")
-        p.add_argument("--score-field", default="f1_relaxed", choices=SCORE_FIELDS,
-                       help="answer score (default f1_relaxed)")  # fmt: skip
+        add_argument(p, SCORE_FIELD)
         p.add_argument("--filter", action="append", metavar="COL=V1,V2",
                        help="keep instances whose metadata cell is one of the values")
         p.add_argument("--option", action="append", metavar="KEY=JSON",

@@ -6,7 +6,7 @@
 [--duplicate-positions front,after,end] [--two-support | --no-two-support]
 [--zero-retrieval | --no-zero-retrieval] [--seed 0] [--concurrency N] --name RUN [--json]``
 runs the base retrieved traces, then the interventions planned from their citations
-(:func:`core.cuer.run_interventions`); rerunning the same command continues the run.
+(:func:`core.runs.run_interventions`); rerunning the same command continues the run.
 
 ``python -m core report interventions --db PATH --run RUN [--eps 0.05] [--tau 0.5] --json``
 prints :func:`core.cuer.intervention_report`: per-operator utility means, paired bootstrap
@@ -18,7 +18,22 @@ from __future__ import annotations
 import argparse
 import math
 
-from core.commands import Groups, split_csv
+from core.commands import Groups, add_db, open_store, print_json, split_csv
+from core.commands.engine import add_backend_args, drive_run
+from core.cuer import intervention_report
+from core.interventions import (
+    BASE_TOP_K,
+    DUPLICATE_POSITIONS_PARAM,
+    OPERATORS_PARAM,
+    REPLACE_HARDNESS_PARAM,
+    REPLACE_SEED,
+    REPORT_PARAMS,
+    TWO_SUPPORT,
+    ZERO_RETRIEVAL,
+)
+from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
+from core.retrieval import CHUNK_SIZE, OVERLAP, retriever_param
+from core.runs import run_interventions
 
 __all__ = ["register"]
 
@@ -28,9 +43,6 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def _cmd_run_interventions(args: argparse.Namespace) -> int:
-    from core.commands.engine import drive_run
-    from core.cuer import run_interventions
-
     return drive_run(
         args,
         lambda store, backend, **kw: run_interventions(
@@ -51,9 +63,6 @@ def _fmt(x: float | None, signed: bool = False) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from core.cli import open_store, print_json
-    from core.cuer import intervention_report
-
     rep = intervention_report(
         open_store(args), args.run, eps=args.eps, tau=args.tau, synergy_metric=args.synergy_metric
     )
@@ -89,78 +98,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
-def _unit(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {value}")
-    return value
-
-
 def register(groups: Groups) -> None:
     """Add ``run-interventions`` and ``report interventions`` to the CLI."""
-    from core.cli import add_db
-    from core.commands.engine import add_backend_args
-
     run = groups.top.add_parser(
         "run-interventions",
         help="CUE-R: base retrieved traces, then remove/replace/duplicate interventions",
     )
     run.add_argument("--dataset", required=True, help="stored dataset name")
     add_backend_args(run)
-    run.add_argument("--retriever", default="lexical", help="base retriever (default lexical)")
-    run.add_argument("--top-k", type=_positive, default=5, help="base chunks (default 5)")
-    run.add_argument("--chunk-size", type=_positive, default=220, help="chunk tokens (220)")
-    run.add_argument("--overlap", type=int, default=40, help="chunk overlap tokens (40)")
-    run.add_argument(
-        "--operators",
-        default="remove,replace,duplicate",
-        help="comma-separated operators (default remove,replace,duplicate)",
-    )
-    run.add_argument(
-        "--replace-hardness",
-        default="easy,medium,hard",
-        help="comma-separated replacement hardness levels (default easy,medium,hard)",
-    )
-    run.add_argument(
-        "--duplicate-positions",
-        default="end",
-        help="comma-separated duplicate positions: front, after, end (default end)",
-    )
-    run.add_argument(
-        "--two-support",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="two-support ablation where >= 2 gold passages are shown (default on)",
-    )
-    run.add_argument(
-        "--zero-retrieval",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="zero-retrieval control: the no-evidence prompt (default on)",
-    )
-    run.add_argument(
-        "--replace-seed", type=int, default=0, help="seed of the easy replacement (default 0)"
-    )
-    run.add_argument(
-        "--concurrency", type=_positive, default=1, help="parallel model calls (default 1)"
-    )
-    run.add_argument(
-        "--num-ctx", type=_positive, default=None, help="context window (Ollama default 32768)"
-    )
-    run.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    add_argument(run, retriever_param(), help="base retriever; default lexical")
+    add_arguments(run, (BASE_TOP_K, CHUNK_SIZE, OVERLAP))
+    # The planner checks operators, levels and positions (an unknown one is a data error).
+    for param in (OPERATORS_PARAM, REPLACE_HARDNESS_PARAM, DUPLICATE_POSITIONS_PARAM):
+        add_argument(run, param, raw=True)
+    add_arguments(run, (TWO_SUPPORT, ZERO_RETRIEVAL, REPLACE_SEED, CONCURRENCY, NUM_CTX, SEED))
     run.add_argument("--name", required=True, help="run name; rerun it to continue the run")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_db(run)
@@ -170,8 +121,7 @@ def register(groups: Groups) -> None:
         "interventions", help="CUE-R utility profile, paired deltas, roles, synergy (SPEC §7)"
     )
     rep.add_argument("--run", required=True, help="an intervention run")
-    rep.add_argument("--eps", type=_unit, default=0.05, help="negligible-change threshold")
-    rep.add_argument("--tau", type=_unit, default=0.5, help="large trace-divergence threshold")
+    add_arguments(rep, REPORT_PARAMS)
     rep.add_argument(
         "--synergy-metric",
         default="answer_f1",

@@ -8,31 +8,28 @@
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.commands import Groups, split_csv
+from core.commands import Groups, add_db, open_store, print_json, split_csv
+from core.jsonable import json_plain
+from core.oncu import (
+    DEFAULT_GROUP_KEY,
+    SCORE_FIELDS,
+    condition_contrast,
+    failure_breakdown,
+    oncu_summary,
+)
+from core.results import RESULT_FORMATS, import_results, score_runs
+from core.scoring import FAILURE_LABELS
+from core.store import Store
 
 __all__ = ["failures_report", "oncu_report", "paired_report", "register"]
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe value: NaN -> None, numpy scalars -> Python, containers recursively."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def oncu_report(
-    store: Any,
+    store: Store,
     run: str | None = None,
     score_field: str = "f1_relaxed",
     group_key: Sequence[str] | None = None,
@@ -40,14 +37,12 @@ def oncu_report(
     """One object per (run, contextual condition): the ONCU headline and its audit.
 
     Args:
-        store: a :class:`core.store.Store`.
+        store: the store.
         run: a run id or a dataset name (its runs); None for every run.
         score_field: ``f1_relaxed`` (default), ``f1_strict``, ``em_strict`` or ``em_relaxed``.
         group_key: metadata columns that define a group (default
             :data:`core.oncu.DEFAULT_GROUP_KEY`; run, model and dataset are always added).
     """
-    from core.oncu import DEFAULT_GROUP_KEY, SCORE_FIELDS, oncu_summary
-
     if score_field not in SCORE_FIELDS:
         raise ValueError(
             f"unknown score field '{score_field}' (allowed: {', '.join(SCORE_FIELDS)})"
@@ -62,23 +57,19 @@ def oncu_report(
         "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none", "s_oracle", "s_c",
         "sample_means",
     )  # fmt: skip
-    return [_clean({k: row[k] for k in keep}) for row in summary.to_dict("records")]
+    return [json_plain({k: row[k] for k in keep}) for row in summary.to_dict("records")]
 
 
-def failures_report(store: Any, run: str) -> list[dict]:
+def failures_report(store: Store, run: str) -> list[dict]:
     """Failure-label percentages per (run, condition) (seed 000 App. A.5; strict EM = correct)."""
-    from core.oncu import failure_breakdown
-
     frame = store.analysis_frame(store.resolve_runs(run))
-    return [_clean(r) for r in failure_breakdown(frame).to_dict("records")]
+    return [json_plain(r) for r in failure_breakdown(frame).to_dict("records")]
 
 
 def paired_report(
-    store: Any, run: str, a: str, b: str, score_field: str = "f1_relaxed"
+    store: Store, run: str, a: str, b: str, score_field: str = "f1_relaxed"
 ) -> list[dict]:
     """Paired contrast ``a - b`` per run, aligned by instance (SPEC §6.6)."""
-    from core.oncu import condition_contrast
-
     frame = store.analysis_frame(store.resolve_runs(run))
     present = set(frame["condition"])
     for cond in (a, b):
@@ -88,14 +79,11 @@ def paired_report(
                 f"(present: {', '.join(sorted(present))})"
             )
     out = condition_contrast(frame, a, b, score_field=score_field)
-    return [_clean(r) for r in out.to_dict("records")]
+    return [json_plain(r) for r in out.to_dict("records")]
 
 
 # ---------------------------------------------------------------------------- handlers
 def _cmd_import_results(args: argparse.Namespace) -> int:
-    from core.cli import open_store
-    from core.results import import_results
-
     res = import_results(
         open_store(args), args.file, name=args.name, fmt=args.format, dataset=args.dataset,
         replace=args.replace,
@@ -105,9 +93,6 @@ def _cmd_import_results(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from core.cli import open_store
-    from core.results import score_runs
-
     store = open_store(args)
     runs = store.resolve_runs(args.run)
     n = score_runs(store, runs)
@@ -131,8 +116,6 @@ def _fmt(v: Any) -> str:
 
 
 def _cmd_report_oncu(args: argparse.Namespace) -> int:
-    from core.cli import open_store, print_json
-
     rows = oncu_report(open_store(args), args.run, args.score_field, split_csv(args.group_key))
     if args.json:
         print_json(rows)
@@ -149,9 +132,6 @@ def _cmd_report_oncu(args: argparse.Namespace) -> int:
 
 
 def _cmd_report_failures(args: argparse.Namespace) -> int:
-    from core.cli import open_store, print_json
-    from core.scoring import FAILURE_LABELS
-
     rows = failures_report(open_store(args), args.run)
     if args.json:
         print_json(rows)
@@ -161,8 +141,6 @@ def _cmd_report_failures(args: argparse.Namespace) -> int:
 
 
 def _cmd_report_paired(args: argparse.Namespace) -> int:
-    from core.cli import open_store, print_json
-
     rows = paired_report(open_store(args), args.run, args.a, args.b, args.score_field)
     if args.json:
         print_json(rows[0] if len(rows) == 1 else rows)
@@ -174,10 +152,6 @@ def _cmd_report_paired(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- parser
 def register(groups: Groups) -> None:
     """Add ``import results``, ``score`` and ``report oncu | failures | paired``."""
-    from core.cli import add_db
-    from core.oncu import SCORE_FIELDS
-    from core.results import RESULT_FORMATS
-
     imp = groups.import_.add_parser(
         "results", help="import per-sample outputs as runs, re-scored (no model needed)"
     )

@@ -2,7 +2,7 @@
 
 ``python -m core serve [--db PATH] [--port N] [--no-demo]`` prints the demo build's progress
 (controlled-200 and the embedded baseline reader on the four conditions, through
-:func:`core.engine.run_conditions`), then runs ``streamlit run app.py`` bound to 127.0.0.1.
+:func:`core.runs.build_demo`), then runs ``streamlit run app.py`` bound to 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.commands import Groups
+from core.commands import Groups, add_db, open_store
+from core.runs import build_demo
 
 __all__ = ["register", "streamlit_command"]
 
@@ -30,12 +31,8 @@ def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from core.cli import open_store
-
     store = open_store(args)
     if not args.no_demo and not store.list_datasets():
-        from core.views import build_demo
-
         last = [-1]
 
         def show(frac: float, text: str) -> None:
@@ -61,8 +58,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def register(groups: Groups) -> None:
     """Add ``serve``."""
-    from core.cli import add_db
-
     p = groups.top.add_parser("serve", help="start the dashboard (builds the demo store if empty)")
     p.add_argument("--port", type=int, default=8501, help="local port (default 8501)")
     p.add_argument("--no-demo", action="store_true", help="do not build the demo when empty")

@@ -1,0 +1,1 @@
+"""Dataset builders and importers: controlled generator, ruler-lite, HotpotQA/2Wiki, JSONL."""

@@ -10,7 +10,8 @@ JSONL line is at most ``MAX_RECORD_BYTES`` bytes. Both are far above any real be
 (a 128K-token context is about 0.7 MB) and stop a broken file from exhausting memory.
 
 The module also holds the metadata cells the importers derive from passages (evidence position,
-gold-token fraction, fan-in, answer type), so that every format computes them the same way.
+gold-token fraction, fan-in, answer type) and ``make_instance``, which fills them in, so that
+every format and the controlled generator build instances the same way.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from core.types import DataError, Passage
+from core.types import DataError, Instance, Passage
 
 __all__ = [
+    "CELL_FIELDS",
     "MAX_FIELD_BYTES",
     "MAX_RECORD_BYTES",
     "Fields",
@@ -38,6 +40,7 @@ __all__ = [
     "infer_answer_type",
     "json_list_records",
     "jsonl_records",
+    "make_instance",
     "neutral_id",
 ]
 
@@ -45,6 +48,14 @@ __all__ = [
 MAX_FIELD_BYTES = 8 * 1024 * 1024
 #: Largest JSONL line (bytes) read at all: 64 MiB.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
+#: The string metadata cells a record may give (``make_instance`` derives absent ones).
+CELL_FIELDS = (
+    "answer_type",
+    "reasoning_type",
+    "evidence_position",
+    "distractor_similarity",
+    "evidence_density",
+)
 
 _BOM = b"\xef\xbb\xbf"
 _WS = re.compile(r"[ \t\n\r]*")
@@ -535,6 +546,25 @@ class Fields:
         child = self.get(key)
         return [] if child is None else child.items()
 
+    def opt_obj(self, key: str) -> dict[str, Any]:
+        """Optional object child (a shallow copy); empty when absent or null."""
+        child = self.get(key)
+        return {} if child is None else child.obj()
+
+    def cells(self, keys: Iterable[str] = CELL_FIELDS) -> dict[str, Any]:
+        """The metadata cells the record gives, as ``make_instance`` keyword arguments.
+
+        Args:
+            keys: the string cells to read, in this order (the first bad one is reported).
+
+        Returns:
+            ``context_length`` (None when absent), then each of ``keys`` (empty when absent).
+        """
+        length = self.get("context_length")
+        cells: dict[str, Any] = {"context_length": None if length is None else length.integer()}
+        cells.update((key, self.opt_text(key)) for key in keys)
+        return cells
+
 
 def expect_object(file: str, record: int, obj: Any) -> Fields:
     """Wrap a record, which must be a JSON object."""
@@ -594,6 +624,10 @@ def evidence_position(passages: Iterable[Passage]) -> str:
     return ("front", "middle", "end")[thirds.pop()]
 
 
+# make_instance's ``evidence_position`` parameter shadows the function.
+_derived_position = evidence_position
+
+
 def gold_token_fraction(passages: Iterable[Passage]) -> float | None:
     """Share of the context's whitespace tokens that are in gold passages (None: no tokens)."""
     _, gold, total = _gold_spans(passages)
@@ -608,3 +642,65 @@ def fan_in(passages: Iterable[Passage]) -> int:
 def context_tokens(passages: Iterable[Passage]) -> int:
     """Whitespace tokens of all passages (title + text)."""
     return sum(p.n_tokens for p in passages)
+
+
+def make_instance(
+    instance_id: str,
+    question: str,
+    answer: str,
+    passages: tuple[Passage, ...],
+    *,
+    source: str,
+    metadata: dict[str, Any],
+    aliases: tuple[str, ...] = (),
+    answer_type: str = "",
+    default_answer_type: str = "string",
+    reasoning_type: str = "",
+    context_length: int | None = None,
+    evidence_position: str = "",
+    distractor_similarity: str = "",
+    evidence_density: str = "",
+    oracle_applicable: bool | None = None,
+) -> Instance:
+    """Build an instance, deriving every metadata cell that is not given.
+
+    Args:
+        instance_id: unique id within the dataset.
+        question: the question shown to the model.
+        answer: the gold answer.
+        passages: the ordered passages.
+        source: where the instance comes from.
+        metadata: the instance's metadata (kept as given).
+        aliases: further accepted answers.
+        answer_type: given answer type; empty -> ``infer_answer_type(answer,
+            default_answer_type)``.
+        default_answer_type: what ``infer_answer_type`` falls back to.
+        reasoning_type: given reasoning type; empty -> ``unknown``.
+        context_length: given context length; None -> whitespace tokens of the passages.
+        evidence_position: given position; empty -> derived from the gold passages by thirds.
+        distractor_similarity: given similarity; empty -> ``unknown``.
+        evidence_density: given density; empty -> ``unknown``.
+        oracle_applicable: given flag; None -> whether any passage is gold.
+
+    Returns:
+        The instance; ``fan_in`` is always the number of distinct gold ``doc_id``.
+    """
+    return Instance(
+        instance_id=instance_id,
+        question=question,
+        gold_answer=answer,
+        passages=passages,
+        answer_aliases=aliases,
+        answer_type=answer_type or infer_answer_type(answer, default_answer_type),
+        reasoning_type=reasoning_type or "unknown",
+        context_length=context_tokens(passages) if context_length is None else context_length,
+        evidence_position=evidence_position or _derived_position(passages),
+        distractor_similarity=distractor_similarity or "unknown",
+        evidence_density=evidence_density or "unknown",
+        fan_in=fan_in(passages),
+        oracle_applicable=(
+            any(p.is_gold for p in passages) if oracle_applicable is None else oracle_applicable
+        ),
+        source=source,
+        metadata=metadata,
+    )

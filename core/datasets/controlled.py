@@ -69,6 +69,7 @@ from dataclasses import asdict, dataclass
 from itertools import product
 from typing import Any
 
+from core.datasets._io import make_instance
 from core.datasets._text import MIN_FILLER, Block, assemble, derive_rng, free_slot, pad_sentences
 from core.datasets._text import to_passages as _to_passages
 from core.types import Dataset, Instance, Passage
@@ -599,12 +600,18 @@ def _multi_hop(rng: random.Random, names: _Names, k: int) -> _Spec:
     return _Spec(question, entity, "entity", (), facts, "chain", {"chain": list(chain)})
 
 
-def _comparison(rng: random.Random, names: _Names, k: int) -> _Spec:
-    attribute = rng.choice(tuple(_COMPARE))
-    rel = _RELS[attribute]
+def _subjects(names: _Names, rel: _Rel, k: int) -> list[str]:
+    """``k`` new subjects of relation ``rel``, no two sharing a stem."""
     subjects: list[str] = []
     for _ in range(k):
         subjects.append(names.new(rel.subj, avoid=[_stem(s) for s in subjects]))
+    return subjects
+
+
+def _comparison(rng: random.Random, names: _Names, k: int) -> _Spec:
+    attribute = rng.choice(tuple(_COMPARE))
+    rel = _RELS[attribute]
+    subjects = _subjects(names, rel, k)
     gap = 10 if rel.tenths else 5
     # keep 3 gaps of room at both ends, so conflicting look-alikes can score below / above all
     values = _distinct_numbers(rng, rel, k, gap, pad=3 * gap)
@@ -625,9 +632,7 @@ def _comparison(rng: random.Random, names: _Names, k: int) -> _Spec:
 def _arithmetic(rng: random.Random, names: _Names, k: int) -> _Spec:
     attribute = rng.choice(tuple(_ARITH))
     rel = _RELS[attribute]
-    subjects: list[str] = []
-    for _ in range(k):
-        subjects.append(names.new(rel.subj, avoid=[_stem(s) for s in subjects]))
+    subjects = _subjects(names, rel, k)
     values = _distinct_numbers(rng, rel, k, gap=1)
     facts = [_new_fact(rng, s, attribute, str(v), v) for s, v in zip(subjects, values, strict=True)]
     op = rng.choice(("sum", "difference")) if k == 2 else "sum"
@@ -856,22 +861,21 @@ def _build_instance(preset: str, seed: int, index: int, cell: _Cell) -> Instance
         "numbers": spec.numbers,
         "passage_facts": facts,
     }
-    return Instance(
-        instance_id=f"controlled_{index + 1:06d}",
-        question=spec.question,
-        gold_answer=spec.answer,
-        passages=passages,
-        answer_aliases=spec.aliases,
+    return make_instance(
+        f"controlled_{index + 1:06d}",
+        spec.question,
+        spec.answer,
+        passages,
+        source="controlled",
+        metadata=metadata,
+        aliases=spec.aliases,
         answer_type=spec.answer_type,
         reasoning_type=cell.reasoning_type,
         context_length=cell.context_length,
         evidence_position=cell.evidence_position,
         distractor_similarity=cell.distractor_similarity,
         evidence_density=density_label(n_gold),
-        fan_in=len({p.doc_id for p in passages if p.is_gold}),
         oracle_applicable=True,
-        source="controlled",
-        metadata=metadata,
     )
 
 

@@ -33,16 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.datasets._io import (
-    Fields,
-    SkipRecord,
-    context_tokens,
-    evidence_position,
-    fan_in,
-    gold_token_fraction,
-    infer_answer_type,
-    neutral_id,
-)
+from core.datasets._io import Fields, SkipRecord, gold_token_fraction, make_instance, neutral_id
 from core.types import Instance, Passage
 
 __all__ = ["HOTPOT_REASONING", "TWOWIKI_REASONING", "hotpotqa_instance", "twowiki_instance"]
@@ -168,19 +159,13 @@ def _instance(
         metadata["evidences"] = triples
     metadata["import_notes"] = notes
 
-    return Instance(
-        instance_id=instance_id,
-        question=question,
-        gold_answer=answer,
-        passages=passages,
-        answer_type=infer_answer_type(answer, "entity"),
-        reasoning_type=reasoning.get(raw_type, raw_type or "unknown"),
-        context_length=context_tokens(passages),
-        evidence_position=evidence_position(passages),
-        distractor_similarity="unknown",
-        evidence_density="unknown",
-        fan_in=fan_in(passages),
-        oracle_applicable=any(p.is_gold for p in passages),
+    return make_instance(
+        instance_id,
+        question,
+        answer,
+        passages,
         source=source,
         metadata=metadata,
+        default_answer_type="entity",
+        reasoning_type=reasoning.get(raw_type, raw_type),
     )

@@ -18,16 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.datasets._io import (
-    Fields,
-    SkipRecord,
-    context_tokens,
-    evidence_position,
-    fan_in,
-    gold_token_fraction,
-    infer_answer_type,
-    neutral_id,
-)
+from core.datasets._io import Fields, SkipRecord, gold_token_fraction, make_instance, neutral_id
 from core.types import ROLES, Instance, Passage
 
 __all__ = ["JSONL_FIELDS", "PASSAGE_FIELDS", "jsonl_instance"]
@@ -92,21 +83,9 @@ def jsonl_instance(rec: Fields) -> Instance:
     aliases = tuple(a.answer() for a in rec.opt_items("aliases"))
     items = rec["passages"].items()
     raw = [_passage(item) for item in items]
-    given_length = rec.get("context_length")
-    context_length = given_length.integer() if given_length is not None else None
-    cells = {
-        key: rec.opt_text(key)
-        for key in (
-            "answer_type",
-            "reasoning_type",
-            "evidence_position",
-            "distractor_similarity",
-            "evidence_density",
-        )
-    }
+    cells = rec.cells()
     source = rec.opt_text("source", "jsonl")
-    meta_field = rec.get("metadata")
-    metadata: dict[str, Any] = meta_field.obj() if meta_field is not None else {}
+    metadata = rec.opt_obj("metadata")
 
     first_use: dict[str, int] = {}
     for i, (user_id, *_) in enumerate(raw):
@@ -146,20 +125,13 @@ def jsonl_instance(rec: Fields) -> Instance:
     if notes:
         metadata["import_notes"] = notes
 
-    return Instance(
-        instance_id=instance_id,
-        question=question,
-        gold_answer=answer,
-        passages=passages_t,
-        answer_aliases=aliases,
-        answer_type=cells["answer_type"] or infer_answer_type(answer, "string"),
-        reasoning_type=cells["reasoning_type"] or "unknown",
-        context_length=context_tokens(passages_t) if context_length is None else context_length,
-        evidence_position=cells["evidence_position"] or evidence_position(passages_t),
-        distractor_similarity=cells["distractor_similarity"] or "unknown",
-        evidence_density=cells["evidence_density"] or "unknown",
-        fan_in=fan_in(passages_t),
-        oracle_applicable=has_gold,
+    return make_instance(
+        instance_id,
+        question,
+        answer,
+        passages_t,
         source=source,
         metadata=metadata,
+        aliases=aliases,
+        **cells,
     )

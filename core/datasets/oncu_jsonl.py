@@ -39,17 +39,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.datasets._io import (
-    Fields,
-    SkipRecord,
-    evidence_position,
-    fan_in,
-    infer_answer_type,
-    neutral_id,
-)
+from core.datasets._io import Fields, SkipRecord, make_instance, neutral_id
 from core.types import Instance, Passage, count_tokens
 
 __all__ = ["oncu_instance", "split_long_context"]
+
+# The order the cells are read in, so that the first bad one reported stays the same.
+_CELL_ORDER = (
+    "evidence_position",
+    "evidence_density",
+    "distractor_similarity",
+    "reasoning_type",
+    "answer_type",
+)
 
 _MARKER = re.compile(r"\[passage_id:\s*([^\]\s]+)\s*\]")
 _BLANK_LINE = re.compile(r"\n[ \t]*\r?\n")
@@ -134,21 +136,9 @@ def oncu_instance(rec: Fields) -> Instance:
     long_context = rec["long_context"].text()
     oracle = _oracle(rec)
     distractors = set(_distractor_ids(rec))
-    given_length = rec.get("context_length")
-    context_length = given_length.integer() if given_length is not None else None
-    cells = {
-        key: rec.opt_text(key)
-        for key in (
-            "evidence_position",
-            "evidence_density",
-            "distractor_similarity",
-            "reasoning_type",
-            "answer_type",
-        )
-    }
+    cells = rec.cells(_CELL_ORDER)
     source = rec.opt_text("source", "oncu")
-    meta_field = rec.get("metadata")
-    metadata: dict[str, Any] = meta_field.obj() if meta_field is not None else {}
+    metadata = rec.opt_obj("metadata")
 
     if not question.strip():
         raise SkipRecord("empty question")
@@ -218,22 +208,18 @@ def oncu_instance(rec: Fields) -> Instance:
     passages_t = tuple(passages)
 
     has_gold = any(p.is_gold for p in passages_t)
+    if cells["context_length"] is None:
+        cells["context_length"] = count_tokens(long_context)
     if notes:
         metadata["import_notes"] = notes
-    return Instance(
-        instance_id=instance_id,
-        question=question,
-        gold_answer=answer,
-        passages=passages_t,
-        answer_aliases=aliases,
-        answer_type=cells["answer_type"] or infer_answer_type(answer, "string"),
-        reasoning_type=cells["reasoning_type"] or "unknown",
-        context_length=count_tokens(long_context) if context_length is None else context_length,
-        evidence_position=cells["evidence_position"] or evidence_position(passages_t),
-        distractor_similarity=cells["distractor_similarity"] or "unknown",
-        evidence_density=cells["evidence_density"] or "unknown",
-        fan_in=fan_in(passages_t),
-        oracle_applicable=has_gold and metadata.get("cue_applicable") is not False,
+    return make_instance(
+        instance_id,
+        question,
+        answer,
+        passages_t,
         source=source,
         metadata=metadata,
+        aliases=aliases,
+        oracle_applicable=has_gold and metadata.get("cue_applicable") is not False,
+        **cells,
     )

@@ -35,6 +35,7 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
+from core.datasets._io import make_instance
 from core.datasets._text import (
     Block,
     assemble,
@@ -285,18 +286,17 @@ def build_ruler_lite(
                 n_gold = sum(p.is_gold for p in passages)
                 offsets = gold_offsets(passages)
                 instances.append(
-                    Instance(
-                        instance_id=f"ruler_{len(instances) + 1:06d}",
-                        question=built["question"],
-                        gold_answer=built["answer"],
-                        passages=passages,
+                    make_instance(
+                        f"ruler_{len(instances) + 1:06d}",
+                        built["question"],
+                        built["answer"],
+                        passages,
                         answer_type="number",
                         reasoning_type=TASKS[task],
                         context_length=length,
                         evidence_position=_position_label(passages),
                         distractor_similarity="high",
                         evidence_density=density_label(n_gold),
-                        fan_in=len({p.doc_id for p in passages if p.is_gold}),
                         oracle_applicable=True,
                         source="ruler-lite",
                         metadata={

@@ -1,10 +1,9 @@
 """Figures and tables of DOLCE: the lambda-k map, categories per task, outcome curves (SPEC §8).
 
-Numbers come from :func:`core.dolce.fit_dolce` (via :func:`core.commands.dolce`-style
-selection of probe runs) only; this module selects the probe predictions and draws them.
-Runs: ``selection.runs``, else every run of ``selection.dataset`` (else every run) that holds
-probe predictions; metadata filters apply to the probed instances. Options read from
-``selection.options``:
+Every function takes the :class:`core.dolce.DolceFit` of the selection's probe runs (from
+:func:`core.views.dolce.dolce_result`) and draws or arranges it; numbers come from
+:func:`core.dolce.fit_dolce` only. Options (declared below; all but ``problem`` are read by the
+view that fits):
 
 - ``lam_p``, ``k_p``, ``lam_q``: category thresholds (default: per problem, seed §4);
 - ``scenario``: ``auto`` (dip test, default), ``COW`` or ``PIG``;
@@ -18,16 +17,31 @@ On the log axes, lambda = 0 and k = 0 (and C = 0) are drawn at 0.5 and labelled 
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 
-from core.figures import Selection, register_figure, register_table
+from core.dolce import CATEGORIES, CATEGORY_NAMES, DolceFit, mixture_curve
+from core.params import Param
 
-__all__ = ["CATEGORY_COLORS", "dolce_result"]
+__all__ = [
+    "CATEGORY_COLORS",
+    "FIT_OPTIONS",
+    "K_P",
+    "LAM_P",
+    "LAM_Q",
+    "PROBLEM",
+    "SCENARIO",
+    "TASK_BY",
+    "THRESHOLD",
+    "category_bars",
+    "lambda_k_map",
+    "outcome_curve",
+    "problems_table",
+    "tasks_table",
+]
 
 #: Colour of each focus category (Figure 1 of the seed).
 CATEGORY_COLORS = {
@@ -37,89 +51,28 @@ CATEGORY_COLORS = {
     "IV": "#ff7f0e",
     "V": "#d62728",
 }
-_REFERENCE = "SPEC §8; seed dolce_lambda_k §3, App. A-C, Figure 1"
-_MEMO: OrderedDict[tuple, Any] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
-
-
-def _memo(key: tuple, build: Any) -> Any:
-    with _MEMO_LOCK:
-        if key in _MEMO:
-            _MEMO.move_to_end(key)
-            return _MEMO[key]
-    value = build()
-    with _MEMO_LOCK:
-        _MEMO[key] = value
-        while len(_MEMO) > 8:
-            _MEMO.popitem(last=False)
-    return value
-
-
-def _opt(selection: Selection, name: str, default: Any = None) -> Any:
-    value = selection.options.get(name, default)
-    return default if value is None or value == "" else value
-
-
-def dolce_result(store: Any, selection: Selection) -> Any:
-    """:class:`core.dolce.DolceFit` of the selection's probe runs (memoized per store version).
-
-    Raises:
-        ValueError: no probe predictions in the selected runs, or bad options.
-    """
-    from core.views import apply_filters, selection_to_json, store_version
-
-    fit_keys = ("lam_p", "k_p", "lam_q", "scenario", "threshold", "task_by")
-    fit_sel = Selection(
-        dataset=selection.dataset,
-        runs=selection.runs,
-        filters=selection.filters,
-        options={k: selection.options.get(k) for k in fit_keys},
-    )
-    key = ("dolce", str(store.path), store_version(store), selection_to_json(fit_sel))
-
-    def build() -> Any:
-        from core.dolce import Thresholds, fit_dolce, outcomes_from_probes
-
-        if selection.runs:
-            runs = list(selection.runs)
-        else:
-            runs = store.resolve_runs(selection.dataset) if selection.dataset else (
-                store.resolve_runs()
-            )  # fmt: skip
-        frame = store.probe_frame(runs)
-        if frame.empty:
-            raise ValueError(
-                "the selected runs hold no DOLCE probes; run: python -m core run-probes "
-                "--dataset NAME --backend embedded --name RUN"
-            )
-        if selection.filters:
-            keep = []
-            for name in frame["dataset"].unique():
-                allowed = apply_filters(store.instances_frame(name), selection.filters)
-                keep.append(
-                    (frame["dataset"] == name) & frame["instance_id"].isin(allowed["instance_id"])
-                )
-            frame = frame[np.logical_or.reduce(keep)]
-            if frame.empty:
-                raise ValueError("no probed instance passes the filters")
-        outcomes = outcomes_from_probes(frame, task_by=str(_opt(selection, "task_by", "dataset")))
-        th = Thresholds(
-            lam_p=_num(_opt(selection, "lam_p")),
-            k_p=_num(_opt(selection, "k_p")),
-            lam_q=_num(_opt(selection, "lam_q")),
-        )
-        return fit_dolce(
-            outcomes,
-            scenario=str(_opt(selection, "scenario", "auto")),
-            threshold=float(_opt(selection, "threshold", 0.5)),
-            thresholds=th,
-        )
-
-    return _memo(key, build)
-
-
-def _num(value: Any) -> float | None:
-    return None if value is None else float(value)
+_SEED = "seed dolce_lambda_k §4"
+#: II/III vs IV boundary (default per problem: the first tertile of observed lengths).
+LAM_P = Param("lam_p", float, None, "lambda_p, the II/III vs IV boundary (default: per problem)",
+              minimum=0.0, section=_SEED)  # fmt: skip
+#: II vs III boundary (default per problem: the first tertile).
+K_P = Param("k_p", float, None, "k_p, the II vs III boundary (default: per problem)",
+            minimum=-1.0, section=_SEED)  # fmt: skip
+#: IV vs V boundary (default: the longest observed span shorter than L).
+LAM_Q = Param("lam_q", float, None, "lambda_q, the IV vs V boundary (default: per problem)",
+              minimum=0.0, section=_SEED)  # fmt: skip
+#: COW / PIG, or auto (Hartigan's dip test).
+SCENARIO = Param("scenario", str, "auto", "outcome scenario", choices=("auto", "COW", "PIG"),
+                 section="seed dolce_lambda_k §3.1")  # fmt: skip
+#: COW binarization of relaxed F1.
+THRESHOLD = Param("threshold", float, 0.5, "COW threshold on relaxed F1", minimum=0.0,
+                  maximum=1.0, section="seed dolce_lambda_k §6, App. K.4")  # fmt: skip
+#: Column defining tasks (problems sharing the background noise).
+TASK_BY = Param("task_by", str, "dataset", "column that defines tasks", section=_SEED)
+#: The problem whose outcome curve is drawn (default: the first).
+PROBLEM = Param("problem", str, None, "problem of the outcome curve (default: the first)")
+#: The options the fit depends on (the view's cache key).
+FIT_OPTIONS = (LAM_P, K_P, LAM_Q, SCENARIO, THRESHOLD, TASK_BY)
 
 
 def _log_pos(values: pd.Series) -> np.ndarray:
@@ -150,27 +103,9 @@ def _log_ticks(max_value: float) -> tuple[list[float], list[str]]:
     return vals, text
 
 
-@register_figure(
-    "dolce_lambda_k_map",
-    title="DOLCE lambda-k map",
-    description=(
-        "One point per problem: complexity lambda (length in units of the shortest sufficient "
-        "span, COW; number of aspects, PIG) against redundancy k (its copies), both on log "
-        "axes (0 drawn at 0.5). Colour = focus category: I closed-book (lambda = 0), II easy "
-        "(lambda <= lambda_p, k > k_p), III retrieval (lambda <= lambda_p, k <= k_p), IV "
-        "balanced (lambda_p < lambda <= lambda_q), V holistic (lambda > lambda_q). Dashed "
-        "lines: the thresholds (median over problems when they differ). Hover shows the "
-        "question; click a point to list its probes."
-    ),
-    reference=_REFERENCE,
-)
-def lambda_k_map(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def lambda_k_map(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
     """Scatter of (lambda, k) per problem coloured by category, with threshold lines."""
-    import plotly.graph_objects as go
-
-    from core.dolce import CATEGORIES, CATEGORY_NAMES
-
-    p = dolce_result(store, selection).problems.copy()
+    p = fit.problems.copy()
     p["x"] = _log_pos(p["lam"]) * _jitter(p["problem"])
     p["y"] = _log_pos(p["k"]) * _jitter(p["problem"].astype(str) + "k")
     fig = go.Figure()
@@ -217,23 +152,9 @@ def lambda_k_map(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
     return fig, data
 
 
-@register_figure(
-    "dolce_categories",
-    title="DOLCE focus categories per task",
-    description=(
-        "Share of problems in each focus category I-V per task (a dataset, or a run | dataset "
-        "when several runs are selected); the hover gives counts. Categories from the fitted "
-        "lambda and k with the thresholds shown on the lambda-k map."
-    ),
-    reference=_REFERENCE,
-)
-def category_bars(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def category_bars(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
     """Stacked horizontal bars of category shares per task."""
-    import plotly.graph_objects as go
-
-    from core.dolce import CATEGORIES
-
-    tasks = dolce_result(store, selection).tasks
+    tasks = fit.tasks
     fig = go.Figure()
     for cat in CATEGORIES:
         fig.add_trace(
@@ -248,25 +169,12 @@ def category_bars(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
     return fig, tasks
 
 
-@register_figure(
-    "dolce_outcome_curve",
-    title="DOLCE outcome curve P(x | C) with the fitted mixture",
-    description=(
-        "For one problem (option 'problem'): observed outcome shares by observation length C "
-        "(markers; COW: correct, wrong, IDK; PIG: mean score) and what the fitted mixture of "
-        "the background-noise and hybrid oracle components predicts (lines). C on a log axis, "
-        "0 drawn at 0.5."
-    ),
-    reference="SPEC §8; seed dolce_lambda_k §3.2-3.4, Algorithms 1-2",
-)
-def outcome_curve(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
-    """Observed vs fitted P(x | C) for the chosen problem."""
-    import plotly.graph_objects as go
-
-    from core.dolce import mixture_curve
-
-    fit = dolce_result(store, selection)
-    problem = _opt(selection, "problem", fit.problems["problem"].iloc[0])
+def outcome_curve(
+    fit: DolceFit, *, problem: Any = PROBLEM.default
+) -> tuple[go.Figure, pd.DataFrame]:
+    """Observed vs fitted P(x | C) for ``problem`` (default: the first problem)."""
+    if problem is None or problem == "":
+        problem = fit.problems["problem"].iloc[0]
     curve = mixture_curve(fit, str(problem))
     row = fit.problems[fit.problems["problem"] == str(problem)].iloc[0]
     x = _log_pos(curve["C"])
@@ -301,26 +209,11 @@ def outcome_curve(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
     return fig, curve
 
 
-@register_table(
-    "dolce_problems",
-    title="DOLCE estimates per problem",
-    description=(
-        "Per problem: scenario (dip test p-value), units L, observations, lambda, k, P(z = "
-        "oracle), log-likelihood, thresholds and focus category."
-    ),
-    reference=_REFERENCE,
-)
-def problems_table(store: Any, selection: Selection) -> pd.DataFrame:
+def problems_table(fit: DolceFit) -> pd.DataFrame:
     """The per-problem estimates."""
-    return dolce_result(store, selection).problems
+    return fit.problems
 
 
-@register_table(
-    "dolce_tasks",
-    title="DOLCE category distribution per task",
-    description="Problems per task, COW / PIG split, count and share of each category I-V.",
-    reference=_REFERENCE,
-)
-def tasks_table(store: Any, selection: Selection) -> pd.DataFrame:
+def tasks_table(fit: DolceFit) -> pd.DataFrame:
     """The per-task category distribution."""
-    return dolce_result(store, selection).tasks
+    return fit.tasks

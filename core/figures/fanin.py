@@ -1,9 +1,9 @@
 """Figures and tables of fan-in degradation (AuthTrace) and retrieval-context coverage (CRUX).
 
-Numbers come from :mod:`core.fanin` and :mod:`core.crux` only; this module selects the data
-and draws it. Fan-in views use ``selection.runs`` (else every run of ``selection.dataset``,
-else every run), several runs of one dataset restricted to their common instances (paired),
-and the selection's metadata filters. Options read from ``selection.options``:
+Fan-in functions take the :class:`core.fanin.FaninResult` of the selection
+(:func:`core.views.fanin.fanin_result`), CRUX functions its :class:`core.crux.CruxResult`
+(:func:`core.views.fanin.crux_result`); numbers come from :mod:`core.fanin` and
+:mod:`core.crux` only, this module draws them. Options (declared below, read by the views):
 
 - ``n_resamples``: bootstrap resamples (default 5,000, SPEC §6.6);
 - ``points``: Pearson points per exact ``fan_in`` (default) or per ``bucket``;
@@ -14,128 +14,57 @@ and the selection's metadata filters. Options read from ``selection.options``:
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from core.figures import Selection, register_figure, register_table
+from core.crux import CruxResult
+from core.fanin import FaninResult
+from core.figures import SCORE_FIELD
+from core.params import Param
+from core.retrieval import TOP_K, retriever_param
 
 __all__ = [
     "CRUX_DEFAULT_KS",
     "CRUX_DEFAULT_RETRIEVERS",
-    "crux_result",
-    "fanin_result",
+    "CRUX_KS",
+    "CRUX_RETRIEVERS",
+    "JUDGE",
+    "POINTS",
+    "crux_coverage_figure",
+    "crux_table",
+    "fanin_buckets_table",
+    "fanin_degradation_figure",
+    "fanin_degradation_table",
+    "fanin_pairs_table",
+    "fanin_scatter_figure",
 ]
 
 #: Retrievers of the CRUX views when the selection names none (dense loads a model).
 CRUX_DEFAULT_RETRIEVERS = ("lexical", "oracle")
 #: Context sizes of the CRUX views when the selection names none.
 CRUX_DEFAULT_KS = (1, 3, 5)
+#: Pearson points: one per exact fan-in, or per fan-in bucket.
+POINTS = Param("points", str, "fan_in", "Pearson points per exact fan_in or per bucket",
+               choices=("fan_in", "bucket"), section="seed 003 §6.1")  # fmt: skip
+#: Retriever families of the CRUX views (the option ``retrievers`` when this one is unset).
+CRUX_RETRIEVERS = replace(
+    retriever_param().many(CRUX_DEFAULT_RETRIEVERS, "retriever families of the CRUX views"),
+    name="crux_retrievers",
+)  # fmt: skip
+#: Context sizes k of the CRUX views (the option ``ks`` when this one is unset).
+CRUX_KS = replace(TOP_K.many(CRUX_DEFAULT_KS, "context sizes k of the CRUX views"),
+                  name="crux_ks")  # fmt: skip
+#: Whose stored 0-5 answerability ratings CRUX uses (None: derived from gold).
+JUDGE = Param("judge", str, None, "judge whose answerability ratings CRUX uses",
+              section="seed 002 §3.1")  # fmt: skip
 
 _COLORS = {"no_evidence": "#9e9e9e", "full_context": "#1f77b4", "retrieved": "#ff7f0e",
            "oracle": "#2ca02c"}  # fmt: skip
 _DASH = ("solid", "dash", "dot", "dashdot", "longdash")
-_MEMO: OrderedDict[tuple, Any] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
-
-
-def _memo(key: tuple, build: Any) -> Any:
-    with _MEMO_LOCK:
-        if key in _MEMO:
-            _MEMO.move_to_end(key)
-            return _MEMO[key]
-    value = build()
-    with _MEMO_LOCK:
-        _MEMO[key] = value
-        while len(_MEMO) > 8:
-            _MEMO.popitem(last=False)
-    return value
-
-
-def _key(store: Any, selection: Selection, what: str) -> tuple:
-    from core.views import selection_to_json, store_version
-
-    return (what, str(store.path), store_version(store), selection_to_json(selection))
-
-
-def _runs(store: Any, selection: Selection) -> list[str]:
-    if selection.runs:
-        return list(selection.runs)
-    return store.resolve_runs(selection.dataset) if selection.dataset else store.resolve_runs()
-
-
-def fanin_result(store: Any, selection: Selection) -> Any:
-    """:class:`core.fanin.FaninResult` of the selection (memoized per store version).
-
-    Raises:
-        ValueError: no runs, or no plain-condition predictions in them.
-    """
-
-    def build() -> Any:
-        from core.fanin import fanin_analysis
-        from core.views import apply_filters
-
-        frame = store.fanin_frame(_runs(store, selection))
-        if frame.empty:
-            raise ValueError("the selected runs hold no predictions of the four conditions")
-        if selection.filters:
-            keep = []
-            for name in frame["dataset"].unique():
-                allowed = apply_filters(store.instances_frame(name), selection.filters)
-                keep.append((frame["dataset"] == name) & frame["instance_id"].isin(
-                    set(allowed["instance_id"])))  # fmt: skip
-            frame = frame[np.logical_or.reduce(keep)]
-        if frame["run"].nunique() > 1 and frame["dataset"].nunique() == 1:
-            common = set.intersection(*frame.groupby("run")["instance_id"].agg(set).tolist())
-            frame = frame[frame["instance_id"].isin(common)]
-        opts = selection.options
-        return fanin_analysis(
-            frame.reset_index(drop=True),
-            selection.score_field,
-            points=str(opts.get("points", "fan_in")),
-            n_resamples=int(opts.get("n_resamples", 5000)),
-        )
-
-    return _memo(_key(store, selection, "fanin"), build)
-
-
-def crux_result(store: Any, selection: Selection) -> Any:
-    """:class:`core.crux.CruxResult` of the selection's dataset (memoized per store version).
-
-    Raises:
-        ValueError: no dataset, unknown retriever, bad k.
-    """
-
-    def build() -> Any:
-        from core.crux import crux_report
-        from core.views import apply_filters
-
-        name = selection.dataset
-        if not name and selection.runs:
-            row = store.run_row(selection.runs[0])
-            name = None if row is None else row.get("dataset_id")
-        if not name:
-            raise ValueError("choose a dataset for the CRUX coverage views")
-        opts = selection.options
-        rets = tuple(opts.get("crux_retrievers") or opts.get("retrievers")
-                     or CRUX_DEFAULT_RETRIEVERS)  # fmt: skip
-        ks = tuple(int(k) for k in (opts.get("crux_ks") or opts.get("ks") or CRUX_DEFAULT_KS))
-        kw = {
-            "chunk_size": int(opts.get("chunk_size", 220)),
-            "overlap": int(opts.get("overlap", 40)),
-            "n_resamples": int(opts.get("n_resamples", 5000)),
-        }
-        allowed = None
-        if selection.filters:
-            frame = apply_filters(store.instances_frame(name), selection.filters)
-            allowed = list(frame["instance_id"])
-        return crux_report(store, name, rets, ks, judge=opts.get("judge"),
-                           instance_ids=allowed, **kw)  # fmt: skip
-
-    return _memo(_key(store, selection, "crux"), build)
 
 
 def _label(system: str, n_runs: int) -> str:
@@ -146,19 +75,10 @@ def _label(system: str, n_runs: int) -> str:
 # ------------------------------------------------------------------------------ fan-in
 
 
-@register_figure(
-    "fanin_degradation",
-    title="Fan-in degradation curves",
-    description="Answer correctness AC = 100 x the score field (default relaxed F1) against "
-    "fan-in, the number of distinct source documents among the gold evidence; one line per "
-    "run and condition with 95% bootstrap bands. Click a point to list its instances.",
-    reference="SPEC §9; seed 003 §2-3, Fig. 2, Table 5",
-)
-def fanin_degradation_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def fanin_degradation_figure(
+    res: FaninResult, *, score_field: str = SCORE_FIELD.default
+) -> tuple[go.Figure, pd.DataFrame]:
     """AC vs exact fan-in per system, with CI bands."""
-    import plotly.graph_objects as go
-
-    res = fanin_result(store, selection)
     data = res.by_fan_in.reset_index(drop=True)
     n_runs = data["run"].nunique() if len(data) else 0
     runs = list(dict.fromkeys(data["run"]))
@@ -182,7 +102,7 @@ def fanin_degradation_figure(store: Any, selection: Selection) -> tuple[Any, pd.
             hovertemplate="fan-in %{x}: AC %{y:.1f} (%{text})<extra>" + label + "</extra>",
         ))  # fmt: skip
     fig.update_xaxes(title_text="fan-in (distinct gold documents)", dtick=1)
-    fig.update_yaxes(title_text=f"AC (100 x {selection.score_field})", range=[0, 102])
+    fig.update_yaxes(title_text=f"AC (100 x {score_field})", range=[0, 102])
     fig.update_layout(legend_title_text="system", margin={"t": 30})
     return fig, data
 
@@ -191,21 +111,8 @@ def _pct(v: float) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.0f}%"
 
 
-@register_figure(
-    "fanin_scatter",
-    title="ER-AC and EP-AC scatter",
-    description="Each point is one (run, condition) at one fan-in: mean evidence recall ER "
-    "(left) or evidence precision EP (right) of the evidence pack against mean AC, with "
-    "Pearson r (95% bootstrap CI over points) and the least-squares line. Packs: shown "
-    "passages (retrieved, oracle), cited passages (full context).",
-    reference="SPEC §9; seed 003 §3, §6.1, Fig. 3",
-)
-def fanin_scatter_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
     """ER-AC and EP-AC scatter panels with r and the regression line."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    res = fanin_result(store, selection)
     corr = res.correlation
     pts = pd.DataFrame(corr["points"], columns=["system", corr["points_level"], "ac", "er",
                                                 "ep"])  # fmt: skip
@@ -243,19 +150,8 @@ def _num(v: float) -> str:
     return "-" if v is None or math.isnan(v) else f"{v:.2f}"
 
 
-@register_table(
-    "fanin_degradation",
-    title="Relative degradation and construction loss",
-    description="Per run and condition: AC at single (fan-in 1) and high (>= 4) fan-in, "
-    "relative degradation (AC_high - AC_single) / AC_single in % with a bootstrap CI, the "
-    "oracle's drop (synthesis-difficulty baseline), construction loss = system drop minus "
-    "oracle drop (pp; negative = loss beyond synthesis), and failure attribution: failures "
-    "(AC < 33) and the share of them with ER < 50%.",
-    reference="SPEC §9; seed 003 §6.1, §6.3, Table 8",
-)
-def fanin_degradation_table(store: Any, selection: Selection) -> pd.DataFrame:
+def fanin_degradation_table(res: FaninResult) -> pd.DataFrame:
     """Degradation, construction loss and failure attribution per system."""
-    res = fanin_result(store, selection)
     d = res.degradation.merge(
         res.attribution[["system", "n_failures", "n_low_er", "share"]], on="system", how="left"
     )
@@ -273,17 +169,9 @@ def fanin_degradation_table(store: Any, selection: Selection) -> pd.DataFrame:
     return out
 
 
-@register_table(
-    "fanin_buckets",
-    title="AC, ER and EP per fan-in bucket",
-    description="Means with 95% bootstrap CIs per run, condition and fan-in bucket (single = "
-    "1, low = 2-3, high >= 4, all). ER = |pack ∩ gold| / |gold|, EP = |pack ∩ gold| / |pack| "
-    "over passage-id sets (an id listed twice counts once); no pack for no-evidence.",
-    reference="SPEC §9; seed 003 §2-3, Table 4",
-)
-def fanin_buckets_table(store: Any, selection: Selection) -> pd.DataFrame:
+def fanin_buckets_table(res: FaninResult) -> pd.DataFrame:
     """AC / ER / EP per (system, bucket) with CIs."""
-    b = fanin_result(store, selection).by_bucket
+    b = res.by_bucket
     out = b[["run", "condition", "bucket", "n"]].copy()
     for m, scale in (("ac", 1.0), ("er", 100.0), ("ep", 100.0)):
         name = m.upper() if m == "ac" else f"{m.upper()} %"
@@ -295,16 +183,9 @@ def fanin_buckets_table(store: Any, selection: Selection) -> pd.DataFrame:
     return out
 
 
-@register_table(
-    "fanin_pairs",
-    title="Failure overlap and crossover between systems",
-    description="Per pair of (run, condition): Jaccard overlap of their failure sets (AC < "
-    "33) over common instances, and the crossover fan-in where the leader in AC changes.",
-    reference="SPEC §9; seed 003 §6.3-6.4, Table 5",
-)
-def fanin_pairs_table(store: Any, selection: Selection) -> pd.DataFrame:
+def fanin_pairs_table(res: FaninResult) -> pd.DataFrame:
     """Jaccard of failure sets and crossover fan-in per system pair."""
-    o = fanin_result(store, selection).overlap.copy()
+    o = res.overlap.copy()
     o["jaccard"] = o["jaccard"].round(3)
     o["leader at lowest fan-in"] = [
         a if lead == "a" else (b if lead == "b" else None)
@@ -316,22 +197,8 @@ def fanin_pairs_table(store: Any, selection: Selection) -> pd.DataFrame:
 # ------------------------------------------------------------------------------ CRUX
 
 
-@register_figure(
-    "crux_coverage",
-    title="CRUX coverage, ranked coverage and density",
-    description="Per retriever and top-k: Cov = share of answerable sub-questions the context "
-    "answers (rating >= 3), alpha-nDCG (alpha 0.5) with sub-questions as subtopics, and "
-    "density ((Cov/tokens) / (Cov(Z*)/tokens(Z*)))^0.5 against the required subset Z*; 95% "
-    "bootstrap CIs. Without stored judge ratings each gold passage answers its own "
-    "sub-question (answerability derived from gold).",
-    reference="SPEC §9; seed 002 §3.1-3.3",
-)
-def crux_coverage_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def crux_coverage_figure(res: CruxResult) -> tuple[go.Figure, pd.DataFrame]:
     """Three panels (Cov, alpha-nDCG, density) against k per retriever."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    res = crux_result(store, selection)
     agg = res.aggregate
     panels = (("coverage", "Cov"), ("alpha_ndcg", "alpha-nDCG"), ("density", "density"))
     fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in panels])
@@ -356,16 +223,9 @@ def crux_coverage_figure(store: Any, selection: Selection) -> tuple[Any, pd.Data
     return fig, agg
 
 
-@register_table(
-    "crux_table",
-    title="CRUX per retriever and k",
-    description="Mean Cov, alpha-nDCG and density with 95% bootstrap CIs and the mean context "
-    "tokens, per retriever and top-k; n = instances with answerable sub-questions.",
-    reference="SPEC §9; seed 002 §3.3",
-)
-def crux_table(store: Any, selection: Selection) -> pd.DataFrame:
+def crux_table(res: CruxResult) -> pd.DataFrame:
     """The CRUX aggregate, rounded for display."""
-    agg = crux_result(store, selection).aggregate.copy()
+    agg = res.aggregate.copy()
     for col in agg.columns:
         if agg[col].dtype.kind == "f":
             agg[col] = agg[col].round(1 if col == "tokens" else 3)

@@ -1,14 +1,16 @@
 """Figures and tables of the four-condition protocol and ONCU (SPEC §6; seed 000).
 
-Every builder takes ``(store, selection)`` and returns the page's figure with the data behind
-it (or a table). Numbers come from :mod:`core.oncu` and :mod:`core.stats` only; this module
-arranges and draws them. Options read from ``selection.options``:
+Every function takes the plain-condition predictions of the selection (the frame of
+:func:`core.views.oncu.plain_predictions`) and the options below as keywords, and returns the
+page's figure with the data behind it (or a table). Numbers come from :mod:`core.oncu` and
+:mod:`core.stats` only; this module arranges and draws them. Options (declared below):
 
 - ``conditions``: contextual conditions of the ONCU views (default full_context, retrieved);
 - ``contrasts``: ``[[a, b], ...]`` paired contrasts (default retrieved - full_context,
   full_context - no_evidence, oracle - retrieved);
 - ``n_resamples``: bootstrap resamples (default 5,000, SPEC §6.6);
-- ``ci``: ``"auto"`` (default), True or False. Per-example bootstrap CIs (the condition matrix
+- ``group_key``: the metadata cells of an ONCU group (default :data:`DEFAULT_GROUP_KEY`);
+- ``ci``: ``"auto"`` (default), true or false. Per-example bootstrap CIs (the condition matrix
   and the paired contrasts) cost resamples x examples; ``auto`` computes them when every
   (run, condition) cell has at most :data:`CI_AUTO_MAX` predictions and otherwise leaves the
   CI and p columns NaN (means and effects are exact either way). ONCU CIs resample groups and
@@ -18,37 +20,51 @@ arranges and draws them. Options read from ``selection.options``:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from core.figures import Selection, register_figure, register_table
+from core.figures import N_RESAMPLES, SCORE_FIELD, empty_figure
 from core.oncu import (
     DEFAULT_GROUP_KEY,
     ONCU_CONDITIONS,
-    SCORE_FIELDS,
     condition_contrast,
     failure_breakdown,
     oncu_groups,
     oncu_summary,
     sample_level_means,
 )
+from core.params import Param
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
 from core.stats import calibration, paired_contrast
 from core.types import CONDITIONS
 
 __all__ = [
+    "CI",
     "CI_AUTO_MAX",
+    "CONDITIONS_OPTION",
     "CONDITION_LABELS",
+    "CONTRASTS",
     "DEFAULT_CONTRASTS",
+    "GROUP_KEY",
+    "MATRIX_SCORES",
     "audit_points",
+    "calibration_figure",
     "calibration_table",
+    "condition_matrix_figure",
     "condition_matrix_table",
     "contrasts_table",
+    "failure_figure",
     "failure_table",
     "length_position_table",
+    "oncu_audit_figure",
     "oncu_groups_table",
+    "oncu_heatmap_figure",
+    "oncu_length_curves_figure",
     "oncu_summary_table",
 ]
 
@@ -67,6 +83,39 @@ DEFAULT_CONTRASTS = (
 )
 #: Largest (run, condition) cell for which ``ci="auto"`` bootstraps per-example CIs.
 CI_AUTO_MAX = 50_000
+
+
+def _contrast(value: Any) -> tuple[str, str]:
+    """One contrast ``(a, b)`` from a pair or from text ``a-b``."""
+    parts = value.split("-", 1) if isinstance(value, str) else list(value)
+    if len(parts) != 2 or any(p not in CONDITIONS for p in parts):
+        raise ValueError(f"a contrast is a pair of conditions from {', '.join(CONDITIONS)}")
+    return (str(parts[0]), str(parts[1]))
+
+
+_contrast.__name__ = "contrast"
+
+#: Contextual conditions of the ONCU views.
+CONDITIONS_OPTION = Param(
+    "conditions", str, ONCU_CONDITIONS, "contextual conditions of the ONCU views",
+    choices=tuple(CONDITIONS), multiple=True, section="SPEC §6.5",
+)  # fmt: skip
+#: Paired condition contrasts (a - b).
+CONTRASTS = Param(
+    "contrasts", _contrast, DEFAULT_CONTRASTS,  # type: ignore[arg-type]
+    "paired contrasts a - b (pairs, or a-b text)", multiple=True, section="SPEC §6.6",
+)  # fmt: skip
+#: Metadata cells of an ONCU group.
+GROUP_KEY = Param(
+    "group_key", str, DEFAULT_GROUP_KEY, "metadata cells that define an ONCU group",
+    multiple=True, section="SPEC §6.5; seed 000 §3.3",
+)  # fmt: skip
+#: Per-example bootstrap CIs: auto, true or false.
+CI = Param(
+    "ci", str, "auto", f"per-example bootstrap CIs: auto (cells up to {CI_AUTO_MAX:,} "
+    "predictions), true or false", section="SPEC §6.6",
+    validate=lambda v: _ci_mode(v),
+)  # fmt: skip
 _COLORS = {
     "no_evidence": "#9e9e9e",
     "full_context": "#1f77b4",
@@ -95,40 +144,24 @@ _SCORE_NAMES = {
 }
 
 
-def _frame(store: Any, selection: Selection) -> pd.DataFrame:
-    from core.views import analysis
-
-    df = analysis(store, selection)
-    return df[df["variant"].fillna("") == ""]
-
-
-def _field(selection: Selection) -> str:
-    f = selection.score_field
-    if f not in SCORE_FIELDS:
-        raise ValueError(f"unknown score field {f!r}; choose one of: {', '.join(SCORE_FIELDS)}")
-    return f
+def _ci_mode(value: Any) -> str | bool:
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", "none", ""):
+        return False
+    raise ValueError(f"{value!r} is not one of auto, true, false")
 
 
-def _n(selection: Selection) -> int:
-    return int(selection.options.get("n_resamples", 5000))
-
-
-def _want_ci(df: pd.DataFrame, selection: Selection) -> bool:
+def _want_ci(df: pd.DataFrame, ci: Any) -> bool:
     """Whether per-example bootstrap CIs are computed (see the module docstring)."""
-    mode = selection.options.get("ci", "auto")
+    mode = _ci_mode(ci)
     if mode == "auto":
         keys = [k for k in ("run", "condition") if k in df.columns]
         return df.empty or int(df.groupby(keys).size().max()) <= CI_AUTO_MAX
     return bool(mode)
-
-
-def _group_key(selection: Selection) -> tuple[str, ...]:
-    """The ONCU group key (``options["group_key"]``, default :data:`DEFAULT_GROUP_KEY`)."""
-    return tuple(selection.options.get("group_key") or DEFAULT_GROUP_KEY)
-
-
-def _conds(selection: Selection) -> tuple[str, ...]:
-    return tuple(selection.options.get("conditions") or ONCU_CONDITIONS)
 
 
 def _order(df: pd.DataFrame, col: str = "condition") -> pd.DataFrame:
@@ -141,28 +174,19 @@ def _order(df: pd.DataFrame, col: str = "condition") -> pd.DataFrame:
     ).reset_index(drop=True)  # fmt: skip
 
 
-def _empty_fig(message: str) -> Any:
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return fig
-
-
 # ------------------------------------------------------------------- condition matrix
-def condition_matrix_table(store: Any, selection: Selection) -> pd.DataFrame:
+def condition_matrix_table(
+    df: pd.DataFrame, *, ci: Any = CI.default, n_resamples: int = N_RESAMPLES.default
+) -> pd.DataFrame:
     """Sample-level means of every answer and evidence score per (run, condition) with CIs.
 
     Over ALL predictions of the condition (seed 000 Table 6); bootstrap CIs resample examples
     within (run, condition), 5,000 resamples, seed 42.
     """
-    df = _frame(store, selection)
     if df.empty:
         return pd.DataFrame(columns=["run", "model", "dataset", "condition", "n"])
-    ci = _want_ci(df, selection)
-    out = sample_level_means(df, ci=ci, n_resamples=_n(selection))
+    ci = _want_ci(df, ci)
+    out = sample_level_means(df, ci=ci, n_resamples=n_resamples)
     if not ci:
         for col in [c for c in out.columns if c not in ("run", "model", "dataset", "condition",
                                                          "n", "n_parse_error")]:  # fmt: skip
@@ -171,35 +195,21 @@ def condition_matrix_table(store: Any, selection: Selection) -> pd.DataFrame:
     return _order(out)
 
 
-@register_table(
-    "condition_matrix",
-    title="Four-condition matrix",
-    description="Mean of every answer and evidence score per run and condition over all "
-    "instances (parse errors count as 0), with 95% bootstrap CIs (5,000 resamples, seed 42).",
-    reference="SPEC §6.1-6.3, §6.6; seed 000 Table 6",
-)
-def _condition_matrix_table(store: Any, selection: Selection) -> pd.DataFrame:
-    return condition_matrix_table(store, selection)
 
-
-@register_figure(
-    "condition_matrix",
-    title="Answer and evidence scores by condition",
-    description="Bars: mean score per condition (and run); whiskers: 95% bootstrap CI. Left: "
-    "the selected answer score; right: evidence F1.",
-    reference="SPEC §6.1-6.3; seed 000 Table 6",
-)
-def condition_matrix_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def condition_matrix_figure(
+    df: pd.DataFrame,
+    *,
+    score_field: str = SCORE_FIELD.default,
+    ci: Any = CI.default,
+    n_resamples: int = N_RESAMPLES.default,
+) -> tuple[go.Figure, pd.DataFrame]:
     """Grouped bars of the answer score and evidence F1 per condition, runs side by side."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    field = _field(selection)
-    t = condition_matrix_table(store, selection)
+    field = score_field
+    t = condition_matrix_table(df, ci=ci, n_resamples=n_resamples)
     cols = ["run", "condition", "n", field, f"{field}_ci_low", f"{field}_ci_high", "ev_f1",
             "ev_f1_ci_low", "ev_f1_ci_high"]  # fmt: skip
     if t.empty or field not in t.columns:
-        return _empty_fig("No scored predictions for this selection"), pd.DataFrame(columns=cols)
+        return empty_figure("No scored predictions for this selection"), pd.DataFrame(columns=cols)
     data = t[[c for c in cols if c in t.columns]].copy()
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=(_SCORE_NAMES[field], "evidence F1"),
@@ -233,9 +243,15 @@ def condition_matrix_figure(store: Any, selection: Selection) -> tuple[Any, pd.D
 
 
 # ------------------------------------------------------------------------------ ONCU
-def oncu_summary_table(store: Any, selection: Selection) -> pd.DataFrame:
+def oncu_summary_table(
+    df: pd.DataFrame,
+    *,
+    score_field: str = SCORE_FIELD.default,
+    conditions: Sequence[str] = CONDITIONS_OPTION.default,
+    n_resamples: int = N_RESAMPLES.default,
+    group_key: Sequence[str] = GROUP_KEY.default,
+) -> pd.DataFrame:
     """ONCU per (run, contextual condition): clipped headline with CI, raw, weighted, audit."""
-    df = _frame(store, selection)
     cols = ["run", "model", "dataset", "condition", "valid_groups", "total_groups",
             "oncu_clipped", "oncu_ci_low", "oncu_ci_high", "oncu_raw_mean", "oncu_weighted",
             "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none", "s_oracle",
@@ -243,31 +259,25 @@ def oncu_summary_table(store: Any, selection: Selection) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=cols)
     s = oncu_summary(
-        df, score_field=_field(selection), conditions=_conds(selection),
-        n_resamples=_n(selection), group_key=_group_key(selection),
+        df, score_field=score_field, conditions=tuple(conditions), n_resamples=n_resamples,
+        group_key=tuple(group_key),
     )  # fmt: skip
     return _order(s[[c for c in cols if c in s.columns]])
 
 
-@register_table(
-    "oncu_summary",
-    title="ONCU by run and condition",
-    description="Headline: unweighted mean of clipped ONCU over valid groups with a 95% "
-    "bootstrap CI over groups; raw mean; denominator-weighted ONCU = sum(S_c - S_none) / "
-    "sum(S_oracle - S_none); groups above oracle (raw > 1) and below baseline (raw < 0).",
-    reference="SPEC §6.5; seed 000 §3.3, Tables 7, 9, 23",
-)
-def _oncu_summary_table(store: Any, selection: Selection) -> pd.DataFrame:
-    return oncu_summary_table(store, selection)
 
-
-def oncu_groups_table(store: Any, selection: Selection) -> pd.DataFrame:
+def oncu_groups_table(
+    df: pd.DataFrame,
+    *,
+    score_field: str = SCORE_FIELD.default,
+    conditions: Sequence[str] = CONDITIONS_OPTION.default,
+    group_key: Sequence[str] = GROUP_KEY.default,
+) -> pd.DataFrame:
     """Per-group ONCU with its validity audit (one row per group and contextual condition)."""
-    df = _frame(store, selection)
     if df.empty:
         return pd.DataFrame(columns=["run", "condition", "valid", "invalid_reason"])
-    g = oncu_groups(df, score_field=_field(selection), group_key=_group_key(selection))
-    g = g[g["condition"].isin(_conds(selection))]
+    g = oncu_groups(df, score_field=score_field, group_key=tuple(group_key))
+    g = g[g["condition"].isin(tuple(conditions))]
     g = g.assign(
         status=np.select(
             [~g["valid"], g["oncu_raw"] > 1, g["oncu_raw"] < 0],
@@ -278,42 +288,30 @@ def oncu_groups_table(store: Any, selection: Selection) -> pd.DataFrame:
     return g.reset_index(drop=True)
 
 
-@register_table(
-    "oncu_groups",
-    title="ONCU group audit",
-    description="Every metadata group with S_none, S_oracle, S_c, raw and clipped ONCU, "
-    "whether it is valid and, when not, why (missing_no_evidence, missing_oracle, "
-    "empty_oracle_evidence, oracle_not_above_no_evidence).",
-    reference="SPEC §6.5; seed 000 §4.4",
-)
-def _oncu_groups_table(store: Any, selection: Selection) -> pd.DataFrame:
-    return oncu_groups_table(store, selection)
 
+def audit_points(df: pd.DataFrame, **options: Any) -> pd.DataFrame:
+    """Valid groups as points of the raw-vs-clipped audit.
 
-def audit_points(store: Any, selection: Selection) -> pd.DataFrame:
-    """Valid groups as points of the raw-vs-clipped audit (status in_band / above_oracle /
-    below_baseline)."""
-    g = oncu_groups_table(store, selection)
+    Status in_band / above_oracle / below_baseline; ``options`` as for
+    :func:`oncu_groups_table`.
+    """
+    g = oncu_groups_table(df, **options)
     if g.empty:
         return g
     return g[g["valid"]].reset_index(drop=True)
 
 
-@register_figure(
-    "oncu_audit",
-    title="Raw vs clipped ONCU per group",
-    description="Each point is one valid metadata group: x = raw ONCU, y = clipped ONCU. The "
-    "shaded band is [0, 1]; points right of it recovered more than the oracle (above oracle), "
-    "points left of it fell below the no-evidence baseline.",
-    reference="SPEC §6.5, §10.2; seed 000 §4.4",
-)
-def oncu_audit_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def oncu_audit_figure(
+    df: pd.DataFrame,
+    *,
+    score_field: str = SCORE_FIELD.default,
+    conditions: Sequence[str] = CONDITIONS_OPTION.default,
+    group_key: Sequence[str] = GROUP_KEY.default,
+) -> tuple[go.Figure, pd.DataFrame]:
     """Scatter of raw vs clipped ONCU per valid group, colored by condition."""
-    import plotly.graph_objects as go
-
-    pts = audit_points(store, selection)
+    pts = audit_points(df, score_field=score_field, conditions=conditions, group_key=group_key)
     if pts.empty:
-        return _empty_fig("No valid ONCU groups for this selection"), pts
+        return empty_figure("No valid ONCU groups for this selection"), pts
     fig = go.Figure()
     lo = float(min(-0.1, np.nanmin(pts["oncu_raw"]) - 0.05))
     hi = float(max(1.1, np.nanmax(pts["oncu_raw"]) + 0.05))
@@ -345,19 +343,27 @@ def oncu_audit_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFra
 
 
 # ---------------------------------------------------------------------- paired contrasts
-def contrasts_table(store: Any, selection: Selection) -> pd.DataFrame:
-    """Paired contrasts aligned by instance: condition pairs per run, and, with several runs,
-    run-vs-first-run per condition (SPEC §6.6)."""
-    df = _frame(store, selection)
-    field = _field(selection)
+def contrasts_table(
+    df: pd.DataFrame,
+    *,
+    score_field: str = SCORE_FIELD.default,
+    contrasts: Sequence[Sequence[str]] = CONTRASTS.default,
+    ci: Any = CI.default,
+    n_resamples: int = N_RESAMPLES.default,
+) -> pd.DataFrame:
+    """Paired contrasts aligned by instance (SPEC §6.6).
+
+    Condition pairs per run, and, with several runs, run-vs-first-run per condition.
+    """
+    field = score_field
     cols = ["run", "contrast", "score_field", "n", "mean", "ci_low", "ci_high", "effect", "p",
             "p_mcnemar"]  # fmt: skip
     if df.empty:
         return pd.DataFrame(columns=cols)
-    pairs = selection.options.get("contrasts") or DEFAULT_CONTRASTS
-    ci = _want_ci(df, selection)
+    pairs = contrasts or DEFAULT_CONTRASTS
+    ci = _want_ci(df, ci)
     # without CIs one resample suffices for the exact mean and effect; CI and p are blanked
-    n = _n(selection) if ci else 1
+    n = n_resamples if ci else 1
     parts = []
     present = set(df["condition"])
     for a, b in pairs:
@@ -391,52 +397,21 @@ def _run_contrasts(df: pd.DataFrame, runs: list[str], field: str, n: int) -> pd.
     return pd.DataFrame(rows)
 
 
-@register_table(
-    "paired_contrasts",
-    title="Paired contrasts",
-    description="Mean paired difference aligned by instance with a paired bootstrap 95% CI, "
-    "standardized effect (mean / sd of differences) and two-sided bootstrap p; McNemar's "
-    "exact p for binary scores. With several runs, each run against the first per condition.",
-    reference="SPEC §6.6; seed 000 §7.6",
-)
-def _contrasts_table(store: Any, selection: Selection) -> pd.DataFrame:
-    return contrasts_table(store, selection)
-
 
 # ------------------------------------------------------------------------ failure labels
-def failure_table(store: Any, selection: Selection) -> pd.DataFrame:
+def failure_table(df: pd.DataFrame) -> pd.DataFrame:
     """Failure-label percentages per (run, condition) (strict EM = correct)."""
-    df = _frame(store, selection)
     if df.empty:
         return pd.DataFrame(columns=["run", "condition", "n", *FAILURE_LABELS])
     return _order(failure_breakdown(df))
 
 
-@register_table(
-    "failure_breakdown",
-    title="Failure labels by condition",
-    description="Share (%) of contextual predictions per failure label: localization (nothing "
-    "cited), selection (wrong evidence), integration (missing part of a chain), conversion "
-    "(all gold cited, answer wrong), success, parse.",
-    reference="SPEC §6.4; seed 000 App. A.5, Table 28",
-)
-def _failure_table(store: Any, selection: Selection) -> pd.DataFrame:
-    return failure_table(store, selection)
 
-
-@register_figure(
-    "failure_breakdown",
-    title="Failure labels by condition",
-    description="Stacked share (%) of failure labels per condition and run.",
-    reference="SPEC §6.4; seed 000 App. A.5",
-)
-def failure_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def failure_figure(df: pd.DataFrame) -> tuple[go.Figure, pd.DataFrame]:
     """Stacked horizontal bars of failure-label percentages."""
-    import plotly.graph_objects as go
-
-    t = failure_table(store, selection)
+    t = failure_table(df)
     if t.empty:
-        return _empty_fig("No failure labels for this selection"), t
+        return empty_figure("No failure labels for this selection"), t
     y = [f"{r} · {CONDITION_LABELS.get(c, c)}" for r, c in zip(t["run"], t["condition"],
                                                                  strict=True)]  # fmt: skip
     fig = go.Figure()
@@ -456,20 +431,18 @@ def failure_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]
 
 
 # --------------------------------------------------------------------------- calibration
-def calibration_table(store: Any, selection: Selection) -> pd.DataFrame:
+def calibration_table(df: pd.DataFrame, *, score_field: str = SCORE_FIELD.default) -> pd.DataFrame:
     """Brier score and ECE (10 equal-width bins) per (run, condition, confidence kind).
 
     ``correct`` is the selected score field binarized at 0.5 (EM fields are already 0/1).
     Kinds: ``self_reported`` (the model's confidence) and ``logprob`` (from token
     log-probabilities), each only where predictions carry it.
     """
-    rows, _ = _calibration(store, selection)
+    rows, _ = _calibration(df, score_field)
     return rows
 
 
-def _calibration(store: Any, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
-    df = _frame(store, selection)
-    field = _field(selection)
+def _calibration(df: pd.DataFrame, field: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, bins = [], []
     for (run, cond), d in df.groupby(["run", "condition"], sort=False):
         correct = (pd.to_numeric(d[field], errors="coerce") >= 0.5).astype(float)
@@ -491,31 +464,14 @@ def _calibration(store: Any, selection: Selection) -> tuple[pd.DataFrame, pd.Dat
     return table, bins_df
 
 
-@register_table(
-    "calibration",
-    title="Calibration by condition",
-    description="Brier score and expected calibration error (10 equal-width bins) of the "
-    "self-reported and log-prob confidences against correctness (score >= 0.5).",
-    reference="SPEC §6.6",
-)
-def _calibration_table(store: Any, selection: Selection) -> pd.DataFrame:
-    return calibration_table(store, selection)
 
-
-@register_figure(
-    "calibration",
-    title="Reliability diagram",
-    description="Accuracy vs mean confidence per confidence bin, one line per condition; "
-    "the diagonal is perfect calibration.",
-    reference="SPEC §6.6",
-)
-def calibration_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def calibration_figure(
+    df: pd.DataFrame, *, score_field: str = SCORE_FIELD.default
+) -> tuple[go.Figure, pd.DataFrame]:
     """Reliability diagram of the self-reported confidence per condition (first run)."""
-    import plotly.graph_objects as go
-
-    _, bins = _calibration(store, selection)
+    _, bins = _calibration(df, score_field)
     if bins.empty:
-        return _empty_fig("No confidences in these predictions"), bins
+        return empty_figure("No confidences in these predictions"), bins
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect",
                              line={"color": "#888", "dash": "dot"}))  # fmt: skip
@@ -538,13 +494,20 @@ def calibration_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFr
 
 
 # ---------------------------------------------------------------- length and position
-def length_position_table(store: Any, selection: Selection) -> pd.DataFrame:
+def length_position_table(
+    df: pd.DataFrame,
+    *,
+    score_field: str = SCORE_FIELD.default,
+    conditions: Sequence[str] = CONDITIONS_OPTION.default,
+    group_key: Sequence[str] = GROUP_KEY.default,
+) -> pd.DataFrame:
     """Mean clipped ONCU over valid groups per (run, condition, context length, position).
 
-    Groups use the default ONCU group key; the cell value averages the valid groups whose
-    length and evidence position match (SPEC §6.7).
+    Groups use the ONCU group key; the cell value averages the valid groups whose length and
+    evidence position match (SPEC §6.7).
     """
-    g = oncu_groups_table(store, selection)
+    g = oncu_groups_table(df, score_field=score_field, conditions=conditions,
+                          group_key=group_key)  # fmt: skip
     cols = ["run", "condition", "context_length", "evidence_position", "oncu_clipped",
             "oncu_raw", "valid_groups", "total_groups"]  # fmt: skip
     if g.empty:
@@ -562,15 +525,6 @@ def length_position_table(store: Any, selection: Selection) -> pd.DataFrame:
     return _order(out.sort_values(keys).reset_index(drop=True))
 
 
-@register_table(
-    "length_position",
-    title="ONCU by context length and evidence position",
-    description="Mean clipped ONCU over the valid groups of each (length, position) cell.",
-    reference="SPEC §6.7; seed 000 §8.11",
-)
-def _length_position_table(store: Any, selection: Selection) -> pd.DataFrame:
-    return length_position_table(store, selection)
-
 
 def _position_order(values: Any) -> list[str]:
     named = ["front", "middle", "end", "scattered"]
@@ -578,21 +532,18 @@ def _position_order(values: Any) -> list[str]:
     return [v for v in named if v in vals] + [v for v in vals if v not in named]
 
 
-@register_figure(
-    "oncu_heatmap",
-    title="ONCU heatmap: context length x evidence position",
-    description="Each cell: mean clipped ONCU over the valid groups at that context length and "
-    "evidence position (decile buckets on the scaling grid); one panel per condition.",
-    reference="SPEC §6.7; seed 000 §8.11",
-)
-def oncu_heatmap_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def oncu_heatmap_figure(
+    df: pd.DataFrame,
+    *,
+    score_field: str = SCORE_FIELD.default,
+    conditions: Sequence[str] = CONDITIONS_OPTION.default,
+    group_key: Sequence[str] = GROUP_KEY.default,
+) -> tuple[go.Figure, pd.DataFrame]:
     """Heatmap panels (one per contextual condition) of clipped ONCU, length x position."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    t = length_position_table(store, selection)
+    t = length_position_table(df, score_field=score_field, conditions=conditions,
+                              group_key=group_key)
     if t.empty:
-        return _empty_fig("No valid ONCU groups for this selection"), t
+        return empty_figure("No valid ONCU groups for this selection"), t
     run = str(t["run"].iloc[0])
     t1 = t[t["run"] == run]
     conds = [c for c in CONDITIONS if c in set(t1["condition"])]
@@ -619,20 +570,18 @@ def oncu_heatmap_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataF
     return fig, t1.reset_index(drop=True)
 
 
-@register_figure(
-    "oncu_length_curves",
-    title="ONCU by evidence position, per context length",
-    description="Mean clipped ONCU per evidence position, one line per context length and "
-    "condition (solid: full context, dashed: retrieved).",
-    reference="SPEC §6.7; seed 000 §8.11",
-)
-def oncu_length_curves_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def oncu_length_curves_figure(
+    df: pd.DataFrame,
+    *,
+    score_field: str = SCORE_FIELD.default,
+    conditions: Sequence[str] = CONDITIONS_OPTION.default,
+    group_key: Sequence[str] = GROUP_KEY.default,
+) -> tuple[go.Figure, pd.DataFrame]:
     """Per-length curves of clipped ONCU over evidence position."""
-    import plotly.graph_objects as go
-
-    t = length_position_table(store, selection)
+    t = length_position_table(df, score_field=score_field, conditions=conditions,
+                              group_key=group_key)
     if t.empty:
-        return _empty_fig("No valid ONCU groups for this selection"), t
+        return empty_figure("No valid ONCU groups for this selection"), t
     positions = _position_order(t["evidence_position"])
     lengths = sorted(set(t["context_length"].dropna().astype(int)))
     palette = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725", "#e377c2"]
@@ -656,5 +605,5 @@ def oncu_length_curves_figure(store: Any, selection: Selection) -> tuple[Any, pd
     return fig, t
 
 
-# scores offered for the matrix view (kept here so pages need not import scoring)
+#: Scores offered for the matrix view (kept here so pages need not import scoring).
 MATRIX_SCORES = ANSWER_SCORES + EVIDENCE_SCORES

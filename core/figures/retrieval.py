@@ -1,29 +1,37 @@
 """Figures and tables of the retrieval-only diagnostics (SPEC §4; seed 000 App. A.10-A.13).
 
 Per (instance, retriever family, k): recall of gold passage ids, full-chain coverage, evidence
-F1, distractor rate and passages per context, from :func:`core.conditions.retrieval_audit`.
-Options read from ``selection.options``: ``retrievers`` (default lexical, hybrid, oracle;
-``dense`` loads a sentence-transformers model), ``ks`` (default 1, 2, 3, 5, 10),
-``chunk_size`` (220), ``overlap`` (40) and ``max_instances`` (2,000: ranking every chunk of
-every instance is the costly part; ``n_instances`` in the table says how many were audited).
-The dataset is ``selection.dataset``, else the
-dataset of the first selected run.
+F1, distractor rate and passages per context, from :func:`core.conditions.retrieval_audit`
+(run by :func:`core.views.retrieval.retrieval_audit_frames`, which returns ``(per_instance,
+aggregate)``). Options (declared below, read by the view): ``retrievers`` (default lexical,
+hybrid, oracle; ``dense`` loads a sentence-transformers model), ``ks`` (default 1, 2, 3, 5,
+10), ``chunk_size`` (220), ``overlap`` (40) and ``max_instances`` (2,000: ranking every chunk
+of every instance is the costly part; ``n_instances`` in the table says how many were
+audited). The dataset is ``selection.dataset``, else the dataset of the first selected run.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from core.figures import Selection, register_figure, register_table
+from core.params import Param
+from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
 
 __all__ = [
+    "CHUNK_SIZE",
     "DEFAULT_KS",
     "DEFAULT_MAX_INSTANCES",
     "DEFAULT_RETRIEVERS",
+    "KS",
+    "MAX_INSTANCES",
+    "OVERLAP",
     "RETRIEVAL_METRICS",
-    "retrieval_audit_frames",
+    "RETRIEVERS",
+    "retrieval_curves_figure",
     "retrieval_grid_table",
 ]
 
@@ -39,81 +47,27 @@ RETRIEVAL_METRICS = {
     "full_chain_coverage": "full-chain coverage",
     "distractor_rate": "distractor rate",
 }
+#: Retriever families audited (the retriever knob of :mod:`core.retrieval` as a list).
+RETRIEVERS = replace(retriever_param().many(DEFAULT_RETRIEVERS, "retriever families"),
+                     name="retrievers")  # fmt: skip
+#: Retrieval budgets k (the top-k knob of :mod:`core.retrieval` as a list).
+KS = replace(TOP_K.many(DEFAULT_KS, "retrieval budgets k (chunks)"), name="ks")
+#: Instances audited at most.
+MAX_INSTANCES = Param("max_instances", int, DEFAULT_MAX_INSTANCES,
+                      "instances audited at most (the first ones)", minimum=1)  # fmt: skip
+
+Frames = tuple[pd.DataFrame, pd.DataFrame]
 
 
-def _dataset(store: Any, selection: Selection) -> str | None:
-    if selection.dataset:
-        return selection.dataset
-    if selection.runs:
-        row = store.run_row(selection.runs[0])
-        return None if row is None else row.get("dataset_id")
-    names = store.dataset_names()
-    return names[0] if names else None
+def retrieval_grid_table(frames: Frames) -> pd.DataFrame:
+    """Mean retrieval diagnostics per (retriever family, k): the aggregate of ``frames``."""
+    return frames[1]
 
 
-def retrieval_audit_frames(store: Any, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(per_instance, aggregate)`` retrieval diagnostics of the selection's dataset.
 
-    Metadata filters of the selection restrict the instances.
-
-    Raises:
-        ValueError: unknown retriever, bad k, or an unavailable dense model.
-    """
-    from core.conditions import retrieval_audit
-    from core.views import apply_filters
-
-    name = _dataset(store, selection)
-    if name is None:
-        empty = pd.DataFrame(columns=["instance_id", "retriever", "k"])
-        return empty, pd.DataFrame(columns=["retriever", "k", "n_instances"])
-    opts = selection.options
-    cap = int(opts.get("max_instances", DEFAULT_MAX_INSTANCES))
-    if selection.filters:
-        frame = apply_filters(store.instances_frame(name), selection.filters)
-        ids = frame["instance_id"].head(cap).tolist()
-    else:
-        ids = store.list_instance_ids(name, cap)
-    instances = store.load_instances(name, ids) if ids else []
-    audit = retrieval_audit(
-        instances,
-        retrievers=tuple(opts.get("retrievers") or DEFAULT_RETRIEVERS),
-        ks=tuple(opts.get("ks") or DEFAULT_KS),
-        chunk_size=int(opts.get("chunk_size", 220)),
-        overlap=int(opts.get("overlap", 40)),
-    )
-    return audit.per_instance, audit.aggregate
-
-
-def retrieval_grid_table(store: Any, selection: Selection) -> pd.DataFrame:
-    """Mean retrieval diagnostics per (retriever family, k)."""
-    return retrieval_audit_frames(store, selection)[1]
-
-
-@register_table(
-    "retrieval_grid",
-    title="Retriever family x top-k",
-    description="Per retriever and k, averaged over instances: recall of gold passage ids, "
-    "full-chain coverage (all gold ids retrieved), evidence F1, distractor rate (retrieved ids "
-    "labelled distractor/conflicting) and distinct passages per context. Recall, coverage "
-    "and F1 average over instances with gold evidence.",
-    reference="SPEC §4; seed 000 App. A.10-A.13, Table 32",
-)
-def _retrieval_grid_table(store: Any, selection: Selection) -> pd.DataFrame:
-    return retrieval_grid_table(store, selection)
-
-
-@register_figure(
-    "retrieval_curves",
-    title="Recall, chain coverage and distractor rate vs top-k",
-    description="One line per retriever family; x = number of retrieved chunks k.",
-    reference="SPEC §4; seed 000 App. A.10-A.13",
-)
-def retrieval_curves_figure(store: Any, selection: Selection) -> tuple[Any, pd.DataFrame]:
+def retrieval_curves_figure(frames: Frames) -> tuple[go.Figure, pd.DataFrame]:
     """Three panels (recall, full-chain coverage, distractor rate) against k per retriever."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    agg = retrieval_grid_table(store, selection)
+    agg = retrieval_grid_table(frames)
     fig = make_subplots(rows=1, cols=3, subplot_titles=list(RETRIEVAL_METRICS.values()))
     palette = {"lexical": "#1f77b4", "dense": "#9467bd", "hybrid": "#ff7f0e",
                "iterative": "#8c564b", "oracle": "#2ca02c"}  # fmt: skip

@@ -1,0 +1,170 @@
+"""DOLCE outcomes: IDK detection, COW / PIG coding, the dip test, stored probes (SPEC §8)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import diptest
+import numpy as np
+import pandas as pd
+
+from core.probes import parse_variant
+
+__all__ = ["IDK", "code_outcomes", "dip_scenario", "is_idk", "outcomes_from_probes"]
+
+#: Outcome code of "I don't know" (COW outcomes are 1, 0 or IDK).
+IDK = 2
+
+_IDK_WORDS = frozenset(
+    """unanswerable unknown idk none_given not_answerable cannot_answer no_answer
+    insufficient_information not_enough_information""".split()
+)
+_IDK_PHRASES = (
+    "unanswerable",
+    "not answerable",
+    "cannot be answered",
+    "can't be answered",
+    "cannot answer",
+    "can not answer",
+    "i don't know",
+    "i do not know",
+    "don't know",
+    "not enough information",
+    "enough information",
+    "insufficient information",
+    "not enough context",
+    "cannot be determined",
+    "can't be determined",
+    "not mentioned",
+    "not stated",
+    "not provided",
+    "not given in",
+    "no answer",
+)
+
+
+def is_idk(answer: Any) -> bool:
+    """True when an answer says the shown text does not contain the answer.
+
+    Matches (case-insensitively, punctuation ignored) the probe instruction's
+    ``unanswerable`` and the usual variants: ``unknown``, ``I don't know``, ``not enough
+    information``, ``cannot be determined``, ``not mentioned`` ...
+    """
+    if answer is None or (isinstance(answer, float) and math.isnan(answer)):
+        return False
+    text = " ".join(str(answer).lower().replace("’", "'").split()).strip(" .!\"'()[]")
+    if not text:
+        return False
+    if text.replace(" ", "_") in _IDK_WORDS:
+        return True
+    return any(p in text for p in _IDK_PHRASES)
+
+
+def code_outcomes(
+    answers: Sequence[Any], scores: Sequence[float], threshold: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
+    """COW codes and PIG scores of probe answers (SPEC §8).
+
+    Args:
+        answers: the parsed answers.
+        scores: their relaxed F1 (NaN = unscored, e.g. a failed call).
+        threshold: COW binarization threshold on the score (default 0.5).
+
+    Returns:
+        ``(x, s)``: ``x`` in {1, 0, IDK (=2)} (-1 where the score is NaN) and ``s`` the PIG
+        score (NaN for IDK and unscored).
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
+    sc = np.asarray(scores, dtype=float)
+    idk = np.array([is_idk(a) for a in answers], dtype=bool)
+    x = np.where(sc >= threshold, 1, 0)
+    x = np.where(idk, IDK, x)
+    x = np.where(np.isnan(sc), -1, x)
+    s = np.where(idk | np.isnan(sc), np.nan, sc)
+    return x.astype(np.int64), s
+
+
+def dip_scenario(scores: Sequence[float]) -> tuple[str, float]:
+    """Hartigan's dip test on one problem's outcome scores, bucketized into bins of 0.1.
+
+    Each score (IDK counts as 0) is replaced by its bin's centre (1.0 falls in the last bin);
+    COW when the dip test's p-value is below 0.5 (multi-modal), else PIG (seed §3.1).
+
+    Returns:
+        ``(scenario, p_value)``; fewer than 4 scores -> ``("COW", nan)``.
+    """
+    sc = np.asarray(scores, dtype=float)
+    sc = np.where(np.isnan(sc), 0.0, sc)
+    if sc.size < 4:
+        return "COW", float("nan")
+    bins = (np.minimum(np.floor(np.clip(sc, 0.0, 1.0) * 10.0 + 1e-9), 9.0) + 0.5) / 10.0
+    _, p = diptest.diptest(bins)
+    p = float(p)
+    return ("COW" if p < 0.5 else "PIG"), p
+
+
+# ================================================================== probes stored as predictions
+def outcomes_from_probes(frame: pd.DataFrame, task_by: str = "dataset") -> pd.DataFrame:
+    """DOLCE outcomes from stored probe predictions (:meth:`core.store.Store.probe_frame`).
+
+    C and the start come from the variant ``C=<C>|start=<s>``; L from the prediction's
+    ``meta`` (the planner's ``L``), else the problem's largest C (the ladder ends at L).
+    Failed calls (``error`` set) and unscored rows are dropped; IDK is :func:`is_idk` of the
+    answer.
+
+    Args:
+        frame: probe rows with ``run, dataset, instance_id, variant, meta, answer, error,
+            f1_relaxed`` and any instance cells.
+        task_by: the column whose values are tasks (background noise is shared per task):
+            ``dataset`` (default), or an instance cell such as ``reasoning_type``.
+
+    Returns:
+        One row per usable probe: ``task`` (``run | task`` when several runs are given),
+        ``problem`` (the instance id; ``run:instance`` with several runs), ``L, C, start,
+        score, idk, answer`` and the instance cells.
+    """
+    if frame.empty:
+        return pd.DataFrame(columns=["task", "problem", "L", "C", "start", "score", "idk"])
+    if task_by not in frame.columns:
+        raise ValueError(
+            f"unknown task column {task_by!r}; choose one of: {', '.join(map(str, frame.columns))}"
+        )
+    out = frame.copy()
+    parsed = [parse_variant(v) for v in out["variant"]]
+    out["C"] = [c for c, _ in parsed]
+    out["start"] = [s for _, s in parsed]
+
+    def meta_L(text: Any) -> float:
+        if not isinstance(text, str) or not text:
+            return float("nan")
+        try:
+            value = json.loads(text).get("L")
+        except (ValueError, AttributeError):
+            return float("nan")
+        return float(value) if isinstance(value, int | float) else float("nan")
+
+    meta = out["meta"] if "meta" in out.columns else pd.Series([None] * len(out), index=out.index)
+    out["L"] = [meta_L(m) for m in meta]
+    several = out["run"].nunique() > 1 if "run" in out.columns else False
+    out["problem"] = (
+        out["run"].astype(str) + ":" + out["instance_id"].astype(str)
+        if several
+        else out["instance_id"].astype(str)
+    )
+    out["L"] = out["L"].fillna(out.groupby("problem")["C"].transform("max")).astype(np.int64)
+    err = out["error"].notna() & (out["error"].astype(str) != "") if "error" in out else False
+    out = out[~err & out["f1_relaxed"].notna()].copy()
+    out["score"] = out["f1_relaxed"].astype(float)
+    out["idk"] = [is_idk(a) for a in out["answer"]]
+    # Different runs are different models: each run's problems form their own tasks.
+    out["task"] = (
+        out["run"].astype(str) + " | " + out[task_by].astype(str)
+        if several
+        else out[task_by].astype(str)
+    )
+    drop = ("variant", "meta", "error", "parse_error", "f1_relaxed")
+    return out.drop(columns=[c for c in drop if c in out.columns]).reset_index(drop=True)

@@ -1,0 +1,623 @@
+"""Runs: every way of running a method against a model starts, goes and ends here.
+
+A run is a row in the store (:class:`RunSpec`: dataset, backend, model, options, retrieval,
+conditions) and the predictions stored under it. This module is the one caller of the run
+lifecycle (:func:`open_run` creates or reopens the row with status ``running``;
+:func:`core.engine.execute` commits the final status, ``done`` / ``cancelled`` / ``failed``,
+with the run's last batch) for every kind of run:
+
+- :func:`run_conditions`: the four-condition protocol (SPEC §6.1);
+- :func:`run_interventions`: CUE-R, base traces then interventions (SPEC §7);
+- :func:`run_probes`: DOLCE span-sampling probes;
+- :func:`judge_answerability`: CRUX 0..5 answerability ratings (stored as ratings, not as a
+  run: they are keyed by the judge's name);
+- :func:`build_demo`: the demo store (controlled-200 and the embedded baseline reader).
+
+Planning stays with the planners (:mod:`core.conditions`, :mod:`core.interventions`,
+:mod:`core.probes`) and execution with :mod:`core.engine`. The CLI commands
+(``core/commands``), the Runs page (through :mod:`core.jobs`, which starts ``python -m core
+run``), the first start of the dashboard and the Case view's companion runs
+(:mod:`core.rerun`) all come here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+from core.backends import make_backend
+from core.backends.base import Backend
+from core.conditions import check_conditions, plan_conditions, planned_keys, retrieval_config
+from core.crux import JUDGE_TEMPLATE_VERSION, judge_messages, parse_rating
+from core.datasets.controlled import build_controlled
+from core.engine import Progress, RunSummary, cache_key, execute, options_hash, plan_and_execute
+from core.interventions import check_plan_options, plan_interventions
+from core.probes import PROBE_CONDITION, plan_probes
+from core.prompts import TEMPLATE_VERSION, prompt_hash, template_hash
+from core.store import Store
+
+__all__ = [
+    "DEMO_DATASET",
+    "DEMO_RUN",
+    "RunSpec",
+    "build_demo",
+    "judge_answerability",
+    "open_run",
+    "run_conditions",
+    "run_interventions",
+    "run_probes",
+    "run_spec",
+    "start_run",
+]
+
+#: The demo store's dataset (controlled generator preset, seed 42).
+DEMO_DATASET = "controlled-200"
+#: The demo store's run: the embedded baseline reader on the four conditions.
+DEMO_RUN = "demo-embedded"
+
+_ProgressFn = Callable[[Progress], None]
+
+
+# --------------------------------------------------------------------------- the run row
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What a run is: recorded on its row and checked when the run is resumed.
+
+    Attributes:
+        run_id: the run's name (unique in the store).
+        dataset: the dataset the run reads.
+        backend: backend kind (``embedded``, ``ollama``, ``openai``).
+        model: model name as the user gave it.
+        options: effective generation options (temperature, seed, num_ctx ...).
+        retrieval: the retrieved condition's configuration (:func:`core.conditions.
+            retrieval_config`); empty when no retrieved condition is planned.
+        conditions: the conditions planned.
+        notes: free text.
+    """
+
+    run_id: str
+    dataset: str
+    backend: str
+    model: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    retrieval: Mapping[str, Any] = field(default_factory=dict)
+    conditions: tuple[str, ...] = ()
+    notes: str = ""
+
+
+_CHECKED = ("dataset_id", "backend", "model", "model_digest", "options", "template_hash")
+
+
+def run_spec(
+    backend: Backend,
+    name: str,
+    dataset: str,
+    *,
+    options: Mapping[str, Any] | None = None,
+    reported_options: bool = True,
+    retrieval: Mapping[str, Any] | None = None,
+    conditions: Iterable[str] = (),
+    notes: str = "",
+) -> RunSpec:
+    """The :class:`RunSpec` of a run of ``backend`` (kind and model read from the backend).
+
+    Args:
+        backend: the model backend.
+        name: the run id.
+        dataset: the dataset the run reads.
+        options: generation options to record ...
+        reported_options: ... when the backend's ``describe()`` reports no ``options`` of its
+            own (True), or always (False: the options the caller passed, as given).
+        retrieval: the run's retrieval (or probe) configuration.
+        conditions: the conditions planned.
+        notes: free text stored on the run.
+    """
+    desc = backend.describe()
+    reported = desc.get("options") if reported_options else None
+    return RunSpec(
+        run_id=name,
+        dataset=dataset,
+        backend=getattr(backend, "name", desc.get("kind", "")),
+        model=getattr(backend, "model", desc.get("model", "")),
+        options=dict(reported or options or {}),
+        retrieval=dict(retrieval or {}),
+        conditions=tuple(conditions),
+        notes=notes,
+    )
+
+
+def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
+    """Create the run row, or reopen a stored run with the same configuration.
+
+    Records the template version and hash, the backend's description and model digest, the
+    options, the retrieval configuration and the conditions; sets status ``running``.
+
+    Raises:
+        ValueError: the dataset is not stored, or a run of that name exists with another
+            dataset, backend, model, model digest, options, template or retrieval setting
+            (resuming it would mix configurations in one run).
+    """
+    desc = dict(backend.describe())
+    row: dict[str, Any] = {
+        "run_id": spec.run_id,
+        "dataset_id": spec.dataset,
+        "backend": spec.backend,
+        "model": spec.model,
+        "model_digest": desc.get("model_digest") or desc.get("digest"),
+        "options": dict(spec.options),
+        "template_version": TEMPLATE_VERSION,
+        "template_hash": template_hash(),
+        "retrieval": dict(spec.retrieval),
+        "status": "running",
+        "notes": spec.notes,
+        "backend_info": desc,
+        "conditions": list(spec.conditions),
+    }
+    with store.write_batch() as con:
+        if not store.has_dataset(spec.dataset, con=con):
+            raise ValueError(f"no dataset named '{spec.dataset}' in {store.path}")
+        old = store.run_row(spec.run_id, con=con)
+        if old is not None:
+            _reopen(spec, old, row)
+        store.save_run(row, con=con)
+
+
+def _reopen(spec: RunSpec, old: Mapping[str, Any], row: dict[str, Any]) -> None:
+    """Check a stored run's configuration against ``row``; merge conditions and notes."""
+    for col in _CHECKED:
+        if col == "model_digest" and _norm(old.get(col)) is None:
+            continue  # the server was unreachable when the run started: now it is known
+        if _norm(old.get(col)) != _norm(row[col]):
+            raise ValueError(
+                f"run '{spec.run_id}' exists with another {col} ({old.get(col)!r}, now "
+                f"{row[col]!r}); choose another --name to start a new run"
+            )
+    if old.get("retrieval") and row["retrieval"] and old["retrieval"] != row["retrieval"]:
+        raise ValueError(
+            f"run '{spec.run_id}' exists with another retrieval setting "
+            f"({old['retrieval']!r}, now {row['retrieval']!r}); choose another --name"
+        )
+    row["retrieval"] = row["retrieval"] or old.get("retrieval") or {}
+    row["conditions"] = list(dict.fromkeys([*(old.get("conditions") or []), *spec.conditions]))
+    row["notes"] = spec.notes or old.get("notes")
+
+
+def _norm(value: Any) -> Any:
+    return value if value not in (None, "", {}) else None
+
+
+def open_run(store: Store, backend: Backend, name: str, dataset: str, **spec: Any) -> RunSpec:
+    """Create or reopen run ``name`` of ``backend`` (:func:`run_spec`, then :func:`start_run`).
+
+    Args:
+        store: the store.
+        backend: the model backend.
+        name: the run id.
+        dataset: a stored dataset.
+        **spec: :func:`run_spec` keyword arguments.
+
+    Returns:
+        The run's spec, as recorded.
+
+    Raises:
+        ValueError: see :func:`start_run`.
+    """
+    run = run_spec(backend, name, dataset, **spec)
+    start_run(store, run, backend)
+    return run
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+def run_conditions(
+    store: Store,
+    dataset: str,
+    backend: Backend,
+    conditions: Iterable[str],
+    *,
+    name: str,
+    retriever: str = "lexical",
+    top_k: int = 3,
+    chunk_size: int = 220,
+    overlap: int = 40,
+    concurrency: int = 1,
+    progress: _ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    options: Mapping[str, Any] | None = None,
+    notes: str = "",
+) -> RunSummary:
+    """Plan and run the four-condition protocol on a stored dataset (resumable by ``name``).
+
+    Args:
+        store: the store.
+        dataset: a stored dataset.
+        backend: the model backend.
+        conditions: any of ``no_evidence``, ``full_context``, ``retrieved``, ``oracle``.
+        name: the run id; rerunning with the same name continues that run.
+        retriever: retriever family of the retrieved condition.
+        top_k: chunks shown in the retrieved condition.
+        chunk_size: chunk window in tokens.
+        overlap: chunk overlap in tokens.
+        concurrency: worker threads calling the backend.
+        progress: progress callback (see :func:`core.engine.execute`).
+        cancel: cancel event (see :func:`core.engine.execute`).
+        options: generation options to record when the backend's ``describe()`` does not
+            report its effective ``options``.
+        notes: free text stored on the run.
+
+    Returns:
+        The execution's summary.
+
+    Raises:
+        ValueError: unknown dataset, condition or retriever, or a stored run of that name
+            with another configuration.
+    """
+    conds = check_conditions(conditions)
+    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
+    open_run(
+        store, backend, name, dataset, options=options, conditions=conds, notes=notes,
+        retrieval=retrieval if "retrieved" in conds else {},
+    )  # fmt: skip
+    stored = store.prediction_keys(name, ok_only=True)
+    todo, n_stored = [], 0
+    for instance in store.load_instances(dataset):
+        keys = planned_keys(instance, conds)
+        if stored.issuperset(keys):
+            n_stored += len(keys)  # nothing left to do: skip planning (retrieval) too
+        else:
+            todo.append(instance)
+    summary = plan_and_execute(
+        store, name, todo, conds, backend, concurrency=concurrency, progress=progress,
+        cancel=cancel, retriever=retriever, top_k=top_k, chunk_size=chunk_size, overlap=overlap,
+    )  # fmt: skip
+    return replace(
+        summary,
+        planned=summary.planned + n_stored,
+        skipped_existing=summary.skipped_existing + n_stored,
+    )
+
+
+# --------------------------------------------------------------------------- CUE-R
+
+
+def run_interventions(
+    store: Store,
+    dataset: str,
+    backend: Backend,
+    *,
+    name: str,
+    top_k: int = 5,
+    retriever: str = "lexical",
+    chunk_size: int = 220,
+    overlap: int = 40,
+    operators: Iterable[str] | None = None,
+    hardness: Iterable[str] | None = None,
+    positions: Iterable[str] | None = ("end",),
+    two_support: bool = True,
+    zero_retrieval: bool = True,
+    seed: int = 0,
+    concurrency: int = 1,
+    progress: _ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    options: Mapping[str, Any] | None = None,
+    notes: str = "",
+) -> RunSummary:
+    """Run CUE-R on a stored dataset: base traces first, then the interventions (resumable).
+
+    Phase 1 executes the ``retrieved`` condition (the base trace) through
+    :func:`core.engine.execute`; phase 2 plans each instance's interventions from its stored
+    base prediction's cited ids (:func:`core.interventions.plan_interventions`) and executes
+    them. Instances whose base call failed get no interventions. Rerunning with the same
+    ``name`` continues the run; stored calls are skipped, cached responses reused.
+
+    Args:
+        store: the store.
+        dataset: a stored dataset.
+        backend: the model backend.
+        name: the run id.
+        top_k: chunks of the base retrieval (default 5, seed 004).
+        retriever: retriever family of the base retrieval (default BM25 ``lexical``).
+        chunk_size: chunk window in tokens.
+        overlap: chunk overlap in tokens.
+        operators: any of remove / replace / duplicate (default all three).
+        hardness: replacement hardness levels (default easy, medium, hard).
+        positions: duplicate positions (default ``end``).
+        two_support: plan the two-support ablation.
+        zero_retrieval: plan the zero-retrieval control.
+        seed: seed of the easy replacement.
+        concurrency: worker threads calling the backend.
+        progress: progress callback (see :func:`core.engine.execute`), called in both phases.
+        cancel: set it to stop (the run is resumable).
+        options: generation options recorded when the backend does not report its own.
+        notes: free text stored on the run.
+
+    Returns:
+        A :class:`core.engine.RunSummary` over both phases.
+
+    Raises:
+        ValueError: unknown dataset, operator, hardness, position or retriever, or a stored run
+            of that name with another configuration.
+    """
+    ops, levels, places = check_plan_options(operators, hardness, positions)
+    if dataset not in store.dataset_names():
+        raise ValueError(f"no dataset named '{dataset}' in {store.path}")
+    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
+    open_run(
+        store, backend, name, dataset, options=options, retrieval=retrieval,
+        conditions=("retrieved", "intervention"), notes=notes,
+    )  # fmt: skip
+    instances = store.load_instances(dataset)
+    base_calls = plan_conditions(
+        instances, ["retrieved"], retriever=retriever, top_k=top_k, chunk_size=chunk_size,
+        overlap=overlap,
+    )  # fmt: skip
+    first = execute(
+        store, name, base_calls, backend, concurrency=concurrency, progress=progress,
+        cancel=cancel,
+    )  # fmt: skip
+    if first.status != "done":
+        return first
+    cited = _base_citations(store, name)
+    calls = []
+    for inst in instances:
+        if inst.instance_id not in cited:
+            continue
+        calls.extend(
+            plan_interventions(
+                inst, cited[inst.instance_id], top_k=top_k, retriever=retriever,
+                chunk_size=chunk_size, overlap=overlap, operators=ops, hardness=levels,
+                positions=places, two_support=two_support, zero_retrieval=zero_retrieval,
+                seed=seed,
+            )  # fmt: skip
+        )
+    second = execute(
+        store, name, calls, backend, concurrency=concurrency, progress=progress, cancel=cancel
+    )
+    return replace(
+        second,
+        planned=first.planned + second.planned,
+        executed=first.executed + second.executed,
+        cached=first.cached + second.cached,
+        skipped_existing=first.skipped_existing + second.skipped_existing,
+        errors=first.errors + second.errors,
+        parse_errors=first.parse_errors + second.parse_errors,
+        seconds=first.seconds + second.seconds,
+        model_seconds=first.model_seconds + second.model_seconds,
+    )
+
+
+def _base_citations(store: Store, run_id: str) -> dict[str, list[str]]:
+    """Cited ids of each instance's stored base trace (``retrieved``) that did not fail."""
+    base = store.prediction_rows(run_id)
+    base = base[(base["condition"] == "retrieved") & (base["variant"] == "")]
+    return {
+        r["instance_id"]: _id_list(r["cited_ids"])
+        for r in base.to_dict("records")
+        if not (_present(r.get("error")) and str(r.get("error")).strip())
+    }
+
+
+def _present(x: Any) -> bool:
+    return x is not None and x is not pd.NA and not (isinstance(x, float) and math.isnan(x))
+
+
+def _id_list(x: Any) -> list[str]:
+    if not _present(x):
+        return []
+    if isinstance(x, str):
+        return [x] if x else []
+    return [str(v) for v in x]
+
+
+# --------------------------------------------------------------------------- DOLCE
+
+
+def run_probes(
+    store: Store,
+    dataset: str,
+    backend: Backend,
+    *,
+    name: str,
+    units: str = "sentence",
+    per_length: int = 5,
+    strategy: str = "random",
+    seed: int = 0,
+    limit: int | None = None,
+    concurrency: int = 1,
+    options: Mapping[str, Any] | None = None,
+    progress: _ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+) -> RunSummary:
+    """Plan and execute the DOLCE probes of a stored dataset (resumable by ``name``).
+
+    The run records ``options`` as given (not the backend's own), and its probe settings in
+    place of a retrieval configuration.
+
+    Args:
+        store: the store.
+        dataset: a stored dataset.
+        backend: the model backend.
+        name: the run id.
+        units: ``sentence`` or ``passage``.
+        per_length: random spans per length.
+        strategy: ``random`` or ``take-every-N``.
+        seed: span seed.
+        limit: probe only the first ``limit`` instances.
+        concurrency: worker threads calling the backend.
+        options: generation options recorded on the run.
+        progress: progress callback (see :func:`core.engine.execute`).
+        cancel: set it to stop (the run is resumable).
+
+    Returns:
+        The engine's :class:`core.engine.RunSummary`.
+
+    Raises:
+        ValueError: unknown dataset, units or strategy, or a run of that name with another
+            configuration.
+    """
+    if dataset not in store.dataset_names():
+        raise ValueError(f"no dataset named '{dataset}' in {store.path}")
+    instances = store.load_instances(dataset)
+    if limit is not None:
+        instances = instances[:limit]
+    calls = []
+    for inst in instances:
+        calls.extend(
+            plan_probes(inst, units=units, per_length=per_length, strategy=strategy, seed=seed)
+        )
+    probe = {"units": units, "per_length": per_length, "strategy": strategy, "seed": seed}
+    open_run(
+        store, backend, name, dataset, options=options, reported_options=False,
+        retrieval={"probe": probe}, conditions=(PROBE_CONDITION,),
+    )  # fmt: skip
+    return execute(
+        store, name, calls, backend, concurrency=concurrency, progress=progress, cancel=cancel
+    )
+
+
+# --------------------------------------------------------------------------- CRUX judge
+
+
+def judge_answerability(
+    store: Store,
+    dataset: str,
+    backend: Backend,
+    *,
+    passages: str = "gold",
+    options: Mapping[str, Any] | None = None,
+    judge: str | None = None,
+) -> dict[str, Any]:
+    """Rate (passage, sub-question) pairs 0..5 with the CRUX rubric and store the ratings.
+
+    Every call goes through the response cache (key: backend kind, model digest or name,
+    options hash, prompt hash), so rerunning the judge costs no model calls. The ratings are
+    stored under the judge's name (:meth:`core.store.Store.write_crux_judgments`), not as a
+    run.
+
+    Args:
+        store: the store.
+        dataset: a dataset with stored sub-questions.
+        backend: the judge's backend (temperature 0 is the CRUX setting).
+        passages: ``gold`` (the relevant passages P*, as CRUX pre-judges) or ``all``.
+        options: generation options passed to the backend (part of the cache key).
+        judge: the name the ratings are stored under; default
+            ``<backend>:<model>|crux-v<version>``.
+
+    Returns:
+        ``{"judge", "n_pairs", "n_called", "n_cached", "n_errors"}``; a failed call is not
+        stored (rerun to fill it).
+
+    Raises:
+        ValueError: bad ``passages`` value, unknown dataset or no sub-questions stored.
+    """
+    if passages not in ("gold", "all"):
+        raise ValueError(f"passages must be 'gold' or 'all', got {passages!r}")
+    if dataset not in store.dataset_names():
+        raise ValueError(f"unknown dataset {dataset!r}")
+    sq, _ = store.crux_judgments(dataset)
+    if sq.empty:
+        raise ValueError(
+            f"dataset {dataset!r} has no sub-questions; store them first "
+            "(Store.write_crux_judgments)"
+        )
+    desc = backend.describe() if hasattr(backend, "describe") else {}
+    model_id = desc.get("model_digest") or getattr(backend, "model", "")
+    name = judge or f"{backend.name}:{backend.model}|crux-v{JUDGE_TEMPLATE_VERSION}"
+    opts = dict(options or {})
+    ohash = options_hash(opts)
+    wanted = sorted(set(sq["instance_id"]))
+    by_inst = {i.instance_id: i for i in store.load_instances(dataset, wanted)}
+    pairs = []
+    for row in sq.itertuples(index=False):
+        inst = by_inst.get(row.instance_id)
+        if inst is None:
+            continue
+        for p in inst.passages:
+            if passages == "gold" and not p.is_gold:
+                continue
+            context = f"{p.title}\n{p.text}" if p.title else p.text
+            msgs = judge_messages(str(row.text or ""), context)
+            key = cache_key(backend.name, model_id, ohash, prompt_hash(msgs))
+            pairs.append((row.instance_id, row.sq_id, p.passage_id, msgs, key))
+    cached = store.cached_responses([k for *_, k in pairs])
+    ratings, new_cache = [], []
+    n_called = n_errors = 0
+    for iid, sq_id, pid, msgs, key in pairs:
+        if key in cached:
+            text = json.loads(cached[key]).get("text", "")
+        else:
+            reply = backend.generate(msgs, opts)
+            n_called += 1
+            if reply.error is not None:
+                n_errors += 1
+                continue
+            text = reply.text
+            cached[key] = json.dumps({"text": text})
+            new_cache.append({"cache_key": key, "backend": backend.name, "model": model_id,
+                              "options_hash": ohash, "prompt_hash": prompt_hash(msgs),
+                              "response": cached[key]})  # fmt: skip
+        ratings.append({"instance_id": iid, "sq_id": sq_id, "passage_id": pid,
+                        "rating": parse_rating(text), "judge": name})  # fmt: skip
+    if new_cache:
+        with store.transaction() as con:
+            store.write_cache(con, pd.DataFrame(new_cache))
+    if ratings:
+        store.write_crux_judgments(dataset, sq, pd.DataFrame(ratings))
+    return {"judge": name, "n_pairs": len(pairs), "n_called": n_called,
+            "n_cached": len(pairs) - n_called, "n_errors": n_errors}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def build_demo(
+    store: Store, progress: Callable[[float, str], None] | None = None
+) -> dict[str, Any]:
+    """Build the demo store: controlled-200 and the embedded reader on the four conditions.
+
+    The dataset is the controlled generator's preset (seed 42); the run is the embedded
+    baseline reader on the four conditions (lexical top-3), through :func:`run_conditions`.
+
+    Idempotent: an existing dataset is reused and a stored run continues where it stopped.
+
+    Args:
+        store: the store.
+        progress: ``callable(fraction: float, text: str)`` for a progress bar, or None.
+
+    Returns:
+        ``{"dataset", "run", "summary"}`` (the run summary as a dict).
+    """
+
+    def say(frac: float, text: str) -> None:
+        if progress is not None:
+            progress(min(max(frac, 0.0), 1.0), text)
+
+    if DEMO_DATASET not in store.dataset_names():
+        say(0.0, f"generating the demo dataset {DEMO_DATASET} ...")
+        store.write_dataset(build_controlled(preset=DEMO_DATASET, seed=42, name=DEMO_DATASET))
+    say(0.1, "running the embedded baseline reader on the four conditions ...")
+
+    def on_progress(p: Progress) -> None:
+        frac = p.done / p.total if p.total else 1.0
+        say(0.1 + 0.9 * frac, f"embedded baseline: {p.done}/{p.total} calls ({p.rate:.0f}/s)")
+
+    summary = run_conditions(
+        store,
+        DEMO_DATASET,
+        make_backend("embedded"),
+        ("no_evidence", "full_context", "retrieved", "oracle"),
+        name=DEMO_RUN,
+        progress=on_progress,
+        notes="demo: embedded extractive baseline reader (not a language model)",
+    )
+    say(1.0, "demo ready")
+    return {"dataset": DEMO_DATASET, "run": DEMO_RUN, "summary": summary.to_dict()}

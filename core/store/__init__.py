@@ -1,0 +1,51 @@
+"""The DuckDB store: schema, migrations, connections and every SQL statement of the project.
+
+One DuckDB file holds datasets, instances, passages, runs, predictions and scores (SPEC §2).
+DuckDB allows one read-write *process* or many read-only processes, never both, so writers
+use short-lived connections and every open retries while another process holds the lock.
+All values reach SQL as parameters; identifiers never come from users.
+
+:class:`Store` is composed of one part per concern, each in its own module:
+:mod:`~core.store.connection` (opening, locks, transactions), :mod:`~core.store.schema` (DDL,
+migrations, column constants), :mod:`~core.store.datasets`, :mod:`~core.store.runs`,
+:mod:`~core.store.records` (predictions, scores, response cache) and
+:mod:`~core.store.analysis` (joined read queries).
+"""
+
+from __future__ import annotations
+
+from core.store.analysis import AnalysisMixin
+from core.store.connection import DEFAULT_DB, StoreError, default_db_path
+from core.store.datasets import DatasetInfo, DatasetsMixin
+from core.store.records import RecordsMixin, Rows
+from core.store.runs import RunsMixin
+from core.store.schema import (
+    CACHE_COLUMNS,
+    CELL_COLUMNS,
+    PREDICTION_COLUMNS,
+    SCHEMA_VERSION,
+    SCORE_COLUMNS,
+)
+
+__all__ = [
+    "CACHE_COLUMNS",
+    "CELL_COLUMNS",
+    "DEFAULT_DB",
+    "PREDICTION_COLUMNS",
+    "SCHEMA_VERSION",
+    "SCORE_COLUMNS",
+    "DatasetInfo",
+    "Rows",
+    "Store",
+    "StoreError",
+    "default_db_path",
+]
+
+
+class Store(DatasetsMixin, RunsMixin, RecordsMixin, AnalysisMixin):
+    """A DuckDB store file. Cheap to create; connections are opened per operation.
+
+    Args:
+        path: the DuckDB file (created with its parent folder on the first write).
+        lock_timeout: seconds to keep retrying while another process holds the file lock.
+    """

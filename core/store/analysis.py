@@ -1,0 +1,280 @@
+"""Read queries for scoring and analysis: scoring, analysis, fan-in, probe and CRUX frames."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from core.store.connection import StoreBase
+from core.store.frames import fetch_frame
+from core.store.schema import SCORE_COLUMNS
+
+__all__ = ["AnalysisMixin"]
+
+
+class AnalysisMixin(StoreBase):
+    """Frames joined across tables for scoring, the methods and the dashboard."""
+
+    @staticmethod
+    def scoring_inputs(
+        con: duckdb.DuckDBPyConnection,
+        dataset: str,
+        cited: Sequence[tuple[str, Sequence[str] | None]],
+    ) -> dict[str, dict[str, Any]]:
+        """What scoring needs from the instances of some predictions (the engine's batches).
+
+        Args:
+            con: an open connection.
+            dataset: the dataset of the predictions.
+            cited: ``(instance_id, cited passage ids)`` of each prediction.
+
+        Returns:
+            ``{instance_id: {...}}`` for the instances stored in the dataset: ``gold_answer``,
+            ``answer_aliases``, ``answer_type``, ``reasoning_type``, ``gold_ids`` and
+            ``gold_titles`` (gold passages in stored order) and ``titles`` (passage id ->
+            title of the gold and cited passages): the values :meth:`scoring_frame` joins to
+            those predictions. Only gold and cited passages are read, not every title.
+        """
+        want = sorted({iid for iid, _ in cited})
+        if not want:
+            return {}
+        keys = sorted({f"{iid}\x1f{pid}" for iid, ids in cited for pid in (ids or ())})
+        # Two flat queries: list aggregates and a join of the two cost twice as much.
+        out: dict[str, dict[str, Any]] = {}
+        for iid, gold_answer, aliases, atype, rtype in con.execute(
+            "SELECT instance_id, gold_answer, answer_aliases, answer_type, reasoning_type "
+            "FROM instances WHERE dataset_id = ? "
+            "AND instance_id IN (SELECT unnest(?::VARCHAR[]))",
+            [dataset, want],
+        ).fetchall():
+            out[iid] = {
+                "gold_answer": gold_answer,
+                "answer_aliases": aliases,
+                "answer_type": atype,
+                "reasoning_type": rtype,
+                "gold_ids": [],
+                "gold_titles": [],
+                "titles": {},
+            }
+        passages = con.execute(
+            "SELECT instance_id, passage_id, title, is_gold FROM passages "
+            "WHERE dataset_id = ? AND instance_id IN (SELECT unnest(?::VARCHAR[])) "
+            "AND (is_gold OR instance_id || chr(31) || passage_id IN "
+            "(SELECT unnest(?::VARCHAR[]))) ORDER BY instance_id, ord",
+            [dataset, want, keys],
+        ).fetchall()
+        for iid, pid, title, is_gold in passages:
+            inst = out.get(iid)
+            if inst is None:
+                continue
+            inst["titles"][pid] = title
+            if is_gold:
+                inst["gold_ids"].append(pid)
+                inst["gold_titles"].append(title)
+        return out
+
+    def scoring_frame(
+        self,
+        run_ids: Sequence[str],
+        con: duckdb.DuckDBPyConnection | None = None,
+        instance_ids: Sequence[str] | None = None,
+    ) -> pd.DataFrame:
+        """Predictions of the runs joined with what scoring needs from their instances.
+
+        Columns: the prediction key, ``answer``, ``cited_ids``, ``parse_error``, ``error``,
+        ``confidence``, ``gold_answer``, ``answer_aliases``, ``answer_type``,
+        ``reasoning_type``, ``gold_ids``, ``cited_titles`` (title of each cited id, None when
+        unknown) and ``gold_titles``.
+
+        Args:
+            run_ids: the runs.
+            con: an open connection (inside the caller's transaction); None opens one.
+            instance_ids: only these instances' predictions (the engine scores each written
+                batch this way); None for all.
+        """
+        only = "" if instance_ids is None else " AND list_contains(?, instance_id)"
+        sql = f"""
+            WITH titles AS (
+                SELECT dataset_id, instance_id, map(list(passage_id), list(title)) AS tmap,
+                       list(title ORDER BY ord) FILTER (WHERE is_gold) AS gold_titles,
+                       list(passage_id ORDER BY ord) FILTER (WHERE is_gold) AS gold_ids
+                FROM passages
+                WHERE dataset_id IN (SELECT dataset_id FROM runs WHERE list_contains(?, run_id))
+                      {only}
+                GROUP BY ALL
+            )
+            SELECT p.run_id, p.instance_id, p.condition, p.variant, p.answer, p.cited_ids,
+                   p.parse_error, p.error, p.confidence, i.gold_answer, i.answer_aliases,
+                   i.answer_type, i.reasoning_type,
+                   coalesce(t.gold_ids, []) AS gold_ids,
+                   coalesce(t.gold_titles, []) AS gold_titles,
+                   list_transform(coalesce(p.cited_ids, []), lambda x: t.tmap[x]) AS cited_titles
+            FROM predictions p
+            JOIN runs r USING (run_id)
+            JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+            LEFT JOIN titles t ON t.dataset_id = r.dataset_id AND t.instance_id = p.instance_id
+            WHERE list_contains(?, p.run_id) {only.replace("instance_id", "p.instance_id")}
+            ORDER BY p.run_id, i.ord, p.condition, p.variant
+        """
+        runs = list(run_ids)
+        params: list[Any] = [runs] if instance_ids is None else [runs, list(instance_ids)]
+        params = params + params
+        if con is not None:
+            return con.execute(sql, params).df()
+        with self.connect(read_only=True) as rcon:
+            return rcon.execute(sql, params).df()
+
+    def analysis_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        """Scores of the runs with run, model, dataset and every instance metadata cell.
+
+        One row per prediction: the inputs of ONCU, failure breakdowns and paired contrasts.
+        """
+        with self.connect(read_only=True) as con:
+            return fetch_frame(
+                con,
+                """
+                SELECT s.run_id AS run, r.model, r.dataset_id AS dataset, s.instance_id,
+                       s.condition, s.variant, i.source, i.reasoning_type, i.answer_type,
+                       i.context_length, i.evidence_position, i.evidence_density,
+                       i.distractor_similarity, i.fan_in, i.oracle_applicable,
+                       coalesce(g.n_gold, 0) AS n_gold, p.parse_error, p.confidence,
+                       p.logprob_confidence, s.* EXCLUDE (run_id, instance_id, condition, variant)
+                FROM scores s
+                JOIN runs r USING (run_id)
+                JOIN predictions p USING (run_id, instance_id, condition, variant)
+                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
+                LEFT JOIN (
+                    SELECT dataset_id, instance_id, count(*) AS n_gold FROM passages
+                    WHERE is_gold GROUP BY ALL
+                ) g ON g.dataset_id = r.dataset_id AND g.instance_id = s.instance_id
+                WHERE list_contains(?, s.run_id)
+                ORDER BY s.run_id, i.ord, s.condition, s.variant
+                """,
+                [list(run_ids)],
+            )
+
+    def fanin_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        """Plain-condition predictions of the runs with what fan-in analysis needs.
+
+        One row per prediction with ``variant = ''``: ``run``, ``model``, ``dataset``,
+        ``instance_id``, ``condition``, ``input_passage_ids``, ``cited_ids``, ``parse_error``,
+        ``error``, the answer scores, ``gold_ids`` (in context order), ``fan_in`` (distinct
+        ``doc_id`` among gold passages, from the passages) and ``fan_in_stored`` (the instance
+        column).
+        """
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                """
+                WITH gold AS (
+                    SELECT dataset_id, instance_id,
+                           list(passage_id ORDER BY ord) AS gold_ids,
+                           count(DISTINCT doc_id) AS fan_in
+                    FROM passages WHERE is_gold GROUP BY ALL
+                )
+                SELECT p.run_id AS run, r.model, r.dataset_id AS dataset, p.instance_id,
+                       p.condition, p.input_passage_ids, p.cited_ids, p.parse_error, p.error,
+                       s.em_strict, s.f1_strict, s.em_relaxed, s.f1_relaxed, s.soft_correct,
+                       coalesce(g.gold_ids, []) AS gold_ids, coalesce(g.fan_in, 0) AS fan_in,
+                       i.fan_in AS fan_in_stored
+                FROM predictions p
+                JOIN runs r USING (run_id)
+                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+                LEFT JOIN scores s ON s.run_id = p.run_id AND s.instance_id = p.instance_id
+                    AND s.condition = p.condition AND s.variant = p.variant
+                LEFT JOIN gold g ON g.dataset_id = r.dataset_id AND g.instance_id = p.instance_id
+                WHERE list_contains(?, p.run_id) AND p.variant = ''
+                ORDER BY p.run_id, i.ord, p.condition
+                """,
+                [list(run_ids)],
+            ).df()
+
+    def crux_judges(self, dataset: str) -> list[str]:
+        """Names of the judges whose ratings of a dataset are stored, sorted."""
+        with self.connect(read_only=True) as con:
+            rows = con.execute(
+                "SELECT DISTINCT judge FROM answerability WHERE dataset_id = ? ORDER BY judge",
+                [dataset],
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def crux_judgments(self, dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Sub-questions and answerability ratings of a dataset (CRUX).
+
+        Returns:
+            ``(sub_questions, ratings)``: ``instance_id, sq_id, text`` and
+            ``instance_id, sq_id, passage_id, rating, judge`` (both empty when none stored).
+        """
+        sq_sql = (
+            "SELECT instance_id, sq_id, text FROM sub_questions WHERE dataset_id = ? "
+            "ORDER BY instance_id, sq_id"
+        )
+        ratings_sql = (
+            "SELECT instance_id, sq_id, passage_id, rating, judge FROM answerability "
+            "WHERE dataset_id = ? ORDER BY instance_id, sq_id, passage_id, judge"
+        )
+        with self.connect(read_only=True) as con:
+            return con.execute(sq_sql, [dataset]).df(), con.execute(ratings_sql, [dataset]).df()
+
+    def instance_predictions(self, run_ids: Sequence[str], instance_id: str) -> pd.DataFrame:
+        """Every prediction of one instance in the runs, with its scores (the Case view).
+
+        Columns: ``run`` plus the prediction and score columns, ordered by run, condition,
+        variant.
+        """
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                "SELECT p.run_id AS run, p.* EXCLUDE (run_id), "
+                "s.* EXCLUDE (run_id, instance_id, condition, variant) "
+                "FROM predictions p LEFT JOIN scores s "
+                "USING (run_id, instance_id, condition, variant) "
+                "WHERE list_contains(?, p.run_id) AND p.instance_id = ? "
+                "ORDER BY p.run_id, p.condition, p.variant",
+                [list(run_ids), instance_id],
+            ).df()
+
+    def condition_means(self, run_ids: Sequence[str], score_field: str) -> pd.DataFrame:
+        """Mean and count of one score per (run, condition), aggregated in DuckDB.
+
+        Raises:
+            ValueError: ``score_field`` is not a numeric score column.
+        """
+        numeric = [c for c in SCORE_COLUMNS if c != "failure_label"]
+        if score_field not in numeric:
+            raise ValueError(f"unknown score field {score_field!r}; choose one of {numeric}")
+        col = score_field
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                f"SELECT run_id AS run, condition, count(*) AS n, avg({col}) AS mean "
+                "FROM scores WHERE list_contains(?, run_id) AND variant = '' "
+                "GROUP BY ALL ORDER BY ALL",
+                [list(run_ids)],
+            ).df()
+
+    def probe_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        """Probe predictions of the runs with their relaxed F1 and the instance cells.
+
+        One row per ``probe`` prediction: ``run, dataset, instance_id, variant, meta`` (JSON
+        text), ``answer, error, parse_error, f1_relaxed`` and the instance's ``question,
+        source, reasoning_type, distractor_similarity, context_length, evidence_position,
+        fan_in`` (what the DOLCE report and page show per problem).
+        """
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                """
+                SELECT p.run_id AS run, r.dataset_id AS dataset, p.instance_id, p.variant,
+                       p.meta, p.answer, p.error, p.parse_error, s.f1_relaxed, i.question,
+                       i.source, i.reasoning_type, i.distractor_similarity, i.context_length,
+                       i.evidence_position, i.fan_in
+                FROM predictions p
+                JOIN runs r USING (run_id)
+                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+                LEFT JOIN scores s ON s.run_id = p.run_id AND s.instance_id = p.instance_id
+                    AND s.condition = p.condition AND s.variant = p.variant
+                WHERE list_contains(?, p.run_id) AND p.condition = 'probe'
+                ORDER BY p.run_id, i.ord, p.variant
+                """,
+                [list(run_ids)],
+            ).df()

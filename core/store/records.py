@@ -1,0 +1,179 @@
+"""Predictions, scores and the response cache: one write path per table, and their reads.
+
+Each writer takes a DataFrame or row dicts and an explicit ``replace``: True upserts (a stored
+key is replaced), False is a plain insert, several times faster, for keys known to be new (a
+stored key then fails the statement). Row dicts go to DuckDB as one typed Arrow table: DuckDB
+reads its columns as they are, where a DataFrame's object columns (the id lists) are converted
+value by value, about twice the cost; rows Arrow cannot take as typed take the DataFrame path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+
+from core.store.connection import StoreBase
+from core.store.frames import ARROW_ERRORS, arrow_table, insert_frame, with_columns
+from core.store.schema import _KEY, CACHE_COLUMNS, PREDICTION_COLUMNS, SCORE_COLUMNS
+
+__all__ = ["Rows", "RecordsMixin"]
+
+#: What the writers take: a DataFrame, or row dicts (missing columns and keys are NULL).
+Rows = pd.DataFrame | Sequence[Mapping[str, Any]]
+
+_ARROW_TYPES = {
+    "input_passage_ids": pa.list_(pa.string()), "cited_ids": pa.list_(pa.string()),
+    "confidence": pa.float64(), "logprob_confidence": pa.float64(), "latency_ms": pa.float64(),
+    "prompt_tokens": pa.int32(), "completion_tokens": pa.int32(),
+    "total_duration_ns": pa.int64(), "load_duration_ns": pa.int64(),
+    "prompt_eval_duration_ns": pa.int64(), "eval_duration_ns": pa.int64(),
+    "cache_hit": pa.bool_(),
+}  # fmt: skip
+_PREDICTION_ARROW = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in PREDICTION_COLUMNS])
+_CACHE_ARROW = pa.schema([(c, pa.string()) for c in CACHE_COLUMNS])
+
+
+class RecordsMixin(StoreBase):
+    """The ``predictions``, ``scores`` and ``response_cache`` tables of the store."""
+
+    @staticmethod
+    def write_predictions(con: duckdb.DuckDBPyConnection, rows: Rows, *, replace: bool) -> int:
+        """Write prediction rows on an open connection; returns the row count.
+
+        Args:
+            con: a read-write connection (inside the caller's transaction).
+            rows: a DataFrame or row dicts; missing columns are NULL, a NULL variant is ''.
+            replace: upsert (True) or plain insert of keys known to be new (False).
+        """
+        if len(rows) == 0:
+            return 0
+        on_conflict = "replace" if replace else "fail"
+        if not isinstance(rows, pd.DataFrame):
+            if any(r.get("variant") is None for r in rows):
+                rows = [{**r, "variant": r.get("variant") or ""} for r in rows]
+            try:
+                table = arrow_table(rows, _PREDICTION_ARROW)
+            except ARROW_ERRORS:
+                rows = pd.DataFrame(list(rows))
+            else:
+                insert_frame(con, "predictions", table, PREDICTION_COLUMNS, on_conflict)
+                return len(rows)
+        frame = with_columns(rows, PREDICTION_COLUMNS)
+        frame["variant"] = frame["variant"].fillna("")
+        insert_frame(con, "predictions", frame, PREDICTION_COLUMNS, on_conflict)
+        return len(frame)
+
+    @staticmethod
+    def write_scores(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, *, replace: bool) -> int:
+        """Write score rows keyed by (run, instance, condition, variant); returns the count.
+
+        Args:
+            con: a read-write connection (inside the caller's transaction).
+            frame: the key and score columns (missing ones are NULL, NaN is NULL).
+            replace: upsert (True) or plain insert of keys known to be new (False).
+        """
+        if frame.empty:
+            return 0
+        cols = _KEY + SCORE_COLUMNS
+        if set(cols) <= set(frame.columns) and not frame["variant"].isna().any():
+            out = frame[list(cols)]
+        else:
+            out = with_columns(frame, cols)
+            out["variant"] = out["variant"].fillna("")
+        try:
+            data: pd.DataFrame | pa.Table = pa.Table.from_pandas(out, preserve_index=False)
+        except ARROW_ERRORS:
+            data = out
+        insert_frame(con, "scores", data, cols, "replace" if replace else "fail")
+        return len(out)
+
+    @staticmethod
+    def write_cache(con: duckdb.DuckDBPyConnection, rows: Rows) -> int:
+        """Add response-cache rows; keys already cached keep their first response.
+
+        Args:
+            con: a read-write connection (inside the caller's transaction).
+            rows: a DataFrame or row dicts of :data:`core.store.schema.CACHE_COLUMNS`; of
+                rows sharing a key, the first is kept.
+
+        Returns:
+            The number of distinct keys given.
+        """
+        if isinstance(rows, pd.DataFrame):
+            data: pd.DataFrame | pa.Table = with_columns(rows, CACHE_COLUMNS).drop_duplicates(
+                "cache_key"
+            )
+        else:
+            first: dict[str, Mapping[str, Any]] = {}
+            for row in rows:
+                first.setdefault(row["cache_key"], row)
+            unique = list(first.values())
+            try:
+                data = arrow_table(unique, _CACHE_ARROW)
+            except ARROW_ERRORS:
+                data = with_columns(pd.DataFrame(unique), CACHE_COLUMNS)
+        if len(data) == 0:
+            return 0
+        insert_frame(con, "response_cache", data, CACHE_COLUMNS, "ignore")
+        return len(data)
+
+    def cached_responses(
+        self, cache_keys: Sequence[str], con: duckdb.DuckDBPyConnection | None = None
+    ) -> dict[str, str]:
+        """``{cache_key: response}`` for the keys present in the response cache."""
+        keys = sorted(set(cache_keys))
+        if not keys:
+            return {}
+        with self._using(con) as c:
+            rows = c.execute(
+                "SELECT cache_key, response FROM response_cache "
+                "WHERE cache_key IN (SELECT unnest(?::VARCHAR[]))",  # a hash join, not a scan
+                [keys],
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def prediction_keys(
+        self,
+        run_id: str,
+        ok_only: bool = False,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> set[tuple[str, str, str]]:
+        """``(instance_id, condition, variant)`` of the stored predictions of a run.
+
+        Args:
+            run_id: the run.
+            ok_only: leave out failed calls (``error`` set), which a resumed run makes again.
+            con: an open connection; None opens one.
+        """
+        sql = "SELECT instance_id, condition, variant FROM predictions WHERE run_id = ?"
+        if ok_only:
+            sql += " AND coalesce(error, '') = ''"
+        with self._using(con) as c:
+            rows = c.execute(sql, [run_id]).fetchall()
+        return {(r[0], r[1], r[2]) for r in rows}
+
+    def prediction_rows(
+        self, run_id: str, keys: Sequence[tuple[str, str, str]] | None = None
+    ) -> pd.DataFrame:
+        """Predictions of a run with their scores (score columns NULL when unscored).
+
+        Args:
+            run_id: the run.
+            keys: only these ``(instance_id, condition, variant)``; None for all.
+        """
+        sql = (
+            "SELECT p.*, s.* EXCLUDE (run_id, instance_id, condition, variant) "
+            "FROM predictions p LEFT JOIN scores s USING (run_id, instance_id, condition, variant) "
+            "WHERE p.run_id = ?"
+        )
+        params: list[Any] = [run_id]
+        if keys is not None:
+            sql += " AND list_contains(?, p.instance_id || chr(31) || p.condition || chr(31) || "
+            sql += "p.variant)"
+            params.append(["\x1f".join(k) for k in keys])
+        with self.connect(read_only=True) as con:
+            return con.execute(sql + " ORDER BY p.created_at, p.instance_id", params).df()

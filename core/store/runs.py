@@ -1,0 +1,192 @@
+"""Run rows in the store: save and finish a run, progress, error counts, delete, list."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from core.store.connection import StoreBase, StoreError
+from core.store.schema import _RUN_COLUMNS, _RUN_JSON
+
+__all__ = ["RunsMixin"]
+
+
+class RunsMixin(StoreBase):
+    """The ``runs`` table of :class:`core.store.Store`, and deleting a run's results."""
+
+    def insert_run(self, con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
+        """Insert (or replace) a run row; JSON-valued fields are serialised here."""
+        row = _encoded(run)
+        values = [row.get(col) for col in _RUN_COLUMNS]
+        con.execute(
+            f"INSERT OR REPLACE INTO runs ({', '.join(_RUN_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_RUN_COLUMNS))})",
+            values,
+        )
+
+    def run_row(
+        self, run_id: str, con: duckdb.DuckDBPyConnection | None = None
+    ) -> dict[str, Any] | None:
+        """A run's row with its JSON fields decoded, or None when there is no such run."""
+        with self._using(con) as c:
+            cur = c.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+            row = cur.fetchone()
+            if row is None:
+                return None
+            out = dict(zip([d[0] for d in cur.description], row, strict=True))
+        for key in _RUN_JSON:
+            if isinstance(out.get(key), str):
+                out[key] = json.loads(out[key])
+        return out
+
+    def save_run(self, run: dict[str, Any], con: duckdb.DuckDBPyConnection | None = None) -> None:
+        """Insert a run, or update the given fields of a stored one (``created_at`` is kept).
+
+        Args:
+            run: ``run_id`` plus any of the run columns; JSON-valued fields may be objects.
+            con: a read-write connection inside the caller's transaction; None opens one.
+        """
+        if con is None:
+            with self.transaction() as own:
+                return self.save_run(run, own)
+        row = _encoded(run)
+        cols = [c for c in _RUN_COLUMNS if c in row and c != "run_id"]
+        if not self.run_exists(con, row["run_id"]):
+            self.insert_run(con, row)
+        elif cols:
+            sets = ", ".join(f"{c} = ?" for c in cols)
+            con.execute(
+                f"UPDATE runs SET {sets} WHERE run_id = ?",
+                [row[c] for c in cols] + [row["run_id"]],
+            )
+        return None
+
+    def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        n_planned: int | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> None:
+        """Set a run's status, finish time, ``n_done`` and (when given) ``n_planned``.
+
+        With ``con`` it runs inside the caller's transaction; otherwise in its own.
+        """
+        if con is None:
+            with self.transaction() as own:
+                return self.finish_run(run_id, status, n_planned, own)
+        con.execute(
+            "UPDATE runs SET status = ?, finished_at = current_timestamp, "
+            "n_planned = coalesce(?, n_planned), "
+            "n_done = (SELECT count(*) FROM predictions WHERE run_id = ?) WHERE run_id = ?",
+            [status, n_planned, run_id, run_id],
+        )
+        return None
+
+    def record_progress(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        run_id: str,
+        model_seconds: float,
+        wall_seconds: float,
+        n_planned: int | None = None,
+    ) -> None:
+        """Mark a run ``running``, update its counts, add model time, set wall time.
+
+        ``n_done`` is recounted, ``n_planned`` set when given, ``model_seconds`` added to and
+        ``wall_seconds`` replaced.
+        """
+        con.execute(
+            "UPDATE runs SET status = 'running', "
+            "n_done = (SELECT count(*) FROM predictions WHERE run_id = ?), "
+            "n_planned = coalesce(?, n_planned), "
+            "model_seconds = coalesce(model_seconds, 0) + ?, wall_seconds = ? WHERE run_id = ?",
+            [run_id, n_planned, float(model_seconds), float(wall_seconds), run_id],
+        )
+
+    def error_counts(self, run_id: str, limit: int = 3) -> list[tuple[str, int]]:
+        """The most frequent errors of a run's failed calls, ``[(error, calls), ...]``."""
+        with self.connect(read_only=True) as c:
+            return [
+                (str(e), int(n))
+                for e, n in c.execute(
+                    "SELECT error, count(*) AS n FROM predictions "
+                    "WHERE run_id = ? AND coalesce(error, '') <> '' "
+                    "GROUP BY error ORDER BY n DESC, error LIMIT ?",
+                    [run_id, int(limit)],
+                ).fetchall()
+            ]
+
+    @staticmethod
+    def run_exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
+        """True when a run of that id is stored."""
+        row = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        return bool(row[0])
+
+    @staticmethod
+    def delete_run_results(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
+        """Delete the predictions and scores of the runs (the run rows stay)."""
+        con.execute("DELETE FROM predictions WHERE list_contains(?, run_id)", [list(run_ids)])
+        con.execute("DELETE FROM scores WHERE list_contains(?, run_id)", [list(run_ids)])
+
+    @staticmethod
+    def delete_scores(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
+        """Delete the score rows of the runs (before they are recomputed)."""
+        con.execute("DELETE FROM scores WHERE list_contains(?, run_id)", [list(run_ids)])
+
+    def delete_run(self, run_id: str) -> int:
+        """Delete a run with its predictions and scores; returns the predictions deleted.
+
+        Raises:
+            StoreError: no such run.
+        """
+        with self.transaction() as con:
+            if not self.run_exists(con, run_id):
+                raise StoreError(f"no run '{run_id}' in {self.path}")
+            n = con.execute(
+                "SELECT count(*) FROM predictions WHERE run_id = ?", [run_id]
+            ).fetchone()[0]
+            self.delete_run_results(con, [run_id])
+            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+        return int(n)
+
+    def runs_frame(self) -> pd.DataFrame:
+        """Every run with its prediction count, newest first."""
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                """
+                SELECT r.*, coalesce(p.n, 0) AS n_predictions
+                FROM runs r LEFT JOIN (
+                    SELECT run_id, count(*) AS n FROM predictions GROUP BY run_id
+                ) p USING (run_id)
+                ORDER BY r.created_at DESC, r.run_id
+                """
+            ).df()
+
+    def resolve_runs(self, selector: str | None = None) -> list[str]:
+        """Run ids matching ``selector`` (a run id or a dataset name); all runs when None."""
+        with self.connect(read_only=True) as con:
+            if selector is None:
+                rows = con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()
+            else:
+                rows = con.execute(
+                    "SELECT run_id FROM runs WHERE run_id = ? OR dataset_id = ? ORDER BY run_id",
+                    [selector, selector],
+                ).fetchall()
+        if not rows:
+            what = f"matching '{selector}'" if selector else "at all"
+            raise StoreError(f"no runs {what} in {self.path}")
+        return [r[0] for r in rows]
+
+
+def _encoded(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a run row with its JSON-valued fields serialised (text and None kept)."""
+    row = dict(run)
+    for key in _RUN_JSON:
+        if key in row and not isinstance(row[key], str | None):
+            row[key] = json.dumps(row[key], sort_keys=True, default=str)
+    return row

