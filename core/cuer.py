@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.interventions import parse_variant
+from core.interventions import EPS, SYNERGY_METRIC, TAU, parse_variant
 from core.jsonable import json_plain
 from core.scoring import normalize_relaxed
 from core.stats import bootstrap_mean_ci, paired_contrast
@@ -89,10 +89,10 @@ _DELTA = {
 }
 #: Roles in precedence order (the first whose rule holds is the row's ``role``).
 ROLES = ("constructive", "redundant", "distractive", "confidence_distorting", "unassigned")
-#: Default threshold for "negligible" (|delta| <= eps, D <= eps).
-DEFAULT_EPS = 0.05
-#: Default threshold for "large" trace divergence (D >= tau).
-DEFAULT_TAU = 0.5
+#: Default threshold for "negligible" (|delta| <= eps, D <= eps), as declared.
+DEFAULT_EPS = EPS.default
+#: Default threshold for "large" trace divergence (D >= tau), as declared.
+DEFAULT_TAU = TAU.default
 #: (operator, variant) rows of the report, in table order; others follow sorted.
 OPERATOR_ORDER = (
     ("original", ""), ("remove", ""), ("replace", "easy"), ("replace", "medium"),
@@ -515,7 +515,7 @@ def role_counts(pairs: pd.DataFrame) -> CuerResult:
 
 
 def synergy(
-    pairs: pd.DataFrame, metric: str = "answer_f1", eps: float = DEFAULT_EPS
+    pairs: pd.DataFrame, metric: str = SYNERGY_METRIC.default, eps: float = DEFAULT_EPS
 ) -> CuerResult:
     """Two-support synergy ablation statistics (seed 004 §6.8, Table 9).
 

@@ -178,13 +178,21 @@ RUN_PARAMS = (
 )  # fmt: skip
 #: Role threshold: a change is negligible when |delta| <= eps (and D <= eps).
 EPS = Param(
-    "eps", float, 0.05, "negligible-change threshold", minimum=0.0, maximum=1.0,
-    section="SPEC §7; seed 004 §3.5",
+    "eps", float, 0.05, "negligible change. Redundant: every |Δ| <= eps and D <= eps. "
+    "Confidence-distorting: |Δcal| > eps and |Δcorr| <= eps. Strong complementary: both single "
+    "drops <= eps, joint drop > eps", minimum=0.0, maximum=1.0,
+    section="SPEC §7; CUE-R (seed 004) §3.5",
 )  # fmt: skip
 #: Role threshold: trace divergence D >= tau is large.
 TAU = Param(
-    "tau", float, 0.5, "large trace-divergence threshold", minimum=0.0, maximum=1.0,
-    section="SPEC §7; seed 004 §3.5",
+    "tau", float, 0.5, "large trace divergence. Distractive: D >= tau and a utility worsens; "
+    "D = 0.5 (1 - Jaccard of cited ids) + 0.3 [answer changed] + 0.2 |c - c'|", minimum=0.0,
+    maximum=1.0, section="SPEC §7; CUE-R (seed 004) §3.4-3.5",
+)  # fmt: skip
+#: Axis of the two-support (synergy) drops.
+SYNERGY_METRIC = Param(
+    "synergy_metric", str, "answer_f1", "axis of the two-support drops (the paper: answer F1)",
+    choices=("answer_f1", "correctness", "grounding"), section="CUE-R (seed 004) §6.8, Table 9",
 )  # fmt: skip
 #: The role thresholds of ``report interventions``.
 REPORT_PARAMS = (EPS, TAU)

@@ -2,19 +2,19 @@
 
 import streamlit as st
 
+from core.interventions import EPS, SYNERGY_METRIC, TAU
 from core.selection import selection_to_json
 from pages.common import (
     cached_call,
-    init_page_state,
     open_case,
     show_figure,
     show_table,
     sidebar,
     with_options,
 )
+from pages.widgets import param_widget
 
 selection = sidebar("interventions")
-init_page_state("interventions", {"eps": 0.05, "tau": 0.5, "synergy_metric": "answer_f1"})
 st.title("Interventions (CUE-R)")
 st.caption(
     "Which retrieved evidence item did the model depend on? Each instance's base trace is its "
@@ -26,25 +26,13 @@ st.caption(
     help="CUE-R (seed 004) §3-6, App. A-D; SPEC §7.",
 )
 c = st.columns(3)
-c[0].number_input(
-    "eps (negligible change)", 0.0, 1.0, step=0.01, key="interventions.eps",
-    help="Redundant: every |Δ| <= eps and D <= eps. Confidence-distorting: |Δcal| > eps and "
-    "|Δcorr| <= eps. Strong complementary: both single drops <= eps, joint drop > eps. "
-    "SPEC §7; CUE-R §3.5.",
-)  # fmt: skip
-c[1].number_input(
-    "tau (large divergence)", 0.0, 1.0, step=0.05, key="interventions.tau",
-    help="Distractive: D >= tau and a utility worsens. D = 0.5 (1 - Jaccard of cited ids) + "
-    "0.3 [answer changed] + 0.2 |c - c'|. SPEC §7; CUE-R §3.4-3.5.",
-)  # fmt: skip
-c[2].selectbox(
-    "Synergy axis", ["answer_f1", "correctness", "grounding"], key="interventions.synergy_metric",
-    help="Axis of the two-support drops (the paper: answer F1, Table 9).",
-)  # fmt: skip
-ss = st.session_state
-sel = with_options(selection, eps=float(ss["interventions.eps"]),
-                   tau=float(ss["interventions.tau"]),
-                   synergy_metric=ss["interventions.synergy_metric"])  # fmt: skip
+knobs = {
+    param.name: param_widget(param, f"interventions.{param.name}", c[i], label=label)
+    for i, (param, label) in enumerate(((EPS, "eps (negligible change)"),
+                                         (TAU, "tau (large divergence)"),
+                                         (SYNERGY_METRIC, "Synergy axis")))
+}  # fmt: skip
+sel = with_options(selection, **knobs)
 st.subheader("Utility profile")
 show_figure("cuer_profile", sel, drill=False)
 show_table("cuer_profile", sel)

@@ -18,10 +18,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.cuer import DEFAULT_EPS, DEFAULT_TAU, METRICS, ROLES
+from core.cuer import METRICS, ROLES
 from core.figures import empty_figure
-from core.interventions import DUPLICATE_POSITIONS, REPLACE_HARDNESS
-from core.params import Param
+from core.interventions import (
+    DUPLICATE_POSITIONS,
+    EPS,
+    REPLACE_HARDNESS,
+    SYNERGY_METRIC,
+    TAU,
+)
 
 __all__ = [
     "EPS",
@@ -44,17 +49,6 @@ __all__ = [
 
 #: Where the definitions come from (shown with every figure).
 SECTION = "SPEC §7; CUE-R (seed 004)"
-#: Role threshold: a change this small is negligible.
-EPS = Param("eps", float, DEFAULT_EPS, "negligible change (role rules)", minimum=0.0,
-            maximum=1.0, section="SPEC §7; CUE-R §3.5")  # fmt: skip
-#: Role threshold: a trace divergence this large is large.
-TAU = Param("tau", float, DEFAULT_TAU, "large trace divergence (distractive role)",
-            minimum=0.0, maximum=1.0, section="SPEC §7; CUE-R §3.4-3.5")  # fmt: skip
-#: Axis of the two-support drops.
-SYNERGY_METRIC = Param(
-    "synergy_metric", str, "answer_f1", "axis of the two-support drops",
-    choices=("answer_f1", "correctness", "grounding"), section="CUE-R §6.8, Table 9",
-)  # fmt: skip
 _METRIC_TITLES = {
     "correctness": "Correctness ↑",
     "answer_f1": "Answer F1 ↑",
