@@ -21,6 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.params import CONCURRENCY
+from core.retrieval import TOP_K, retriever_param
+
 __all__ = [
     "UPLOAD_DIR",
     "RunJob",
@@ -29,6 +32,9 @@ __all__ = [
     "run_request_from_row",
     "save_upload",
 ]
+
+#: The retriever a run uses unless told otherwise (the declaration's default).
+DEFAULT_RETRIEVER = retriever_param().default
 
 _ROOT = Path(__file__).resolve().parents[1]
 #: Where uploaded files are written (nothing is written elsewhere).
@@ -92,8 +98,8 @@ def run_request_from_row(db: str, run: Mapping[str, object]) -> RunRequest:
         conditions=tuple(conds),  # type: ignore[arg-type]
         backend=str(run.get("backend") or "embedded"),
         model=None if run.get("backend") == "embedded" else str(run.get("model") or "") or None,
-        retriever=str(retrieval.get("retriever", "lexical")),  # type: ignore[union-attr]
-        top_k=int(retrieval.get("top_k", 3)),  # type: ignore[union-attr]
+        retriever=str(retrieval.get("retriever", DEFAULT_RETRIEVER)),  # type: ignore[union-attr]
+        top_k=int(retrieval.get("top_k", TOP_K.default)),  # type: ignore[union-attr]
     )
 
 
@@ -121,9 +127,9 @@ class RunRequest:
     conditions: tuple[str, ...] = ("no_evidence", "full_context", "retrieved", "oracle")
     backend: str = "embedded"
     model: str | None = None
-    retriever: str = "lexical"
-    top_k: int = 3
-    concurrency: int = 1
+    retriever: str = DEFAULT_RETRIEVER
+    top_k: int = TOP_K.default
+    concurrency: int = CONCURRENCY.default
     hosts: tuple[str, ...] = ()
     base_url: str | None = None
 
@@ -138,8 +144,8 @@ def run_command(req: RunRequest) -> list[str]:
         raise ValueError("a run needs a dataset and a name")
     if not req.conditions:
         raise ValueError("choose at least one condition")
-    if int(req.top_k) < 1 or int(req.concurrency) < 1:
-        raise ValueError(f"top-k {req.top_k} and concurrency {req.concurrency} must be >= 1")
+    TOP_K.coerce(req.top_k)
+    CONCURRENCY.coerce(req.concurrency)
     argv = [
         sys.executable, "-m", "core", "run", "--db", str(req.db), "--dataset", req.dataset,
         "--backend", req.backend, "--conditions", ",".join(req.conditions),
