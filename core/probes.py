@@ -33,7 +33,14 @@ from core.prompts import build_messages, prompt_hash
 from core.types import Instance, PlannedCall
 
 __all__ = [
+    "FIT_PARAMS",
+    "K_P",
+    "LAM_P",
+    "LAM_Q",
     "PARAMS",
+    "SCENARIO",
+    "TASK_BY",
+    "THRESHOLD",
     "PER_LENGTH",
     "PROBE_CONDITION",
     "SEED",
@@ -88,6 +95,45 @@ STRATEGY = Param(
 SEED = Param("seed", int, 0, "span seed", section=_SECTION)
 #: The probe planner's parameters (:func:`plan_probes` keywords), in CLI / form order.
 PARAMS = (UNITS_PARAM, PER_LENGTH, STRATEGY, SEED)
+
+# The knobs of the fit over the probes (``report dolce``, the DOLCE page, ``export``). Declared
+# here, beside the probe knobs, because the method module imports scipy and the CLI builds its
+# flags on every call.
+_FIT_SECTION = "seed dolce_lambda_k §4"
+#: II/III vs IV boundary (default per problem: the first tertile of observed lengths).
+LAM_P = Param(
+    "lam_p", float, None, "lambda_p, the II/III vs IV boundary (default per problem: the first "
+    "tertile, p = floor(N/3)-th smallest, of the N observed lengths other than 0 and L)",
+    minimum=0.0, section=_FIT_SECTION,
+)  # fmt: skip
+#: II vs III boundary (default per problem: the first tertile).
+K_P = Param(
+    "k_p", float, None, "k_p, the II (k > k_p) vs III (k <= k_p) boundary (default per "
+    "problem: the same first tertile)", minimum=-1.0, section=_FIT_SECTION,
+)  # fmt: skip
+#: IV vs V boundary (default: the longest observed span shorter than L).
+LAM_Q = Param(
+    "lam_q", float, None, "lambda_q, the IV vs V boundary (default per problem: the longest "
+    "observed span shorter than L)", minimum=0.0, section=_FIT_SECTION,
+)  # fmt: skip
+#: COW / PIG, or auto (Hartigan's dip test).
+SCENARIO = Param(
+    "scenario", str, "auto", "outcome scenario; auto: Hartigan's dip test on each problem's "
+    "scores (bins of 0.1), COW when p < 0.5, else PIG", choices=("auto", "COW", "PIG"),
+    section="seed dolce_lambda_k §3.1",
+)  # fmt: skip
+#: COW binarization of relaxed F1.
+THRESHOLD = Param(
+    "threshold", float, 0.5, "COW threshold on relaxed F1 (scores >= threshold count as "
+    "correct)", minimum=0.0, maximum=1.0, section="seed dolce_lambda_k §6, App. K.4",
+)  # fmt: skip
+#: Column defining tasks (problems sharing the background noise).
+TASK_BY = Param(
+    "task_by", str, "dataset", "column that defines tasks (problems sharing the background "
+    "noise)", section=_FIT_SECTION,
+)  # fmt: skip
+#: The DOLCE fit's parameters, in CLI order.
+FIT_PARAMS = (SCENARIO, THRESHOLD, LAM_P, K_P, LAM_Q, TASK_BY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,18 +149,7 @@ def register(groups: Groups) -> None:
         "dolce", help="DOLCE lambda, k and focus category per problem, distribution per task"
     )
     rep.add_argument("--run", required=True, help="probe run id (or a dataset name: its runs)")
-    rep.add_argument(
-        "--scenario", default="auto", choices=("auto", "COW", "PIG"), help="auto = dip test"
-    )
-    rep.add_argument(
-        "--threshold", type=float, default=0.5, help="COW binarization of relaxed F1 (0.5)"
-    )
-    rep.add_argument("--lam-p", type=float, help="lambda_p (default: first tertile of the C)")
-    rep.add_argument("--k-p", type=float, help="k_p (default: first tertile of the C)")
-    rep.add_argument("--lam-q", type=float, help="lambda_q (default: longest span observed)")
-    rep.add_argument(
-        "--task-by", default="dataset", help="column defining tasks (default dataset)"
-    )
+    add_arguments(rep, probes.FIT_PARAMS)
     rep.add_argument("--json", action="store_true", help="print JSON")
     add_db(rep)
     rep.set_defaults(handler=_cmd_report_dolce)

@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 
 from core.dolce import CATEGORIES, CATEGORY_NAMES, DolceFit, mixture_curve
 from core.params import Param
+from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 
 __all__ = [
     "CATEGORY_COLORS",
@@ -51,24 +52,6 @@ CATEGORY_COLORS = {
     "IV": "#ff7f0e",
     "V": "#d62728",
 }
-_SEED = "seed dolce_lambda_k §4"
-#: II/III vs IV boundary (default per problem: the first tertile of observed lengths).
-LAM_P = Param("lam_p", float, None, "lambda_p, the II/III vs IV boundary (default: per problem)",
-              minimum=0.0, section=_SEED)  # fmt: skip
-#: II vs III boundary (default per problem: the first tertile).
-K_P = Param("k_p", float, None, "k_p, the II vs III boundary (default: per problem)",
-            minimum=-1.0, section=_SEED)  # fmt: skip
-#: IV vs V boundary (default: the longest observed span shorter than L).
-LAM_Q = Param("lam_q", float, None, "lambda_q, the IV vs V boundary (default: per problem)",
-              minimum=0.0, section=_SEED)  # fmt: skip
-#: COW / PIG, or auto (Hartigan's dip test).
-SCENARIO = Param("scenario", str, "auto", "outcome scenario", choices=("auto", "COW", "PIG"),
-                 section="seed dolce_lambda_k §3.1")  # fmt: skip
-#: COW binarization of relaxed F1.
-THRESHOLD = Param("threshold", float, 0.5, "COW threshold on relaxed F1", minimum=0.0,
-                  maximum=1.0, section="seed dolce_lambda_k §6, App. K.4")  # fmt: skip
-#: Column defining tasks (problems sharing the background noise).
-TASK_BY = Param("task_by", str, "dataset", "column that defines tasks", section=_SEED)
 #: The problem whose outcome curve is drawn (default: the first).
 PROBLEM = Param("problem", str, None, "problem of the outcome curve (default: the first)")
 #: The options the fit depends on (the view's cache key).
