@@ -212,14 +212,6 @@ def oncu_instance(rec: Fields) -> Instance:
         cells["context_length"] = count_tokens(long_context)
     if notes:
         metadata["import_notes"] = notes
-    return make_instance(
-        instance_id,
-        question,
-        answer,
-        passages_t,
-        source=source,
-        metadata=metadata,
-        aliases=aliases,
-        oracle_applicable=has_gold and metadata.get("cue_applicable") is not False,
-        **cells,
-    )
+    oracle = has_gold and metadata.get("cue_applicable") is not False
+    return make_instance(instance_id, question, answer, passages_t, source=source,
+                         metadata=metadata, aliases=aliases, oracle_applicable=oracle, **cells)
