@@ -290,6 +290,8 @@ def widget_spec(param: Param, *, label: str | None = None, value: Any = _UNSET) 
         kw["min_value"] = None if param.minimum is None else cast(param.minimum)
         kw["max_value"] = None if param.maximum is None else cast(param.maximum)
         kw["value"] = None if value is None else cast(value)
+        if value is None:  # empty: the method decides (e.g. a per-problem default)
+            kw["placeholder"] = "auto"
         kw["step"] = cast(1) if cast is int else 0.01
         if cast is float:
             kw["format"] = "%.4g"

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 from pages.common import (
     instance_link,
     show_figure,
@@ -11,6 +12,7 @@ from pages.common import (
     tip,
     with_options,
 )
+from pages.widgets import param_widget
 
 selection = sidebar("dolce")
 st.title("DOLCE: complexity and redundancy")
@@ -26,40 +28,20 @@ st.caption(
 )
 
 with st.expander("Settings: scenario and category thresholds", expanded=False):
-    cols = st.columns(3)
-    lam_p = cols[0].number_input(
-        "lambda_p", min_value=0.0, value=None, key="dolce.lam_p", placeholder="auto",
-        help="II/III vs IV boundary. Default per problem: the first tertile (p = floor(N/3)-th "
-        "smallest) of the N observed lengths other than 0 and L (seed §4).",
-    )  # fmt: skip
-    k_p = cols[1].number_input(
-        "k_p", min_value=-1.0, value=None, key="dolce.k_p", placeholder="auto",
-        help="II (k > k_p) vs III (k <= k_p). Default: the same first tertile (seed §4).",
-    )  # fmt: skip
-    lam_q = cols[2].number_input(
-        "lambda_q", min_value=0.0, value=None, key="dolce.lam_q", placeholder="auto",
-        help="IV vs V boundary. Default: the longest observed span shorter than L (seed §4: "
-        "max C; the full-context observation is not a span).",
-    )  # fmt: skip
-    cols = st.columns(3)
-    scenario = cols[0].selectbox(
-        "Scenario", ["auto", "COW", "PIG"], key="dolce.scenario",
-        help="auto: Hartigan's dip test on each problem's scores (bins of 0.1) - COW when "
-        "p < 0.5 (correct-or-wrong), else PIG (partial points). Seed §3.1.",
-    )  # fmt: skip
-    threshold = cols[1].slider(
-        "COW threshold on relaxed F1", 0.0, 1.0, 0.5, 0.05, key="dolce.threshold",
-        help="Scores >= threshold count as correct (1) under COW. Seed §6, App. K.4.",
-    )  # fmt: skip
-    task_by = cols[2].selectbox(
-        "Task = problems sharing background noise", ["dataset", "reasoning_type", "source"],
-        key="dolce.task_by", help="The background-noise component is shared per task (seed §4).",
-    )  # fmt: skip
+    cols = st.columns(3) + st.columns(3)
+    labels = {"lam_p": "lambda_p", "k_p": "k_p", "lam_q": "lambda_q", "scenario": "Scenario",
+              "threshold": "COW threshold on relaxed F1",
+              "task_by": "Task = problems sharing background noise"}  # fmt: skip
+    offered = {"task_by": ("dataset", "reasoning_type", "source")}
+    fit = {
+        param.name: param_widget(param, f"dolce.{param.name}", col, label=labels[param.name],
+                                 options=offered.get(param.name))
+        for param, col in zip((LAM_P, K_P, LAM_Q, SCENARIO, THRESHOLD, TASK_BY), cols,
+                              strict=True)
+    }  # fmt: skip
 
-selection = with_options(
-    selection, lam_p=lam_p, k_p=k_p, lam_q=lam_q, scenario=scenario, threshold=threshold,
-    task_by=task_by,
-)  # fmt: skip
+selection = with_options(selection, **fit)
+
 cell = show_figure("dolce_lambda_k_map", selection)
 show_instances(selection, cell, key="dolce.instances")
 show_figure("dolce_categories", selection, drill=False)

@@ -8,7 +8,7 @@ module only renders it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import streamlit as st
@@ -28,6 +28,7 @@ def param_widget(
     *,
     label: str | None = None,
     value: Any = None,
+    options: Sequence[Any] | None = None,
 ) -> Any:
     """Render ``param`` as a widget and return its value, checked by the declaration.
 
@@ -42,9 +43,12 @@ def param_widget(
         label: the label (default: the parameter's name, spaced and capitalized).
         value: the initial value (default: the declared default). Ignored once the key has a
             value in Session State.
+        options: the values this page offers, for a declaration that takes any value of its
+            type (a selectbox of these; the declared default first when it is among them).
 
     Returns:
-        The value converted by :meth:`Param.coerce`.
+        The value converted by :meth:`Param.coerce`; None for an empty entry of a declaration
+        whose default is None (the method's own default, e.g. DOLCE's per-problem thresholds).
 
     Raises:
         ValueError: a text entry the declaration refuses (the message names the parameter).
@@ -52,12 +56,19 @@ def param_widget(
     spec = widget_spec(param, label=label) if value is None else widget_spec(
         param, label=label, value=value
     )
-    kwargs = dict(spec.kwargs)
+    kind, kwargs = spec.kind, dict(spec.kwargs)
+    if options is not None:
+        start = value if value is not None else param.default
+        kind = "selectbox"
+        kwargs = {"help": kwargs["help"], "options": list(options),
+                  "index": list(options).index(start) if start in options else 0}  # fmt: skip
     if key in st.session_state:
         # The widget's value lives in Session State; passing an initial one as well is an error.
         for name in _VALUE_KWARGS:
             kwargs.pop(name, None)
-    raw = getattr(container, spec.kind)(spec.label, key=key, **kwargs)
+    raw = getattr(container, kind)(spec.label, key=key, **kwargs)
+    if param.default is None and raw in (None, ""):
+        return None
     return param.coerce(raw)
 
 
