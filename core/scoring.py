@@ -82,10 +82,16 @@ NUMBER_WORDS = {
 }
 
 _STRICT_DROP = str.maketrans("", "", string.punctuation)
-# Relaxed: ASCII punctuation (which includes the ASCII symbols $ + < = > ^ ` | ~) -> space too,
-# so that relaxed is never stricter than strict ("$100" == "100" under both).
-_ASCII_TO_SPACE = str.maketrans({c: " " for c in string.punctuation})
-_ARTICLES = frozenset({"a", "an", "the"})
+# Relaxed, as published: only Unicode punctuation (category P*) becomes a space. Of the ASCII
+# characters that are the punctuation of string.punctuation; the ASCII symbols $ + < = > ^ ` | ~
+# (category S*) are kept, so relaxed can be stricter than strict on symbol answers ("$100" vs
+# "100": strict drops the "$", relaxed keeps it), which is the published scorer's behaviour.
+_ASCII_PUNCT_TO_SPACE = str.maketrans(
+    {c: " " for c in string.punctuation if unicodedata.category(c)[0] == "P"}
+)
+# Articles are removed from the string with the published word-boundary regex (SQuAD's
+# remove_articles), not only as whole whitespace tokens: "a+b" loses its "a".
+_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _SYNTHETIC_SUFFIX = re.compile(r"0[0-9]{2,}")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)(?:\.[0-9]+)?|[+-]?\.[0-9]+")
 _SOFT_F1 = 0.8
@@ -96,9 +102,11 @@ _SOFT_F1 = 0.8
 
 
 def normalize_strict(s: str) -> str:
-    """Strict normalization: lowercase, drop ASCII punctuation, drop a/an/the, collapse spaces.
+    r"""Strict normalization, as published (SQuAD's ``normalize_answer``).
 
-    Example: ``"The Eiffel-Tower!"`` -> ``"eiffeltower"``.
+    Lowercase; remove every character of ``string.punctuation``; replace the articles matched by
+    ``\b(a|an|the)\b`` with a space; collapse whitespace. Example: ``"The Eiffel-Tower!"`` ->
+    ``"eiffeltower"``.
     """
     return " ".join(_strict_tokens(s or ""))
 
@@ -113,12 +121,14 @@ def normalize_relaxed(
 ) -> str:
     r"""Relaxed normalization; returns the tokens joined by one space.
 
-    NFKD + drop combining marks (accents); lowercase; ``-`` and ``_`` -> space; every Unicode
-    punctuation character (category ``P*``) and every ASCII punctuation/symbol character ->
-    space; drop the tokens a/an/the; unless ``answer_type == "number"`` or
+    As published (seed oncu_four_condition_protocol and its released scorer): NFKD + drop
+    combining marks (accents); lowercase; ``-`` and ``_`` -> space; every Unicode punctuation
+    character (category ``P*``) -> space; replace the articles matched by ``\b(a|an|the)\b``
+    with a space; split on whitespace; unless ``answer_type == "number"`` or
     ``reasoning_type == "arithmetic"``, repeatedly drop a trailing token matching
     ``^0\d{2,}$`` (the synthetic entity suffix: ``"Model Alpha 00654"`` -> ``"model alpha"``).
-    Non-ASCII symbols (``°``, ``€``, ``×`` ...) are kept.
+    Symbols (category ``S*``: ``$ + < = > ^ ` | ~``, ``°``, ``€`` ...) are kept, so relaxed
+    can be stricter than strict on symbol answers (``"$100"`` vs ``"100"``), as published.
 
     Args:
         s: the answer text.
@@ -129,15 +139,16 @@ def normalize_relaxed(
 
 
 def _strict_tokens(s: str) -> tuple[str, ...]:
-    return tuple(t for t in s.lower().translate(_STRICT_DROP).split() if t not in _ARTICLES)
+    return tuple(_ARTICLES_RE.sub(" ", s.lower().translate(_STRICT_DROP)).split())
 
 
 def _relaxed_tokens(s: str, keep_suffix: bool) -> tuple[str, ...]:
     folded = "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))
-    folded = folded.lower().translate(_ASCII_TO_SPACE)
+    # "-" and "_" are P* (Pd, Pc), so the table turns them into spaces with the rest.
+    folded = folded.lower().translate(_ASCII_PUNCT_TO_SPACE)
     if not folded.isascii():
         folded = "".join(" " if unicodedata.category(c)[0] == "P" else c for c in folded)
-    tokens = [t for t in folded.split() if t not in _ARTICLES]
+    tokens = _ARTICLES_RE.sub(" ", folded).split()
     if not keep_suffix:
         while tokens and _SYNTHETIC_SUFFIX.fullmatch(tokens[-1]):
             tokens.pop()

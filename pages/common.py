@@ -95,8 +95,10 @@ HELP = {
     "ci": "95% percentile bootstrap interval, 5,000 resamples, seed 42. SPEC §6.6.",
     "trace_divergence": "D = 0.5 (1 - Jaccard of cited ids) + 0.3 [answer changed] + "
     "0.2 |c - c'|. SPEC §7, CUE-R.",
-    "f1_relaxed": "Token F1 after relaxed normalization (accents, punctuation, articles, "
-    "synthetic suffix), max over gold aliases. SPEC §6.2.",
+    "f1_relaxed": "Token F1 after the published relaxed normalization: accents dropped, "
+    "Unicode punctuation to spaces (symbols such as $ + = are kept, so relaxed can be stricter "
+    "than strict on symbol answers), articles a/an/the removed, synthetic suffix dropped; max "
+    "over gold aliases. SPEC §6.2; seed 000 released scorer.",
     "ev_f1": "F1 of cited passage ids against gold passage ids. SPEC §6.3.",
     "failure_label": "parse -> success -> localization (nothing cited) -> selection -> "
     "integration -> conversion, strict EM = correct. SPEC §6.4.",

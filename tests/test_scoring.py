@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
+import string
+import unicodedata
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.scoring import (
     SCORE_COLUMNS,
@@ -36,6 +41,8 @@ from core.scoring import (
         ("Café", "café"),  # strict keeps accents
         ("“Hi”", "“hi”"),  # strict drops ASCII punctuation only
         ("$1,000", "1000"),
+        ("a$b", "ab"),  # "$" is dropped before the article regex runs
+        ("a×b", "×b"),  # the article regex stops at a non-word character, not at spaces
         ("", ""),
     ],
 )
@@ -56,7 +63,9 @@ def test_normalize_strict(text, expected):
         ("“Hello”—world…", "hello world"),  # Unicode punctuation (Pi, Pf, Pd, Po) -> space
         ("The Beatles", "beatles"),  # article dropped
         ("a an the", ""),
-        ("$100", "100"),  # ASCII symbols -> space, as strict drops them
+        ("$100", "$100"),  # symbols (S*) kept, as published: stricter than strict here
+        ("Romeo + Juliet", "romeo + juliet"),
+        ("a+b", "+b"),  # articles go by the word-boundary regex, not only as whole tokens
         ("25°C", "25°c"),  # non-ASCII symbols kept
         ("  Zürich  ", "zurich"),
     ],
@@ -81,6 +90,59 @@ def test_normalize_relaxed(text, expected):
 )
 def test_synthetic_suffix_rule(text, answer_type, reasoning_type, expected):
     assert normalize_relaxed(text, answer_type, reasoning_type) == expected
+
+
+# ------------------------------------------------------------------ the published definition
+
+
+def _published_strict(s: str) -> str:
+    """SQuAD's normalize_answer, as the seed's released scorer applies it (written from it)."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def _published_relaxed(s: str, keep_suffix: bool = False) -> str:
+    """The relaxed normalization of issue 15 / seed oncu_four_condition_protocol, step by step."""
+    s = unicodedata.normalize("NFKD", s)
+    s = "".join(ch for ch in s if not unicodedata.combining(ch))
+    s = s.lower().replace("-", " ").replace("_", " ")
+    s = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in s)
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    tokens = s.split()
+    while not keep_suffix and tokens and re.fullmatch(r"0\d{2,}", tokens[-1]):
+        tokens.pop()
+    return " ".join(tokens)
+
+
+_ANSWERS = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list("aent hATE$+<=>^`|~-_.,!?'\"()0123456789éüØß°€×“”—…ﬁİ")),
+        st.characters(codec="utf-8"),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_ANSWERS)
+def test_strict_is_the_published_definition(text):
+    assert normalize_strict(text) == _published_strict(text)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_ANSWERS, st.sampled_from([(None, None), ("number", None), (None, "arithmetic")]))
+def test_relaxed_is_the_published_definition(text, types):
+    keep = types != (None, None)
+    assert normalize_relaxed(text, *types) == _published_relaxed(text, keep_suffix=keep)
+
+
+def test_relaxed_f1_on_a_symbol_answer_is_the_published_value():
+    # gold [tromeo, and, juliet], answer [romeo, +, juliet]: one shared token, P = R = 1/3
+    assert token_f1("Romeo + Juliet", "Tromeo and Juliet", relaxed=True) == pytest.approx(1 / 3)
+    # strict drops "+": P = 1/2, R = 1/3, F1 = 0.4
+    assert token_f1("Romeo + Juliet", "Tromeo and Juliet") == pytest.approx(0.4)
 
 
 # ------------------------------------------------------------------ EM / F1
