@@ -21,9 +21,10 @@ from core.backends import (
     server_status,
 )
 from core.backends.base import BackendError
-from core.backends.ollama import resolve_hosts
-from core.backends.support import estimate_tokens, with_retries
-from core.prompts import ANSWER_SCHEMA
+from core.backends.ollama import DEFAULT_NUM_CTX, resolve_hosts
+from core.backends.support import min_prompt_tokens, too_long_error, with_retries
+from core.datasets.controlled import build_controlled
+from core.prompts import ANSWER_SCHEMA, build_messages
 
 EXPECTED = EmbeddedReader().generate(MESSAGES).text
 FAST = RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.02)
@@ -206,27 +207,90 @@ def test_connection_closed_mid_response_is_retried_then_reported(stub):
 
 
 def test_prompt_longer_than_num_ctx_is_not_sent(stub):
-    reply = _backend(stub.url, num_ctx=64).generate(MESSAGES)
+    # Refused unsent only when the lower bound (characters / 6) already reaches num_ctx.
     chars = sum(len(m["content"]) for m in MESSAGES)
-    estimate = math.ceil(chars / 3.0) + 4 * 2
-    assert estimate >= 64
+    bound = chars // 6
+    assert bound >= 64
+    reply = _backend(stub.url, num_ctx=64).generate(MESSAGES)
     assert reply.error == (
-        f"prompt too long: about {estimate} tokens (estimated) >= num_ctx=64; not sent "
-        "(prompts are never truncated): raise num_ctx or shorten the context"
+        f"prompt too long: at least {bound} tokens (a lower bound: {chars} characters / 6) >= "
+        "num_ctx=64; not sent (prompts are never truncated): raise num_ctx or shorten the "
+        "context"
     )
     assert stub.requests == []  # nothing at all reached the server
+    # At the bound itself the prompt still cannot fit: refused; one token above it: sent.
+    assert "not sent" in _backend(stub.url, num_ctx=bound).generate(MESSAGES).error
+    assert stub.requests == []
+    reply = _backend(stub.url, num_ctx=bound + 1).generate(MESSAGES)
+    assert len(_chats(stub)) == 1 and reply.error.startswith("prompt filled the context")
+    assert min_prompt_tokens(MESSAGES) == bound
+
+
+def test_prompt_an_over_estimate_would_refuse_is_sent(stub):
+    # The old estimate (characters / 3 + 4 per message) put MESSAGES at 336 tokens and refused
+    # it at num_ctx=300; the stub counts 256, so it fits and must be sent and answered.
+    chars = sum(len(m["content"]) for m in MESSAGES)
+    assert math.ceil(chars / 3) + 4 * len(MESSAGES) >= 300 > ModelStub.count_tokens(MESSAGES)
+    reply = _backend(stub.url, num_ctx=300).generate(MESSAGES)
+    assert reply.ok and reply.text == EXPECTED
+    assert reply.prompt_tokens == ModelStub.count_tokens(MESSAGES)
+    assert _chats(stub)[0]["options"]["num_ctx"] == 300
 
 
 def test_prompt_truncated_by_the_server_fails_the_call(stub):
-    # An estimate far too low lets the prompt through; the stub truncates it as Ollama does.
-    backend = _backend(stub.url, num_ctx=64, chars_per_token=1000.0)
-    reply = backend.generate(MESSAGES)
-    est = estimate_tokens(MESSAGES, 1000.0)
+    # Between the lower bound and the true count the prompt is sent; the stub truncates it as
+    # Ollama does, and the reported prompt_eval_count fails the call.
+    bound = min_prompt_tokens(MESSAGES)
+    assert bound < 200 < ModelStub.count_tokens(MESSAGES)
+    reply = _backend(stub.url, num_ctx=200).generate(MESSAGES)
+    assert len(_chats(stub)) == 1
     assert reply.error == (
-        f"prompt filled the context: prompt_eval_count=64 >= num_ctx=64, so {stub.url} "
-        f"truncated it (estimate was {est}); raise num_ctx or shorten the context"
+        f"prompt filled the context: prompt_eval_count=200 >= num_ctx=200, so {stub.url} "
+        f"truncated it (lower bound was {bound}); raise num_ctx or shorten the context"
     )
-    assert reply.text == "" and reply.prompt_tokens == 64
+    assert reply.text == "" and reply.prompt_tokens == 200
+
+
+def _longest_full_context(preset: str, length: int) -> list[dict]:
+    """The longest ``full_context`` prompt among the preset's cells of one context length."""
+    ds = build_controlled(preset, subset={"context_length": [length]})
+    prompts = [build_messages(inst, "full_context") for inst in ds.instances]
+    return max(prompts, key=lambda m: sum(len(x["content"]) for x in m))
+
+
+def test_longest_controlled_200_full_context_is_sent_at_num_ctx_32768(stub):
+    # The 16K-word contexts the published runs sent at num_ctx 32768 (the old estimate,
+    # characters / 3 + 8, put the longest at about 36K tokens and never sent it).
+    messages = _longest_full_context("controlled-200", 16000)
+    chars = sum(len(m["content"]) for m in messages)
+    assert chars // 6 < DEFAULT_NUM_CTX <= math.ceil(chars / 3) + 8
+    reply = _backend(stub.url).generate(messages)
+    sent = _chats(stub)
+    assert len(sent) == 1 and sent[0]["messages"] == messages
+    assert sent[0]["options"]["num_ctx"] == DEFAULT_NUM_CTX == 32768
+    assert reply.ok and reply.prompt_tokens == ModelStub.count_tokens(messages) < 32768
+    # A server that counts more tokens than the context holds truncates it: the call fails.
+    n = ModelStub.count_tokens(messages)
+    num_ctx = n - 1
+    assert chars // 6 < num_ctx
+    reply = _backend(stub.url, num_ctx=num_ctx).generate(messages)
+    assert len(_chats(stub)) == 2 and _chats(stub)[1]["options"]["num_ctx"] == num_ctx
+    assert reply.error.startswith(
+        f"prompt filled the context: prompt_eval_count={num_ctx} >= num_ctx={num_ctx}, so "
+        f"{stub.url} truncated it"
+    )
+    assert reply.text == "" and reply.prompt_tokens == num_ctx
+
+
+def test_controlled_and_scaling_contexts_up_to_16k_pass_the_pre_send_check():
+    # Every full-context prompt of controlled-200, and the longest of scaling-3200's 4K-16K
+    # cells, is under the lower-bound refusal at num_ctx 32768.
+    for inst in build_controlled("controlled-200").instances:
+        msgs = build_messages(inst, "full_context")
+        assert too_long_error(msgs, 6.0, 32768, "num_ctx=32768") is None, inst.instance_id
+    for length in (4000, 8000, 16000):
+        msgs = _longest_full_context("scaling-3200", length)
+        assert min_prompt_tokens(msgs) < 32768
 
 
 # -- several hosts --------------------------------------------------------------------

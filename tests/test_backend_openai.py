@@ -136,15 +136,22 @@ def test_http_500_503_stall_not_json_missing_fields_close(stub):
 
 
 def test_prompt_longer_than_the_served_context_is_not_sent():
-    with ModelStub(context_length=64) as stub:
+    # Refused unsent only when the lower bound (characters / 6) already reaches the context.
+    chars = sum(len(m["content"]) for m in MESSAGES)
+    bound = chars // 6
+    assert bound >= 16
+    with ModelStub(context_length=16) as stub:
         reply = _backend(stub.url).generate(MESSAGES)
         assert _chats(stub) == []
-    chars = sum(len(m["content"]) for m in MESSAGES)
-    estimate = math.ceil(chars / 3.0) + 4 * 2
     assert reply.error == (
-        f"prompt too long: about {estimate} tokens (estimated) >= the model's context of 64; "
-        "not sent (prompts are never truncated)"
+        f"prompt too long: at least {bound} tokens (a lower bound: {chars} characters / 6) >= "
+        "the model's context of 16; not sent (prompts are never truncated)"
     )
+    # An over-estimate (characters / 3 + 4 per message) would refuse this one: it is sent.
+    with ModelStub(context_length=bound + 1) as stub:
+        assert math.ceil(chars / 3) + 4 * len(MESSAGES) >= bound + 1
+        reply = _backend(stub.url).generate(MESSAGES)
+        assert len(_chats(stub)) == 1
 
 
 def test_server_context_error_is_mapped():

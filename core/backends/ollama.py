@@ -16,8 +16,10 @@ model is there (``/api/show``) and the model digest (``/api/tags``).
 
 Failures come back as ``Reply.error`` one-liners that say what to do: server unreachable
 (start it with ``ollama serve`` or set OLLAMA_HOST), model not pulled (``ollama pull NAME``),
-prompt longer than ``num_ctx`` (estimated before sending, so nothing is sent; and detected after,
-when ``prompt_eval_count`` reaches ``num_ctx`` because the server truncated it), HTTP 500,
+prompt longer than ``num_ctx`` (detected after the call, when ``prompt_eval_count`` reaches
+``num_ctx`` because the server truncated it; refused before sending only when a lower bound of
+its tokens, characters / 6, already reaches ``num_ctx``, see
+:func:`core.backends.support.min_prompt_tokens`), HTTP 500,
 timeouts, non-JSON or incomplete replies. HTTP 503 (queue full), 429, timeouts and connections
 closed mid-response are retried with exponential backoff (:class:`RetryPolicy`).
 """
@@ -56,9 +58,10 @@ from core.backends.support import (  # noqa: E402
     check_client_settings,
     checked_options,
     error_text,
-    estimate_tokens,
+    min_prompt_tokens,
     one_line,
     status_error,
+    too_long_error,
     with_retries,
 )
 from core.prompts import ANSWER_SCHEMA  # noqa: E402
@@ -216,7 +219,8 @@ class OllamaBackend:
             0: only the generated tokens' own log-probabilities, all the confidence needs).
         timeout_s: read timeout of one call in seconds.
         retry: backoff policy for transient failures.
-        chars_per_token: characters per token of the pre-send prompt estimate.
+        chars_per_token: the divisor of the pre-send lower bound of the prompt's tokens
+            (default 6; a prompt is refused unsent only when characters / this >= num_ctx).
     """
 
     name = "ollama"
@@ -369,17 +373,16 @@ class OllamaBackend:
         """
         opts = self._call_options(options)
         t0 = time.perf_counter()
-        estimate = estimate_tokens(messages, self.chars_per_token)
-        if estimate >= self.num_ctx:
+        too_long = too_long_error(
+            messages, self.chars_per_token, self.num_ctx, f"num_ctx={self.num_ctx}"
+        )
+        if too_long is not None:
             return Reply(
                 text="",
                 latency_ms=(time.perf_counter() - t0) * 1e3,
-                error=(
-                    f"prompt too long: about {estimate} tokens (estimated) >= "
-                    f"num_ctx={self.num_ctx}; not sent (prompts are never truncated): raise "
-                    "num_ctx or shorten the context"
-                ),
+                error=f"{too_long}: raise num_ctx or shorten the context",
             )
+        bound = min_prompt_tokens(messages, self.chars_per_token)
         start = self._next_host()
         used: list[_Host] = []
 
@@ -420,7 +423,7 @@ class OllamaBackend:
         if resp.prompt_eval_count is not None and resp.prompt_eval_count >= self.num_ctx:
             error = (
                 f"prompt filled the context: prompt_eval_count={resp.prompt_eval_count} >= "
-                f"num_ctx={self.num_ctx}, so {host.url} truncated it (estimate was {estimate}); "
+                f"num_ctx={self.num_ctx}, so {host.url} truncated it (lower bound was {bound}); "
                 "raise num_ctx or shorten the context"
             )
         return Reply(

@@ -13,12 +13,15 @@ the reply's prompt-eval and eval durations.
 ``http://host:8000/v1`` mean the same; any other path is used as given). An API key is sent as
 a bearer token when given or set in ``OPENAI_API_KEY``. Before the first call ``/v1/models`` is
 read: a model the server does not list fails with the list of what it serves, and a listed
-``max_model_len`` (vLLM) or ``context_length`` bounds the prompt estimate before sending.
+``max_model_len`` (vLLM) or ``context_length`` is the context a prompt is checked against before
+sending: it is refused unsent only when a lower bound of its tokens (characters / 6,
+:func:`core.backends.support.min_prompt_tokens`) already reaches it.
 
 Errors and retries follow the Ollama backend: unreachable server, unknown model, prompt longer
-than the context (estimated before sending when the context is known; the server's HTTP 400
-otherwise), HTTP 500, timeouts, non-JSON or incomplete replies come back as ``Reply.error``;
-HTTP 429/503, timeouts and connections closed mid-response are retried with backoff.
+than the context (the server's HTTP 400; refused before sending only when the context is
+known and the lower bound reaches it), HTTP 500, timeouts, non-JSON or incomplete replies come
+back as ``Reply.error``; HTTP 429/503, timeouts and connections closed mid-response are retried
+with backoff.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from core.backends.support import (
     check_client_settings,
     checked_options,
     error_text,
-    estimate_tokens,
     status_error,
+    too_long_error,
     with_retries,
 )
 from core.prompts import ANSWER_SCHEMA
@@ -97,7 +100,9 @@ class OpenAIBackend:
         retry: backoff policy for transient failures.
         context_length: the model's context in tokens (from the argument or ``/v1/models``),
             used to refuse over-long prompts before sending; None when unknown.
-        chars_per_token: characters per token of the pre-send prompt estimate.
+        chars_per_token: the divisor of the pre-send lower bound of the prompt's tokens
+            (default 6; a prompt is refused unsent only when characters / this reaches
+            ``context_length``).
     """
 
     name = "openai"
@@ -297,12 +302,15 @@ class OpenAIBackend:
             with_retries(lambda _k: self._prepare(), self.retry)
         except BackendError as exc:
             return fail(str(exc))
-        estimate = estimate_tokens(messages, self.chars_per_token)
-        if self.context_length is not None and estimate >= self.context_length:
-            return fail(
-                f"prompt too long: about {estimate} tokens (estimated) >= the model's context "
-                f"of {self.context_length}; not sent (prompts are never truncated)"
+        if self.context_length is not None:
+            too_long = too_long_error(
+                messages,
+                self.chars_per_token,
+                self.context_length,
+                f"the model's context of {self.context_length}",
             )
+            if too_long is not None:
+                return fail(too_long)
         body = self._payload(messages, opts)
         try:
             data = with_retries(lambda _k: self._post(body), self.retry)

@@ -1,4 +1,4 @@
-"""What the server backends share: retries with backoff, prompt-size estimate, logprob confidence.
+"""What the server backends share: retries with backoff, prompt lower bound, logprob confidence.
 
 Kept apart from :mod:`core.backends.base` (the interface) so the Ollama and OpenAI-compatible
 backends apply exactly the same rules.
@@ -23,7 +23,9 @@ __all__ = [
     "check_client_settings",
     "checked_options",
     "error_text",
-    "estimate_tokens",
+    "min_prompt_tokens",
+    "prompt_chars",
+    "too_long_error",
     "one_line",
     "status_error",
     "with_retries",
@@ -31,13 +33,12 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Characters per token assumed by :func:`estimate_tokens`. English BPE vocabularies average
-#: about 4; 3 over-estimates on purpose, so a prompt near ``num_ctx`` is refused before it is
-#: sent rather than truncated by the server.
-DEFAULT_CHARS_PER_TOKEN = 3.0
-
-# Per-message overhead of chat templates (role markers, separators), in tokens.
-_MESSAGE_OVERHEAD = 4
+#: Characters per token of :func:`min_prompt_tokens`: an upper bound on the average token's
+#: length, so characters / 6 is a lower bound on the token count. English BPE vocabularies
+#: average about 4 characters per token, and digits, names and punctuation give shorter
+#: tokens; a prompt is refused before sending only when even this lower bound does not fit,
+#: and a prompt the server truncated is caught afterwards from its reported token count.
+DEFAULT_CHARS_PER_TOKEN = 6.0
 
 # The "answer" value in the reply JSON: a string (with escapes) or a bare scalar.
 _ANSWER_RE = re.compile(
@@ -107,17 +108,48 @@ def with_retries(
             attempt += 1
 
 
-def estimate_tokens(
+def prompt_chars(messages: Sequence[Message]) -> int:
+    """Characters of all message contents (what :func:`min_prompt_tokens` divides)."""
+    return sum(len(str(m.get("content", ""))) for m in messages)
+
+
+def min_prompt_tokens(
     messages: Sequence[Message], chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
 ) -> int:
-    """Upper-side estimate of a chat prompt's token count, before it is sent.
+    """Lower bound of a chat prompt's token count, before it is sent.
 
-    ``ceil(characters of all message contents / chars_per_token) + 4 per message``.
+    ``floor(characters of all message contents / chars_per_token)``, and nothing added (no
+    chat-template overhead, which depends on the model). A pre-send check compares only this
+    bound with the context, so it never refuses a prompt the server could have taken: an
+    estimate of the real count can be off by 2x either way, a lower bound cannot over-count.
     """
     if chars_per_token <= 0:
         raise ValueError(f"chars_per_token must be > 0, got {chars_per_token!r}")
-    chars = sum(len(str(m.get("content", ""))) for m in messages)
-    return math.ceil(chars / chars_per_token) + _MESSAGE_OVERHEAD * len(messages)
+    return math.floor(prompt_chars(messages) / chars_per_token)
+
+
+def too_long_error(
+    messages: Sequence[Message], chars_per_token: float, size: int, limit: str
+) -> str | None:
+    """The refusal text when the prompt's lower bound already reaches the context, else None.
+
+    At ``bound >= size`` the prompt has at least as many tokens as the context holds, so the
+    server would truncate it (the case the backends detect after a call from the reported
+    prompt token count); below that the prompt is sent.
+
+    Args:
+        messages: the chat messages.
+        chars_per_token: the divisor of :func:`min_prompt_tokens`.
+        size: the context in tokens.
+        limit: how the message names the context, e.g. ``num_ctx=32768``.
+    """
+    bound = min_prompt_tokens(messages, chars_per_token)
+    if bound < size:
+        return None
+    return (
+        f"prompt too long: at least {bound} tokens (a lower bound: {prompt_chars(messages)} "
+        f"characters / {chars_per_token:g}) >= {limit}; not sent (prompts are never truncated)"
+    )
 
 
 def answer_logprob_confidence(tokens: Sequence[Mapping[str, Any]] | None) -> float | None:
