@@ -1,7 +1,8 @@
 """Execution engine: plan -> skip stored -> cache -> execute -> parse -> store -> score (SPEC §5.3).
 
 Runs are created, and their kinds (conditions, interventions, probes, the demo) driven, by
-:mod:`core.runs`; this module executes the calls of a run it has started.
+:mod:`core.runs`; this module executes the calls of a run it has started, holding the run's
+lock (:meth:`core.store.Store.run_lock`: one process per run name).
 
 :func:`execute` runs planned calls (from :mod:`core.conditions`, :mod:`core.interventions`,
 :mod:`core.probes`) against a :class:`~core.backends.base.Backend`:
@@ -544,10 +545,34 @@ def execute(
     Returns:
         The execution's summary.
 
+    The run's lock (:meth:`core.store.Store.run_lock`) is held throughout: a run going in
+    another process is refused before any call is made.
+
     Raises:
         ValueError: no such run, duplicate call keys, or ``concurrency`` below 1.
+        RunBusyError: the run is running in another process.
         StoreError: the store stayed locked by another process past its lock timeout.
     """
+    with store.run_lock(run_id):
+        return _execute(
+            store, run_id, calls, backend, concurrency=concurrency, progress=progress,
+            cancel=cancel, ahead=ahead, started=started,
+        )  # fmt: skip
+
+
+def _execute(
+    store: Store,
+    run_id: str,
+    calls: Sequence[PlannedCall],
+    backend: Backend,
+    *,
+    concurrency: int,
+    progress: Callable[[Progress], None] | None,
+    cancel: threading.Event | None,
+    ahead: ReadAhead | None,
+    started: float | None,
+) -> RunSummary:
+    """:func:`execute` with the run's lock held."""
     if int(concurrency) < 1:
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
     t0 = time.monotonic() if started is None else started
@@ -775,17 +800,19 @@ def rerun_call(store: Store, run_id: str, call: PlannedCall, backend: Backend) -
 
     Raises:
         ValueError: no such run.
+        RunBusyError: the run is running in another process (nothing is called or stored).
     """
-    with store.attached(read_only=True) as con:
-        ctx = _Context.of(store, run_id, con)
-        hit = store.cached_responses([ctx.key(call)], con=con)
-    if hit:
-        row = _row(ctx, call, _from_cache(hit[ctx.key(call)]), True, 0.0)
-    else:
-        t = time.perf_counter()
-        reply = _call_backend(backend, call)
-        row = _row(ctx, call, reply, False, (time.perf_counter() - t) * 1000.0)
-    _write(store, ctx, [row], ctx.wall_seconds)
+    with store.run_lock(run_id):
+        with store.attached(read_only=True) as con:
+            ctx = _Context.of(store, run_id, con)
+            hit = store.cached_responses([ctx.key(call)], con=con)
+        if hit:
+            row = _row(ctx, call, _from_cache(hit[ctx.key(call)]), True, 0.0)
+        else:
+            t = time.perf_counter()
+            reply = _call_backend(backend, call)
+            row = _row(ctx, call, reply, False, (time.perf_counter() - t) * 1000.0)
+        _write(store, ctx, [row], ctx.wall_seconds)
     frame = store.prediction_rows(run_id, [_key(call)])
     return {k: _plain(v) for k, v in frame.iloc[0].to_dict().items()}
 

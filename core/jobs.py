@@ -4,7 +4,10 @@ A run launched from the Runs page keeps going while the user browses: it is a se
 process that writes predictions through short-lived read-write connections, while the
 dashboard only opens read-only ones (DuckDB allows one writer process beside readers that
 retry on the lock, SPEC §2). Cancel sends SIGINT (completed calls stay stored); resume starts
-the same command again (the engine skips stored calls).
+the same command again (the engine skips stored calls). A run whose name is running in another
+process (the CLI, another dashboard) is refused by the child at once: the job fails with the
+child's one line naming the run and the pid holding it (:class:`core.store.RunBusyError`) as
+its :meth:`RunJob.last_line`.
 """
 
 from __future__ import annotations
@@ -179,6 +182,7 @@ class RunJob:
     started: float
     lines: list[str] = field(default_factory=list)
     cancelled: bool = False
+    _reader: threading.Thread | None = field(default=None, repr=False)
 
     @classmethod
     def start(cls, req: RunRequest, extra_env: dict[str, str] | None = None) -> RunJob:
@@ -191,7 +195,8 @@ class RunJob:
             text=True, bufsize=1, start_new_session=True,
         )  # fmt: skip
         job = cls(req, argv, proc, time.time())
-        threading.Thread(target=job._pump, daemon=True).start()
+        job._reader = threading.Thread(target=job._pump, daemon=True)
+        job._reader.start()
         return job
 
     def _pump(self) -> None:
@@ -222,7 +227,13 @@ class RunJob:
         return "cancelled" if self.cancelled or rc in (130, -signal.SIGINT) else "failed"
 
     def last_line(self) -> str:
-        """The latest output line (the progress bar or the final summary/error)."""
+        """The latest output line (the progress bar or the final summary/error).
+
+        Once the child has ended, its output is read to the end first, so a failed run shows
+        its own last line (``error: run 'X' is already running in process N ...``).
+        """
+        if self._reader is not None and self.process.poll() is not None:
+            self._reader.join(timeout=2.0)
         return self.lines[-1] if self.lines else ""
 
     def cancel(self, timeout: float = 10.0) -> None:

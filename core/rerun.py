@@ -165,16 +165,15 @@ def _target_run(
 ) -> tuple[str, Backend, bool]:
     """``(run_id, backend, companion)``: where the rerun is stored and which backend runs it.
 
-    A companion run records no generation options (the backend's defaults run).
+    A companion run is opened by :func:`rerun` (:func:`core.runs.open_run`, no generation
+    options recorded: the backend's defaults run).
     """
     kind = str(base.get("backend") or "")
     if kind in _CALLABLE:
         return str(base["run_id"]), make_backend(kind, base.get("model") or None), False
     backend = make_backend(req.backend, req.model)
     model = getattr(backend, "model", req.model or "")
-    run_id = f"{req.dataset}:rerun:{req.backend}:{model}"
-    open_run(store, backend, run_id, req.dataset, reported_options=False, notes="Case-view reruns")
-    return run_id, backend, True
+    return f"{req.dataset}:rerun:{req.backend}:{model}", backend, True
 
 
 def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
@@ -185,8 +184,11 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
         "shown_before", "shown_after"}``: prediction rows (dicts with scores), the trace
         divergence (SPEC §7) and the word diff of the answers.
 
+    The target run's lock (:meth:`core.store.Store.run_lock`) is held meanwhile.
+
     Raises:
         ValueError: unknown run or instance, bad request.
+        RunBusyError: the target run is running in another process (nothing is called).
     """
     req.checked()
     base = store.run_row(req.base_run)
@@ -198,21 +200,24 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     instance = found[0]
     run_id, backend, companion = _target_run(store, req, base)
     imported = None
-    if companion:
-        imported = _stored(store, req.base_run, req.instance_id, req.condition)
-        cfg = dict(base.get("retrieval") or {})
-        plain = plan_conditions([instance], [req.condition],
-                                retriever=cfg.get("retriever", "lexical"),
-                                top_k=int(cfg.get("top_k", 3)))  # fmt: skip
-        original = rerun_call(store, run_id, plain[0], backend)
-    else:
-        original = _stored(store, run_id, req.instance_id, req.condition)
-        if original is None:
-            raise ValueError(
-                f"run {run_id!r} has no {req.condition} prediction for {req.instance_id!r}"
-            )
-    call = plan_perturbation(store, base, instance, req)
-    perturbed = rerun_call(store, run_id, call, backend)
+    with store.run_lock(run_id):
+        if companion:
+            open_run(store, backend, run_id, req.dataset, reported_options=False,
+                     notes="Case-view reruns")  # fmt: skip
+            imported = _stored(store, req.base_run, req.instance_id, req.condition)
+            cfg = dict(base.get("retrieval") or {})
+            plain = plan_conditions([instance], [req.condition],
+                                    retriever=cfg.get("retriever", "lexical"),
+                                    top_k=int(cfg.get("top_k", 3)))  # fmt: skip
+            original = rerun_call(store, run_id, plain[0], backend)
+        else:
+            original = _stored(store, run_id, req.instance_id, req.condition)
+            if original is None:
+                raise ValueError(
+                    f"run {run_id!r} has no {req.condition} prediction for {req.instance_id!r}"
+                )
+        call = plan_perturbation(store, base, instance, req)
+        perturbed = rerun_call(store, run_id, call, backend)
     return {
         "run": run_id,
         "original": original,

@@ -18,6 +18,12 @@ Planning stays with the planners (:mod:`core.conditions`, :mod:`core.interventio
 (``core/commands``), the Runs page (through :mod:`core.jobs`, which starts ``python -m core
 run``), the first start of the dashboard and the Case view's companion runs
 (:mod:`core.rerun`) all come here.
+
+One process runs a run name at a time: every run holds its lock (:meth:`core.store.Store.
+run_lock`, a lock file beside the store that dies with its process) from before its row is
+created or reopened until it ends, done, cancelled or failed. Starting a run that is running
+elsewhere raises :class:`core.store.RunBusyError` at once, naming the run and the pid holding
+it, before any model call and with the store unchanged.
 """
 
 from __future__ import annotations
@@ -40,11 +46,12 @@ from core.engine import Progress, RunSummary, cache_key, execute, options_hash, 
 from core.interventions import check_plan_options, plan_interventions
 from core.probes import PROBE_CONDITION, plan_probes
 from core.prompts import TEMPLATE_VERSION, prompt_hash, template_hash
-from core.store import Store
+from core.store import RunBusyError, Store
 
 __all__ = [
     "DEMO_DATASET",
     "DEMO_RUN",
+    "RunBusyError",
     "RunSpec",
     "build_demo",
     "judge_answerability",
@@ -140,7 +147,11 @@ def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
     Records the template version and hash, the backend's description and model digest, the
     options, the retrieval configuration and the conditions; sets status ``running``.
 
+    The run's lock (:meth:`core.store.Store.run_lock`) is held while the row is written;
+    a caller that goes on to execute calls holds it for the whole run.
+
     Raises:
+        RunBusyError: the run is running in another process (nothing is written).
         ValueError: the dataset is not stored, or a run of that name exists with another
             dataset, backend, model, model digest, options, template or retrieval setting
             (resuming it would mix configurations in one run).
@@ -161,7 +172,7 @@ def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
         "backend_info": desc,
         "conditions": list(spec.conditions),
     }
-    with store.write_batch() as con:
+    with store.run_lock(spec.run_id), store.write_batch() as con:
         if not store.has_dataset(spec.dataset, con=con):
             raise ValueError(f"no dataset named '{spec.dataset}' in {store.path}")
         old = store.run_row(spec.run_id, con=con)
@@ -208,6 +219,7 @@ def open_run(store: Store, backend: Backend, name: str, dataset: str, **spec: An
         The run's spec, as recorded.
 
     Raises:
+        RunBusyError: see :func:`start_run`.
         ValueError: see :func:`start_run`.
     """
     run = run_spec(backend, name, dataset, **spec)
@@ -258,27 +270,30 @@ def run_conditions(
         The execution's summary.
 
     Raises:
+        RunBusyError: run ``name`` is running in another process.
         ValueError: unknown dataset, condition or retriever, or a stored run of that name
             with another configuration.
     """
     conds = check_conditions(conditions)
     retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
-    open_run(
-        store, backend, name, dataset, options=options, conditions=conds, notes=notes,
-        retrieval=retrieval if "retrieved" in conds else {},
-    )  # fmt: skip
-    stored = store.prediction_keys(name, ok_only=True)
-    todo, n_stored = [], 0
-    for instance in store.load_instances(dataset):
-        keys = planned_keys(instance, conds)
-        if stored.issuperset(keys):
-            n_stored += len(keys)  # nothing left to do: skip planning (retrieval) too
-        else:
-            todo.append(instance)
-    summary = plan_and_execute(
-        store, name, todo, conds, backend, concurrency=concurrency, progress=progress,
-        cancel=cancel, retriever=retriever, top_k=top_k, chunk_size=chunk_size, overlap=overlap,
-    )  # fmt: skip
+    with store.run_lock(name):
+        open_run(
+            store, backend, name, dataset, options=options, conditions=conds, notes=notes,
+            retrieval=retrieval if "retrieved" in conds else {},
+        )  # fmt: skip
+        stored = store.prediction_keys(name, ok_only=True)
+        todo, n_stored = [], 0
+        for instance in store.load_instances(dataset):
+            keys = planned_keys(instance, conds)
+            if stored.issuperset(keys):
+                n_stored += len(keys)  # nothing left to do: skip planning (retrieval) too
+            else:
+                todo.append(instance)
+        summary = plan_and_execute(
+            store, name, todo, conds, backend, concurrency=concurrency, progress=progress,
+            cancel=cancel, retriever=retriever, top_k=top_k, chunk_size=chunk_size,
+            overlap=overlap,
+        )  # fmt: skip
     return replace(
         summary,
         planned=summary.planned + n_stored,
@@ -344,6 +359,7 @@ def run_interventions(
         A :class:`core.engine.RunSummary` over both phases.
 
     Raises:
+        RunBusyError: run ``name`` is running in another process.
         ValueError: unknown dataset, operator, hardness, position or retriever, or a stored run
             of that name with another configuration.
     """
@@ -351,37 +367,39 @@ def run_interventions(
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
     retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
-    open_run(
-        store, backend, name, dataset, options=options, retrieval=retrieval,
-        conditions=("retrieved", "intervention"), notes=notes,
-    )  # fmt: skip
-    instances = store.load_instances(dataset)
-    base_calls = plan_conditions(
-        instances, ["retrieved"], retriever=retriever, top_k=top_k, chunk_size=chunk_size,
-        overlap=overlap,
-    )  # fmt: skip
-    first = execute(
-        store, name, base_calls, backend, concurrency=concurrency, progress=progress,
-        cancel=cancel,
-    )  # fmt: skip
-    if first.status != "done":
-        return first
-    cited = _base_citations(store, name)
-    calls = []
-    for inst in instances:
-        if inst.instance_id not in cited:
-            continue
-        calls.extend(
-            plan_interventions(
-                inst, cited[inst.instance_id], top_k=top_k, retriever=retriever,
-                chunk_size=chunk_size, overlap=overlap, operators=ops, hardness=levels,
-                positions=places, two_support=two_support, zero_retrieval=zero_retrieval,
-                seed=seed,
-            )  # fmt: skip
-        )
-    second = execute(
-        store, name, calls, backend, concurrency=concurrency, progress=progress, cancel=cancel
-    )
+    with store.run_lock(name):  # both phases: no other process may start the run between
+        open_run(
+            store, backend, name, dataset, options=options, retrieval=retrieval,
+            conditions=("retrieved", "intervention"), notes=notes,
+        )  # fmt: skip
+        instances = store.load_instances(dataset)
+        base_calls = plan_conditions(
+            instances, ["retrieved"], retriever=retriever, top_k=top_k, chunk_size=chunk_size,
+            overlap=overlap,
+        )  # fmt: skip
+        first = execute(
+            store, name, base_calls, backend, concurrency=concurrency, progress=progress,
+            cancel=cancel,
+        )  # fmt: skip
+        if first.status != "done":
+            return first
+        cited = _base_citations(store, name)
+        calls = []
+        for inst in instances:
+            if inst.instance_id not in cited:
+                continue
+            calls.extend(
+                plan_interventions(
+                    inst, cited[inst.instance_id], top_k=top_k, retriever=retriever,
+                    chunk_size=chunk_size, overlap=overlap, operators=ops, hardness=levels,
+                    positions=places, two_support=two_support, zero_retrieval=zero_retrieval,
+                    seed=seed,
+                )  # fmt: skip
+            )
+        second = execute(
+            store, name, calls, backend, concurrency=concurrency, progress=progress,
+            cancel=cancel,
+        )  # fmt: skip
     return replace(
         second,
         planned=first.planned + second.planned,
@@ -461,27 +479,32 @@ def run_probes(
         The engine's :class:`core.engine.RunSummary`.
 
     Raises:
+        RunBusyError: run ``name`` is running in another process.
         ValueError: unknown dataset, units or strategy, or a run of that name with another
             configuration.
     """
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
-    instances = store.load_instances(dataset)
-    if limit is not None:
-        instances = instances[:limit]
-    calls = []
-    for inst in instances:
-        calls.extend(
-            plan_probes(inst, units=units, per_length=per_length, strategy=strategy, seed=seed)
-        )
-    probe = {"units": units, "per_length": per_length, "strategy": strategy, "seed": seed}
-    open_run(
-        store, backend, name, dataset, options=options, reported_options=False,
-        retrieval={"probe": probe}, conditions=(PROBE_CONDITION,),
-    )  # fmt: skip
-    return execute(
-        store, name, calls, backend, concurrency=concurrency, progress=progress, cancel=cancel
-    )
+    with store.run_lock(name):  # before planning: a run going elsewhere is refused at once
+        instances = store.load_instances(dataset)
+        if limit is not None:
+            instances = instances[:limit]
+        calls = []
+        for inst in instances:
+            calls.extend(
+                plan_probes(
+                    inst, units=units, per_length=per_length, strategy=strategy, seed=seed
+                )
+            )
+        probe = {"units": units, "per_length": per_length, "strategy": strategy, "seed": seed}
+        open_run(
+            store, backend, name, dataset, options=options, reported_options=False,
+            retrieval={"probe": probe}, conditions=(PROBE_CONDITION,),
+        )  # fmt: skip
+        return execute(
+            store, name, calls, backend, concurrency=concurrency, progress=progress,
+            cancel=cancel,
+        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- CRUX judge

@@ -179,17 +179,23 @@ def drive_run(
 
     ``start(store, backend, options=..., progress=..., cancel=...)`` runs the work and returns a
     summary with ``to_dict()`` and the fields of :class:`core.engine.RunSummary`.
+
+    The run's lock (:meth:`core.store.Store.run_lock`) is taken first, before the backend is
+    made: a run of that name going in another process stops the command at once with
+    :class:`core.store.RunBusyError` (one line naming the run and the pid, exit status 1).
     """
     store = open_store(args)
-    options = run_options(args.backend, args.seed, args.num_ctx)
-    backend = make_backend(
-        args.backend, args.model, hosts=args.host, base_url=args.base_url, options=options
-    )
     try:
-        s = start(
-            store, backend, options=options, progress=ProgressBar(sys.stderr),
-            cancel=threading.Event(),
-        )  # fmt: skip
+        with store.run_lock(args.name):
+            options = run_options(args.backend, args.seed, args.num_ctx)
+            backend = make_backend(
+                args.backend, args.model, hosts=args.host, base_url=args.base_url,
+                options=options,
+            )  # fmt: skip
+            s = start(
+                store, backend, options=options, progress=ProgressBar(sys.stderr),
+                cancel=threading.Event(),
+            )  # fmt: skip
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: completed {calls} are stored; rerun the same command to continue "
@@ -232,15 +238,16 @@ def _failed_calls(store: Store, s: Any, calls: str) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    args.backend = choose_backend(args.backend, args.model, args.host)
-    return drive_run(
-        args,
-        lambda store, backend, **kw: run_conditions(
-            store, args.dataset, backend, split_csv(args.conditions), name=args.name,
-            retriever=args.retriever, top_k=args.top_k, chunk_size=args.chunk_size,
-            overlap=args.overlap, concurrency=args.concurrency, **kw,
-        ),
-    )  # fmt: skip
+    with open_store(args).run_lock(args.name):  # refused at once, before a server is asked
+        args.backend = choose_backend(args.backend, args.model, args.host)
+        return drive_run(
+            args,
+            lambda store, backend, **kw: run_conditions(
+                store, args.dataset, backend, split_csv(args.conditions), name=args.name,
+                retriever=args.retriever, top_k=args.top_k, chunk_size=args.chunk_size,
+                overlap=args.overlap, concurrency=args.concurrency, **kw,
+            ),
+        )  # fmt: skip
 
 
 def retrieval_report(

@@ -9,7 +9,8 @@ All values reach SQL as parameters; identifiers never come from users.
 :mod:`~core.store.connection` (opening, locks, transactions), :mod:`~core.store.schema` (DDL,
 migrations, column constants), :mod:`~core.store.datasets`, :mod:`~core.store.runs`,
 :mod:`~core.store.records` (predictions, scores, response cache) and
-:mod:`~core.store.analysis` (joined read queries).
+:mod:`~core.store.analysis` (joined read queries). :mod:`~core.store.locks` keeps one process per
+run name (a lock file beside the store, :meth:`Store.run_lock`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from core.store.analysis import AnalysisMixin
 from core.store.connection import DEFAULT_DB, StoreError, default_db_path
 from core.store.datasets import DatasetInfo, DatasetsMixin
+from core.store.locks import RunBusyError
 from core.store.records import RecordsMixin, Rows
 from core.store.runs import RunsMixin
 from core.store.schema import (
@@ -36,6 +38,7 @@ __all__ = [
     "SCORE_COLUMNS",
     "DatasetInfo",
     "Rows",
+    "RunBusyError",
     "Store",
     "StoreError",
     "default_db_path",

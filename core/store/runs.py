@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 
 from core.store.connection import StoreBase, StoreError
+from core.store.locks import hold_run
 from core.store.schema import _RUN_COLUMNS, _RUN_JSON
 
 __all__ = ["RunsMixin"]
@@ -17,6 +20,19 @@ __all__ = ["RunsMixin"]
 
 class RunsMixin(StoreBase):
     """The ``runs`` table of :class:`core.store.Store`, and deleting a run's results."""
+
+    def run_lock(self, run_id: str) -> AbstractContextManager[Path]:
+        """Hold run ``run_id`` for a ``with`` block: one process runs a run name at a time.
+
+        The lock file ``<store>.locks/<run>.lock`` (:func:`core.store.locks.hold_run`) is
+        taken at once or not at all, dies with its process (a killed run can be resumed)
+        and may be taken again by the thread holding it.
+
+        Raises:
+            core.store.locks.RunBusyError: the run is running in another process (the
+                message names the run and the pid).
+        """
+        return hold_run(self.path, run_id)
 
     def insert_run(self, con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
         """Insert (or replace) a run row; JSON-valued fields are serialised here."""
