@@ -39,12 +39,14 @@ from core.export import (
     table_bytes,
 )
 from core.figures import SCORE_FIELD
+from core.figures.drill import FRAME_KEY, cell_from_point, drill_spec
 from core.figures.oncu import GROUP_KEY
 from core.jobs import RunJob
 from core.results import import_results
 from core.runs import build_demo
 from core.selection import Selection
 from core.store import Store, StoreError, default_db_path
+from core.views.oncu import plain_predictions
 
 __all__ = [
     "CASE_PAGE",
@@ -462,8 +464,10 @@ def show_figure(
 ) -> dict[str, Any] | None:
     """Render a registered figure with its download menu; return the clicked aggregate.
 
-    With ``drill`` the figure is selectable: a clicked bar/point returns its cell
-    (e.g. ``{"run": ..., "condition": ...}``), which :func:`show_instances` lists.
+    With ``drill`` a figure that declares its drill-down keys (:mod:`core.figures.drill`) is
+    selectable: a clicked bar/point returns its cell (e.g. ``{"run": ..., "condition": ...,
+    "failure_label": ...}``, every key the figure declares), which :func:`show_instances`
+    lists.
     """
     spec = get_figure(name)
     key = key or f"fig.{name}"
@@ -477,6 +481,7 @@ def show_figure(
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
     with head[1]:
         _download_menu(name, fig, data, key)
+    drill = drill and drill_spec(fig) is not None
     event = st.plotly_chart(
         fig, key=key, on_select="rerun" if drill else "ignore",
         selection_mode=("points",), config={"displaylogo": False},
@@ -484,24 +489,19 @@ def show_figure(
     if not drill or not event:
         return None
     points = (event.get("selection") or {}).get("points") or []
-    return _cell_from_point(points[0], data) if points else None
+    return _cell_from_point(points[0], fig) if points else None
 
 
-_DRILL_KEYS = ("run", "condition", "source", "reasoning_type", "context_length",
-               "evidence_position", "evidence_density", "distractor_similarity",
+#: Key columns of a selected table row (tables of the plain-condition predictions).
+_DRILL_KEYS = ("run", "condition", "source", "reasoning_type", "answer_type", "context_length",
+               "evidence_position", "evidence_density", "distractor_similarity", "fan_in",
                "model")  # fmt: skip
 
 
-def _cell_from_point(point: Mapping[str, Any], data: pd.DataFrame) -> dict[str, Any] | None:
-    custom = point.get("customdata")
-    if isinstance(custom, list | tuple) and len(custom) == 1:
-        custom = custom[0]
-    if isinstance(custom, int | float) and int(custom) in data.index:
-        row = data.loc[int(custom)]
-        return {k: _plain(row[k]) for k in _DRILL_KEYS if k in data.columns}
-    if isinstance(custom, list | tuple) and len(custom) == 2:
-        return {"condition": custom[0], "run": custom[1]}
-    return None
+def _cell_from_point(point: Mapping[str, Any], fig: Any) -> dict[str, Any] | None:
+    """The cell of a clicked point: the key values the figure declares in its customdata
+    (:func:`core.figures.drill.cell_from_point`); None for a point without drill data."""
+    return cell_from_point(fig, point)
 
 
 def _plain(v: Any) -> Any:
@@ -550,7 +550,10 @@ def show_table(
     if not rows:
         return df, None
     row = df.iloc[rows[0]]
-    return df, {k: _plain(row[k]) for k in _DRILL_KEYS if k in df.columns}
+    cell = {k: _plain(row[k]) for k in _DRILL_KEYS if k in df.columns}
+    if spec.view is plain_predictions:
+        cell["variant"] = ""  # the table counts plain-condition predictions only
+    return df, cell
 
 
 def _displayable(df: pd.DataFrame) -> pd.DataFrame:
@@ -571,7 +574,7 @@ def show_instances(selection: Selection, cell: Mapping[str, Any] | None, *, key:
     if not cell:
         st.caption("Click a bar, point or table row to list the instances behind it.")
         return
-    label = ", ".join(f"{k}={v}" for k, v in cell.items())
+    label = ", ".join(f"{k}={v}" for k, v in cell.items() if k not in (FRAME_KEY, "variant"))
     sel = views.selection_to_json(selection)
     df = cached_call("instances", sel=sel, cell=dict(cell))
     st.markdown(f"**{len(df)} predictions behind** `{label}` — select one to open it")

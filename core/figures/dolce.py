@@ -24,6 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.dolce import CATEGORIES, CATEGORY_NAMES, DolceFit, mixture_curve
+from core.figures import drill
 from core.params import Param
 from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 
@@ -93,6 +94,8 @@ def lambda_k_map(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
     p["y"] = _log_pos(p["k"]) * _jitter(p["problem"].astype(str) + "k")
     fig = go.Figure()
     question = p["question"] if "question" in p.columns else pd.Series([""] * len(p))
+    # a point is one problem: its probes are the probe predictions of (run,) dataset, instance
+    keys = [k for k in ("run", "dataset", "instance_id") if k in p.columns]
     for cat in CATEGORIES:
         sub = p[p["category"] == cat]
         if sub.empty:
@@ -103,7 +106,7 @@ def lambda_k_map(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
                 x=sub["x"], y=sub["y"], mode="markers", name=f"{cat}: {CATEGORY_NAMES[cat]}",
                 marker={"color": CATEGORY_COLORS[cat], "size": 9, "opacity": 0.8,
                         "line": {"width": 0.5, "color": "white"}},
-                customdata=sub.index.to_numpy(),
+                customdata=drill.customdata(sub, keys, "n_obs"),
                 text=[f"{pid}<br>{qq}<br>task {t} · {s} · L={L} · P(oracle)={po:.2f}"
                       for pid, qq, t, s, L, po in zip(sub["problem"], q, sub["task"],
                                                       sub["scenario"], sub["L"],
@@ -129,6 +132,7 @@ def lambda_k_map(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
                        text=f"lambda_p={lam_p:g}", showarrow=False, yanchor="top")  # fmt: skip
     fig.add_annotation(x=np.log10(max(lam_q, 0.5)), y=np.log10(top), xref="x", yref="y",
                        text=f"lambda_q={lam_q:g}", showarrow=False, yanchor="top")  # fmt: skip
+    drill.declare(fig, keys, frame="probes")
     data = p.drop(columns=["x", "y"])
     if "run" not in data.columns:
         data["run"] = None

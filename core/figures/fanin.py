@@ -23,7 +23,7 @@ from plotly.subplots import make_subplots
 
 from core.crux import CruxResult
 from core.fanin import FaninResult
-from core.figures import SCORE_FIELD
+from core.figures import SCORE_FIELD, drill
 from core.params import Param
 from core.retrieval import TOP_K, retriever_param
 
@@ -96,7 +96,8 @@ def fanin_degradation_figure(
         ))  # fmt: skip
         fig.add_trace(go.Scatter(
             x=d["fan_in"], y=d["ac"], mode="lines+markers", name=label, legendgroup=label,
-            line={"color": color, "dash": dash}, customdata=d.index.to_numpy(),
+            line={"color": color, "dash": dash},
+            customdata=drill.customdata(d, _FANIN_KEYS, "n"),
             text=[f"n={n}, ER={_pct(e)}, EP={_pct(p)}" for n, e, p in
                   zip(d["n"], d["er"], d["ep"], strict=True)],
             hovertemplate="fan-in %{x}: AC %{y:.1f} (%{text})<extra>" + label + "</extra>",
@@ -104,7 +105,13 @@ def fanin_degradation_figure(
     fig.update_xaxes(title_text="fan-in (distinct gold documents)", dtick=1)
     fig.update_yaxes(title_text=f"AC (100 x {score_field})", range=[0, 102])
     fig.update_layout(legend_title_text="system", margin={"t": 30})
+    drill.declare(fig, _FANIN_KEYS, frame="fanin")
     return fig, data
+
+
+#: What identifies a point of the degradation curves (drill-down keys; fan-in counted from
+#: the gold passages, as the fan-in frame does).
+_FANIN_KEYS = ("run", "condition", "fan_in")
 
 
 def _pct(v: float) -> str:

@@ -28,7 +28,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures import N_RESAMPLES, SCORE_FIELD, empty_figure
+from core.figures import N_RESAMPLES, SCORE_FIELD, drill, empty_figure
 from core.oncu import (
     DEFAULT_GROUP_KEY,
     ONCU_CONDITIONS,
@@ -175,6 +175,12 @@ def _order(df: pd.DataFrame, col: str = "condition") -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------- condition matrix
+#: What identifies a bar of the condition matrix (drill-down keys).
+_MATRIX_KEYS = ("run", "condition")
+#: Drill-downs of these figures list plain-condition predictions only (no intervention rows).
+_PLAIN = {"variant": ""}
+
+
 def condition_matrix_table(
     df: pd.DataFrame, *, ci: Any = CI.default, n_resamples: int = N_RESAMPLES.default
 ) -> pd.DataFrame:
@@ -232,13 +238,14 @@ def condition_matrix_figure(
                     marker_color=palette[i % len(palette)],
                     error_y={"type": "data", "symmetric": False, "array": hi - y,
                              "arrayminus": y - lo},
-                    customdata=np.stack([d["condition"], np.full(len(d), run)], axis=1),
+                    customdata=drill.customdata(d, _MATRIX_KEYS, "n"),
                     hovertemplate="%{x}: %{y:.3f}<extra>" + str(run) + "</extra>",
                 ),
                 row=1, col=col,
             )  # fmt: skip
     fig.update_yaxes(range=[0, 1.05])
     fig.update_layout(barmode="group", legend_title_text="run", margin={"t": 40})
+    drill.declare(fig, _MATRIX_KEYS, fixed=_PLAIN)
     return fig, data
 
 
@@ -323,6 +330,8 @@ def oncu_audit_figure(
     key_cols = [c for c in pts.columns if c in ("run", "reasoning_type", "context_length",
                 "evidence_position", "distractor_similarity", "evidence_density")]  # fmt: skip
     symbols = {"in_band": "circle", "above_oracle": "triangle-up", "below_baseline": "x"}
+    # a point is one group of one condition: run, condition and every group-key cell
+    keys = ["run", "condition", *[c for c in group_key if c in pts.columns and c != "run"]]
     for cond in [c for c in CONDITIONS if c in set(pts["condition"])]:
         d = pts[pts["condition"] == cond]
         text = d[key_cols].astype(str).agg(" | ".join, axis=1)
@@ -332,13 +341,14 @@ def oncu_audit_figure(
                 name=CONDITION_LABELS.get(cond, cond),
                 marker={"color": _COLORS.get(cond), "size": 9, "opacity": 0.75,
                         "symbol": [symbols[s] for s in d["status"]]},
-                text=text, customdata=d.index.to_numpy(),
+                text=text, customdata=drill.customdata(d, keys, "n"),
                 hovertemplate="raw %{x:.3f} -> clipped %{y:.3f}<br>%{text}<extra></extra>",
             )
         )  # fmt: skip
     fig.update_xaxes(title_text="raw ONCU", range=[lo, hi], zeroline=False)
     fig.update_yaxes(title_text="clipped ONCU", range=[-0.05, 1.05])
     fig.update_layout(legend_title_text="condition", margin={"t": 30})
+    drill.declare(fig, keys, fixed=_PLAIN)
     return fig, pts
 
 
@@ -407,8 +417,16 @@ def failure_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 
+#: What identifies a bar segment of the failure figure (drill-down keys).
+_FAILURE_KEYS = ("run", "condition", "failure_label")
+
+
 def failure_figure(df: pd.DataFrame) -> tuple[go.Figure, pd.DataFrame]:
-    """Stacked horizontal bars of failure-label percentages."""
+    """Stacked horizontal bars of failure-label percentages.
+
+    A segment is one label of one (run, condition): customdata ``[run, condition,
+    failure_label, n]``.
+    """
     t = failure_table(df)
     if t.empty:
         return empty_figure("No failure labels for this selection"), t
@@ -421,12 +439,15 @@ def failure_figure(df: pd.DataFrame) -> tuple[go.Figure, pd.DataFrame]:
         fig.add_trace(
             go.Bar(y=y, x=t[label], name=label, orientation="h",
                    marker_color=_LABEL_COLORS.get(label),
-                   customdata=np.stack([t["run"], t["condition"]], axis=1),
+                   customdata=drill.customdata(
+                       t, _FAILURE_KEYS, np.rint(t[label] * t["n"] / 100.0),
+                       failure_label=label),
                    hovertemplate="%{y}: %{x:.1f}%<extra>" + label + "</extra>")
         )  # fmt: skip
     fig.update_layout(barmode="stack", xaxis_title="% of predictions", margin={"t": 30},
                       legend_title_text="label")  # fmt: skip
     fig.update_xaxes(range=[0, 100])
+    drill.declare(fig, _FAILURE_KEYS, fixed=_PLAIN)
     return fig, t
 
 
@@ -509,7 +530,7 @@ def length_position_table(
     g = oncu_groups_table(df, score_field=score_field, conditions=conditions,
                           group_key=group_key)  # fmt: skip
     cols = ["run", "condition", "context_length", "evidence_position", "oncu_clipped",
-            "oncu_raw", "valid_groups", "total_groups"]  # fmt: skip
+            "oncu_raw", "valid_groups", "total_groups", "n"]  # fmt: skip
     if g.empty:
         return pd.DataFrame(columns=cols)
     keys = ["run", "condition", "context_length", "evidence_position"]
@@ -518,9 +539,11 @@ def length_position_table(
         oncu_raw=("oncu_raw", "mean"),
         valid_groups=("valid", "sum"),
         total_groups=("valid", "size"),
+        n=("n", "sum"),
     )
     out = agg.reset_index()
     out["valid_groups"] = out["valid_groups"].astype(int)
+    out["n"] = out["n"].astype(int)
     out["context_length"] = pd.to_numeric(out["context_length"], errors="coerce")
     return _order(out.sort_values(keys).reset_index(drop=True))
 
@@ -556,9 +579,15 @@ def oncu_heatmap_figure(
         z = d.pivot_table(index="context_length", columns="evidence_position",
                           values="oncu_clipped", aggfunc="mean")  # fmt: skip
         z = z.reindex(index=lengths, columns=positions)
+        cells = d.assign(context_length=d["context_length"].astype(int),
+                         evidence_position=d["evidence_position"].astype(str)).set_index(
+            ["context_length", "evidence_position"])
+        custom = [[_heat_cell(cells, run, cond, n, pos) for pos in positions]
+                  for n in lengths]  # fmt: skip
         fig.add_trace(
             go.Heatmap(
                 z=z.to_numpy(float), x=positions, y=[f"{n:,}" for n in lengths],
+                customdata=custom,
                 zmin=0, zmax=1, colorscale="Viridis", showscale=i == len(conds),
                 colorbar={"title": "ONCU"},
                 hovertemplate="length %{y}, position %{x}: %{z:.3f}<extra></extra>",
@@ -567,7 +596,19 @@ def oncu_heatmap_figure(
         )  # fmt: skip
     fig.update_yaxes(title_text="context length (tokens)", row=1, col=1, type="category")
     fig.update_layout(margin={"t": 40}, title_text=f"run {run}" if t["run"].nunique() > 1 else None)
+    drill.declare(fig, _HEAT_KEYS, fixed=_PLAIN)
     return fig, t1.reset_index(drop=True)
+
+
+#: What identifies a heatmap cell (drill-down keys).
+_HEAT_KEYS = ("run", "condition", "context_length", "evidence_position")
+
+
+def _heat_cell(cells: pd.DataFrame, run: str, cond: str, length: int, pos: str) -> list[Any]:
+    """The customdata of one heatmap cell: ``[run, condition, length, position, n]``."""
+    key = (length, pos)
+    n = int(cells.loc[key, "n"].sum()) if key in cells.index else 0
+    return [str(run), str(cond), int(length), str(pos), n]
 
 
 def oncu_length_curves_figure(

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from core.figures.drill import FRAME_KEY
 from core.oncu import DEFAULT_GROUP_KEY
 from core.selection import Selection, selection_to_json
 from core.store import CELL_COLUMNS, Store
@@ -203,7 +204,7 @@ def selection_key(selection: Selection) -> str:
 
 
 def instances_behind(
-    store: Store, selection: Selection, cell: Mapping[str, Any], limit: int = 500
+    store: Store, selection: Selection, cell: Mapping[str, Any], limit: int | None = 500
 ) -> pd.DataFrame:
     """The predictions behind one aggregate (a bar, heatmap cell, scatter point, table row).
 
@@ -211,28 +212,62 @@ def instances_behind(
         store: the store.
         selection: the page's selection.
         cell: column -> value of the aggregate (e.g. ``{"run": ..., "condition": ...,
-            "reasoning_type": ...}``); columns the frame lacks are ignored, NaN/None match
-            missing values.
-        limit: at most this many rows.
+            "failure_label": ...}``, as :func:`core.figures.drill.cell_from_point` makes it
+            from a clicked point); columns the frame lacks are ignored, None/NaN match missing
+            values, numbers compare as numbers (1600 matches 1600.0), "" matches "" or
+            missing. The entry ``_frame`` picks the frame filtered: ``predictions`` (default:
+            the scored predictions of :func:`analysis`), ``fanin`` (the fan-in frame, fan-in
+            counted from the gold passages) or ``probes`` (DOLCE probe predictions).
+        limit: at most this many rows (None: all).
 
     Returns:
         Columns ``run``, ``dataset``, ``instance_id``, ``condition``, ``variant``, the score
-        field, ``failure_label`` and the metadata cells, one row per prediction.
+        field, ``failure_label`` and the metadata cells (those the frame has), one row per
+        prediction.
     """
-    df = analysis(store, selection)
+    cell = dict(cell)
+    which = str(cell.pop(FRAME_KEY, None) or "predictions")
+    df = _drill_frame(store, selection, which)
     mask = pd.Series(True, index=df.index)
     for col, value in cell.items():
-        if col not in df.columns:
-            continue
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            mask &= df[col].isna()
-        else:
-            mask &= df[col].astype(str) == str(value)
+        if col in df.columns:
+            mask &= _matches(df[col], value)
     cols = ["run", "dataset", "instance_id", "condition", "variant", selection.score_field,
-            "failure_label", "reasoning_type", "context_length", "evidence_position",
+            "failure_label", "fan_in", "reasoning_type", "context_length", "evidence_position",
             "distractor_similarity"]  # fmt: skip
     cols = [c for c in dict.fromkeys(cols) if c in df.columns]
-    return df.loc[mask, cols].head(limit).reset_index(drop=True)
+    out = df.loc[mask, cols]
+    if limit is not None:
+        out = out.head(limit)
+    return out.reset_index(drop=True)
+
+
+def _drill_frame(store: Store, selection: Selection, which: str) -> pd.DataFrame:
+    """The prediction frame a drill-down filters, built as the figures' views build it."""
+    if which == "predictions":
+        return analysis(store, selection)
+    if which == "fanin":
+        frame = store.fanin_frame(selected_runs(store, selection))
+        return pair_runs(keep_filtered_instances(store, frame, selection.filters))
+    if which == "probes":
+        frame = store.probe_frame(selected_runs(store, selection))
+        return keep_filtered_instances(store, frame, selection.filters)
+    raise ValueError(f"unknown drill-down frame {which!r}; choose predictions, fanin or probes")
+
+
+def _matches(col: pd.Series, value: Any) -> pd.Series:
+    """Rows of ``col`` equal to ``value`` (None/NaN: missing; numbers numerically)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return col.isna()
+    if value == "":
+        return col.isna() | (col.astype(str) == "")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        num = pd.to_numeric(col, errors="coerce")
+        if num.notna().any():
+            return (num == value).fillna(False).astype(bool)
+    return col.notna() & (col.astype(str) == str(value))
 
 
 def overview(store: Store) -> dict[str, Any]:
