@@ -13,6 +13,31 @@ together they name the evaluation unit), ``instance_id``, ``condition``, the gro
 columns, ``oracle_applicable`` (optional, default True), ``gold_ids`` (list) or ``n_gold``
 (optional), and the score columns of :func:`core.scoring.score_frame`. Group-key cells are
 compared as given: read ``context_length`` consistently (all text or all integers).
+
+The length cell of a group key (issue 15 item 6). Imported data (HotpotQA from its original
+file) carries exact token counts as ``context_length``, which would make one group per
+instance. A group key names its length cell in one of three ways:
+
+- ``context_length`` (the default key's): *auto*. The exact length where the frame's lengths
+  are on a small grid (:func:`on_length_grid`), else the length bucket.
+- ``context_length_exact``: always the exact length (the published behaviour on any data).
+- ``length_bucket``: always the length bucket (:func:`length_bucket`).
+
+The length bucket is the nearest of 1K, 2K, 4K, 8K, 16K, 32K, 64K, 128K tokens with
+K = 1000 (:data:`LENGTH_LADDER`), nearest on a log2 scale: the boundaries are the geometric
+means of neighbours (:data:`LENGTH_BOUNDARIES`: 1414.2, 2828.4, 5656.9, 11313.7, 22627.4,
+45254.8, 90509.7), so 1414 -> 1K and 1415 -> 2K, 2828 -> 2K and 2829 -> 4K; a value exactly
+on a boundary goes up; lengths below 1414.2 (also below 1K) are 1K, at or above 90509.7
+(also above 128K) 128K; missing, non-numeric or non-positive lengths stay missing.
+K = 1000 (not 1024) because the generated presets (controlled-200, scaling-3200, fan-in grid,
+RULER-lite) and the ONCU release use 4000 / 8000 / 16000 / 32000: those are ladder values and
+map to themselves, so bucketing never changes a preset grid, even in a frame mixed with
+exact-length data. Whichever rule ran is reported (``length_cell``: ``exact`` / ``bucket``).
+
+The grouping is only as trustworthy as its group sizes: :func:`oncu_summary` reports the
+distribution of valid groups' sizes (instances per group) and flags the unit when most valid
+groups hold fewer than :data:`SMALL_GROUP` instances; :func:`coarser_group_key` proposes a
+coarser key. Per-instance ONCU is the group key ``("instance_id",)``.
 """
 
 from __future__ import annotations
@@ -27,15 +52,29 @@ from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
 from core.stats import bootstrap_mean_ci, bootstrap_means, mcnemar_exact, paired_contrast
 
 __all__ = [
+    "BUCKET_LENGTH",
     "DEFAULT_GROUP_KEY",
+    "EXACT_LENGTH",
+    "GRID_MAX_VALUES",
     "INVALID_REASONS",
+    "LENGTH_BOUNDARIES",
+    "LENGTH_LADDER",
+    "LENGTH_RULE",
     "ONCU_CONDITIONS",
+    "PER_INSTANCE_KEY",
     "SCORE_FIELDS",
+    "SIZE_BINS",
+    "SMALL_GROUP",
     "UNIT_KEYS",
+    "coarser_group_key",
     "condition_contrast",
     "failure_breakdown",
+    "group_size_distribution",
+    "length_bucket",
+    "on_length_grid",
     "oncu_groups",
     "oncu_summary",
+    "resolve_length_cell",
     "sample_level_means",
 ]
 
@@ -65,6 +104,130 @@ INVALID_REASONS = (
     "oracle_not_above_no_evidence",
 )
 _REFERENCE = ("no_evidence", "oracle")
+
+#: The length bucket ladder in tokens: 1K, 2K, 4K, ..., 128K with K = 1000 (module docstring).
+LENGTH_LADDER = tuple(1000 * 2**i for i in range(8))
+#: Bucket boundaries: geometric means of neighbouring ladder values (a value on one goes up).
+LENGTH_BOUNDARIES = tuple(
+    math.sqrt(a * b) for a, b in zip(LENGTH_LADDER[:-1], LENGTH_LADDER[1:], strict=True)
+)
+#: At most this many distinct lengths (and at least two instances per length on average) is a
+#: small grid, whose exact lengths the auto length cell keeps.
+GRID_MAX_VALUES = 12
+#: Group-key name of the always-exact length cell.
+EXACT_LENGTH = "context_length_exact"
+#: Group-key name of the always-bucketed length cell.
+BUCKET_LENGTH = "length_bucket"
+_AUTO_LENGTH = "context_length"
+_LENGTH_TOKENS = (_AUTO_LENGTH, EXACT_LENGTH, BUCKET_LENGTH)
+#: A valid group with fewer instances than this is small; most valid groups small -> warning.
+SMALL_GROUP = 5
+#: Group-size bins of :func:`group_size_distribution` (label, lowest size, highest size).
+SIZE_BINS = (("n=1", 1, 1), ("n=2-4", 2, 4), ("n>=5", 5, None))
+#: The group key of per-instance ONCU (one group per instance; unit keys are added).
+PER_INSTANCE_KEY = ("instance_id",)
+#: One-paragraph statement of the length cell rules (tooltips and CLI help).
+LENGTH_RULE = (
+    "Length cell of an ONCU group: 'context_length' (default) keeps the exact length when the "
+    f"lengths are on a small grid (at most {GRID_MAX_VALUES} distinct values and at least 2 "
+    "instances per value on average) and otherwise uses the length bucket; "
+    "'context_length_exact' always keeps the exact length; 'length_bucket' always buckets. "
+    "Bucket = nearest of 1K, 2K, 4K, 8K, 16K, 32K, 64K, 128K tokens (K = 1000) on a log2 "
+    "scale; boundaries at the geometric means 1414, 2828, 5657, 11314, 22627, 45255, 90510 "
+    "(1414 -> 1K, 1415 -> 2K); preset lengths 4000/8000/16000/32000 map to themselves."
+)
+
+
+def length_bucket(values: Sequence[object] | pd.Series | np.ndarray) -> np.ndarray:
+    """The length bucket of each value: nearest ladder value on a log2 scale (float array).
+
+    ``LENGTH_LADDER[clip(floor(log2(x / 1000) + 0.5), 0, 7)]``: boundaries at the geometric
+    means of neighbours (1414.2, 2828.4, 5656.9, 11313.7, 22627.4, 45254.8, 90509.7 tokens),
+    a value on a boundary goes up, values beyond the ends clamp to 1K / 128K. NaN where the
+    value is missing, not a number or not positive.
+
+    Examples: 759 -> 1000, 1414 -> 1000, 1415 -> 2000, 2237 -> 2000, 4000 -> 4000,
+    5656 -> 4000, 5657 -> 8000, 200000 -> 128000.
+    """
+    x = pd.to_numeric(pd.Series(np.asarray(values, dtype=object)), errors="coerce").to_numpy(
+        dtype=float
+    )
+    out = np.full(x.shape, np.nan)
+    ok = np.isfinite(x) & (x > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        idx = np.floor(np.log2(x[ok] / LENGTH_LADDER[0]) + 0.5)
+    idx = np.clip(idx, 0, len(LENGTH_LADDER) - 1).astype(int)
+    out[ok] = np.asarray(LENGTH_LADDER, dtype=float)[idx]
+    return out
+
+
+def on_length_grid(df: pd.DataFrame) -> bool:
+    """Whether the frame's ``context_length`` values are already on a small grid.
+
+    A small grid: at most :data:`GRID_MAX_VALUES` (12) distinct non-missing values and at least
+    two instances per distinct value on average (instances = distinct ``(dataset,
+    instance_id)`` where those columns exist, else rows). Lengths that are not all numbers
+    (``"4K"``) count as a grid: they are labels, compared as given. No lengths at all: a grid.
+    The second condition keeps a handful of instances with exact token counts (a filtered
+    HotpotQA selection) from passing as a grid.
+    """
+    if "context_length" not in df.columns:
+        return True
+    col = df["context_length"]
+    present = col[col.notna()]
+    if present.empty:
+        return True
+    if pd.to_numeric(present, errors="coerce").isna().any():
+        return True
+    distinct = present.nunique()
+    if "instance_id" in df.columns:
+        keys = [k for k in ("dataset", "instance_id") if k in df.columns]
+        instances = len(df.loc[present.index, keys].drop_duplicates())
+    else:
+        instances = len(present)
+    return distinct <= GRID_MAX_VALUES and instances >= 2 * distinct
+
+
+def resolve_length_cell(df: pd.DataFrame, group_key: Sequence[str]) -> str | None:
+    """The length rule a group key gets on this frame: ``exact``, ``bucket`` or None.
+
+    None when the key has no length cell; see the module docstring for the rules.
+    """
+    tokens = [k for k in group_key if k in _LENGTH_TOKENS]
+    if len(tokens) > 1:
+        raise ValueError(
+            f"a group key takes one length cell, got {tokens} (choose one of "
+            f"{', '.join(_LENGTH_TOKENS)})"
+        )
+    if not tokens:
+        return None
+    if tokens[0] == EXACT_LENGTH:
+        return "exact"
+    if tokens[0] == BUCKET_LENGTH:
+        return "bucket"
+    return "exact" if on_length_grid(df) else "bucket"
+
+
+def _key_frame(
+    df: pd.DataFrame, group_key: Sequence[str]
+) -> tuple[pd.DataFrame, list[str], str | None]:
+    """``(frame, group columns, length rule)``: the frame with its length cell resolved.
+
+    The length token of the key becomes the column ``context_length`` holding the cell's value
+    (exact, or the bucket as an integer number of tokens).
+    """
+    rule = resolve_length_cell(df, group_key)
+    key = ["context_length" if k in _LENGTH_TOKENS else k for k in group_key]
+    if rule is not None and "context_length" not in df.columns:
+        raise ValueError(
+            f"group key column(s) ['context_length'] not in the frame; columns: "
+            f"{sorted(df.columns)}"
+        )
+    if rule == "bucket":
+        b = length_bucket(df["context_length"])
+        col = pd.Series(b, index=df.index)
+        df = df.assign(context_length=col.astype("int64") if col.notna().all() else col)
+    return df, _group_cols(df, key), rule
 
 
 def _unit_keys(df: pd.DataFrame) -> list[str]:
@@ -112,27 +275,36 @@ def oncu_groups(
     """Per-group ONCU: one row per (group, contextual condition present in the group).
 
     Contextual = every condition but ``no_evidence`` and ``oracle``. A reference condition is
-    present when it has at least one non-NaN score in the group.
+    present when it has at least one non-NaN score in the group; NaN scores (unscored or
+    failed calls) are missing, never 0: means skip them and ``missing`` counts them.
 
     Args:
         df: scored predictions (see the module docstring).
         score_field: the score s.
-        group_key: metadata columns that define a group (the unit keys are always added).
+        group_key: metadata columns that define a group (the unit keys are always added); the
+            length cell is ``context_length`` (auto), ``context_length_exact`` or
+            ``length_bucket`` (module docstring); ``("instance_id",)`` gives per-instance ONCU.
 
     Returns:
-        Columns: the unit and group keys, ``condition``, ``n`` (predictions of the condition),
-        ``n_none``, ``n_oracle``, ``s_none``, ``s_oracle``, ``s_c``, ``gain`` (S_c - S_none),
-        ``denominator`` (S_oracle - S_none), ``applicable``, ``valid``, ``invalid_reason``
-        (None when valid), ``oncu_raw`` and ``oncu_clipped`` (NaN when invalid).
+        Columns: the unit and group keys (the length cell as ``context_length``),
+        ``condition``, ``n`` (predictions of the condition), ``missing`` (those with a NaN
+        score), ``n_none``, ``n_oracle`` (scored reference predictions), ``n_instances``
+        (distinct instances of the group, any condition), ``s_none``, ``s_oracle``, ``s_c``,
+        ``gain`` (S_c - S_none), ``denominator`` (S_oracle - S_none), ``applicable``,
+        ``valid``, ``invalid_reason`` (None when valid), ``oncu_raw`` and ``oncu_clipped``
+        (NaN when invalid), and with a length cell ``length_cell`` (``exact`` or ``bucket``).
     """
     _check_field(df, score_field)
-    cols = _group_cols(df, group_key)
+    df, cols, rule = _key_frame(df, group_key)
     work = df[cols + ["condition"]].copy()
     work["_s"] = pd.to_numeric(df[score_field], errors="coerce").astype(float)
     work["_app"] = _applicable(df)
+    work["_inst"] = df["instance_id"] if "instance_id" in df.columns else np.arange(len(df))
     gb = work.groupby(cols + ["condition"], dropna=False, sort=True)["_s"]
     stats = pd.DataFrame({"mean": gb.mean(), "scored": gb.count(), "rows": gb.size()})
-    app = work.groupby(cols, dropna=False, sort=True)["_app"].all()
+    by_group = work.groupby(cols, dropna=False, sort=True)
+    app = by_group["_app"].all()
+    sizes = by_group["_inst"].nunique()
 
     ctx = stats[~stats.index.get_level_values("condition").isin(_REFERENCE)]
     ctx = ctx.reset_index()
@@ -142,11 +314,14 @@ def oncu_groups(
         ref[cond] = r.drop(columns=["condition", "rows"]).rename(
             columns={"mean": f"s_{cond}", "scored": f"n_{cond}"}
         )
-    out = ctx.rename(columns={"mean": "s_c", "rows": "n"}).drop(columns=["scored"])
+    out = ctx.rename(columns={"mean": "s_c", "rows": "n"})
+    out["missing"] = (out["n"] - out["scored"]).astype(int)
+    out = out.drop(columns=["scored"])
     for cond in _REFERENCE:
         out = out.merge(ref[cond], on=cols, how="left")
     out = out.rename(columns={"s_no_evidence": "s_none", "n_no_evidence": "n_none"})
     out = out.merge(app.rename("applicable").reset_index(), on=cols, how="left")
+    out = out.merge(sizes.rename("n_instances").reset_index(), on=cols, how="left")
     for c in ("n_none", "n_oracle"):
         out[c] = out[c].fillna(0).astype(int)
     out["gain"] = out["s_c"] - out["s_none"]
@@ -167,11 +342,80 @@ def oncu_groups(
         raw = np.where(out["valid"], out["gain"] / out["denominator"], np.nan)
     out["oncu_raw"] = raw
     out["oncu_clipped"] = np.clip(raw, 0.0, 1.0)
+    out["n_instances"] = out["n_instances"].fillna(0).astype(int)
     order = cols + [
-        "condition", "n", "n_none", "n_oracle", "s_none", "s_oracle", "s_c", "gain",
-        "denominator", "applicable", "valid", "invalid_reason", "oncu_raw", "oncu_clipped",
+        "condition", "n", "missing", "n_none", "n_oracle", "n_instances", "s_none", "s_oracle",
+        "s_c", "gain", "denominator", "applicable", "valid", "invalid_reason", "oncu_raw",
+        "oncu_clipped",
     ]  # fmt: skip
+    if rule is not None:
+        out["length_cell"] = rule
+        order.append("length_cell")
     return out[order].reset_index(drop=True)
+
+
+def group_size_distribution(sizes: Sequence[int] | pd.Series | np.ndarray) -> dict[str, object]:
+    """How many groups hold how many instances.
+
+    Args:
+        sizes: instances per group (e.g. ``n_instances`` of the valid groups).
+
+    Returns:
+        ``{"n=1": ..., "n=2-4": ..., "n>=5": ...}`` (:data:`SIZE_BINS`), ``median`` (NaN for
+        no groups), ``small`` (groups with fewer than :data:`SMALL_GROUP` instances),
+        ``groups`` and ``warning`` (True when most groups, more than half, are small).
+    """
+    a = np.asarray(sizes, dtype=float)
+    out: dict[str, object] = {}
+    for label, lo, hi in SIZE_BINS:
+        out[label] = int(np.sum((a >= lo) & (a <= (np.inf if hi is None else hi))))
+    small = int(np.sum(a < SMALL_GROUP))
+    out["median"] = float(np.median(a)) if len(a) else math.nan
+    out["small"] = small
+    out["groups"] = int(len(a))
+    out["warning"] = bool(len(a) and 2 * small > len(a))
+    return out
+
+
+def _small_share(df: pd.DataFrame, key: Sequence[str]) -> tuple[float, int]:
+    """(share of groups with fewer than SMALL_GROUP instances, number of groups) of a key."""
+    frame, cols, _ = _key_frame(df, key)
+    inst = frame["instance_id"] if "instance_id" in frame.columns else pd.Series(
+        np.arange(len(frame)), index=frame.index
+    )  # fmt: skip
+    if cols:
+        sizes = inst.groupby([frame[c] for c in cols], dropna=False).nunique()
+    else:
+        sizes = pd.Series([inst.nunique()])
+    return float(np.mean(sizes < SMALL_GROUP)) if len(sizes) else 0.0, int(len(sizes))
+
+
+def coarser_group_key(
+    df: pd.DataFrame, group_key: Sequence[str] = DEFAULT_GROUP_KEY
+) -> tuple[str, ...] | None:
+    """A coarser group key under which most groups hold at least :data:`SMALL_GROUP` instances.
+
+    Greedy, on group sizes (instances per group of every unit, valid or not): while more than
+    half the groups are small, take the single step that leaves the smallest share of small
+    groups (ties: the one keeping more groups, then the earlier key cell): an exact length
+    cell may become ``length_bucket``, or one cell (never a unit key) is dropped. Returns None
+    when the key is not too fine already, or when only the empty key (one group per unit)
+    would do.
+    """
+    key = tuple(group_key)
+    share, _ = _small_share(df, key)
+    if share <= 0.5:
+        return None
+    while share > 0.5 and key:
+        options = []
+        if resolve_length_cell(df, key) == "exact":
+            length = next(k for k in key if k in _LENGTH_TOKENS)
+            options.append(tuple(BUCKET_LENGTH if k == length else k for k in key))
+        options += [tuple(k for k in key if k != drop) for drop in key]
+        scored = [(*_small_share(df, o), i, o) for i, o in enumerate(options)]
+        best = min(scored, key=lambda t: (t[0], -t[1], t[2]))
+        share, key = best[0], best[3]
+    return key or None
 
 
 def oncu_summary(
@@ -198,15 +442,28 @@ def oncu_summary(
 
     Returns:
         One row per (unit keys, condition) with ``score_field``, ``valid_groups``,
-        ``total_groups``, ``oncu_clipped`` (unweighted mean of clipped ONCU over valid groups,
-        the headline), ``oncu_ci_low`` / ``oncu_ci_high`` (percentile bootstrap over valid
-        groups), ``oncu_raw_mean``, ``oncu_weighted`` (sum(S_c - S_none) / sum(S_oracle - S_none)
-        over valid groups, the aggregate raw ratio of seed 000 Table 23), ``n_above_oracle``
-        (raw > 1), ``n_below_baseline`` (raw < 0), ``invalid_reasons`` ({reason: count}),
-        ``s_none`` / ``s_oracle`` / ``s_c`` (group-averaged over valid groups, seed 000 Table 9)
-        and ``sample_means`` ({condition: mean of the score over all the unit's predictions}).
+        ``total_groups``, ``n`` (predictions of the condition), ``missing`` (those with a NaN
+        score: failed or unscored, skipped by every mean), ``oncu_clipped`` (unweighted mean
+        of clipped ONCU over valid groups, the headline), ``oncu_ci_low`` / ``oncu_ci_high``
+        (percentile bootstrap over valid groups), ``oncu_raw_mean``, ``oncu_weighted``
+        (sum(S_c - S_none) / sum(S_oracle - S_none) over valid groups, the aggregate raw ratio
+        of seed 000 Table 23), ``n_above_oracle`` (raw > 1), ``n_below_baseline`` (raw < 0),
+        ``invalid_reasons`` ({reason: count}), ``s_none`` / ``s_oracle`` / ``s_c``
+        (group-averaged over valid groups, seed 000 Table 9),
+        ``sample_means`` ({condition: mean of the score over all the unit's predictions}),
+        ``group_key`` (the key as resolved: ``length_bucket`` / ``context_length_exact`` for
+        the length cell that ran), ``length_cell`` (``exact``, ``bucket`` or None),
+        ``group_sizes`` (:func:`group_size_distribution` of the valid groups' instance counts),
+        ``median_group_size``, ``small_groups`` (valid groups with fewer than
+        :data:`SMALL_GROUP` instances), ``small_group_warning`` (most valid groups small) and
+        ``coarser_group_key`` (:func:`coarser_group_key` when any row warns, else None).
     """
     groups = oncu_groups(df, score_field, group_key)
+    rule = resolve_length_cell(df, group_key)
+    resolved = [
+        ({"exact": EXACT_LENGTH, "bucket": BUCKET_LENGTH}[rule] if k in _LENGTH_TOKENS else k)
+        for k in group_key
+    ]
     unit = _unit_keys(df)
     sample = _sample_means(df, unit, score_field)
     rows = []
@@ -225,12 +482,15 @@ def oncu_summary(
         else:
             lo = hi = math.nan
         reasons = g["invalid_reason"].dropna().value_counts()
+        dist = group_size_distribution(v["n_instances"])
         row = dict(zip(keys, key, strict=True))
         row.update(
             {
                 "score_field": score_field,
                 "valid_groups": int(len(v)),
                 "total_groups": int(len(g)),
+                "n": int(g["n"].sum()),
+                "missing": int(g["missing"].sum()),
                 "oncu_clipped": float(np.nanmean(clipped)) if len(v) else math.nan,
                 "oncu_ci_low": lo,
                 "oncu_ci_high": hi,
@@ -243,13 +503,27 @@ def oncu_summary(
                 "s_oracle": float(v["s_oracle"].mean()) if len(v) else math.nan,
                 "s_c": float(v["s_c"].mean()) if len(v) else math.nan,
                 "sample_means": sample.get(key[:-1], {}),
+                "group_key": list(resolved),
+                "length_cell": rule,
+                "group_sizes": {lab: dist[lab] for lab, _, _ in SIZE_BINS},
+                "median_group_size": dist["median"],
+                "small_groups": dist["small"],
+                "small_group_warning": dist["warning"],
             }
         )
         rows.append(row)
+    coarser = None
+    if any(r["small_group_warning"] for r in rows):
+        found = coarser_group_key(df, tuple(group_key))
+        coarser = list(found) if found is not None else None
+    for r in rows:
+        r["coarser_group_key"] = coarser
     cols = keys + [
-        "score_field", "valid_groups", "total_groups", "oncu_clipped", "oncu_ci_low",
-        "oncu_ci_high", "oncu_raw_mean", "oncu_weighted", "n_above_oracle", "n_below_baseline",
-        "invalid_reasons", "s_none", "s_oracle", "s_c", "sample_means",
+        "score_field", "valid_groups", "total_groups", "n", "missing", "oncu_clipped",
+        "oncu_ci_low", "oncu_ci_high", "oncu_raw_mean", "oncu_weighted", "n_above_oracle",
+        "n_below_baseline", "invalid_reasons", "s_none", "s_oracle", "s_c", "sample_means",
+        "group_key", "length_cell", "group_sizes", "median_group_size", "small_groups",
+        "small_group_warning", "coarser_group_key",
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 

@@ -5,7 +5,15 @@ core/figures/oncu.py)."""
 import streamlit as st
 
 from core.figures.oncu import CI_AUTO_MAX
-from pages.common import HELP, show_figure, show_instances, show_table, sidebar, with_options
+from pages.common import (
+    HELP,
+    oncu_group_guard,
+    show_figure,
+    show_instances,
+    show_table,
+    sidebar,
+    with_options,
+)
 
 selection = sidebar("conditions")
 st.title("Conditions & ONCU")
@@ -15,13 +23,16 @@ if st.sidebar.toggle("Per-example bootstrap CIs on large runs", key="conditions.
     selection = with_options(selection, ci=True)
 if not selection.dataset and not selection.runs:
     st.info("Choose a dataset (or runs) in the sidebar.")
+# length cell control, group-size distribution, small-group warning + coarser key button
+selection = oncu_group_guard(selection)
 
 summary, _ = show_table(
     "oncu_summary",
     selection,
-    columns=["run", "condition", "valid_groups", "total_groups", "oncu_clipped", "oncu_ci_low",
-             "oncu_ci_high", "oncu_raw_mean", "oncu_weighted", "n_above_oracle",
-             "n_below_baseline", "invalid_reasons"],
+    columns=["run", "condition", "valid_groups", "total_groups", "n", "missing",
+             "oncu_clipped", "oncu_ci_low", "oncu_ci_high", "oncu_raw_mean", "oncu_weighted",
+             "n_above_oracle", "n_below_baseline", "invalid_reasons", "group_sizes",
+             "median_group_size", "small_groups", "length_cell"],
     column_config={
         "oncu_clipped": st.column_config.NumberColumn("ONCU (clipped)", format="%.3f",
                                                       help=HELP["oncu_clipped"]),
@@ -32,15 +43,24 @@ summary, _ = show_table(
         "oncu_ci_low": st.column_config.NumberColumn("CI low", format="%.3f", help=HELP["ci"]),
         "oncu_ci_high": st.column_config.NumberColumn("CI high", format="%.3f", help=HELP["ci"]),
         "valid_groups": st.column_config.NumberColumn("valid groups", help=HELP["valid_groups"]),
+        "missing": st.column_config.NumberColumn(
+            "missing", help="Predictions whose score is NaN (failed or unscored calls): "
+            "skipped by every mean, never counted as 0."),
+        "group_sizes": st.column_config.TextColumn(
+            "valid group sizes", help="Valid groups by instances per group."),
+        "median_group_size": st.column_config.NumberColumn("median size", format="%g"),
+        "small_groups": st.column_config.NumberColumn(
+            "groups < 5", help="Valid groups with fewer than 5 instances."),
     },
-)
+)  # fmt: skip
 if not summary.empty:
     cols = st.columns(len(summary))
     for col, row in zip(cols, summary.itertuples(), strict=True):
         col.metric(
             f"{row.run} · {row.condition} ONCU",
             f"{row.oncu_clipped:.3f}",
-            f"{row.valid_groups}/{row.total_groups} valid groups",
+            f"{row.valid_groups}/{row.total_groups} valid groups, median size "
+            f"{row.median_group_size:g}" + (" ⚠ mostly < 5" if row.small_group_warning else ""),
             delta_color="off",
             delta_arrow="off",
             help=HELP["oncu_clipped"],
@@ -58,9 +78,11 @@ with tab_audit:
     groups, row = show_table(
         "oncu_groups", selection, drill=True,
         columns=["run", "condition", "status", "reasoning_type", "context_length",
-                 "evidence_position", "evidence_density", "distractor_similarity", "n", "s_none",
-                 "s_oracle", "s_c", "oncu_raw", "oncu_clipped", "valid", "invalid_reason"],
+                 "evidence_position", "evidence_density", "distractor_similarity", "n",
+                 "missing", "n_instances", "s_none", "s_oracle", "s_c", "oncu_raw",
+                 "oncu_clipped", "valid", "invalid_reason", "length_cell"],
     )  # fmt: skip
+    bucketed = "length_cell" in groups.columns and bool((groups["length_cell"] == "bucket").any())
     if not groups.empty:
         above = groups[groups["status"] == "above_oracle"]
         below = groups[groups["status"] == "below_baseline"]
@@ -68,8 +90,19 @@ with tab_audit:
         st.caption(
             f"{len(above)} group(s) above oracle (raw > 1), {len(below)} below baseline "
             f"(raw < 0), {len(invalid)} invalid; select a row to list its instances."
-        )
+            + (" context_length is the length bucket (nearest of 1K..128K tokens)."
+               if bucketed else "")
+        )  # fmt: skip
     show_instances(selection, row or cell, key="conditions.group_instances")
+    with st.expander("Per-instance ONCU (one group per instance)"):
+        st.caption("ONCU with the group key instance_id: S_none, S_oracle and S_c of each "
+                   "instance alone (as `report oncu --group-key instance_id`); CSV above.")
+        show_table(
+            "oncu_groups", with_options(selection, group_key=["instance_id"]),
+            key="conditions.per_instance",
+            columns=["run", "condition", "instance_id", "n", "missing", "s_none", "s_oracle",
+                     "s_c", "oncu_raw", "oncu_clipped", "status", "valid", "invalid_reason"],
+        )  # fmt: skip
 with tab_contrast:
     show_table("paired_contrasts", selection)
 with tab_fail:

@@ -16,7 +16,9 @@ from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.jsonable import json_plain
 from core.oncu import (
     DEFAULT_GROUP_KEY,
+    LENGTH_RULE,
     SCORE_FIELDS,
+    SMALL_GROUP,
     condition_contrast,
     failure_breakdown,
     oncu_summary,
@@ -41,7 +43,15 @@ def oncu_report(
         run: a run id or a dataset name (its runs); None for every run.
         score_field: ``f1_relaxed`` (default), ``f1_strict``, ``em_strict`` or ``em_relaxed``.
         group_key: metadata columns that define a group (default
-            :data:`core.oncu.DEFAULT_GROUP_KEY`; run, model and dataset are always added).
+            :data:`core.oncu.DEFAULT_GROUP_KEY`, its length cell auto: exact on a small grid,
+            else the length bucket; run, model and dataset are always added;
+            ``["instance_id"]`` gives per-instance ONCU).
+
+    Each object also carries ``n`` / ``missing`` (predictions of the condition / those with a
+    NaN score, skipped), the key that ran (``group_key``, ``length_cell``), the valid groups'
+    size distribution (``group_sizes``, ``median_group_size``, ``small_groups``),
+    ``small_group_warning`` (most valid groups hold fewer than 5 instances) and
+    ``coarser_group_key`` (a key to try then).
     """
     if score_field not in SCORE_FIELDS:
         raise ValueError(
@@ -53,9 +63,10 @@ def oncu_report(
     )
     keep = (
         "run", "model", "dataset", "condition", "score_field", "valid_groups", "total_groups",
-        "oncu_clipped", "oncu_raw_mean", "oncu_weighted", "oncu_ci_low", "oncu_ci_high",
-        "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none", "s_oracle", "s_c",
-        "sample_means",
+        "n", "missing", "oncu_clipped", "oncu_raw_mean", "oncu_weighted", "oncu_ci_low",
+        "oncu_ci_high", "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none",
+        "s_oracle", "s_c", "sample_means", "group_key", "length_cell", "group_sizes",
+        "median_group_size", "small_groups", "small_group_warning", "coarser_group_key",
     )  # fmt: skip
     return [json_plain({k: row[k] for k in keep}) for row in summary.to_dict("records")]
 
@@ -123,12 +134,47 @@ def _cmd_report_oncu(args: argparse.Namespace) -> int:
         for r in rows:
             r["groups"] = f"{r['valid_groups']}/{r['total_groups']}"
             r["ci"] = f"[{_fmt(r['oncu_ci_low'])}, {_fmt(r['oncu_ci_high'])}]"
+            r["sizes"] = _sizes_text(r)
         _print_table(
             rows,
-            ["run", "condition", "groups", "oncu_clipped", "ci", "oncu_raw_mean",
-             "oncu_weighted", "n_above_oracle", "n_below_baseline", "invalid_reasons"],
+            ["run", "condition", "groups", "n", "missing", "oncu_clipped", "ci",
+             "oncu_raw_mean", "oncu_weighted", "n_above_oracle", "n_below_baseline",
+             "invalid_reasons", "sizes"],
         )  # fmt: skip
+        if rows:
+            print(f"group key: {', '.join(rows[0]['group_key']) or '(unit only)'}")
+        for line in _small_group_warnings(rows):
+            print(line)
     return 0
+
+
+def _sizes_text(r: dict) -> str:
+    """``n=1: 3, n=2-4: 3, n>=5: 2; median 2`` (valid groups' instance counts)."""
+    sizes = ", ".join(f"{k}: {v}" for k, v in (r.get("group_sizes") or {}).items())
+    median = r.get("median_group_size")
+    median = f"{median:g}" if isinstance(median, float) else _fmt(median)
+    return f"{sizes}; median {median}"
+
+
+def _small_group_warnings(rows: list[dict]) -> list[str]:
+    """One loud line per (run, condition) whose valid groups are mostly small, and a hint."""
+    out = []
+    for r in rows:
+        if r.get("small_group_warning"):
+            out.append(
+                f"WARNING: {r['run']} {r['condition']}: {r['small_groups']} of "
+                f"{r['valid_groups']} valid ONCU groups have fewer than {SMALL_GROUP} "
+                f"instances ({_sizes_text(r)}); the headline averages tiny groups"
+            )
+    coarser = next((r.get("coarser_group_key") for r in rows if r.get("small_group_warning")),
+                   None)  # fmt: skip
+    if out and coarser is not None:
+        key = ",".join(coarser)
+        out.append(
+            f"  try a coarser key: --group-key {key}" if key
+            else "  no coarser key helps: the units themselves are small"
+        )  # fmt: skip
+    return out
 
 
 def _cmd_report_failures(args: argparse.Namespace) -> int:
@@ -185,7 +231,7 @@ def register(groups: Groups) -> None:
         "--group-key",
         help="comma-separated metadata columns that define an ONCU group (default: source, "
         "model, reasoning_type, context_length, evidence_position, evidence_density, "
-        "distractor_similarity); drop context_length for imported data with exact lengths",
+        "distractor_similarity; instance_id alone: per-instance ONCU). " + LENGTH_RULE,
     )
     on.set_defaults(handler=_cmd_report_oncu)
 

@@ -9,7 +9,10 @@ page's figure with the data behind it (or a table). Numbers come from :mod:`core
 - ``contrasts``: ``[[a, b], ...]`` paired contrasts (default retrieved - full_context,
   full_context - no_evidence, oracle - retrieved);
 - ``n_resamples``: bootstrap resamples (default 5,000, SPEC §6.6);
-- ``group_key``: the metadata cells of an ONCU group (default :data:`DEFAULT_GROUP_KEY`);
+- ``group_key``: the metadata cells of an ONCU group (default :data:`DEFAULT_GROUP_KEY`, whose
+  ``context_length`` is the auto length cell: exact lengths on a small grid, else the length
+  bucket; ``context_length_exact`` / ``length_bucket`` force one rule, ``instance_id`` alone
+  gives per-instance ONCU; see :mod:`core.oncu`);
 - ``ci``: ``"auto"`` (default), true or false. Per-example bootstrap CIs (the condition matrix
   and the paired contrasts) cost resamples x examples; ``auto`` computes them when every
   (run, condition) cell has at most :data:`CI_AUTO_MAX` predictions and otherwise leaves the
@@ -31,6 +34,7 @@ from plotly.subplots import make_subplots
 from core.figures import N_RESAMPLES, SCORE_FIELD, drill, empty_figure
 from core.oncu import (
     DEFAULT_GROUP_KEY,
+    LENGTH_RULE,
     ONCU_CONDITIONS,
     condition_contrast,
     failure_breakdown,
@@ -107,8 +111,8 @@ CONTRASTS = Param(
 )  # fmt: skip
 #: Metadata cells of an ONCU group.
 GROUP_KEY = Param(
-    "group_key", str, DEFAULT_GROUP_KEY, "metadata cells that define an ONCU group",
-    multiple=True, section="SPEC §6.5; seed 000 §3.3",
+    "group_key", str, DEFAULT_GROUP_KEY, "metadata cells that define an ONCU group. "
+    + LENGTH_RULE, multiple=True, section="SPEC §6.5; seed 000 §3.3; issue 15 item 6",
 )  # fmt: skip
 #: Per-example bootstrap CIs: auto, true or false.
 CI = Param(
@@ -258,11 +262,17 @@ def oncu_summary_table(
     n_resamples: int = N_RESAMPLES.default,
     group_key: Sequence[str] = GROUP_KEY.default,
 ) -> pd.DataFrame:
-    """ONCU per (run, contextual condition): clipped headline with CI, raw, weighted, audit."""
+    """ONCU per (run, contextual condition): clipped headline with CI, raw, weighted, audit.
+
+    With the group-size guardrails of :func:`core.oncu.oncu_summary`: ``n`` and ``missing``
+    (NaN-scored predictions, skipped), the key that ran (``group_key``, ``length_cell``), the
+    valid groups' size distribution, ``small_group_warning`` and ``coarser_group_key``.
+    """
     cols = ["run", "model", "dataset", "condition", "valid_groups", "total_groups",
             "oncu_clipped", "oncu_ci_low", "oncu_ci_high", "oncu_raw_mean", "oncu_weighted",
-            "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none", "s_oracle",
-            "s_c"]  # fmt: skip
+            "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none", "s_oracle", "s_c",
+            "n", "missing", "group_key", "length_cell", "group_sizes", "median_group_size",
+            "small_groups", "small_group_warning", "coarser_group_key"]  # fmt: skip
     if df.empty:
         return pd.DataFrame(columns=cols)
     s = oncu_summary(
@@ -280,7 +290,12 @@ def oncu_groups_table(
     conditions: Sequence[str] = CONDITIONS_OPTION.default,
     group_key: Sequence[str] = GROUP_KEY.default,
 ) -> pd.DataFrame:
-    """Per-group ONCU with its validity audit (one row per group and contextual condition)."""
+    """Per-group ONCU with its validity audit (one row per group and contextual condition).
+
+    Columns of :func:`core.oncu.oncu_groups` (``n``, ``missing``, ``n_instances``, the length
+    cell as ``context_length`` with ``length_cell``) plus ``status``. ``group_key=("instance_id",)``
+    gives per-instance ONCU.
+    """
     if df.empty:
         return pd.DataFrame(columns=["run", "condition", "valid", "invalid_reason"])
     g = oncu_groups(df, score_field=score_field, group_key=tuple(group_key))
@@ -331,7 +346,7 @@ def oncu_audit_figure(
                 "evidence_position", "distractor_similarity", "evidence_density")]  # fmt: skip
     symbols = {"in_band": "circle", "above_oracle": "triangle-up", "below_baseline": "x"}
     # a point is one group of one condition: run, condition and every group-key cell
-    keys = ["run", "condition", *[c for c in group_key if c in pts.columns and c != "run"]]
+    keys = drill.group_keys(pts, group_key)
     for cond in [c for c in CONDITIONS if c in set(pts["condition"])]:
         d = pts[pts["condition"] == cond]
         text = d[key_cols].astype(str).agg(" | ".join, axis=1)
@@ -348,7 +363,7 @@ def oncu_audit_figure(
     fig.update_xaxes(title_text="raw ONCU", range=[lo, hi], zeroline=False)
     fig.update_yaxes(title_text="clipped ONCU", range=[-0.05, 1.05])
     fig.update_layout(legend_title_text="condition", margin={"t": 30})
-    drill.declare(fig, keys, fixed=_PLAIN)
+    drill.declare(fig, keys, fixed=_PLAIN | drill.length_fixed(pts))
     return fig, pts
 
 
@@ -525,13 +540,16 @@ def length_position_table(
     """Mean clipped ONCU over valid groups per (run, condition, context length, position).
 
     Groups use the ONCU group key; the cell value averages the valid groups whose length and
-    evidence position match (SPEC §6.7).
+    evidence position match (SPEC §6.7). ``context_length`` is the group's length cell (the
+    length bucket where the auto rule bucketed, see ``length_cell``); ``missing`` counts the
+    NaN-scored predictions among ``n``.
     """
     g = oncu_groups_table(df, score_field=score_field, conditions=conditions,
                           group_key=group_key)  # fmt: skip
     cols = ["run", "condition", "context_length", "evidence_position", "oncu_clipped",
-            "oncu_raw", "valid_groups", "total_groups", "n"]  # fmt: skip
-    if g.empty:
+            "oncu_raw", "valid_groups", "total_groups", "n", "missing",
+            "length_cell"]  # fmt: skip
+    if g.empty or "context_length" not in g.columns or "evidence_position" not in g.columns:
         return pd.DataFrame(columns=cols)
     keys = ["run", "condition", "context_length", "evidence_position"]
     agg = g.groupby(keys, dropna=False, sort=True).agg(
@@ -540,10 +558,13 @@ def length_position_table(
         valid_groups=("valid", "sum"),
         total_groups=("valid", "size"),
         n=("n", "sum"),
+        missing=("missing", "sum"),
     )
     out = agg.reset_index()
     out["valid_groups"] = out["valid_groups"].astype(int)
     out["n"] = out["n"].astype(int)
+    out["missing"] = out["missing"].astype(int)
+    out["length_cell"] = g["length_cell"].iloc[0] if "length_cell" in g.columns else None
     out["context_length"] = pd.to_numeric(out["context_length"], errors="coerce")
     return _order(out.sort_values(keys).reset_index(drop=True))
 
@@ -594,9 +615,11 @@ def oncu_heatmap_figure(
             ),
             row=1, col=i,
         )  # fmt: skip
-    fig.update_yaxes(title_text="context length (tokens)", row=1, col=1, type="category")
+    bucketed = "length_cell" in t1.columns and (t1["length_cell"] == "bucket").any()
+    fig.update_yaxes(title_text="context length bucket (tokens)" if bucketed
+                     else "context length (tokens)", row=1, col=1, type="category")
     fig.update_layout(margin={"t": 40}, title_text=f"run {run}" if t["run"].nunique() > 1 else None)
-    drill.declare(fig, _HEAT_KEYS, fixed=_PLAIN)
+    drill.declare(fig, _HEAT_KEYS, fixed=_PLAIN | drill.length_fixed(t1))
     return fig, t1.reset_index(drop=True)
 
 
