@@ -153,8 +153,10 @@ def trace_divergence(
     are compared relaxed-normalized (SPEC §6.2, with the instance's answer and reasoning type),
     confidences clamped to [0, 1], a missing confidence counts as 0.
     """
-    changed = normalize_relaxed(answer or "", answer_type, reasoning_type) != normalize_relaxed(
-        answer_perturbed or "", answer_type, reasoning_type
+    # a parse error has no answer (None, or NaN once in a frame): it counts as ""
+    a, a2 = (x if isinstance(x, str) else "" for x in (answer, answer_perturbed))
+    changed = normalize_relaxed(a, answer_type, reasoning_type) != normalize_relaxed(
+        a2, answer_type, reasoning_type
     )
     return (
         0.5 * jaccard_distance(cited, cited_perturbed)
@@ -271,8 +273,9 @@ def intervention_pairs(
         ``rule``, the axes of both runs (``correctness_orig``, ``correctness`` ...),
         ``trace_divergence``, the deltas (``delta_corr``, ``delta_f1``, ``delta_grnd``,
         ``delta_cal``), the role flags and ``role`` (roles only for item operators, else
-        None), ``answer_orig``, ``answer``, ``confidence_orig``, ``confidence``. Failed calls
-        (``error`` set) are left out on either side.
+        None), ``answer_orig``, ``answer``, ``confidence_orig``, ``confidence`` and ``missing``.
+        A pair whose base or intervention call failed (``error`` set) has ``missing`` True,
+        NaN axes, divergence and deltas, and no role flags or role: its delta is not computed.
     """
     df = predictions.copy()
     if "run" not in df.columns:
@@ -280,8 +283,7 @@ def intervention_pairs(
     for col in ("error", "meta", "answer_type", "reasoning_type"):
         if col not in df.columns:
             df[col] = None
-    ok = [not (_finite(e) and str(e).strip()) for e in df["error"]]
-    df = df[ok]
+    df["_failed"] = [_failed(e) for e in df["error"]]
     base = df[(df["condition"] == "retrieved") & (df["variant"].fillna("") == "")]
     base_by = {(r["run"], r["instance_id"]): r for r in base.to_dict("records")}
     records = [
@@ -315,17 +317,18 @@ def intervention_pairs(
             "target": "+".join(targets),
             "rule": meta.get("rule"),
         }
+        missing = bool(b["_failed"] or r["_failed"])
         for axis, col in _AXIS_SCORE.items():
-            out[f"{axis}_orig"] = _num(b.get(col))
-            out[axis] = _num(r.get(col))
-        out["trace_divergence"] = trace_divergence(
+            out[f"{axis}_orig"] = math.nan if missing else _num(b.get(col))
+            out[axis] = math.nan if missing else _num(r.get(col))
+        out["trace_divergence"] = math.nan if missing else trace_divergence(
             _ids(b["cited_ids"]), _ids(r["cited_ids"]), b.get("answer"), r.get("answer"),
             b.get("confidence"), r.get("confidence"), answer_type=r.get("answer_type"),
             reasoning_type=r.get("reasoning_type"),
         )  # fmt: skip
         deltas = {_DELTA[a]: out[f"{a}_orig"] - out[a] for a in AXES}
         out.update(deltas)
-        if op in _ITEM_OPERATORS:
+        if op in _ITEM_OPERATORS and not missing:
             flags = role_flags(deltas, out["trace_divergence"], eps, tau)
             out.update({f"is_{k}": v for k, v in flags.items()})
             out["role"] = next((k for k in ROLES[:-1] if flags[k]), "unassigned")
@@ -335,28 +338,48 @@ def intervention_pairs(
         for k in ("answer", "confidence"):
             out[f"{k}_orig"] = b.get(k)
             out[k] = r.get(k)
+        out["missing"] = missing
         rows.append(out)
     cols = [
         "run", "instance_id", "variant", "operator", "param", "target", "rule",
         *[c for a in AXES for c in (f"{a}_orig", a)], "trace_divergence", *_DELTA.values(),
         *[f"is_{k}" for k in ROLES[:-1]], "role", "answer_orig", "answer", "confidence_orig",
-        "confidence",
+        "confidence", "missing",
     ]  # fmt: skip
-    return pd.DataFrame(rows, columns=cols)
+    out_df = pd.DataFrame(rows, columns=cols)
+    out_df["missing"] = out_df["missing"].astype(bool)
+    return out_df
+
+
+def _failed(error: Any) -> bool:
+    """True when a prediction's call failed (its ``error`` is set): not an answer."""
+    return _finite(error) and bool(str(error).strip())
+
+
+def _missing(frame: pd.DataFrame) -> np.ndarray:
+    """The ``missing`` flags of ``frame`` (all False without the column)."""
+    if "missing" not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    return frame["missing"].fillna(False).to_numpy(dtype=bool)
 
 
 def _base_rows(predictions: pd.DataFrame) -> pd.DataFrame:
-    """The base traces' utility axes: ``run``, ``instance_id`` and :data:`AXES`."""
+    """The base traces' utility axes: ``run``, ``instance_id``, :data:`METRICS`, ``missing``.
+
+    A failed base call is kept with NaN metrics and ``missing`` True.
+    """
     df = predictions
     run = df["run"] if "run" in df.columns else df.get("run_id", pd.Series("", index=df.index))
     err = df["error"] if "error" in df.columns else pd.Series(None, index=df.index)
-    ok = np.array([not (_finite(e) and str(e).strip()) for e in err], dtype=bool)
+    failed = np.array([_failed(e) for e in err], dtype=bool)
     mask = (df["condition"] == "retrieved").to_numpy() & (df["variant"].fillna("") == "").to_numpy()
-    sub = df[mask & ok]
-    out = pd.DataFrame({"run": run[mask & ok].to_numpy(), "instance_id": sub["instance_id"]})
+    sub = df[mask]
+    out = pd.DataFrame({"run": run[mask].to_numpy(), "instance_id": sub["instance_id"]})
+    gone = failed[mask]
     for axis, col in _AXIS_SCORE.items():
-        out[axis] = pd.to_numeric(sub[col], errors="coerce").to_numpy()
-    out["trace_divergence"] = 0.0
+        out[axis] = np.where(gone, np.nan, pd.to_numeric(sub[col], errors="coerce").to_numpy())
+    out["trace_divergence"] = np.where(gone, np.nan, 0.0)
+    out["missing"] = gone
     return out.reset_index(drop=True)
 
 
@@ -387,35 +410,39 @@ def utility_profile(
         seed: bootstrap seed.
 
     Returns:
-        ``per_instance``: ``run, instance_id, operator, variant`` and :data:`METRICS` (the
-        original's trace divergence is 0); ``aggregate``: one row per (run, operator,
-        variant) with ``n`` and, per metric, the mean, ``<metric>_ci_low`` and
-        ``<metric>_ci_high``. Two-support rows are left out (see :func:`synergy`).
+        ``per_instance``: ``run, instance_id, operator, variant``, :data:`METRICS` (the
+        original's trace divergence is 0) and ``missing``; ``aggregate``: one row per (run,
+        operator, variant) with ``n`` (the answered pairs behind the means), ``missing``
+        (pairs whose base or intervention call failed, left out) and, per metric, the mean,
+        ``<metric>_ci_low`` and ``<metric>_ci_high``. Two-support rows are left out (see
+        :func:`synergy`).
     """
     if pairs is None:
         pairs = intervention_pairs(predictions)
     base = _base_rows(predictions).assign(operator="original", variant="")
     single = pairs[pairs["operator"] != "two_support"]
+    keep = ["run", "instance_id", "operator", "variant", *METRICS, "missing"]
     per = pd.concat(
         [
-            base[["run", "instance_id", "operator", "variant", *METRICS]],
+            base[keep],
             single.rename(columns={"param": "_param"})
-            .assign(variant=lambda d: d["_param"])[
-                ["run", "instance_id", "operator", "variant", *METRICS]
-            ],
+            .assign(variant=lambda d: d["_param"], missing=_missing(single))[keep],
         ],
         ignore_index=True,
     )
+    per["missing"] = per["missing"].astype(bool)
     rows = []
     for (run, op, var), grp in per.groupby(["run", "operator", "variant"], sort=False):
-        row: dict[str, Any] = {"run": run, "operator": op, "variant": var, "n": int(len(grp))}
+        gone = int(grp["missing"].sum())
+        row: dict[str, Any] = {"run": run, "operator": op, "variant": var,
+                               "n": int(len(grp)) - gone, "missing": gone}  # fmt: skip
         for m in METRICS:
             ci = bootstrap_mean_ci(grp[m].to_numpy(dtype=float), n_resamples, seed)
             row[m] = ci["mean"]
             row[f"{m}_ci_low"] = ci["ci_low"]
             row[f"{m}_ci_high"] = ci["ci_high"]
         rows.append(row)
-    cols = ["run", "operator", "variant", "n"]
+    cols = ["run", "operator", "variant", "n", "missing"]
     cols += [c for m in METRICS for c in (m, f"{m}_ci_low", f"{m}_ci_high")]
     agg = pd.DataFrame(rows, columns=cols)
     if len(agg):
@@ -435,20 +462,23 @@ def paired_deltas(
     The layout of seed 004 Table 3: ``delta`` (mean paired difference), 95% percentile CI and
     the two-sided bootstrap ``p = 2 min(P(d* >= 0), P(d* <= 0))`` (SPEC §6.6) over the
     instances where both sides are finite. For ``trace_divergence`` the original's value is 0,
-    so the delta is minus the mean D.
+    so the delta is minus the mean D. Missing pairs (a failed call) have NaN on both sides:
+    they are left out of ``n`` and counted in ``missing``.
 
     Returns:
         ``per_instance``: the pairs' deltas in long form (``run, instance_id, operator,
         variant, metric, original, perturbed, delta``); ``aggregate``: ``run, operator,
-        variant, metric, n, delta, ci_low, ci_high, p, effect``.
+        variant, metric, n, missing, delta, ci_low, ci_high, p, effect``.
     """
     single = pairs[pairs["operator"] != "two_support"]
     long_rows = []
     agg_rows = []
     for (run, op, var), grp in single.groupby(["run", "operator", "param"], sort=False):
+        gone = _missing(grp)
         for m in METRICS:
             if m == "trace_divergence":
-                orig = np.zeros(len(grp))  # D(original, original) = 0
+                # D(original, original) = 0; NaN where the pair is missing
+                orig = np.where(gone, np.nan, 0.0)
             else:
                 orig = grp[f"{m}_orig"].to_numpy(dtype=float)
             pert = grp[m].to_numpy(dtype=float)
@@ -456,8 +486,8 @@ def paired_deltas(
             agg_rows.append(
                 {
                     "run": run, "operator": op, "variant": var, "metric": m, "n": c["n"],
-                    "delta": c["mean"], "ci_low": c["ci_low"], "ci_high": c["ci_high"],
-                    "p": c["p"], "effect": c["effect"],
+                    "missing": int(gone.sum()), "delta": c["mean"], "ci_low": c["ci_low"],
+                    "ci_high": c["ci_high"], "p": c["p"], "effect": c["effect"],
                 }  # fmt: skip
             )
             long_rows.append(
@@ -471,8 +501,8 @@ def paired_deltas(
             )
     agg = pd.DataFrame(
         agg_rows,
-        columns=["run", "operator", "variant", "metric", "n", "delta", "ci_low", "ci_high", "p",
-                 "effect"],
+        columns=["run", "operator", "variant", "metric", "n", "missing", "delta", "ci_low",
+                 "ci_high", "p", "effect"],
     )  # fmt: skip
     if len(agg):
         keys = [
@@ -498,19 +528,22 @@ def role_counts(pairs: pd.DataFrame) -> CuerResult:
 
     Returns:
         ``per_instance``: the item-operator rows of ``pairs`` (remove / replace / duplicate /
-        move) with ``role``; ``aggregate``: ``run, operator, variant, role, n``, every role
-        listed (0 when none).
+        move) with ``role`` (None for a missing pair); ``aggregate``: ``run, operator,
+        variant, role, n, missing``, every role listed (0 when none); ``missing`` (the same on
+        every role row of a comparison) counts its pairs without a role because a call
+        failed.
     """
     items = pairs[pairs["operator"].isin(_ITEM_OPERATORS)].reset_index(drop=True)
     rows = []
     for (run, op, var), grp in items.groupby(["run", "operator", "param"], sort=False):
-        counts = grp["role"].value_counts()
+        gone = int(_missing(grp).sum())
+        counts = grp.loc[~_missing(grp), "role"].value_counts()
         for role in ROLES:
             rows.append(
                 {"run": run, "operator": op, "variant": var, "role": role,
-                 "n": int(counts.get(role, 0))}
+                 "n": int(counts.get(role, 0)), "missing": gone}
             )  # fmt: skip
-    agg = pd.DataFrame(rows, columns=["run", "operator", "variant", "role", "n"])
+    agg = pd.DataFrame(rows, columns=["run", "operator", "variant", "role", "n", "missing"])
     return CuerResult(per_instance=items, aggregate=agg)
 
 
@@ -522,7 +555,9 @@ def synergy(
     Per eligible instance (all three ablations present): ``drop_1``, ``drop_2``, ``drop_both``
     = metric(original) - metric(ablation); ``synergy = drop_both - max(drop_1, drop_2)``;
     ``positive`` = synergy > 0; ``strong_complementary`` = both single drops <= eps (harmless)
-    and the joint drop > eps (harmful).
+    and the joint drop > eps (harmful). An instance one of whose four calls (base, three
+    ablations) failed is missing: listed with NaN drops and ``missing`` True, left out of
+    ``n`` and counted in the aggregate's ``missing``.
 
     Args:
         pairs: :func:`intervention_pairs` output.
@@ -531,7 +566,8 @@ def synergy(
 
     Returns:
         ``per_instance``: ``run, instance_id, supports, drop_1, drop_2, drop_both, synergy,
-        positive, strong_complementary``; ``aggregate``: per run ``n``, ``mean_drop_1``,
+        positive, strong_complementary, missing``; ``aggregate``: per run ``n``,
+        ``missing``, ``mean_drop_1``,
         ``mean_drop_2``, ``mean_drop_both``, ``mean_synergy``, ``pct_positive_synergy`` and
         ``pct_strong_complementary`` (percent of ``n``), ``metric``.
 
@@ -546,6 +582,14 @@ def synergy(
         by = {p: g for p, g in zip(grp["param"], grp.to_dict("records"), strict=True)}
         if not all(p in by for p in ("1", "2", "both")):
             continue
+        if any(bool(by[p].get("missing", False)) for p in ("1", "2", "both")):
+            rows.append(
+                {"run": run, "instance_id": iid, "supports": by["both"]["target"],
+                 "drop_1": math.nan, "drop_2": math.nan, "drop_both": math.nan,
+                 "synergy": math.nan, "positive": None, "strong_complementary": None,
+                 "missing": True}
+            )  # fmt: skip
+            continue
         drops = {p: by[p][f"{metric}_orig"] - by[p][metric] for p in ("1", "2", "both")}
         if not all(math.isfinite(v) for v in drops.values()):
             continue
@@ -558,31 +602,39 @@ def synergy(
                 "strong_complementary": bool(
                     drops["1"] <= eps and drops["2"] <= eps and drops["both"] > eps
                 ),
+                "missing": False,
             }  # fmt: skip
         )
     per = pd.DataFrame(
         rows,
         columns=["run", "instance_id", "supports", "drop_1", "drop_2", "drop_both", "synergy",
-                 "positive", "strong_complementary"],
+                 "positive", "strong_complementary", "missing"],
     )  # fmt: skip
     agg_rows = []
-    for run, grp in per.groupby("run", sort=False):
+    for run, everything in per.groupby("run", sort=False):
+        gone = everything["missing"].astype(bool)
+        grp = everything[~gone]
         n = len(grp)
         agg_rows.append(
             {
-                "run": run, "n": n, "mean_drop_1": float(grp["drop_1"].mean()),
+                "run": run, "n": n, "missing": int(gone.sum()),
+                "mean_drop_1": float(grp["drop_1"].mean()),
                 "mean_drop_2": float(grp["drop_2"].mean()),
                 "mean_drop_both": float(grp["drop_both"].mean()),
                 "mean_synergy": float(grp["synergy"].mean()),
-                "pct_positive_synergy": 100.0 * float(grp["positive"].sum()) / n,
-                "pct_strong_complementary": 100.0 * float(grp["strong_complementary"].sum()) / n,
+                "pct_positive_synergy": (
+                    100.0 * float(grp["positive"].sum()) / n if n else math.nan
+                ),
+                "pct_strong_complementary": (
+                    100.0 * float(grp["strong_complementary"].sum()) / n if n else math.nan
+                ),
                 "metric": metric,
             }  # fmt: skip
         )
     agg = pd.DataFrame(
         agg_rows,
-        columns=["run", "n", "mean_drop_1", "mean_drop_2", "mean_drop_both", "mean_synergy",
-                 "pct_positive_synergy", "pct_strong_complementary", "metric"],
+        columns=["run", "n", "missing", "mean_drop_1", "mean_drop_2", "mean_drop_both",
+                 "mean_synergy", "pct_positive_synergy", "pct_strong_complementary", "metric"],
     )  # fmt: skip
     return CuerResult(per_instance=per, aggregate=agg)
 
@@ -634,11 +686,14 @@ def intervention_report(
     """The ``report interventions`` object of one run (JSON-ready; NaN -> None).
 
     Returns:
-        ``{"operators": [{operator, variant, n, correctness, answer_f1, grounding,
-        confidence_error, trace_divergence}], "paired": [{operator, variant, metric, delta,
-        ci_low, ci_high, p}], "roles": {role: count}, "synergy": {n, mean_drop_1, mean_drop_2,
-        mean_drop_both, mean_synergy, pct_positive_synergy, pct_strong_complementary,
-        metric}}``. Roles count the remove / replace / duplicate interventions.
+        ``{"operators": [{operator, variant, n, missing, correctness, answer_f1, grounding,
+        confidence_error, trace_divergence}], "paired": [{operator, variant, metric, n,
+        missing, delta, ci_low, ci_high, p}], "roles": {role: count}, "roles_missing": count,
+        "synergy": {n, missing, mean_drop_1, mean_drop_2, mean_drop_both, mean_synergy,
+        pct_positive_synergy, pct_strong_complementary, metric}}``. Roles count the remove /
+        replace / duplicate interventions; ``n`` counts the answered pairs and ``missing`` the
+        pairs left out because a call failed (``roles_missing``: item interventions without a
+        role for that reason).
 
     Raises:
         ValueError: no such run, or a run without a retrieved base trace.
@@ -655,23 +710,28 @@ def intervention_report(
     roles = role_counts(pairs).aggregate
     syn = synergy(pairs, synergy_metric, eps).aggregate
     counts = {r: int(roles.loc[roles["role"] == r, "n"].sum()) for r in ROLES}
+    # ``missing`` repeats on every role row of a comparison: count it once per comparison
+    roles_missing = int(
+        roles.drop_duplicates(["run", "operator", "variant"])["missing"].sum() if len(roles) else 0
+    )
     syn_obj: dict[str, Any] = (
         {k: v for k, v in syn.iloc[0].to_dict().items() if k != "run"}
         if len(syn)
-        else {"n": 0, "metric": synergy_metric}
+        else {"n": 0, "missing": 0, "metric": synergy_metric}
     )
     return json_plain(
         {
             "operators": [
-                {k: r[k] for k in ("operator", "variant", "n", *METRICS)}
+                {k: r[k] for k in ("operator", "variant", "n", "missing", *METRICS)}
                 for r in prof.to_dict("records")
             ],
             "paired": [
-                {k: r[k] for k in ("operator", "variant", "metric", "delta", "ci_low",
-                                    "ci_high", "p")}
+                {k: r[k] for k in ("operator", "variant", "metric", "n", "missing", "delta",
+                                    "ci_low", "ci_high", "p")}
                 for r in deltas.to_dict("records")
             ],  # fmt: skip
             "roles": counts,
+            "roles_missing": roles_missing,
             "synergy": syn_obj,
         }
     )

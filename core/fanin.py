@@ -19,8 +19,10 @@ numerator and denominator:
 - ``ER = |pack ∩ gold| / |gold|``;
 - ``EP = |pack ∩ gold| / |pack|``, 0 for an empty pack (as citation precision, SPEC §6.3);
 - ``AC = 100 x score`` with score = relaxed token F1 by default (any answer score of
-  :mod:`core.scoring`), so 0-100; a failed call is scored 0 like a parse error; rows with a
-  NaN score (none from the engine) are skipped.
+  :mod:`core.scoring`), so 0-100. A parse error (the model answered, unparseably) scores 0 and
+  stays in every denominator. A failed call (``error`` set) is not an answer, and a row with a
+  NaN score is unscored: both are *missing* -- AC, ER and EP NaN (a failed call has no pack
+  of its own either), left out of every ``n`` and counted in ``missing`` beside it.
 
 Aggregates (every one derived from the per-instance rows, which are returned too):
 
@@ -170,7 +172,8 @@ def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.Dat
         One row per plain-condition prediction: ``run``, ``model``, ``dataset``,
         ``condition``, ``system`` (``run:condition``), ``instance_id``, ``fan_in``,
         ``bucket``, ``pack_size`` (distinct ids), ``n_gold``, ``ac``, ``er``, ``ep``,
-        ``failed`` (AC < 33; NaN when AC is NaN).
+        ``failed`` (AC < 33; NaN when AC is NaN) and ``missing`` (the call failed or the row
+        is unscored: ``ac``, ``er``, ``ep`` and ``failed`` NaN).
 
     Raises:
         ValueError: unknown score field or missing columns.
@@ -191,7 +194,15 @@ def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.Dat
         pack = evidence_pack(rec["condition"], rec["input_passage_ids"], rec["cited_ids"])
         f = int(rec["fan_in"]) if rec["fan_in"] is not None and not pd.isna(rec["fan_in"]) else 0
         score = rec[score_field]
-        ac = math.nan if score is None or pd.isna(score) else answer_correctness(score)
+        error = rec.get("error")
+        missing = bool(
+            score is None
+            or pd.isna(score)
+            or (error is not None and not pd.isna(error) and str(error).strip())
+        )
+        ac = math.nan if missing else answer_correctness(score)
+        if missing:
+            pack = None  # no answer, no citations: nothing to measure the pack of
         rows.append(
             {
                 "run": rec["run"],
@@ -208,11 +219,14 @@ def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.Dat
                 "er": math.nan if pack is None else evidence_recall(pack, gold),
                 "ep": math.nan if pack is None else evidence_precision(pack, gold),
                 "failed": math.nan if math.isnan(ac) else float(ac < FAILURE_AC),
+                "missing": missing,
             }
         )
     cols = ["run", "model", "dataset", "condition", "system", "instance_id", "fan_in", "bucket",
-            "pack_size", "n_gold", "ac", "er", "ep", "failed"]  # fmt: skip
-    return pd.DataFrame(rows, columns=cols)
+            "pack_size", "n_gold", "ac", "er", "ep", "failed", "missing"]  # fmt: skip
+    out = pd.DataFrame(rows, columns=cols)
+    out["missing"] = out["missing"].astype(bool)
+    return out
 
 
 # ------------------------------------------------------------------------ statistics
@@ -319,17 +333,28 @@ def failure_attribution(rows: pd.DataFrame) -> dict[str, Any]:
     """Share of failures (AC < 33) whose pack has ER < 50% (seed 003 §6.1).
 
     Args:
-        rows: per-instance rows of one system (``ac``, ``er``).
+        rows: per-instance rows of one system (``ac``, ``er``; ``missing`` optional).
 
     Returns:
-        ``{n_failures, n_low_er, share}``: every failure is counted; the share is over the
-        failures that have a pack (NaN when none has: no failure, or no-evidence).
+        ``{n, missing, n_failures, n_low_er, share}``: ``n`` answered predictions (missing
+        ones -- a failed call, NaN AC -- are neither failures nor successes and are counted
+        in ``missing``); every failure is counted; the share is over the failures that have
+        a pack (NaN when none has: no failure, or no-evidence).
     """
+    gone = _missing_flags(rows)
     fail = rows[rows["ac"] < FAILURE_AC]
     packed = fail[fail["er"].notna()]
     low = int((packed["er"] < LOW_ER).sum())
     share = low / len(packed) if len(packed) else math.nan
-    return {"n_failures": len(fail), "n_low_er": low, "share": share}
+    return {"n": int((~gone).sum()), "missing": int(gone.sum()), "n_failures": len(fail),
+            "n_low_er": low, "share": share}  # fmt: skip
+
+
+def _missing_flags(rows: pd.DataFrame) -> np.ndarray:
+    """The rows that are missing (a failed call or an unscored row: NaN AC)."""
+    if "missing" in rows.columns:
+        return rows["missing"].fillna(False).to_numpy(dtype=bool) | rows["ac"].isna().to_numpy()
+    return rows["ac"].isna().to_numpy()
 
 
 # ------------------------------------------------------------------------ aggregates
@@ -341,16 +366,20 @@ class FaninResult:
 
     Attributes:
         per_instance: see :func:`per_instance`.
-        by_fan_in: per (system, exact fan-in): ``n`` and ``ac``/``er``/``ep`` means with
+        by_fan_in: per (system, exact fan-in): ``n`` (answered predictions), ``missing``
+            (failed calls, left out) and ``ac``/``er``/``ep`` means with
             ``_ci_low``/``_ci_high`` (AC on 0-100; ER and EP as fractions in [0, 1]).
         by_bucket: the same per (system, bucket), plus ``bucket == "all"``.
-        degradation: per system: ``ac_single``, ``ac_high``, ``rel_degradation`` (with a
+        degradation: per system: ``ac_single``, ``ac_high`` (with ``n_single``,
+            ``missing_single``, ``n_high``, ``missing_high``), ``rel_degradation`` (with a
             bootstrap CI), ``oracle_rel_degradation``, ``construction_loss_pp``.
         correlation: ``{"er_ac": pearson, "ep_ac": pearson, "points": [...]}`` over
             (system, fan-in) points of systems with packs.
-        attribution: per system: ``n_failures``, ``n_low_er``, ``share``.
+        attribution: per system: ``n``, ``missing``, ``n_failures``, ``n_low_er``,
+            ``share``.
         overlap: per system pair: ``jaccard`` of failure sets over common instances,
-            ``n_common``, and the crossover fields of :func:`crossover`.
+            ``n_common`` (instances both answered), ``missing`` (instances both hold where
+            either call failed), and the crossover fields of :func:`crossover`.
         n_no_gold: predictions left out because their instance has no gold evidence.
         score_field: the answer score AC is built from.
     """
@@ -387,9 +416,11 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _cell_stats(sub: pd.DataFrame, n_resamples: int, seed: int) -> dict[str, Any]:
-    vals = sub[list(_METRICS)].to_numpy(dtype=float)
+    gone = _missing_flags(sub)
+    # missing rows leave the cell (not only its means): the bootstrap resamples answered ones
+    vals = sub[list(_METRICS)].to_numpy(dtype=float)[~gone]
     boot = bootstrap_means(vals, n_resamples, seed) if len(vals) else np.full((1, 3), np.nan)
-    row: dict[str, Any] = {"n": len(sub)}
+    row: dict[str, Any] = {"n": int(len(vals)), "missing": int(gone.sum())}
     for j, m in enumerate(_METRICS):
         col = vals[:, j] if len(vals) else np.empty(0)
         fin = col[np.isfinite(col)]
@@ -414,7 +445,8 @@ def _by(per: pd.DataFrame, col: str, n_resamples: int, seed: int, add_all: bool)
                 rows.append({**head, col: level, **_cell_stats(sub, n_resamples, seed)})
         if add_all:
             rows.append({**head, col: "all", **_cell_stats(grp, n_resamples, seed)})
-    cols = [*_KEYS, col, "n"] + [f"{m}{s}" for m in _METRICS for s in ("", "_ci_low", "_ci_high")]
+    cols = [*_KEYS, col, "n", "missing"]
+    cols += [f"{m}{s}" for m in _METRICS for s in ("", "_ci_low", "_ci_high")]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -440,6 +472,12 @@ def _degradation(per: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame
     for _, grp in per.groupby("system", sort=False):
         single = grp.loc[grp["bucket"] == "single", "ac"].to_numpy(dtype=float)
         high = grp.loc[grp["bucket"] == "high", "ac"].to_numpy(dtype=float)
+        gone = _missing_flags(grp)
+        counts: dict[str, int] = {}
+        for b in ("single", "high"):
+            at = (grp["bucket"] == b).to_numpy()
+            counts[f"n_{b}"] = int((at & ~gone).sum())
+            counts[f"missing_{b}"] = int((at & gone).sum())
         ac_s = float(np.nanmean(single)) if np.isfinite(single).any() else math.nan
         ac_h = float(np.nanmean(high)) if np.isfinite(high).any() else math.nan
         rel = relative_degradation(ac_s, ac_h)
@@ -449,7 +487,8 @@ def _degradation(per: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame
         if cond == "oracle":
             oracle_rel[run] = rel
         rows.append({**{k: grp[k].iloc[0] for k in _KEYS}, "ac_single": ac_s, "ac_high": ac_h,
-                     "rel_degradation": rel, "rel_ci_low": lo, "rel_ci_high": hi})  # fmt: skip
+                     **counts, "rel_degradation": rel, "rel_ci_low": lo,
+                     "rel_ci_high": hi})  # fmt: skip
     for row in rows:
         base = oracle_rel.get(row["run"], math.nan)
         row["oracle_rel_degradation"] = base
@@ -457,7 +496,8 @@ def _degradation(per: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame
             row["construction_loss_pp"] = math.nan
         else:
             row["construction_loss_pp"] = 100.0 * (row["rel_degradation"] - base)
-    cols = [*_KEYS, "ac_single", "ac_high", "rel_degradation", "rel_ci_low", "rel_ci_high",
+    cols = [*_KEYS, "ac_single", "ac_high", "n_single", "missing_single", "n_high",
+            "missing_high", "rel_degradation", "rel_ci_low", "rel_ci_high",
             "oracle_rel_degradation", "construction_loss_pp"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 
@@ -484,8 +524,9 @@ def _correlation(
 
 def _overlap(per: pd.DataFrame, by_fan_in: pd.DataFrame) -> pd.DataFrame:
     systems = list(dict.fromkeys(per["system"]))
-    scored = per[per["ac"].notna()]
+    scored = per[~_missing_flags(per)]
     ids = {s: set(scored.loc[scored["system"] == s, "instance_id"]) for s in systems}
+    held = {s: set(per.loc[per["system"] == s, "instance_id"]) for s in systems}
     fails = {
         s: set(scored.loc[(scored["system"] == s) & (scored["ac"] < FAILURE_AC), "instance_id"])
         for s in systems
@@ -503,6 +544,7 @@ def _overlap(per: pd.DataFrame, by_fan_in: pd.DataFrame) -> pd.DataFrame:
                 "system_a": a,
                 "system_b": b,
                 "n_common": len(common),
+                "missing": len((held[a] & held[b]) - common),
                 "n_fail_a": len(fails[a] & common),
                 "n_fail_b": len(fails[b] & common),
                 "jaccard": jaccard(fails[a] & common, fails[b] & common),
@@ -511,7 +553,7 @@ def _overlap(per: pd.DataFrame, by_fan_in: pd.DataFrame) -> pd.DataFrame:
                 "crossovers": cross["crossovers"],
             }
         )
-    cols = ["system_a", "system_b", "n_common", "n_fail_a", "n_fail_b", "jaccard",
+    cols = ["system_a", "system_b", "n_common", "missing", "n_fail_a", "n_fail_b", "jaccard",
             "leader_first", "crossover_fan_in", "crossovers"]  # fmt: skip
     out = pd.DataFrame(rows, columns=cols)
     # Object dtype keeps "no crossover" as None rather than NaN (JSON null, `is None`).
@@ -558,7 +600,7 @@ def fanin_analysis(
         degradation=_degradation(per, n_resamples, seed),
         correlation=_correlation(corr_src, n_resamples, seed, points),
         attribution=pd.DataFrame(
-            attribution, columns=[*_KEYS, "n_failures", "n_low_er", "share"]
+            attribution, columns=[*_KEYS, "n", "missing", "n_failures", "n_low_er", "share"]
         ),
         overlap=_overlap(per, by_fan_in),
         n_no_gold=n_no_gold,

@@ -22,7 +22,9 @@ st.caption(
     "instruction to answer 'unanswerable' when the span lacks the answer. EM over a mixture "
     "of task-level background noise and a hybrid oracle estimates lambda (the length of the "
     "shortest sufficient span, or number of aspects) and k (its copies) per problem. Probe a "
-    "dataset with `python -m core run-probes --dataset NAME --backend embedded --name RUN`.",
+    "dataset with `python -m core run-probes --dataset NAME --backend embedded --name RUN`. "
+    "A probe whose call failed is missing, not a failed probe: the fit uses the answered "
+    "probes (`n_obs`) and each problem and task shows how many are `missing`.",
     help="Seed dolce_lambda_k §3 (model), App. A-C (closed forms, Algorithms 1-2), Figure 1 "
     "and §4 (categories and thresholds); SPEC §8.",
 )
@@ -49,8 +51,8 @@ show_figure("dolce_categories", selection, drill=False)
 st.subheader("One problem", help=tip("dolce_outcome_curve"))
 problems, picked = show_table(
     "dolce_problems", selection, drill=False,
-    columns=["problem", "task", "category", "lam", "k", "scenario", "p_oracle", "L",
-             "reasoning_type", "question"],
+    columns=["problem", "task", "category", "lam", "k", "scenario", "p_oracle", "L", "n_obs",
+             "missing", "reasoning_type", "question"],
 )  # fmt: skip
 if not problems.empty:
     problem = st.selectbox("Problem", problems["problem"].tolist(), key="dolce.problem")

@@ -10,6 +10,8 @@ st.caption(
     "Fan-in = distinct source documents among an instance's gold evidence (single 1, low 2-3, "
     "high >= 4). Evidence pack = passages shown (retrieved, oracle) or cited (full context); "
     "ER = |pack ∩ gold| / |gold|, EP = |pack ∩ gold| / |pack|, AC = 100 x the score field. "
+    "A failed call is not an answer: it is left out of n and counted in `missing`; an "
+    "unparseable reply scores 0 and stays in n. "
     "Build a fan-in grid with `python -m core generate controlled --preset fanin-grid`.",
     help="AuthTrace (seed 003) §2-3 and §6; SPEC §9.",
 )

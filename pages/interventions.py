@@ -21,7 +21,9 @@ st.caption(
     "retrieved prediction (BM25 top-5); the target passage is chosen by the paper's priority "
     "(cited with a gold title > cited > retrieved with a gold title > top-ranked) and removed, "
     "replaced (easy / medium / hard) or duplicated (front / after / end). Deltas are "
-    "original - intervention. Start a run with `python -m core run-interventions --dataset "
+    "original - intervention. A failed call (base or intervention) is not an answer: its pair "
+    "is left out of n and counted in `missing`; an unparseable reply scores 0 and stays in "
+    "n. Start a run with `python -m core run-interventions --dataset "
     "NAME --backend embedded --name RUN` (or from the Runs page).",
     help="CUE-R (seed 004) §3-6, App. A-D; SPEC §7.",
 )

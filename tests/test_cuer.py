@@ -134,8 +134,10 @@ def _frame():
         # a Case-view rerun of the planned call (same key) replaced the planned row: kept
         _row("b", "intervention", "duplicate:end|p2", corr=1, f1=0.5, grnd=1.0, ce=0.5,
              conf=0.5, cited=("p2",), meta='{"rule": "user", "target": "p2"}'),
-        # a failed call, a Case-view rerun and another base: all left out of the pairs
-        _row("b", "intervention", "replace:easy|p2", corr=0, f1=0, grnd=0, ce=0, error="HTTP 500"),
+        # a failed call: a missing pair (no delta, no role); a Case-view rerun and another
+        # base: left out of the pairs
+        _row("b", "intervention", "replace:easy|p2", corr=None, f1=None, grnd=None, ce=None,
+             error="HTTP 500"),
         _row("b", "intervention", "remove|p1", corr=0, f1=0, grnd=0, ce=0,
              meta='{"rule": "user"}'),
         _row("b", "intervention", "move:0|p2", corr=0, f1=0, grnd=0, ce=0,
@@ -149,7 +151,12 @@ def test_intervention_pairs_deltas_divergence_roles():
     pairs = intervention_pairs(_frame())
     assert list(pairs["variant"]) == [
         "remove|p1", "duplicate:end|p1", "zero_retrieval", "remove|p2", "duplicate:end|p2",
+        "replace:easy|p2",
     ]
+    assert list(pairs["missing"]) == [False] * 5 + [True]
+    gone = pairs.iloc[5]
+    assert math.isnan(gone["delta_corr"]) and math.isnan(gone["trace_divergence"])
+    assert pd.isna(gone["role"])
     rm = pairs.iloc[0]
     assert (rm["operator"], rm["param"], rm["target"]) == ("remove", "", "p1")
     assert (rm["delta_corr"], rm["delta_f1"], rm["delta_grnd"]) == (1.0, 1.0, 1.0)
@@ -169,9 +176,9 @@ def test_intervention_pairs_deltas_divergence_roles():
 def test_utility_profile_means():
     frame = _frame()
     prof = utility_profile(frame, n_resamples=200).aggregate
-    assert list(zip(prof["operator"], prof["variant"], prof["n"])) == [
-        ("original", "", 2), ("remove", "", 2), ("duplicate", "end", 2),
-        ("zero_retrieval", "", 1),
+    assert list(zip(prof["operator"], prof["variant"], prof["n"], prof["missing"])) == [
+        ("original", "", 2, 0), ("remove", "", 2, 0), ("replace", "easy", 0, 1),
+        ("duplicate", "end", 2, 0), ("zero_retrieval", "", 1, 0),
     ]
     orig = prof.iloc[0]
     assert orig["correctness"] == 1.0 and orig["answer_f1"] == 0.75

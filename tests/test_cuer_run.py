@@ -33,7 +33,7 @@ def test_controlled_200_intervention_properties(controlled):
     s = info["summary"]
     assert s.status == "done" and s.errors == 0 and s.parse_errors == 0
     rep = intervention_report(store, "cr")
-    assert set(rep) == {"operators", "paired", "roles", "synergy"}
+    assert set(rep) == {"operators", "paired", "roles", "roles_missing", "synergy"}
     ops = {(r["operator"], r["variant"]): r for r in rep["operators"]}
     assert list(ops) == [
         ("original", ""), ("remove", ""), ("replace", "easy"), ("replace", "medium"),
@@ -41,8 +41,9 @@ def test_controlled_200_intervention_properties(controlled):
         ("duplicate", "end"), ("zero_retrieval", ""),
     ]  # fmt: skip
     assert {r["n"] for r in rep["operators"]} == {200}
+    assert {r["missing"] for r in rep["operators"]} == {0} and rep["roles_missing"] == 0
     assert set(rep["operators"][0]) == {
-        "operator", "variant", "n", "correctness", "answer_f1", "grounding",
+        "operator", "variant", "n", "missing", "correctness", "answer_f1", "grounding",
         "confidence_error", "trace_divergence",
     }  # fmt: skip
     orig = ops[("original", "")]["correctness"]
@@ -56,7 +57,7 @@ def test_controlled_200_intervention_properties(controlled):
     assert ops[("zero_retrieval", "")]["correctness"] == 0.0  # synthetic entities
     paired = {(r["operator"], r["variant"], r["metric"]): r for r in rep["paired"]}
     assert set(paired[("remove", "", "correctness")]) == {
-        "operator", "variant", "metric", "delta", "ci_low", "ci_high", "p",
+        "operator", "variant", "metric", "n", "missing", "delta", "ci_low", "ci_high", "p",
     }
     rm = paired[("remove", "", "correctness")]
     assert rm["delta"] == pytest.approx(orig - ops[("remove", "")]["correctness"])

@@ -4,6 +4,8 @@
 construction loss, ER-AC / EP-AC correlation, failure attribution and system-pair overlap;
 ``report crux --dataset NAME --retrievers lexical,dense --k 3,5`` prints Cov, alpha-nDCG and
 density per retriever and k. ``--json`` prints the full result (per-instance rows included).
+In the fan-in report ``n`` counts the answered predictions and ``missing`` the failed calls
+left out of every aggregate (a parse error stays in ``n``, scored 0).
 """
 
 from __future__ import annotations
@@ -42,20 +44,21 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
         print_json(res.to_dict(with_instances=not args.no_instances))
         return 0
     print(f"AC (100 x {res.score_field}), ER and EP (%) per fan-in bucket")
-    print(f"{'system':40} {'bucket':7} {'n':>4} {'AC':>6} {'ER':>6} {'EP':>6}")
+    print(f"{'system':40} {'bucket':7} {'n':>4} {'miss':>4} {'AC':>6} {'ER':>6} {'EP':>6}")
     for r in res.by_bucket.to_dict("records"):
         er = None if r["er"] is None or math.isnan(r["er"]) else 100 * r["er"]
         ep = None if r["ep"] is None or math.isnan(r["ep"]) else 100 * r["ep"]
         print(
-            f"{r['system']:40} {r['bucket']:7} {r['n']:>4} {_fmt(r['ac']):>6} "
+            f"{r['system']:40} {r['bucket']:7} {r['n']:>4} {r['missing']:>4} {_fmt(r['ac']):>6} "
             f"{_fmt(er):>6} {_fmt(ep):>6}"
         )
     print("\nrelative degradation (AC_high - AC_single) / AC_single and construction loss")
     for r in res.degradation.to_dict("records"):
         rel = r["rel_degradation"]
         print(
-            f"{r['system']:40} single {_fmt(r['ac_single']):>6} high {_fmt(r['ac_high']):>6} "
-            f"rel {_fmt(None if math.isnan(rel) else 100 * rel):>6}% "
+            f"{r['system']:40} single {_fmt(r['ac_single']):>6} (n {r['n_single']}, missing "
+            f"{r['missing_single']}) high {_fmt(r['ac_high']):>6} (n {r['n_high']}, missing "
+            f"{r['missing_high']}) rel {_fmt(None if math.isnan(rel) else 100 * rel):>6}% "
             f"loss {_fmt(r['construction_loss_pp']):>6}pp"
         )
     for key in ("er_ac", "ep_ac"):

@@ -9,7 +9,9 @@ under condition ``probe``, variant ``C=<C>|start=<s>``, so a rerun of the same c
 ``python -m core report dolce --db PATH --run RUN [--scenario auto|COW|PIG] [--threshold 0.5]
 [--lam-p X] [--k-p X] [--lam-q X] [--task-by dataset] [--json]`` fits lambda and k
 (:func:`core.dolce.fit_dolce`) and prints, per problem, lambda, k, scenario, category,
-P(z = oracle) and the log-likelihood, and per task the category distribution.
+P(z = oracle) and the log-likelihood, and per task the category distribution. A probe whose
+call failed is missing (never a failed probe): ``n_obs`` counts the answered probes the fit
+used and ``missing`` the failed ones, per problem and per task.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from core.store import Store
 __all__ = ["dolce_fit", "dolce_report", "register"]
 
 _PROBLEM_KEYS = (
-    "task", "problem", "instance_id", "scenario", "dip_p", "L", "n_obs", "max_C", "lam", "k",
+    "task", "problem", "instance_id", "scenario", "dip_p", "L", "n_obs", "missing", "max_C",
+    "lam", "k",
     "category", "p_oracle", "log_likelihood", "lam_p", "k_p", "lam_q", "question",
     "reasoning_type", "distractor_similarity", "context_length",
 )  # fmt: skip
@@ -59,7 +62,7 @@ def dolce_fit(
         raise ValueError(
             f"no probe predictions in run(s) {', '.join(runs)}; run: python -m core run-probes"
         )
-    outcomes = outcomes_from_probes(frame, task_by=task_by)
+    outcomes = outcomes_from_probes(frame, task_by=task_by, keep_missing=True)
     return fit_dolce(
         outcomes,
         scenario=scenario,
@@ -117,15 +120,21 @@ def _cmd_report_dolce(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
         return 0
-    print(f"{'problem':28} {'scen':4} {'L':>6} {'lambda':>7} {'k':>6} {'cat':>4} {'P(O)':>6}")
+    print(f"{'problem':28} {'scen':4} {'L':>6} {'n':>5} {'miss':>5} {'lambda':>7} {'k':>6} "
+          f"{'cat':>4} {'P(O)':>6}")  # fmt: skip
     for p in report["problems"]:
         print(
-            f"{str(p['problem'])[:28]:28} {p['scenario']:4} {p['L']:>6} {p['lam']:>7} "
-            f"{p['k']:>6} {p['category']:>4} {p['p_oracle']:>6.2f}"
+            f"{str(p['problem'])[:28]:28} {p['scenario']:4} {p['L']:>6} {p['n_obs']:>5} "
+            f"{p['missing']:>5} {p['lam']:>7} {p['k']:>6} {p['category']:>4} "
+            f"{p['p_oracle']:>6.2f}"
         )
     for t in report["tasks"]:
         dist = ", ".join(f"{c}: {t[f'n_{c}']}" for c in ("I", "II", "III", "IV", "V"))
-        print(f"task {t['task']}: {t['n']} problems ({t['n_cow']} COW, {t['n_pig']} PIG); {dist}")
+        print(
+            f"task {t['task']}: {t['n']} problems ({t['n_cow']} COW, {t['n_pig']} PIG), "
+            f"missing {t['missing']} (every probe failed); {t['n_obs']} probes, missing "
+            f"{t['missing_probes']} (call failed); {dist}"
+        )
     return 0
 
 

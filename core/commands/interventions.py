@@ -10,7 +10,8 @@ runs the base retrieved traces, then the interventions planned from their citati
 
 ``python -m core report interventions --db PATH --run RUN [--eps 0.05] [--tau 0.5] --json``
 prints :func:`core.cuer.intervention_report`: per-operator utility means, paired bootstrap
-deltas (seed 004 Table 3), role counts and two-support synergy.
+deltas (seed 004 Table 3), role counts and two-support synergy. ``n`` counts the answered
+pairs; ``missing`` the pairs left out because the base or the intervention call failed.
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ def _cmd_run_interventions(args: argparse.Namespace) -> int:
     )  # fmt: skip
 
 
-def _fmt(x: float | None, signed: bool = False) -> str:
+def _fmt(x: float | None, signed: bool = False, pct: bool = False) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "--"
+    if pct:
+        return f"{x:.1f}%"
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
@@ -69,29 +72,33 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rep)
         return 0
-    print(f"{'operator':16} {'variant':8} {'n':>5} {'corr':>7} {'F1':>7} {'ground':>7} "
-          f"{'CE':>7} {'D':>7}")  # fmt: skip
+    print(f"{'operator':16} {'variant':8} {'n':>5} {'miss':>5} {'corr':>7} {'F1':>7} "
+          f"{'ground':>7} {'CE':>7} {'D':>7}")  # fmt: skip
     for r in rep["operators"]:
         cells = " ".join(
             f"{_fmt(r[m]):>7}"
             for m in ("correctness", "answer_f1", "grounding", "confidence_error",
                       "trace_divergence")
         )  # fmt: skip
-        print(f"{r['operator']:16} {r['variant']:8} {r['n']:>5} {cells}")
-    print(f"\n{'comparison':26} {'metric':18} {'delta':>7} {'95% CI':>17} {'p':>7}")
+        print(f"{r['operator']:16} {r['variant']:8} {r['n']:>5} {r['missing']:>5} {cells}")
+    print(f"\n{'comparison':26} {'metric':18} {'n':>5} {'miss':>5} {'delta':>7} {'95% CI':>17} "
+          f"{'p':>7}")  # fmt: skip
     for r in rep["paired"]:
         comp = f"orig vs {r['operator']}" + (f":{r['variant']}" if r["variant"] else "")
         ci = f"[{_fmt(r['ci_low'], True)}, {_fmt(r['ci_high'], True)}]"
         p = "<0.001" if r["p"] is not None and r["p"] < 0.001 else _fmt(r["p"])
-        print(f"{comp:26} {r['metric']:18} {_fmt(r['delta'], True):>7} {ci:>17} {p:>7}")
-    print("\nroles: " + ", ".join(f"{k} {v}" for k, v in rep["roles"].items()))
+        print(f"{comp:26} {r['metric']:18} {r['n']:>5} {r['missing']:>5} "
+              f"{_fmt(r['delta'], True):>7} {ci:>17} {p:>7}")  # fmt: skip
+    print("\nroles: " + ", ".join(f"{k} {v}" for k, v in rep["roles"].items())
+          + f"; missing (failed call) {rep['roles_missing']}")  # fmt: skip
     s = rep["synergy"]
-    if s.get("n"):
+    if s.get("n") or s.get("missing"):
         print(
-            f"synergy ({s['metric']}, n={s['n']}): drops {_fmt(s['mean_drop_1'])} / "
-            f"{_fmt(s['mean_drop_2'])} / both {_fmt(s['mean_drop_both'])}; mean synergy "
-            f"{_fmt(s['mean_synergy'])}; positive {s['pct_positive_synergy']:.1f}%; strong "
-            f"complementary {s['pct_strong_complementary']:.1f}%"
+            f"synergy ({s['metric']}, n={s['n']}, missing={s['missing']}): drops "
+            f"{_fmt(s['mean_drop_1'])} / {_fmt(s['mean_drop_2'])} / both "
+            f"{_fmt(s['mean_drop_both'])}; mean synergy {_fmt(s['mean_synergy'])}; positive "
+            f"{_fmt(s['pct_positive_synergy'], pct=True)}; strong complementary "
+            f"{_fmt(s['pct_strong_complementary'], pct=True)}"
         )
     else:
         print("synergy: no instance with two shown gold passages")

@@ -108,24 +108,31 @@ def dip_scenario(scores: Sequence[float]) -> tuple[str, float]:
 
 
 # ================================================================== probes stored as predictions
-def outcomes_from_probes(frame: pd.DataFrame, task_by: str = "dataset") -> pd.DataFrame:
+def outcomes_from_probes(
+    frame: pd.DataFrame, task_by: str = "dataset", *, keep_missing: bool = False
+) -> pd.DataFrame:
     """DOLCE outcomes from stored probe predictions (:meth:`core.store.Store.probe_frame`).
 
     C and the start come from the variant ``C=<C>|start=<s>``; L from the prediction's
     ``meta`` (the planner's ``L``), else the problem's largest C (the ladder ends at L).
-    Failed calls (``error`` set) and unscored rows are dropped; IDK is :func:`is_idk` of the
-    answer.
+    IDK is :func:`is_idk` of the answer. A failed call (``error`` set) is not an answer and
+    an unscored row has no outcome: both are missing, never a failed probe (0). A parse error
+    (the model answered, unparseably) keeps its score 0.
 
     Args:
         frame: probe rows with ``run, dataset, instance_id, variant, meta, answer, error,
             f1_relaxed`` and any instance cells.
         task_by: the column whose values are tasks (background noise is shared per task):
             ``dataset`` (default), or an instance cell such as ``reasoning_type``.
+        keep_missing: keep the missing probes with a NaN ``score`` (and ``idk`` False), so
+            :func:`core.dolce.fit_dolce` counts them per problem, length and task; by default
+            they are dropped.
 
     Returns:
-        One row per usable probe: ``task`` (``run | task`` when several runs are given),
-        ``problem`` (the instance id; ``run:instance`` with several runs), ``L, C, start,
-        score, idk, answer`` and the instance cells.
+        One row per usable probe (and per missing one with ``keep_missing``): ``task``
+        (``run | task`` when several runs are given), ``problem`` (the instance id;
+        ``run:instance`` with several runs), ``L, C, start, score, idk, answer`` and the
+        instance cells.
     """
     if frame.empty:
         return pd.DataFrame(columns=["task", "problem", "L", "C", "start", "score", "idk"])
@@ -157,9 +164,13 @@ def outcomes_from_probes(frame: pd.DataFrame, task_by: str = "dataset") -> pd.Da
     )
     out["L"] = out["L"].fillna(out.groupby("problem")["C"].transform("max")).astype(np.int64)
     err = out["error"].notna() & (out["error"].astype(str) != "") if "error" in out else False
-    out = out[~err & out["f1_relaxed"].notna()].copy()
-    out["score"] = out["f1_relaxed"].astype(float)
-    out["idk"] = [is_idk(a) for a in out["answer"]]
+    missing = err | out["f1_relaxed"].isna()
+    if not keep_missing:
+        out = out[~missing].copy()
+        missing = missing[~missing]
+    # a failed call's stored score (0 before issue 15) is not an outcome
+    out["score"] = out["f1_relaxed"].astype(float).where(~missing)
+    out["idk"] = [bool(not m and is_idk(a)) for a, m in zip(out["answer"], missing, strict=True)]
     # Different runs are different models: each run's problems form their own tasks.
     out["task"] = (
         out["run"].astype(str) + " | " + out[task_by].astype(str)

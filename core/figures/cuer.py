@@ -81,7 +81,11 @@ def _label_runs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def utility_profile_table(result: Mapping[str, Any]) -> pd.DataFrame:
-    """Means with 95% bootstrap CIs per (run, operator, variant) (seed 004 Table 2 / App. A)."""
+    """Means with 95% bootstrap CIs per (run, operator, variant) (seed 004 Table 2 / App. A).
+
+    ``n`` counts the answered pairs behind the means, ``missing`` those left out because the
+    base or the intervention call failed.
+    """
     return result["profile"].aggregate.copy()
 
 
@@ -98,17 +102,27 @@ def utility_profile_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Dat
                      "array": [row[f"{m}_ci_high"] - row[m] for m in METRICS],
                      "arrayminus": [row[m] - row[f"{m}_ci_low"] for m in METRICS]},
             customdata=[i] * len(METRICS),
-            hovertemplate="%{x}: %{y:.3f}<extra>" + row["comparison"] + f" (n={row['n']})</extra>",
+            hovertemplate="%{x}: %{y:.3f}<extra>" + row["comparison"] + f" ({_n(row)})</extra>",
         )  # fmt: skip
     fig.update_layout(barmode="group", yaxis_title="mean (95% CI)", legend_title="intervention")
     return fig, agg
+
+
+def _n(row: Mapping[str, Any]) -> str:
+    """``n=12`` or ``n=12, missing=3`` (failed calls left out of the aggregate)."""
+    missing = int(row.get("missing", 0) or 0)
+    return f"n={row['n']}" + (f", missing={missing}" if missing else "")
 
 
 # ------------------------------------------------------------------------ paired deltas
 
 
 def paired_delta_table(result: Mapping[str, Any]) -> pd.DataFrame:
-    """Paired bootstrap deltas original - intervention per metric (seed 004 Table 3)."""
+    """Paired bootstrap deltas original - intervention per metric (seed 004 Table 3).
+
+    ``n`` counts the pairs with both sides scored, ``missing`` the pairs whose base or
+    intervention call failed.
+    """
     agg = result["deltas"].aggregate.copy()
     agg["stars"] = [_stars(p) for p in agg["p"]]
     return agg
@@ -131,6 +145,10 @@ def paired_heatmap_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Data
     z = z.reindex(index=rows, columns=list(METRICS))
     text = agg.assign(t=[f"{d:+.3f}{s}" if not math.isnan(d) else "" for d, s in
                          zip(agg["delta"], agg["stars"], strict=True)])  # fmt: skip
+    counts = agg.assign(t=[_n(r) for r in agg.to_dict("records")])
+    hover = counts.pivot_table(index="comparison", columns="metric", values="t",
+                               aggfunc="first", sort=False)  # fmt: skip
+    hover = hover.reindex(index=rows, columns=list(METRICS))
     t = text.pivot_table(index="comparison", columns="metric", values="t", aggfunc="first",
                          sort=False).reindex(index=rows, columns=list(METRICS))  # fmt: skip
     bound = float(max(abs(z.min().min()), abs(z.max().max()), 1e-9))
@@ -139,6 +157,8 @@ def paired_heatmap_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Data
             z=z.to_numpy(), x=[_METRIC_TITLES[m] for m in METRICS], y=rows,
             text=t.fillna("").to_numpy(), texttemplate="%{text}", colorscale="RdBu_r",
             zmin=-bound, zmax=bound, colorbar={"title": "Δ"},
+            customdata=hover.fillna("").to_numpy(),
+            hovertemplate="%{y} · %{x}: Δ %{z:+.3f} (%{customdata})<extra></extra>",
         )
     )  # fmt: skip
     fig.update_yaxes(autorange="reversed")
@@ -149,18 +169,32 @@ def paired_heatmap_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Data
 
 
 def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
-    """Box plots of per-instance trace divergence per intervention."""
+    """Box plots of per-instance trace divergence per intervention.
+
+    Pairs whose call failed have no divergence: they are left out of the boxes, and each
+    box's hover says how many (``missing``) beside ``n``.
+    """
     pairs = result["pairs"]
-    single = pairs[pairs["operator"] != "two_support"].rename(
-        columns={"variant": "variant_id", "param": "variant"}
+    single = _label_runs(
+        pairs[pairs["operator"] != "two_support"].rename(
+            columns={"variant": "variant_id", "param": "variant"}
+        )
     )
-    data = _label_runs(single)[
+    missing = (
+        single["missing"].fillna(False).astype(bool)
+        if "missing" in single.columns
+        else pd.Series(False, index=single.index)
+    )
+    gone = single.loc[missing, "comparison"].value_counts()
+    data = single[~missing][
         ["run", "dataset", "instance_id", "operator", "variant", "comparison",
          "trace_divergence", "correctness_orig", "correctness"]
     ].reset_index(drop=True)  # fmt: skip
     fig = go.Figure()
     for label, grp in data.groupby("comparison", sort=False):
+        m = int(gone.get(label, 0))
         fig.add_box(y=grp["trace_divergence"], name=label, boxpoints="all", jitter=0.4,
+                    hovertext=f"{label}: n={len(grp)}" + (f", missing={m}" if m else ""),
                     pointpos=0, customdata=grp.index.to_numpy(), marker={"size": 3})
     fig.update_layout(yaxis_title="trace divergence D", showlegend=False)
     fig.update_yaxes(range=[-0.02, 1.02])
@@ -171,7 +205,11 @@ def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFram
 
 
 def role_table(result: Mapping[str, Any]) -> pd.DataFrame:
-    """Role counts per (run, operator, variant, role)."""
+    """Role counts per (run, operator, variant, role).
+
+    ``missing`` (the same on each role row of a comparison) counts its item interventions
+    without a role because the base or the intervention call failed.
+    """
     return result["roles"].aggregate.copy()
 
 
@@ -193,7 +231,11 @@ def roles_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
     for role in ROLES:
         sub = agg[agg["role"] == role]
         fig.add_bar(name=role, x=sub["comparison"], y=sub["n"], customdata=sub.index.to_numpy(),
-                    marker_color=_ROLE_COLORS[role])  # fmt: skip
+                    marker_color=_ROLE_COLORS[role],
+                    text=[f"{role}: {n}" + (f" (missing: {m})" if m else "") for n, m in
+                          zip(sub["n"], sub["missing"], strict=True)],
+                    textposition="none",
+                    hovertemplate="%{x}: %{text}<extra></extra>")  # fmt: skip
     fig.update_layout(barmode="stack", yaxis_title="items", legend_title="role")
     return fig, agg
 
@@ -202,7 +244,7 @@ def roles_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
 
 
 def synergy_table(result: Mapping[str, Any]) -> pd.DataFrame:
-    """Seed 004 Table 9 per run (one row per run)."""
+    """Seed 004 Table 9 per run (one row per run; ``missing``: instances with a failed call)."""
     return result["synergy"].aggregate.copy()
 
 

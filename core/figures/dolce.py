@@ -87,6 +87,16 @@ def _log_ticks(max_value: float) -> tuple[list[float], list[str]]:
     return vals, text
 
 
+def _col(frame: pd.DataFrame, name: str) -> pd.Series:
+    """``frame[name]``, or zeros for a fit made before the column existed."""
+    return frame[name] if name in frame.columns else pd.Series(0, index=frame.index)
+
+
+def _probes(n: int, missing: int) -> str:
+    """``n=12 probes`` or ``n=12 probes, missing=3`` (probes whose call failed)."""
+    return f"n={int(n)} probes" + (f", missing={int(missing)}" if missing else "")
+
+
 def lambda_k_map(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
     """Scatter of (lambda, k) per problem coloured by category, with threshold lines."""
     p = fit.problems.copy()
@@ -108,9 +118,10 @@ def lambda_k_map(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
                         "line": {"width": 0.5, "color": "white"}},
                 customdata=drill.customdata(sub, keys, "n_obs"),
                 text=[f"{pid}<br>{qq}<br>task {t} · {s} · L={L} · P(oracle)={po:.2f}"
-                      for pid, qq, t, s, L, po in zip(sub["problem"], q, sub["task"],
-                                                      sub["scenario"], sub["L"],
-                                                      sub["p_oracle"], strict=True)],
+                      f"<br>{_probes(n, m)}"
+                      for pid, qq, t, s, L, po, n, m in zip(
+                          sub["problem"], q, sub["task"], sub["scenario"], sub["L"],
+                          sub["p_oracle"], sub["n_obs"], _col(sub, "missing"), strict=True)],
                 hovertemplate="%{text}<extra></extra>",
             )
         )  # fmt: skip
@@ -176,8 +187,10 @@ def outcome_curve(
         fig.add_trace(go.Scatter(x=x, y=obs, mode="markers", name=f"observed {label}",
                                  marker={"color": color, "size": 9},
                                  customdata=curve["n"],
-                                 hovertemplate="C=%{text}: %{y:.2f} (n=%{customdata})"
-                                 "<extra></extra>", text=curve["C"]))  # fmt: skip
+                                 hovertemplate="C=%{text}<extra></extra>",
+                                 text=[f"{c}: {v:.2f} ({_probes(n, m)})" for c, v, n, m in
+                                       zip(curve["C"], obs, curve["n"], _col(curve, "missing"),
+                                           strict=True)]))  # fmt: skip
         fit_col = f"fit_{col}"
         if fit_col in curve and curve[fit_col].notna().any():
             fig.add_trace(
@@ -197,10 +210,10 @@ def outcome_curve(
 
 
 def problems_table(fit: DolceFit) -> pd.DataFrame:
-    """The per-problem estimates."""
+    """The per-problem estimates (``n_obs`` answered probes, ``missing`` failed calls)."""
     return fit.problems
 
 
 def tasks_table(fit: DolceFit) -> pd.DataFrame:
-    """The per-task category distribution."""
+    """The per-task category distribution, with missing problems and probes beside n."""
     return fit.tasks

@@ -98,8 +98,8 @@ def fanin_degradation_figure(
             x=d["fan_in"], y=d["ac"], mode="lines+markers", name=label, legendgroup=label,
             line={"color": color, "dash": dash},
             customdata=drill.customdata(d, _FANIN_KEYS, "n"),
-            text=[f"n={n}, ER={_pct(e)}, EP={_pct(p)}" for n, e, p in
-                  zip(d["n"], d["er"], d["ep"], strict=True)],
+            text=[f"n={n}{_gone(m)}, ER={_pct(e)}, EP={_pct(p)}" for n, m, e, p in
+                  zip(d["n"], d["missing"], d["er"], d["ep"], strict=True)],
             hovertemplate="fan-in %{x}: AC %{y:.1f} (%{text})<extra>" + label + "</extra>",
         ))  # fmt: skip
     fig.update_xaxes(title_text="fan-in (distinct gold documents)", dtick=1)
@@ -112,6 +112,11 @@ def fanin_degradation_figure(
 #: What identifies a point of the degradation curves (drill-down keys; fan-in counted from
 #: the gold passages, as the fan-in frame does).
 _FANIN_KEYS = ("run", "condition", "fan_in")
+
+
+def _gone(missing: int) -> str:
+    """``, missing=3`` beside an n (failed calls left out), nothing when none."""
+    return f", missing={int(missing)}" if missing else ""
 
 
 def _pct(v: float) -> str:
@@ -158,13 +163,22 @@ def _num(v: float) -> str:
 
 
 def fanin_degradation_table(res: FaninResult) -> pd.DataFrame:
-    """Degradation, construction loss and failure attribution per system."""
+    """Degradation, construction loss and failure attribution per system.
+
+    ``n`` beside each AC counts the answered predictions behind it, ``missing`` the failed
+    calls left out.
+    """
     d = res.degradation.merge(
-        res.attribution[["system", "n_failures", "n_low_er", "share"]], on="system", how="left"
-    )
+        res.attribution[["system", "n", "missing", "n_failures", "n_low_er", "share"]],
+        on="system", how="left",
+    )  # fmt: skip
     out = pd.DataFrame({
         "run": d["run"], "condition": d["condition"], "model": d["model"],
-        "AC single": d["ac_single"].round(1), "AC high": d["ac_high"].round(1),
+        "n": d["n"], "missing": d["missing"],
+        "AC single": d["ac_single"].round(1), "n single": d["n_single"],
+        "missing single": d["missing_single"],
+        "AC high": d["ac_high"].round(1), "n high": d["n_high"],
+        "missing high": d["missing_high"],
         "rel. drop %": (100 * d["rel_degradation"]).round(1),
         "CI low %": (100 * d["rel_ci_low"]).round(1),
         "CI high %": (100 * d["rel_ci_high"]).round(1),
@@ -177,9 +191,9 @@ def fanin_degradation_table(res: FaninResult) -> pd.DataFrame:
 
 
 def fanin_buckets_table(res: FaninResult) -> pd.DataFrame:
-    """AC / ER / EP per (system, bucket) with CIs."""
+    """AC / ER / EP per (system, bucket) with CIs (``missing``: failed calls left out)."""
     b = res.by_bucket
-    out = b[["run", "condition", "bucket", "n"]].copy()
+    out = b[["run", "condition", "bucket", "n", "missing"]].copy()
     for m, scale in (("ac", 1.0), ("er", 100.0), ("ep", 100.0)):
         name = m.upper() if m == "ac" else f"{m.upper()} %"
         out[name] = (scale * b[m]).round(1)
@@ -191,7 +205,11 @@ def fanin_buckets_table(res: FaninResult) -> pd.DataFrame:
 
 
 def fanin_pairs_table(res: FaninResult) -> pd.DataFrame:
-    """Jaccard of failure sets and crossover fan-in per system pair."""
+    """Jaccard of failure sets and crossover fan-in per system pair.
+
+    ``n_common``: instances both systems answered; ``missing``: instances both hold where
+    either call failed (left out).
+    """
     o = res.overlap.copy()
     o["jaccard"] = o["jaccard"].round(3)
     o["leader at lowest fan-in"] = [

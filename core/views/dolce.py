@@ -44,7 +44,10 @@ def dolce_result(store: Store, selection: Selection) -> DolceFit:
             frame = keep_filtered_instances(store, frame, selection.filters)
             if frame.empty:
                 raise ValueError("no probed instance passes the filters")
-        outcomes = outcomes_from_probes(frame, task_by=str(values[TASK_BY.name]))
+        # failed calls stay as missing probes: counted per problem, never a failed probe
+        outcomes = outcomes_from_probes(
+            frame, task_by=str(values[TASK_BY.name]), keep_missing=True
+        )
         th = Thresholds(lam_p=values[LAM_P.name], k_p=values[K_P.name], lam_q=values[LAM_Q.name])
         return fit_dolce(
             outcomes,
