@@ -26,11 +26,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 __all__ = [
-    "FRAME_KEY", "cell_from_point", "customdata", "declare", "drill_spec", "point_values",
+    "FRAME_KEY", "LENGTH_CELL_KEY", "cell_from_point", "customdata", "declare", "drill_spec",
+    "group_keys", "length_fixed", "point_values",
 ]  # fmt: skip
 
 #: The cell entry naming the prediction frame (not a column: filtered out of the label).
 FRAME_KEY = "_frame"
+#: The cell entry saying how its ``context_length`` matches: ``bucket`` (the value is a length
+#: bucket of :func:`core.oncu.length_bucket`, matching every exact length in it) or
+#: ``exact``; the column ONCU group frames carry as ``length_cell``.
+LENGTH_CELL_KEY = "length_cell"
 
 
 def _plain(value: Any) -> Any:
@@ -73,6 +78,31 @@ def declare(
     meta = {"keys": list(keys), "frame": frame, "fixed": dict(fixed or {})}
     fig.update_layout(meta={"drill": meta})
     return fig
+
+
+def group_keys(frame: pd.DataFrame, group_key: Sequence[str]) -> list[str]:
+    """The drill keys of a point that is one ONCU group of one condition.
+
+    ``run``, ``condition``, then every cell of ``group_key`` that is a column of ``frame``;
+    the group key's length cell, whichever token names it (``context_length_exact``,
+    ``length_bucket``), is the column ``context_length`` (marked by ``length_cell``).
+    """
+    keys = ["run", "condition", *[c for c in group_key if c in frame.columns and c != "run"]]
+    lengthed = LENGTH_CELL_KEY in frame.columns and frame[LENGTH_CELL_KEY].notna().any()
+    if lengthed and "context_length" in frame.columns and "context_length" not in keys:
+        keys.append("context_length")
+    return keys
+
+
+def length_fixed(frame: pd.DataFrame) -> dict[str, str]:
+    """The fixed drill-down filter of a frame whose ``context_length`` may be length buckets.
+
+    ``{"length_cell": "bucket"}`` when the frame's ``length_cell`` column says its lengths are
+    buckets, else nothing.
+    """
+    if LENGTH_CELL_KEY in frame.columns and (frame[LENGTH_CELL_KEY] == "bucket").any():
+        return {LENGTH_CELL_KEY: "bucket"}
+    return {}
 
 
 def drill_spec(fig: Any) -> dict[str, Any] | None:
