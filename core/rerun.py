@@ -10,6 +10,11 @@ Where the reruns go: into the base run when its backend can be called again (emb
 ollama / openai), so original and perturbed come from the same model; for imported runs into a
 companion run ``<dataset>:rerun:<backend>:<model>``, where the unperturbed original is run with
 the same backend first (a fair comparison), and shown beside the imported answer.
+
+A rerun never changes the base run's row (status, counts, timings): it adds a prediction to
+the run without running it. A companion run is marked finished after each rerun, with its
+stored calls as its plan. A call that fails (server unreachable, say) is stored and returned
+with its ``error``; the result then carries that error and no divergence.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ class RerunRequest:
             ``retriever`` and ``top_k`` (retriever).
         backend: backend kind for imported base runs (the base run's own otherwise).
         model: model name for ``backend`` (None: its default).
+        host: server of a server backend (an Ollama host, an OpenAI-compatible base URL);
+            None: ``OLLAMA_HOST`` / ``OPENAI_BASE_URL`` as usual.
     """
 
     dataset: str
@@ -75,6 +82,7 @@ class RerunRequest:
     params: Mapping[str, Any] = field(default_factory=dict)
     backend: str = "embedded"
     model: str | None = None
+    host: str | None = None
 
     def checked(self) -> RerunRequest:
         """Return this request if it is valid.
@@ -170,21 +178,34 @@ def _target_run(
     """
     kind = str(base.get("backend") or "")
     if kind in _CALLABLE:
-        return str(base["run_id"]), make_backend(kind, base.get("model") or None), False
-    backend = make_backend(req.backend, req.model)
+        return str(base["run_id"]), _backend(kind, base.get("model") or None, req.host), False
+    backend = _backend(req.backend, req.model, req.host)
     model = getattr(backend, "model", req.model or "")
     return f"{req.dataset}:rerun:{req.backend}:{model}", backend, True
+
+
+def _backend(kind: str, model: str | None, host: str | None) -> Backend:
+    if not host:
+        return make_backend(kind, model)
+    if kind == "ollama":
+        return make_backend(kind, model, hosts=[host])
+    if kind == "openai":
+        return make_backend(kind, model, base_url=host)
+    return make_backend(kind, model)  # the embedded reader has no server
 
 
 def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     """Run one perturbation now and return it beside the original.
 
     Returns:
-        ``{"run", "original", "perturbed", "imported_original", "divergence", "diff",
-        "shown_before", "shown_after"}``: prediction rows (dicts with scores), the trace
-        divergence (SPEC §7) and the word diff of the answers.
+        ``{"run", "original", "perturbed", "imported_original", "error", "divergence",
+        "diff", "shown_before", "shown_after"}``: prediction rows (dicts with scores), the
+        one-line error of a failed call (None when both sides have an answer), the trace
+        divergence (SPEC §7; None when a call failed) and the word diff of the answers
+        (empty when a call failed).
 
-    The target run's lock (:meth:`core.store.Store.run_lock`) is held meanwhile.
+    The target run's lock (:meth:`core.store.Store.run_lock`) is held meanwhile. The base
+    run's row is never changed.
 
     Raises:
         ValueError: unknown run or instance, bad request.
@@ -203,7 +224,7 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     with store.run_lock(run_id):
         if companion:
             open_run(store, backend, run_id, req.dataset, reported_options=False,
-                     notes="Case-view reruns")  # fmt: skip
+                     notes="Case-view reruns", kind="rerun")  # fmt: skip
             imported = _stored(store, req.base_run, req.instance_id, req.condition)
             cfg = dict(base.get("retrieval") or {})
             plain = plan_conditions([instance], [req.condition],
@@ -218,21 +239,34 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
                 )
         call = plan_perturbation(store, base, instance, req)
         perturbed = rerun_call(store, run_id, call, backend)
+        if companion:
+            # the companion is the reruns' own run: planned = its stored calls, then finished
+            store.finish_run(run_id, "done", len(store.prediction_keys(run_id)))
+    error = _error_of(perturbed) or _error_of(original)
     return {
         "run": run_id,
         "original": original,
         "perturbed": perturbed,
         "imported_original": imported,
-        "divergence": float(trace_divergence(
+        "error": error,
+        "divergence": None if error else float(trace_divergence(
             original.get("cited_ids") or (), perturbed.get("cited_ids") or (),
             original.get("answer"), perturbed.get("answer"), original.get("confidence"),
             perturbed.get("confidence"), answer_type=instance.answer_type,
             reasoning_type=instance.reasoning_type,
         )),  # fmt: skip
-        "diff": answer_diff(original.get("answer"), perturbed.get("answer")),
+        "diff": [] if error else answer_diff(original.get("answer"), perturbed.get("answer")),
         "shown_before": list(original.get("input_passage_ids") or []),
         "shown_after": list(call.input_passage_ids),
     }
+
+
+def _error_of(row: Mapping[str, Any]) -> str | None:
+    """The first line of a prediction's ``error``, or None when the call did not fail."""
+    err = row.get("error")
+    if err is None or (isinstance(err, float) and math.isnan(err)) or not str(err).strip():
+        return None
+    return str(err).strip().splitlines()[0]
 
 
 def _stored(store: Store, run_id: str, instance_id: str, condition: str) -> dict | None:

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from core.rerun import OPERATORS, RERUN_CONDITIONS, RerunRequest, base_shown_ids, rerun
+from core.views.case import md_escape
 from pages.common import HELP, cached_call, clear_caches, get_store, init_page_state, sidebar
 
 qp = st.query_params
@@ -93,14 +94,21 @@ with st.form("case.rerun_form"):
     move_to = d[2].number_input("move: to index", 0, max(len(passages) - 1, 0), 0)
     retriever = d[3].selectbox("retriever", ("lexical", "hybrid", "dense", "iterative", "oracle"))
     top_k = d[4].number_input("top-k", 1, 50, 3)
-    e = st.columns(2)
+    e = st.columns(3)
     backend = e[0].selectbox("Backend (for imported runs)", ("embedded", "ollama", "openai"))
     model = e[1].text_input("Model (for imported runs)", "") or None
+    host = e[2].text_input("Server URL (ollama / openai)", "", help="Empty: OLLAMA_HOST or "
+                           "OPENAI_BASE_URL, as for runs") or None  # fmt: skip
     go = st.form_submit_button("Run now", type="primary")
 if go:
     params = {"hardness": hardness, "position": position, "move_to": int(move_to),
               "retriever": retriever, "top_k": int(top_k)}  # fmt: skip
-    req = RerunRequest(dataset, iid, base_run, condition, operator, target, params, backend, model)
+    st.session_state["case.rerun_req"] = RerunRequest(
+        dataset, iid, base_run, condition, operator, target, params, backend, model, host
+    )
+retry = st.session_state.pop("case.retry_now", False)  # set by the Retry button: same request
+req = st.session_state.get("case.rerun_req") if go or retry else None
+if req is not None:
     try:
         with st.spinner("Running ..."):
             st.session_state["case.rerun"] = rerun(get_store(), req)
@@ -113,15 +121,28 @@ if res and res["original"].get("instance_id") == iid:
     sides = ((left, "Original", res["original"]), (right, "Perturbed", res["perturbed"]))
     for col, title, row in sides:
         with col, st.container(border=True):
-            st.markdown(f"**{title}** · {row.get('condition')} {row.get('variant') or ''}")
-            st.markdown(f"Answer: **{row.get('answer')}**")
-            st.caption(f"cited {row.get('cited_ids')} · confidence {row.get('confidence')} · "
-                       f"relaxed F1 {row.get('f1_relaxed')} · {row.get('failure_label')} · "
+            variant = md_escape(row.get("variant") or "")
+            st.markdown(f"**{title}** · {row.get('condition')} {variant}")
+            if row.get("error"):  # a failed call has no answer: its error stands in its place
+                st.error(md_escape(str(row["error"]).strip().splitlines()[0]))
+                continue
+            st.text(f"Answer: {row.get('answer')}")
+            st.caption(f"cited {md_escape(row.get('cited_ids'))} · confidence "
+                       f"{row.get('confidence')} · relaxed F1 {row.get('f1_relaxed')} · "
+                       f"{row.get('failure_label')} · "
                        f"shown {len(row.get('input_passage_ids') or [])} items")  # fmt: skip
-    diff = " ".join({"=": t, "-": f":red[~~{t}~~]", "+": f":green[**{t}**]"}[op]
-                    for op, t in res["diff"]) or "(both empty)"  # fmt: skip
-    st.markdown(f"**Answer diff:** {diff}")
-    st.metric("Trace divergence D", f"{res['divergence']:.3f}", help=HELP["trace_divergence"])
+    if res.get("error"):
+        st.button("Retry", key="case.retry", type="primary",
+                  on_click=lambda: st.session_state.update({"case.retry_now": True}))
+        st.metric("Trace divergence D", "—", help=HELP["trace_divergence"])
+        st.caption("not computed: the call failed")
+    else:
+        diff = " ".join({"=": md_escape(t), "-": f":red[~~{md_escape(t)}~~]",
+                         "+": f":green[**{md_escape(t)}**]"}[op]
+                        for op, t in res["diff"]) or "(both empty)"  # fmt: skip
+        st.markdown(f"**Answer diff:** {diff}")
+        st.metric("Trace divergence D", f"{res['divergence']:.3f}", help=HELP["trace_divergence"])
     if res.get("imported_original"):
-        st.caption(f"Imported answer of {base_run}: {res['imported_original'].get('answer')}; "
-                   f"the comparison above reruns both sides on {res['run']}.")  # fmt: skip
+        st.caption(f"Imported answer of {md_escape(base_run)}: "
+                   f"{md_escape(res['imported_original'].get('answer'))}; the comparison above "
+                   f"reruns both sides on {md_escape(res['run'])}.")  # fmt: skip

@@ -169,3 +169,23 @@ def assert_no_exception(page, name: str) -> None:
     """Fail, naming ``name``, when the page shows a Streamlit exception box."""
     boxes = page.locator('[data-testid="stException"]')
     assert boxes.count() == 0, f"{name}: {boxes.first.inner_text()[:300]}"
+
+
+def choose(page, scope, label: str, option: str, settle_page=settle) -> None:
+    """Pick ``option`` in the selectbox labelled ``label`` inside ``scope`` (a page or part).
+
+    A click that lands while Streamlit re-renders the box does not open it: try again.
+    ``settle_page(page)`` waits for the page between tries.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = scope.get_by_test_id("stSelectbox").filter(has_text=label).first
+    for _ in range(3):
+        settle_page(page)
+        box.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=5_000)
+            return
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    raise AssertionError(f"selectbox {label!r} offers no option {option!r}")

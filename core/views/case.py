@@ -20,7 +20,7 @@ from core.store import Store
 from core.types import Instance
 from core.views.common import analysis, resolve_selection
 
-__all__ = ["answer_diff", "case_data"]
+__all__ = ["answer_diff", "case_data", "md_escape"]
 
 
 def case_data(
@@ -130,3 +130,14 @@ def answer_diff(a: str | None, b: str | None) -> list[tuple[str, str]]:
         if j2 > j1:
             out.append(("+", " ".join(wb[j1:j2])))
     return out
+
+
+_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|~:$")
+
+
+def md_escape(text: object) -> str:
+    """``text`` with every Markdown (and Streamlit directive / LaTeX) character escaped.
+
+    For model or dataset text placed inside ``st.markdown`` (STYLE 14: data is text).
+    """
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in str(text))
