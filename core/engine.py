@@ -30,15 +30,22 @@ lock (:meth:`core.store.Store.run_lock`: one process per run name).
    :data:`FIRST_GAP_S` before the first write), so a read-only process (the dashboard) can
    open the store between batches and writing stays a small share of the run (with worker
    processes :data:`POOL_WRITE_SHARE`; once every call is sent, the writer writes what it
-   has and then waits for the end, so the run ends with one small write). A completed
-   call is committed within about one gap plus one write; killing the process loses only
-   the calls in flight or waiting for that write, and a rerun makes exactly those again
-   (never a committed one).
+   has and then waits for the end, so the run ends with one small write). Whatever the gap,
+   a batch's write starts early enough to end :data:`COMMIT_S` (1 s) after its first row
+   completed (the last write's duration, scaled to the rows queued, tells how early), in
+   every mode: this thread, a thread pool, worker processes, the last calls. Killing the
+   process loses only the calls in flight and at most about a second of answers, and a
+   rerun makes exactly those again (never a committed one; the read-ahead sends no stored
+   call either). Replies read ahead while a run is planned are the exception: they are
+   committed only once planning ends (at most :data:`READ_AHEAD` calls per worker, about
+   0.1 s of the reader's work), as soon as execution starts.
 
-Failures are data: a call that fails permanently (the backend returns ``Reply.error``, or
-raises) is stored with ``error`` and ``parse_error`` ("empty reply": there is no reply to
-parse) and, like an unparseable reply, scored as incorrect and kept in every denominator
-(seed 000 §8.1); the run continues. The run records its server time (sum of
+Errors are not answers: a call that fails permanently (the backend returns ``Reply.error``,
+or raises) is stored with its ``error`` only (no ``parse_error``, no answer), its scores are
+NULL and it has no failure label, so every aggregate counts it as missing; the run continues
+and ends ``partial`` (some calls failed) or ``failed`` (every call failed), and a rerun makes
+the failed calls again. An unparseable reply is a parse error: scored as incorrect and kept in
+every denominator (seed 000 §8.1). The run records its server time (sum of
 ``total_duration``) against wall time (``runs.model_seconds`` / ``runs.wall_seconds``).
 """
 
@@ -60,7 +67,7 @@ import pandas as pd
 
 from core.backends.base import Backend, Reply
 from core.conditions import plan_conditions, planned_keys
-from core.parsing import parse_reply
+from core.parsing import ParsedAnswer, parse_reply
 from core.scoring import score_frame
 from core.store import Store, StoreError
 from core.types import Instance, PlannedCall
@@ -68,6 +75,7 @@ from core.types import Instance, PlannedCall
 __all__ = [
     "BATCH_SIZE",
     "COALESCE_S",
+    "COMMIT_S",
     "FIRST_GAP_S",
     "MAX_GAP_S",
     "MIN_GAP_S",
@@ -88,17 +96,22 @@ __all__ = [
 
 #: Most predictions committed in one transaction.
 BATCH_SIZE = 4096
+#: Seconds within which a completed call is committed (SPEC §2: committed as soon as it
+#: completes), whatever the backend's speed: the writer starts a batch's write early enough
+#: that it ends this long after the batch's first row completed, so ``kill -9`` loses at most
+#: about this much of the backend's answers (``bench/bench_engine.py`` measures it).
+COMMIT_S = 1.0
 #: Seconds the writer leaves the store unlocked after each batch (readers get in) ...
 MIN_GAP_S = 0.1
-#: ... and at most, however long the writes take.
-MAX_GAP_S = 3.0
+#: ... and at most, however long the writes take (:data:`COMMIT_S` may end a gap sooner).
+MAX_GAP_S = 1.0
 #: Seconds from the start of an execution before its first write (unless it ends sooner).
 FIRST_GAP_S = 0.25
 #: Share of wall time the writer may spend writing: after a write of ``d`` seconds it waits
-#: ``d / WRITE_SHARE`` (between the two gaps) gathering the next batch. A write costs about
-#: 50 ms whatever its size (attaching the file, one statement per table, the checkpoint on
-#: detach) plus ~0.1 ms a row, so with the fast embedded reader the gap is what keeps
-#: writing a small share of the run.
+#: ``d / WRITE_SHARE`` (between the two gaps, and no longer than :data:`COMMIT_S` allows)
+#: gathering the next batch. A write costs about 50 ms whatever its size (attaching the file,
+#: one statement per table, the checkpoint on detach) plus ~0.1 ms a row, so with the fast
+#: embedded reader the gap is what keeps writing a small share of the run.
 WRITE_SHARE = 0.02
 #: :data:`WRITE_SHARE` when the reader runs in worker processes (:data:`POOL_MIN_CALLS`):
 #: the writer then works beside the reader, not in its way, and writing often keeps the last
@@ -106,6 +119,13 @@ WRITE_SHARE = 0.02
 POOL_WRITE_SHARE = 0.25
 #: Seconds the writer waits after a first completed call for others to share its write.
 COALESCE_S = 0.01
+#: Seconds of :data:`COMMIT_S` kept in hand for a write slower than the writer expects.
+_COMMIT_MARGIN_S = 0.1
+#: Seconds between the waiting writer's looks at its queue: the batch grows while it waits,
+#: and with it the time its write will take.
+_POLL_S = 0.05
+#: Seconds the writer expects its first write to take (later: from the last write).
+_FIRST_WRITE_S = 0.05
 
 _Key = tuple[str, str, str]
 _KEY_COLUMNS = ("run_id", "instance_id", "condition", "variant")
@@ -126,7 +146,8 @@ class RunSummary:
             counted).
         seconds: wall-clock seconds of the execution.
         model_seconds: server seconds (sum of ``total_duration``) of the executed calls.
-        status: ``done``, or ``cancelled`` when ``cancel`` stopped it early.
+        status: ``done`` (every stored call of the run answered), ``partial`` (some failed),
+            ``failed`` (every one failed), or ``cancelled`` when ``cancel`` stopped it early.
     """
 
     run: str
@@ -246,12 +267,13 @@ def _row(
 
     ``key`` is the call's cache key when the caller has it (computed otherwise).
     """
-    # A failed call has no reply to parse ("empty reply"), whatever text came with the error.
-    parsed = parse_reply(reply.text if reply.error is None else "", call.input_passage_ids)
+    ok = reply.error is None
+    # A failed call is an error, not an answer: nothing is parsed (no parse error, no answer),
+    # whatever text came with the error.
+    parsed = parse_reply(reply.text, call.input_passage_ids) if ok else _NOT_PARSED
     meta = dict(call.meta)
     if parsed.unknown_ids:
         meta["parse"] = {"unknown_ids": list(parsed.unknown_ids)}
-    ok = reply.error is None
     row: dict[str, Any] = {
         "run_id": ctx.run_id,
         "instance_id": call.instance_id,
@@ -292,6 +314,10 @@ def _row(
     return row
 
 
+#: What a failed call stores in the parsed fields: nothing (:func:`_row`).
+_NOT_PARSED = ParsedAnswer(answer=None, explanation=None)  # type: ignore[arg-type]
+
+
 def _cached_text(reply: Reply) -> str:
     return json.dumps(
         {
@@ -329,10 +355,13 @@ def _write(
     n_planned: int | None = None,
     finish: str | None = None,
     replace: Collection[_Key] | None = None,
+    progress: bool = True,
 ) -> None:
     """Commit predictions, cache entries, scores and run progress in one transaction.
 
     With ``finish``, the run is also marked with that final status (in the same transaction).
+    ``progress=False`` leaves the run row alone (status, counts, timings): a Case-view rerun
+    adds a row to a run without running it.
     ``replace`` names the keys that may be stored already (a failed call made again); the
     others are new and take the plain insert. None: any key may be stored.
 
@@ -358,7 +387,8 @@ def _write(
             scores = _scores(part, info)
             if scores is not None:
                 store.write_scores(con, scores, replace=flag)
-        store.record_progress(con, ctx.run_id, model_s, wall_s, n_planned)
+        if progress:
+            store.record_progress(con, ctx.run_id, model_s, wall_s, n_planned)
         if finish is not None:
             store.finish_run(ctx.run_id, finish, n_planned, con=con)
 
@@ -371,11 +401,10 @@ def _scores(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> pd.Da
     """The score rows of prediction rows, from the rows and their instances' inputs.
 
     The frame :func:`core.scoring.score_frame` gets is the one :meth:`core.store.Store.
-    scoring_frame` would read back for these rows, built from what the engine holds. It has
-    no ``error`` column: a failed call is stored with ``parse_error`` "empty reply", and
-    without the ``error`` column the scorer treats it like any unparseable reply, scored as
-    incorrect and kept in every denominator (seed 000 §8.1), not left unscored. Rows whose
-    instance is not stored are not scored (as the store's join leaves them out).
+    scoring_frame` would read back for these rows, built from what the engine holds: a failed
+    call (``error`` set) gets NULL scores and no failure label, an unparseable reply scores 0
+    and stays in every denominator (seed 000 §8.1). Rows whose instance is not stored are not
+    scored (as the store's join leaves them out).
     """
     rows = [r for r in rows if r["instance_id"] in info]
     if not rows:
@@ -387,6 +416,7 @@ def _scores(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> pd.Da
             "answer": [r["answer"] for r in rows],
             "cited_ids": [r["cited_ids"] for r in rows],
             "parse_error": [r["parse_error"] for r in rows],
+            "error": [r["error"] for r in rows],
             "confidence": pd.Series([r["confidence"] for r in rows], dtype="float64"),
             **{
                 col: [i[col] for i in inst]
@@ -409,7 +439,7 @@ def _scores(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> pd.Da
 class _Writer(threading.Thread):
     """The one thread that writes: batches completed rows into short transactions."""
 
-    _STOP = "stop"  # sent as (_STOP, final status); rows are dicts
+    _STOP = "stop"  # sent as (_STOP, final status); rows as (monotonic time completed, row)
 
     def __init__(
         self,
@@ -429,8 +459,8 @@ class _Writer(threading.Thread):
         self.q: queue.Queue[Any] = queue.Queue()
         self.closing = threading.Event()
         # drain(): every call has been sent. The writer then writes what it has at once (while
-        # the last calls are being made) and after that waits for close(), so the last reply
-        # never waits behind a write, and the last write is small.
+        # the last calls are being made) and after that waits for close() (or COMMIT_S), so the
+        # last reply seldom waits behind a write, and the last write is small.
         self.draining = threading.Event()
         self._drain_written = False
         self._wake = threading.Event()  # set by drain() and close()
@@ -439,7 +469,8 @@ class _Writer(threading.Thread):
         self.failure: BaseException | None = None
 
     def put(self, row: dict[str, Any]) -> None:
-        self.q.put(row)
+        """Queue a completed call's row; it is committed within :data:`COMMIT_S`."""
+        self.q.put((time.monotonic(), row))
 
     def close(self, status: str) -> None:
         """Write what is left, mark the run ``status`` in that transaction, and stop."""
@@ -465,32 +496,25 @@ class _Writer(threading.Thread):
 
     def run(self) -> None:
         last_write, gap = self.t0, FIRST_GAP_S
+        took, took_rows = _FIRST_WRITE_S, 1  # the last write: seconds, rows
         status: str | None = None
         while status is None:
             item = self.q.get()
             batch: list[dict[str, Any]] = []
-            if isinstance(item, tuple):
+            if item[0] is self._STOP:
                 status = item[1]
             else:
-                batch.append(item)
-                # Gather what completes within COALESCE_S, and while the store is left unlocked
-                # for the gap after the previous write: sleep through it (only close() and
-                # drain() wake the writer early; rows do not), then take what has queued.
-                if self._drain_written:
-                    self.closing.wait(MAX_GAP_S)
-                else:
-                    until = max(last_write + gap, time.monotonic() + COALESCE_S)
-                    self._wake.wait(max(0.0, until - time.monotonic()))
-                    self._drain_written = self.draining.is_set()
+                batch.append(item[1])
+                self._gather(item[0], last_write, gap, took, took_rows)
                 while len(batch) < BATCH_SIZE:
                     try:
                         nxt = self.q.get_nowait()
                     except queue.Empty:
                         break
-                    if isinstance(nxt, tuple):
+                    if nxt[0] is self._STOP:
                         status = nxt[1]
                         break
-                    batch.append(nxt)
+                    batch.append(nxt[1])
             started = time.monotonic()
             try:
                 wall = self.ctx.wall_seconds + started - self.t0
@@ -499,7 +523,8 @@ class _Writer(threading.Thread):
                 self.failure = exc
                 return
             last_write = time.monotonic()
-            gap = min(MAX_GAP_S, max(MIN_GAP_S, (last_write - started) / self.write_share))
+            took, took_rows = last_write - started, max(1, len(batch))
+            gap = min(MAX_GAP_S, max(MIN_GAP_S, took / self.write_share))
             for r in batch:
                 self.done += 1
                 self.errors += _is_set(r["error"])
@@ -507,6 +532,35 @@ class _Writer(threading.Thread):
                 self.model_ns += r["total_duration_ns"] or 0
             if batch:
                 self.report()
+
+    def _gather(
+        self, first: float, last_write: float, gap: float, took: float, took_rows: int
+    ) -> None:
+        """Wait while the next batch gathers; its first row completed at ``first``.
+
+        The store stays unlocked for ``gap`` after the previous write (at least
+        :data:`MIN_GAP_S`), and rows completing within :data:`COALESCE_S` of the first share
+        its write; but the write starts early enough to end :data:`COMMIT_S` after ``first``:
+        the last write's duration, scaled to the rows queued now (the batch grows while the
+        writer waits, and so does its write), plus :data:`_COMMIT_MARGIN_S`. Only drain()
+        and close() wake the writer early; once every call is sent and that batch written,
+        it waits for close() or that deadline.
+        """
+        event = self.closing if self._drain_written else self._wake
+        floor = last_write + MIN_GAP_S
+        while True:
+            now = time.monotonic()
+            rows = self.q.qsize() + 1
+            est = min(COMMIT_S / 2, max(2 * took, took * rows / took_rows))
+            due = first + COMMIT_S - _COMMIT_MARGIN_S - est
+            if self._drain_written:
+                until = max(floor, due)
+            else:
+                until = max(floor, min(last_write + gap, due), first + COALESCE_S)
+            if until <= now or event.wait(min(until - now, _POLL_S)):
+                break
+        if not self._drain_written:
+            self._drain_written = self.draining.is_set()
 
 
 # --------------------------------------------------------------------------- execute
@@ -588,7 +642,10 @@ def _execute(
         ckeys = [ctx.key(c) for c in todo]  # SHA-256 of short strings: once per call
         hits = store.cached_responses(ckeys, con=con)
     skipped = len(calls) - len(todo)
-    n_planned = len(stored | set(keys))
+    # A plan of plain calls counts the run's plain rows only: variant rows stored beside them
+    # are Case-view reruns, not part of it (and not counted in the run's n_done either).
+    plain = all(k[2] == "" for k in keys)
+    n_planned = len({k for k in stored if not plain or k[2] == ""} | set(keys))
     pool = _reader_pool(backend, sum(ck not in hits for ck in ckeys), int(concurrency))
     # With worker processes the writer works beside the reader: it may write more often.
     share = POOL_WRITE_SHARE if pool is not None else WRITE_SHARE
@@ -629,6 +686,12 @@ def _execute(
         return pos < len(queue_) and not cancel.is_set() and writer.failure is None
 
     early = ahead.futures if ahead is not None and ahead.pool is pool else {}
+    if early:
+        # The read-ahead sent prompts whenever the workers ran short, so they lie scattered
+        # over the plan, and most are answered by now: take them first, or their answers wait
+        # uncommitted until the run reaches them (COMMIT_S).
+        sent = [q for q in queue_ if q[0].prompt_hash in early]
+        queue_[:] = sent + [q for q in queue_ if q[0].prompt_hash not in early]
     try:
         if pool is None and int(concurrency) == 1:
             # One call at a time: make it in this thread (a pool adds two thread switches and
@@ -695,8 +758,24 @@ def _execute(
         parse_errors=writer.parse_errors,
         seconds=time.monotonic() - t0,
         model_seconds=writer.model_ns / 1e9,
-        status=status,
+        status=_final_status(store, run_id, status),
     )
+
+
+def _final_status(store: Store, run_id: str, status: str) -> str:
+    """The run's stored status after a finished execution.
+
+    ``done``, ``partial`` or ``failed`` as its stored calls' errors decide
+    (:meth:`core.store.Store.finish_run`); ``status`` itself when the run was stopped early or
+    its row cannot be read.
+    """
+    if status != "done":
+        return status
+    try:
+        row = store.run_row(run_id)
+    except StoreError:
+        return status
+    return str(row["status"]) if row is not None and row.get("status") else status
 
 
 class ReadAhead:
@@ -706,24 +785,44 @@ class ReadAhead:
     and the reader would wait for all of it. :meth:`offer` sends a planned call's prompt while
     the workers have fewer than :data:`POOL_DEPTH` calls each queued, up to
     :data:`READ_AHEAD` calls each, so they read while planning goes on, and otherwise would
-    have waited. Which of these calls are stored or cached already is known only after
-    planning; :func:`execute` drops their replies.
+    have waited. Calls already stored in the run are never sent (a rerun makes no call for a
+    committed prediction): :meth:`know_stored` reads them beside the planning, and until it
+    has, nothing is sent. Which calls are cached is known only after planning; :func:`execute`
+    drops their replies.
 
     Attributes:
         pool: the worker processes.
         futures: replies asked for, by prompt hash.
+        stored: keys of calls not to send (the run's stored answered calls); None while
+            :meth:`know_stored` reads them, empty when it is not called.
     """
 
     def __init__(self, pool: Any):
         self.pool = pool
         self.futures: dict[str, Future] = {}
+        self.stored: Collection[_Key] | None = frozenset()
+
+    def know_stored(self, store: Store, run_id: str) -> None:
+        """Read the run's stored calls in a thread of their own; until then nothing is sent."""
+        self.stored = None
+
+        def read() -> None:
+            try:
+                self.stored = store.prediction_keys(run_id, ok_only=True)
+            except StoreError:
+                pass  # unknown: send nothing
+
+        threading.Thread(target=read, name=f"read-ahead-{run_id}", daemon=True).start()
 
     def offer(self, call: PlannedCall) -> None:
-        """Send ``call``'s prompt now if the workers are short of work."""
+        """Send ``call``'s prompt now if the workers are short of work (and it is not stored)."""
+        stored = self.stored
         if (
-            len(self.futures) < READ_AHEAD * self.pool.size
+            stored is not None
+            and len(self.futures) < READ_AHEAD * self.pool.size
             and self.pool.outstanding < POOL_DEPTH * self.pool.size
             and call.prompt_hash not in self.futures
+            and _key(call) not in stored
         ):
             self.futures[call.prompt_hash] = self.pool.submit(list(call.messages))
 
@@ -750,6 +849,8 @@ def plan_and_execute(
     n = sum(len(planned_keys(i, conditions)) for i in instances)
     pool = _reader_pool(backend, n, int(concurrency))
     ahead = ReadAhead(pool) if pool is not None else None
+    if ahead is not None:
+        ahead.know_stored(store, run_id)
     calls = plan_conditions(
         instances, conditions, each=ahead.offer if ahead is not None else None, **retrieval
     )
@@ -792,7 +893,9 @@ def rerun_call(store: Store, run_id: str, call: PlannedCall, backend: Backend) -
     """Execute one planned call now, store it in the run, score it, and return it.
 
     The call is served from the response cache when possible; its row replaces a stored
-    prediction of the same key.
+    prediction of the same key. The run row (status, counts, timings) is left as it is: a
+    rerun adds a prediction to a run without running it. A failed call comes back with its
+    ``error`` set (failures are data), never raised.
 
     Returns:
         The prediction row with its score columns, as plain Python values (lists for id
@@ -812,7 +915,7 @@ def rerun_call(store: Store, run_id: str, call: PlannedCall, backend: Backend) -
             t = time.perf_counter()
             reply = _call_backend(backend, call)
             row = _row(ctx, call, reply, False, (time.perf_counter() - t) * 1000.0)
-        _write(store, ctx, [row], ctx.wall_seconds)
+        _write(store, ctx, [row], ctx.wall_seconds, progress=False)
     frame = store.prediction_rows(run_id, [_key(call)])
     return {k: _plain(v) for k, v in frame.iloc[0].to_dict().items()}
 

@@ -252,13 +252,15 @@ def import_results(
                     "backend": "imported",
                     "model": model,
                     "options": {"source_file": str(path), "format": fmt},
-                    "status": "imported",
+                    "kind": "imported",
+                    "status": "running",  # finished below, once its predictions are in
                     "n_planned": len(part),
                     "n_done": len(part),
                     "notes": f"imported from {path.name}; scores recomputed",
                 },
             )
             store.write_predictions(con, _prediction_frame(part, run_id, extra), replace=True)
+            store.finish_run(run_id, "done", len(part), con=con)  # partial/failed on errors
         score_runs(store, list(run_ids.values()), con=con)
     return ResultsImport(
         dataset=target,

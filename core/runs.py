@@ -46,7 +46,7 @@ from core.engine import Progress, RunSummary, cache_key, execute, options_hash, 
 from core.interventions import check_plan_options, plan_interventions
 from core.probes import PROBE_CONDITION, plan_probes
 from core.prompts import TEMPLATE_VERSION, prompt_hash, template_hash
-from core.store import RunBusyError, Store
+from core.store import RUN_KINDS, RunBusyError, Store
 
 __all__ = [
     "DEMO_DATASET",
@@ -88,6 +88,9 @@ class RunSpec:
             retrieval_config`); empty when no retrieved condition is planned.
         conditions: the conditions planned.
         notes: free text.
+        kind: what the run is (:data:`core.store.RUN_KINDS`): ``conditions`` (the four
+            matched conditions), ``interventions`` (CUE-R), ``probes`` (DOLCE), ``judge``,
+            ``rerun`` (Case-view reruns of an imported run).
     """
 
     run_id: str
@@ -98,9 +101,10 @@ class RunSpec:
     retrieval: Mapping[str, Any] = field(default_factory=dict)
     conditions: tuple[str, ...] = ()
     notes: str = ""
+    kind: str = "conditions"
 
 
-_CHECKED = ("dataset_id", "backend", "model", "model_digest", "options", "template_hash")
+_CHECKED = ("dataset_id", "kind", "backend", "model", "model_digest", "options", "template_hash")
 
 
 def run_spec(
@@ -113,6 +117,7 @@ def run_spec(
     retrieval: Mapping[str, Any] | None = None,
     conditions: Iterable[str] = (),
     notes: str = "",
+    kind: str = "conditions",
 ) -> RunSpec:
     """The :class:`RunSpec` of a run of ``backend`` (kind and model read from the backend).
 
@@ -126,7 +131,13 @@ def run_spec(
         retrieval: the run's retrieval (or probe) configuration.
         conditions: the conditions planned.
         notes: free text stored on the run.
+        kind: the run's kind (:data:`core.store.RUN_KINDS`).
+
+    Raises:
+        ValueError: an unknown kind.
     """
+    if kind not in RUN_KINDS:
+        raise ValueError(f"unknown run kind {kind!r}; choose from {', '.join(RUN_KINDS)}")
     desc = backend.describe()
     reported = desc.get("options") if reported_options else None
     return RunSpec(
@@ -138,6 +149,7 @@ def run_spec(
         retrieval=dict(retrieval or {}),
         conditions=tuple(conditions),
         notes=notes,
+        kind=kind,
     )
 
 
@@ -145,7 +157,9 @@ def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
     """Create the run row, or reopen a stored run with the same configuration.
 
     Records the template version and hash, the backend's description and model digest, the
-    options, the retrieval configuration and the conditions; sets status ``running``.
+    options, the retrieval configuration, the conditions and the kind; a new run is
+    ``planned`` until the engine stores its first call (``running``), a reopened one keeps
+    its status until then.
 
     The run's lock (:meth:`core.store.Store.run_lock`) is held while the row is written;
     a caller that goes on to execute calls holds it for the whole run.
@@ -167,8 +181,8 @@ def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
         "template_version": TEMPLATE_VERSION,
         "template_hash": template_hash(),
         "retrieval": dict(spec.retrieval),
-        "status": "running",
         "notes": spec.notes,
+        "kind": spec.kind,
         "backend_info": desc,
         "conditions": list(spec.conditions),
     }
@@ -178,14 +192,16 @@ def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
         old = store.run_row(spec.run_id, con=con)
         if old is not None:
             _reopen(spec, old, row)
+        else:
+            row["status"] = "planned"
         store.save_run(row, con=con)
 
 
 def _reopen(spec: RunSpec, old: Mapping[str, Any], row: dict[str, Any]) -> None:
     """Check a stored run's configuration against ``row``; merge conditions and notes."""
     for col in _CHECKED:
-        if col == "model_digest" and _norm(old.get(col)) is None:
-            continue  # the server was unreachable when the run started: now it is known
+        if col in ("model_digest", "kind") and _norm(old.get(col)) is None:
+            continue  # unknown when the run started (server unreachable, older store)
         if _norm(old.get(col)) != _norm(row[col]):
             raise ValueError(
                 f"run '{spec.run_id}' exists with another {col} ({old.get(col)!r}, now "
@@ -370,7 +386,7 @@ def run_interventions(
     with store.run_lock(name):  # both phases: no other process may start the run between
         open_run(
             store, backend, name, dataset, options=options, retrieval=retrieval,
-            conditions=("retrieved", "intervention"), notes=notes,
+            conditions=("retrieved", "intervention"), notes=notes, kind="interventions",
         )  # fmt: skip
         instances = store.load_instances(dataset)
         base_calls = plan_conditions(
@@ -499,7 +515,7 @@ def run_probes(
         probe = {"units": units, "per_length": per_length, "strategy": strategy, "seed": seed}
         open_run(
             store, backend, name, dataset, options=options, reported_options=False,
-            retrieval={"probe": probe}, conditions=(PROBE_CONDITION,),
+            retrieval={"probe": probe}, conditions=(PROBE_CONDITION,), kind="probes",
         )  # fmt: skip
         return execute(
             store, name, calls, backend, concurrency=concurrency, progress=progress,

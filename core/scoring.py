@@ -10,8 +10,8 @@ Conventions:
 * A parse error is scored: every answer score is 0 and the prediction stays in every
   denominator (seed 000 §8.1). Its citations are treated as empty.
 * A failed call (non-empty ``error`` column in :func:`score_frame`: the backend never gave a
-  reply) is scored like a parse error (SPEC §5.3: the error is recorded on that prediction),
-  so a recomputation gives what the engine stored and the conditions stay matched.
+  reply) is not an answer: every score is NaN and it has no failure label, so aggregates
+  count it as missing (and show how many are missing beside n); a rerun makes the call again.
 * Evidence scores are NaN when the instance has no gold evidence ids: precision, recall, F1 and
   grounding of citations against an empty gold set measure nothing (BABILong-style instances).
 """
@@ -444,9 +444,14 @@ def score_frame(
 
     Required columns: ``answer`` (str or None), ``gold_answer``, ``answer_aliases`` (list or
     None), ``answer_type``, ``reasoning_type``, ``cited_ids`` (list), ``gold_ids`` (list),
-    ``parse_error`` (str or None/empty), ``condition``. Optional: ``confidence``, ``error``
-    (non-empty -> scored as a parse error), ``cited_titles`` (title of each cited id, aligned
-    with ``cited_ids``) and ``gold_titles`` (list) for title grounding (NaN without them).
+    ``parse_error`` (str or None/empty), ``condition``. Optional: ``confidence``, ``error``,
+    ``cited_titles`` (title of each cited id, aligned with ``cited_ids``) and ``gold_titles``
+    (list) for title grounding (NaN without them).
+
+    Errors are not answers: a row whose ``error`` is set (the call failed: transport, server,
+    prompt too long) gets NaN in every score and no failure label, so every aggregate treats
+    it as missing. A parse error (the model answered, unparseably) scores 0 with the label
+    ``parse`` and stays in every denominator (seed 000 §8.1).
 
     Args:
         df: the frame.
@@ -456,7 +461,7 @@ def score_frame(
 
     Returns:
         A frame aligned to ``df.index`` with ``SCORE_COLUMNS``. ``failure_label`` is None for
-        ``no_evidence``.
+        ``no_evidence`` and for failed calls (whose scores are all NaN).
     """
     if correct_field not in ANSWER_SCORES:
         raise ValueError(f"correct_field '{correct_field}' is not one of {ANSWER_SCORES}")
@@ -496,7 +501,9 @@ def score_frame(
     )
     for i, row in enumerate(rows):
         ans, gold, aliases, at, rtype, cited, gids, perr, err, cond, conf, ctit, gtit = row
-        is_parse = _flag(perr) or _flag(err)
+        if _flag(err):
+            continue  # a failed call: no answer to score (NaN scores, no label)
+        is_parse = _flag(perr)
         golds = tuple(g for g in (gold, *_as_list(aliases)) if isinstance(g, str)) or ("",)
         if is_parse:
             answer = dict.fromkeys(ANSWER_SCORES, 0.0)

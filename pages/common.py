@@ -24,7 +24,9 @@ from dataclasses import replace
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
+from plotly.utils import PlotlyJSONEncoder
 
 from core import views
 from core.backends import server_status
@@ -45,7 +47,7 @@ from core.jobs import RunJob
 from core.results import import_results
 from core.runs import build_demo
 from core.selection import Selection
-from core.store import Store, StoreError, default_db_path
+from core.store import CONDITION_KINDS, Store, StoreError, default_db_path
 from core.views.oncu import plain_predictions
 
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
     "show_table",
     "sidebar",
     "store_path",
+    "table_cell",
     "tip",
     "with_options",
 ]
@@ -210,7 +213,7 @@ def _table(store: Store, name: str, sel: str) -> Any:
 
 
 def _instances(store: Store, sel: str, cell: dict) -> Any:
-    return views.instances_behind(store, views.selection_from_json(sel), cell)
+    return views.instances_behind(store, views.selection_from_json(sel), cell, limit=None)
 
 
 _CALLS = {
@@ -220,6 +223,7 @@ _CALLS = {
     "overview": lambda store: views.overview(store),
     "cells": lambda store, dataset: store.cell_values(dataset),
     "runs": lambda store: store.runs_frame(),
+    "errors": lambda store, runs: views.error_digest(store, runs),
     "datasets": lambda store: store.dataset_names(),
     "instance_ids": lambda store, dataset: store.list_instance_ids(dataset),
     "case": lambda store, **kw: views.case_data(store, **kw),
@@ -232,7 +236,8 @@ def cached_call(fn_name: str, **kwargs: Any) -> Any:
 
     ``fn_name`` is one of ``figure`` (name, sel), ``table`` (name, sel), ``instances``
     (sel, cell), ``overview``, ``cells`` (dataset), ``runs``, ``datasets``, ``case``
-    (dataset, instance_id, runs, score_field, group_key), ``crux_judges`` (dataset). ``sel``
+    (dataset, instance_id, runs, score_field, group_key), ``crux_judges`` (dataset), ``errors``
+    (runs). ``sel``
     is a selection's JSON.
     """
     store = get_store()
@@ -349,21 +354,25 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         format_func=lambda d: "(all datasets)" if d is None else d,
     )  # fmt: skip
     chosen: tuple[str, ...] = ()
+    shown: list[str] = []
     if runs:
-        frame = cached_call("runs")
+        frame = live_runs()
         mine = frame if dataset is None or frame.empty else frame[frame["dataset_id"] == dataset]
+        kinds = PAGE_KINDS.get(page)
+        if kinds is not None and not mine.empty:
+            mine = mine[mine["kind"].fillna("conditions").isin(kinds)]
         ids = sorted(mine["run_id"]) if not mine.empty else []
         ss["global.runs"] = [r for r in ss.get("global.runs", []) if r in ids]
-        labels = {
-            r.run_id: f"{r.run_id} · {r.model}"
-            + (" (baseline)" if r.backend == "embedded" else "")
-            for r in mine.itertuples()
-        } if not mine.empty else {}  # fmt: skip
+        labels = {r.run_id: _run_label(r) for r in mine.itertuples()} if not mine.empty else {}
+        what = "runs" if kinds is None else f"{' / '.join(kinds)} runs"
         chosen = tuple(sb.multiselect(
-            "Runs (empty = all of the dataset)", ids, key="global.runs",
+            f"Runs (empty = all {what} of the dataset)", ids, key="global.runs",
             format_func=lambda r: labels.get(r, r),
-            help="Several runs are compared side by side on the instances they share.",
+            help="Several runs are compared side by side on the instances they share. "
+                 + ("This page shows " + what + " only; the others have their own pages."
+                    if kinds is not None else ""),
         ))  # fmt: skip
+        shown = list(chosen or ids)
     sb.selectbox("Score field", SCORE_FIELD.choices, key="global.score_field",
                  help=HELP["f1_relaxed"])  # fmt: skip
     chosen_filters: dict[str, tuple[str, ...]] = {}
@@ -384,6 +393,8 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         st.number_input("font size", 4, 72, key="global.font_size")
         st.selectbox("template", TEMPLATES, key="global.template")
         st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale")
+    if shown:
+        error_banner(shown)
     return Selection(
         dataset=dataset,
         runs=chosen,
@@ -391,6 +402,67 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         filters=chosen_filters,
         options=options,
     )
+
+
+#: Run kinds each page lists (:data:`core.store.RUN_KINDS`); pages not named list every run.
+PAGE_KINDS: dict[str, tuple[str, ...]] = {
+    "conditions": CONDITION_KINDS,
+    "length": CONDITION_KINDS,
+    "fanin": CONDITION_KINDS,
+    "interventions": ("interventions",),
+    "dolce": ("probes",),
+}
+
+
+def live_runs() -> pd.DataFrame:
+    """The stored runs (cached per store version) with their live status.
+
+    A run stored as ``running`` whose process has ended since the cache was filled shows
+    ``interrupted`` (:meth:`core.store.Store.live_status`): the store file does not change
+    when a process is killed, so its status is looked at again on every render.
+    """
+    frame = cached_call("runs")
+    if frame.empty or "status" not in frame.columns:
+        return frame
+    store = get_store()
+    frame = frame.copy()
+    frame["status"] = [store.live_status(r, s) for r, s in zip(frame["run_id"], frame["status"],
+                                                               strict=True)]  # fmt: skip
+    return frame
+
+
+def _run_label(r: Any) -> str:
+    """A run's name in the run pickers: name, model, and its status when not plainly done."""
+    label = f"{r.run_id} · {r.model}" + (" (baseline)" if r.backend == "embedded" else "")
+    status = str(getattr(r, "status", "") or "")
+    errors = pd.to_numeric(getattr(r, "n_errors", 0), errors="coerce")
+    errors = 0 if pd.isna(errors) else int(errors)
+    if status and status != "done":
+        label += f" · {status}"
+    if errors:
+        label += f" · {errors} failed calls"
+    return label
+
+
+def error_banner(runs: Sequence[str]) -> None:
+    """Say loudly, above the page, how many calls of the runs failed and the usual error.
+
+    Failed calls (the server was unreachable, refused or timed out) are errors, not answers:
+    no score, no failure label, left out of every aggregate as missing.
+    """
+    digest = cached_call("errors", runs=sorted(runs))
+    if not digest["errors"]:
+        return
+    n, calls = digest["errors"], digest["calls"]
+    every = n >= calls > 0
+    text = (
+        f"{n} of {calls} calls of the selected runs failed"
+        + (" (every call)" if every else "")
+        + ": they are errors, not answers, so they have no scores and every number on this "
+        f"page leaves them out (missing). Most frequent ({digest['top_n']}x): "
+        f"{digest['top']} — resume the run on the Runs page to make them again."
+    )
+    (st.error if every else st.warning)(text, icon="⚠️")
 
 
 def _group_key_setting(sb: Any) -> dict[str, Any]:
@@ -483,7 +555,7 @@ def show_figure(
         _download_menu(name, fig, data, key)
     drill = drill and drill_spec(fig) is not None
     event = st.plotly_chart(
-        fig, key=key, on_select="rerun" if drill else "ignore",
+        _stable_figure(fig) if drill else fig, key=key, on_select="rerun" if drill else "ignore",
         selection_mode=("points",), config={"displaylogo": False},
     )  # fmt: skip
     if not drill or not event:
@@ -492,10 +564,22 @@ def show_figure(
     return _cell_from_point(points[0], fig) if points else None
 
 
+def _stable_figure(fig: Any) -> go.Figure:
+    """The figure with its properties in one canonical (sorted) order.
+
+    Streamlit identifies a selectable chart by its key *and* its spec; a figure fresh from
+    its view and the same figure out of ``st.cache_data`` (unpickled) serialize their
+    properties in different orders, so the rerun that a click starts saw another chart and
+    dropped the click (the first click on a freshly computed figure listed nothing).
+    """
+    plain = json.dumps(fig.to_plotly_json(), sort_keys=True, cls=PlotlyJSONEncoder)
+    return go.Figure(json.loads(plain))
+
+
 #: Key columns of a selected table row (tables of the plain-condition predictions).
 _DRILL_KEYS = ("run", "condition", "source", "reasoning_type", "answer_type", "context_length",
                "evidence_position", "evidence_density", "distractor_similarity", "fan_in",
-               "model")  # fmt: skip
+               "model", "length_cell")  # fmt: skip
 
 
 def _cell_from_point(point: Mapping[str, Any], fig: Any) -> dict[str, Any] | None:
@@ -505,7 +589,8 @@ def _cell_from_point(point: Mapping[str, Any], fig: Any) -> dict[str, Any] | Non
 
 
 def _plain(v: Any) -> Any:
-    return v.item() if hasattr(v, "item") else v
+    v = v.item() if hasattr(v, "item") else v
+    return None if v is pd.NA or (isinstance(v, float) and v != v) else v
 
 
 def show_table(
@@ -549,11 +634,19 @@ def show_table(
     rows = (event.get("selection") or {}).get("rows") or []
     if not rows:
         return df, None
-    row = df.iloc[rows[0]]
-    cell = {k: _plain(row[k]) for k in _DRILL_KEYS if k in df.columns}
+    return df, table_cell(spec, df, rows[0])
+
+
+def table_cell(spec: Any, table: pd.DataFrame, row: int) -> dict[str, Any]:
+    """The cell of row ``row`` (by position) of a registered table: its key columns
+    (``_DRILL_KEYS``; a missing value is None), plus ``variant=""`` for a table of the plain
+    predictions, which counts no intervention rows. Pure: what :func:`show_table` returns for
+    a selected row."""
+    values = table.iloc[row]
+    cell = {k: _plain(values[k]) for k in _DRILL_KEYS if k in table.columns}
     if spec.view is plain_predictions:
-        cell["variant"] = ""  # the table counts plain-condition predictions only
-    return df, cell
+        cell["variant"] = ""
+    return cell
 
 
 def _displayable(df: pd.DataFrame) -> pd.DataFrame:
@@ -569,6 +662,10 @@ def _displayable(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- drill-down
+#: Most predictions a drill-down lists (its caption counts them all).
+_LISTED = 500
+
+
 def show_instances(selection: Selection, cell: Mapping[str, Any] | None, *, key: str) -> None:
     """List the predictions behind a clicked aggregate; selecting one opens the Case view."""
     if not cell:
@@ -577,7 +674,10 @@ def show_instances(selection: Selection, cell: Mapping[str, Any] | None, *, key:
     label = ", ".join(f"{k}={v}" for k, v in cell.items() if k not in (FRAME_KEY, "variant"))
     sel = views.selection_to_json(selection)
     df = cached_call("instances", sel=sel, cell=dict(cell))
-    st.markdown(f"**{len(df)} predictions behind** `{label}` — select one to open it")
+    total = len(df)
+    shown = f" (the first {_LISTED:,} listed)" if total > _LISTED else ""
+    df = df.head(_LISTED)
+    st.markdown(f"**{total} predictions behind** `{label}`{shown} — select one to open it")
     event = st.dataframe(df, key=key, hide_index=True, on_select="rerun",
                          selection_mode="single-row")  # fmt: skip
     rows = (event.get("selection") or {}).get("rows") or [] if event else []
@@ -605,3 +705,80 @@ def instance_link(dataset: str, instance_id: str, label: str | None = None) -> N
 def with_options(selection: Selection, **options: Any) -> Selection:
     """The selection with view options added (``selection.options``)."""
     return replace(selection, options=dict(selection.options) | options)
+
+
+# --------------------------------------------------------------------------- ONCU groups
+def oncu_group_guard(selection: Selection, summary: pd.DataFrame | None = None) -> Selection:
+    """ONCU group guardrails (issue 15 item 6): the length-cell control, the group-size
+    distribution and the small-group warning with a one-click coarser key.
+
+    Renders an "ONCU length cell" control in the sidebar (auto / exact / bucket, shared by
+    the pages as ``global.length_cell``) and returns the selection with its group key
+    resolved (the sidebar's key, else ``global.group_key`` set by the coarser-key button, else
+    the default). With ``summary`` (the ``oncu_summary`` table of the returned selection;
+    fetched when None) it shows each row's group sizes and, where most valid groups hold
+    fewer than 5 instances, a warning with a button that switches to the coarser key.
+    """
+    from core.oncu import BUCKET_LENGTH, DEFAULT_GROUP_KEY, EXACT_LENGTH, LENGTH_RULE
+    from core.views.case import md_escape as esc
+
+    ss = st.session_state
+    rules = {"auto": "context_length", "exact": EXACT_LENGTH, "bucket": BUCKET_LENGTH}
+    ss.setdefault("global.length_cell", "auto")
+    with st.sidebar.expander("ONCU length cell"):
+        rule = st.radio(
+            "Context length in the group key", list(rules), key="global.length_cell",
+            format_func={"auto": "auto (exact on a small grid, else bucket)",
+                         "exact": "exact length", "bucket": "length bucket"}.get,
+            help=LENGTH_RULE,
+        )  # fmt: skip
+    base = selection.options.get("group_key") or ss.get("global.group_key") or DEFAULT_GROUP_KEY
+    key = tuple(rules[rule] if k == "context_length" else k for k in base)
+    if key != tuple(DEFAULT_GROUP_KEY):
+        selection = with_options(selection, group_key=key)
+    if summary is None:
+        try:
+            summary = cached_call("table", name="oncu_summary",
+                                  sel=views.selection_to_json(selection))  # fmt: skip
+        except ValueError:
+            summary = pd.DataFrame()
+    if summary is None or summary.empty or "small_group_warning" not in summary.columns:
+        return selection
+    first = summary.iloc[0]
+    st.caption(
+        f"ONCU group key: {esc(', '.join(first['group_key'])) or '(unit only)'}; valid groups' "
+        "sizes (instances): " + "; ".join(
+            f"{esc(r.run)} · {esc(r.condition)}: "
+            + ", ".join(f"{esc(k)} {v}" for k, v in r.group_sizes.items())
+            + f", median {r.median_group_size:g}"
+            for r in summary.itertuples()
+        ),
+        help=LENGTH_RULE,
+    )  # fmt: skip
+    warn = summary[summary["small_group_warning"].astype(bool)]
+    if warn.empty:
+        return selection
+    lines = [f"{esc(r.run)} · {esc(r.condition)}: {r.small_groups} of {r.valid_groups}"
+             for r in warn.itertuples()]  # fmt: skip
+    st.warning(
+        "**Most valid ONCU groups are tiny** (fewer than 5 instances): "
+        + "; ".join(lines) + ". The headline averages them; use a coarser group key.",
+        icon=":material/warning:",
+    )  # fmt: skip
+    coarser = warn.iloc[0]["coarser_group_key"]
+    if coarser:
+        cells = [k for k in coarser if k not in rules.values()]
+        length = next((name for name, tok in rules.items() if tok in coarser), None)
+
+        def switch() -> None:
+            ss["global.group_key"] = [k if k not in rules.values() else "context_length"
+                                      for k in coarser]  # fmt: skip
+            if length is not None and length != "auto":
+                ss["global.length_cell"] = length
+
+        label = esc(", ".join(cells + ([f"length ({length})"] if length else [])))
+        gone = [k for k in first["group_key"] if k not in coarser and k not in rules.values()]
+        label += f" (drops {esc(', '.join(gone))})" if gone else ""
+        st.button(f"Use coarser key: {label}", on_click=switch, key="oncu.coarser",
+                  icon=":material/compress:", type="primary")  # fmt: skip
+    return selection

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from pages.common import backend_status, cached_call, sidebar, store_path
+from pages.common import backend_status, cached_call, get_store, sidebar, store_path
 
 selection = sidebar("overview", filters=False)
 st.title("Evidence-utilization diagnostics")
@@ -38,6 +38,9 @@ st.dataframe(info["datasets"], hide_index=True)
 st.subheader("Runs")
 runs = info["runs"].copy()
 if not runs.empty:
+    store = get_store()
+    runs["status"] = [store.live_status(r, s) for r, s in zip(runs["run_id"], runs["status"],
+                                                              strict=True)]  # fmt: skip
     runs["backend"] = [
         f"{b} (baseline)" if b == "embedded" else b for b in runs["backend"].astype(str)
     ]
@@ -50,6 +53,12 @@ st.dataframe(
 )
 if not runs.empty and (runs["status"] == "running").any():
     st.caption("Runs in progress update when you reload; the Runs page shows live progress.")
+if not runs.empty and runs["status"].isin(["interrupted", "partial", "failed"]).any():
+    st.caption(
+        "interrupted: its process ended before the run finished (resume it on the Runs page); "
+        "partial: some calls failed (n_errors); failed: every call failed. Failed calls are "
+        "errors, not answers: no scores, left out of every number as missing."
+    )
 
 st.subheader("Model backends")
 b = st.columns(2)

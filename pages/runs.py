@@ -12,6 +12,7 @@ from pages.common import (
     get_store,
     import_file,
     jobs,
+    live_runs,
     sidebar,
     store_path,
 )
@@ -65,9 +66,22 @@ def _progress() -> None:
 _progress()
 
 st.subheader("Stored runs")
-runs = cached_call("runs")
-st.dataframe(runs.drop(columns=[c for c in ("options", "retrieval", "backend_info")
-                                if c in runs.columns]), hide_index=True)  # fmt: skip
+runs = live_runs()
+first = ["run_id", "kind", "status", "n_planned", "n_done", "n_errors", "dataset_id", "backend",
+         "model"]  # fmt: skip
+hidden = ("options", "retrieval", "backend_info")
+cols = [c for c in first if c in runs.columns] + [
+    c for c in runs.columns if c not in first and c not in hidden
+]
+st.dataframe(runs[cols], hide_index=True, column_config={
+    "status": st.column_config.TextColumn(
+        "status", help="planned · running · done · partial (some calls failed) · failed (every "
+        "call failed) · cancelled · interrupted (its process ended mid-run: Resume continues "
+        "it)"),
+    "n_errors": st.column_config.NumberColumn(
+        "n_errors", help="Failed calls (errors, not answers: no scores, missing in every "
+        "number). Resume makes them again."),
+})  # fmt: skip
 if not runs.empty:
     c = st.columns([3, 1, 1])
     pick = c[0].selectbox("Run", list(runs["run_id"]), key="runs.pick")

@@ -106,7 +106,7 @@ def test_sigkill_twice_then_rerun_finishes_exactly_once(tmp_path):
     logs = [tmp_path / f"calls{i}.log" for i in range(3)]
     snap1 = _run_until(script, logs[0], db, at_least=20)
     assert 20 <= len(snap1) < n, "the first kill did not land mid-run"
-    assert Store(db).run_row("crash")["status"] == "running"
+    assert Store(db).run_row("crash")["status"] == "interrupted"  # stored running, process gone
     snap2 = _run_until(script, logs[1], db, at_least=len(snap1) + 40)
     assert len(snap1) + 40 <= len(snap2) < n, "the second kill did not land mid-run"
 

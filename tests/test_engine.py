@@ -21,7 +21,7 @@ from core.engine import Progress, cache_key, execute, options_hash, rerun_call
 from core.oncu import DEFAULT_GROUP_KEY, oncu_summary
 from core.prompts import prompt_hash, template_hash
 from core.runs import RunSpec, run_conditions, start_run
-from core.store import SCORE_COLUMNS, Store
+from core.store import SCHEMA_VERSION, SCORE_COLUMNS, Store
 from core.store import schema as store_mod
 from core.types import CONDITIONS, Dataset, Instance, Passage
 
@@ -288,23 +288,26 @@ def test_cli_rejects_bad_input_with_one_line(tmp_path, capsys):
 # ------------------------------------------------------------------- engine behaviour
 
 
-def test_permanent_error_is_stored_scored_incorrect_and_the_run_goes_on(toy_store):
+def test_permanent_error_is_stored_as_an_error_not_an_answer_and_the_run_goes_on(toy_store):
     calls = _plan()
     bad = next(c for c in calls if c.instance_id == "t2" and c.condition == "full_context")
     backend = Scripted(fail={bad.prompt_hash})
     start_run(toy_store, _spec(), backend)
+    assert toy_store.run_row("t")["status"] == "planned"
     s = execute(toy_store, "t", calls, backend)
     assert (s.planned, s.executed, s.cached, s.errors, s.parse_errors) == (12, 12, 0, 1, 0)
-    assert s.status == "done"
+    assert s.status == "partial"  # some calls failed
+    run = toy_store.run_row("t")
+    assert (run["status"], run["n_done"], run["n_errors"]) == ("partial", 12, 1)
     preds = _preds(toy_store, "t")
     assert len(preds) == 12
     row = preds.loc[("t2", "full_context", "")]
     assert row["error"] == "HTTP 500: model crashed"
-    assert row["parse_error"] == "empty reply"
-    assert row["answer"] == "" and list(row["cited_ids"]) == []
-    # scored as incorrect, not left out: it stays in every denominator
-    assert (row["em_strict"], row["f1_relaxed"], row["ev_f1"]) == (0.0, 0.0, 0.0)
-    assert row["failure_label"] == "parse"
+    assert pd.isna(row["parse_error"])  # an error, never also a parse error
+    assert pd.isna(row["answer"]) and list(row["cited_ids"]) == []
+    # errors are not answers: no scores, no failure label (missing in every aggregate)
+    assert all(pd.isna(row[c]) for c in ("em_strict", "f1_relaxed", "ev_f1", "confidence_error"))
+    assert pd.isna(row["failure_label"])
     ok = preds.drop(index=("t2", "full_context", ""))
     assert ok["error"].isna().all()
     assert ok.loc[("t1", "full_context", ""), "answer"] == "84"
@@ -486,7 +489,7 @@ def test_a_version_1_store_is_migrated_keeping_its_predictions(db_path):
     )
     con.close()
     store = Store(db_path)
-    assert store.schema_version() == 2
+    assert store.schema_version() == SCHEMA_VERSION
     rows = store.prediction_rows("old")
     assert list(rows["answer"]) == ["x"] and rows["meta"].isna().all()
     store.save_run({"run_id": "old", "model_seconds": 1.5})
@@ -524,7 +527,7 @@ def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(toy_store
     frame = toy_store.scoring_frame(["t"])
     again = pd.concat(
         [frame[["instance_id", "condition", "variant"]],
-         score_frame(frame.drop(columns=["error"]))], axis=1,
+         score_frame(frame)], axis=1,
     ).set_index(["instance_id", "condition", "variant"])[list(SCORE_COLUMNS)]  # fmt: skip
     again = again.sort_index()
     def plain(df):
@@ -534,7 +537,8 @@ def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(toy_store
     row = stored.loc[("t1", "full_context", "")]  # one of three cited ids is gold
     assert row["ev_precision"] == row["title_grounding"] == pytest.approx(1 / 3)
     assert (row["em_strict"], row["ev_recall"]) == (0.0, 1.0)
-    assert stored.loc[("t3", "oracle", ""), "failure_label"] == "parse"
+    # the failed call: no scores, no label, in the engine's write and in a rescoring alike
+    assert stored.loc[("t3", "oracle", "")].isna().all()
 
 
 def test_a_write_batch_commits_or_rolls_back_and_leaves_the_file_unlocked(toy_store):

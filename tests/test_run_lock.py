@@ -182,7 +182,7 @@ def test_kill_9_releases_the_lock_and_the_rerun_finishes(tmp_path):
         assert first.returncode == -signal.SIGKILL
         stored = len(Store(db).prediction_keys("S"))
         assert 10 <= stored < len(planned), "the kill did not land mid-run"
-        assert Store(db).run_row("S")["status"] == "running"
+        assert Store(db).run_row("S")["status"] == "interrupted"  # stored running, holder gone
         assert lock_path(db, "S").read_text().strip() == str(first.pid)  # stale, not held
         t = time.monotonic()
         again = subprocess.run(

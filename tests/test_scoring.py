@@ -346,9 +346,9 @@ def test_score_frame_rows():
     assert out.loc[12, "ev_recall"] == 0.0
     assert out.loc[12, "failure_label"] == "parse"
     assert out.loc[12, "confidence_error"] == pytest.approx(0.9)
-    # failed call (no reply): scored like a parse error, kept in the denominators
-    assert out.loc[13, ["em_strict", "f1_relaxed", "ev_f1"]].tolist() == [0.0, 0.0, 0.0]
-    assert out.loc[13, "failure_label"] == "parse"
+    # failed call (no reply): not an answer, so no scores and no label (missing, not wrong)
+    assert out.loc[13, ["em_strict", "f1_relaxed", "ev_f1", "confidence_error"]].isna().all()
+    assert out.loc[13, "failure_label"] is None
     # "None" is an answer (correct although the citation misses); NaN confidence -> NaN error
     assert out.loc[14, "em_strict"] == 1.0
     assert out.loc[14, "failure_label"] == "success"

@@ -29,10 +29,12 @@ from typing import Any, TextIO
 from core.backends import make_backend, server_status
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.conditions import retrieval_audit
+from core.jsonable import json_plain
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
 from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, list_retrievers, retriever_param
 from core.runs import run_conditions
 from core.store import Store
+from core.views.common import error_digest
 
 __all__ = [
     "ProgressBar", "add_backend_args", "choose_backend", "drive_run", "register",
@@ -313,8 +315,50 @@ def _cmd_report_retrieval(args: argparse.Namespace) -> int:
     return 0
 
 
+def runs_report(store: Store, selector: str | None = None) -> list[dict[str, Any]]:
+    """One object per stored run: kind, live status, counts and its most frequent error.
+
+    Args:
+        store: the store.
+        selector: a run id or a dataset name (its runs); None for every run.
+    """
+    frame = store.runs_frame()
+    if frame.empty:
+        return []
+    wanted = set(store.resolve_runs(selector))
+    out = []
+    for r in frame[frame["run_id"].isin(wanted)].sort_values("run_id").to_dict("records"):
+        digest = error_digest(store, [r["run_id"]])
+        out.append(json_plain({
+            "run": r["run_id"], "kind": r.get("kind"), "dataset": r["dataset_id"],
+            "backend": r["backend"], "model": r["model"], "status": r["status"],
+            "n_planned": r.get("n_planned"), "n_done": r.get("n_done"),
+            "n_errors": digest["errors"], "top_error": digest["top"],
+            "top_error_count": digest["top_n"], "pid": r.get("pid"),
+            "heartbeat_at": r.get("heartbeat_at"),
+        }))  # fmt: skip
+    return out
+
+
+def _cmd_report_runs(args: argparse.Namespace) -> int:
+    rows = runs_report(open_store(args), args.run)
+    if args.json:
+        print_json(rows)
+        return 0
+    print(f"{'run':28} {'kind':13} {'status':11} {'planned':>7} {'done':>6} {'errors':>6}  "
+          "most frequent error")  # fmt: skip
+    for r in rows:
+        top = f"{r['top_error']} ({r['top_error_count']})" if r["top_error"] else "-"
+        print(
+            f"{r['run']:28} {r['kind'] or '-':13} {r['status'] or '-':11} "
+            f"{r['n_planned'] if r['n_planned'] is not None else '-':>7} "
+            f"{r['n_done'] if r['n_done'] is not None else '-':>6} {r['n_errors']:>6}  {top}"
+        )
+    return 0
+
+
 def register(groups: Groups) -> None:
-    """Add ``run`` and ``report retrieval`` to the CLI."""
+    """Add ``run``, ``report runs`` and ``report retrieval`` to the CLI."""
     run = groups.top.add_parser(
         "run", help="run the four conditions on a dataset against a model backend"
     )
@@ -345,6 +389,14 @@ def register(groups: Groups) -> None:
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_db(run)
     run.set_defaults(handler=_cmd_run)
+
+    runs = groups.report.add_parser(
+        "runs", help="stored runs: kind, status (partial/failed/interrupted), counts, errors"
+    )
+    runs.add_argument("--run", help="a run id or a dataset name (default: every run)")
+    runs.add_argument("--json", action="store_true", help="print JSON")
+    add_db(runs)
+    runs.set_defaults(handler=_cmd_report_runs)
 
     rep = groups.report.add_parser(
         "retrieval", help="retrieval-only audit per retriever family and k (SPEC §4)"

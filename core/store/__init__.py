@@ -20,7 +20,7 @@ from core.store.connection import DEFAULT_DB, StoreError, default_db_path
 from core.store.datasets import DatasetInfo, DatasetsMixin
 from core.store.locks import RunBusyError
 from core.store.records import RecordsMixin, Rows
-from core.store.runs import RunsMixin
+from core.store.runs import CONDITION_KINDS, RUN_KINDS, RUN_STATUSES, RunsMixin
 from core.store.schema import (
     CACHE_COLUMNS,
     CELL_COLUMNS,
@@ -36,6 +36,9 @@ __all__ = [
     "PREDICTION_COLUMNS",
     "SCHEMA_VERSION",
     "SCORE_COLUMNS",
+    "CONDITION_KINDS",
+    "RUN_KINDS",
+    "RUN_STATUSES",
     "DatasetInfo",
     "Rows",
     "RunBusyError",

@@ -131,6 +131,8 @@ class AnalysisMixin(StoreBase):
         """Scores of the runs with run, model, dataset and every instance metadata cell.
 
         One row per prediction: the inputs of ONCU, failure breakdowns and paired contrasts.
+        A failed call (``error`` set) is a row with NULL scores: aggregates count it as
+        missing.
         """
         with self.connect(read_only=True) as con:
             return fetch_frame(
@@ -140,7 +142,7 @@ class AnalysisMixin(StoreBase):
                        s.condition, s.variant, i.source, i.reasoning_type, i.answer_type,
                        i.context_length, i.evidence_position, i.evidence_density,
                        i.distractor_similarity, i.fan_in, i.oracle_applicable,
-                       coalesce(g.n_gold, 0) AS n_gold, p.parse_error, p.confidence,
+                       coalesce(g.n_gold, 0) AS n_gold, p.parse_error, p.error, p.confidence,
                        p.logprob_confidence, s.* EXCLUDE (run_id, instance_id, condition, variant)
                 FROM scores s
                 JOIN runs r USING (run_id)

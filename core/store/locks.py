@@ -28,7 +28,7 @@ from pathlib import Path
 
 from core.store.connection import StoreError
 
-__all__ = ["RunBusyError", "hold_run", "lock_path"]
+__all__ = ["RunBusyError", "hold_run", "holder", "lock_path"]
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 #: Longest run name used as is in a lock file's name (longer ones are cut and hashed).
@@ -170,3 +170,32 @@ def hold_run(db: str | os.PathLike[str], run_id: str) -> Iterator[Path]:
                 del _HELD[path]
                 _release(held.fd)
 
+
+
+def holder(db: str | os.PathLike[str], run_id: str) -> int | None:
+    """The pid of the process running run ``run_id`` now, or None when none holds its lock.
+
+    Looks without taking the lock for longer than the look itself (a shared, non-blocking
+    ``flock`` released at once); 0 when it is held but its holder has not written its pid
+    yet. A run stored as ``running`` whose lock nobody holds was interrupted (its process
+    ended without finishing it: ``kill -9``, a crash, a power cut).
+    """
+    path = lock_path(db, run_id)
+    with _HELD_LOCK:
+        if path in _HELD:
+            return os.getpid()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # never run here
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return _read_pid(fd) or 0
+            raise
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -12,10 +14,10 @@ import duckdb
 import pandas as pd
 
 from core.store.connection import StoreBase, StoreError
-from core.store.locks import hold_run
+from core.store.locks import hold_run, holder
 from core.store.schema import _RUN_COLUMNS, _RUN_JSON
 
-__all__ = ["RunsMixin"]
+__all__ = ["CONDITION_KINDS", "RUN_KINDS", "RUN_STATUSES", "RunsMixin"]
 
 
 class RunsMixin(StoreBase):
@@ -57,7 +59,20 @@ class RunsMixin(StoreBase):
         for key in _RUN_JSON:
             if isinstance(out.get(key), str):
                 out[key] = json.loads(out[key])
+        out["status"] = self.live_status(run_id, out.get("status"))
         return out
+
+    def live_status(self, run_id: str, status: Any) -> Any:
+        """``interrupted`` for a run stored as ``running`` whose process is gone.
+
+        A running run holds its lock (:func:`core.store.locks.holder`) until it ends, and the
+        kernel drops the lock with its process: stored ``running`` with nobody holding the
+        lock means the process was killed or crashed before it could finish the run.
+        Resuming it (the same command again) continues where it stopped.
+        """
+        if status == "running" and holder(self.path, run_id) is None:
+            return "interrupted"
+        return status
 
     def save_run(self, run: dict[str, Any], con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Insert a run, or update the given fields of a stored one (``created_at`` is kept).
@@ -96,10 +111,11 @@ class RunsMixin(StoreBase):
             with self.transaction() as own:
                 return self.finish_run(run_id, status, n_planned, own)
         con.execute(
-            "UPDATE runs SET status = ?, finished_at = current_timestamp, "
-            "n_planned = coalesce(?, n_planned), "
-            "n_done = (SELECT count(*) FROM predictions WHERE run_id = ?) WHERE run_id = ?",
-            [status, n_planned, run_id, run_id],
+            f"UPDATE runs SET status = CASE WHEN ? <> 'done' THEN ? {_FINAL_STATUS} END, "
+            "finished_at = current_timestamp, n_planned = coalesce(?, n_planned), "
+            "n_done = c.n, n_errors = c.n_errors, heartbeat_at = current_timestamp "
+            f"FROM ({_COUNTS}) c WHERE runs.run_id = ?",
+            [status, status, n_planned, run_id, run_id, run_id],
         )
         return None
 
@@ -111,18 +127,31 @@ class RunsMixin(StoreBase):
         wall_seconds: float,
         n_planned: int | None = None,
     ) -> None:
-        """Mark a run ``running``, update its counts, add model time, set wall time.
+        """Mark a run ``running`` by this process, update its counts, add model time.
 
-        ``n_done`` is recounted, ``n_planned`` set when given, ``model_seconds`` added to and
-        ``wall_seconds`` replaced.
+        ``n_done`` and ``n_errors`` are recounted, ``n_planned`` set when given,
+        ``model_seconds`` added to and ``wall_seconds`` replaced; ``pid``, ``host`` and
+        ``heartbeat_at`` say which process is running it and when it last wrote.
         """
         con.execute(
-            "UPDATE runs SET status = 'running', "
-            "n_done = (SELECT count(*) FROM predictions WHERE run_id = ?), "
+            "UPDATE runs SET status = 'running', n_done = c.n, n_errors = c.n_errors, "
             "n_planned = coalesce(?, n_planned), "
-            "model_seconds = coalesce(model_seconds, 0) + ?, wall_seconds = ? WHERE run_id = ?",
-            [run_id, n_planned, float(model_seconds), float(wall_seconds), run_id],
-        )
+            "model_seconds = coalesce(model_seconds, 0) + ?, wall_seconds = ?, "
+            "pid = ?, host = ?, heartbeat_at = current_timestamp "
+            f"FROM ({_COUNTS}) c WHERE runs.run_id = ?",
+            [n_planned, float(model_seconds), float(wall_seconds), os.getpid(),
+             socket.gethostname(), run_id, run_id, run_id],
+        )  # fmt: skip
+
+    def error_summary(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        """Failed calls of the runs grouped by run and error text: ``run_id, error, n``."""
+        with self.connect(read_only=True) as c:
+            return c.execute(
+                "SELECT run_id, error, count(*) AS n FROM predictions "
+                "WHERE list_contains(?, run_id) AND coalesce(error, '') <> '' "
+                "GROUP BY run_id, error ORDER BY n DESC, run_id, error",
+                [list(run_ids)],
+            ).df()
 
     def error_counts(self, run_id: str, limit: int = 3) -> list[tuple[str, int]]:
         """The most frequent errors of a run's failed calls, ``[(error, calls), ...]``."""
@@ -171,9 +200,13 @@ class RunsMixin(StoreBase):
         return int(n)
 
     def runs_frame(self) -> pd.DataFrame:
-        """Every run with its prediction count, newest first."""
+        """Every run with its prediction count, newest first.
+
+        ``status`` is the live one (``interrupted`` for a running run whose process is gone,
+        :meth:`run_row`); ``n_errors`` counts its failed calls.
+        """
         with self.connect(read_only=True) as con:
-            return con.execute(
+            frame = con.execute(
                 """
                 SELECT r.*, coalesce(p.n, 0) AS n_predictions
                 FROM runs r LEFT JOIN (
@@ -182,6 +215,12 @@ class RunsMixin(StoreBase):
                 ORDER BY r.created_at DESC, r.run_id
                 """
             ).df()
+        if not frame.empty:
+            frame["status"] = [
+                self.live_status(r, st) for r, st in zip(frame["run_id"], frame["status"],
+                                                          strict=True)
+            ]  # fmt: skip
+        return frame
 
     def resolve_runs(self, selector: str | None = None) -> list[str]:
         """Run ids matching ``selector`` (a run id or a dataset name); all runs when None."""
@@ -197,6 +236,31 @@ class RunsMixin(StoreBase):
             what = f"matching '{selector}'" if selector else "at all"
             raise StoreError(f"no runs {what} in {self.path}")
         return [r[0] for r in rows]
+
+
+#: A run's stored calls and failed calls (parameters: the run id, twice). The calls of a
+#: four-condition run are its plain rows: rows with a variant stored beside them are Case-view
+#: reruns (:mod:`core.rerun`), which never change the run's counts or status.
+_COUNTS = (
+    "SELECT count(*) AS n, count(*) FILTER (WHERE coalesce(error, '') <> '') AS n_errors "
+    "FROM predictions WHERE run_id = ? AND (variant = '' OR coalesce("
+    "(SELECT kind FROM runs WHERE run_id = ?), 'conditions') NOT IN ('conditions', 'imported'))"
+)
+#: The status a finished execution leaves: ``done`` when no stored call failed, ``failed``
+#: when every one did, ``partial`` otherwise (continues a ``CASE`` whose first branch keeps a
+#: status other than ``done``: cancelled, failed).
+_FINAL_STATUS = (
+    "WHEN c.n_errors = 0 THEN 'done' WHEN c.n_errors >= c.n THEN 'failed' ELSE 'partial'"
+)
+
+#: Run kinds (``runs.kind``): what produced a run's predictions.
+RUN_KINDS = ("conditions", "interventions", "probes", "judge", "imported", "rerun")
+#: Kinds whose runs are four-condition runs (the condition, ONCU and fan-in views).
+CONDITION_KINDS = ("conditions", "imported")
+#: Every run status: ``planned`` (created, no call stored yet), ``running``, ``done``,
+#: ``partial`` (some calls failed), ``failed`` (every call failed, or the engine failed),
+#: ``cancelled``, ``interrupted`` (stored ``running``, process gone: not stored, computed).
+RUN_STATUSES = ("planned", "running", "done", "partial", "failed", "cancelled", "interrupted")
 
 
 def _encoded(run: Mapping[str, Any]) -> dict[str, Any]:

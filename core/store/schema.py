@@ -164,6 +164,47 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN model_seconds DOUBLE;
     ALTER TABLE runs ADD COLUMN wall_seconds DOUBLE;
     """,
+    # 3: truthful run states and errors that are not answers (issue 15).
+    # ``runs.kind``: conditions, interventions, probes, judge, imported or rerun (inferred for
+    # stored runs from their conditions and backend); ``runs.pid`` / ``runs.host`` /
+    # ``runs.heartbeat_at``: the process running it and its last sign of life;
+    # ``runs.n_errors``: stored calls that failed. A failed call keeps its ``error`` only: its
+    # ``parse_error`` ("empty reply") and its scores become NULL, its failure label goes; a
+    # finished run with errors becomes ``partial`` (``failed`` when every call failed);
+    # imported runs get status ``done`` (kind ``imported``).
+    """
+    ALTER TABLE runs ADD COLUMN kind VARCHAR;
+    ALTER TABLE runs ADD COLUMN pid INTEGER;
+    ALTER TABLE runs ADD COLUMN host VARCHAR;
+    ALTER TABLE runs ADD COLUMN heartbeat_at TIMESTAMP;
+    ALTER TABLE runs ADD COLUMN n_errors INTEGER;
+    UPDATE runs SET kind = CASE
+        WHEN backend = 'imported' OR status = 'imported' THEN 'imported'
+        WHEN coalesce(conditions, '') LIKE '%"intervention"%' THEN 'interventions'
+        WHEN coalesce(conditions, '') LIKE '%"probe"%' THEN 'probes'
+        WHEN run_id LIKE '%:rerun:%' THEN 'rerun'
+        ELSE 'conditions' END;
+    UPDATE runs SET status = 'done' WHERE status = 'imported';
+    UPDATE predictions SET parse_error = NULL WHERE coalesce(error, '') <> '';
+    UPDATE scores SET em_strict = NULL, f1_strict = NULL, em_relaxed = NULL,
+        f1_relaxed = NULL, soft_correct = NULL, ev_precision = NULL, ev_recall = NULL,
+        ev_f1 = NULL, citation_grounding = NULL, title_grounding = NULL,
+        confidence_error = NULL, failure_label = NULL
+    FROM predictions p
+    WHERE p.run_id = scores.run_id AND p.instance_id = scores.instance_id
+        AND p.condition = scores.condition AND p.variant = scores.variant
+        AND coalesce(p.error, '') <> '';
+    UPDATE runs SET n_errors = (
+        SELECT count(*) FROM predictions p
+        WHERE p.run_id = runs.run_id AND coalesce(p.error, '') <> ''
+    );
+    UPDATE runs SET status = CASE
+        WHEN n_errors = 0 THEN 'done'
+        WHEN n_errors >= (SELECT count(*) FROM predictions p WHERE p.run_id = runs.run_id)
+            THEN 'failed'
+        ELSE 'partial' END
+    WHERE status = 'done';
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -188,7 +229,8 @@ CELL_COLUMNS = (
 _RUN_COLUMNS = (
     "run_id", "dataset_id", "backend", "model", "model_digest", "options", "template_version",
     "template_hash", "retrieval", "status", "n_planned", "n_done", "notes", "backend_info",
-    "conditions", "model_seconds", "wall_seconds",
+    "conditions", "model_seconds", "wall_seconds", "kind", "pid", "host", "heartbeat_at",
+    "n_errors",
 )  # fmt: skip
 _RUN_JSON = ("options", "retrieval", "backend_info", "conditions")
 

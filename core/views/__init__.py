@@ -17,6 +17,7 @@ from core.views.case import answer_diff, case_data
 from core.views.common import (
     analysis,
     cached,
+    error_digest,
     instances_behind,
     overview,
     resolve_selection,
@@ -29,6 +30,7 @@ __all__ = [
     "answer_diff",
     "cached",
     "case_data",
+    "error_digest",
     "instances_behind",
     "overview",
     "resolve_selection",

@@ -10,6 +10,7 @@ here imports streamlit or writes SQL.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -19,12 +20,16 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from core.figures.drill import FRAME_KEY
-from core.oncu import DEFAULT_GROUP_KEY
+from core.figures.drill import FRAME_KEY, LENGTH_CELL_KEY
+from core.oncu import DEFAULT_GROUP_KEY, length_bucket
 from core.selection import Selection, selection_to_json
-from core.store import CELL_COLUMNS, Store
+from core.store import CELL_COLUMNS, CONDITION_KINDS, Store
 
 __all__ = [
+    "error_digest",
+    "error_pattern",
+    "condition_runs",
+    "empty_analysis",
     "CACHE_SIZE",
     "FILTER_COLUMNS",
     "analysis",
@@ -126,6 +131,25 @@ def selected_runs(store: Store, selection: Selection) -> list[str]:
     return store.resolve_runs(selection.dataset) if selection.dataset else store.resolve_runs()
 
 
+def condition_runs(store: Store, selection: Selection) -> tuple[str, ...]:
+    """The selection's four-condition runs (kind ``conditions`` or ``imported``).
+
+    The condition, ONCU, length and fan-in views show only these: intervention (CUE-R),
+    probe (DOLCE), judge and Case-view rerun runs appear on their own pages.
+
+    Raises:
+        ValueError: a selected run is not in the store.
+    """
+    runs = store.runs_frame()
+    chosen = resolve_selection(store, selection).runs
+    if runs.empty or not chosen:
+        return ()
+    kind = runs["kind"].fillna("conditions") if "kind" in runs.columns else None
+    four = set(runs["run_id"] if kind is None else runs.loc[kind.isin(CONDITION_KINDS),
+                                                               "run_id"])
+    return tuple(r for r in chosen if r in four)
+
+
 def apply_filters(df: pd.DataFrame, filters: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """Rows whose metadata cells take one of the allowed values (compared as text).
 
@@ -183,18 +207,19 @@ def analysis(store: Store, selection: Selection) -> pd.DataFrame:
     sel = resolve_selection(store, selection)
 
     def load() -> pd.DataFrame:
-        return store.analysis_frame(sel.runs) if sel.runs else _empty_analysis()
+        return store.analysis_frame(sel.runs) if sel.runs else empty_analysis()
 
     frame = cached(store, "analysis", sel.runs, load)
     return pair_runs(apply_filters(frame, sel.filters))
 
 
-def _empty_analysis() -> pd.DataFrame:
+def empty_analysis() -> pd.DataFrame:
+    """An analysis frame with no rows (the columns :func:`analysis` gives)."""
     cols = ["run", "model", "dataset", "instance_id", "condition", "variant", *DEFAULT_GROUP_KEY,
-            "oracle_applicable", "n_gold", "parse_error", "confidence", "logprob_confidence",
-            "em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct", "ev_precision",
-            "ev_recall", "ev_f1", "citation_grounding", "title_grounding", "confidence_error",
-            "failure_label"]  # fmt: skip
+            "oracle_applicable", "n_gold", "parse_error", "error", "confidence",
+            "logprob_confidence", "em_strict", "f1_strict", "em_relaxed", "f1_relaxed",
+            "soft_correct", "ev_precision", "ev_recall", "ev_f1", "citation_grounding",
+            "title_grounding", "confidence_error", "failure_label"]  # fmt: skip
     return pd.DataFrame({c: pd.Series(dtype=object) for c in dict.fromkeys(cols)})
 
 
@@ -217,7 +242,10 @@ def instances_behind(
             values, numbers compare as numbers (1600 matches 1600.0), "" matches "" or
             missing. The entry ``_frame`` picks the frame filtered: ``predictions`` (default:
             the scored predictions of :func:`analysis`), ``fanin`` (the fan-in frame, fan-in
-            counted from the gold passages) or ``probes`` (DOLCE probe predictions).
+            counted from the gold passages) or ``probes`` (DOLCE probe predictions). The
+            entry ``length_cell`` set to ``bucket`` says the cell's ``context_length`` is a
+            length bucket (:func:`core.oncu.length_bucket`): it matches every exact length
+            in that bucket.
         limit: at most this many rows (None: all).
 
     Returns:
@@ -227,10 +255,15 @@ def instances_behind(
     """
     cell = dict(cell)
     which = str(cell.pop(FRAME_KEY, None) or "predictions")
+    bucketed = cell.pop(LENGTH_CELL_KEY, None) == "bucket"
     df = _drill_frame(store, selection, which)
     mask = pd.Series(True, index=df.index)
     for col, value in cell.items():
-        if col in df.columns:
+        if col not in df.columns:
+            continue
+        if col == "context_length" and bucketed and value is not None:
+            mask &= pd.Series(length_bucket(df[col]) == float(value), index=df.index)
+        else:
             mask &= _matches(df[col], value)
     cols = ["run", "dataset", "instance_id", "condition", "variant", selection.score_field,
             "failure_label", "fan_in", "reasoning_type", "context_length", "evidence_position",
@@ -244,10 +277,15 @@ def instances_behind(
 
 def _drill_frame(store: Store, selection: Selection, which: str) -> pd.DataFrame:
     """The prediction frame a drill-down filters, built as the figures' views build it."""
-    if which == "predictions":
-        return analysis(store, selection)
-    if which == "fanin":
-        frame = store.fanin_frame(selected_runs(store, selection))
+    if which in ("predictions", "fanin"):
+        # the figures draw the four-condition runs only (core.views.oncu.plain_predictions,
+        # core.views.fanin): probe or intervention runs of the dataset must not narrow the
+        # pairing of instances here either
+        runs = list(condition_runs(store, selection))
+        if which == "predictions":
+            return analysis(store, replace(selection, runs=tuple(runs))) if runs else (
+                empty_analysis())  # fmt: skip
+        frame = store.fanin_frame(runs)
         return pair_runs(keep_filtered_instances(store, frame, selection.filters))
     if which == "probes":
         frame = store.probe_frame(selected_runs(store, selection))
@@ -270,6 +308,53 @@ def _matches(col: pd.Series, value: Any) -> pd.Series:
     return col.notna() & (col.astype(str) == str(value))
 
 
+#: What varies between two occurrences of one error (counts, ports, sizes, durations): digit
+#: runs, replaced by ``#`` to group the errors of a run (:func:`error_digest`).
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def error_pattern(message: str) -> str:
+    """An error message with its numbers replaced by ``#``.
+
+    Errors that differ only in numbers (ports, token counts, durations) are one kind of error.
+    """
+    return _NUMBERS.sub("#", str(message).strip())
+
+
+def error_digest(store: Store, runs: Sequence[str]) -> dict[str, Any]:
+    """The failed calls of ``runs``: how many, and the most frequent kind of error.
+
+    Failed calls (transport or server errors) are not answers: they have no scores and every
+    aggregate leaves them out as missing. Parse errors (the model answered, unparseably) are
+    answers and not counted here.
+
+    Returns:
+        ``{"errors": int, "calls": int, "top": str | None, "top_n": int, "by_run": {run: n},
+        "patterns": [(pattern, n), ...]}``: ``calls`` counts every stored call of the runs,
+        ``top`` is the most frequent pattern (:func:`error_pattern`) shown with one full
+        message of it.
+    """
+    out: dict[str, Any] = {"errors": 0, "calls": 0, "top": None, "top_n": 0, "by_run": {},
+                           "patterns": []}  # fmt: skip
+    if not runs:
+        return out
+    frame = store.runs_frame()
+    frame = frame[frame["run_id"].isin(list(runs))]
+    out["calls"] = int(pd.to_numeric(frame.get("n_predictions"), errors="coerce").fillna(0).sum())
+    summary = store.error_summary(list(runs))
+    if summary.empty:
+        return out
+    summary["pattern"] = summary["error"].map(error_pattern)
+    out["errors"] = int(summary["n"].sum())
+    out["by_run"] = {str(k): int(v) for k, v in summary.groupby("run_id")["n"].sum().items()}
+    by = summary.groupby("pattern")["n"].sum().sort_values(ascending=False, kind="stable")
+    out["patterns"] = [(str(p), int(n)) for p, n in by.items()]
+    top = str(by.index[0])
+    example = summary.loc[summary["pattern"] == top, "error"].iloc[0]
+    out["top"], out["top_n"] = str(example), int(by.iloc[0])
+    return out
+
+
 def overview(store: Store) -> dict[str, Any]:
     """What is in the store: datasets, runs (status, progress) and prediction counts.
 
@@ -288,8 +373,8 @@ def overview(store: Store) -> dict[str, Any]:
         columns=["name", "builder", "n_instances", "created_at"],
     )
     runs = store.runs_frame()
-    cols = ["run_id", "dataset_id", "backend", "model", "status", "n_planned", "n_done",
-            "n_predictions", "created_at", "finished_at"]  # fmt: skip
+    cols = ["run_id", "kind", "dataset_id", "backend", "model", "status", "n_planned", "n_done",
+            "n_errors", "n_predictions", "created_at", "finished_at"]  # fmt: skip
     runs = runs[[c for c in cols if c in runs.columns]].copy() if not runs.empty else (
         pd.DataFrame(columns=cols))  # fmt: skip
     planned = pd.to_numeric(runs.get("n_planned"), errors="coerce")

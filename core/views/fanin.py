@@ -12,9 +12,9 @@ from core.store import Store
 from core.views.common import (
     apply_filters,
     cached,
+    condition_runs,
     keep_filtered_instances,
     pair_runs,
-    selected_runs,
 )
 
 __all__ = ["crux_result", "fanin_result"]
@@ -23,7 +23,8 @@ __all__ = ["crux_result", "fanin_result"]
 def fanin_result(store: Store, selection: Selection) -> FaninResult:
     """:class:`core.fanin.FaninResult` of the selection (cached per store version).
 
-    Runs: ``selection.runs`` (else every run of ``selection.dataset``, else every run), several
+    Runs: the four-condition runs (:func:`core.views.common.condition_runs`) of
+    ``selection.runs`` (else every run of ``selection.dataset``, else every run), several
     runs of one dataset restricted to their common instances (paired), and the selection's
     metadata filters. Options: ``points``, ``n_resamples`` (:mod:`core.figures.fanin`).
 
@@ -33,7 +34,7 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     points, n = option(selection, POINTS), option(selection, N_RESAMPLES)
 
     def build() -> FaninResult:
-        frame = store.fanin_frame(selected_runs(store, selection))
+        frame = store.fanin_frame(list(condition_runs(store, selection)))
         if frame.empty:
             raise ValueError("the selected runs hold no predictions of the four conditions")
         frame = pair_runs(keep_filtered_instances(store, frame, selection.filters))
