@@ -356,10 +356,12 @@ def _write(
     finish: str | None = None,
     replace: Collection[_Key] | None = None,
     progress: bool = True,
-) -> None:
+) -> str | None:
     """Commit predictions, cache entries, scores and run progress in one transaction.
 
-    With ``finish``, the run is also marked with that final status (in the same transaction).
+    With ``finish``, the run is also marked with that final status (in the same transaction)
+    and the status stored is returned (``done`` may become ``partial`` or ``failed``,
+    :meth:`core.store.Store.finish_run`); None otherwise.
     ``progress=False`` leaves the run row alone (status, counts, timings): a Case-view rerun
     adds a row to a run without running it.
     ``replace`` names the keys that may be stored already (a failed call made again); the
@@ -369,10 +371,10 @@ def _write(
     goes in as one Arrow table per table: a batch costs a few statements, whatever its size.
     """
     if not rows:
-        if finish is not None:
-            with store.write_batch() as con:
-                store.finish_run(ctx.run_id, finish, n_planned, con=con)
-        return
+        if finish is None:
+            return None
+        with store.write_batch() as con:
+            return store.finish_run(ctx.run_id, finish, n_planned, con=con)
     model_s = sum((r["total_duration_ns"] or 0) for r in rows) / 1e9
     again = [replace is None or _key_of(r) in replace for r in rows]
     parts = [[r for r, a in zip(rows, again, strict=True) if a == flag] for flag in (False, True)]
@@ -390,7 +392,8 @@ def _write(
         if progress:
             store.record_progress(con, ctx.run_id, model_s, wall_s, n_planned)
         if finish is not None:
-            store.finish_run(ctx.run_id, finish, n_planned, con=con)
+            return store.finish_run(ctx.run_id, finish, n_planned, con=con)
+    return None
 
 
 def _key_of(row: Mapping[str, Any]) -> _Key:
@@ -467,6 +470,7 @@ class _Writer(threading.Thread):
         self.done = self.errors = self.parse_errors = 0
         self.model_ns = 0
         self.failure: BaseException | None = None
+        self.final: str | None = None  # the status the last write stored (finish_run)
 
     def put(self, row: dict[str, Any]) -> None:
         """Queue a completed call's row; it is committed within :data:`COMMIT_S`."""
@@ -518,7 +522,10 @@ class _Writer(threading.Thread):
             started = time.monotonic()
             try:
                 wall = self.ctx.wall_seconds + started - self.t0
-                _write(self.store, self.ctx, batch, wall, self.n_planned, status, self.replace)
+                stored = _write(self.store, self.ctx, batch, wall, self.n_planned, status,
+                                self.replace)  # fmt: skip
+                if status is not None:
+                    self.final = stored
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 self.failure = exc
                 return
@@ -758,24 +765,8 @@ def _execute(
         parse_errors=writer.parse_errors,
         seconds=time.monotonic() - t0,
         model_seconds=writer.model_ns / 1e9,
-        status=_final_status(store, run_id, status),
+        status=(writer.final or status) if status == "done" else status,
     )
-
-
-def _final_status(store: Store, run_id: str, status: str) -> str:
-    """The run's stored status after a finished execution.
-
-    ``done``, ``partial`` or ``failed`` as its stored calls' errors decide
-    (:meth:`core.store.Store.finish_run`); ``status`` itself when the run was stopped early or
-    its row cannot be read.
-    """
-    if status != "done":
-        return status
-    try:
-        row = store.run_row(run_id)
-    except StoreError:
-        return status
-    return str(row["status"]) if row is not None and row.get("status") else status
 
 
 class ReadAhead:
@@ -786,9 +777,9 @@ class ReadAhead:
     the workers have fewer than :data:`POOL_DEPTH` calls each queued, up to
     :data:`READ_AHEAD` calls each, so they read while planning goes on, and otherwise would
     have waited. Calls already stored in the run are never sent (a rerun makes no call for a
-    committed prediction): :meth:`know_stored` reads them beside the planning, and until it
-    has, nothing is sent. Which calls are cached is known only after planning; :func:`execute`
-    drops their replies.
+    committed prediction): the caller gives them (``stored``), or :meth:`know_stored` reads
+    them beside the planning and the calls offered until it has are held back, then sent.
+    Which calls are cached is known only after planning; :func:`execute` drops their replies.
 
     Attributes:
         pool: the worker processes.
@@ -797,10 +788,11 @@ class ReadAhead:
             :meth:`know_stored` reads them, empty when it is not called.
     """
 
-    def __init__(self, pool: Any):
+    def __init__(self, pool: Any, stored: Collection[_Key] = frozenset()):
         self.pool = pool
         self.futures: dict[str, Future] = {}
-        self.stored: Collection[_Key] | None = frozenset()
+        self.stored: Collection[_Key] | None = stored
+        self._held: list[PlannedCall] = []  # offered while ``stored`` is unknown
 
     def know_stored(self, store: Store, run_id: str) -> None:
         """Read the run's stored calls in a thread of their own; until then nothing is sent."""
@@ -817,9 +809,19 @@ class ReadAhead:
     def offer(self, call: PlannedCall) -> None:
         """Send ``call``'s prompt now if the workers are short of work (and it is not stored)."""
         stored = self.stored
+        if stored is None:
+            if len(self._held) < READ_AHEAD * self.pool.size:
+                self._held.append(call)
+            return
+        if self._held:
+            held, self._held = self._held, []
+            for early in held:
+                self._send(early, stored)
+        self._send(call, stored)
+
+    def _send(self, call: PlannedCall, stored: Collection[_Key]) -> None:
         if (
-            stored is not None
-            and len(self.futures) < READ_AHEAD * self.pool.size
+            len(self.futures) < READ_AHEAD * self.pool.size
             and self.pool.outstanding < POOL_DEPTH * self.pool.size
             and call.prompt_hash not in self.futures
             and _key(call) not in stored
@@ -837,19 +839,22 @@ def plan_and_execute(
     concurrency: int = 1,
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
+    stored: Collection[_Key] | None = None,
     **retrieval: Any,
 ) -> RunSummary:
     """Plan the four-condition calls of ``instances`` and :func:`execute` them in a started run.
 
     The run's wall time includes the planning. When the backend runs in worker processes,
-    the first prompts go to them while the rest are planned (:class:`ReadAhead`).
+    the first prompts go to them while the rest are planned (:class:`ReadAhead`), except the
+    calls stored in the run: ``stored`` (``(instance_id, condition, variant)`` keys of its
+    answered calls) when the caller has read them, else read beside the planning.
     ``retrieval`` takes :func:`core.conditions.plan_conditions`'s retrieval settings.
     """
     started = time.monotonic()
     n = sum(len(planned_keys(i, conditions)) for i in instances)
     pool = _reader_pool(backend, n, int(concurrency))
-    ahead = ReadAhead(pool) if pool is not None else None
-    if ahead is not None:
+    ahead = ReadAhead(pool, stored or frozenset()) if pool is not None else None
+    if ahead is not None and stored is None:
         ahead.know_stored(store, run_id)
     calls = plan_conditions(
         instances, conditions, each=ahead.offer if ahead is not None else None, **retrieval

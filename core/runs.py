@@ -307,8 +307,8 @@ def run_conditions(
                 todo.append(instance)
         summary = plan_and_execute(
             store, name, todo, conds, backend, concurrency=concurrency, progress=progress,
-            cancel=cancel, retriever=retriever, top_k=top_k, chunk_size=chunk_size,
-            overlap=overlap,
+            cancel=cancel, stored=stored, retriever=retriever, top_k=top_k,
+            chunk_size=chunk_size, overlap=overlap,
         )  # fmt: skip
     return replace(
         summary,

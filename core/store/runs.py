@@ -102,22 +102,27 @@ class RunsMixin(StoreBase):
         status: str,
         n_planned: int | None = None,
         con: duckdb.DuckDBPyConnection | None = None,
-    ) -> None:
+    ) -> str | None:
         """Set a run's status, finish time, ``n_done`` and (when given) ``n_planned``.
 
-        With ``con`` it runs inside the caller's transaction; otherwise in its own.
+        ``status`` ``done`` becomes ``partial`` when some stored call of the run failed and
+        ``failed`` when every one did; any other status is kept as given. With ``con`` it runs
+        inside the caller's transaction; otherwise in its own.
+
+        Returns:
+            The status stored (None when there is no such run).
         """
         if con is None:
             with self.transaction() as own:
                 return self.finish_run(run_id, status, n_planned, own)
-        con.execute(
+        row = con.execute(
             f"UPDATE runs SET status = CASE WHEN ? <> 'done' THEN ? {_FINAL_STATUS} END, "
             "finished_at = current_timestamp, n_planned = coalesce(?, n_planned), "
             "n_done = c.n, n_errors = c.n_errors, heartbeat_at = current_timestamp "
-            f"FROM ({_COUNTS}) c WHERE runs.run_id = ?",
+            f"FROM ({_COUNTS}) c WHERE runs.run_id = ? RETURNING status",
             [status, status, n_planned, run_id, run_id, run_id],
-        )
-        return None
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def record_progress(
         self,
