@@ -542,9 +542,10 @@ def failure_breakdown(df: pd.DataFrame) -> pd.DataFrame:
     """Failure-label percentages per (unit, condition), over rows that carry a label.
 
     Returns:
-        Columns: unit keys, ``condition``, ``n`` (labelled predictions) and one column per
-        label of ``FAILURE_LABELS`` in percent (0-100); conditions without labels (no_evidence)
-        are absent.
+        Columns: unit keys, ``condition``, ``n`` (labelled predictions), ``missing`` (failed
+        calls of that condition: no reply, so no label; when the frame has ``error``) and one
+        column per label of ``FAILURE_LABELS`` in percent (0-100); conditions without labels
+        (no_evidence) are absent.
     """
     if "failure_label" not in df.columns:
         raise ValueError("the frame has no 'failure_label' column (score it first)")
@@ -556,6 +557,9 @@ def failure_breakdown(df: pd.DataFrame) -> pd.DataFrame:
     n = counts.sum(axis=1)
     pct = counts.div(n, axis=0) * 100.0
     pct.insert(0, "n", n.astype(int))
+    if "error" in df.columns:
+        failed = df[df["error"].map(_is_error)].groupby(keys, dropna=False).size()
+        pct.insert(1, "missing", failed.reindex(pct.index, fill_value=0).astype(int))
     pct.columns.name = None
     return pct.reset_index()
 
@@ -573,8 +577,12 @@ def sample_level_means(
     skipped. With ``ci`` each score also gets a percentile bootstrap interval, examples resampled
     within the (unit, condition) cell (one shared resample for all the columns of a cell).
 
+    Failed calls (``error`` set: no reply, so NaN scores) are missing, not 0: the means skip
+    them and ``missing`` counts them beside ``n``.
+
     Returns:
-        Columns: unit keys, ``condition``, ``n``, ``n_parse_error`` (when the frame has
+        Columns: unit keys, ``condition``, ``n`` (predictions), ``missing`` (failed calls
+        among them, when the frame has ``error``), ``n_parse_error`` (when the frame has
         ``parse_error``), the score means, and with ``ci`` ``<score>_ci_low`` /
         ``<score>_ci_high``.
     """
@@ -585,11 +593,14 @@ def sample_level_means(
     blocks = []
     values = df[scores].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
     perr = df["parse_error"].map(_is_error).to_numpy() if "parse_error" in df.columns else None
+    failed = df["error"].map(_is_error).to_numpy() if "error" in df.columns else None
     for key, idx in df.groupby(keys, dropna=False, sort=True).indices.items():
         key = key if isinstance(key, tuple) else (key,)
         block = values[idx]
         row = dict(zip(keys, key, strict=True))
         row["n"] = int(len(idx))
+        if failed is not None:
+            row["missing"] = int(failed[idx].sum())
         if perr is not None:
             row["n_parse_error"] = int(perr[idx].sum())
         counts = np.isfinite(block).sum(axis=0)

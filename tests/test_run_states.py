@@ -229,3 +229,22 @@ def test_a_version_2_store_is_migrated_to_errors_that_are_not_answers(tmp_path):
     assert len(failed) == len(answered) == 1
     assert failed[["parse_error", "em_strict", "f1_relaxed", "failure_label"]].isna().all().all()
     assert answered["em_strict"].notna().all()  # the answered call keeps its scores
+
+
+def test_condition_means_and_failure_labels_count_failed_calls_as_missing():
+    from core.oncu import failure_breakdown, sample_level_means
+
+    # one run, one condition: an answer (1.0), a parse error (0.0, stays), a failed call (NaN)
+    df = pd.DataFrame({
+        "run": ["r"] * 3, "model": ["m"] * 3, "dataset": ["d"] * 3,
+        "condition": ["oracle"] * 3, "f1_relaxed": [1.0, 0.0, float("nan")],
+        "parse_error": [None, "no JSON object found", None],
+        "error": [None, None, "cannot reach Ollama at http://127.0.0.1:1"],
+        "failure_label": ["success", "parse", None],
+    })  # fmt: skip
+    row = sample_level_means(df).iloc[0]
+    assert (row["n"], row["missing"], row["n_parse_error"]) == (3, 1, 1)
+    assert row["f1_relaxed"] == 0.5  # (1 + 0) / 2: the failed call is not a 0
+    fail = failure_breakdown(df).iloc[0]
+    assert (fail["n"], fail["missing"]) == (2, 1)
+    assert (fail["success"], fail["parse"]) == (50.0, 50.0)

@@ -190,7 +190,8 @@ def condition_matrix_table(
 ) -> pd.DataFrame:
     """Sample-level means of every answer and evidence score per (run, condition) with CIs.
 
-    Over ALL predictions of the condition (seed 000 Table 6); bootstrap CIs resample examples
+    Over ALL predictions of the condition (seed 000 Table 6; parse errors score 0); failed
+    calls are missing (``missing`` beside ``n``), not 0; bootstrap CIs resample examples
     within (run, condition), 5,000 resamples, seed 42.
     """
     if df.empty:
@@ -198,8 +199,8 @@ def condition_matrix_table(
     ci = _want_ci(df, ci)
     out = sample_level_means(df, ci=ci, n_resamples=n_resamples)
     if not ci:
-        for col in [c for c in out.columns if c not in ("run", "model", "dataset", "condition",
-                                                         "n", "n_parse_error")]:  # fmt: skip
+        counts = ("run", "model", "dataset", "condition", "n", "missing", "n_parse_error")
+        for col in [c for c in out.columns if c not in counts]:
             out[f"{col}_ci_low"] = np.nan
             out[f"{col}_ci_high"] = np.nan
     return _order(out)
