@@ -204,11 +204,13 @@ class RunsMixin(StoreBase):
             con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
         return int(n)
 
-    def runs_frame(self) -> pd.DataFrame:
+    def runs_frame(self, live: bool = True) -> pd.DataFrame:
         """Every run with its prediction count, newest first.
 
         ``status`` is the live one (``interrupted`` for a running run whose process is gone,
-        :meth:`run_row`); ``n_errors`` counts its failed calls.
+        :meth:`run_row`) unless ``live`` is False (the stored one, without looking at each
+        run's lock: for callers that only need names, datasets and kinds); ``n_errors``
+        counts its failed calls.
         """
         with self.connect(read_only=True) as con:
             frame = con.execute(
@@ -220,7 +222,7 @@ class RunsMixin(StoreBase):
                 ORDER BY r.created_at DESC, r.run_id
                 """
             ).df()
-        if not frame.empty:
+        if live and not frame.empty:
             frame["status"] = [
                 self.live_status(r, st) for r, st in zip(frame["run_id"], frame["status"],
                                                           strict=True)

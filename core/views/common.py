@@ -105,13 +105,17 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
-def resolve_selection(store: Store, selection: Selection) -> Selection:
+def resolve_selection(
+    store: Store, selection: Selection, runs: pd.DataFrame | None = None
+) -> Selection:
     """The selection with its runs filled in: every run of the dataset when none is chosen.
+
+    ``runs`` is :meth:`core.store.Store.runs_frame` when the caller has read it already.
 
     Raises:
         ValueError: a selected run is not in the store.
     """
-    runs = store.runs_frame()
+    runs = store.runs_frame(live=False) if runs is None else runs
     known = set(runs["run_id"]) if not runs.empty else set()
     bad = [r for r in selection.runs if r not in known]
     if bad:
@@ -140,13 +144,11 @@ def condition_runs(store: Store, selection: Selection) -> tuple[str, ...]:
     Raises:
         ValueError: a selected run is not in the store.
     """
-    runs = store.runs_frame()
-    chosen = resolve_selection(store, selection).runs
+    runs = store.runs_frame(live=False)
+    chosen = resolve_selection(store, selection, runs).runs
     if runs.empty or not chosen:
         return ()
-    kind = runs["kind"].fillna("conditions") if "kind" in runs.columns else None
-    four = set(runs["run_id"] if kind is None else runs.loc[kind.isin(CONDITION_KINDS),
-                                                               "run_id"])
+    four = set(runs.loc[runs["kind"].fillna("conditions").isin(CONDITION_KINDS), "run_id"])
     return tuple(r for r in chosen if r in four)
 
 
@@ -338,7 +340,7 @@ def error_digest(store: Store, runs: Sequence[str]) -> dict[str, Any]:
                            "patterns": []}  # fmt: skip
     if not runs:
         return out
-    frame = store.runs_frame()
+    frame = store.runs_frame(live=False)
     frame = frame[frame["run_id"].isin(list(runs))]
     out["calls"] = int(pd.to_numeric(frame.get("n_predictions"), errors="coerce").fillna(0).sum())
     summary = store.error_summary(list(runs))
