@@ -86,7 +86,8 @@ def _engine_run(store, dataset, instances, conditions, backend, run_id, options,
     spec = RunSpec(run_id, dataset, backend.name, backend.model, options, {}, tuple(conditions))
     start_run(store, spec, backend)
     t0 = time.perf_counter()
-    stored = store.prediction_keys(run_id, ok_only=True)  # as core.runs.run_conditions does
+    with store.attached(read_only=True) as con:  # as core.runs.run_conditions does
+        stored = store.prediction_keys(run_id, ok_only=True, con=con)
     summary = plan_and_execute(store, run_id, instances, conditions, backend,
                                concurrency=concurrency, stored=stored)  # fmt: skip
     return time.perf_counter() - t0, summary

@@ -514,9 +514,15 @@ class Citing(Scripted):
         return Reply(text=text, latency_ms=1.0, total_duration_ns=1_000)
 
 
-def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(toy_store):
+@pytest.mark.parametrize("prefetch", [True, False], ids=["titles-read-once", "per-batch"])
+def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(
+    toy_store, monkeypatch, prefetch
+):
+    from core import engine
     from core.scoring import score_frame
 
+    if not prefetch:  # a run with more passages than the writer reads up front
+        monkeypatch.setattr(engine, "PREFETCH_MAX", 0)
     calls = _plan()
     odd = next(c for c in calls if c.instance_id == "t1" and c.condition == "full_context")
     bad = next(c for c in calls if c.instance_id == "t3" and c.condition == "oracle")

@@ -23,6 +23,7 @@ class AnalysisMixin(StoreBase):
         con: duckdb.DuckDBPyConnection,
         dataset: str,
         cited: Sequence[tuple[str, Sequence[str] | None]],
+        all_titles: bool = False,
     ) -> dict[str, dict[str, Any]]:
         """What scoring needs from the instances of some predictions (the engine's batches).
 
@@ -36,7 +37,8 @@ class AnalysisMixin(StoreBase):
             ``answer_aliases``, ``answer_type``, ``reasoning_type``, ``gold_ids`` and
             ``gold_titles`` (gold passages in stored order) and ``titles`` (passage id ->
             title of the gold and cited passages): the values :meth:`scoring_frame` joins to
-            those predictions. Only gold and cited passages are read, not every title.
+            those predictions. Only gold and cited passages are read, not every title,
+            unless ``all_titles`` (then ``titles`` holds every passage of the instances).
         """
         want = sorted({iid for iid, _ in cited})
         if not want:
@@ -62,9 +64,9 @@ class AnalysisMixin(StoreBase):
         passages = con.execute(
             "SELECT instance_id, passage_id, title, is_gold FROM passages "
             "WHERE dataset_id = ? AND instance_id IN (SELECT unnest(?::VARCHAR[])) "
-            "AND (is_gold OR instance_id || chr(31) || passage_id IN "
+            "AND (? OR is_gold OR instance_id || chr(31) || passage_id IN "
             "(SELECT unnest(?::VARCHAR[]))) ORDER BY instance_id, ord",
-            [dataset, want, keys],
+            [dataset, want, bool(all_titles), keys],
         ).fetchall()
         for iid, pid, title, is_gold in passages:
             inst = out.get(iid)

@@ -102,26 +102,37 @@ class RunsMixin(StoreBase):
         status: str,
         n_planned: int | None = None,
         con: duckdb.DuckDBPyConnection | None = None,
+        model_seconds: float | None = None,
+        wall_seconds: float | None = None,
     ) -> str | None:
         """Set a run's status, finish time, ``n_done`` and (when given) ``n_planned``.
 
         ``status`` ``done`` becomes ``partial`` when some stored call of the run failed and
         ``failed`` when every one did; any other status is kept as given. With ``con`` it runs
-        inside the caller's transaction; otherwise in its own.
+        inside the caller's transaction; otherwise in its own. With ``wall_seconds`` it is
+        also the run's last :meth:`record_progress` (in the same update, the engine's final
+        write): ``model_seconds`` added, ``wall_seconds`` replaced, this process recorded.
 
         Returns:
             The status stored (None when there is no such run).
         """
         if con is None:
             with self.transaction() as own:
-                return self.finish_run(run_id, status, n_planned, own)
+                return self.finish_run(run_id, status, n_planned, own, model_seconds,
+                                       wall_seconds)  # fmt: skip
+        timed = wall_seconds is not None
         row = con.execute(
             f"UPDATE runs SET status = CASE WHEN ? <> 'done' THEN ? {_FINAL_STATUS} END, "
             "finished_at = current_timestamp, n_planned = coalesce(?, n_planned), "
-            "n_done = c.n, n_errors = c.n_errors, heartbeat_at = current_timestamp "
+            "n_done = c.n, n_errors = c.n_errors, heartbeat_at = current_timestamp, "
+            "model_seconds = CASE WHEN ? THEN coalesce(model_seconds, 0) + ? "
+            "ELSE model_seconds END, wall_seconds = coalesce(?, wall_seconds), "
+            "pid = CASE WHEN ? THEN ? ELSE pid END, host = CASE WHEN ? THEN ? ELSE host END "
             f"FROM ({_COUNTS}) c WHERE runs.run_id = ? RETURNING status",
-            [status, status, n_planned, run_id, run_id, run_id],
-        ).fetchone()
+            [status, status, n_planned, timed, float(model_seconds or 0.0),
+             None if wall_seconds is None else float(wall_seconds), timed, os.getpid(),
+             timed, socket.gethostname(), run_id, run_id, run_id],
+        ).fetchone()  # fmt: skip
         return None if row is None else str(row[0])
 
     def record_progress(
