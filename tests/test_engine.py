@@ -518,11 +518,11 @@ class Citing(Scripted):
 def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(
     toy_store, monkeypatch, prefetch
 ):
-    from core import engine
+    from core import batch_scores
     from core.scoring import score_frame
 
     if not prefetch:  # a run with more passages than the writer reads up front
-        monkeypatch.setattr(engine, "PREFETCH_MAX", 0)
+        monkeypatch.setattr(batch_scores, "PREFETCH_MAX", 0)
     calls = _plan()
     odd = next(c for c in calls if c.instance_id == "t1" and c.condition == "full_context")
     bad = next(c for c in calls if c.instance_id == "t3" and c.condition == "oracle")
