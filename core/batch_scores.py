@@ -51,12 +51,7 @@ class ScoringInputs:
         """The inputs of every instance read so far, including those of ``cited``."""
         if self._prefetch:
             want, self._prefetch = self._prefetch, []
-            (n,) = con.execute(
-                "SELECT count(*) FROM passages WHERE dataset_id = ? "
-                "AND instance_id IN (SELECT unnest(?::VARCHAR[]))",
-                [self.dataset, want],
-            ).fetchone()
-            if n <= PREFETCH_MAX:
+            if store.passage_count(con, self.dataset, want) <= PREFETCH_MAX:
                 self.info.update(store.scoring_inputs(
                     con, self.dataset, [(i, None) for i in want], all_titles=True
                 ))  # fmt: skip

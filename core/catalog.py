@@ -40,7 +40,7 @@ from core.store import Store
 from core.views.cuer import cuer_result
 from core.views.dolce import dolce_result
 from core.views.fanin import crux_result, fanin_result
-from core.views.oncu import plain_predictions
+from core.views.oncu import plain_predictions, scaling_result
 from core.views.retrieval import retrieval_audit_frames
 
 __all__ = [
@@ -60,9 +60,12 @@ OPTIONS: dict[str, Param] = {
     p.name: p
     for p in (
         SCORE_FIELD, N_RESAMPLES, oncu_fig.CONDITIONS_OPTION, oncu_fig.CONTRASTS,
-        oncu_fig.GROUP_KEY, oncu_fig.CI, cuer_fig.EPS, cuer_fig.TAU, cuer_fig.SYNERGY_METRIC,
+        oncu_fig.GROUP_KEY, oncu_fig.CI, oncu_fig.SCALING_DISTANCE, cuer_fig.EPS,
+        cuer_fig.TAU, cuer_fig.SYNERGY_METRIC, cuer_fig.CORRECTNESS_AXIS,
         *dolce_fig.FIT_OPTIONS, dolce_fig.PROBLEM, fanin_fig.POINTS, fanin_fig.CRUX_RETRIEVERS,
-        fanin_fig.CRUX_KS, fanin_fig.JUDGE, retrieval_fig.RETRIEVERS, retrieval_fig.KS,
+        fanin_fig.CRUX_KS, fanin_fig.JUDGE, fanin_fig.R_INCLUDE_ORACLE,
+        fanin_fig.R_INCLUDE_FULL_CONTEXT, fanin_fig.ETA, fanin_fig.CRUX_K_REQUIRED,
+        retrieval_fig.RETRIEVERS, retrieval_fig.KS,
         retrieval_fig.CHUNK_SIZE, retrieval_fig.OVERLAP, retrieval_fig.MAX_INSTANCES,
     )
 }  # fmt: skip
@@ -70,11 +73,15 @@ _R = retrieval_fig
 #: The options each view reads from the selection.
 VIEW_OPTIONS: dict[Callable[..., Any], tuple[Param, ...]] = {
     plain_predictions: (),
-    cuer_result: (cuer_fig.EPS, cuer_fig.TAU, cuer_fig.SYNERGY_METRIC, N_RESAMPLES),
+    scaling_result: (SCORE_FIELD, oncu_fig.GROUP_KEY, oncu_fig.CONDITIONS_OPTION,
+                     oncu_fig.SCALING_DISTANCE, N_RESAMPLES),
+    cuer_result: (cuer_fig.EPS, cuer_fig.TAU, cuer_fig.SYNERGY_METRIC, cuer_fig.CORRECTNESS_AXIS,
+                  N_RESAMPLES),
     dolce_result: dolce_fig.FIT_OPTIONS,
-    fanin_result: (SCORE_FIELD, fanin_fig.POINTS, N_RESAMPLES),
-    crux_result: (fanin_fig.CRUX_RETRIEVERS, fanin_fig.CRUX_KS, _R.CHUNK_SIZE, _R.OVERLAP,
-                  N_RESAMPLES, fanin_fig.JUDGE),
+    fanin_result: (SCORE_FIELD, fanin_fig.POINTS, fanin_fig.R_INCLUDE_ORACLE,
+                   fanin_fig.R_INCLUDE_FULL_CONTEXT, N_RESAMPLES),
+    crux_result: (fanin_fig.CRUX_RETRIEVERS, fanin_fig.CRUX_KS, fanin_fig.CRUX_K_REQUIRED,
+                  fanin_fig.ETA, _R.CHUNK_SIZE, _R.OVERLAP, N_RESAMPLES, fanin_fig.JUDGE),
     retrieval_audit_frames: (_R.RETRIEVERS, _R.KS, _R.CHUNK_SIZE, _R.OVERLAP, _R.MAX_INSTANCES),
 }  # fmt: skip
 
@@ -284,6 +291,37 @@ _table(
     view=plain_predictions,
     plot=oncu_fig.length_position_table,
 )
+_table(
+    "scaling_by_length",
+    title="ONCU by context length (seed 000 Table 10 layout)",
+    description="Mean clipped ONCU over the valid groups of each context length, one column "
+    "per condition x length; note names lengths without a valid group.",
+    reference="SPEC §6.7; seed 000 §8.11, Table 10",
+    view=scaling_result,
+    plot=oncu_fig.scaling_length_table,
+)
+_table(
+    "scaling_contrasts",
+    title="Paired scaling contrasts (seed 000 Table 29)",
+    description="Paired over matched length x position cells (cell = mean clipped ONCU over "
+    "its valid groups): 4K - 32K full context by position; pos_09 - each of pos_00..pos_07 "
+    "at 32K; retrieved - full at 32K by position. Mean difference, 95% bootstrap CI over the "
+    "cells (5,000 resamples, seed 42), effect = mean / sd of the differences, two-sided "
+    "bootstrap p, Holm-adjusted within each run's three contrasts; note says what is missing.",
+    reference="SPEC §6.6-6.7; seed 000 §8.11, App. A.9, Table 29",
+    view=scaling_result,
+    plot=oncu_fig.scaling_contrasts_table,
+)
+_table(
+    "scaling_regression",
+    title="Scaling OLS over length x position cells (seed 000 Table 30)",
+    description="ONCU ~ log2 context length + position fraction + distance from the middle "
+    "(each centered on its mean over the cells), statsmodels OLS per run and condition: "
+    "coefficient, SE, t-test p, R², cells used (n) and left out (no valid group, scattered).",
+    reference="SPEC §6.6-6.7; seed 000 §8.11, App. A.9, Table 30",
+    view=scaling_result,
+    plot=oncu_fig.scaling_regression_table,
+)
 _figure(
     "oncu_heatmap",
     title="ONCU heatmap: context length x evidence position",
@@ -328,11 +366,14 @@ _figure(
 _table(
     "cuer_profile",
     title="CUE-R utility profile (means, 95% CIs)",
-    description="Per intervention: mean soft correctness, relaxed answer F1, title grounding, "
-    "confidence error |c - 1[correct]| and trace divergence over the instances, with 95% "
-    "percentile bootstrap intervals (5,000 resamples, seed 42). Original = the retrieved base "
-    "trace (BM25 top-5).",
-    reference="SPEC §7, §6.6; CUE-R Table 2 and App. A",
+    description="Per intervention: mean correctness (soft by default, strict = normalized "
+    "exact match: the Correctness axis setting, shown in correctness_axis), relaxed answer F1, "
+    "title grounding, confidence error |c - 1[correct]|, trace divergence D and evidence "
+    "divergence d_Jaccard(E, E') = 1 - |E ∩ E'| / |E ∪ E'| of the cited ids, with 95% "
+    "percentile bootstrap intervals (5,000 resamples, seed 42), and the answers (relaxed "
+    "y != y') and correctness labels changed, count and % of n. n = answered pairs; missing = "
+    "pairs whose call failed (not wrong). Original = the retrieved base trace (BM25 top-5).",
+    reference="SPEC §7, §6.6; CUE-R Table 2, §3.4 eq. 9, §4.6, App. A-C",
     view=cuer_result,
     plot=cuer_fig.utility_profile_table,
 )
@@ -377,11 +418,14 @@ _figure(
 )
 _table(
     "cuer_roles",
-    title="Evidence-role counts",
-    description="Per intervention, how many target items got each role: constructive "
-    "(Δcorr > 0 or Δgrnd > 0), redundant (all |Δ| <= eps and D <= eps), distractive (D >= "
-    "tau and a utility worsens), confidence-distorting (|Δcal| > eps and |Δcorr| <= eps); the "
-    "first rule that holds, in that order.",
+    title="Evidence-role flag counts",
+    description="Per intervention, how many target items carry each role flag, every rule "
+    "checked on its own (an item can carry several): constructive (Δcorr > 0 or Δgrnd > 0), "
+    "redundant (|Δcorr|, |Δgrnd|, |Δcal| <= eps and D <= eps), distractive (D >= tau and "
+    "Δcorr > 0 or Δgrnd > 0: every distractive item is also constructive), "
+    "confidence-distorting (|Δcal| > eps and |Δcorr| <= eps); unassigned = no flag, "
+    "several_flags = two or more; n = items with both calls answered, missing = a call "
+    "failed.",
     reference="SPEC §7; CUE-R §3.5",
     view=cuer_result,
     plot=cuer_fig.role_table,
@@ -389,8 +433,11 @@ _table(
 _table(
     "cuer_role_examples",
     title="Role examples",
-    description="Each item intervention with its role, the original and perturbed answers, "
-    "the deltas and the trace divergence; select one to open the instance in the Case view.",
+    description="Each item intervention with its role flags (flags: every flag it carries; "
+    "primary_role: one label for colouring, the first of distractive > constructive > "
+    "confidence-distorting > redundant that holds), the original and perturbed answers, the "
+    "deltas, the trace and evidence divergence; select one to open the instance in the Case "
+    "view.",
     reference="SPEC §7; CUE-R §3.5, §6.9",
     view=cuer_result,
     plot=cuer_fig.role_examples,
@@ -398,8 +445,9 @@ _table(
 _figure(
     "cuer_roles",
     title="Evidence roles per intervention",
-    description="Stacked counts of the role each intervened item got (thresholds eps and tau "
-    "in the page settings).",
+    description="Side-by-side (not stacked) counts of the items carrying each role flag; the "
+    "flags overlap, so one intervention's bars can add up to more than its items (hatched: "
+    "items with several flags). Thresholds eps and tau in the page settings.",
     reference="SPEC §7; CUE-R §3.5",
     view=cuer_result,
     plot=cuer_fig.roles_figure,
@@ -424,6 +472,16 @@ _figure(
     view=cuer_result,
     plot=cuer_fig.hardness_figure,
 )
+_table(
+    "cuer_hardness",
+    title="Replacement-hardness sweep table",
+    description="The original and each replacement hardness: n, missing, the mean metrics, "
+    "evidence divergence d_Jaccard(E, E') of the cited ids, and the answers (relaxed "
+    "y != y') and correctness labels changed, count and % of n.",
+    reference="SPEC §7; CUE-R §5.6, §6.7, Table 8",
+    view=cuer_result,
+    plot=cuer_fig.hardness_table,
+)
 _figure(
     "cuer_duplicate_positions",
     title="Duplicate-position sweep",
@@ -433,6 +491,26 @@ _figure(
     reference="SPEC §7; CUE-R App. C, Table 13",
     view=cuer_result,
     plot=cuer_fig.duplicate_positions_figure,
+)
+_table(
+    "cuer_duplicate_positions",
+    title="Duplicate-position sweep table",
+    description="The original and each duplicate position (front, after, end): n, missing, "
+    "the mean metrics, evidence divergence d_Jaccard(E, E') = 1 - |E ∩ E'| / |E ∪ E'| of the "
+    "cited ids (Table 13's Evid. Div.), and per position the answers changed (relaxed "
+    "y != y') and the correctness labels changed (App. C), count and % of n.",
+    reference="SPEC §7; CUE-R App. C, Table 13",
+    view=cuer_result,
+    plot=cuer_fig.duplicate_positions_table,
+)
+_table(
+    "cuer_role_combinations",
+    title="Role flag combinations",
+    description="Per intervention, how many items carry each combination of role flags "
+    "(e.g. constructive+distractive; unassigned = none), most frequent first.",
+    reference="SPEC §7; CUE-R §3.5",
+    view=cuer_result,
+    plot=cuer_fig.role_combinations_table,
 )
 
 # ------------------------------------------------------------------------ dolce
@@ -445,8 +523,10 @@ _figure(
         "axes (0 drawn at 0.5). Colour = focus category: I closed-book (lambda = 0), II easy "
         "(lambda <= lambda_p, k > k_p), III retrieval (lambda <= lambda_p, k <= k_p), IV "
         "balanced (lambda_p < lambda <= lambda_q), V holistic (lambda > lambda_q). Dashed "
-        "lines: the thresholds (median over problems when they differ). Hover shows the "
-        "question; click a point to list its probes."
+        "lines: the thresholds each problem's category was assigned with, one panel per "
+        "threshold set; open markers: PIG fits of the published Algorithm 2 (lambda not "
+        "identified); crosses: COW fits with k = 0 (not covered by the model). Hover shows "
+        "the question; click a point to list its probes."
     ),
     reference=_DOLCE,
     view=dolce_result,
@@ -458,7 +538,8 @@ _figure(
     description=(
         "Share of problems in each focus category I-V per task (a dataset, or a run | dataset "
         "when several runs are selected); the hover gives counts. Categories from the fitted "
-        "lambda and k with the thresholds shown on the lambda-k map."
+        "lambda and k with the thresholds shown on the lambda-k map; hatched: not identified "
+        "(PIG under the published estimator); grey crossed segment: not covered (COW k = 0)."
     ),
     reference=_DOLCE,
     view=dolce_result,
@@ -481,8 +562,9 @@ _table(
     "dolce_problems",
     title="DOLCE estimates per problem",
     description=(
-        "Per problem: scenario (dip test p-value), units L, observations, lambda, k, P(z = "
-        "oracle), log-likelihood, thresholds and focus category."
+        "Per problem: scenario (the problem's own dip-test p-value and the task's App. H "
+        "rule), units L, observations, lambda, k, P(z = oracle), log-likelihood, estimator, "
+        "identified, thresholds and focus category."
     ),
     reference=_DOLCE,
     view=dolce_result,
@@ -491,7 +573,11 @@ _table(
 _table(
     "dolce_tasks",
     title="DOLCE category distribution per task",
-    description="Problems per task, COW / PIG split, count and share of each category I-V.",
+    description=(
+        "Problems per task, COW / PIG split with the scenario rule (App. H) and the pooled "
+        "dip-test p-value, count and share of each category I-V, not-identified and "
+        "not-covered counts."
+    ),
     reference=_DOLCE,
     view=dolce_result,
     plot=dolce_fig.tasks_table,
@@ -511,10 +597,13 @@ _figure(
 _figure(
     "fanin_scatter",
     title="ER-AC and EP-AC scatter",
-    description="Each point is one (run, condition) at one fan-in: mean evidence recall ER "
+    description="Each point is one (run, condition) at one fan-in bucket (single 1, low 2-3, "
+    "high >= 4), as the paper's Figure 3 ('method-fan-in pairs'): mean evidence recall ER "
     "(left) or evidence precision EP (right) of the evidence pack against mean AC, with "
-    "Pearson r (95% bootstrap CI over points) and the least-squares line. Packs: shown "
-    "passages (retrieved, oracle), cited passages (full context).",
+    "Pearson r (95% bootstrap CI over points) and the least-squares line. By default the "
+    "retrieved condition only: the oracle (pack = gold evidence, ER = EP = 1 by construction) "
+    "and full context (pack = cited passages; the paper's long-context baseline has no "
+    "pack) are left out unless included; the note under the plot lists the points used.",
     reference="SPEC §9; seed 003 §3, §6.1, Fig. 3",
     view=fanin_result,
     plot=fanin_fig.fanin_scatter_figure,
@@ -556,9 +645,11 @@ _figure(
     description="Per retriever and top-k: Cov = share of answerable sub-questions the context "
     "answers (rating >= 3), alpha-nDCG (alpha 0.5) with sub-questions as subtopics, and "
     "density ((Cov/tokens) / (Cov(Z*)/tokens(Z*)))^0.5 against the required subset Z*; 95% "
-    "bootstrap CIs. Without stored judge ratings each gold passage answers its own "
-    "sub-question (answerability derived from gold).",
-    reference="SPEC §9; seed 002 §3.1-3.3",
+    "bootstrap CIs; k = |Z*| (when chosen) sizes each context to its required subset. A "
+    "judged rating answers when >= eta (default 3). Without stored judge ratings each gold "
+    "passage answers its own sub-question (answerability derived from gold, binary: eta does "
+    "not apply); the note under the plot counts the instances of each.",
+    reference="SPEC §9; seed 002 §3.1-3.3, §4.2 (k = |Z*|), §4.4 (eta)",
     view=crux_result,
     plot=fanin_fig.crux_coverage_figure,
 )
@@ -566,8 +657,11 @@ _table(
     "crux_table",
     title="CRUX per retriever and k",
     description="Mean Cov, alpha-nDCG and density with 95% bootstrap CIs and the mean context "
-    "tokens, per retriever and top-k; n = instances with answerable sub-questions.",
-    reference="SPEC §9; seed 002 §3.3",
+    "tokens, per retriever and top-k (k = |Z*|: the required subset's size per instance, "
+    "k_mean its mean); n = instances with answerable sub-questions; eta = answerability "
+    "threshold; judged / gold_derived = instances whose answerability was judged or derived "
+    "from gold evidence (not judged; eta does not apply).",
+    reference="SPEC §9; seed 002 §3.3, §4.2 (k = |Z*|), §4.4 (eta)",
     view=crux_result,
     plot=fanin_fig.crux_table,
 )

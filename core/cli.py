@@ -19,7 +19,7 @@ import duckdb
 
 from core.commands import MODULES, Groups, add_db, open_store, print_json
 from core.datasets.controlled import build_controlled
-from core.datasets.importers import read_dataset
+from core.datasets.importers import FORMATS, read_dataset
 from core.datasets.ruler import build_ruler_lite
 from core.runs import DEMO_DATASET
 from core.store import StoreError, default_db_path
@@ -138,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     ids.add_argument(
         "--format",
         required=True,
-        choices=("hotpotqa", "2wiki", "oncu-jsonl", "jsonl"),
-        help="file format (see docs/JSONL_SCHEMA.md for the generic jsonl)",
+        choices=FORMATS,
+        help="file format (docs/JSONL_SCHEMA.md: the generic jsonl, longbench and the others)",
     )
     ids.add_argument("file", type=Path, help="the file to import")
     ids.add_argument("--name", required=True, help="dataset name in the store")

@@ -36,9 +36,13 @@ import pandas as pd
 
 from core.prompts import build_messages, prompt_hash
 from core.retrieval import (
+    RERANK_POOL,
     EmbeddingCache,
+    check_rerank_pool,
     chunk_instance,
+    default_rerank_model,
     rank_chunks,
+    reranker,
     retrieval_condition_id,
     retrieval_diagnostics,
     retrieve,
@@ -80,24 +84,49 @@ def check_conditions(conditions: Iterable[str]) -> tuple[str, ...]:
 
 
 def retrieval_config(
-    retriever: str = "lexical", top_k: int = 3, chunk_size: int = 220, overlap: int = 40
+    retriever: str = "lexical",
+    top_k: int = 3,
+    chunk_size: int = 220,
+    overlap: int = 40,
+    rerank: int | None = None,
+    rerank_model: str | None = None,
 ) -> dict[str, Any]:
     """The retrieved condition's configuration as recorded on a run.
 
+    Args:
+        retriever: retriever family (the first stage when ``rerank`` is given).
+        top_k: chunks shown to the reader (k).
+        chunk_size: chunk window in tokens.
+        overlap: chunk overlap in tokens.
+        rerank: CE@N->k: the first-stage candidates N a reranker rescores (N >= k); None for
+            no rerank stage.
+        rerank_model: the reranker (:func:`core.retrieval.reranker`; default
+            :func:`core.retrieval.default_rerank_model`), recorded only with ``rerank``.
+
     Returns:
-        ``retriever``, ``top_k``, ``chunk_size``, ``overlap`` and ``condition_id`` (the
-        canonical id, e.g. ``retrieved|lexical@3|chunk220/40``).
+        ``retriever``, ``top_k``, ``chunk_size``, ``overlap``, with ``rerank`` (N) and
+        ``rerank_model`` when reranking, and ``condition_id`` (the canonical id, e.g.
+        ``retrieved|lexical@3|chunk220/40``, or ``...|rerank=<model>@<N>``): another N or
+        model is another configuration, which a stored run refuses to resume with.
 
     Raises:
-        ValueError: unknown retriever or a bad value.
+        ValueError: unknown retriever, a bad value, or a rerank N smaller than ``top_k``.
     """
-    return {
+    config: dict[str, Any] = {
         "retriever": retriever,
         "top_k": int(top_k),
         "chunk_size": int(chunk_size),
         "overlap": int(overlap),
-        "condition_id": retrieval_condition_id(retriever, top_k, chunk_size, overlap),
     }
+    model = None
+    if rerank is not None:
+        config["rerank"] = check_rerank_pool(rerank, top_k)
+        config["rerank_model"] = model = rerank_model or default_rerank_model()
+    config["condition_id"] = retrieval_condition_id(
+        retriever, top_k, chunk_size, overlap, rerank=model,
+        rerank_pool=config.get("rerank", RERANK_POOL.default),
+    )  # fmt: skip
+    return config
 
 
 def _oracle_applies(instance: Instance) -> bool:
@@ -192,6 +221,7 @@ def _plan_instance(
     conditions: Sequence[str],
     config: Mapping[str, Any],
     embedding_cache: EmbeddingCache | None,
+    scorer: Callable[[str, Sequence[str]], Sequence[float]] | None = None,
 ) -> list[PlannedCall]:
     calls = []
     for cond in conditions:
@@ -210,6 +240,8 @@ def _plan_instance(
                 config["top_k"],
                 config["chunk_size"],
                 config["overlap"],
+                rerank=scorer,
+                rerank_pool=config.get("rerank", RERANK_POOL.default),
                 embedding_cache=embedding_cache,
             )
             ids = list(dict.fromkeys(pid for rc in ranked for pid in rc.chunk.passage_ids))
@@ -239,6 +271,8 @@ def plan_conditions(
     top_k: int = 3,
     chunk_size: int = 220,
     overlap: int = 40,
+    rerank: int | None = None,
+    rerank_model: str | None = None,
     embedding_cache: EmbeddingCache | None = None,
     each: Callable[[PlannedCall], None] | None = None,
 ) -> list[PlannedCall]:
@@ -251,6 +285,11 @@ def plan_conditions(
         top_k: chunks shown in the retrieved condition.
         chunk_size: chunk window in tokens.
         overlap: chunk overlap in tokens.
+        rerank: CE@N->k: rescore the retriever's top N chunks with ``rerank_model`` and show
+            the best ``top_k`` (None: no rerank stage); the retrieved calls' chunk scores are
+            then the reranker's.
+        rerank_model: the reranker (:func:`core.retrieval.reranker`), loaded once, before
+            any instance is planned.
         embedding_cache: where embedding retrievers keep vectors (default: in-process).
         each: called with each call as soon as it is planned (the engine sends the first
             prompts to the reader while the rest are planned).
@@ -261,13 +300,17 @@ def plan_conditions(
         id, the chunk ids shown and their scores.
 
     Raises:
-        ValueError: an unknown condition or retriever, or a bad retrieval setting.
+        ValueError: an unknown condition or retriever, a bad retrieval setting, or a rerank
+            model that is not available offline.
     """
     conds = check_conditions(conditions)
-    config = retrieval_config(retriever, top_k, chunk_size, overlap)
+    config = retrieval_config(retriever, top_k, chunk_size, overlap, rerank, rerank_model)
+    scorer = None
+    if "rerank" in config and "retrieved" in conds:
+        scorer = reranker(config["rerank_model"])
     calls: list[PlannedCall] = []
     for instance in instances:
-        planned = _plan_instance(instance, conds, config, embedding_cache)
+        planned = _plan_instance(instance, conds, config, embedding_cache, scorer)
         if each is not None:
             for call in planned:
                 each(call)

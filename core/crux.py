@@ -3,10 +3,20 @@
 A retrieval context Z (the top-k chunks of a retriever) is judged by which sub-questions of the
 instance its items can answer. Answerability ratings G(p, q) in 0..5 come from the store
 (``sub_questions`` / ``answerability``, e.g. an LLM judge with the CRUX rubric); an item answers
-q when G >= eta (eta = 3, seed 002 fn. 3). Where no ratings exist, binary answerability is
-*derived from gold evidence*: every gold passage answers its own sub-question (sub-question id =
-the passage id) and nothing else does; every result says which source it used
-(``answerability_source``: ``"gold"`` or ``"judge:<name>"``).
+q when G >= eta (default eta = 3, seed 002 eq. 2 and fn. 3; §4.4 repeats the analysis at
+eta = 5, which ``eta`` allows). Where no ratings exist, binary answerability is *derived from
+gold evidence*: every gold passage answers its own sub-question (sub-question id = the passage
+id) and nothing else does -- binary, so eta has no effect on it. Every result says which source
+it used per context (``answerability_source``: ``"gold"`` or ``"judge:<name>"``), counts the
+instances of each (:attr:`CruxResult.answerability_counts`, the aggregate's ``judged`` /
+``gold_derived`` columns) and says it in a line (:func:`answerability_note`).
+
+Context size. A fixed top-k (``ks``), and optionally ``k = |Z*|`` per instance
+(``k_required``): CRUX sets the number of passages in the retrieval context "to match the size
+of the oracle retrieval context, |Z*|" (seed 002 §4.2; "the size of oracle retrieval (|Z*|)",
+§4.4). Those rows carry ``k = "|Z*|"`` and their size in ``k_size``; an instance whose
+required subset is empty (its gold passages answer no answerable sub-question) has no such
+context and is counted unscored.
 
 Definitions (seed 002 eqs. 3-5):
 
@@ -52,11 +62,13 @@ __all__ = [
     "JUDGE_TEMPLATE_VERSION",
     "METRICS",
     "W",
+    "K_REQUIRED",
     "Answerability",
     "CruxResult",
     "alpha_ndcg",
     "answerability_from_gold",
     "answerability_from_ratings",
+    "answerability_note",
     "context_scores",
     "coverage",
     "crux_evaluate",
@@ -69,6 +81,8 @@ __all__ = [
 
 #: Answerability threshold on the 0..5 rating scale (seed 002 fn. 3).
 ETA = 3
+#: The ``k`` label of contexts sized to the required subset, k = |Z*| (seed 002 §4.2).
+K_REQUIRED = "|Z*|"
 #: Novelty discount of alpha-nDCG (seed 002 §3.3).
 ALPHA = 0.5
 #: Density exponent (seed 002 eq. 5).
@@ -89,6 +103,16 @@ def _check_alpha(alpha: float) -> float:
     if not 0.0 <= a <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
     return a
+
+
+def _check_eta(eta: float) -> float:
+    try:
+        e = float(eta)
+    except (TypeError, ValueError):
+        raise ValueError(f"eta must be a number in (0, 5], got {eta!r}") from None
+    if isinstance(eta, bool) or not 0.0 < e <= 5.0:
+        raise ValueError(f"eta must be a number in (0, 5] (the 0-5 rating scale), got {eta!r}")
+    return e
 
 
 def _dcg(sets: Sequence[frozenset], alpha: float) -> float:
@@ -250,6 +274,8 @@ class Answerability:
             only (with ``source == "gold"``: the gold passages).
         answerable: ``Q_ans``, the sub-questions some judged passage answers.
         required: Z*, passage ids of the greedy set cover by gold passages.
+        eta: the threshold the ratings were cut at; None for answerability derived from gold
+            (binary: no threshold applies).
     """
 
     instance_id: str
@@ -258,6 +284,7 @@ class Answerability:
     answers: Mapping[str, frozenset[str]]
     answerable: frozenset[str]
     required: tuple[str, ...] = field(default=())
+    eta: float | None = None
 
 
 def answerability_from_gold(instance: Instance) -> Answerability:
@@ -292,11 +319,13 @@ def answerability_from_ratings(
         sub_questions: the instance's sub-question ids.
         ratings: ``(passage_id, sq_id, rating)`` rows of one judge.
         judge: the judge's name (recorded as ``judge:<name>``).
-        eta: answerability threshold.
+        eta: answerability threshold in (0, 5]: an item answers q when its rating >= eta.
 
     Raises:
-        ValueError: a rating outside 0..5, or a rating of a passage the instance lacks.
+        ValueError: a rating outside 0..5, a rating of a passage the instance lacks, or eta
+            outside (0, 5].
     """
+    eta = _check_eta(eta)
     known = {p.passage_id for p in instance.passages}
     order = {p.passage_id: p.ord for p in instance.passages}
     sqs = list(dict.fromkeys(str(q) for q in sub_questions))
@@ -327,6 +356,7 @@ def answerability_from_ratings(
         answers=frozen,
         answerable=answerable,
         required=tuple(required_subset({p: s for p, s in frozen.items() if p in gold})),
+        eta=eta,
     )
 
 
@@ -392,29 +422,92 @@ class CruxResult:
 
     Attributes:
         per_context: one row per (instance, retriever, k): ``instance_id``, ``retriever``,
-            ``k``, ``answerability_source``, the :func:`context_scores` fields and
-            ``chunk_ids``.
-        aggregate: one row per (retriever, k): ``n`` (contexts scored), ``n_unscored``
-            (instances without answerable sub-questions), and per metric of ``METRICS`` the
-            mean with a bootstrap CI (``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``),
-            plus ``tokens`` (mean) and ``answerability_source``.
+            ``k`` (the fixed top-k, or ``"|Z*|"``), ``k_size`` (chunks in the context),
+            ``answerability_source``, the :func:`context_scores` fields and ``chunk_ids``.
+        aggregate: one row per (retriever, k): ``k_mean`` (mean context size in chunks),
+            ``n`` (contexts scored), ``n_unscored`` (instances without answerable
+            sub-questions, or without a required subset for ``k = |Z*|``), ``judged`` and
+            ``gold_derived`` (instances whose answerability was judged / derived from gold),
+            ``answerability`` (the same in words), and per metric of ``METRICS`` the mean with
+            a bootstrap CI (``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``), plus
+            ``tokens`` (mean) and ``answerability_source``.
         answerability_source: ``gold``, ``judge:<name>`` or ``mixed`` over the instances.
+        eta: the answerability threshold the judged ratings were cut at.
+        answerability_counts: source (``gold`` / ``judge:<name>``) -> instances using it.
+        k_required: whether ``k = |Z*|`` contexts were scored.
     """
 
     per_context: pd.DataFrame
     aggregate: pd.DataFrame
     answerability_source: str
+    eta: float = ETA
+    answerability_counts: Mapping[str, int] = field(default_factory=dict)
+    k_required: bool = False
+
+    @property
+    def note(self) -> str:
+        """Where answerability came from, with counts (:func:`answerability_note`)."""
+        return answerability_note(self.answerability_counts, self.eta)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN -> None) of the aggregate and the per-context rows."""
         return {
             "answerability_source": self.answerability_source,
-            "eta": ETA,
+            "answerability_counts": dict(self.answerability_counts),
+            "answerability_note": self.note,
+            "eta": self.eta,
             "alpha": ALPHA,
             "w": W,
+            "k_required": self.k_required,
             "aggregate": _records(self.aggregate),
             "per_context": _records(self.per_context),
         }
+
+
+def _eta_text(eta: float) -> str:
+    return f"{eta:g}"
+
+
+def answerability_note(counts: Mapping[str, int], eta: float = ETA) -> str:
+    """One line saying whose answerability CRUX used, with instance counts.
+
+    Derived-from-gold answerability is said first and loudly: it is binary (each gold passage
+    answers a sub-question of its own), so the threshold eta does not apply to it.
+
+    Args:
+        counts: source (``gold`` / ``judge:<name>``) -> instances.
+        eta: the threshold judged ratings were cut at.
+    """
+    total = sum(counts.values())
+    if not total:
+        return "No instances."
+    gold = int(counts.get("gold", 0))
+    judged = {k.removeprefix("judge:"): v for k, v in counts.items() if k != "gold" and v}
+    every = "the one instance" if total == 1 else f"all {total} instances"
+    parts = []
+    if gold:
+        whom = every if gold == total else f"{gold} of {total} instances"
+        parts.append(
+            f"Answerability derived from gold evidence, not judged, for {whom}: each gold "
+            f"passage answers a sub-question of its own (binary, so eta = {_eta_text(eta)} "
+            f"does not apply to {'them' if gold > 1 else 'it'})"
+        )
+    if judged:
+        n = sum(judged.values())
+        who = ", ".join(judged)
+        lead = "judged" if gold else "Answerability judged"
+        scope = f"the other {n}" if gold else every
+        parts.append(f"{lead} by {who} (rating >= eta = {_eta_text(eta)}) for {scope}")
+    return "; ".join(parts) + "."
+
+
+def _source_counts_text(gold: int, judged: int) -> str:
+    total = gold + judged
+    if not gold:
+        return f"judged {judged}/{total}"
+    if not judged:
+        return f"gold-derived {gold}/{total} (not judged)"
+    return f"judged {judged}/{total}, gold-derived {gold}/{total}"
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -431,15 +524,20 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _check_ks(ks: Iterable[Any]) -> list[int]:
+def _check_ks(ks: Iterable[Any], allow_empty: bool = False) -> list[int]:
     out = []
     for k in ks:
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         out.append(int(k))
-    if not out:
+    if not out and not allow_empty:
         raise ValueError("no k given")
     return sorted(set(out))
+
+
+#: Scores of a k = |Z*| = 0 context (no required subset): unscored, counted in n_unscored.
+_NO_CONTEXT = {"coverage": math.nan, "alpha_ndcg": math.nan, "density": math.nan, "tokens": 0,
+               "coverage_ref": math.nan, "tokens_ref": 0}  # fmt: skip
 
 
 def crux_evaluate(
@@ -448,6 +546,8 @@ def crux_evaluate(
     ks: Sequence[int],
     answerability: Mapping[str, Answerability] | None = None,
     *,
+    k_required: bool = False,
+    eta: float = ETA,
     chunk_size: int = 220,
     overlap: int = 40,
     alpha: float = ALPHA,
@@ -461,9 +561,13 @@ def crux_evaluate(
     Args:
         instances: the instances.
         retrievers: registered retriever names (e.g. ``lexical``, ``dense``, ``oracle``).
-        ks: context sizes (top-k chunks).
+        ks: context sizes (top-k chunks); may be empty when ``k_required``.
         answerability: instance id -> stored judgments; an instance without an entry gets
             answerability derived from gold evidence.
+        k_required: also score the context of ``k = |Z*|`` chunks per instance (seed 002
+            §4.2), labelled ``k = "|Z*|"``.
+        eta: the threshold the judgments in ``answerability`` were cut at (recorded; the
+            cut happens in :func:`answerability_from_ratings`).
         chunk_size: chunk window in tokens.
         overlap: chunk overlap in tokens.
         alpha: alpha-nDCG redundancy discount.
@@ -473,57 +577,74 @@ def crux_evaluate(
         embedding_cache: passed to embedding retrievers.
 
     Raises:
-        ValueError: unknown retriever, bad k or window.
+        ValueError: unknown retriever, bad k or window, eta outside (0, 5], or no context
+            size at all.
     """
-    k_list = _check_ks(ks)
+    k_list = _check_ks(ks, allow_empty=k_required)
+    eta = _check_eta(eta)
     rets = list(dict.fromkeys(retrievers))
     if not rets:
         raise ValueError("no retriever given")
     judged = dict(answerability or {})
     rows: list[dict[str, Any]] = []
-    sources: set[str] = set()
+    counts: dict[str, int] = {}
+    labels: list[int | str] = [*k_list, *([K_REQUIRED] if k_required else [])]
     for inst in instances:
         ans = judged.get(inst.instance_id) or answerability_from_gold(inst)
-        sources.add(ans.source)
+        counts[ans.source] = counts.get(ans.source, 0) + 1
         chunks = chunk_instance(inst, chunk_size, overlap)
         for ret in rets:
             ranked = rank_chunks(
                 inst, ret, chunk_size, overlap, chunks=chunks, embedding_cache=embedding_cache
             )
-            for k in k_list:
-                top = [rc.chunk for rc in ranked[:k]]
-                scores = context_scores(top, chunks, ans, inst, alpha=alpha, w=w)
+            for label in labels:
+                size = len(ans.required) if label == K_REQUIRED else int(label)
+                top = [rc.chunk for rc in ranked[:size]]
+                if size:
+                    scores = context_scores(top, chunks, ans, inst, alpha=alpha, w=w)
+                else:  # k = |Z*| = 0: no required subset, no context to score
+                    scores = {**_NO_CONTEXT, "n_answerable": len(ans.answerable),
+                              "answered": []}  # fmt: skip
                 rows.append(
                     {
                         "instance_id": inst.instance_id,
                         "retriever": ret,
-                        "k": k,
+                        "k": label,
+                        "k_size": size,
                         "answerability_source": ans.source,
                         **scores,
                         "chunk_ids": [c.chunk_id for c in top],
                     }
                 )
     per = pd.DataFrame(rows)
+    sources = set(counts)
     source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
-    return CruxResult(per, _aggregate(per, rets, k_list, n_resamples, seed), source)
+    return CruxResult(
+        per, _aggregate(per, rets, labels, n_resamples, seed), source, eta=eta,
+        answerability_counts=counts, k_required=k_required,
+    )  # fmt: skip
 
 
 def _aggregate(
-    per: pd.DataFrame, rets: Sequence[str], ks: Sequence[int], n_resamples: int, seed: int
+    per: pd.DataFrame, rets: Sequence[str], ks: Sequence[int | str], n_resamples: int, seed: int
 ) -> pd.DataFrame:
     out = []
     for ret in rets:
         for k in ks:
             sub = per[(per["retriever"] == ret) & (per["k"] == k)] if len(per) else per
             scored = sub[sub["coverage"].notna()] if len(sub) else sub
+            src = list(sub["answerability_source"]) if len(sub) else []
+            n_gold = sum(s == "gold" for s in src)
             row: dict[str, Any] = {
                 "retriever": ret,
                 "k": k,
+                "k_mean": float(sub["k_size"].mean()) if len(sub) else math.nan,
                 "n": len(scored),
                 "n_unscored": len(sub) - len(scored),
-                "answerability_source": ",".join(sorted(set(sub.get("answerability_source", []))))
-                if len(sub)
-                else "",
+                "judged": len(src) - n_gold,
+                "gold_derived": n_gold,
+                "answerability": _source_counts_text(n_gold, len(src) - n_gold),
+                "answerability_source": ",".join(sorted(set(src))),
             }
             vals = scored[list(METRICS)].to_numpy(dtype=float) if len(scored) else np.empty((0, 3))
             boot = bootstrap_means(vals, n_resamples, seed)
@@ -547,6 +668,7 @@ def crux_report(
     *,
     judge: str | None = None,
     eta: float = ETA,
+    k_required: bool = False,
     instance_ids: Iterable[str] | None = None,
     chunk_size: int = 220,
     overlap: int = 40,
@@ -559,10 +681,12 @@ def crux_report(
         store: a :class:`core.store.Store`.
         dataset: the dataset name.
         retrievers: retriever names.
-        ks: context sizes.
+        ks: context sizes (may be empty when ``k_required``).
         judge: which judge's ratings to use; None uses the only judge present (ValueError
             naming them when there are several).
-        eta: answerability threshold.
+        eta: answerability threshold in (0, 5] for the judged ratings (default 3; seed 002
+            §4.4 also reports 5). No effect on answerability derived from gold.
+        k_required: also score contexts of ``k = |Z*|`` chunks per instance.
         instance_ids: only these instances (e.g. after the page's metadata filters).
         chunk_size: chunk window in tokens.
         overlap: chunk overlap in tokens.
@@ -570,9 +694,10 @@ def crux_report(
         seed: bootstrap seed.
 
     Raises:
-        ValueError: unknown dataset, judge, retriever or a bad k.
+        ValueError: unknown dataset, judge, retriever, a bad k or eta.
     """
-    _check_ks(ks)
+    _check_ks(ks, allow_empty=k_required)
+    eta = _check_eta(eta)
     if dataset not in store.dataset_names():
         raise ValueError(
             f"unknown dataset {dataset!r}; stored: {', '.join(store.dataset_names()) or 'none'}"
@@ -610,6 +735,8 @@ def crux_report(
         retrievers,
         ks,
         judged,
+        k_required=k_required,
+        eta=eta,
         chunk_size=chunk_size,
         overlap=overlap,
         n_resamples=n_resamples,

@@ -31,8 +31,18 @@ Aggregates (every one derived from the per-instance rows, which are returned too
 - relative degradation ``(AC_high - AC_single) / AC_single``; the oracle condition of the same
   run is the synthesis-difficulty baseline and ``construction_loss_pp = 100 x (rel_system -
   rel_oracle)`` (seed 003 Table 8, "Oracle-norm."; negative = loss beyond synthesis);
-- Pearson r of ER-AC and EP-AC over (system, fan-in) points of the systems with packs, with a
-  bootstrap CI over points and the least-squares line (seed 003 Fig. 3, App. G);
+- Pearson r of ER-AC and EP-AC with a bootstrap CI over points and the least-squares line
+  (seed 003 Fig. 3, App. G), by default exactly as Figure 3 reports it: one point per
+  (system, fan-in bucket) -- "method-fan-in pairs" over the three settings of Table 4 --
+  of the evidence-selection systems, i.e. the ``retrieved`` condition of each run. Left out by
+  default, each with an option to include it: the ``oracle`` (its pack *is* the gold
+  evidence, so ER = EP = 1 by construction and its points only stretch r; Table 4 gives the
+  oracle no ER / EP) and ``full_context`` (the paper's long-context baseline "does not
+  produce a compact predicted evidence pack for ER/EP evaluation", Table 4 and §5, so Figure
+  3 has no such points; here its pack would be its citations). ``no_evidence`` has no pack.
+  Recomputing r from Table 4's 15 (system, bucket) rows gives the published r = 0.96 (ER-AC)
+  and -0.40 (EP-AC; printed -0.39), which ``tests/test_fanin.py`` pins. Points per exact
+  fan-in are a named option (``points="fan_in"``);
 - failure attribution: among failures (AC < 33), the share with ER < 50% (seed 003 §6.1);
 - Jaccard overlap of failure sets between two systems over their common instances (§6.3);
 - crossover fan-in: the exact fan-in at which the leader (higher AC) of two systems changes
@@ -60,8 +70,11 @@ __all__ = [
     "FAILURE_AC",
     "LOW_ER",
     "PACK_CONDITIONS",
+    "R_CONDITIONS",
+    "R_LEFT_OUT",
     "FaninResult",
     "answer_correctness",
+    "correlation_note",
     "crossover",
     "evidence_pack",
     "evidence_precision",
@@ -373,8 +386,11 @@ class FaninResult:
         degradation: per system: ``ac_single``, ``ac_high`` (with ``n_single``,
             ``missing_single``, ``n_high``, ``missing_high``), ``rel_degradation`` (with a
             bootstrap CI), ``oracle_rel_degradation``, ``construction_loss_pp``.
-        correlation: ``{"er_ac": pearson, "ep_ac": pearson, "points": [...]}`` over
-            (system, fan-in) points of systems with packs.
+        correlation: ``er_ac`` / ``ep_ac`` (:func:`pearson`), ``points`` (the points used:
+            system, run, condition, bucket or fan_in, n, ac, er, ep), ``points_level``,
+            ``systems``, ``levels``, ``include_oracle``, ``include_full_context``,
+            ``excluded`` (condition -> points left out) and ``n_empty`` (points of an
+            included system without a value); :func:`correlation_note` says it in a line.
         attribution: per system: ``n``, ``missing``, ``n_failures``, ``n_low_er``,
             ``share``.
         overlap: per system pair: ``jaccard`` of failure sets over common instances,
@@ -502,24 +518,91 @@ def _degradation(per: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame
     return pd.DataFrame(rows, columns=cols)
 
 
+#: Conditions whose points Pearson r always uses: the evidence-selection systems.
+R_CONDITIONS = ("retrieved",)
+#: Why a condition's points are left out of Pearson r by default (seed 003 Fig. 3, Table 4).
+R_LEFT_OUT = {
+    "oracle": "its pack is the gold evidence: ER = EP = 1 by construction",
+    "full_context": "cited passages, not a selected evidence pack (seed 003 Table 4 gives the "
+    "long-context baseline no ER / EP)",
+    "no_evidence": "no evidence pack",
+}
+
+
 def _correlation(
-    by_fan_in: pd.DataFrame, n_resamples: int, seed: int, points: str
+    cells: pd.DataFrame,
+    level: str,
+    n_resamples: int,
+    seed: int,
+    include_oracle: bool,
+    include_full_context: bool,
 ) -> dict[str, Any]:
-    pts = by_fan_in[by_fan_in["er"].notna()]
-    if points == "bucket":
-        pts = pts[pts["bucket"] != "all"]
-    level = "bucket" if points == "bucket" else "fan_in"
+    """Pearson r of ER-AC and EP-AC over (system, ``level``) cells, with what was used."""
+    if level == "bucket":
+        cells = cells[cells["bucket"] != "all"]
+    use = set(R_CONDITIONS)
+    use |= {"oracle"} if include_oracle else set()
+    use |= {"full_context"} if include_full_context else set()
+    vals = cells[["ac", "er", "ep"]].to_numpy(dtype=float)
+    finite = np.isfinite(vals).all(axis=1) if len(cells) else np.zeros(0, dtype=bool)
+    chosen = cells["condition"].isin(sorted(use)).to_numpy()
+    pts = cells[chosen & finite]
+    excluded = {
+        cond: int((cells["condition"] == cond).sum())
+        for cond in R_LEFT_OUT
+        if cond not in use and (cells["condition"] == cond).any()
+    }
+    order = list(BUCKETS) if level == "bucket" else sorted(int(v) for v in set(pts[level]))
+    present = set(pts[level])
     return {
         "points_level": level,
+        "include_oracle": bool(include_oracle),
+        "include_full_context": bool(include_full_context),
         "er_ac": pearson(pts["er"], pts["ac"], n_resamples, seed),
         "ep_ac": pearson(pts["ep"], pts["ac"], n_resamples, seed),
         "points": [
-            {"system": s, level: lv, "ac": a, "er": e, "ep": p}
-            for s, lv, a, e, p in zip(
-                pts["system"], pts[level], pts["ac"], pts["er"], pts["ep"], strict=True
+            {"system": s, "run": r, "condition": c, level: lv, "n": int(n), "ac": a, "er": e,
+             "ep": p}
+            for s, r, c, lv, n, a, e, p in zip(
+                pts["system"], pts["run"], pts["condition"], pts[level], pts["n"], pts["ac"],
+                pts["er"], pts["ep"], strict=True,
             )
-        ],
+        ],  # fmt: skip
+        "systems": list(dict.fromkeys(pts["system"])),
+        "levels": [lv for lv in order if lv in present],
+        "excluded": excluded,
+        "n_empty": int((chosen & ~finite).sum()),
     }
+
+
+def correlation_note(corr: dict[str, Any]) -> str:
+    """One line saying which points Pearson r used: count, systems, levels, what was left out.
+
+    Args:
+        corr: :attr:`FaninResult.correlation` (or its JSON form).
+    """
+    level = corr["points_level"]
+    what = "bucket" if level == "bucket" else "exact fan-in"
+    n = corr["er_ac"]["n"]
+    systems = corr["systems"]
+    levels = ", ".join(str(v) for v in corr["levels"]) or "none"
+    text = (
+        f"Pearson r over {n} (system, {what}) points: {len(systems)} system"
+        f"{'' if len(systems) == 1 else 's'} ({', '.join(systems) or 'none'}) x "
+        f"{'buckets' if level == 'bucket' else 'fan-in'} {levels}"
+    )
+    inc = [c for c, on in (("oracle", corr.get("include_oracle")),
+                           ("full_context", corr.get("include_full_context"))) if on]  # fmt: skip
+    if inc:
+        text += "; included on request: " + ", ".join(f"{c} ({R_LEFT_OUT[c]})" for c in inc)
+    left = corr.get("excluded") or {}
+    if left:
+        text += "; left out: " + ", ".join(
+            f"{c} ({k} point{'' if k == 1 else 's'}: {R_LEFT_OUT[c]})" for c, k in left.items()
+        )
+    if corr.get("n_empty"):
+        text += f"; {corr['n_empty']} point(s) without a value (every call failed) skipped"
+    return text + "."
 
 
 def _overlap(per: pd.DataFrame, by_fan_in: pd.DataFrame) -> pd.DataFrame:
@@ -565,7 +648,9 @@ def fanin_analysis(
     frame: pd.DataFrame,
     score_field: str = "f1_relaxed",
     *,
-    points: str = "fan_in",
+    points: str = "bucket",
+    include_oracle: bool = False,
+    include_full_context: bool = False,
     n_resamples: int = 5000,
     seed: int = 42,
 ) -> FaninResult:
@@ -574,15 +659,18 @@ def fanin_analysis(
     Args:
         frame: a :meth:`core.store.Store.fanin_frame` frame (or the same columns).
         score_field: answer score giving AC (default relaxed F1).
-        points: Pearson points per (system, exact ``fan_in``) or per (system, ``bucket``).
+        points: Pearson points per (system, ``bucket``) as seed 003 Fig. 3 (default) or per
+            (system, exact ``fan_in``).
+        include_oracle: add the oracle's points to Pearson r (ER = EP = 1 by construction).
+        include_full_context: add full-context points (pack = cited passages) to Pearson r.
         n_resamples: bootstrap resamples.
         seed: bootstrap seed.
 
     Raises:
         ValueError: unknown score field or ``points`` value, missing columns.
     """
-    if points not in ("fan_in", "bucket"):
-        raise ValueError(f"points must be 'fan_in' or 'bucket', got {points!r}")
+    if points not in ("bucket", "fan_in"):
+        raise ValueError(f"points must be 'bucket' or 'fan_in', got {points!r}")
     rows = per_instance(frame, score_field)
     n_no_gold = int((rows["fan_in"] == 0).sum())
     per = rows[rows["fan_in"] > 0].reset_index(drop=True)
@@ -598,7 +686,9 @@ def fanin_analysis(
         by_fan_in=by_fan_in,
         by_bucket=by_bucket,
         degradation=_degradation(per, n_resamples, seed),
-        correlation=_correlation(corr_src, n_resamples, seed, points),
+        correlation=_correlation(
+            corr_src, points, n_resamples, seed, include_oracle, include_full_context
+        ),
         attribution=pd.DataFrame(
             attribution, columns=[*_KEYS, "n", "missing", "n_failures", "n_low_er", "share"]
         ),
@@ -613,7 +703,9 @@ def fanin_report(
     runs: Sequence[str],
     score_field: str = "f1_relaxed",
     *,
-    points: str = "fan_in",
+    points: str = "bucket",
+    include_oracle: bool = False,
+    include_full_context: bool = False,
     n_resamples: int = 5000,
     seed: int = 42,
 ) -> FaninResult:
@@ -622,6 +714,8 @@ def fanin_report(
     Args:
         store: the store holding the runs.
         runs: run ids, or dataset names standing for their runs.
+        score_field, points, include_oracle, include_full_context, n_resamples, seed: as
+            :func:`fanin_analysis`.
 
     Raises:
         ValueError: no runs given, or the runs hold no plain-condition predictions.
@@ -640,4 +734,7 @@ def fanin_report(
             f"runs {', '.join(ids)} hold no predictions of the plain conditions "
             f"({', '.join(_PLAIN)})"
         )
-    return fanin_analysis(frame, score_field, points=points, n_resamples=n_resamples, seed=seed)
+    return fanin_analysis(
+        frame, score_field, points=points, include_oracle=include_oracle,
+        include_full_context=include_full_context, n_resamples=n_resamples, seed=seed,
+    )  # fmt: skip

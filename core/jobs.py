@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.params import CONCURRENCY
-from core.retrieval import TOP_K, retriever_param
+from core.retrieval import TOP_K, check_rerank_pool, retriever_param
 
 __all__ = [
     "UPLOAD_DIR",
@@ -103,6 +103,8 @@ def run_request_from_row(db: str, run: Mapping[str, object]) -> RunRequest:
         model=None if run.get("backend") == "embedded" else str(run.get("model") or "") or None,
         retriever=str(retrieval.get("retriever", DEFAULT_RETRIEVER)),  # type: ignore[union-attr]
         top_k=int(retrieval.get("top_k", TOP_K.default)),  # type: ignore[union-attr]
+        rerank=retrieval.get("rerank"),  # type: ignore[union-attr]
+        rerank_model=retrieval.get("rerank_model"),  # type: ignore[union-attr]
     )
 
 
@@ -122,6 +124,8 @@ class RunRequest:
         concurrency: worker threads.
         hosts: Ollama hosts (``--host``), optional.
         base_url: OpenAI-compatible base URL, optional.
+        rerank: CE@N->k candidates N (``--rerank``), None for no rerank stage.
+        rerank_model: the reranker (``--rerank-model``), None for the default.
     """
 
     db: str
@@ -135,6 +139,8 @@ class RunRequest:
     concurrency: int = CONCURRENCY.default
     hosts: tuple[str, ...] = ()
     base_url: str | None = None
+    rerank: int | None = None
+    rerank_model: str | None = None
 
 
 def run_command(req: RunRequest) -> list[str]:
@@ -161,6 +167,10 @@ def run_command(req: RunRequest) -> list[str]:
         argv += ["--host", host]
     if req.base_url:
         argv += ["--base-url", req.base_url]
+    if req.rerank is not None:
+        argv += ["--rerank", str(check_rerank_pool(req.rerank, req.top_k))]
+        if req.rerank_model:
+            argv += ["--rerank-model", req.rerank_model]
     return argv
 
 

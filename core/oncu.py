@@ -38,6 +38,10 @@ The grouping is only as trustworthy as its group sizes: :func:`oncu_summary` rep
 distribution of valid groups' sizes (instances per group) and flags the unit when most valid
 groups hold fewer than :data:`SMALL_GROUP` instances; :func:`coarser_group_key` proposes a
 coarser key. Per-instance ONCU is the group key ``("instance_id",)``.
+
+Length-position scaling (SPEC §6.7; seed 000 §8.11, Tables 10, 29, 30): the statistics live
+in :mod:`core.oncu_scaling` and are re-exported here; :func:`scaling_report` runs them on
+scored predictions.
 """
 
 from __future__ import annotations
@@ -48,13 +52,33 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from core.oncu_scaling import (
+    EARLY_DECILES,
+    FINAL_DECILE,
+    PUBLISHED_SCALING_TERMS,
+    SCALING_CONTRASTS,
+    SCALING_DEFINITIONS,
+    SCALING_DISTANCES,
+    SCALING_LONG,
+    SCALING_SHORT,
+    SCALING_TERMS,
+    length_label,
+    position_fraction,
+    scaling_by_length,
+    scaling_cells,
+    scaling_contrasts,
+    scaling_length_wide,
+    scaling_regression,
+)
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
 from core.stats import bootstrap_mean_ci, bootstrap_means, mcnemar_exact, paired_contrast
 
 __all__ = [
     "BUCKET_LENGTH",
     "DEFAULT_GROUP_KEY",
+    "EARLY_DECILES",
     "EXACT_LENGTH",
+    "FINAL_DECILE",
     "GRID_MAX_VALUES",
     "INVALID_REASONS",
     "LENGTH_BOUNDARIES",
@@ -62,6 +86,13 @@ __all__ = [
     "LENGTH_RULE",
     "ONCU_CONDITIONS",
     "PER_INSTANCE_KEY",
+    "PUBLISHED_SCALING_TERMS",
+    "SCALING_CONTRASTS",
+    "SCALING_DEFINITIONS",
+    "SCALING_DISTANCES",
+    "SCALING_LONG",
+    "SCALING_SHORT",
+    "SCALING_TERMS",
     "SCORE_FIELDS",
     "SIZE_BINS",
     "SMALL_GROUP",
@@ -71,11 +102,19 @@ __all__ = [
     "failure_breakdown",
     "group_size_distribution",
     "length_bucket",
+    "length_label",
     "on_length_grid",
     "oncu_groups",
     "oncu_summary",
+    "position_fraction",
     "resolve_length_cell",
     "sample_level_means",
+    "scaling_by_length",
+    "scaling_cells",
+    "scaling_contrasts",
+    "scaling_length_wide",
+    "scaling_regression",
+    "scaling_report",
 ]
 
 #: Default metadata group key (seed 000 ``CUE_GROUP_FIELDS``).
@@ -703,3 +742,73 @@ def condition_contrast(
         row["p_mcnemar"] = mcnemar_exact(a, b)["p"] if binary else math.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------ length-position scaling
+
+
+def scaling_report(
+    df: pd.DataFrame,
+    score_field: str = "f1_relaxed",
+    group_key: Sequence[str] = DEFAULT_GROUP_KEY,
+    conditions: Sequence[str] = ONCU_CONDITIONS,
+    n_resamples: int = 5000,
+    seed: int = 42,
+    level: float = 0.95,
+    distance: str = "middle",
+    contrasts: bool = True,
+) -> dict[str, pd.DataFrame]:
+    """Every scaling statistic of the predictions' units (SPEC §6.7; seed 000 §8.11).
+
+    The statistics themselves live in :mod:`core.oncu_scaling` (re-exported here); this runs
+    them on scored predictions: groups -> cells -> per-length means, contrasts per unit,
+    regression per (unit, condition).
+
+    Args:
+        df: scored predictions (see the module docstring); the group key must keep
+            ``context_length`` (any length cell) and ``evidence_position``.
+        score_field: the score s of ONCU.
+        group_key: ONCU group key.
+        conditions: contextual conditions of the per-length table and the regressions.
+        n_resamples: bootstrap resamples of the contrasts.
+        seed: bootstrap seed.
+        level: interval level.
+        distance: the regression's distance term (:func:`scaling_regression`).
+        contrasts: False skips the contrasts (and their bootstrap); ``contrasts`` is empty.
+
+    Returns:
+        ``{"cells", "by_length", "contrasts", "regression"}``: the length x position cells
+        (:func:`scaling_cells`), the per-length means (:func:`scaling_by_length`), the
+        contrasts (:func:`scaling_contrasts`) per unit and the regression
+        (:func:`scaling_regression`) per (unit, condition), each led by the unit keys
+        (and ``condition`` for the regression).
+    """
+    if distance not in SCALING_DISTANCES:
+        raise ValueError(f"unknown distance {distance!r}; choose one of: "
+                         f"{', '.join(SCALING_DISTANCES)}")  # fmt: skip
+    groups = oncu_groups(df, score_field, group_key)
+    cells = scaling_cells(groups)
+    by_length = scaling_by_length(groups, conditions)
+    unit = _unit_keys(df)
+    con_rows, regressions = [], []
+    parts = cells.groupby(unit, dropna=False, sort=True) if unit else [((), cells)]
+    for key, u in parts:
+        key = key if isinstance(key, tuple) else (key,)
+        lead = dict(zip(unit, key, strict=True))
+        if contrasts:
+            con = scaling_contrasts(u, n_resamples=n_resamples, seed=seed, level=level)
+            con_rows.append(con.assign(**lead)[unit + list(con.columns)])
+        for cond in conditions:
+            cc = u[u["condition"] == cond]
+            if cc.empty:
+                continue
+            reg = scaling_regression(cc, distance)
+            regressions.append(reg.assign(**lead, condition=cond)[
+                unit + ["condition", *reg.columns]])  # fmt: skip
+    return {
+        "cells": cells,
+        "by_length": by_length,
+        "contrasts": pd.concat(con_rows, ignore_index=True) if con_rows else pd.DataFrame(),
+        "regression": (pd.concat(regressions, ignore_index=True) if regressions
+                       else pd.DataFrame()),
+    }  # fmt: skip

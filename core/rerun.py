@@ -125,19 +125,22 @@ def shown_context(store: Store, run: Mapping[str, Any], instance: Instance, cond
     """The evidence the base condition showed.
 
     Passages (full context, oracle) or the retrieved chunks (the run's retrieval
-    configuration, default lexical top-3).
+    configuration, its CE@N->k rerank included; default lexical top-3).
     """
     if condition == "full_context":
         return list(instance.passages)
     if condition == "oracle":
         return [p for p in instance.passages if p.is_gold]
     cfg = dict(run.get("retrieval") or {})
+    rerank = {"rerank": cfg["rerank_model"], "rerank_pool": int(cfg["rerank"])} if cfg.get(
+        "rerank") else {}  # fmt: skip
     return retrieve(
         instance,
         cfg.get("retriever", "lexical"),
         int(cfg.get("top_k", 3)),
         int(cfg.get("chunk_size", 220)),
         int(cfg.get("overlap", 40)),
+        **rerank,
     )
 
 

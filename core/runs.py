@@ -44,8 +44,17 @@ from core.crux import JUDGE_TEMPLATE_VERSION, judge_messages, parse_rating
 from core.datasets.controlled import build_controlled
 from core.engine import Progress, RunSummary, cache_key, execute, options_hash, plan_and_execute
 from core.interventions import check_plan_options, plan_interventions
-from core.probes import PROBE_CONDITION, plan_probes
+from core.probes import (
+    MAX_SPANS,
+    PER_LENGTH,
+    PROBE_CONDITION,
+    STRATEGY,
+    parse_strategy,
+    plan_probes,
+    summarize_plan,
+)
 from core.prompts import TEMPLATE_VERSION, prompt_hash, template_hash
+from core.retrieval import reranker
 from core.store import RUN_KINDS, RunBusyError, Store
 
 __all__ = [
@@ -257,6 +266,8 @@ def run_conditions(
     top_k: int = 3,
     chunk_size: int = 220,
     overlap: int = 40,
+    rerank: int | None = None,
+    rerank_model: str | None = None,
     concurrency: int = 1,
     progress: _ProgressFn | None = None,
     cancel: threading.Event | None = None,
@@ -275,6 +286,12 @@ def run_conditions(
         top_k: chunks shown in the retrieved condition.
         chunk_size: chunk window in tokens.
         overlap: chunk overlap in tokens.
+        rerank: CE@N->k (seed 000 App. A.13): rescore the retriever's top N chunks with a
+            cross-encoder and show the best ``top_k``; recorded in the run's retrieval
+            configuration (another N is another run configuration). None: no rerank.
+        rerank_model: the reranker (:func:`core.retrieval.reranker`; default
+            :func:`core.retrieval.default_rerank_model`). It is loaded before the run row
+            is written, so a missing model fails the run before any call.
         concurrency: worker threads calling the backend.
         progress: progress callback (see :func:`core.engine.execute`).
         cancel: cancel event (see :func:`core.engine.execute`).
@@ -287,11 +304,19 @@ def run_conditions(
 
     Raises:
         RunBusyError: run ``name`` is running in another process.
-        ValueError: unknown dataset, condition or retriever, or a stored run of that name
-            with another configuration.
+        ValueError: unknown dataset, condition or retriever, a rerank without the retrieved
+            condition, a rerank model that is not available offline, or a stored run of that
+            name with another configuration.
     """
     conds = check_conditions(conditions)
-    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
+    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap, rerank, rerank_model)
+    if "rerank" in retrieval:
+        if "retrieved" not in conds:
+            raise ValueError(
+                "rerank applies to the retrieved condition: add 'retrieved' to the conditions "
+                "or drop the rerank"
+            )
+        reranker(retrieval["rerank_model"])  # fail before the run row and any call
     with store.run_lock(name):
         open_run(
             store, backend, name, dataset, options=options, conditions=conds, notes=notes,
@@ -309,7 +334,8 @@ def run_conditions(
         summary = plan_and_execute(
             store, name, todo, conds, backend, concurrency=concurrency, progress=progress,
             cancel=cancel, stored=stored, retriever=retriever, top_k=top_k,
-            chunk_size=chunk_size, overlap=overlap,
+            chunk_size=chunk_size, overlap=overlap, rerank=retrieval.get("rerank"),
+            rerank_model=retrieval.get("rerank_model"),
         )  # fmt: skip
     return replace(
         summary,
@@ -463,19 +489,22 @@ def run_probes(
     *,
     name: str,
     units: str = "sentence",
-    per_length: int = 5,
-    strategy: str = "random",
+    per_length: int = PER_LENGTH.default,
+    strategy: str = STRATEGY.default,
     seed: int = 0,
     limit: int | None = None,
     concurrency: int = 1,
     options: Mapping[str, Any] | None = None,
     progress: _ProgressFn | None = None,
     cancel: threading.Event | None = None,
+    max_spans: int = MAX_SPANS.default,
+    on_plan: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunSummary:
     """Plan and execute the DOLCE probes of a stored dataset (resumable by ``name``).
 
     The run records ``options`` as given (not the backend's own), and its probe settings in
-    place of a retrieval configuration.
+    place of a retrieval configuration (``max_spans`` only for the ``paper`` strategy, the
+    one it changes).
 
     Args:
         store: the store.
@@ -483,14 +512,18 @@ def run_probes(
         backend: the model backend.
         name: the run id.
         units: ``sentence`` or ``passage``.
-        per_length: random spans per length.
-        strategy: ``random`` or ``take-every-N``.
+        per_length: random spans per length (strategy ``random``).
+        strategy: ``paper`` (default: all spans, or every 5th start, up to ``max_spans`` per
+            length; :mod:`core.probes`), ``random`` or ``take-every-N``.
         seed: span seed.
         limit: probe only the first ``limit`` instances.
         concurrency: worker threads calling the backend.
         options: generation options recorded on the run.
         progress: progress callback (see :func:`core.engine.execute`).
         cancel: set it to stop (the run is resumable).
+        max_spans: the ``paper`` strategy's cap on spans per observation length.
+        on_plan: called once, when the run is open and before any call, with the spans
+            taken per length (:func:`core.probes.summarize_plan`).
 
     Returns:
         The engine's :class:`core.engine.RunSummary`.
@@ -510,14 +543,21 @@ def run_probes(
         for inst in instances:
             calls.extend(
                 plan_probes(
-                    inst, units=units, per_length=per_length, strategy=strategy, seed=seed
-                )
+                    inst, units=units, per_length=per_length, strategy=strategy, seed=seed,
+                    max_spans=max_spans,
+                )  # fmt: skip
             )
-        probe = {"units": units, "per_length": per_length, "strategy": strategy, "seed": seed}
+        probe: dict[str, Any] = {
+            "units": units, "per_length": per_length, "strategy": strategy, "seed": seed,
+        }  # fmt: skip
+        if parse_strategy(strategy)[0] == "paper":
+            probe["max_spans"] = max_spans
         open_run(
             store, backend, name, dataset, options=options, reported_options=False,
             retrieval={"probe": probe}, conditions=(PROBE_CONDITION,), kind="probes",
         )  # fmt: skip
+        if on_plan is not None:  # after open_run: a refused run shows no plan
+            on_plan(summarize_plan(calls))
         return execute(
             store, name, calls, backend, concurrency=concurrency, progress=progress,
             cancel=cancel,

@@ -80,7 +80,8 @@ CASE_PAGE = "pages/case_view.py"
 #: Definitions (and where they come from) of every number the pages show, for tooltips.
 HELP = {
     "crux_judge": "Whose 0-5 answerability ratings CRUX uses (imported with `import crux` or "
-    "made by `judge crux`); a passage answers a sub-question when its rating is >= 3. "
+    "made by `judge crux`); a passage answers a sub-question when its rating is >= η (the "
+    "threshold below; default 3). "
     "Instances without rated sub-questions fall back to gold evidence: each gold passage "
     "answers a sub-question of its own. SPEC §9, seed 002 §3.1-3.3.",
     "group_key": "Metadata cells that define an ONCU group: S_none, S_oracle and S_c are means "

@@ -2,8 +2,11 @@
 
 import streamlit as st
 
+from core.figures.dolce import COLUMN_HELP, PIG_ESTIMATOR, fit_notes
 from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
+from core.selection import selection_to_json
 from pages.common import (
+    cached_call,
     instance_link,
     show_figure,
     show_instances,
@@ -14,35 +17,55 @@ from pages.common import (
 )
 from pages.widgets import param_widget
 
+#: Column tooltips: each column's definition and paper section.
+HELP = {c: st.column_config.Column(help=h) for c, h in COLUMN_HELP.items()}
+
 selection = sidebar("dolce")
 st.title("DOLCE: complexity and redundancy")
 st.caption(
     "Each problem's context is split into L units (sentences, or passages); spans of C "
     "contiguous units (C = 0, 1, 2, 5, 10, ... , L) are shown to the model with the "
     "instruction to answer 'unanswerable' when the span lacks the answer. EM over a mixture "
-    "of task-level background noise and a hybrid oracle estimates lambda (the length of the "
+    "of task-level background noise and a hybrid oracle estimates λ (the length of the "
     "shortest sufficient span, or number of aspects) and k (its copies) per problem. Probe a "
     "dataset with `python -m core run-probes --dataset NAME --backend embedded --name RUN`. "
     "A probe whose call failed is missing, not a failed probe: the fit uses the answered "
     "probes (`n_obs`) and each problem and task shows how many are `missing`.",
-    help="Seed dolce_lambda_k §3 (model), App. A-C (closed forms, Algorithms 1-2), Figure 1 "
-    "and §4 (categories and thresholds); SPEC §8.",
+    help="Seed dolce_lambda_k §3 (model), App. A-C (closed forms, Algorithms 1-2), App. H "
+    "(COW / PIG per task), Figure 1 and §4 (categories and thresholds); SPEC §8; issue 16 "
+    "(the PIG likelihood estimator).",
 )
 
-with st.expander("Settings: scenario and category thresholds", expanded=False):
-    cols = st.columns(3) + st.columns(3)
-    labels = {"lam_p": "lambda_p", "k_p": "k_p", "lam_q": "lambda_q", "scenario": "Scenario",
+with st.expander("Settings: scenario, PIG estimator and category thresholds", expanded=False):
+    cols = st.columns(4) + st.columns(3)
+    labels = {"lam_p": "λ_p", "k_p": "k_p", "lam_q": "λ_q", "scenario": "Scenario",
               "threshold": "COW threshold on relaxed F1",
-              "task_by": "Task = problems sharing background noise"}  # fmt: skip
+              "task_by": "Task = problems sharing background noise",
+              "pig_estimator": "PIG estimator"}  # fmt: skip
     offered = {"task_by": ("dataset", "reasoning_type", "source")}
     fit = {
         param.name: param_widget(param, f"dolce.{param.name}", col, label=labels[param.name],
                                  options=offered.get(param.name))
-        for param, col in zip((LAM_P, K_P, LAM_Q, SCENARIO, THRESHOLD, TASK_BY), cols,
-                              strict=True)
+        for param, col in zip((LAM_P, K_P, LAM_Q, SCENARIO, THRESHOLD, TASK_BY, PIG_ESTIMATOR),
+                              cols, strict=True)
     }  # fmt: skip
 
 selection = with_options(selection, **fit)
+
+try:
+    sel = selection_to_json(selection)
+    notes = fit_notes(cached_call("table", name="dolce_problems", sel=sel),
+                      cached_call("table", name="dolce_tasks", sel=sel))  # fmt: skip
+except ValueError:
+    notes = []  # the figures below say what is missing
+for level, text in notes:
+    # task names are data: shown as text, never as markdown
+    if level == "warning":
+        st.warning(text, icon="⚠️")
+    elif level == "info":
+        st.info(text)
+    else:
+        st.text(text)
 
 cell = show_figure("dolce_lambda_k_map", selection)
 show_instances(selection, cell, key="dolce.instances")
@@ -50,9 +73,10 @@ show_figure("dolce_categories", selection, drill=False)
 
 st.subheader("One problem", help=tip("dolce_outcome_curve"))
 problems, picked = show_table(
-    "dolce_problems", selection, drill=False,
-    columns=["problem", "task", "category", "lam", "k", "scenario", "p_oracle", "L", "n_obs",
-             "missing", "reasoning_type", "question"],
+    "dolce_problems", selection, drill=False, column_config=HELP,
+    columns=["problem", "task", "category", "identified", "lam", "k", "scenario", "dip_p",
+             "dip_scenario", "estimator", "p_oracle", "L", "n_obs", "missing",
+             "reasoning_type", "question"],
 )  # fmt: skip
 if not problems.empty:
     problem = st.selectbox("Problem", problems["problem"].tolist(), key="dolce.problem")
@@ -60,4 +84,4 @@ if not problems.empty:
     show_figure("dolce_outcome_curve", with_options(selection, problem=problem), drill=False)
     if "dataset" in problems.columns and "instance_id" in problems.columns:
         instance_link(str(row["dataset"]), str(row["instance_id"]))
-show_table("dolce_tasks", selection)
+show_table("dolce_tasks", selection, column_config=HELP)

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from pages.common import show_figure, show_instances, show_table, sidebar
+from core.figures.fanin import POINTS, R_INCLUDE_FULL_CONTEXT, R_INCLUDE_ORACLE
+from pages.common import show_figure, show_instances, show_table, sidebar, with_options
+from pages.widgets import param_widget
 
 selection = sidebar("fanin")
 st.title("Fan-in")
@@ -15,17 +17,31 @@ st.caption(
     "Build a fan-in grid with `python -m core generate controlled --preset fanin-grid`.",
     help="AuthTrace (seed 003) §2-3 and §6; SPEC §9.",
 )
-cell = show_figure("fanin_degradation", selection)
-if cell:
-    fan = st.selectbox(
-        "Fan-in of the instances to list", [None, 1, 2, 3, 4, 5, 6], key="fanin.level",
-        format_func=lambda f: "(all)" if f is None else str(f),
-        help="The clicked curve gives run and condition; choose the fan-in point here.",
-    )  # fmt: skip
-    if fan is not None:
-        cell = dict(cell) | {"fan_in": fan}
-show_instances(selection, cell, key="fanin.instances")
-show_figure("fanin_scatter", selection, drill=False)
+# The r settings sit above the scatter but are read first: every view of the page shares one
+# selection, so the fan-in analysis is computed (and cached) once.
+curves, scatter = st.container(), st.container()
+c = scatter.columns(3)
+selection = with_options(selection, **{
+    POINTS.name: param_widget(POINTS, "fanin.points", c[0], label="Pearson r points"),
+    R_INCLUDE_ORACLE.name: param_widget(R_INCLUDE_ORACLE, "fanin.r_include_oracle", c[1],
+                                        label="Include the oracle in r"),
+    R_INCLUDE_FULL_CONTEXT.name: param_widget(R_INCLUDE_FULL_CONTEXT,
+                                              "fanin.r_include_full_context", c[2],
+                                              label="Include full context in r"),
+})  # fmt: skip
+with curves:
+    cell = show_figure("fanin_degradation", selection)
+    if cell:
+        fan = st.selectbox(
+            "Fan-in of the instances to list", [None, 1, 2, 3, 4, 5, 6], key="fanin.level",
+            format_func=lambda f: "(all)" if f is None else str(f),
+            help="The clicked curve gives run and condition; choose the fan-in point here.",
+        )  # fmt: skip
+        if fan is not None:
+            cell = dict(cell) | {"fan_in": fan}
+    show_instances(selection, cell, key="fanin.instances")
+with scatter:
+    show_figure("fanin_scatter", selection, drill=False)
 show_table("fanin_degradation", selection)
 show_table("fanin_buckets", selection)
 show_table("fanin_pairs", selection)

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from core.interventions import EPS, SYNERGY_METRIC, TAU
+from core.cuer import ROLE_FLAGS
+from core.figures.cuer import COLUMN_HELP, CORRECTNESS_AXIS, EPS, SYNERGY_METRIC, TAU
 from core.selection import selection_to_json
 from pages.common import (
     cached_call,
@@ -13,6 +14,9 @@ from pages.common import (
     with_options,
 )
 from pages.widgets import param_widget
+
+#: Column tooltips: each column's definition and paper section.
+HELP = {c: st.column_config.Column(help=h) for c, h in COLUMN_HELP.items()}
 
 selection = sidebar("interventions")
 st.title("Interventions (CUE-R)")
@@ -27,31 +31,48 @@ st.caption(
     "NAME --backend embedded --name RUN` (or from the Runs page).",
     help="CUE-R (seed 004) §3-6, App. A-D; SPEC §7.",
 )
-c = st.columns(3)
+c = st.columns(4)
 knobs = {
     param.name: param_widget(param, f"interventions.{param.name}", c[i], label=label)
     for i, (param, label) in enumerate(((EPS, "eps (negligible change)"),
                                          (TAU, "tau (large divergence)"),
+                                         (CORRECTNESS_AXIS, "Correctness axis"),
                                          (SYNERGY_METRIC, "Synergy axis")))
 }  # fmt: skip
 sel = with_options(selection, **knobs)
+axis = knobs["correctness_axis"]
+st.caption(
+    f"Correctness axis: **{axis}** — "
+    + ("soft correctness (normalized match, yes/no, numbers or token F1 >= 0.8; the paper's "
+       "tables)" if axis == "soft" else "strict normalized exact match")
+    + "; confidence error, Δcorr and the roles follow it.",
+    help=CORRECTNESS_AXIS.help,
+)  # fmt: skip
 st.subheader("Utility profile")
 show_figure("cuer_profile", sel, drill=False)
-show_table("cuer_profile", sel)
+show_table("cuer_profile", sel, column_config=HELP)
 
 st.subheader("Paired deltas (original - intervention)")
 show_figure("cuer_paired_heatmap", sel, drill=False)
-show_table("cuer_paired", sel)
+show_table("cuer_paired", sel, column_config=HELP)
 
 st.subheader("Trace divergence")
 show_figure("cuer_divergence", sel, drill=False)
 
 st.subheader("Evidence roles")
+st.caption(
+    "Each role rule of the paper is a flag of its own, so an item can carry several: every "
+    "distractive item is also constructive (both need Δcorr > 0 or Δgrnd > 0). Counts are per "
+    "flag; `several_flags` counts the items with two or more.",
+    help="CUE-R (seed 004) §3.5; SPEC §7.",
+)
 show_figure("cuer_roles", sel, drill=False)
+show_table("cuer_roles", sel, column_config=HELP)
+show_table("cuer_role_combinations", sel, column_config=HELP)
 f = st.columns(2)
-role = f[0].selectbox("Role", ["constructive", "redundant", "distractive",
-                               "confidence_distorting", "unassigned"],
-                      key="interventions.role")  # fmt: skip
+flag = f[0].selectbox("Role flag", [*ROLE_FLAGS, "unassigned"], key="interventions.role",
+                      help="Items carrying this flag (they may carry others too); "
+                      "unassigned: items carrying none. CUE-R §3.5.")  # fmt: skip
 op = f[1].selectbox("Operator", ["remove", "replace", "duplicate"], key="interventions.op")
 try:
     table = cached_call("table", name="cuer_role_examples", sel=selection_to_json(sel))
@@ -59,19 +80,24 @@ except ValueError as exc:
     table = None
     st.warning(str(exc))
 if table is not None:
-    rows = table[(table["role"] == role) & (table["operator"] == op)].reset_index(drop=True)
-    st.markdown(f"**{len(rows)} {op} interventions with role {role}** — select one to open it "
-                "in the Case view")  # fmt: skip
+    has = table["n_flags"] == 0 if flag == "unassigned" else table[f"is_{flag}"] == True  # noqa: E712
+    rows = table[has & (table["operator"] == op)].reset_index(drop=True)
+    also = int((rows["n_flags"] >= 2).sum())
+    st.markdown(f"**{len(rows)} {op} interventions carry the flag {flag}** ({also} of them "
+                "carry other flags too) — select one to open it in the Case view")  # fmt: skip
     event = st.dataframe(rows, key="interventions.examples", hide_index=True,
-                         on_select="rerun", selection_mode="single-row")  # fmt: skip
+                         column_config=HELP, on_select="rerun",
+                         selection_mode="single-row")  # fmt: skip
     picked = (event.get("selection") or {}).get("rows") or [] if event else []
     if picked:
         row = rows.iloc[picked[0]]
         open_case(str(row["dataset"]), str(row["instance_id"]), [str(row["run"])])
 
 st.subheader("Two-support synergy")
-show_table("cuer_synergy", sel)
+show_table("cuer_synergy", sel, column_config=HELP)
 
 st.subheader("Sweeps")
 show_figure("cuer_hardness", sel, drill=False)
+show_table("cuer_hardness", sel, column_config=HELP)
 show_figure("cuer_duplicate_positions", sel, drill=False)
+show_table("cuer_duplicate_positions", sel, column_config=HELP)

@@ -1,7 +1,10 @@
-"""Length & position: ONCU heatmap (context length x evidence position), per-length curves."""
+"""Length & position: ONCU heatmap (context length x evidence position), per-length curves,
+and the scaling statistics of seed 000 §8.11 (Tables 10, 29, 30)."""
 
 import streamlit as st
 
+from core.oncu import SCALING_DEFINITIONS as DEF
+from core.views.case import md_escape
 from pages.common import (
     oncu_group_guard,
     show_figure,
@@ -26,3 +29,68 @@ if bucketed:
     st.caption("Lengths are length buckets: nearest of 1K, 2K, 4K ... 128K tokens on a log2 "
                "scale (boundaries 1414, 2828, 5657 ...).")  # fmt: skip
 show_instances(selection, row or cell, key="length.instances")
+
+# ------------------------------------------------------------------ scaling statistics
+st.subheader("Scaling statistics", help=f"{DEF['cell']} {DEF['position_fraction']}")
+_num = st.column_config.NumberColumn
+by_length, _ = show_table(
+    "scaling_by_length", selection,
+    column_config={"note": st.column_config.TextColumn("note", help="Lengths without a valid "
+                                                       "ONCU group (no number there).")},
+)  # fmt: skip
+if len(by_length.columns) > 2:
+    st.caption(f"Each number: {DEF['by_length']}")
+contrasts, _ = show_table(
+    "scaling_contrasts", selection,
+    columns=["run", "analysis", "label", "mean", "ci_low", "ci_high", "effect", "p", "p_holm",
+             "n", "note"],
+    column_config={
+        "label": st.column_config.TextColumn("contrast", help=" ".join(
+            DEF[k] for k in ("length", "final_decile", "retrieved_full"))),
+        "mean": _num("estimate", format="%.3f", help=DEF["contrast"]),
+        "ci_low": _num("95% CI low", format="%.3f", help=DEF["contrast"]),
+        "ci_high": _num("95% CI high", format="%.3f", help=DEF["contrast"]),
+        "effect": _num("effect", format="%.3f", help="mean(d) / sd(d), ddof 1; empty when "
+                       "sd(d) = 0 (the paper's dash). Seed 000 §7.6, Table 29."),
+        "p": _num("p", format="%.4f", help="Two-sided bootstrap p = 2 min(P(d* >= 0), "
+                  "P(d* <= 0)) over the resampled mean differences. SPEC §6.6."),
+        "p_holm": _num("p (Holm)", format="%.4f", help=DEF["p_holm"]),
+        "n": _num("n", help="Matched cell pairs the contrast is paired over."),
+    },
+)  # fmt: skip
+regression, _ = show_table(
+    "scaling_regression", selection,
+    columns=["run", "condition", "term", "coefficient", "se", "t", "p", "r_squared", "n",
+             "left_out", "note"],
+    column_config={
+        "term": st.column_config.TextColumn("term", help=" ".join(
+            f"{k}: {DEF[k]}" for k in ("log2_context_length_centered",
+                                       "position_fraction_centered",
+                                       "distance_from_middle_centered"))),
+        "coefficient": _num("estimate", format="%.3f", help=DEF["regression"]),
+        "se": _num("SE", format="%.3f", help="Classical OLS standard error. Seed 000 Table 30."),
+        "p": _num("p", format="%.4f", help="Two-sided t-test p, n - rank residual degrees of "
+                  "freedom. Seed 000 Table 30."),
+        "r_squared": _num("R²", format="%.3f", help="Share of the cells' ONCU variance the "
+                          "fit explains."),
+        "n": _num("cells", help="Length x position cells in the fit."),
+        "left_out": _num("left out", help=DEF["left_out"]),
+    },
+)  # fmt: skip
+# what the data cannot support, said once per statistic (never a silent empty cell)
+notes = {}
+for frame, stat, value in ((by_length, None, None), (contrasts, "label", "mean"),
+                           (regression, "condition", "coefficient")):  # fmt: skip
+    if frame.empty or "note" not in frame.columns:
+        continue
+    for r in frame[frame["note"].notna()].to_dict("records"):
+        name = "ONCU by length" if stat is None else (
+            r[stat] if stat == "label" else f"scaling OLS ({r[stat]})")  # fmt: skip
+        missing = value is None or r[value] != r[value]
+        notes[(r["run"], name, r["note"])] = missing
+for (run, name, note), missing in notes.items():
+    text = md_escape(f"{run}: {name}: {note}")
+    if missing:
+        st.warning(text, icon=":material/warning:")
+    else:
+        st.caption(text)

@@ -3,8 +3,10 @@
 import streamlit as st
 
 from core.catalog import figure_names, table_names
+from core.figures.fanin import CRUX_K_REQUIRED, ETA
 from core.retrieval import list_retrievers
 from pages.common import HELP, cached_call, show_figure, show_table, sidebar, with_options
+from pages.widgets import param_widget
 
 selection = sidebar("retrieval", runs=False)
 st.title("Retrieval")
@@ -29,6 +31,13 @@ if has_crux and st.toggle("CRUX: coverage, ranked coverage, density", key="retri
         judge = st.selectbox("CRUX ratings", judges, key="retrieval.crux_judge",
                              help=HELP["crux_judge"])  # fmt: skip
         selection = with_options(selection, judge=judge)
+    e = st.columns(2)
+    selection = with_options(
+        selection,
+        eta=param_widget(ETA, "retrieval.crux_eta", e[0], label="CRUX answerability threshold η"),
+        crux_k_required=param_widget(CRUX_K_REQUIRED, "retrieval.crux_k_required", e[1],
+                                     label="Also k = |Z*| (size of the required subset)"),
+    )  # fmt: skip
     if "crux_coverage" in figure_names():
         show_figure("crux_coverage", selection, drill=False)
     if "crux_table" in table_names():

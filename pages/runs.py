@@ -4,8 +4,9 @@ import streamlit as st
 
 from core.jobs import RunRequest, run_request_from_row, save_upload
 from core.params import CONCURRENCY
-from core.retrieval import TOP_K, retriever_param
+from core.retrieval import RERANK, TOP_K, rerank_unavailable, retriever_param
 from core.types import CONDITIONS
+from core.views.case import md_escape
 from pages.common import (
     cached_call,
     clear_caches,
@@ -34,12 +35,21 @@ with st.expander("Launch a run", expanded=not jobs().all()):
         retriever = param_widget(retriever_param(), "runs.retriever", d[1], label="Retriever")
         top_k = param_widget(TOP_K, "runs.top_k", d[2], label="top-k")
         concurrency = param_widget(CONCURRENCY, "runs.concurrency", d[3], label="Concurrency")
+        e = st.columns([1, 3])
+        no_rerank = rerank_unavailable()  # why no cross-encoder can be used, or None
+        rerank = e[0].number_input(
+            "Rerank N", min_value=1, value=None, step=1, placeholder="off", key="runs.rerank",
+            disabled=no_rerank is not None, help=no_rerank or RERANK.help,
+        )  # fmt: skip
+        if no_rerank is not None:
+            e[1].caption(md_escape(f"Rerank (CE@N→k) is off: {no_rerank}"))
         conditions = st.multiselect("Conditions", CONDITIONS, default=list(CONDITIONS))
         launch = st.form_submit_button("Launch", type="primary")
     if launch:
         try:
             req = RunRequest(store_path(), dataset or "", name, tuple(conditions), backend,
-                             model or None, retriever, int(top_k), int(concurrency))  # fmt: skip
+                             model or None, retriever, int(top_k), int(concurrency),
+                             rerank=None if rerank is None else int(rerank))  # fmt: skip
             jobs().start(req)
             st.toast(f"run {name} started")
         except ValueError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from scipy.stats import pearsonr
 
 from core.backends import EmbeddedReader
 from core.cli import main
@@ -65,13 +66,32 @@ def test_fanin_report_shows_ac_and_er_falling_with_fan_in(grid_store, capsys):
             and r["bucket"] == "high"]  # fmt: skip
     assert len(inst) == 72
     assert sum(r["ac"] for r in inst) / 72 == pytest.approx(high["ac"])
-    assert out["correlation"]["er_ac"]["n"] == 18  # 3 systems with packs x 6 fan-ins
+    # Pearson r as seed 003 Fig. 3: the retrieved system x 3 buckets, oracle and full context
+    # left out (and said so).
+    corr = out["correlation"]
+    assert corr["er_ac"]["n"] == 3 and corr["points_level"] == "bucket"
+    assert corr["systems"] == ["emb:retrieved"] and corr["levels"] == ["single", "low", "high"]
+    assert corr["excluded"] == {"oracle": 3, "full_context": 3}
+    pts = corr["points"]
+    assert corr["er_ac"]["r"] == pytest.approx(
+        pearsonr([p["er"] for p in pts], [p["ac"] for p in pts]).statistic
+    )
+    every = _cli_json(capsys, "report", "fanin", "--db", str(grid_store.path), "--runs", "emb",
+                      "--json", "--no-instances", "--resamples", "200", "--points", "fan_in",
+                      "--r-include-oracle", "--r-include-full-context")  # fmt: skip
+    assert every["correlation"]["er_ac"]["n"] == 18  # 3 systems with packs x 6 fan-ins
+    assert every["correlation"]["excluded"] == {}
 
 
 def test_fanin_report_text_and_errors(grid_store, capsys):
     assert main(["report", "fanin", "--db", str(grid_store.path), "--runs", "emb"]) == 0
     text = capsys.readouterr().out
     assert "emb:retrieved" in text and "relative degradation" in text and "ER-AC r =" in text
+    assert ("Pearson r over 3 (system, bucket) points: 1 system (emb:retrieved) x buckets "
+            "single, low, high; left out: oracle (3 points") in text  # fmt: skip
+    assert main(["report", "fanin", "--db", str(grid_store.path), "--runs", "emb",
+                 "--r-include-oracle", "--resamples", "100"]) == 0  # fmt: skip
+    assert "over 6 (system, bucket) points: 2 systems" in capsys.readouterr().out
     assert main(["report", "fanin", "--db", str(grid_store.path), "--runs", "nope"]) == 1
     assert "no runs matching 'nope'" in capsys.readouterr().err
 
@@ -116,7 +136,12 @@ def test_registered_fanin_and_crux_views_show_the_report_numbers(grid_store):
     assert ret["ac"].tolist() == pytest.approx(ref["ac"].tolist())
     assert {t.name for t in fig.data if t.name} == {"full_context", "oracle", "retrieved"}
     fig, pts = get_figure("fanin_scatter").build(grid_store, sel)
-    assert len(pts) == 18 and "ER-AC: r = " in fig.layout.annotations[0].text
+    assert len(pts) == 3 and "ER-AC: r = " in fig.layout.annotations[0].text
+    assert "Pearson r over 3 (system, bucket) points" in fig.layout.annotations[-1].text
+    with_oracle = Selection(dataset="fanin-grid", runs=("emb",),
+                            options={"n_resamples": 300, "r_include_oracle": True})  # fmt: skip
+    _, pts = get_figure("fanin_scatter").build(grid_store, with_oracle)
+    assert len(pts) == 6 and set(pts["condition"]) == {"retrieved", "oracle"}
     deg = get_table("fanin_degradation").build(grid_store, sel).set_index("condition")
     want = res.degradation.set_index("condition")
     assert deg.loc["retrieved", "rel. drop %"] == round(
@@ -150,3 +175,14 @@ def test_fanin_page_renders(grid_store, monkeypatch):
     assert deg.loc["retrieved", "rel. drop %"] < -50
     assert any("construction loss pp" in k for k in tables)
     assert len(at.get("plotly_chart")) == 2
+    # The r settings: bucket points without the oracle by default; including it is a click.
+    assert at.selectbox(key="fanin.points").value == "bucket"
+    assert not at.checkbox(key="fanin.r_include_oracle").value
+    def scatter_spec() -> str:
+        return next(c.proto.spec for c in at.get("plotly_chart") if "ER-AC: r = " in c.proto.spec)
+
+    assert "Pearson r over 3 (system, bucket) points" in scatter_spec()
+    at.checkbox(key="fanin.r_include_oracle").check().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("plotly_chart")) == 2
+    assert "Pearson r over 6 (system, bucket) points" in scatter_spec()

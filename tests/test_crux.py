@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import html
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 
 from core.crux import (
+    K_REQUIRED,
     alpha_ndcg,
     answerability_from_gold,
     answerability_from_ratings,
+    answerability_note,
     context_scores,
     coverage,
+    crux_evaluate,
     crux_report,
     density,
     parse_rating,
@@ -169,6 +174,108 @@ def test_context_scores_hand_computed():
     assert got["answered"] == ["p0001"]
 
 
+# ------------------------------------------------------------------- eta and k = |Z*|
+
+
+def test_eta_5_keeps_only_top_ratings():
+    # eta = 5 (seed 002 §4.4): only p1's 5 on s1 answers; p2's 3 and p3's 4 no longer do.
+    ans = answerability_from_ratings(_instance(), ["s1", "s2", "s3"], _ratings(), "j1", eta=5)
+    assert ans.answers == {"p0001": {"s1"}, "p0002": set(), "p0003": set()}
+    assert ans.answerable == {"s1"} and ans.required == ("p0001",) and ans.eta == 5
+    assert answerability_from_gold(_instance()).eta is None  # binary: no threshold
+    for bad in (0, 6, -1, "x", True):
+        with pytest.raises(ValueError, match="eta must be a number in"):
+            answerability_from_ratings(_instance(), ["s1"], _ratings(), "j1", eta=bad)
+
+
+def _q3() -> Instance:
+    """_instance() asked about the filler: lexical ranks p3 first, then p1, p2 (score ties)."""
+    return replace(_instance(), instance_id="q3", question="What is epsilon zeta?")
+
+
+def _judged_q3(eta):
+    return {"q3": answerability_from_ratings(_q3(), ["s1", "s2", "s3"], _ratings(), "j1", eta)}
+
+
+def test_crux_at_eta_3_and_5_differ_hand_computed():
+    # Lexical ranks chunks (10 tokens = one passage each) p3, p1, p2.
+    at3 = crux_evaluate([_q3()], ["lexical"], [1, 3], _judged_q3(3), eta=3, chunk_size=10,
+                        overlap=0, n_resamples=100).per_context.set_index("k")  # fmt: skip
+    at5 = crux_evaluate([_q3()], ["lexical"], [1, 3], _judged_q3(5), eta=5, chunk_size=10,
+                        overlap=0, n_resamples=100).per_context.set_index("k")  # fmt: skip
+    # eta 3: Q_ans {s1, s2}, p3 -> {s1}, p1 -> {s1}, p2 -> {s2}. k=1 (p3): Cov 1/2, nDCG 1
+    # (ideal rank 1 gains 1 too), density ((1/2)/10 / (1/20))^0.5 = 1.
+    assert at3.loc[1, "coverage"] == 0.5 and at3.loc[1, "alpha_ndcg"] == pytest.approx(1.0)
+    assert at3.loc[1, "density"] == pytest.approx(1.0)
+    # k=3: Cov 1; DCG = 1 + 0.5/log2(3) + 1/2, ideal {s1}, {s2}, {s1}: 1 + 1/log2(3) + 0.5/2;
+    # density ((1/30) / (1/20))^0.5 = sqrt(2/3).
+    assert at3.loc[3, "coverage"] == 1.0
+    assert at3.loc[3, "alpha_ndcg"] == pytest.approx((1.5 + 0.5 / L3) / (1.25 + 1 / L3))
+    assert at3.loc[3, "density"] == pytest.approx(math.sqrt(2 / 3))
+    # eta 5: Q_ans {s1}, only p1 answers; Z* = (p1), 10 tokens. k=1 (p3): nothing answered.
+    assert at5.loc[1, "coverage"] == 0.0 and at5.loc[1, "alpha_ndcg"] == 0.0
+    assert at5.loc[1, "density"] == 0.0
+    # k=3: Cov 1; DCG = 1/log2(3) (p1 at rank 2) over ideal 1; density ((1/30)/(1/10))^0.5.
+    assert at5.loc[3, "coverage"] == 1.0
+    assert at5.loc[3, "alpha_ndcg"] == pytest.approx(1 / L3)
+    assert at5.loc[3, "density"] == pytest.approx(math.sqrt(1 / 3))
+
+
+def test_k_equal_to_the_required_subset_size_hand_computed():
+    kw = {"k_required": True, "chunk_size": 10, "overlap": 0, "n_resamples": 100}
+    at3 = crux_evaluate([_q3()], ["lexical"], [1], _judged_q3(3), eta=3, **kw)
+    per = at3.per_context.set_index("k")
+    # eta 3: Z* = (p1, p2) -> k = |Z*| = 2: chunks p3 {s1}, p1 {s1}. Cov 1/2;
+    # DCG = 1 + 0.5/log2(3), ideal {s1}, {s2}: 1 + 1/log2(3); density ((1/2)/20 / (1/20))^0.5.
+    assert per.loc[K_REQUIRED, "k_size"] == 2
+    assert per.loc[K_REQUIRED, "chunk_ids"] == ["c0003", "c0001"]
+    assert per.loc[K_REQUIRED, "coverage"] == 0.5
+    assert per.loc[K_REQUIRED, "alpha_ndcg"] == pytest.approx((1 + 0.5 / L3) / (1 + 1 / L3))
+    assert per.loc[K_REQUIRED, "alpha_ndcg"] == pytest.approx(0.8065735, abs=1e-6)
+    assert per.loc[K_REQUIRED, "density"] == pytest.approx(math.sqrt(0.5))
+    agg = at3.aggregate.set_index("k")
+    assert list(agg.index) == [1, K_REQUIRED] and agg.loc[K_REQUIRED, "k_mean"] == 2.0
+    assert at3.to_dict()["k_required"] is True
+    # eta 5: Z* = (p1) -> k = 1: the p3 chunk alone answers nothing.
+    at5 = crux_evaluate([_q3()], ["lexical"], [], _judged_q3(5), eta=5, **kw)
+    row = at5.per_context.set_index("k").loc[K_REQUIRED]
+    assert row["k_size"] == 1 and row["coverage"] == 0.0
+    # Gold-derived answerability, every gold passage its own sub-question: Z* = (p1, p2),
+    # k = 2: p3, p1 -> Cov 1/2, DCG 1/log2(3) over 1 + 1/log2(3), density sqrt(1/2).
+    gold = crux_evaluate([_q3()], ["lexical"], [], **kw).per_context.iloc[0]
+    assert (gold["k"], gold["k_size"], gold["coverage"]) == (K_REQUIRED, 2, 0.5)
+    assert gold["alpha_ndcg"] == pytest.approx((1 / L3) / (1 + 1 / L3))
+    assert gold["density"] == pytest.approx(math.sqrt(0.5))
+    with pytest.raises(ValueError, match="no k given"):
+        crux_evaluate([_q3()], ["lexical"], [])
+
+
+def test_k_required_without_a_required_subset_is_unscored():
+    # Only the non-gold p3 answers: Q_ans = {s1}, but no gold passage does, so Z* is empty.
+    ans = answerability_from_ratings(_q3(), ["s1"], [("p0003", "s1", 5)], "j1")
+    assert ans.required == ()
+    res = crux_evaluate([_q3()], ["lexical"], [1], {"q3": ans}, k_required=True,
+                        chunk_size=10, overlap=0, n_resamples=50)  # fmt: skip
+    agg = res.aggregate.set_index("k")
+    assert agg.loc[K_REQUIRED, "n"] == 0 and agg.loc[K_REQUIRED, "n_unscored"] == 1
+    assert agg.loc[1, "n"] == 1 and agg.loc[1, "coverage"] == 1.0
+
+
+def test_answerability_note_says_gold_derived_with_counts():
+    assert answerability_note({"gold": 2}) == (
+        "Answerability derived from gold evidence, not judged, for all 2 instances: each gold "
+        "passage answers a sub-question of its own (binary, so eta = 3 does not apply to them)."
+    )
+    assert answerability_note({"gold": 1, "judge:j1": 3}, eta=5) == (
+        "Answerability derived from gold evidence, not judged, for 1 of 4 instances: each gold "
+        "passage answers a sub-question of its own (binary, so eta = 5 does not apply to it); "
+        "judged by j1 (rating >= eta = 5) for the other 3."
+    )
+    assert answerability_note({"judge:j1": 1}) == (
+        "Answerability judged by j1 (rating >= eta = 3) for the one instance."
+    )
+
+
 # ------------------------------------------------------------------- through the store
 
 
@@ -208,6 +315,59 @@ def test_crux_report_uses_stored_ratings_and_falls_back_to_gold(db_path):
     assert per.loc[("q1", 3), "alpha_ndcg"] == pytest.approx(1.0)
     agg = res.aggregate.set_index("k")
     assert agg.loc[1, "n"] == 2 and agg.loc[1, "coverage"] == pytest.approx(0.5)
+
+
+def test_crux_report_eta_5_and_the_gold_derived_note(db_path):
+    store = _store_with_ratings(db_path)
+    kw = {"chunk_size": 10, "overlap": 0, "n_resamples": 200}
+    at3 = crux_report(store, "tiny", ["oracle"], [1, 3], **kw)
+    at5 = crux_report(store, "tiny", ["oracle"], [1, 3], eta=5, **kw)
+    assert (at3.eta, at5.eta) == (3, 5)
+    p3 = at3.per_context.set_index(["instance_id", "k"])
+    p5 = at5.per_context.set_index(["instance_id", "k"])
+    # q1 judged. eta 3: k=1 Cov 1/2 (hand-checked above). eta 5: Q_ans {s1}, Z* = (p1):
+    # the oracle's first chunk p1 answers it: Cov 1, density ((1/10)/(1/10))^0.5 = 1; k=3:
+    # density ((1/30)/(1/10))^0.5 = sqrt(1/3).
+    assert p3.loc[("q1", 1), "coverage"] == 0.5 and p5.loc[("q1", 1), "coverage"] == 1.0
+    assert p5.loc[("q1", 3), "density"] == pytest.approx(math.sqrt(1 / 3))
+    # q2 has no ratings: derived from gold, binary, the same at both thresholds.
+    for col in ("coverage", "alpha_ndcg", "density"):
+        assert p3.loc[("q2", 1), col] == p5.loc[("q2", 1), col]
+    assert at5.answerability_counts == {"judge:j1": 1, "gold": 1}
+    assert "derived from gold evidence, not judged, for 1 of 2 instances" in at5.note
+    assert "judged by j1 (rating >= eta = 5) for the other 1" in at5.note
+    agg = at5.aggregate.set_index("k")
+    assert (agg.loc[1, "judged"], agg.loc[1, "gold_derived"]) == (1, 1)
+    assert agg.loc[1, "answerability"] == "judged 1/2, gold-derived 1/2"
+    out = at5.to_dict()
+    assert out["eta"] == 5 and out["answerability_counts"] == {"judge:j1": 1, "gold": 1}
+    assert out["answerability_note"] == at5.note
+    with pytest.raises(ValueError, match="eta must be a number in"):
+        crux_report(store, "tiny", ["oracle"], [1], eta=7)
+
+
+def test_crux_figure_and_table_carry_the_gold_derived_note(db_path):
+    from core.figures.fanin import crux_coverage_figure, crux_table
+
+    store = _store_with_ratings(db_path)
+    res = crux_report(store, "tiny", ["oracle"], [1, 3], eta=5, k_required=True,
+                      chunk_size=10, overlap=0, n_resamples=100)  # fmt: skip
+    fig, data = crux_coverage_figure(res)
+    # the note under the panels, HTML-escaped for Plotly (which shows &gt; as >)
+    note = html.unescape(fig.layout.annotations[-1].text.replace("<br>", " "))
+    assert note == res.note
+    assert "derived from gold evidence, not judged, for 1 of 2 instances" in note
+    assert "eta = 5" in fig.layout.legend.title.text
+    assert list(fig.data[0].x) == ["1", "3", K_REQUIRED]  # |Z*| its own category
+    table = crux_table(res)
+    assert table["eta"].tolist() == [5, 5, 5]
+    assert table["k"].tolist() == ["1", "3", K_REQUIRED]
+    assert set(table["answerability"]) == {"judged 1/2, gold-derived 1/2"}
+    assert set(table["gold_derived"]) == {1} and set(table["judged"]) == {1}
+    # Every instance gold-derived: the note and the column say so.
+    gold = crux_table(crux_report(Store(db_path), "tiny", ["oracle"], [1], instance_ids=["q2"],
+                                  chunk_size=10, overlap=0, n_resamples=50))  # fmt: skip
+    assert gold["answerability"].tolist() == ["gold-derived 1/1 (not judged)"]
 
 
 def test_crux_report_needs_a_judge_choice_when_several_rated(db_path):

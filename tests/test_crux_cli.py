@@ -121,3 +121,80 @@ def test_retrieval_page_lets_the_user_choose_whose_ratings_crux_uses(tmp_path, m
     assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
     shown = " ".join(str(df.value.to_dict()) for df in at.dataframe)
     assert "judge:j2" in shown and "judge:j1" not in shown
+
+
+def _report(tiny, *extra):
+    return run_cli("report", "crux", "--dataset", "tiny", "--retrievers", "oracle", "--k", "1,3",
+                   "--chunk-size", "10", "--overlap", "0", "--resamples", "200", "--judge",
+                   "imported", *extra, "--db", tiny)  # fmt: skip
+
+
+def test_report_crux_eta_and_k_required_flags(tiny, tmp_path):
+    assert run_cli("import", "crux", _file(tmp_path, _records()), "--dataset", "tiny",
+                   "--db", tiny).returncode == 0  # fmt: skip
+    default = _report(tiny, "--json")
+    strict = _report(tiny, "--eta", "5", "--k-required", "--json")
+    assert default.returncode == 0 and strict.returncode == 0, strict.stderr
+    d, s = json.loads(default.stdout), json.loads(strict.stdout)
+    assert (d["eta"], s["eta"], d["k_required"], s["k_required"]) == (3, 5, False, True)
+    per3 = {(r["instance_id"], r["k"]): r for r in d["per_context"]}
+    per5 = {(r["instance_id"], r["k"]): r for r in s["per_context"]}
+    # Hand-checked in tests/test_crux.py: q1 k=1 Cov 1/2 at eta 3; at eta 5 only s1 is
+    # answerable and the oracle's first chunk (p1) answers it: Cov 1.
+    assert per3["q1", 1]["coverage"] == 0.5 and per5["q1", 1]["coverage"] == 1.0
+    assert per5["q1", 3]["density"] == pytest.approx(math.sqrt(1 / 3))
+    # k = |Z*|: q1 at eta 5 has Z* = (p1): one chunk; q2 (gold-derived) Z* = (p1, p2): two.
+    assert (per5["q1", "|Z*|"]["k_size"], per5["q1", "|Z*|"]["coverage"]) == (1, 1.0)
+    assert (per5["q2", "|Z*|"]["k_size"], per5["q2", "|Z*|"]["coverage"]) == (2, 1.0)
+    assert ("q1", "|Z*|") not in per3
+    agg = {r["k"]: r for r in s["aggregate"]}
+    assert agg["|Z*|"]["k_mean"] == 1.5 and agg["|Z*|"]["n"] == 2
+    # The gold-derived instance is counted and said.
+    assert s["answerability_counts"] == {"judge:imported": 1, "gold": 1}
+    assert "derived from gold evidence, not judged, for 1 of 2 instances" in s[
+        "answerability_note"
+    ]
+    assert (agg[1]["judged"], agg[1]["gold_derived"]) == (1, 1)
+    text = _report(tiny, "--eta", "5", "--k-required")
+    assert text.returncode == 0, text.stderr
+    assert "eta = 5" in text.stdout
+    assert "Answerability derived from gold evidence, not judged, for 1 of 2 instances" in (
+        text.stdout
+    )
+    assert "judged by imported (rating >= eta = 5) for the other 1" in text.stdout
+    assert "|Z*|" in text.stdout and "k = |Z*|: the required subset's size" in text.stdout
+
+
+def test_report_crux_refuses_a_bad_eta(tiny):
+    bad = run_cli("report", "crux", "--dataset", "tiny", "--eta", "7", "--db", tiny)
+    assert bad.returncode == 2 and "parameter 'eta': 7 is not one of 1, 2, 3, 4, 5" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_report_crux_all_gold_derived_says_so(tiny):
+    out = run_cli("report", "crux", "--dataset", "tiny", "--retrievers", "oracle", "--k", "1",
+                  "--chunk-size", "10", "--overlap", "0", "--resamples", "100", "--db", tiny)
+    assert out.returncode == 0, out.stderr
+    assert ("Answerability derived from gold evidence, not judged, for all 2 instances: each "
+            "gold passage answers a sub-question of its own (binary, so eta = 3 does not apply "
+            "to them).") in out.stdout  # fmt: skip
+
+
+def test_retrieval_page_crux_eta_and_k_required(tmp_path, monkeypatch):
+    """The CRUX views take eta and k = |Z*| from widgets; the table says eta and where
+    answerability came from (q1 judged, q2 derived from gold)."""
+    from conftest import open_page
+    from test_crux import _store_with_ratings
+
+    store = _store_with_ratings(tmp_path / "e.duckdb")
+    at = open_page(monkeypatch, store.path, "pages/retrieval.py", "tiny")
+    at.toggle(key="retrieval.crux").set_value(True).run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    eta = at.selectbox(key="retrieval.crux_eta")
+    assert eta.value == 3 and "seed 002" in eta.help
+    eta.set_value(5).run()
+    at.checkbox(key="retrieval.crux_k_required").check().run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    table = next(df.value for df in at.dataframe if "answerability" in df.value.columns)
+    assert set(table["eta"]) == {5} and "|Z*|" in set(table["k"])
+    assert set(table["answerability"]) == {"judged 1/2, gold-derived 1/2"}

@@ -33,7 +33,8 @@ def test_controlled_200_intervention_properties(controlled):
     s = info["summary"]
     assert s.status == "done" and s.errors == 0 and s.parse_errors == 0
     rep = intervention_report(store, "cr")
-    assert set(rep) == {"operators", "paired", "roles", "roles_missing", "synergy"}
+    assert set(rep) == {"correctness_axis", "operators", "paired", "roles", "roles_by_operator",
+                        "role_combinations", "role_precedence", "roles_missing", "synergy"}
     ops = {(r["operator"], r["variant"]): r for r in rep["operators"]}
     assert list(ops) == [
         ("original", ""), ("remove", ""), ("replace", "easy"), ("replace", "medium"),
@@ -44,8 +45,10 @@ def test_controlled_200_intervention_properties(controlled):
     assert {r["missing"] for r in rep["operators"]} == {0} and rep["roles_missing"] == 0
     assert set(rep["operators"][0]) == {
         "operator", "variant", "n", "missing", "correctness", "answer_f1", "grounding",
-        "confidence_error", "trace_divergence",
+        "confidence_error", "trace_divergence", "evidence_divergence", "answers_changed",
+        "pct_answer_changed", "correctness_changed", "pct_correctness_changed",
     }  # fmt: skip
+    assert rep["correctness_axis"] == "soft"
     orig = ops[("original", "")]["correctness"]
     assert orig > 0.5 and ops[("original", "")]["trace_divergence"] == 0.0
     # An extractive reader needs the fact shown: a duplicate keeps it, remove/replace lose it.
@@ -64,11 +67,26 @@ def test_controlled_200_intervention_properties(controlled):
     assert rm["ci_low"] > 0 and rm["p"] < 0.001
     dup = paired[("duplicate", "end", "correctness")]
     assert abs(dup["delta"]) <= 0.02 and dup["p"] > 0.05
-    assert set(rep["roles"]) == {
-        "constructive", "redundant", "distractive", "confidence_distorting", "unassigned",
-    }
+    roles = rep["roles"]
+    assert set(roles) == {
+        "n", "missing", "constructive", "redundant", "distractive", "confidence_distorting",
+        "unassigned", "several_flags",
+    }  # fmt: skip
     # 200 instances x (remove + 3 replace + 3 duplicate) item interventions.
-    assert sum(rep["roles"].values()) == 1400
+    assert roles["n"] == 1400 and roles["missing"] == 0
+    # the flags overlap (every distractive item is constructive too): one count per flag, and
+    # the items with several flags make up the difference to n
+    assert roles["distractive"] > 0 and roles["distractive"] <= roles["constructive"]
+    assert sum(n for combo, n in rep["role_combinations"].items()) == 1400
+    assert roles["several_flags"] == sum(
+        n for combo, n in rep["role_combinations"].items() if "+" in combo
+    )
+    assert roles["unassigned"] == rep["role_combinations"].get("unassigned", 0)
+    assert sum(r["n"] for r in rep["roles_by_operator"]) == 1400
+    # a duplicate keeps the extractive reader's answer and citations: nothing changes
+    for pos in ("front", "after", "end"):
+        assert ops[("duplicate", pos)]["pct_answer_changed"] == 0.0
+        assert ops[("duplicate", pos)]["evidence_divergence"] == 0.0
     assert rep["synergy"]["n"] > 0 and rep["synergy"]["metric"] == "answer_f1"
     assert rep["synergy"]["mean_drop_both"] >= rep["synergy"]["mean_drop_1"]
 
@@ -112,6 +130,12 @@ def test_cli_report_json_and_table(controlled, capsys):
     assert main(["report", "interventions", "--db", str(store.path), "--run", "cr"]) == 0
     text = capsys.readouterr().out
     assert "orig vs remove" in text and "synergy (answer_f1" in text
+    assert "correctness axis: soft" in text and "role flags of 1400 items (overlapping" in text
+    assert main(["report", "interventions", "--db", str(store.path), "--run", "cr",
+                 "--correctness-axis", "strict", "--json"]) == 0  # fmt: skip
+    strict = json.loads(capsys.readouterr().out)
+    assert strict["correctness_axis"] == "strict"
+    assert strict == json.loads(json.dumps(intervention_report(store, "cr", correctness="strict")))
     assert main(["report", "interventions", "--db", str(store.path), "--run", "nope"]) == 1
     assert "no run 'nope'" in capsys.readouterr().err
 
@@ -191,12 +215,30 @@ def test_figures_and_tables(controlled):
     ]  # fmt: skip
     assert list(fig.data[0].y)[0] == pytest.approx(rep["operators"][0]["correctness"])
     fig, data = get_figure("cuer_roles").build(store, sel)
-    assert int(data["n"].sum()) == 1400
+    assert int(data["n"].sum()) == 1400 and fig.layout.barmode == "group"
+    roles = get_table("cuer_roles").build(store, sel)
+    assert int(roles["distractive"].sum()) == rep["roles"]["distractive"] > 0
+    assert int(roles["several_flags"].sum()) == rep["roles"]["several_flags"]
+    combos = get_table("cuer_role_combinations").build(store, sel)
+    assert int(combos["n"].sum()) == 1400
     fig, data = get_figure("cuer_divergence").build(store, sel)
     assert len(data) == 200 * 8
     for name in ("cuer_hardness", "cuer_duplicate_positions"):
         fig, data = get_figure(name).build(store, sel)
-        assert len(fig.data) == 5 and set(data["operator"]) >= {"original"}
+        # one trace per metric: the five of Table 2 and the evidence divergence
+        assert len(fig.data) == 6 and set(data["operator"]) >= {"original"}
+    sweep = get_table("cuer_duplicate_positions").build(store, sel)
+    assert list(sweep["variant"]) == ["", "front", "after", "end"]
+    assert {"evidence_divergence", "pct_answer_changed", "pct_correctness_changed"} <= set(
+        sweep.columns
+    )
+    ops = {(r["operator"], r["variant"]): r for r in rep["operators"]}
+    for row in sweep.to_dict("records"):
+        want = ops[(row["operator"], row["variant"])]
+        assert row["pct_answer_changed"] == want["pct_answer_changed"]
+        assert row["evidence_divergence"] == pytest.approx(want["evidence_divergence"])
+    hard = get_table("cuer_hardness").build(store, sel)
+    assert list(hard["variant"]) == ["", "easy", "medium", "hard"]
     syn = get_table("cuer_synergy").build(store, sel)
     assert syn.iloc[0]["n"] == rep["synergy"]["n"]
     examples = get_table("cuer_role_examples").build(store, sel)
@@ -227,8 +269,25 @@ def test_interventions_page(controlled, monkeypatch):
     assert len(profile) == 9
     paired = next(v for v in frames if "stars" in v.columns)
     assert len(paired) == 8 * 5
-    examples = next(v for v in frames if "role" in v.columns and "target" in v.columns)
-    assert set(examples["role"]) == {"constructive"} and set(examples["operator"]) == {"remove"}
+    examples = next(v for v in frames if "primary_role" in v.columns and "target" in v.columns)
+    # the first flag in the list (constructive): every listed item carries it, some others too
+    assert set(examples["is_constructive"]) == {True} and set(examples["operator"]) == {"remove"}
+    assert len(examples) > 0 and (examples["n_flags"] >= 2).any()
+    flags = next(v for v in frames if "several_flags" in v.columns)
+    assert int(flags["n"].sum()) == 1400
+    sweep = next(v for v in frames if "pct_answer_changed" in v.columns and len(v) == 4
+                 and "front" in set(v["variant"]))  # fmt: skip
+    assert "evidence_divergence" in sweep.columns
+    assert at.selectbox(key="interventions.correctness_axis").value == "soft"
+    at.selectbox(key="interventions.role").set_value("distractive").run()
+    assert not at.exception
+    examples = next(v.value for v in at.dataframe
+                    if "primary_role" in v.value.columns and "target" in v.value.columns)
+    assert set(examples["is_distractive"]) == {True} and len(examples) > 0
+    at.selectbox(key="interventions.correctness_axis").set_value("strict").run()
+    assert not at.exception and not at.warning
+    profile = next(df.value for df in at.dataframe if "correctness_ci_low" in df.value.columns)
+    assert set(profile["correctness_axis"]) == {"strict"}
     at.number_input(key="interventions.tau").set_value(0.9).run()
     assert not at.exception
 

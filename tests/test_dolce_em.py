@@ -17,6 +17,7 @@ import pytest
 
 from core.dolce import (
     IDK,
+    NOT_COVERED,
     Thresholds,
     assign_category,
     candidate_grid,
@@ -116,6 +117,11 @@ def simulate(
     return frame, pd.DataFrame(truth, columns=["problem", "L", "lam", "k", "p_oracle"])
 
 
+def row_count(frame: pd.DataFrame, col: str) -> int:
+    """The single row's ``col`` as an int."""
+    return int(frame[col].iloc[0])
+
+
 def _categories(lam, k, L) -> np.ndarray:
     th = np.array([default_thresholds(exponential_ladder(int(x)), int(x)) for x in L])
     return assign_category(lam, k, th[:, 0], th[:, 1], th[:, 2])
@@ -211,27 +217,30 @@ def test_cow_em_holistic_problem_needs_the_whole_context():
     assert full["obs_p1"] == 1.0 and full["fit_p1"] > 0.5
 
 
-def test_pig_em_runs_on_simulated_problems():
+@pytest.mark.parametrize("estimator", ["likelihood", "published"])
+def test_pig_em_runs_on_simulated_problems(estimator):
     frame, _ = simulate(30, scenario="PIG", per_length=20, seed=5)
-    problems, curves = fit_pig(frame)
+    problems, curves = fit_pig(frame, estimator=estimator)
+    assert set(problems["estimator"]) == {estimator}
     assert len(problems) == 30 and set(problems["scenario"]) == {"PIG"}
     assert problems["p_oracle"].between(0, 1).all()
     assert np.isfinite(problems["log_likelihood"]).all()
     # k = 0 is not a PIG candidate (its point mass at s = 0 has unbounded density).
     assert (problems["k"] >= 1).all()
     assert curves["fit_s"].between(0, 1).all()
-    again, _ = fit_pig(frame)
+    again, _ = fit_pig(frame, estimator=estimator)
     pd.testing.assert_frame_equal(problems, again)
 
 
-def test_pig_em_recovers_the_redundancy_side_of_simulated_problems():
-    # What Algorithm 2 can identify (module docstring, "PIG identifiability"): k, through the
-    # mean score curve E[s | C] = 1 - binom(L - k, C) / binom(L, C). Whether k exceeds the
-    # category threshold k_p (the II/III split) is recovered for >= 90% of the problems whose
-    # oracle covers something (1 <= lambda <= L); lambda, and with it categories I-V, is not:
-    # exact categories come out for only 37-52% at 30, 100 or 300 spans per length, noise or not.
+def test_pig_published_em_recovers_the_redundancy_side_of_simulated_problems():
+    # What Algorithm 2 (the published estimator) can identify (core.dolce.em docstring): k,
+    # through the mean score curve E[s | C] = 1 - binom(L - k, C) / binom(L, C). Whether k
+    # exceeds the category threshold k_p (the II/III split) is recovered for >= 90% of the
+    # problems whose oracle covers something (1 <= lambda <= L); lambda, and with it
+    # categories I-V, is not: exact categories come out for only 37-52% at 30, 100 or 300
+    # spans per length, noise or not.
     frame, truth = simulate(200, scenario="PIG", per_length=30, seed=3)
-    problems, curves = fit_pig(frame)
+    problems, curves = fit_pig(frame, estimator="published")
     got = problems.merge(truth, on="problem", suffixes=("", "_true"))
     live = (got["lam_true"] >= 1) & (got["lam_true"] <= got["L"])
     assert live.sum() >= 150
@@ -295,13 +304,17 @@ def test_fit_dolce_pipeline_categories_thresholds_and_task_distribution():
     assert set(p["scenario"]) <= {"COW", "PIG"}
     assert (p["question"] == "q" + p["problem"].astype(str)).all()
     expected = assign_category(p["lam"], p["k"], p["lam_p"], p["k_p"], p["lam_q"])
+    # COW fits with k = 0 (the simulated lambda = L + 1: never answerable) are in no category.
+    expected = np.where(p["k"] == 0, NOT_COVERED, expected)
     assert list(p["category"]) == list(expected)
+    assert (p["k"] == 0).sum() == 4 and row_count(fit.tasks, "n_not_covered") == 4
     row = fit.tasks.iloc[0]
-    assert row["n"] == 40 and sum(row[f"n_{c}"] for c in ("I", "II", "III", "IV", "V")) == 40
+    cats = sum(row[f"n_{c}"] for c in ("I", "II", "III", "IV", "V"))
+    assert row["n"] == 40 and cats + row["n_not_covered"] == 40
     assert row["share_III"] == pytest.approx(row["n_III"] / 40)
     # Overridden thresholds apply to every problem.
     fit2 = fit_dolce(out, scenario="COW", thresholds=Thresholds(lam_p=1000, k_p=-1, lam_q=2000))
-    assert set(fit2.problems["category"]) <= {"I", "II"}
+    assert set(fit2.problems["category"]) <= {"I", "II", NOT_COVERED}
     assert fit2.settings["thresholds"] == {"lam_p": 1000, "k_p": -1, "lam_q": 2000}
     curve = mixture_curve(fit, 0)
     assert list(curve["C"]) == sorted(curve["C"])
@@ -414,7 +427,7 @@ def test_pig_em_equals_a_plain_per_problem_reference(seed):
     # pick the same (lambda, k) as a loop over problems and grid points with exact rho, with
     # log-likelihoods within 1e-9.
     frame, _ = simulate(16, scenario="PIG", per_length=3, lengths=(6, 20, 45, 90), seed=seed)
-    problems, curves = fit_pig(frame)
+    problems, curves = fit_pig(frame, estimator="published")
     want, fit_s = _reference_fit_pig(frame)
     assert list(problems["problem"]) == list(want["problem"])
     assert list(problems["lam"]) == list(want["lam"])

@@ -32,7 +32,8 @@ _json = st.recursive(
 _keys = st.sampled_from(
     ["_id", "id", "question", "answer", "gold_answer", "context", "supporting_facts", "type",
      "passages", "long_context", "oracle_evidence", "evidences", "text", "title", "is_gold",
-     "answers", "context_length", "distractors"]
+     "answers", "context_length", "distractors", "input", "length", "dataset", "language",
+     "all_classes"]
 )  # fmt: skip
 #: Records that look like the formats (right keys, wrong or odd values) reach deeper checks.
 _record = st.dictionaries(_keys, _json, max_size=8)

@@ -60,7 +60,7 @@ def test_directory_is_not_a_file(tmp_path):
     assert err.reason == "is a directory, not a file"
 
 
-@pytest.mark.parametrize("fmt", ["hotpotqa", "2wiki", "oncu-jsonl", "jsonl"])
+@pytest.mark.parametrize("fmt", ["hotpotqa", "2wiki", "oncu-jsonl", "jsonl", "longbench"])
 def test_empty_file(tmp_path, fmt):
     path = tmp_path / "empty.data"
     path.write_bytes(b"")

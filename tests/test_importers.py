@@ -26,10 +26,12 @@ def write_jsonl(path, records, blank_lines=False):
 
 # ---------------------------------------------------------------------------- API
 def test_formats_and_unknown_format(tmp_path):
-    assert FORMATS == ("hotpotqa", "2wiki", "oncu-jsonl", "jsonl")
+    assert FORMATS == ("hotpotqa", "2wiki", "oncu-jsonl", "jsonl", "longbench")
     with pytest.raises(ValueError) as exc:
         read_dataset(tmp_path / "x.json", "squad", "x")
-    assert str(exc.value) == "unknown format 'squad'; allowed: hotpotqa, 2wiki, oncu-jsonl, jsonl"
+    assert str(exc.value) == (
+        "unknown format 'squad'; allowed: hotpotqa, 2wiki, oncu-jsonl, jsonl, longbench"
+    )
     with pytest.raises(ValueError, match="name"):
         read_dataset(tmp_path / "x.json", "jsonl", " ")
 

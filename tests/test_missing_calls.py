@@ -75,7 +75,7 @@ def test_cuer_failed_intervention_is_missing_not_zero():
     pairs = intervention_pairs(dirty)
     gone = pairs[pairs["instance_id"] == "d"].iloc[0]
     assert bool(gone["missing"]) and math.isnan(gone["delta_corr"])
-    assert math.isnan(gone["trace_divergence"]) and pd.isna(gone["role"])
+    assert math.isnan(gone["trace_divergence"]) and pd.isna(gone["primary_role"])
 
     prof = utility_profile(dirty, n_resamples=200).aggregate.set_index("operator")
     ref = utility_profile(clean, n_resamples=200).aggregate.set_index("operator")
@@ -252,8 +252,9 @@ def test_fanin_failed_call_is_missing_not_zero():
     clean = pd.DataFrame(_fan_rows())
     dirty = pd.DataFrame([*_fan_rows(), _fan("s3", "retrieved", 1, NAN, error="HTTP 500"),
                           _fan("s3", "oracle", 1, 1.0)])  # fmt: skip
-    got = fanin_analysis(dirty, n_resamples=200)
-    ref = fanin_analysis(clean, n_resamples=200)
+    # r over exact fan-in with the oracle: enough points for r on this small frame
+    got = fanin_analysis(dirty, points="fan_in", include_oracle=True, n_resamples=200)
+    ref = fanin_analysis(clean, points="fan_in", include_oracle=True, n_resamples=200)
     b = got.by_bucket.set_index(["condition", "bucket"])
     assert (b.loc[("retrieved", "single"), "n"], b.loc[("retrieved", "single"), "missing"]) == (
         2, 1,

@@ -49,9 +49,10 @@ def test_parsed_defaults_are_the_declared_defaults():
     assert cuer.operators == "remove,replace,duplicate"
     assert cuer.duplicate_positions == "end" and cuer.two_support is True
     probe = build_parser().parse_args(PROBES)
-    assert (probe.units, probe.per_length, probe.strategy, probe.seed) == tuple(
+    assert (probe.units, probe.per_length, probe.strategy, probe.max_spans, probe.seed) == tuple(
         p.default for p in probes.PARAMS
     )
+    assert (probe.strategy, probe.max_spans) == ("paper", 100)  # the seed's sampling
     crux = build_parser().parse_args(["report", "crux", "--dataset", "d"])
     assert crux.k == [3] and crux.retrievers == "lexical"
     rep = build_parser().parse_args(["report", "interventions", "--run", "r"])
@@ -91,6 +92,7 @@ def test_changing_a_declaration_changes_the_flag_and_the_widget(monkeypatch):
         (PROBES + ["--strategy", "every"], "'strategy': unknown strategy 'every'"),
         (PROBES + ["--units", "token"], "'units': 'token' is not one of sentence, passage"),
         (PROBES + ["--per-length", "0"], "'per_length' must be >= 1"),
+        (PROBES + ["--max-spans", "0"], "'max_spans' must be >= 1"),
         (CUER + ["--top-k", "-1"], "'top_k' must be >= 1"),
         (["report", "interventions", "--run", "r", "--eps", "2"], "'eps' must be <= 1"),
         (["report", "crux", "--dataset", "d", "--k", "3,x"], "'k' expects int, got 'x'"),
@@ -127,10 +129,11 @@ def _widgets_app() -> None:
 def test_param_widgets_render_the_declarations():
     at = AppTest.from_function(_widgets_app).run()
     assert not at.exception
-    defaults = {"units": "sentence", "per_length": 5, "strategy": "random", "seed": 0}
+    defaults = {"units": "sentence", "per_length": 5, "strategy": "paper", "max_spans": 100,
+                "seed": 0}
     assert at.text[0].value == repr(sorted(defaults.items()))
     assert at.selectbox(key="t.units").options == ["sentence", "passage"]
     assert at.number_input(key="t.per_length").value == 5
-    assert at.text_input(key="t.strategy").value == "random"
+    assert at.text_input(key="t.strategy").value == "paper"
     at.number_input(key="t.per_length").set_value(12).run()
     assert "('per_length', 12)" in at.text[0].value

@@ -1,9 +1,13 @@
 """Fan-in and retrieval-context coverage reports (SPEC §9, issue 8).
 
 ``report fanin --runs R1,R2`` prints AC / ER / EP per fan-in bucket, relative degradation,
-construction loss, ER-AC / EP-AC correlation, failure attribution and system-pair overlap;
-``report crux --dataset NAME --retrievers lexical,dense --k 3,5`` prints Cov, alpha-nDCG and
-density per retriever and k. ``--json`` prints the full result (per-instance rows included).
+construction loss, ER-AC / EP-AC correlation (over (system, bucket) points of the retrieved
+condition as seed 003 Fig. 3; ``--points fan_in``, ``--r-include-oracle`` and
+``--r-include-full-context`` change that, and a line lists the points used), failure
+attribution and system-pair overlap; ``report crux --dataset NAME --retrievers lexical,dense
+--k 3,5`` prints Cov, alpha-nDCG and density per retriever and k (``--eta 5`` for the stricter
+threshold, ``--k-required`` adds k = |Z*|) and says whose answerability it used, with counts.
+``--json`` prints the full result (per-instance rows included).
 In the fan-in report ``n`` counts the answered predictions and ``missing`` the failed calls
 left out of every aggregate (a parse error stays in ``n``, scored 0).
 """
@@ -16,7 +20,14 @@ from typing import Any
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.crux import crux_report
-from core.fanin import fanin_report
+from core.fanin import correlation_note, fanin_report
+from core.figures.fanin import (
+    CRUX_K_REQUIRED,
+    ETA,
+    POINTS,
+    R_INCLUDE_FULL_CONTEXT,
+    R_INCLUDE_ORACLE,
+)
 from core.params import add_argument, add_arguments
 from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
 
@@ -38,8 +49,10 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
     if not runs:
         raise ValueError("--runs needs at least one run id (comma-separated)")
     res = fanin_report(
-        open_store(args), runs, args.score_field, points=args.points, n_resamples=args.resamples
-    )
+        open_store(args), runs, args.score_field, points=args.points,
+        include_oracle=args.r_include_oracle, include_full_context=args.r_include_full_context,
+        n_resamples=args.resamples,
+    )  # fmt: skip
     if args.json:
         print_json(res.to_dict(with_instances=not args.no_instances))
         return 0
@@ -67,6 +80,7 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
             f"{key.replace('_', '-').upper()} r = {_fmt(c['r'], 3)} "
             f"[{_fmt(c['ci_low'], 3)}, {_fmt(c['ci_high'], 3)}] over {c['n']} points"
         )
+    print(correlation_note(res.correlation))
     return 0
 
 
@@ -77,6 +91,8 @@ def _cmd_crux(args: argparse.Namespace) -> int:
         split_csv(args.retrievers),
         args.k,
         judge=args.judge,
+        eta=args.eta,
+        k_required=args.k_required,
         chunk_size=args.chunk_size,
         overlap=args.overlap,
         n_resamples=args.resamples,
@@ -87,13 +103,19 @@ def _cmd_crux(args: argparse.Namespace) -> int:
             out.pop("per_context")
         print_json(out)
         return 0
-    print(f"CRUX coverage of dataset '{args.dataset}' (answerability: {res.answerability_source})")
-    print(f"{'retriever':12} {'k':>3} {'n':>5} {'Cov':>6} {'a-nDCG':>7} {'Den':>6} {'tokens':>7}")
+    print(f"CRUX coverage of dataset '{args.dataset}' (answerability: {res.answerability_source}, "
+          f"eta = {res.eta:g})")  # fmt: skip
+    print(res.note)
+    print(f"{'retriever':12} {'k':>5} {'n':>5} {'Cov':>6} {'a-nDCG':>7} {'Den':>6} {'tokens':>7}")
     for r in res.aggregate.to_dict("records"):
         print(
-            f"{r['retriever']:12} {r['k']:>3} {r['n']:>5} {_fmt(r['coverage'], 3):>6} "
+            f"{r['retriever']:12} {r['k']!s:>5} {r['n']:>5} {_fmt(r['coverage'], 3):>6} "
             f"{_fmt(r['alpha_ndcg'], 3):>7} {_fmt(r['density'], 3):>6} {_fmt(r['tokens'], 0):>7}"
         )
+    if res.k_required:
+        sizes = res.aggregate[res.aggregate["k"] == "|Z*|"]["k_mean"]
+        print(f"k = |Z*|: the required subset's size per instance (mean {_fmt(sizes.mean())} "
+              "chunks)")  # fmt: skip
     return 0
 
 
@@ -109,12 +131,7 @@ def register(groups: Groups) -> None:
         choices=("f1_relaxed", "f1_strict", "em_strict", "em_relaxed", "soft_correct"),
         help="answer score giving AC = 100 x score (default f1_relaxed)",
     )
-    fan.add_argument(
-        "--points",
-        default="fan_in",
-        choices=("fan_in", "bucket"),
-        help="Pearson points per (system, exact fan-in) or per (system, bucket)",
-    )
+    add_arguments(fan, (POINTS, R_INCLUDE_ORACLE, R_INCLUDE_FULL_CONTEXT))
     fan.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (5000)")
     fan.add_argument("--no-instances", action="store_true", help="leave per-instance rows out")
     fan.add_argument("--json", action="store_true", help="print JSON")
@@ -130,6 +147,8 @@ def register(groups: Groups) -> None:
     add_argument(crux, families, flag="--retrievers", dest="retrievers", raw=True)
     add_argument(crux, _KS)
     crux.add_argument("--judge", default=None, help="use this judge's stored ratings")
+    add_argument(crux, ETA)
+    add_argument(crux, CRUX_K_REQUIRED, flag="--k-required", dest="k_required")
     add_arguments(crux, (CHUNK_SIZE, OVERLAP))
     crux.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (5000)")
     crux.add_argument("--no-instances", action="store_true", help="leave per-context rows out")

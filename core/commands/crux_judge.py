@@ -10,7 +10,8 @@ already gave (CRUX's released judgments, say), from a JSON Lines file::
 sub-question) pair 0..5 with the CRUX rubric through a model backend
 (:func:`core.runs.judge_answerability`; calls go through the response cache), so that
 ``report crux --judge NAME`` uses real ratings instead of the binary ones derived from gold
-evidence.
+evidence. The raw 0..5 ratings are stored; the threshold eta is applied when reporting
+(``report crux --eta 5``; default 3), so one judging serves every threshold.
 """
 
 from __future__ import annotations

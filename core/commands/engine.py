@@ -2,10 +2,12 @@
 
 ``python -m core run --db PATH --dataset NAME [--backend auto|embedded|ollama|openai] [--model M]
 [--host URL ...] [--base-url URL] --conditions no_evidence,full_context,retrieved,oracle
-[--retriever lexical --top-k 3] [--concurrency N] [--num-ctx 32768] [--seed 0] --name RUN
-[--json]`` shows a progress bar on stderr (done/total, rate, ETA) and ends with a summary line,
-or with ``--json`` one JSON object (:class:`core.engine.RunSummary`) of
-:func:`core.runs.run_conditions`. Rerunning the same
+[--retriever lexical --top-k 3] [--rerank N [--rerank-model DIR]] [--concurrency N]
+[--num-ctx 32768] [--seed 0] --name RUN [--json]`` shows a progress bar on stderr (done/total,
+rate, ETA) and ends with a summary line, or with ``--json`` one JSON object
+(:class:`core.engine.RunSummary`) of :func:`core.runs.run_conditions`. ``--rerank N`` adds the
+CE@N->k stage (seed 000 App. A.13); without a local cross-encoder it fails with one line
+saying how to get one, before any call. Rerunning the same
 command continues the run: stored calls are skipped, cached responses reused. The default
 backend ``auto`` is ``ollama`` when an Ollama server answers and the ``embedded`` baseline
 reader otherwise (:func:`choose_backend`).
@@ -31,7 +33,16 @@ from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.conditions import retrieval_audit
 from core.jsonable import json_plain
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
-from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, list_retrievers, retriever_param
+from core.retrieval import (
+    CHUNK_SIZE,
+    OVERLAP,
+    RERANK,
+    RERANK_MODEL,
+    TOP_K,
+    list_retrievers,
+    reranker,
+    retriever_param,
+)
 from core.runs import run_conditions
 from core.store import Store
 from core.views.common import error_digest
@@ -241,13 +252,16 @@ def _failed_calls(store: Store, s: Any, calls: str) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     with open_store(args).run_lock(args.name):  # refused at once, before a server is asked
+        if args.rerank is not None:  # a missing cross-encoder, too (one line, exit 1)
+            reranker(args.rerank_model)
         args.backend = choose_backend(args.backend, args.model, args.host)
         return drive_run(
             args,
             lambda store, backend, **kw: run_conditions(
                 store, args.dataset, backend, split_csv(args.conditions), name=args.name,
                 retriever=args.retriever, top_k=args.top_k, chunk_size=args.chunk_size,
-                overlap=args.overlap, concurrency=args.concurrency, **kw,
+                overlap=args.overlap, rerank=args.rerank, rerank_model=args.rerank_model,
+                concurrency=args.concurrency, **kw,
             ),
         )  # fmt: skip
 
@@ -384,7 +398,7 @@ def register(groups: Groups) -> None:
     )
     add_argument(run, retriever_param())
     add_argument(run, TOP_K, flag="--top-k", dest="top_k")
-    add_arguments(run, (CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX, SEED))
+    add_arguments(run, (RERANK, RERANK_MODEL, CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX, SEED))
     run.add_argument("--name", required=True, help="run name; rerun it to continue the run")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_db(run)

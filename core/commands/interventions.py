@@ -8,10 +8,12 @@
 runs the base retrieved traces, then the interventions planned from their citations
 (:func:`core.runs.run_interventions`); rerunning the same command continues the run.
 
-``python -m core report interventions --db PATH --run RUN [--eps 0.05] [--tau 0.5] --json``
-prints :func:`core.cuer.intervention_report`: per-operator utility means, paired bootstrap
-deltas (seed 004 Table 3), role counts and two-support synergy. ``n`` counts the answered
-pairs; ``missing`` the pairs left out because the base or the intervention call failed.
+``python -m core report interventions --db PATH --run RUN [--eps 0.05] [--tau 0.5]
+[--correctness-axis soft|strict] --json`` prints :func:`core.cuer.intervention_report`:
+per-operator utility means with the evidence divergence and the % of answers changed, paired
+bootstrap deltas (seed 004 Table 3), role flag counts (overlapping: one count per flag, plus
+how many items carry several) and two-support synergy. ``n`` counts the answered pairs;
+``missing`` the pairs left out because the base or the intervention call failed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.commands.engine import add_backend_args, drive_run
-from core.cuer import intervention_report
+from core.cuer import CORRECTNESS_AXIS, ROLE_FLAGS, intervention_report
 from core.interventions import (
     BASE_TOP_K,
     DUPLICATE_POSITIONS_PARAM,
@@ -67,20 +69,23 @@ def _fmt(x: float | None, signed: bool = False, pct: bool = False) -> str:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     rep = intervention_report(
-        open_store(args), args.run, eps=args.eps, tau=args.tau, synergy_metric=args.synergy_metric
-    )
+        open_store(args), args.run, eps=args.eps, tau=args.tau,
+        synergy_metric=args.synergy_metric, correctness=args.correctness_axis,
+    )  # fmt: skip
     if args.json:
         print_json(rep)
         return 0
+    print(f"correctness axis: {rep['correctness_axis']}")
     print(f"{'operator':16} {'variant':8} {'n':>5} {'miss':>5} {'corr':>7} {'F1':>7} "
-          f"{'ground':>7} {'CE':>7} {'D':>7}")  # fmt: skip
+          f"{'ground':>7} {'CE':>7} {'D':>7} {'evid':>7} {'ans chg':>8}")  # fmt: skip
     for r in rep["operators"]:
         cells = " ".join(
             f"{_fmt(r[m]):>7}"
             for m in ("correctness", "answer_f1", "grounding", "confidence_error",
-                      "trace_divergence")
+                      "trace_divergence", "evidence_divergence")
         )  # fmt: skip
-        print(f"{r['operator']:16} {r['variant']:8} {r['n']:>5} {r['missing']:>5} {cells}")
+        print(f"{r['operator']:16} {r['variant']:8} {r['n']:>5} {r['missing']:>5} {cells} "
+              f"{_fmt(r['pct_answer_changed'], pct=True):>8}")  # fmt: skip
     print(f"\n{'comparison':26} {'metric':18} {'n':>5} {'miss':>5} {'delta':>7} {'95% CI':>17} "
           f"{'p':>7}")  # fmt: skip
     for r in rep["paired"]:
@@ -89,8 +94,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
         p = "<0.001" if r["p"] is not None and r["p"] < 0.001 else _fmt(r["p"])
         print(f"{comp:26} {r['metric']:18} {r['n']:>5} {r['missing']:>5} "
               f"{_fmt(r['delta'], True):>7} {ci:>17} {p:>7}")  # fmt: skip
-    print("\nroles: " + ", ".join(f"{k} {v}" for k, v in rep["roles"].items())
-          + f"; missing (failed call) {rep['roles_missing']}")  # fmt: skip
+    roles = rep["roles"]
+    print(f"\nrole flags of {roles['n']} items (overlapping: an item can carry several): "
+          + ", ".join(f"{k} {roles[k]}" for k in (*ROLE_FLAGS, "unassigned"))
+          + f"; several flags {roles['several_flags']}; missing (failed call) "
+          f"{roles['missing']}")  # fmt: skip
+    for r in rep["roles_by_operator"]:
+        comp = r["operator"] + (f":{r['variant']}" if r["variant"] else "")
+        print(f"  {comp:18} n={r['n']} " + " ".join(f"{k}={r[k]}" for k in ROLE_FLAGS)
+              + f" several={r['several_flags']} missing={r['missing']}")  # fmt: skip
+    print("  combinations: " + ", ".join(f"{k} {v}" for k, v in rep["role_combinations"].items()))
     s = rep["synergy"]
     if s.get("n") or s.get("missing"):
         print(
@@ -128,7 +141,7 @@ def register(groups: Groups) -> None:
         "interventions", help="CUE-R utility profile, paired deltas, roles, synergy (SPEC §7)"
     )
     rep.add_argument("--run", required=True, help="an intervention run")
-    add_arguments(rep, REPORT_PARAMS)
+    add_arguments(rep, (*REPORT_PARAMS, CORRECTNESS_AXIS))
     rep.add_argument(
         "--synergy-metric",
         default="answer_f1",

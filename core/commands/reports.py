@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,17 +18,20 @@ from core.jsonable import json_plain
 from core.oncu import (
     DEFAULT_GROUP_KEY,
     LENGTH_RULE,
+    SCALING_DISTANCES,
     SCORE_FIELDS,
     SMALL_GROUP,
     condition_contrast,
     failure_breakdown,
+    length_label,
     oncu_summary,
+    scaling_report,
 )
 from core.results import RESULT_FORMATS, import_results, score_runs
 from core.scoring import FAILURE_LABELS
 from core.store import Store
 
-__all__ = ["failures_report", "oncu_report", "paired_report", "register"]
+__all__ = ["failures_report", "oncu_report", "paired_report", "register", "scaling_report_json"]
 
 
 def oncu_report(
@@ -91,6 +95,63 @@ def paired_report(
             )
     out = condition_contrast(frame, a, b, score_field=score_field)
     return [json_plain(r) for r in out.to_dict("records")]
+
+
+def scaling_report_json(
+    store: Store,
+    run: str | None = None,
+    score_field: str = "f1_relaxed",
+    group_key: Sequence[str] | None = None,
+    distance: str = "middle",
+    n_resamples: int = 5000,
+) -> dict[str, Any]:
+    """Length-position scaling statistics (SPEC §6.7; seed 000 §8.11, Tables 10, 29, 30).
+
+    Returns:
+        ``{"score_field", "distance", "by_length", "contrasts", "regression", "notes"}``:
+        per (run, condition, length) mean clipped ONCU; per run the three paired contrasts
+        with Holm-adjusted p; per (run, condition) the OLS terms; ``notes`` one line per
+        statistic the data cannot support or that left cells out (``level`` ``warning``
+        where the number is missing, ``note`` where it was computed on part of the cells).
+        Non-finite numbers (an effect with sd 0) are null.
+    """
+    if score_field not in SCORE_FIELDS:
+        raise ValueError(
+            f"unknown score field '{score_field}' (allowed: {', '.join(SCORE_FIELDS)})"
+        )
+    frame = store.analysis_frame(store.resolve_runs(run))
+    if "variant" in frame.columns:
+        frame = frame[frame["variant"].fillna("") == ""]
+    rep = scaling_report(frame, score_field, tuple(group_key or DEFAULT_GROUP_KEY),
+                         n_resamples=n_resamples, distance=distance)  # fmt: skip
+    out: dict[str, Any] = {"score_field": score_field, "distance": distance}
+    for part in ("by_length", "contrasts", "regression"):
+        out[part] = [_finite(json_plain(r)) for r in rep[part].to_dict("records")]
+    notes = []
+    for r in out["by_length"]:
+        if r["note"]:
+            notes.append({"level": "warning", "run": r["run"], "statistic": (
+                f"ONCU {r['condition']} {length_label(r['context_length'])}"),
+                "note": r["note"]})  # fmt: skip
+    for r in out["contrasts"]:
+        if r["note"]:
+            level = "warning" if r["mean"] is None else "note"
+            notes.append({"level": level, "run": r["run"], "statistic": r["label"],
+                          "note": r["note"]})  # fmt: skip
+    seen = set()
+    for r in out["regression"]:
+        if r["note"] and (r["run"], r["condition"]) not in seen:
+            seen.add((r["run"], r["condition"]))
+            level = "warning" if r["coefficient"] is None else "note"
+            notes.append({"level": level, "run": r["run"],
+                          "statistic": f"scaling OLS {r['condition']}", "note": r["note"]})
+    out["notes"] = notes
+    return out
+
+
+def _finite(row: dict) -> dict:
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in row.items()}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- handlers
@@ -195,6 +256,106 @@ def _cmd_report_paired(args: argparse.Namespace) -> int:
     return 0
 
 
+def _p_text(p: Any) -> str:
+    """Paper style: ``<.001`` below 0.001, else three decimals; ``-`` when missing."""
+    if p is None:
+        return "-"
+    return "<.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _num(v: Any) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def _unit_label(rows: list[dict]) -> dict[str, str]:
+    """Label per run: ``model / dataset`` (the paper's Model/Dataset), plus the run if ambiguous."""
+    first = {}
+    for r in rows:
+        first.setdefault(r["run"], f"{r.get('model') or r['run']} / {r.get('dataset') or '-'}")
+    counts: dict[str, int] = {}
+    for label in first.values():
+        counts[label] = counts.get(label, 0) + 1
+    return {run: (f"{lab} [{run}]" if counts[lab] > 1 else lab) for run, lab in first.items()}
+
+
+def _print_grid(header: list[str], rows: list[list[str]], top: list[str] | None = None) -> None:
+    """Columns padded to their widest cell; ``top`` labels start above their column."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]  # fmt: skip
+    if top is not None:
+        starts = [i for i, t in enumerate(top) if t] + [len(top)]
+        for i, j in zip(starts[:-1], starts[1:], strict=True):
+            span = sum(widths[i:j]) + 2 * (j - i - 1)
+            widths[j - 1] += max(0, len(top[i]) - span)
+        line, start = "", 0
+        for label, w in zip(top, widths, strict=True):
+            if label:
+                line = (line.ljust(start) if len(line) < start else line + " ") + label
+            start += w + 2
+        print(line)
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _print_scaling(rep: dict[str, Any]) -> None:
+    """Tables 30, 29 and 10 of seed 000 in the paper's layouts, then the notes."""
+    labels = _unit_label(rep["by_length"] + rep["contrasts"] + rep["regression"])
+    cond_name = {"full_context": "full context", "retrieved": "retrieved"}
+    print(f"Scaling OLS over length x position cells (seed 000 Table 30; "
+          f"{rep['score_field']}, distance from the {rep['distance']})")  # fmt: skip
+    reg = [r for r in rep["regression"] if r["term"] != "intercept"]
+    _print_grid(
+        ["Analysis", "Model/Dataset", "Term", "Est.", "SE", "p"],
+        [[f"Scaling OLS ({cond_name.get(r['condition'], r['condition'])})", labels[r["run"]],
+          r["term"], _num(r["coefficient"]), _num(r["se"]), _p_text(r["p"])] for r in reg],
+    )  # fmt: skip
+    for r in rep["regression"]:
+        if r["term"] == "intercept":
+            print(f"  fit {labels[r['run']]} {r['condition']}: {r['n']} cells, "
+                  f"{r['left_out']} left out, R² {_num(r['r_squared'])}, intercept "
+                  f"{_num(r['coefficient'])} (SE {_num(r['se'])})")  # fmt: skip
+    print()
+    print("Paired scaling contrasts over matched cells (seed 000 Table 29; Holm within each "
+          "run's 3 contrasts)")  # fmt: skip
+    _print_grid(
+        ["Analysis", "Model", "Contrast", "Est.", "95% CI", "Effect", "p", "p (Holm)", "n"],
+        [[r["analysis"], labels[r["run"]], r["label"], _num(r["mean"]),
+          "-" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+          _num(r["effect"]), _p_text(r["p"]), _p_text(r["p_holm"]), str(r["n"])]
+         for r in rep["contrasts"]],
+    )  # fmt: skip
+    print()
+    print("Mean clipped ONCU by context length (seed 000 Table 10)")
+    conds = [c for c in ("full_context", "retrieved") if any(
+        r["condition"] == c for r in rep["by_length"])]  # fmt: skip
+    lengths = sorted({r["context_length"] for r in rep["by_length"]
+                      if r["context_length"] is not None})  # fmt: skip
+    value = {(r["run"], r["condition"], r["context_length"]): r["oncu"] for r in rep["by_length"]}
+    names = {"full_context": "Full-context ONCU", "retrieved": "Retrieved-evidence ONCU"}
+    top = ["", *[names[c] if i == 0 else "" for c in conds for i in range(len(lengths))]]
+    _print_grid(
+        ["Model", *[length_label(n) for _ in conds for n in lengths]],
+        [[labels[run], *[_num(value.get((run, c, n))) for c in conds for n in lengths]]
+         for run in dict.fromkeys(r["run"] for r in rep["by_length"])],
+        top=top,
+    )  # fmt: skip
+    for n in rep["notes"]:
+        tag = "WARNING" if n["level"] == "warning" else "note"
+        print(f"{tag}: {labels.get(n['run'], n['run'])}: {n['statistic']}: {n['note']}")
+
+
+def _cmd_report_scaling(args: argparse.Namespace) -> int:
+    rep = scaling_report_json(open_store(args), args.run, args.score_field,
+                              split_csv(args.group_key), args.distance,
+                              args.n_resamples)  # fmt: skip
+    if args.json:
+        print_json(rep)
+    else:
+        _print_scaling(rep)
+    return 0
+
+
 # ---------------------------------------------------------------------------- parser
 def register(groups: Groups) -> None:
     """Add ``import results``, ``score`` and ``report oncu | failures | paired``."""
@@ -246,3 +407,19 @@ def register(groups: Groups) -> None:
     pa.add_argument("--a", default="retrieved", help="condition a (default retrieved)")
     pa.add_argument("--b", default="full_context", help="condition b (default full_context)")
     pa.set_defaults(handler=_cmd_report_paired)
+
+    sc = groups.report.add_parser(
+        "scaling", help="length-position scaling: Tables 10, 29, 30 of seed 000 (SPEC §6.7)"
+    )
+    _common(sc, run_required=False)
+    sc.add_argument("--group-key", help="ONCU group key as in `report oncu` (must keep "
+                    "context_length and evidence_position)")  # fmt: skip
+    sc.add_argument(
+        "--distance", default="middle", choices=SCALING_DISTANCES,
+        help="distance term of the OLS: middle = |position fraction - 0.5| (default); end = "
+        "1 - position fraction, the published Table 30 specification (collinear with the "
+        "position term: statsmodels' pseudo-inverse splits the slope evenly)",
+    )  # fmt: skip
+    sc.add_argument("--n-resamples", type=int, default=5000,
+                    help="bootstrap resamples of the contrasts (default 5000)")  # fmt: skip
+    sc.set_defaults(handler=_cmd_report_scaling)

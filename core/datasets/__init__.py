@@ -1,1 +1,1 @@
-"""Dataset builders and importers: controlled generator, ruler-lite, HotpotQA/2Wiki, JSONL."""
+"""Dataset builders and importers: controlled, ruler-lite, HotpotQA/2Wiki, JSONL, LongBench."""

@@ -36,6 +36,7 @@ from core.datasets._io import (
 )
 from core.datasets.hotpotqa import hotpotqa_instance, twowiki_instance
 from core.datasets.jsonl import jsonl_instance
+from core.datasets.longbench import longbench_instance
 from core.datasets.oncu_jsonl import oncu_instance
 from core.types import DataError, Dataset, Instance
 
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 #: Accepted ``fmt`` values of ``read_dataset``.
-FORMATS = ("hotpotqa", "2wiki", "oncu-jsonl", "jsonl")
+FORMATS = ("hotpotqa", "2wiki", "oncu-jsonl", "jsonl", "longbench")
 
 _Reader = Callable[[str | Path, Any], Iterator[tuple[int, Any]]]
 _Mapper = Callable[[Fields], Instance]
@@ -58,6 +59,7 @@ _FORMATS: dict[str, tuple[_Reader, _Mapper, str]] = {
     "2wiki": (json_list_records, twowiki_instance, "_id"),
     "oncu-jsonl": (jsonl_records, oncu_instance, "id"),
     "jsonl": (jsonl_records, jsonl_instance, "id"),
+    "longbench": (jsonl_records, longbench_instance, "_id"),
 }
 
 
@@ -95,7 +97,7 @@ def read_dataset(path: str | Path, fmt: str, name: str) -> ImportResult:
 
     Args:
         path: the file (JSON list for ``hotpotqa`` / ``2wiki``; JSON Lines for ``oncu-jsonl``
-            / ``jsonl``).
+            / ``jsonl`` / ``longbench``).
         fmt: one of ``FORMATS``.
         name: the dataset name.
 

@@ -13,60 +13,52 @@ One concept per module:
 - :mod:`core.dolce.outcomes`: IDK detection, outcome coding, the dip test, stored probes;
 - :mod:`core.dolce.categories`: candidate grid, thresholds and the categories I-V;
 - :mod:`core.dolce.em`: Algorithms 1 and 2 (and the PIG identifiability caveat);
+- :mod:`core.dolce.likelihood`: the PIG estimator that identifies lambda (the default);
+- :mod:`core.dolce.params`: the declared knobs that live here (no heavy imports);
 - :mod:`core.dolce.pipeline`: :func:`fit_dolce`, the whole pipeline.
+
+The names below are loaded on first use (PEP 562), so importing :mod:`core.dolce.params` (the
+CLI does, on every call) does not load scipy.
 """
 
 from __future__ import annotations
 
-from core.dolce.categories import (
-    CATEGORIES,
-    CATEGORY_NAMES,
-    Thresholds,
-    assign_category,
-    candidate_grid,
-    category_distribution,
-    default_thresholds,
-)
-from core.dolce.closed_forms import (
-    cover_probability_cow,
-    cover_probability_cow_vec,
-    partial_point_density_pig,
-    partial_point_density_pig_vec,
-    partial_point_distribution_pig,
-    partial_point_mode_pig,
-    partial_point_probability_pig,
-    partial_point_probability_pig_vec,
-)
-from core.dolce.em import COW_STEPS, PIG_STEPS, fit_cow, fit_pig
-from core.dolce.outcomes import IDK, code_outcomes, dip_scenario, is_idk, outcomes_from_probes
-from core.dolce.pipeline import DolceFit, fit_dolce, mixture_curve
+import importlib
+from typing import Any
 
-__all__ = [
-    "CATEGORIES",
-    "CATEGORY_NAMES",
-    "COW_STEPS",
-    "DolceFit",
-    "IDK",
-    "PIG_STEPS",
-    "Thresholds",
-    "assign_category",
-    "candidate_grid",
-    "category_distribution",
-    "code_outcomes",
-    "cover_probability_cow",
-    "cover_probability_cow_vec",
-    "default_thresholds",
-    "dip_scenario",
-    "fit_cow",
-    "fit_dolce",
-    "fit_pig",
-    "is_idk",
-    "mixture_curve",
-    "outcomes_from_probes",
-    "partial_point_density_pig",
-    "partial_point_density_pig_vec",
-    "partial_point_distribution_pig",
-    "partial_point_mode_pig",
-    "partial_point_probability_pig",
-    "partial_point_probability_pig_vec",
-]
+# Public name -> the module that defines it.
+_WHERE = {
+    **dict.fromkeys(
+        ("CATEGORIES", "CATEGORY_NAMES", "NOT_COVERED", "Thresholds", "assign_category",
+         "candidate_grid", "category_distribution", "default_thresholds"),
+        "categories",
+    ),
+    **dict.fromkeys(
+        ("cover_probability_cow", "cover_probability_cow_vec", "partial_point_density_pig",
+         "partial_point_density_pig_vec", "partial_point_distribution_pig",
+         "partial_point_mode_pig", "partial_point_probability_pig",
+         "partial_point_probability_pig_vec"),
+        "closed_forms",
+    ),
+    **dict.fromkeys(("COW_STEPS", "PIG_STEPS", "fit_cow", "fit_pig"), "em"),
+    **dict.fromkeys(("PIG_TOLERANCE", "observation_probability"), "likelihood"),
+    **dict.fromkeys(("PIG_ESTIMATOR", "PIG_ESTIMATORS"), "params"),
+    **dict.fromkeys(("IDK", "code_outcomes", "dip_scenario", "is_idk", "outcomes_from_probes",
+                     "task_scenarios"), "outcomes"),
+    **dict.fromkeys(("DolceFit", "fit_dolce", "mixture_curve"), "pipeline"),
+}  # fmt: skip
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first use."""
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

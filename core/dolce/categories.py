@@ -12,6 +12,7 @@ import pandas as pd
 __all__ = [
     "CATEGORIES",
     "CATEGORY_NAMES",
+    "NOT_COVERED",
     "Thresholds",
     "assign_category",
     "candidate_grid",
@@ -20,6 +21,10 @@ __all__ = [
 ]
 
 CATEGORIES = ("I", "II", "III", "IV", "V")
+#: The "category" of a COW fit with k = 0: no copy of a sufficient span, so no span of any
+#: length answers (lambda > L). Assumption 1 needs k >= 1: the model does not cover the
+#: problem, which is therefore in none of I-V (in particular not V, which needs a span).
+NOT_COVERED = "not covered"
 #: What each category means (shown in the UI).
 CATEGORY_NAMES = {
     "I": "closed-book / zero-shot (lambda = 0)",
@@ -27,6 +32,7 @@ CATEGORY_NAMES = {
     "III": "retrieval (lambda <= lambda_p, k <= k_p)",
     "IV": "balanced (lambda_p < lambda <= lambda_q)",
     "V": "holistic understanding (lambda > lambda_q)",
+    NOT_COVERED: "not covered by the model (COW k = 0: no span answers, lambda > L)",
 }
 
 
@@ -93,7 +99,14 @@ def assign_category(lam: Any, k: Any, lam_p: Any, k_p: Any, lam_q: Any) -> np.nd
 
 
 def category_distribution(problems: pd.DataFrame) -> pd.DataFrame:
-    """Category counts and shares per task (and how many problems are COW / PIG)."""
+    """Category counts and shares per task, with the COW / PIG split and the flagged fits.
+
+    Columns: ``task, n, n_cow, n_pig``, ``n_I`` ... ``n_V`` and ``n_not_covered`` (COW fits
+    with k = 0, in no category), ``n_not_identified`` (problems whose lambda and category the
+    estimator does not identify: PIG under the published Algorithm 2; counted inside
+    ``n_I`` ... ``n_V`` too), then ``share_I`` ... ``share_V`` and ``share_not_covered``
+    (shares of ``n``).
+    """
     rows = []
     for task, frame in problems.groupby("task", sort=False):
         row: dict[str, Any] = {
@@ -104,7 +117,11 @@ def category_distribution(problems: pd.DataFrame) -> pd.DataFrame:
         }
         for cat in CATEGORIES:
             row[f"n_{cat}"] = int((frame["category"] == cat).sum())
+        row["n_not_covered"] = int((frame["category"] == NOT_COVERED).sum())
+        ident = frame["identified"] if "identified" in frame.columns else pd.Series(True)
+        row["n_not_identified"] = int((~ident.astype(bool)).sum())
         for cat in CATEGORIES:
             row[f"share_{cat}"] = row[f"n_{cat}"] / len(frame)
+        row["share_not_covered"] = row["n_not_covered"] / len(frame)
         rows.append(row)
     return pd.DataFrame(rows)

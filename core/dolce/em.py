@@ -1,19 +1,25 @@
-"""DOLCE estimators: EM for COW (Algorithm 1) and PIG (Algorithm 2), one task at a time (App. C).
+"""DOLCE estimators: EM for COW (Algorithm 1) and PIG, one task at a time (App. C).
 
-PIG identifiability (a limit of Algorithm 2, which is implemented line by line). Algorithm 2
-scores a candidate ``(lambda, k)`` by rho at the per-length oracle hit rate
-``P_{i,C}(y = 1 | O)`` (line 1108), not at each observed score, so the data enter only through
-the mean score curve over C. That curve's expectation, ``1 - binom(L - k, C) / binom(L, C)``
-(the chance that one group is covered), does not depend on lambda; lambda only sets how peaked
-rho-tilde is around it, and the ``(lambda + 1)``-scaled density there grows with lambda (about
-``sqrt(lambda)``). The brute-force argmax therefore identifies k, but for lambda it favours the
-large candidates compatible with the curve (``k * lambda <= L``), whatever the true lambda:
-on 200 simulated problems (``tests/test_dolce_em.py``) the exact category comes out for
-37-52% at 30, 100 or 300 spans per length, with or without background noise, while whether
-``k > k_p`` is recovered for 92-98%. Evaluating rho at each observation's own score does not
-cure it either (56-61%): scores of 0 / IDK at short C get ``(lambda + 1) * P(0 groups)``,
-again largest for large lambda. PIG categories (and lambda) are thus reported as the paper's
-algorithm gives them and should be read with this bias in mind; k is the reliable output.
+PIG has two estimators (:data:`PIG_ESTIMATORS`):
+
+- ``likelihood`` (default): EM with a per-observation likelihood, every observed score scored
+  by the exact rho-tilde pmf on the ``1 / lambda`` lattice (:mod:`core.dolce.likelihood`); the
+  task-level background noise and the hybrid oracle's 0 / IDK split are kept as in Algorithm 2.
+  It identifies lambda: on problems simulated from the PIG model it recovers the exact
+  ``(lambda, k)`` (``tests/test_dolce_pig_identify.py``).
+- ``published``: Algorithm 2 as printed, implemented line by line. It does not identify
+  lambda. It scores a candidate ``(lambda, k)`` by rho at the per-length oracle hit rate
+  ``P_{i,C}(y = 1 | O)`` (line 1108), not at each observed score, so the data enter only
+  through the mean score curve over C. That curve's expectation,
+  ``1 - binom(L - k, C) / binom(L, C)`` (the chance that one group is covered), does not depend
+  on lambda (App. L); lambda only sets how peaked rho-tilde is around it, and the
+  ``(lambda + 1)``-scaled density there grows with lambda (about ``sqrt(lambda)``). The
+  brute-force argmax therefore identifies k, but for lambda it favours the large candidates
+  compatible with the curve (``k * lambda <= L``), whatever the true lambda: on 200 simulated
+  problems (``tests/test_dolce_em.py``) the exact category comes out for 37-52% at 30, 100 or
+  300 spans per length, with or without background noise, while whether ``k > k_p`` is
+  recovered for 92-98%. Its lambda and categories are reported as the paper's algorithm gives
+  them and flagged "not identified" (``identified = False``) by :func:`core.dolce.fit_dolce`.
 """
 
 from __future__ import annotations
@@ -27,13 +33,33 @@ import pandas as pd
 
 from core.dolce.categories import candidate_grid
 from core.dolce.closed_forms import TINY, cover_probability_cow_vec, log_pig_pmf, pig_mode_s
+from core.dolce.likelihood import PIG_TOLERANCE, check_tolerance, em_pig_likelihood
 from core.dolce.outcomes import IDK
+from core.dolce.params import LIKELIHOOD_STEPS, PIG_ESTIMATORS, PUBLISHED
 
-__all__ = ["COW_STEPS", "PIG_STEPS", "fit_cow", "fit_pig", "require_columns"]
+__all__ = [
+    "COW_STEPS",
+    "PIG_ESTIMATORS",
+    "PIG_STEPS",
+    "PIG_TOLERANCE",
+    "check_pig_estimator",
+    "fit_cow",
+    "fit_pig",
+    "require_columns",
+]
 
 #: EM steps of Algorithm 1 (COW) and Algorithm 2 (PIG), as in the paper (§4).
 COW_STEPS = 10
 PIG_STEPS = 5
+
+
+def check_pig_estimator(estimator: str) -> str:
+    """``estimator`` if it is one of :data:`PIG_ESTIMATORS`, else ValueError naming them."""
+    if estimator not in PIG_ESTIMATORS:
+        raise ValueError(
+            f"unknown PIG estimator {estimator!r}; choose one of: {', '.join(PIG_ESTIMATORS)}"
+        )
+    return estimator
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,13 +324,19 @@ def require_columns(frame: pd.DataFrame, cols: Sequence[str], what: str) -> pd.D
 
 
 def _problem_rows(
-    task: Any, pr: _Problems, res: Mapping[str, np.ndarray], scenario: str, n_obs: np.ndarray
+    task: Any,
+    pr: _Problems,
+    res: Mapping[str, np.ndarray],
+    scenario: str,
+    n_obs: np.ndarray,
+    estimator: str,
 ) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "task": task,
             "problem": pr.ids,
             "scenario": scenario,
+            "estimator": estimator,
             "L": pr.L,
             "n_obs": n_obs.astype(np.int64),
             "max_C": np.where(pr.cmask, pr.C, -1).max(axis=1),
@@ -327,9 +359,10 @@ def fit_cow(
         steps: EM steps (10 in the paper).
 
     Returns:
-        ``(problems, curves)``: one row per problem (``task, problem, scenario, L, n_obs,
-        max_C, lam, k, p_oracle, log_likelihood``) and one row per (problem, observed C) with
-        the observed outcome shares and the fitted mixture's ``fit_p1, fit_p0, fit_pidk``.
+        ``(problems, curves)``: one row per problem (``task, problem, scenario, estimator``
+        (``published``: Algorithm 1), ``L, n_obs, max_C, lam, k, p_oracle, log_likelihood``)
+        and one row per (problem, observed C) with the observed outcome shares and the fitted
+        mixture's ``fit_p1, fit_p0, fit_pidk``.
     """
     obs = require_columns(observations, ("problem", "L", "C", "x"), "COW observations")
     bad = ~obs["x"].isin([0, 1, IDK])
@@ -344,7 +377,7 @@ def fit_cow(
         where = (idx["_p"].to_numpy(), idx["_c"].to_numpy(), idx["x"].to_numpy(dtype=np.int64))
         np.add.at(counts, where, 1.0)
         res = _em_cow(pr, counts, steps)
-        problems.append(_problem_rows(task, pr, res, "COW", counts.sum(axis=(1, 2))))
+        problems.append(_problem_rows(task, pr, res, "COW", counts.sum(axis=(1, 2)), "published"))
         prior = res["p_oracle"][:, None, None]
         fit = res["p_oracle_x"] * prior + res["p_noise_x"][None, None, :] * (1.0 - prior)
         n = counts.sum(axis=2)
@@ -360,20 +393,36 @@ def fit_cow(
 
 
 def fit_pig(
-    observations: pd.DataFrame, *, steps: int = PIG_STEPS
+    observations: pd.DataFrame,
+    *,
+    steps: int | None = None,
+    estimator: str = "likelihood",
+    tolerance: float = PIG_TOLERANCE,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Estimate lambda and k per problem under PIG (Algorithm 2), one task at a time.
+    """Estimate lambda and k per problem under PIG, one task at a time.
 
     Args:
         observations: one row per probe: ``problem``, ``L``, ``C``, ``s`` (score in [0, 1],
             NaN for IDK) and optionally ``task``.
-        steps: EM steps (5 in the paper).
+        steps: EM steps (None: 5 for ``published`` as in the paper, 10 for ``likelihood``).
+        estimator: ``likelihood`` (default: every observed score scored by the exact
+            rho-tilde pmf; identifies lambda) or ``published`` (Algorithm 2 as printed; does
+            not identify lambda). See the module docstring.
+        tolerance: ``likelihood`` only: an interior score stands for the scores within this
+            distance (default 0.005); see :mod:`core.dolce.likelihood`.
 
     Returns:
-        ``(problems, curves)`` as :func:`fit_cow`; curves carry the observed mean score
-        ``obs_s`` and the mixture's expected score ``fit_s`` (oracle hit rate x P(oracle) +
-        noise hit rate x P(noise)).
+        ``(problems, curves)`` as :func:`fit_cow` (``estimator`` names the PIG estimator);
+        curves carry the observed mean score ``obs_s`` (IDK as 0) and IDK share ``obs_pidk``
+        and the mixture's expected score ``fit_s`` (``published``: oracle hit rate x
+        P(oracle) + noise hit rate x P(noise); ``likelihood``: the oracle's mean score
+        ``1 - binom(L - k, C) / binom(L, C)`` x P(oracle) + the noise's mean score x
+        P(noise)), and for ``likelihood`` the mixture's IDK probability ``fit_pidk``.
     """
+    check_pig_estimator(estimator)
+    tol = check_tolerance(tolerance)
+    if steps is None:
+        steps = PIG_STEPS if estimator == PUBLISHED else LIKELIHOOD_STEPS
     obs = require_columns(observations, ("problem", "L", "C", "s"), "PIG observations")
     s = obs["s"].to_numpy(dtype=float)
     if np.any((s < 0) | (s > 1)):
@@ -390,16 +439,24 @@ def fit_pig(
             np.add.at(y[:, :, v], pc, yv[:, v])
         n_obs = np.zeros(pr.C.shape)
         np.add.at(n_obs, pc, 1.0)
-        res = _em_pig(pr, y, n_obs, steps)
-        problems.append(_problem_rows(task, pr, res, "PIG", n_obs.sum(axis=1)))
-        prior = res["p_oracle"][:, None]
-        fit_s = res["p_oracle_y"][:, :, 1] * prior + res["p_noise_y"][1] * (1.0 - prior)
+        if estimator == PUBLISHED:
+            res = _em_pig(pr, y, n_obs, steps)
+            prior = res["p_oracle"][:, None]
+            fit_s = res["p_oracle_y"][:, :, 1] * prior + res["p_noise_y"][1] * (1.0 - prior)
+            fit_idk = np.full(pr.C.shape, np.nan)
+        else:
+            res = em_pig_likelihood(pr, pc[0], pc[1], sv, steps, tol)
+            prior = res["p_oracle"][:, None]
+            fit_s = res["oracle_mean"] * prior + res["noise_mean"] * (1.0 - prior)
+            fit_idk = res["oracle_idk"] * prior + res["noise_idk"] * (1.0 - prior)
+        problems.append(_problem_rows(task, pr, res, "PIG", n_obs.sum(axis=1), estimator))
         for i, pid in enumerate(pr.ids):
             for c in np.flatnonzero(pr.cmask[i]):
                 tot = max(n_obs[i, c], 1.0)
                 curves.append(
                     (task, pid, int(pr.C[i, c]), int(n_obs[i, c]), np.nan, np.nan,
-                     y[i, c, 2] / tot, y[i, c, 1] / tot, np.nan, np.nan, np.nan, fit_s[i, c])
+                     y[i, c, 2] / tot, y[i, c, 1] / tot, np.nan, np.nan, fit_idk[i, c],
+                     fit_s[i, c])
                 )  # fmt: skip
     return pd.concat(problems, ignore_index=True), _curves_frame(curves, "PIG")
 

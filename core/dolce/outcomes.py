@@ -13,10 +13,21 @@ import pandas as pd
 
 from core.probes import parse_variant
 
-__all__ = ["IDK", "code_outcomes", "dip_scenario", "is_idk", "outcomes_from_probes"]
+__all__ = [
+    "IDK",
+    "MIN_SUBSET",
+    "code_outcomes",
+    "dip_scenario",
+    "is_idk",
+    "outcomes_from_probes",
+    "task_scenarios",
+]
 
 #: Outcome code of "I don't know" (COW outcomes are 1, 0 or IDK).
 IDK = 2
+#: App. H: a task is split into a COW and a PIG subset only if both have more than this many
+#: problems.
+MIN_SUBSET = 10
 
 _IDK_WORDS = frozenset(
     """unanswerable unknown idk none_given not_answerable cannot_answer no_answer
@@ -88,23 +99,86 @@ def code_outcomes(
     return x.astype(np.int64), s
 
 
-def dip_scenario(scores: Sequence[float]) -> tuple[str, float]:
-    """Hartigan's dip test on one problem's outcome scores, bucketized into bins of 0.1.
+def _spread_in_bins(sc: np.ndarray) -> np.ndarray:
+    """Scores bucketized into bins of 0.1, the ``m`` scores of a bin spread evenly over it.
 
-    Each score (IDK counts as 0) is replaced by its bin's centre (1.0 falls in the last bin);
-    COW when the dip test's p-value is below 0.5 (multi-modal), else PIG (seed §3.1).
+    Bin ``b`` (scores in ``[b / 10, (b + 1) / 10)``, 1.0 in the last) holds its scores at
+    ``(b + (i + 0.5) / m) / 10``, i = 0..m-1: the sample of the histogram's piecewise-uniform
+    density, free of ties.
+    """
+    b = np.minimum(np.floor(np.clip(sc, 0.0, 1.0) * 10.0 + 1e-9), 9.0).astype(np.int64)
+    order = np.argsort(b, kind="stable")
+    counts = np.bincount(b, minlength=10)
+    starts = np.cumsum(counts) - counts
+    rank = np.arange(b.size) - starts[b[order]]
+    out = np.empty(b.size)
+    out[order] = (b[order] + (rank + 0.5) / counts[b[order]]) / 10.0
+    return out
+
+
+def dip_scenario(scores: Sequence[float], *, ties: str = "spread") -> tuple[str, float]:
+    """Hartigan's dip test on outcome scores bucketized into bins of 0.1 (seed §3.1, App. H).
+
+    Each score (IDK counts as 0) is bucketized (1.0 falls in the last bin); COW when the dip
+    test's p-value is below 0.5 (multi-modal), else PIG.
+
+    Ties. ``spread`` (default): the scores of a bin are spread evenly over it, so the test
+    sees the histogram (0.1 resolution) as a density. ``centre``: every score sits on its
+    bin's centre (this tool before issue 16); the dip test assumes no ties, and with scores
+    piled on 10 points it rejects unimodality for any sample past a few dozen (Beta(4, 4)
+    scores, n = 20 / 40 / 100: p = 0.08 / 0.00001 / 0.0 at the centres, 1.0 / 0.92 / 1.0
+    spread; ``tests/test_dolce_task_rules.py``), so a task's pooled scores (App. H) or a
+    problem's 200 probes would always come out COW.
 
     Returns:
         ``(scenario, p_value)``; fewer than 4 scores -> ``("COW", nan)``.
     """
+    if ties not in ("spread", "centre"):
+        raise ValueError(f"unknown ties {ties!r}; choose one of: spread, centre")
     sc = np.asarray(scores, dtype=float)
     sc = np.where(np.isnan(sc), 0.0, sc)
     if sc.size < 4:
         return "COW", float("nan")
-    bins = (np.minimum(np.floor(np.clip(sc, 0.0, 1.0) * 10.0 + 1e-9), 9.0) + 0.5) / 10.0
-    _, p = diptest.diptest(bins)
+    if ties == "spread":
+        x = _spread_in_bins(sc)
+    else:
+        x = (np.minimum(np.floor(np.clip(sc, 0.0, 1.0) * 10.0 + 1e-9), 9.0) + 0.5) / 10.0
+    _, p = diptest.diptest(x)
     p = float(p)
     return ("COW" if p < 0.5 else "PIG"), p
+
+
+def task_scenarios(
+    scores: pd.DataFrame, min_subset: int = MIN_SUBSET
+) -> tuple[pd.DataFrame, str, float]:
+    """COW / PIG for every problem of one task by the rule of seed App. H.
+
+    The dip test runs on each problem's scores (:func:`dip_scenario`). The task is split into
+    the COW and the PIG subset only if both have more than ``min_subset`` (10) problems;
+    otherwise the whole task takes one scenario, that of the dip test on all its scores
+    pooled (App. H bucketizes a task's scores and tests them per task first). A task whose
+    exact-answer scores are 0 / 1 (IDK as 0) is thus COW even where many of its problems,
+    mostly unanswered, look unimodal one by one.
+
+    Args:
+        scores: one row per outcome: ``problem`` and ``score`` (IDK as 0; NaN counts as 0).
+        min_subset: the subset size that must be exceeded on both sides to split.
+
+    Returns:
+        ``(per_problem, rule, task_p)``: per problem ``problem, dip_p, dip_scenario`` (the
+        problem's own test) and ``scenario`` (the one applied); ``rule`` is ``split``,
+        ``COW only`` or ``PIG only``; ``task_p`` the pooled test's p-value (NaN when split).
+    """
+    rows = [
+        (pid, *dip_scenario(frame["score"])[::-1])
+        for pid, frame in scores.groupby("problem", sort=False)
+    ]
+    out = pd.DataFrame(rows, columns=["problem", "dip_p", "dip_scenario"])
+    n_cow = int((out["dip_scenario"] == "COW").sum())
+    if n_cow > min_subset and len(out) - n_cow > min_subset:
+        return out.assign(scenario=out["dip_scenario"]), "split", float("nan")
+    scen, p = dip_scenario(scores["score"])
+    return out.assign(scenario=scen), f"{scen} only", p
 
 
 # ================================================================== probes stored as predictions

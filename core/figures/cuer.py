@@ -2,10 +2,13 @@
 
 Every function takes the CUE-R frames of the selection (the dict of
 :func:`core.views.cuer.cuer_result`: ``predictions``, ``pairs``, ``profile``, ``deltas``,
-``roles``, ``synergy``) and draws or arranges them; numbers come from :mod:`core.cuer` only.
-Options (declared below, read by the view): ``eps`` (0.05) and ``tau`` (0.5), the role
-thresholds (negligible change, large divergence); ``synergy_metric`` (``answer_f1``), the axis
-of the two-support drops; ``n_resamples`` (5,000), bootstrap resamples (SPEC §6.6; seed 42).
+``roles``, ``combinations``, ``synergy``, ``correctness_axis``) and draws or arranges them;
+numbers come from :mod:`core.cuer` only. Options (declared below, read by the view): ``eps``
+(0.05) and ``tau`` (0.5), the role thresholds (negligible change, large divergence);
+``correctness_axis`` (``soft``; ``strict`` = normalized exact match); ``synergy_metric``
+(``answer_f1``), the axis of the two-support drops; ``n_resamples`` (5,000), bootstrap
+resamples (SPEC §6.6; seed 42). :data:`COLUMN_HELP` holds each column's definition and paper
+section, the tooltips of the tables.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.cuer import METRICS, ROLES
+from core.cuer import CORRECTNESS_AXIS, METRICS, PRIMARY_ROLE_ORDER, PROFILE_METRICS, ROLE_FLAGS
 from core.figures import empty_figure
 from core.interventions import (
     DUPLICATE_POSITIONS,
@@ -29,6 +32,8 @@ from core.interventions import (
 )
 
 __all__ = [
+    "COLUMN_HELP",
+    "CORRECTNESS_AXIS",
     "EPS",
     "SECTION",
     "SYNERGY_METRIC",
@@ -36,9 +41,12 @@ __all__ = [
     "comparison_label",
     "divergence_figure",
     "duplicate_positions_figure",
+    "duplicate_positions_table",
     "hardness_figure",
+    "hardness_table",
     "paired_delta_table",
     "paired_heatmap_figure",
+    "role_combinations_table",
     "role_examples",
     "role_table",
     "roles_figure",
@@ -55,11 +63,86 @@ _METRIC_TITLES = {
     "grounding": "Grounding ↑",
     "confidence_error": "Conf. error ↓",
     "trace_divergence": "Trace div. ↓",
+    "evidence_divergence": "Evid. div.",
 }
 _ROLE_COLORS = {
     "constructive": "#d62728", "redundant": "#7f7f7f", "distractive": "#9467bd",
-    "confidence_distorting": "#ff7f0e", "unassigned": "#c7c7c7",
+    "confidence_distorting": "#ff7f0e", "unassigned": "#c7c7c7", "several_flags": "#17becf",
 }  # fmt: skip
+_CI = "95% percentile bootstrap interval (5,000 resamples, seed 42; CUE-R §5.9, App. A)"
+_DELTA = ("Δ = U(original) - U(intervened) (CUE-R eq. 7, §3.3); positive: the original was "
+          "better (for confidence error: the intervened run erred less)")  # fmt: skip
+_FLAGS_OVERLAP = "Flags overlap: an item can carry several (CUE-R §3.5)."
+#: Definition and paper section of every column of the CUE-R tables (the page's tooltips).
+COLUMN_HELP: dict[str, str] = {
+    "correctness_axis": "Which correctness ran: soft (1 if normalized match, same yes/no, same "
+    "number, or token F1 >= 0.8; App. B) or strict (normalized exact match; §4.6).",
+    "n": "Pairs with both the base and the intervened call answered (CUE-R §5.9; SPEC §7).",
+    "missing": "Pairs left out because the base or the intervened call failed (error set): "
+    "missing, not wrong. A parse error is an answer: it stays in n, scored 0 (SPEC §7).",
+    "correctness": "Correctness on the chosen axis: soft (App. B) or strict normalized "
+    "exact match (CUE-R §3.3, §4.6, §5.8).",
+    "answer_f1": "Answer F1: token F1 = 2PR/(P+R) after normalization (CUE-R §5.8, App. B).",
+    "grounding": "Grounding G = |{u in U: title(u) in S}| / |U|, U the cited chunk ids, S "
+    "the gold support titles, 0 when U is empty (CUE-R eq. 11, §5.8).",
+    "confidence_error": "Confidence error CE = |c - 1[correct]|, c the self-reported "
+    "confidence clamped to [0, 1], correct on the chosen axis (CUE-R §5.8, App. B).",
+    "trace_divergence": "Trace divergence D = 0.5 d_Jaccard(E, E') + 0.3 1[y != y'] + 0.2 "
+    "|c - c'| (CUE-R §3.4 eq. 9); 0 for the original.",
+    "evidence_divergence": "Evidence divergence d_Jaccard(E, E') = 1 - |E ∩ E'| / |E ∪ "
+    "E'|, E and E' the cited (used) chunk ids of the original and the intervened run, 0 when "
+    "both are empty (CUE-R §3.4 eq. 9, App. B; App. C Table 13 'Evid. Div.').",
+    "answers_changed": "Answered pairs whose answer differs from the original's after relaxed "
+    "normalization: 1[y != y'] of CUE-R §3.4 eq. 9.",
+    "pct_answer_changed": "% of n whose answer changed (relaxed-normalized y != y'; CUE-R §3.4 "
+    "eq. 9, App. C).",
+    "correctness_changed": "Answered pairs whose correctness label flipped, either way "
+    "(CUE-R App. C).",
+    "pct_correctness_changed": "% of n whose correctness label flipped, either way (CUE-R "
+    "App. C: 'correctness changed in at most 5% of examples for front').",
+    "constructive": "Items with Δcorr > 0 or Δgrnd > 0: perturbing the item harms correctness "
+    "or grounding (CUE-R §3.5). " + _FLAGS_OVERLAP,
+    "redundant": "Items with |Δcorr|, |Δgrnd|, |Δcal| <= eps and D <= eps: negligible utility "
+    "change and trace divergence (CUE-R §3.5). " + _FLAGS_OVERLAP,
+    "distractive": "Items with D >= tau and Δcorr > 0 or Δgrnd > 0: large trace change and a "
+    "correctness or grounding loss (CUE-R §3.5); so every distractive item is also "
+    "constructive. " + _FLAGS_OVERLAP,
+    "confidence_distorting": "Items with |Δcal| > eps and |Δcorr| <= eps: confidence error "
+    "changes without a correctness change (CUE-R §3.5). " + _FLAGS_OVERLAP,
+    "unassigned": "Items carrying no role flag (CUE-R §3.5).",
+    "several_flags": "Items carrying two or more role flags, e.g. constructive and "
+    "distractive (CUE-R §3.5).",
+    "flags": "Every role flag the item carries, joined by + ('unassigned': none; CUE-R §3.5).",
+    "n_flags": "How many role flags the item carries (CUE-R §3.5).",
+    "primary_role": "One label per item for colouring and filtering only: the first flag that "
+    "holds in the order " + " > ".join(PRIMARY_ROLE_ORDER) + ", else unassigned. Counts are "
+    "per flag (CUE-R §3.5).",
+    "delta_corr": "Δcorr: " + _DELTA,
+    "delta_f1": "ΔF1: " + _DELTA + "; F1 is no role axis.",
+    "delta_grnd": "Δgrnd: " + _DELTA,
+    "delta_cal": "Δcal (confidence error): " + _DELTA,
+    "delta": "Mean paired difference original - intervention over the pairs scored on both "
+    "sides (CUE-R Table 3, §5.9).",
+    "ci_low": "Lower end of the " + _CI,
+    "ci_high": "Upper end of the " + _CI,
+    "p": "Two-sided bootstrap p = 2 min(P(δ* >= 0), P(δ* <= 0)) (CUE-R §5.9).",
+    "stars": "* p < .05, ** p < .01, *** p < .001 (CUE-R §6.3, Figure 3).",
+    "mean_drop_1": "Mean drop original - (support 1 removed) on the synergy axis (CUE-R §6.8, "
+    "Table 9).",
+    "mean_drop_2": "Mean drop original - (support 2 removed) (CUE-R §6.8, Table 9).",
+    "mean_drop_both": "Mean drop original - (both supports removed) (CUE-R §6.8, Table 9).",
+    "mean_synergy": "Mean of joint drop - max single drop (CUE-R §6.8, Table 9).",
+    "pct_positive_synergy": "% of n whose synergy > 0 (CUE-R §6.8, Table 9).",
+    "pct_strong_complementary": "% of n where both single drops <= eps and the joint drop > "
+    "eps (CUE-R §6.8, Table 9).",
+}
+for _m in PROFILE_METRICS:
+    COLUMN_HELP[f"{_m}_ci_low"] = f"{_m}: lower end of the {_CI}."
+    COLUMN_HELP[f"{_m}_ci_high"] = f"{_m}: upper end of the {_CI}."
+for _f in ROLE_FLAGS:
+    COLUMN_HELP[f"is_{_f}"] = f"Whether the item carries the {_f} flag. " + COLUMN_HELP[_f]
+for _a in ("correctness", "answer_f1", "grounding", "confidence_error"):
+    COLUMN_HELP[f"{_a}_orig"] = "Of the original (base) run. " + COLUMN_HELP[_a]
 
 
 def comparison_label(operator: str, variant: str) -> str:
@@ -205,38 +288,51 @@ def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFram
 
 
 def role_table(result: Mapping[str, Any]) -> pd.DataFrame:
-    """Role counts per (run, operator, variant, role).
+    """Role flag counts per (run, operator, variant) (seed 004 §3.5).
 
-    ``missing`` (the same on each role row of a comparison) counts its item interventions
-    without a role because the base or the intervention call failed.
+    One column per flag (items carrying it; the flags overlap, so they can sum to more than
+    ``n``), ``unassigned`` (no flag), ``several_flags`` (two or more), ``n`` (items with both
+    calls answered) and ``missing`` (items without a role because a call failed).
     """
     return result["roles"].aggregate.copy()
 
 
+def role_combinations_table(result: Mapping[str, Any]) -> pd.DataFrame:
+    """How many items carry each combination of flags per comparison (most frequent first)."""
+    return result["combinations"].aggregate.copy()
+
+
 def role_examples(result: Mapping[str, Any]) -> pd.DataFrame:
-    """Every item intervention with its role: the instances behind the role counts."""
+    """Every item intervention with its flags: the instances behind the flag counts."""
     pairs = result["roles"].per_instance
-    cols = ["run", "dataset", "instance_id", "operator", "param", "target", "rule", "role",
-            "answer_orig", "answer", "delta_corr", "delta_grnd", "delta_cal",
-            "trace_divergence"]  # fmt: skip
+    cols = ["run", "dataset", "instance_id", "operator", "param", "target", "rule", "flags",
+            "n_flags", *[f"is_{f}" for f in ROLE_FLAGS], "primary_role", "answer_orig",
+            "answer", "delta_corr", "delta_grnd", "delta_cal", "trace_divergence",
+            "evidence_divergence", "missing"]  # fmt: skip
     return pairs[cols].rename(columns={"param": "variant"}).reset_index(drop=True)
 
 
-
-
 def roles_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
-    """Stacked bars of role counts per intervention."""
+    """Grouped bars: items carrying each role flag per intervention (flags overlap).
+
+    Bars are side by side, not stacked: an item can carry several flags, so the bars of one
+    intervention can add up to more than its items. ``several flags`` counts the items with
+    two or more; each hover gives n and missing.
+    """
     agg = _label_runs(role_table(result))
     fig = go.Figure()
-    for role in ROLES:
-        sub = agg[agg["role"] == role]
-        fig.add_bar(name=role, x=sub["comparison"], y=sub["n"], customdata=sub.index.to_numpy(),
-                    marker_color=_ROLE_COLORS[role],
-                    text=[f"{role}: {n}" + (f" (missing: {m})" if m else "") for n, m in
-                          zip(sub["n"], sub["missing"], strict=True)],
-                    textposition="none",
-                    hovertemplate="%{x}: %{text}<extra></extra>")  # fmt: skip
-    fig.update_layout(barmode="stack", yaxis_title="items", legend_title="role")
+    for col in (*ROLE_FLAGS, "unassigned", "several_flags"):
+        name = "several flags" if col == "several_flags" else col
+        fig.add_bar(
+            name=name, x=agg["comparison"], y=agg[col], customdata=agg.index.to_numpy(),
+            marker_color=_ROLE_COLORS[col],
+            marker_pattern_shape="/" if col == "several_flags" else "",
+            text=[f"{name}: {v} of {n}" + (f" (missing: {m})" if m else "")
+                  for v, n, m in zip(agg[col], agg["n"], agg["missing"], strict=True)],
+            textposition="none", hovertemplate="%{x}: %{text}<extra></extra>",
+        )  # fmt: skip
+    fig.update_layout(barmode="group", yaxis_title="items carrying the flag",
+                      legend_title="role flag (overlapping)")  # fmt: skip
     return fig, agg
 
 
@@ -250,29 +346,72 @@ def synergy_table(result: Mapping[str, Any]) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------ sweeps
 
+#: Columns of the sweep tables (seed 004 Table 8 / Table 13 and the changed shares of App. C).
+_SWEEP_COLUMNS = (
+    "run", "operator", "variant", "correctness_axis", "n", "missing", *PROFILE_METRICS,
+    "answers_changed", "pct_answer_changed", "correctness_changed", "pct_correctness_changed",
+)  # fmt: skip
+
+
+def _sweep_rows(result: Mapping[str, Any], operator: str, levels: tuple[str, ...]) -> pd.DataFrame:
+    """The original and the ``operator`` rows of the profile, levels in ``levels`` order."""
+    agg = utility_profile_table(result)
+    data = agg[(agg["operator"] == operator) | (agg["operator"] == "original")].copy()
+    rank = {v: i for i, v in enumerate(levels)}
+    data["_k"] = [-1 if o == "original" else rank.get(v, len(levels))
+                  for o, v in zip(data["operator"], data["variant"], strict=True)]  # fmt: skip
+    return data.sort_values(["run", "_k"], kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def _sweep_table(result: Mapping[str, Any], operator: str, levels: tuple[str, ...]) -> pd.DataFrame:
+    """The sweep rows; empty (the figure says why) when the runs hold no ``operator`` rows."""
+    data = _sweep_rows(result, operator, levels)[list(_SWEEP_COLUMNS)]
+    return data if (data["operator"] == operator).any() else data.iloc[:0]
+
+
+def hardness_table(result: Mapping[str, Any]) -> pd.DataFrame:
+    """Replacement-hardness sweep (seed 004 Table 8) with evidence divergence and % changed.
+
+    The original first, then easy / medium / hard; empty without replace interventions.
+    """
+    return _sweep_table(result, "replace", REPLACE_HARDNESS)
+
+
+def duplicate_positions_table(result: Mapping[str, Any]) -> pd.DataFrame:
+    """Duplicate-position sweep (seed 004 App. C, Table 13), the original first.
+
+    Per position: the metrics, the evidence divergence d_Jaccard (Evid. Div.), and the
+    answers and correctness labels changed (count and % of ``n``); empty without duplicate
+    interventions.
+    """
+    return _sweep_table(result, "duplicate", DUPLICATE_POSITIONS)
+
 
 def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
            title: str) -> tuple[go.Figure, pd.DataFrame]:  # fmt: skip
-    agg = utility_profile_table(result)
-    data = agg[(agg["operator"] == operator) | (agg["operator"] == "original")]
-    data = data.reset_index(drop=True)
+    data = _sweep_rows(result, operator, levels)
     if not (data["operator"] == operator).any():
         return empty_figure(f"no {operator} interventions in the selected runs"), data
-    fig = make_subplots(rows=1, cols=len(METRICS),
-                        subplot_titles=[_METRIC_TITLES[m] for m in METRICS])  # fmt: skip
+    fig = make_subplots(rows=1, cols=len(PROFILE_METRICS),
+                        subplot_titles=[_METRIC_TITLES[m] for m in PROFILE_METRICS])  # fmt: skip
     for run, grp in data.groupby("run", sort=False):
         sub = grp[grp["operator"] == operator].set_index("variant").reindex(list(levels))
         orig = grp[grp["operator"] == "original"]
-        for c, m in enumerate(METRICS, start=1):
+        for c, m in enumerate(PROFILE_METRICS, start=1):
             fig.add_scatter(
                 x=list(levels), y=sub[m], mode="lines+markers", name=run, legendgroup=run,
                 showlegend=c == 1,
                 error_y={"type": "data", "symmetric": False,
                          "array": sub[f"{m}_ci_high"] - sub[m],
                          "arrayminus": sub[m] - sub[f"{m}_ci_low"]},
+                customdata=[f"n={n}, missing={k}, answers changed {p:.1f}%"
+                            if p == p else f"n={n}, missing={k}"
+                            for n, k, p in zip(sub["n"], sub["missing"],
+                                               sub["pct_answer_changed"], strict=True)],
+                hovertemplate="%{x}: %{y:.3f} (%{customdata})<extra>" + str(run) + "</extra>",
                 row=1, col=c,
             )  # fmt: skip
-            if len(orig) and m != "trace_divergence":
+            if len(orig) and m not in ("trace_divergence", "evidence_divergence"):
                 fig.add_hline(y=float(orig[m].iloc[0]), line_dash="dash", line_color="#1f77b4",
                               opacity=0.6, row=1, col=c)  # fmt: skip
     fig.update_layout(title=title, legend_title="run")

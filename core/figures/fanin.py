@@ -6,14 +6,22 @@ Fan-in functions take the :class:`core.fanin.FaninResult` of the selection
 :mod:`core.crux` only, this module draws them. Options (declared below, read by the views):
 
 - ``n_resamples``: bootstrap resamples (default 5,000, SPEC §6.6);
-- ``points``: Pearson points per exact ``fan_in`` (default) or per ``bucket``;
+- ``points``: Pearson points per (system, ``bucket``) as seed 003 Fig. 3 (default) or per exact
+  ``fan_in``; ``r_include_oracle`` / ``r_include_full_context`` (both off: Fig. 3 has neither,
+  see :mod:`core.fanin`);
 - CRUX: ``crux_retrievers`` (else ``retrievers``; default lexical, oracle), ``crux_ks`` (else
-  ``ks``; default 1, 3, 5), ``chunk_size`` (220), ``overlap`` (40), ``judge`` (None).
+  ``ks``; default 1, 3, 5), ``crux_k_required`` (also k = |Z*|), ``eta`` (3), ``chunk_size``
+  (220), ``overlap`` (40), ``judge`` (None).
+
+Every CRUX figure and table says where answerability came from, with counts: derived from gold
+evidence (not judged; eta does not apply) or judged (:func:`core.crux.answerability_note`).
 """
 
 from __future__ import annotations
 
+import html
 import math
+import textwrap
 from dataclasses import replace
 
 import numpy as np
@@ -21,8 +29,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.crux import CruxResult
-from core.fanin import FaninResult
+from core.crux import ETA as CRUX_ETA
+from core.crux import K_REQUIRED, CruxResult
+from core.fanin import FaninResult, correlation_note
 from core.figures import SCORE_FIELD, drill
 from core.params import Param
 from core.retrieval import TOP_K, retriever_param
@@ -31,9 +40,13 @@ __all__ = [
     "CRUX_DEFAULT_KS",
     "CRUX_DEFAULT_RETRIEVERS",
     "CRUX_KS",
+    "CRUX_K_REQUIRED",
     "CRUX_RETRIEVERS",
+    "ETA",
     "JUDGE",
     "POINTS",
+    "R_INCLUDE_FULL_CONTEXT",
+    "R_INCLUDE_ORACLE",
     "crux_coverage_figure",
     "crux_table",
     "fanin_buckets_table",
@@ -47,9 +60,27 @@ __all__ = [
 CRUX_DEFAULT_RETRIEVERS = ("lexical", "oracle")
 #: Context sizes of the CRUX views when the selection names none.
 CRUX_DEFAULT_KS = (1, 3, 5)
-#: Pearson points: one per exact fan-in, or per fan-in bucket.
-POINTS = Param("points", str, "fan_in", "Pearson points per exact fan_in or per bucket",
-               choices=("fan_in", "bucket"), section="seed 003 §6.1")  # fmt: skip
+#: Pearson points: one per (system, fan-in bucket) as seed 003 Fig. 3, or per exact fan-in.
+POINTS = Param(
+    "points", str, "bucket",
+    "Pearson r points: one per (system, fan-in bucket) as the paper's Figure 3 "
+    "('method-fan-in pairs'), or per (system, exact fan_in)",
+    choices=("bucket", "fan_in"), section="seed 003 §6.1, Fig. 3",
+)  # fmt: skip
+#: Add the oracle's points to Pearson r (off: ER = EP = 1 by construction, not in Fig. 3).
+R_INCLUDE_ORACLE = Param(
+    "r_include_oracle", bool, False,
+    "include the oracle condition's points in Pearson r (its pack is the gold evidence: "
+    "ER = EP = 1 by construction; Figure 3 leaves it out)",
+    section="seed 003 Fig. 3, Table 4",
+)  # fmt: skip
+#: Add full-context points (pack = cited passages) to Pearson r (off: not in Fig. 3).
+R_INCLUDE_FULL_CONTEXT = Param(
+    "r_include_full_context", bool, False,
+    "include full-context points in Pearson r (pack = cited passages; Figure 3 has no "
+    "long-context points: that baseline has no compact evidence pack)",
+    section="seed 003 §5, Fig. 3, Table 4",
+)  # fmt: skip
 #: Retriever families of the CRUX views (the option ``retrievers`` when this one is unset).
 CRUX_RETRIEVERS = replace(
     retriever_param().many(CRUX_DEFAULT_RETRIEVERS, "retriever families of the CRUX views"),
@@ -61,6 +92,21 @@ CRUX_KS = replace(TOP_K.many(CRUX_DEFAULT_KS, "context sizes k of the CRUX views
 #: Whose stored 0-5 answerability ratings CRUX uses (None: derived from gold).
 JUDGE = Param("judge", str, None, "judge whose answerability ratings CRUX uses",
               section="seed 002 §3.1")  # fmt: skip
+#: CRUX answerability threshold on the 0-5 rating scale.
+ETA = Param(
+    "eta", int, CRUX_ETA,
+    "CRUX answerability threshold eta: a passage answers a sub-question when its judged 0-5 "
+    "rating is >= eta (the paper's default 3; its §4.4 repeats the analysis at 5); no effect "
+    "on answerability derived from gold evidence",
+    choices=(1, 2, 3, 4, 5), section="seed 002 eq. 2, fn. 3, §4.4",
+)  # fmt: skip
+#: Also score CRUX contexts of k = |Z*| chunks per instance.
+CRUX_K_REQUIRED = Param(
+    "crux_k_required", bool, False,
+    "also score the context of k = |Z*| chunks per instance: top-k set to the size of the "
+    "required subset Z* (greedy set cover of the answerable sub-questions by gold passages)",
+    section="seed 002 §4.2, §4.4",
+)  # fmt: skip
 
 _COLORS = {"no_evidence": "#9e9e9e", "full_context": "#1f77b4", "retrieved": "#ff7f0e",
            "oracle": "#2ca02c"}  # fmt: skip
@@ -124,15 +170,21 @@ def _pct(v: float) -> str:
 
 
 def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
-    """ER-AC and EP-AC scatter panels with r and the regression line."""
+    """ER-AC and EP-AC scatter panels with r and the regression line.
+
+    The points are those Pearson r used (:attr:`core.fanin.FaninResult.correlation`); a note
+    under the panels says how many, of which systems and buckets, and what was left out.
+    """
     corr = res.correlation
-    pts = pd.DataFrame(corr["points"], columns=["system", corr["points_level"], "ac", "er",
-                                                "ep"])  # fmt: skip
+    level = corr["points_level"]
+    pts = pd.DataFrame(corr["points"], columns=["system", "run", "condition", level, "n", "ac",
+                                                "er", "ep"])  # fmt: skip
+    what = "bucket" if level == "bucket" else "fan-in"
     titles = []
     for key, name in (("er_ac", "ER"), ("ep_ac", "EP")):
         c = corr[key]
         titles.append(f"{name}-AC: r = {_num(c['r'])} [{_num(c['ci_low'])}, {_num(c['ci_high'])}]"
-                      f", {c['n']} points")  # fmt: skip
+                      f", {c['n']} (system, {what}) points")  # fmt: skip
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, shared_yaxes=True)
     n_runs = len({s.rpartition(":")[0] for s in pts["system"]})
     for col, (key, metric) in enumerate((("er_ac", "er"), ("ep_ac", "ep")), start=1):
@@ -142,8 +194,10 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
                 x=100 * d[metric], y=d["ac"], mode="markers+text", name=_label(system, n_runs),
                 legendgroup=str(system), showlegend=col == 1,
                 marker={"color": _COLORS.get(cond, "#8c564b"), "size": 9},
-                text=[str(v) for v in d[corr["points_level"]]], textposition="top center",
-                hovertemplate=metric.upper() + " %{x:.1f}%, AC %{y:.1f}<extra>%{text}</extra>",
+                text=[str(v) for v in d[level]], textposition="top center",
+                customdata=d["n"],
+                hovertemplate=metric.upper() + " %{x:.1f}%, AC %{y:.1f} (n=%{customdata})"
+                "<extra>%{text}</extra>",
             ), row=1, col=col)  # fmt: skip
         c = corr[key]
         if not math.isnan(c["slope"]):
@@ -154,8 +208,19 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
             ), row=1, col=col)  # fmt: skip
         fig.update_xaxes(title_text=f"{metric.upper()} (%)", range=[-2, 102], row=1, col=col)
     fig.update_yaxes(title_text="AC", range=[0, 102], row=1, col=1)
+    _note(fig, correlation_note(corr))
     fig.update_layout(legend_title_text="system", margin={"t": 50})
     return fig, pts
+
+
+def _note(fig: go.Figure, text: str, width: int = 110) -> None:
+    """A wrapped note under the plot (kept in every export: it is part of the figure)."""
+    lines = textwrap.wrap(html.escape(text), width)
+    fig.add_annotation(
+        text="<br>".join(lines), showarrow=False, xref="paper", yref="paper", x=0.0, y=-0.2,
+        xanchor="left", yanchor="top", align="left", font={"size": 11},
+    )  # fmt: skip
+    fig.update_layout(margin={"b": 80 + 16 * len(lines)})
 
 
 def _num(v: float) -> str:
@@ -223,35 +288,55 @@ def fanin_pairs_table(res: FaninResult) -> pd.DataFrame:
 
 
 def crux_coverage_figure(res: CruxResult) -> tuple[go.Figure, pd.DataFrame]:
-    """Three panels (Cov, alpha-nDCG, density) against k per retriever."""
+    """Three panels (Cov, alpha-nDCG, density) against k per retriever.
+
+    ``k = |Z*|`` (when scored) is its own category after the fixed sizes. A note under the
+    panels says whose answerability was used, with counts (:attr:`core.crux.CruxResult.note`).
+    """
     agg = res.aggregate
     panels = (("coverage", "Cov"), ("alpha_ndcg", "alpha-nDCG"), ("density", "density"))
     fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in panels])
     palette = {"lexical": "#1f77b4", "dense": "#9467bd", "hybrid": "#ff7f0e",
                "iterative": "#8c564b", "oracle": "#2ca02c"}  # fmt: skip
+    categorical = bool(len(agg)) and (agg["k"] == K_REQUIRED).any()
     for name, d in agg.groupby("retriever", sort=False):
+        xs = [str(k) for k in d["k"]] if categorical else d["k"]
         for col, (metric, _) in enumerate(panels, start=1):
             fig.add_trace(go.Scatter(
-                x=d["k"], y=d[metric], mode="lines+markers", name=str(name),
+                x=xs, y=d[metric], mode="lines+markers", name=str(name),
                 legendgroup=str(name), showlegend=col == 1,
                 line={"color": palette.get(str(name)),
                       "dash": "dot" if name == "oracle" else "solid"},
                 error_y={"type": "data", "symmetric": False,
                          "array": d[f"{metric}_ci_high"] - d[metric],
                          "arrayminus": d[metric] - d[f"{metric}_ci_low"]},
-                hovertemplate="k=%{x}: %{y:.3f}<extra>" + str(name) + "</extra>",
+                customdata=d["k_mean"],
+                hovertemplate="k=%{x} (mean %{customdata:.1f} chunks): %{y:.3f}<extra>"
+                + str(name) + "</extra>",
             ), row=1, col=col)  # fmt: skip
+    if categorical:
+        order = [str(k) for k in dict.fromkeys(agg["k"]) if k != K_REQUIRED] + [K_REQUIRED]
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=order)
     fig.update_xaxes(title_text="k (chunks)")
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(legend_title_text=f"retriever (answerability: {res.answerability_source})",
-                      margin={"t": 40})  # fmt: skip
+    fig.update_layout(legend_title_text=f"retriever (answerability: {res.answerability_source}, "
+                      f"eta = {res.eta:g})", margin={"t": 40})  # fmt: skip
+    _note(fig, res.note, width=130)
     return fig, agg
 
 
 def crux_table(res: CruxResult) -> pd.DataFrame:
-    """The CRUX aggregate, rounded for display."""
+    """The CRUX aggregate, rounded for display, with eta and where answerability came from.
+
+    ``judged`` / ``gold_derived`` count the instances behind each row whose answerability was
+    judged (ratings >= eta) or derived from gold evidence (binary; eta does not apply), and
+    ``answerability`` says the same in words.
+    """
     agg = res.aggregate.copy()
     for col in agg.columns:
         if agg[col].dtype.kind == "f":
-            agg[col] = agg[col].round(1 if col == "tokens" else 3)
+            agg[col] = agg[col].round(1 if col in ("tokens", "k_mean") else 3)
+    agg.insert(2, "eta", res.eta)
+    if "k" in agg.columns:
+        agg["k"] = [str(k) for k in agg["k"]] if (agg["k"] == K_REQUIRED).any() else agg["k"]
     return agg

@@ -36,11 +36,13 @@ from core.oncu import (
     DEFAULT_GROUP_KEY,
     LENGTH_RULE,
     ONCU_CONDITIONS,
+    SCALING_DISTANCES,
     condition_contrast,
     failure_breakdown,
     oncu_groups,
     oncu_summary,
     sample_level_means,
+    scaling_length_wide,
 )
 from core.params import Param
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
@@ -56,6 +58,7 @@ __all__ = [
     "DEFAULT_CONTRASTS",
     "GROUP_KEY",
     "MATRIX_SCORES",
+    "SCALING_DISTANCE",
     "audit_points",
     "calibration_figure",
     "calibration_table",
@@ -70,6 +73,9 @@ __all__ = [
     "oncu_heatmap_figure",
     "oncu_length_curves_figure",
     "oncu_summary_table",
+    "scaling_contrasts_table",
+    "scaling_length_table",
+    "scaling_regression_table",
 ]
 
 #: Display names of the conditions (figures and tables).
@@ -668,6 +674,45 @@ def oncu_length_curves_figure(
     fig.update_yaxes(title_text="clipped ONCU", range=[0, 1.05])
     fig.update_layout(margin={"t": 30}, legend_title_text="length · condition")
     return fig, t
+
+
+# ------------------------------------------------------ scaling statistics (SPEC §6.7)
+#: The distance term of the scaling regression.
+SCALING_DISTANCE = Param(
+    "scaling_distance", str, "middle", "distance term of the scaling OLS: middle = "
+    "|position fraction - 0.5| (default); end = 1 - position fraction, the published "
+    "specification (collinear with the position term: the pseudo-inverse splits the slope)",
+    choices=SCALING_DISTANCES, section="SPEC §6.7; seed 000 Table 30",
+)  # fmt: skip
+
+
+def scaling_length_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Seed 000 Table 10 layout: mean clipped ONCU per run, one column per condition x length.
+
+    ``report`` is :func:`core.oncu.scaling_report`'s (the view
+    :func:`core.views.oncu.scaling_result`); :func:`core.oncu.scaling_length_wide` arranges
+    it; ``note`` names the (condition, length) cells without a valid group.
+    """
+    return scaling_length_wide(report["by_length"])
+
+
+def scaling_contrasts_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Seed 000 Table 29 scaling rows per run: 4K - 32K, final decile, retrieved - full.
+
+    Paired over matched length x position cells with a bootstrap CI, standardized effect,
+    bootstrap p and Holm-adjusted p within the run's three contrasts
+    (:func:`core.oncu.scaling_contrasts`); ``note`` says what is missing.
+    """
+    return report["contrasts"].copy()  # the report is cached: hand out a copy
+
+
+def scaling_regression_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Seed 000 Table 30 scaling OLS per (run, condition) over the length x position cells.
+
+    :func:`core.oncu.scaling_regression`: coefficient, SE, t, p per term, R², cells used
+    (``n``), cells left out (``left_out``) and ``note``.
+    """
+    return report["regression"].copy()  # the report is cached: hand out a copy
 
 
 #: Scores offered for the matrix view (kept here so pages need not import scoring).

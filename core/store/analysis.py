@@ -19,6 +19,18 @@ class AnalysisMixin(StoreBase):
     """Frames joined across tables for scoring, the methods and the dashboard."""
 
     @staticmethod
+    def passage_count(
+        con: duckdb.DuckDBPyConnection, dataset: str, instance_ids: Sequence[str]
+    ) -> int:
+        """How many passages the given instances of a dataset have, together."""
+        (n,) = con.execute(
+            "SELECT count(*) FROM passages WHERE dataset_id = ? "
+            "AND instance_id IN (SELECT unnest(?::VARCHAR[]))",
+            [dataset, list(instance_ids)],
+        ).fetchone()
+        return int(n)
+
+    @staticmethod
     def scoring_inputs(
         con: duckdb.DuckDBPyConnection,
         dataset: str,

@@ -8,12 +8,13 @@ from core.cuer import (
     intervention_pairs,
     load_pairs,
     paired_deltas,
+    role_combinations,
     role_counts,
     synergy,
     utility_profile,
 )
 from core.figures import N_RESAMPLES
-from core.figures.cuer import EPS, SYNERGY_METRIC, TAU
+from core.figures.cuer import CORRECTNESS_AXIS, EPS, SYNERGY_METRIC, TAU
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
 from core.views.common import cached, keep_filtered_instances
@@ -50,13 +51,15 @@ def cuer_result(store: Store, selection: Selection) -> dict[str, Any]:
     """Every CUE-R frame of the selection (cached per store version and selection).
 
     Each run is shown against its own base trace; the selection's metadata filters restrict
-    the instances. Options: ``eps``, ``tau``, ``synergy_metric``, ``n_resamples``
-    (:mod:`core.figures.cuer`).
+    the instances. Options: ``eps``, ``tau``, ``correctness_axis``, ``synergy_metric``,
+    ``n_resamples`` (:mod:`core.figures.cuer`).
 
     Returns:
-        ``{"predictions", "pairs", "profile", "deltas", "roles", "synergy"}``: the prediction
-        rows (with ``dataset``), :func:`core.cuer.intervention_pairs` (with ``dataset``) and
-        the :class:`core.cuer.CuerResult` of the profile, paired deltas, roles and synergy.
+        ``{"predictions", "pairs", "profile", "deltas", "roles", "combinations", "synergy",
+        "correctness_axis"}``: the prediction rows (with ``dataset``),
+        :func:`core.cuer.intervention_pairs` (with ``dataset``), the
+        :class:`core.cuer.CuerResult` of the profile, paired deltas, role flag counts, role
+        flag combinations and synergy, and the correctness axis that ran.
 
     Raises:
         ValueError: no intervention run in the selection, or a bad option.
@@ -64,6 +67,7 @@ def cuer_result(store: Store, selection: Selection) -> dict[str, Any]:
     eps, tau = option(selection, EPS), option(selection, TAU)
     n = option(selection, N_RESAMPLES)
     metric = option(selection, SYNERGY_METRIC)
+    axis = option(selection, CORRECTNESS_AXIS)
 
     def build() -> dict[str, Any]:
         runs = intervention_runs(store, selection)
@@ -71,15 +75,17 @@ def cuer_result(store: Store, selection: Selection) -> dict[str, Any]:
         datasets = {r: (store.run_row(r) or {}).get("dataset_id") for r in runs}
         preds["dataset"] = preds["run"].map(datasets)
         preds = keep_filtered_instances(store, preds, selection.filters).reset_index(drop=True)
-        pairs = intervention_pairs(preds, eps, tau)
+        pairs = intervention_pairs(preds, eps, tau, axis)
         pairs.insert(1, "dataset", pairs["run"].map(datasets))
         return {
             "predictions": preds,
             "pairs": pairs,
-            "profile": utility_profile(preds, pairs, n_resamples=n),
+            "profile": utility_profile(preds, pairs, correctness=axis, n_resamples=n),
             "deltas": paired_deltas(pairs, n_resamples=n),
             "roles": role_counts(pairs),
+            "combinations": role_combinations(pairs),
             "synergy": synergy(pairs, metric, eps),
+            "correctness_axis": axis,
         }
 
     return cached(store, "cuer", selection_to_json(selection), build)

@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 
 from core.dolce import DolceFit, Thresholds, fit_dolce, outcomes_from_probes
-from core.figures.dolce import FIT_OPTIONS, K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
+from core.figures.dolce import (
+    FIT_OPTIONS,
+    K_P,
+    LAM_P,
+    LAM_Q,
+    PIG_ESTIMATOR,
+    SCENARIO,
+    TASK_BY,
+    THRESHOLD,
+)
 from core.selection import Selection, option
 from core.store import Store
 from core.views.common import cached, keep_filtered_instances, selected_runs
@@ -54,6 +63,7 @@ def dolce_result(store: Store, selection: Selection) -> DolceFit:
             scenario=str(values[SCENARIO.name]),
             threshold=float(values[THRESHOLD.name]),
             thresholds=th,
+            pig_estimator=str(values[PIG_ESTIMATOR.name]),
         )
 
     return cached(store, "dolce", key, build)

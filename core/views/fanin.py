@@ -5,7 +5,16 @@ from __future__ import annotations
 from core.crux import CruxResult, crux_report
 from core.fanin import FaninResult, fanin_analysis
 from core.figures import N_RESAMPLES
-from core.figures.fanin import CRUX_KS, CRUX_RETRIEVERS, JUDGE, POINTS
+from core.figures.fanin import (
+    CRUX_K_REQUIRED,
+    CRUX_KS,
+    CRUX_RETRIEVERS,
+    ETA,
+    JUDGE,
+    POINTS,
+    R_INCLUDE_FULL_CONTEXT,
+    R_INCLUDE_ORACLE,
+)
 from core.figures.retrieval import CHUNK_SIZE, OVERLAP
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
@@ -26,12 +35,15 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     Runs: the four-condition runs (:func:`core.views.common.condition_runs`) of
     ``selection.runs`` (else every run of ``selection.dataset``, else every run), several
     runs of one dataset restricted to their common instances (paired), and the selection's
-    metadata filters. Options: ``points``, ``n_resamples`` (:mod:`core.figures.fanin`).
+    metadata filters. Options: ``points``, ``r_include_oracle``, ``r_include_full_context``,
+    ``n_resamples`` (:mod:`core.figures.fanin`).
 
     Raises:
         ValueError: no runs, or no plain-condition predictions in them.
     """
     points, n = option(selection, POINTS), option(selection, N_RESAMPLES)
+    oracle = option(selection, R_INCLUDE_ORACLE)
+    full = option(selection, R_INCLUDE_FULL_CONTEXT)
 
     def build() -> FaninResult:
         frame = store.fanin_frame(list(condition_runs(store, selection)))
@@ -39,8 +51,9 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
             raise ValueError("the selected runs hold no predictions of the four conditions")
         frame = pair_runs(keep_filtered_instances(store, frame, selection.filters))
         return fanin_analysis(
-            frame.reset_index(drop=True), selection.score_field, points=points, n_resamples=n
-        )
+            frame.reset_index(drop=True), selection.score_field, points=points,
+            include_oracle=oracle, include_full_context=full, n_resamples=n,
+        )  # fmt: skip
 
     return cached(store, "fanin", selection_to_json(selection), build)
 
@@ -49,11 +62,11 @@ def crux_result(store: Store, selection: Selection) -> CruxResult:
     """:class:`core.crux.CruxResult` of the selection's dataset (cached per store version).
 
     The dataset is ``selection.dataset``, else the first selected run's. Options:
-    ``crux_retrievers`` (else ``retrievers``), ``crux_ks`` (else ``ks``), ``chunk_size``,
-    ``overlap``, ``n_resamples``, ``judge``.
+    ``crux_retrievers`` (else ``retrievers``), ``crux_ks`` (else ``ks``), ``crux_k_required``
+    (also k = |Z*|), ``eta``, ``chunk_size``, ``overlap``, ``n_resamples``, ``judge``.
 
     Raises:
-        ValueError: no dataset, unknown retriever, bad k.
+        ValueError: no dataset, unknown retriever, bad k or eta.
     """
 
     def build() -> CruxResult:
@@ -71,6 +84,7 @@ def crux_result(store: Store, selection: Selection) -> CruxResult:
             allowed = list(frame["instance_id"])
         return crux_report(
             store, name, rets, ks, judge=option(selection, JUDGE), instance_ids=allowed,
+            eta=option(selection, ETA), k_required=option(selection, CRUX_K_REQUIRED),
             chunk_size=option(selection, CHUNK_SIZE), overlap=option(selection, OVERLAP),
             n_resamples=option(selection, N_RESAMPLES),
         )  # fmt: skip

@@ -6,11 +6,14 @@ from dataclasses import replace
 
 import pandas as pd
 
-from core.selection import Selection
+from core.figures import N_RESAMPLES
+from core.figures.oncu import CONDITIONS_OPTION, GROUP_KEY, SCALING_DISTANCE
+from core.oncu import scaling_report
+from core.selection import Selection, option, selection_to_json
 from core.store import Store
-from core.views.common import analysis, condition_runs, empty_analysis
+from core.views.common import analysis, cached, condition_runs, empty_analysis
 
-__all__ = ["plain_predictions"]
+__all__ = ["plain_predictions", "scaling_result"]
 
 
 def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
@@ -26,3 +29,26 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
         return empty_analysis()
     df = analysis(store, replace(selection, runs=runs))
     return df[df["variant"].fillna("") == ""]
+
+
+def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame]:
+    """:func:`core.oncu.scaling_report` of :func:`plain_predictions` (cached per store version).
+
+    One computation feeds the three scaling tables (per-length ONCU, paired contrasts, OLS).
+    Options: ``group_key``, ``conditions``, ``scaling_distance``, ``n_resamples``.
+
+    Raises:
+        ValueError: no four-condition predictions, or a group key without the length or the
+            position cell.
+    """
+    key, conds = option(selection, GROUP_KEY), option(selection, CONDITIONS_OPTION)
+    distance, n = option(selection, SCALING_DISTANCE), option(selection, N_RESAMPLES)
+
+    def build() -> dict[str, pd.DataFrame]:
+        df = plain_predictions(store, selection)
+        if df.empty:
+            raise ValueError("the selected runs hold no predictions of the four conditions")
+        return scaling_report(df, selection.score_field, tuple(key), tuple(conds),
+                              n_resamples=n, distance=distance)  # fmt: skip
+
+    return cached(store, "scaling", selection_to_json(selection), build)
