@@ -550,6 +550,17 @@ def _order_key(op: str, variant: str) -> tuple[int, str, str]:
         return (len(OPERATOR_ORDER), op, variant)
 
 
+def _in_operator_order(agg: pd.DataFrame, *tails: Iterable[Any]) -> pd.DataFrame:
+    """``agg``'s rows by run, then operator (:data:`OPERATOR_ORDER`), then ``tails``' values."""
+    if not len(agg):
+        return agg
+    keys = [
+        (r, *_order_key(o, v), *rest)
+        for r, o, v, *rest in zip(agg["run"], agg["operator"], agg["variant"], *tails, strict=True)
+    ]
+    return agg.iloc[sorted(range(len(agg)), key=keys.__getitem__)].reset_index(drop=True)
+
+
 def utility_profile(
     predictions: pd.DataFrame,
     pairs: pd.DataFrame | None = None,
@@ -623,12 +634,7 @@ def utility_profile(
             row[pct] = 100.0 * sum(known) / len(known) if known else math.nan
         rows.append(row)
     agg = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
-    if len(agg):
-        keys = [
-            (r, *_order_key(o, v))
-            for r, o, v in zip(agg["run"], agg["operator"], agg["variant"], strict=True)
-        ]
-        agg = agg.iloc[sorted(range(len(agg)), key=lambda i: keys[i])].reset_index(drop=True)
+    agg = _in_operator_order(agg)
     return CuerResult(per_instance=per, aggregate=agg)
 
 
@@ -690,14 +696,7 @@ def paired_deltas(
         columns=["run", "operator", "variant", "metric", "n", "missing", "delta", "ci_low",
                  "ci_high", "p", "effect"],
     )  # fmt: skip
-    if len(agg):
-        keys = [
-            (r, *_order_key(o, v), METRICS.index(m))
-            for r, o, v, m in zip(
-                agg["run"], agg["operator"], agg["variant"], agg["metric"], strict=True
-            )
-        ]
-        agg = agg.iloc[sorted(range(len(agg)), key=lambda i: keys[i])].reset_index(drop=True)
+    agg = _in_operator_order(agg, [METRICS.index(m) for m in agg["metric"]])
     per = (
         pd.concat(long_rows, ignore_index=True)
         if long_rows
@@ -742,12 +741,7 @@ def role_counts(pairs: pd.DataFrame) -> CuerResult:
         row["several_flags"] = int((n_flags >= 2).sum())
         rows.append(row)
     agg = pd.DataFrame(rows, columns=list(ROLE_COUNT_COLUMNS))
-    if len(agg):
-        keys = [
-            (r, *_order_key(o, v))
-            for r, o, v in zip(agg["run"], agg["operator"], agg["variant"], strict=True)
-        ]
-        agg = agg.iloc[sorted(range(len(agg)), key=lambda i: keys[i])].reset_index(drop=True)
+    agg = _in_operator_order(agg)
     return CuerResult(per_instance=items, aggregate=agg)
 
 
@@ -777,13 +771,7 @@ def role_combinations(pairs: pd.DataFrame) -> CuerResult:
         )
     ]  # fmt: skip
     agg = pd.DataFrame(rows, columns=["run", "operator", "variant", "flags", "n_flags", "n"])
-    if len(agg):
-        keys = [
-            (r, *_order_key(o, v), -n, f)
-            for r, o, v, n, f in zip(agg["run"], agg["operator"], agg["variant"], agg["n"],
-                                     agg["flags"], strict=True)
-        ]  # fmt: skip
-        agg = agg.iloc[sorted(range(len(agg)), key=lambda i: keys[i])].reset_index(drop=True)
+    agg = _in_operator_order(agg, [-n for n in agg["n"]], agg["flags"])
     return CuerResult(per_instance=items, aggregate=agg)
 
 
