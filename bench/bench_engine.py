@@ -8,17 +8,17 @@ Figures (``results()``, for ``bench/run_all.py``):
    response cache out), everything pinned to one core: the engine's process and the reader's
    worker process (:mod:`core.backends.workers`) share it. Bound >= 200 calls/s on one core
    (SPEC §5.2).
-2. **engine overhead at the embedded reader's speed**: ``(wall - model) / model`` on the
-   same calls with the machine's cores, where wall covers planning, prompt building,
-   execution, parsing, scoring and storing (loading the dataset and creating the run row are
-   not counted). The reader runs in its worker process, as a model server runs apart from
-   its client, started by a warm-up run as a server is started before a run. Model time is
-   that worker answering the same prompts, queued as the engine queues them, with no engine
-   (the server's own speed), timed just before and just after each engine run (their mean),
-   so a machine that speeds up or slows down during the benchmark shifts both. Bound < 5 %
-   (SPEC §12). Also printed, informational: the same overhead with the reader in the
-   engine's process on one core (model time: the reader alone in a loop there), where the
-   engine's own CPU time adds to the reader's instead of overlapping it.
+2. **engine overhead at the embedded reader's speed**, from CPU times (issue 17): the engine
+   process's CPU time (``time.process_time``: planning, prompt building, sending, parsing,
+   scoring and storing, every thread) over the reader's CPU time (its worker process, read
+   from ``/proc/PID/stat``) during the same run, on the same calls with the machine's cores
+   (loading the dataset and creating the run row are not counted). The reader runs in its
+   worker process, as a model server runs apart from its client, started by a warm-up run.
+   CPU times do not move with what else the machine runs, as the earlier difference of two
+   wall times did (five runs ranged from -9 % to +26 %). Bound < 5 % (SPEC §12). Also
+   printed, informational: the wall-time overhead with the reader in the engine's process on
+   one core (model time: the reader alone in a loop there), where the engine's own CPU time
+   adds to the reader's instead of overlapping it.
 3. **engine overhead against a model server of fixed latency** (issue 9): the ``ollama``
    backend against ``tests/model_stub.py`` in its own process, answering after 50 ms, 200
    calls (50 instances of ``controlled-200`` at 4K x the four conditions, so planning
@@ -29,6 +29,9 @@ Figures (``results()``, for ``bench/run_all.py``):
    run and execute with every reply served from the response cache. Bound < 200 ms.
 5. **concurrency speed-up**: the runs of (3) against the same runs with ``concurrency=8``
    (paired run by run). Bound >= 6x.
+6. **engine CPU per call at a GPU server's speed** (issue 17), 7. **throughput at concurrency
+   32 vs a 50 ms server** (% of ideal) and 8. **slowest call / server latency**: see
+   :func:`gpu_speed_runs`. Bounds < 0.7 ms, >= 85 %, < 2x.
 
 (1), the in-process overhead and (4) run pinned to one core (the embedded reader's target is
 per core); (2), (3) and (5) on every core, the reader's worker and the stub being processes of
@@ -49,7 +52,6 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from concurrent.futures import FIRST_COMPLETED, wait  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +64,7 @@ from run_all import figure, one_core, print_figures  # noqa: E402
 from core.backends import EmbeddedReader, make_backend  # noqa: E402
 from core.conditions import plan_conditions  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.engine import POOL_DEPTH, execute, plan_and_execute  # noqa: E402
+from core.engine import execute, plan_and_execute  # noqa: E402
 from core.runs import RunSpec, start_run  # noqa: E402
 from core.store import Store  # noqa: E402
 from core.types import CONDITIONS, Dataset  # noqa: E402
@@ -101,21 +103,15 @@ def _reader_alone(reader, calls) -> float:
     return time.perf_counter() - t0
 
 
-def _pool_alone(pool, calls) -> float:
-    """Seconds the reader's worker process alone takes over the calls' prompts.
-
-    Queued :data:`core.engine.POOL_DEPTH` deep, as the engine queues them, with nothing else
-    to do.
-    """
-    t0 = time.perf_counter()
-    pending: set = set()
-    pos = 0
-    while pos < len(calls) or pending:
-        while len(pending) < POOL_DEPTH * pool.size and pos < len(calls):
-            pending.add(pool.submit(list(calls[pos].messages)))
-            pos += 1
-        _, pending = wait(pending, return_when=FIRST_COMPLETED)
-    return time.perf_counter() - t0
+def _cpu_s(pids) -> float:
+    """CPU seconds (user + system) the processes ``pids`` have used so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / tick
 
 
 def _paired(label, run, alone, repeats, n) -> list[float]:
@@ -164,15 +160,24 @@ def embedded_runs(tmp: Path, repeats: int) -> dict[str, list[float] | int]:
         return run
 
     # 2. overhead: the reader in its worker process (as a model server runs apart from its
-    # client), the engine in this one; model time is the same worker answering the same
-    # prompts with no engine. The worker is started by the warm-up run. First, before any
-    # pinning: threads started while this process is pinned (DuckDB's) stay on that core.
+    # client), the engine in this one; overhead = the engine process's CPU time over the
+    # worker's CPU time during the same run (issue 17: CPU times, not a difference of two
+    # wall times). The worker is started by the warm-up run. First, before any pinning:
+    # threads started while this process is pinned (DuckDB's) stay on that core.
     reader = EmbeddedReader()
     run = engine(reader, "pool")
     run("-warm")
     pool = reader.pool(1)
-    overheads = _paired("reader in its worker", run, lambda: _pool_alone(pool, calls),
-                        repeats, n)  # fmt: skip
+    overheads = []
+    for i in range(repeats):
+        pids = [w.proc.pid for w in pool._workers]
+        e0, w0 = time.process_time(), _cpu_s(pids)
+        wall = run(i)
+        e1, w1 = time.process_time(), _cpu_s(pids)
+        overheads.append(100.0 * (e1 - e0) / (w1 - w0))
+        print(f"reader in its worker, {n} x 8K full context: {wall:.2f} s; engine CPU "
+              f"{e1 - e0:.2f} s, reader CPU {w1 - w0:.2f} s: overhead {overheads[-1]:.1f}%",
+              file=sys.stderr)  # fmt: skip
     reader.close()
     # 1. calls/s on one core: the engine, the reader's worker process and everything else
     # share the core (the worker, started here, inherits the pin).
@@ -276,6 +281,75 @@ def stub_runs(tmp: Path, repeats: int) -> tuple[list[float], list[float]]:
     return overheads, speedups
 
 
+GPU_CONCURRENCY = 32
+CPU_PER_CALL_BOUND_MS = 0.7
+THROUGHPUT_BOUND = 85.0  # percent of ideal (concurrency / latency)
+STALL_BOUND = 2.0  # max call latency / server latency
+
+
+def gpu_speed_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
+    """Figures 6-8 (issue 17): the engine at a GPU server's speed.
+
+    The ``ollama`` backend against ``tests/model_stub.py`` in its own process (answering after
+    50 ms, accept backlog 1,024, replies remembered per prompt so the stub is not the limit),
+    the four conditions of the 200 instances of ``controlled-200`` (800 calls), concurrency
+    32, a fresh run (new seed: no cache hit) each time. Per run:
+
+    - CPU per call: this process's CPU time (``time.process_time``: user + system, every
+      thread) over planning and execution, divided by the calls made; the stub's CPU is in
+      its own process and not counted;
+    - throughput: calls / execution wall time (planning excluded), in % of ideal
+      (concurrency / latency = 640 calls/s);
+    - stall: the slowest call's latency (as the engine timed it around ``generate``) over the
+      server's 50 ms (the max, not a percentile).
+    """
+    ds = build_controlled("controlled-200", seed=42)
+    store = _store(tmp, "gpu", ds)
+    instances = store.load_instances("gpu")
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", str(STUB_LATENCY_S)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out: dict[str, list[float]] = {"cpu_ms": [], "pct": [], "stall": [], "plan_ms": []}
+    ideal = GPU_CONCURRENCY / STUB_LATENCY_S
+    try:
+        url = server.stdout.readline().strip()
+        for i in range(repeats + 1):  # the first run warms the client, the stub and the store
+            opts = {"temperature": 0, "seed": 7000 + i, "num_ctx": 32768}
+            backend = make_backend("ollama", "stub-model", hosts=[url], options=opts)
+            run_id = f"gpu-{i}"
+            spec = RunSpec(run_id, "gpu", backend.name, backend.model, opts, {},
+                           tuple(CONDITIONS))  # fmt: skip
+            start_run(store, spec, backend)
+            c0 = time.process_time()
+            calls = plan_conditions(instances, CONDITIONS)
+            c1, t1 = time.process_time(), time.perf_counter()
+            s = execute(store, run_id, calls, backend, concurrency=GPU_CONCURRENCY)
+            t2, c2 = time.perf_counter(), time.process_time()
+            if s.errors or s.executed < 700:
+                raise RuntimeError(f"run {run_id}: expected ~800 good calls, got {s}")
+            lat = store.prediction_rows(run_id)["latency_ms"]
+            cpu_ms = 1e3 * (c2 - c0) / s.executed
+            pct = 100.0 * s.executed / (t2 - t1) / ideal
+            stall = float(lat.max()) / (STUB_LATENCY_S * 1e3)
+            print(
+                f"gpu-speed run {i}: {s.executed} calls, CPU {cpu_ms:.3f} ms/call (planning "
+                f"{1e3 * (c1 - c0) / s.executed:.3f}), {s.executed / (t2 - t1):.0f} calls/s = "
+                f"{pct:.0f}% of ideal, slowest call {lat.max():.0f} ms (p99 "
+                f"{lat.quantile(0.99):.0f}){' (warm-up)' if i == 0 else ''}",
+                file=sys.stderr,
+            )
+            if i > 0:
+                out["cpu_ms"].append(cpu_ms)
+                out["plan_ms"].append(1e3 * (c1 - c0) / s.executed)
+                out["pct"].append(pct)
+                out["stall"].append(stall)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    return out
+
+
 def results(repeats: int = 5) -> list[dict]:
     """The engine's five figures (see the module docstring), each the median of ``repeats``."""
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -284,6 +358,7 @@ def results(repeats: int = 5) -> list[dict]:
         with one_core():
             cached = cached_runs(tmp, repeats)
         stub_overheads, speedups = stub_runs(tmp, repeats)
+        gpu = gpu_speed_runs(tmp, repeats)
     stub_ms = STUB_LATENCY_S * 1000
     return [
         figure(
@@ -293,7 +368,7 @@ def results(repeats: int = 5) -> list[dict]:
         ),
         figure(
             "engine overhead at the embedded reader's speed (8K full context, reader in its "
-            "worker process), of model time",
+            "worker process): engine process CPU / reader CPU",
             emb["overheads"], "%", SCRIPT, bound=OVERHEAD_BOUND,
         ),
         figure(
@@ -312,6 +387,25 @@ def results(repeats: int = 5) -> list[dict]:
         figure(
             f"concurrency speed-up 8 vs 1, {stub_ms:.0f} ms stub server, 200 calls",
             speedups, "x", SCRIPT, bound=SPEEDUP_BOUND, better="higher",
+        ),
+        figure(
+            f"engine CPU per call (planning, HTTP client, parsing, scoring, storing), "
+            f"{stub_ms:.0f} ms stub server, 800 calls (controlled-200, four conditions), "
+            f"concurrency {GPU_CONCURRENCY}",
+            gpu["cpu_ms"], "ms", SCRIPT, bound=CPU_PER_CALL_BOUND_MS,
+        ),
+        figure(
+            "of which planning (retrieval, prompts, hashes), informational",
+            gpu["plan_ms"], "ms", SCRIPT,
+        ),
+        figure(
+            f"throughput at concurrency {GPU_CONCURRENCY} vs a {stub_ms:.0f} ms server, % of "
+            "ideal (concurrency / latency)",
+            gpu["pct"], "%", SCRIPT, bound=THROUGHPUT_BOUND, better="higher",
+        ),
+        figure(
+            f"slowest call latency / server latency, concurrency {GPU_CONCURRENCY} (max)",
+            gpu["stall"], "x", SCRIPT, bound=STALL_BOUND,
         ),
     ]  # fmt: skip
 

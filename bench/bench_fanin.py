@@ -64,6 +64,103 @@ def build_frame(seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# ------------------------------------------------------------------ 1,000,000-prediction store
+
+#: The fan-in store: 250,000 instances x the four conditions, cached here between runs.
+STORE_1M = Path("/tmp/h7_fanin_1m.duckdb")
+N_STORE_INSTANCES = 250_000
+STORE_DATASET = "fanin-1m"
+STORE_RUN = "fanin-1m-run"
+
+
+def build_store(path: Path = STORE_1M, n: int = N_STORE_INSTANCES, seed: int = 0) -> None:
+    """A store of ``n`` instances with fan-in 1..8 and 4 x ``n`` scored predictions.
+
+    Instance i has fan-in 1..8 (gold passages from distinct documents; 1% have no gold
+    evidence, fan-in 0) and three distractors. Retrieved packs hold each gold passage with a
+    probability falling with fan-in plus 1-4 distractors; oracle packs are the gold passages;
+    full context cites a subset of the gold and one distractor. Relaxed F1 mixes exact values
+    (1, 0, 0.4, 0.5, 0.667) with continuous ones (a uniform on [0, 0.5) for 30% of wrong
+    answers), so both bootstrap regimes of :mod:`core.fanin_stats` are exercised; 0.5% of
+    calls failed (error set, no scores).
+    """
+    from core.store import Store
+    from core.types import Dataset, Instance, Passage
+
+    rng = np.random.default_rng(seed)
+    fan = rng.integers(1, 9, size=n)
+    fan[rng.random(n) < 0.01] = 0
+    instances, gold_ids, all_ids = [], [], []
+    for i in range(n):
+        f = int(fan[i])
+        passages = [Passage(f"p{j + 1:04d}", j, "", f"gold {j} of {i}", f"g{i}-{j}", "gold", True)
+                    for j in range(f)]  # fmt: skip
+        passages += [Passage(f"p{f + j + 1:04d}", f + j, "", f"distractor {j}", f"x{i}-{j}",
+                             "distractor", False) for j in range(3)]  # fmt: skip
+        instances.append(Instance(
+            instance_id=f"f{i:07d}", question=f"Q{i}?", gold_answer=f"a{i}",
+            passages=tuple(passages), reasoning_type=("single_hop", "multi_hop")[f > 1],
+            context_length=(4000, 8000)[i % 2], fan_in=f, oracle_applicable=f > 0,
+            source="bench",
+        ))  # fmt: skip
+        gold_ids.append([p.passage_id for p in passages[:f]])
+        all_ids.append([p.passage_id for p in passages])
+    store = Store(path)
+    store.write_dataset(Dataset(STORE_DATASET, "bench", "bench", {"n": n}, tuple(instances)),
+                        replace=True)  # fmt: skip
+    ids = np.array([x.instance_id for x in instances])
+    acc = {"no_evidence": 0.05, "full_context": 0.6, "retrieved": 0.7, "oracle": 0.85}
+    preds, scores = [], []
+    for cond in CONDITIONS:
+        shown, cited = [], []
+        for i in range(n):
+            g, others = gold_ids[i], all_ids[i][len(gold_ids[i]):]
+            hit = [x for x in g if rng.random() < 1.0 / (1 + 0.15 * len(g))]
+            if cond == "retrieved":
+                shown.append(hit + others[: int(rng.integers(1, 4))])
+                cited.append(hit[:2])
+            elif cond == "oracle":
+                shown.append(list(g))
+                cited.append(list(g[:2]))
+            elif cond == "full_context":
+                shown.append(list(all_ids[i]))
+                cited.append(hit[:3] + others[:1])
+            else:
+                shown.append([])
+                cited.append([])
+        correct = rng.random(n) < acc[cond] * (1 - 0.05 * fan)
+        wrong = np.where(rng.random(n) < 0.3, rng.random(n) * 0.5,
+                         rng.choice([0.0, 0.0, 0.4, 0.5, 2 / 3], size=n))  # fmt: skip
+        f1 = np.where(correct, 1.0, wrong)
+        failed = rng.random(n) < 0.005
+        preds.append(pd.DataFrame({
+            "run_id": STORE_RUN, "instance_id": ids, "condition": cond, "variant": "",
+            "input_passage_ids": shown, "cited_ids": cited, "answer": "x",
+            "error": np.where(failed, "HTTP 500", None),
+        }))  # fmt: skip
+        em = correct.astype(float)
+        sc = pd.DataFrame({
+            "run_id": STORE_RUN, "instance_id": ids, "condition": cond, "variant": "",
+            "em_strict": em, "f1_strict": f1, "em_relaxed": em, "f1_relaxed": f1,
+            "soft_correct": em,
+        })  # fmt: skip
+        scores.append(sc[~failed])
+    with store.transaction() as con:
+        store.insert_run(con, {"run_id": STORE_RUN, "dataset_id": STORE_DATASET,
+                               "backend": "imported", "model": "synthetic", "status": "done",
+                               "n_planned": 4 * n, "n_done": 4 * n})  # fmt: skip
+        store.write_predictions(con, pd.concat(preds, ignore_index=True), replace=False)
+        store.write_scores(con, pd.concat(scores, ignore_index=True), replace=False)
+
+
+def store_1m(rebuild: bool = False) -> Path:
+    """The cached 1,000,000-prediction fan-in store (built on first use, about a minute)."""
+    if rebuild or not STORE_1M.exists():
+        STORE_1M.unlink(missing_ok=True)
+        build_store(STORE_1M)
+    return STORE_1M
+
+
 def results(repeats: int = N_RUNS) -> list[dict]:
     """Seconds of ``fanin_analysis`` and ``crux_evaluate`` on one core (informational)."""
     frame = build_frame()

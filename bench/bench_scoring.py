@@ -159,6 +159,123 @@ def results(repeats: int = N_RUNS) -> list[dict]:
         figure("scoring + ONCU + bootstrap CIs, 18,000 predictions, one core", runs, "s", script,
                bound=BUDGET_S),  # fmt: skip
         figure("score_frame alone, 18,000 predictions, one core", score_runs, "s", script),
+        *rescore_results(repeats),
+    ]
+
+
+# ---------------------------------------------------------------------------- store re-score
+STORE = Path("/tmp/bench_rescore.duckdb")
+RESCORE_BOUND_S = 3.0
+PEAK_BOUND_GB = 1.5
+RESCORE_RUN, EXTRA_RUN = "rescore-a", "rescore-b"
+N_STORE_INSTANCES, N_EXTRA_INSTANCES = 250_000, 200_000  # 1,000,000 and 800,000 predictions
+
+
+def build_store(path: Path = STORE, n: int = N_STORE_INSTANCES, extra: int = N_EXTRA_INSTANCES):
+    """A store with ``n`` instances (6 passages, 1-3 gold) and two runs of the four
+    conditions: ``rescore-a`` over every instance (4n predictions) and ``rescore-b`` over
+    the first ``extra`` (4 * extra). Answers and citations drawn as in :func:`build`."""
+    from core.store import Store
+    from core.types import Dataset, Instance, Passage
+
+    rng = np.random.default_rng(1)
+    golds, gold_ids, instances = [], [], []
+    for i in range(n):
+        kind = rng.integers(10)
+        rtype = REASONING[rng.integers(4)]
+        if rtype == "arithmetic" or kind < 2:
+            gold, atype = f"{rng.integers(1, 5000):,}", "number"
+        elif kind < 3:
+            gold, atype = ("yes", "no")[rng.integers(2)], "yes_no"
+        elif kind < 7:
+            gold, atype = f"{ENTITIES[rng.integers(len(ENTITIES))]} {i % 100_000:05d}", "entity"
+        else:
+            gold, atype = ENTITIES[rng.integers(len(ENTITIES))], "entity"
+        n_gold = 1 if rtype == "single_hop" else int(rng.integers(2, 4))
+        passages = tuple(
+            Passage(f"p{j + 1:04d}", j, f"Title {i % 5000} {j}", "text", f"d{i}-{j}",
+                    "gold" if j < n_gold else "distractor", j < n_gold)
+            for j in range(6)
+        )  # fmt: skip
+        golds.append(gold)
+        gold_ids.append([p.passage_id for p in passages if p.is_gold])
+        instances.append(Instance(
+            instance_id=f"r{i:07d}", question="q", gold_answer=gold,
+            answer_aliases=(gold.upper(),) if rng.random() < 0.2 else (), answer_type=atype,
+            reasoning_type=rtype, context_length=(4000, 8000, 16000)[i % 3], source="bench",
+            passages=passages,
+        ))  # fmt: skip
+    store = Store(path)
+    store.write_dataset(Dataset("rescore", "bench", "bench", {"n": n}, tuple(instances)),
+                        replace=True)  # fmt: skip
+    del instances
+    with store.transaction() as con:
+        for run, m in ((RESCORE_RUN, n), (EXTRA_RUN, extra)):
+            store.insert_run(con, {"run_id": run, "dataset_id": "rescore", "backend": "imported",
+                                   "model": run, "status": "done", "n_planned": 4 * m,
+                                   "n_done": 4 * m})  # fmt: skip
+            for cond in CONDITIONS:
+                preds = [_predict(rng, cond, golds[i], gold_ids[i])
+                         for i in range(m)]  # fmt: skip
+                frame = pd.DataFrame(preds)
+                frame.insert(0, "run_id", run)
+                frame.insert(1, "instance_id", [f"r{i:07d}" for i in range(m)])
+                frame.insert(2, "condition", cond)
+                frame.insert(3, "variant", "")
+                store.write_predictions(con, frame, replace=False)
+
+
+def _rescore_child(runs: str, db: str) -> None:
+    """In a child process: re-score ``runs`` (comma-separated) of ``db``; print seconds,
+    rows and the peak RSS in kB."""
+    import resource
+    import time
+
+    from core.results import score_runs
+    from core.store import Store
+
+    t0 = time.perf_counter()
+    n = score_runs(Store(db), runs.split(","))
+    dt = time.perf_counter() - t0
+    print(dt, n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def _run_child(runs: str, pin: bool) -> tuple[float, int, float]:
+    """Seconds, rows and peak RSS (GB) of a fresh process re-scoring ``runs``."""
+    import subprocess
+
+    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).resolve().parents[1])!r}, "
+            f"{str(Path(__file__).resolve().parent)!r}]; import bench_scoring as b; "
+            f"b._rescore_child({runs!r}, {str(STORE)!r})")  # fmt: skip
+    cmd = [sys.executable, "-c", code]
+    if pin and hasattr(os, "sched_getaffinity"):
+        cmd = ["taskset", "-c", str(min(os.sched_getaffinity(0))), *cmd]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
+    return float(out[-3]), int(out[-2]), int(out[-1]) * 1024 / 1e9
+
+
+def rescore_results(repeats: int = N_RUNS) -> list[dict]:
+    """``python -m core score`` at scale: 1,000,000 predictions re-scored on one core (read,
+    score, write; bound < 3 s) and the peak RSS of a process re-scoring 1,800,000 (< 1.5 GB)."""
+    if not STORE.exists():
+        print(f"building {STORE} (once) ...")
+        build_store()
+    secs, peaks = [], []
+    for _ in range(repeats):
+        dt, n, _peak = _run_child(RESCORE_RUN, pin=True)
+        if n != 4 * N_STORE_INSTANCES:
+            raise RuntimeError(f"expected {4 * N_STORE_INSTANCES:,} scores, wrote {n:,}")
+        secs.append(dt)
+    for _ in range(1):  # one run: the peak hardly varies, and each takes tens of seconds
+        dt, n, peak = _run_child(f"{RESCORE_RUN},{EXTRA_RUN}", pin=False)
+        peaks.append(peak)
+        print(f"1.8M re-score: {n:,} rows, {dt:.2f} s, peak RSS {peak:.2f} GB")
+    script = Path(__file__).name
+    return [
+        figure("re-score 1,000,000 stored predictions (score_runs: read, score, write), one core",
+               secs, "s", script, bound=RESCORE_BOUND_S),  # fmt: skip
+        figure("peak RSS of a process re-scoring 1,800,000 stored predictions", peaks, "GB",
+               script, bound=PEAK_BOUND_GB),  # fmt: skip
     ]
 
 

@@ -23,6 +23,7 @@ from core.datasets.importers import FORMATS, read_dataset
 from core.datasets.ruler import build_ruler_lite
 from core.runs import DEMO_DATASET
 from core.store import StoreError, default_db_path
+from core.store.connection import unreadable_store_error
 from core.types import DataError
 
 __all__ = ["add_db", "build_parser", "main", "open_store", "print_json"]
@@ -182,9 +183,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A full disk (or a read-only / vanished store) while writing: the transaction was
         # rolled back, so the store is as before; say which file and what to do.
         where = getattr(args, "db", None) or default_db_path()
+        unreadable = unreadable_store_error(where, exc)
+        if unreadable is not None:  # a damaged store found outside Store.connect
+            print(f"error: {unreadable}", file=sys.stderr)
+            return 1
         hint = " (disk full: free space and rerun)" if _DISK_FULL.search(str(exc)) else ""
         text = " ".join(str(exc).split())
         print(f"error: store {where}: {text}{hint}", file=sys.stderr)
+        return 1
+    except duckdb.Error as exc:
+        # A block failing its checksum (or another sign of a damaged store) in a read that
+        # did not go through Store.connect: one line; any other DuckDB error is a bug to show.
+        unreadable = unreadable_store_error(getattr(args, "db", None) or default_db_path(), exc)
+        if unreadable is None:
+            raise
+        print(f"error: {unreadable}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # The reader went away (`... | head`): stop quietly, as Unix tools do.

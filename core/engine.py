@@ -13,9 +13,12 @@ lock (:meth:`core.store.Store.run_lock`: one process per run name).
 2. a call whose response is in the ``response_cache`` table is served from it (key: backend
    kind, model digest or name, options hash, prompt hash); calls of one execution that share a
    key are sent once, the others are served from that reply;
-3. the rest run on a thread pool of ``concurrency`` workers (at most twice that many
-   submitted at a time, so ``cancel`` takes effect quickly; with one worker, in the calling
-   thread, one call at a time); each reply is parsed with
+3. the rest run on ``concurrency`` threads (:func:`core.engine_threads.run_threads`: each
+   takes the next call, makes it and parses the reply, so ``cancel`` takes effect at once;
+   with one, in the calling thread, one call at a time), ``concurrency`` capped by
+   :func:`core.engine_limits.cap_concurrency` and a server backend's HTTP pool sized to it
+   (``size_pool``); each reply is parsed (whole; stored cut to
+   :data:`core.engine_limits.MAX_REPLY_BYTES`, flagged) with
    :func:`core.parsing.parse_reply` against the ids shown. A backend with worker processes
    (the embedded reader, :mod:`core.backends.workers`) gets them instead for a run of
    :data:`POOL_MIN_CALLS` calls or more: ``concurrency`` processes with
@@ -58,8 +61,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import ExitStack
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -68,6 +70,8 @@ import pandas as pd
 from core.backends.base import Backend, Reply
 from core.batch_scores import ScoringInputs, batch_scores
 from core.conditions import plan_conditions, planned_keys
+from core.engine_limits import cap_concurrency, cap_reply
+from core.engine_threads import run_threads
 from core.parsing import ParsedAnswer, parse_reply
 from core.store import Store, StoreError
 from core.types import Instance, PlannedCall
@@ -273,6 +277,10 @@ def _row(
     meta = dict(call.meta)
     if parsed.unknown_ids:
         meta["parse"] = {"unknown_ids": list(parsed.unknown_ids)}
+    # Parsed whole above; stored cut to MAX_REPLY_BYTES (core.engine_limits), and flagged.
+    raw, truncated = cap_reply(reply.text)
+    if truncated is not None:
+        meta["raw_response_truncated"] = truncated
     row: dict[str, Any] = {
         "run_id": ctx.run_id,
         "instance_id": call.instance_id,
@@ -280,7 +288,7 @@ def _row(
         "variant": call.variant,
         "prompt_hash": call.prompt_hash,
         "input_passage_ids": list(call.input_passage_ids),
-        "raw_response": reply.text,
+        "raw_response": raw,
         "answer": parsed.answer,
         "cited_ids": list(parsed.evidence_ids),
         "confidence": parsed.confidence,
@@ -307,7 +315,7 @@ def _row(
             "prompt_hash": call.prompt_hash,
             "response": _cached_text(reply),
         }
-        if ok and not cache_hit
+        if ok and not cache_hit and truncated is None
         else None
     )
     return row
@@ -561,7 +569,8 @@ def execute(
         run_id: a run created by :func:`core.runs.start_run`.
         calls: the planned calls (keys must be unique).
         backend: the backend to call (thread-safe when ``concurrency`` > 1).
-        concurrency: worker threads calling the backend (>= 1).
+        concurrency: worker threads calling the backend (>= 1); capped at
+            :func:`core.engine_limits.concurrency_limit` (the commands say so on stderr).
         progress: called with a :class:`Progress` after each committed batch (and once at
             the start), from the writer thread.
         cancel: set it to stop submitting calls; calls in flight finish and are stored, and
@@ -603,8 +612,7 @@ def _execute(
     started: float | None,
 ) -> RunSummary:
     """:func:`execute` with the run's lock held."""
-    if int(concurrency) < 1:
-        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    concurrency, _ = cap_concurrency(backend, concurrency)  # the commands print the notice
     t0 = time.monotonic() if started is None else started
     keys = [_key(c) for c in calls]
     if len(set(keys)) != len(keys):
@@ -623,6 +631,9 @@ def _execute(
     plain = all(k[2] == "" for k in keys)
     n_planned = len({k for k in stored if not plain or k[2] == ""} | set(keys))
     pool = _reader_pool(backend, sum(ck not in hits for ck in ckeys), int(concurrency))
+    size_pool = getattr(backend, "size_pool", None)
+    if pool is None and callable(size_pool):  # a server backend: one connection per thread
+        size_pool(int(concurrency))
     # With worker processes the writer works beside the reader: it may write more often.
     share = POOL_WRITE_SHARE if pool is not None else WRITE_SHARE
     writer = _Writer(store, ctx, len(todo), progress, n_planned, stored_all - stored, t0, share,
@@ -648,10 +659,12 @@ def _execute(
         reply = _call_backend(backend, call)
         return reply, (time.perf_counter() - t) * 1000.0
 
-    def finish(call: PlannedCall, ck: str, reply: Reply, ms: float) -> None:
+    def finish(
+        call: PlannedCall, ck: str, reply: Reply, ms: float, row: dict[str, Any] | None = None
+    ) -> None:
         nonlocal executed, cached
         executed += 1
-        writer.put(_row(ctx, call, reply, False, ms, ck))
+        writer.put(row if row is not None else _row(ctx, call, reply, False, ms, ck))
         for other in followers.pop(ck, []):
             if reply.error is None:
                 writer.put(_row(ctx, other, reply, True, 0.0, ck))
@@ -678,44 +691,36 @@ def _execute(
                 call, ck = queue_[pos]
                 finish(call, ck, *work(call, ck))
                 pos += 1
+        elif pool is None:
+
+            def made(call: PlannedCall, ck: str) -> tuple[Reply, float, dict[str, Any]]:
+                reply, ms = work(call, ck)
+                return reply, ms, _row(ctx, call, reply, False, ms, ck)
+
+            run_threads(int(concurrency), queue_, going, made, finish, cancel)
         else:
-            with ExitStack() as stack:
-                if pool is not None:  # worker processes: the reply carries the reader's time
+            # Worker processes: the reply carries the reader's time.
+            def submit(call: PlannedCall, ck: str) -> Future:
+                fut = early.pop(call.prompt_hash, None)
+                return fut if fut is not None else pool.submit(list(call.messages))
 
-                    def submit(call: PlannedCall, ck: str) -> Future:
-                        fut = early.pop(call.prompt_hash, None)
-                        return fut if fut is not None else pool.submit(list(call.messages))
-
-                    def result(fut: Future) -> tuple[Reply, float]:
-                        reply = fut.result()
-                        return reply, reply.latency_ms or 0.0
-
-                    limit = POOL_DEPTH * int(concurrency)
-                else:
-                    threads = stack.enter_context(ThreadPoolExecutor(int(concurrency)))
-
-                    def submit(call: PlannedCall, ck: str) -> Future:
-                        return threads.submit(work, call, ck)
-
-                    def result(fut: Future) -> tuple[Reply, float]:
-                        return fut.result()
-
-                    limit = 2 * int(concurrency)
-                pending: dict[Future, tuple[PlannedCall, str]] = {}
-                pos = 0
-                while pos < len(queue_) or pending:
-                    while len(pending) < limit and going(pos):
-                        pending[submit(*queue_[pos])] = queue_[pos]
-                        pos += 1
-                    if pool is not None and pos == len(queue_):
-                        writer.drain()  # the last replies are a few ms away
-                    if not pending:
-                        break
-                    finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        finish(*pending.pop(fut), *result(fut))
-                    if writer.failure is not None:
-                        break
+            limit = POOL_DEPTH * int(concurrency)
+            pending: dict[Future, tuple[PlannedCall, str]] = {}
+            pos = 0
+            while pos < len(queue_) or pending:
+                while len(pending) < limit and going(pos):
+                    pending[submit(*queue_[pos])] = queue_[pos]
+                    pos += 1
+                if pos == len(queue_):
+                    writer.drain()  # the last replies are a few ms away
+                if not pending:
+                    break
+                finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    reply = fut.result()
+                    finish(*pending.pop(fut), reply, reply.latency_ms or 0.0)
+                if writer.failure is not None:
+                    break
     except BaseException:
         cancel.set()
         writer.close("cancelled")
@@ -821,6 +826,7 @@ def plan_and_execute(
     ``retrieval`` takes :func:`core.conditions.plan_conditions`'s retrieval settings.
     """
     started = time.monotonic()
+    concurrency, _ = cap_concurrency(backend, concurrency)  # before any worker is started
     n = sum(len(planned_keys(i, conditions)) for i in instances)
     pool = _reader_pool(backend, n, int(concurrency))
     ahead = ReadAhead(pool, stored or frozenset()) if pool is not None else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import io
 import math
+import re
 import threading
 import warnings
 from dataclasses import dataclass, replace
@@ -34,6 +35,8 @@ __all__ = [
     "figure_bytes",
     "latex_escape",
     "mime_type",
+    "neutralize_frame",
+    "safe_csv_cell",
     "start_renderer",
     "style_figure",
     "table_bytes",
@@ -217,10 +220,49 @@ def _plain_frame(df: pd.DataFrame, digits: int) -> pd.DataFrame:
     )
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
+_FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
+#: A plain decimal number (sign, digits, point, exponent): left as it is, e.g. ``-0.25``.
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def safe_csv_cell(text: str) -> str:
+    """``text`` made safe to open in a spreadsheet: ``'`` before a formula-leading cell.
+
+    A cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is read as a
+    formula by Excel, LibreOffice and Google Sheets (a model name ``=HYPERLINK(...)`` from an
+    imported file would become a live link), so it gets a leading ``'``; a plain number such as
+    ``-0.25`` or ``+1e-3`` is left as it is.
+
+    Args:
+        text: one cell as written.
+
+    Returns:
+        ``text``, or ``"'" + text`` when it starts like a formula and is not a number.
+    """
+    if text.startswith(_FORMULA_LEAD) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def neutralize_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of a text frame with :func:`safe_csv_cell` on every cell and column name.
+
+    The frame is :func:`_plain_frame`'s (text cells).
+    """
+    out = df.map(lambda v: safe_csv_cell(v) if isinstance(v, str) else v)
+    out.columns = [safe_csv_cell(str(c)) for c in df.columns]
+    return out
+
+
 def table_csv(df: pd.DataFrame, digits: int = 3) -> str:
-    """CSV text of a table: floats rounded to ``digits``, NaN empty, lists ``;``-joined."""
+    """CSV text of a table: floats rounded to ``digits``, NaN empty, lists ``;``-joined.
+
+    Every cell and column name that would start a spreadsheet formula gets a leading ``'``
+    (:func:`safe_csv_cell`); numbers are written as they are.
+    """
     buf = io.StringIO()
-    _plain_frame(df, digits).to_csv(buf, index=False, lineterminator="\n")
+    neutralize_frame(_plain_frame(df, digits)).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
 

@@ -27,7 +27,9 @@ numerator and denominator:
 Aggregates (every one derived from the per-instance rows, which are returned too):
 
 - per system and exact fan-in / bucket: mean AC, ER, EP with bootstrap CIs (SPEC §6.6:
-  5,000 resamples, seed 42, instances resampled within the system);
+  5,000 resamples, seed 42, instances resampled within the cell), drawn from per-cell value
+  summaries (:mod:`core.fanin_stats`: exact multinomial counts, or stratified above 8 values);
+  the store path aggregates in DuckDB (:func:`fanin_store`), with no per-row frame;
 - relative degradation ``(AC_high - AC_single) / AC_single``; the oracle condition of the same
   run is the synthesis-difficulty baseline and ``construction_loss_pp = 100 x (rel_system -
   rel_oracle)`` (seed 003 Table 8, "Oracle-norm."; negative = loss beyond synthesis);
@@ -53,16 +55,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from core.fanin_stats import FaninSummaries, merged_items, summaries_from_rows, summary_bootstrap
 from core.jsonable import json_plain
 from core.scoring import ANSWER_SCORES
-from core.stats import bootstrap_means
 from core.store import Store
 
 __all__ = [
@@ -82,7 +84,9 @@ __all__ = [
     "fan_in",
     "fan_in_bucket",
     "fanin_analysis",
+    "fanin_from_summaries",
     "fanin_report",
+    "fanin_store",
     "failure_attribution",
     "jaccard",
     "pearson",
@@ -172,6 +176,10 @@ def _as_list(x: Any) -> list[str]:
     return [str(v) for v in x]
 
 
+_PER_COLS = ["run", "model", "dataset", "condition", "system", "instance_id", "fan_in", "bucket",
+             "pack_size", "n_gold", "ac", "er", "ep", "failed", "missing"]  # fmt: skip
+
+
 def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.DataFrame:
     """Per-instance fan-in rows of a :meth:`core.store.Store.fanin_frame` frame.
 
@@ -235,9 +243,7 @@ def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.Dat
                 "missing": missing,
             }
         )
-    cols = ["run", "model", "dataset", "condition", "system", "instance_id", "fan_in", "bucket",
-            "pack_size", "n_gold", "ac", "er", "ep", "failed", "missing"]  # fmt: skip
-    out = pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=_PER_COLS)
     out["missing"] = out["missing"].astype(bool)
     return out
 
@@ -431,80 +437,126 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [json_plain(r) for r in df.to_dict("records")]
 
 
-def _cell_stats(sub: pd.DataFrame, n_resamples: int, seed: int) -> dict[str, Any]:
-    gone = _missing_flags(sub)
-    # missing rows leave the cell (not only its means): the bootstrap resamples answered ones
-    vals = sub[list(_METRICS)].to_numpy(dtype=float)[~gone]
-    boot = bootstrap_means(vals, n_resamples, seed) if len(vals) else np.full((1, 3), np.nan)
-    row: dict[str, Any] = {"n": int(len(vals)), "missing": int(gone.sum())}
-    for j, m in enumerate(_METRICS):
-        col = vals[:, j] if len(vals) else np.empty(0)
-        fin = col[np.isfinite(col)]
-        row[m] = float(fin.mean()) if fin.size else math.nan
-        b = boot[:, j][np.isfinite(boot[:, j])]
-        lo, hi = np.percentile(b, [2.5, 97.5]) if b.size else (math.nan, math.nan)
-        row[f"{m}_ci_low"], row[f"{m}_ci_high"] = float(lo), float(hi)
-    return row
-
-
 _KEYS = ("system", "run", "model", "dataset", "condition")
+_STAT_COLS = [f"{m}{s}" for m in _METRICS for s in ("", "_ci_low", "_ci_high")]
 
 
-def _by(per: pd.DataFrame, col: str, n_resamples: int, seed: int, add_all: bool) -> pd.DataFrame:
-    rows = []
-    for _, grp in per.groupby("system", sort=False):
-        head = {k: grp[k].iloc[0] for k in _KEYS}
-        levels = BUCKETS if col == "bucket" else sorted(grp[col].unique())
-        for level in levels:
-            sub = grp[grp[col] == level]
-            if len(sub):
-                rows.append({**head, col: level, **_cell_stats(sub, n_resamples, seed)})
-        if add_all:
-            rows.append({**head, col: "all", **_cell_stats(grp, n_resamples, seed)})
-    cols = [*_KEYS, col, "n", "missing"]
-    cols += [f"{m}{s}" for m in _METRICS for s in ("", "_ci_low", "_ci_high")]
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _rel_ci(single: np.ndarray, high: np.ndarray, n_resamples: int, seed: int):
-    s = single[np.isfinite(single)]
-    h = high[np.isfinite(high)]
-    if not s.size or not h.size:
+def _ci(draws: np.ndarray) -> tuple[float, float]:
+    """95% percentile interval of the finite draws (NaN, NaN when none)."""
+    b = draws[np.isfinite(draws)]
+    if not b.size:
         return math.nan, math.nan
-    bs = bootstrap_means(s, n_resamples, seed)
-    bh = bootstrap_means(h, n_resamples, seed + 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = (bh - bs) / bs
-    rel = rel[np.isfinite(rel)]
-    if not rel.size:
-        return math.nan, math.nan
-    lo, hi = np.percentile(rel, [2.5, 97.5])
+    lo, hi = np.percentile(b, [2.5, 97.5])
     return float(lo), float(hi)
 
 
-def _degradation(per: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame:
+class _Cells:
+    """Cell statistics from :class:`core.fanin_stats.FaninSummaries`, each computed once."""
+
+    def __init__(self, summ: FaninSummaries, n_resamples: int, seed: int) -> None:
+        self.summ, self.n_resamples, self.seed = summ, n_resamples, seed
+        self.heads = {
+            int(r["sys"]): {"system": f"{r['run']}:{r['condition']}", "run": r["run"],
+                            "model": r["model"], "dataset": r["dataset"],
+                            "condition": r["condition"]}  # fmt: skip
+            for r in summ.systems.to_dict("records")
+        }
+        self.items = {
+            key: grp for key, grp in summ.items.groupby(["sys", "metric"], sort=False)
+        }
+        self.cells = {int(s): grp for s, grp in summ.cells.groupby("sys", sort=False)}
+        self._memo: dict[tuple, tuple[float, np.ndarray, str]] = {}
+
+    def fans(self, sys: int) -> list[int]:
+        """Exact fan-in levels of a system with rows (answered or missing), ascending."""
+        return sorted(int(f) for f in self.cells[sys]["fan_in"]) if sys in self.cells else []
+
+    def counts(self, sys: int, fans: Sequence[int]) -> dict[str, int]:
+        """Row counts of a system over some fan-in levels."""
+        c = self.cells.get(sys)
+        sub = c[c["fan_in"].isin(list(fans))] if c is not None else None
+        keys = ("n_rows", "n_missing", "n_fail", "n_fail_packed", "n_fail_low")
+        return {k: 0 if sub is None else int(sub[k].sum()) for k in keys}
+
+    def stat(
+        self, sys: int, metric: str, fans: Sequence[int], seed: int
+    ) -> tuple[float, np.ndarray]:
+        """Mean and bootstrap draws of one metric over the system's rows at ``fans``."""
+        mean, draws, _ = self.stat_with_method(sys, metric, fans, seed)
+        return mean, draws
+
+    def stat_with_method(
+        self, sys: int, metric: str, fans: Sequence[int], seed: int
+    ) -> tuple[float, np.ndarray, str]:
+        """:meth:`stat` and its estimator: ``exact`` or ``stratified`` (core.fanin_stats)."""
+        key = (sys, metric, tuple(sorted(fans)), seed)
+        if key not in self._memo:
+            items = self.items.get((sys, metric))
+            sub = items[items["fan_in"].isin(list(fans))] if items is not None else pd.DataFrame(
+                columns=["bin", "count", "sum", "sumsq", "vmin", "vmax"])  # fmt: skip
+            self._memo[key] = summary_bootstrap(merged_items(sub), self.n_resamples, seed)
+        return self._memo[key]
+
+    def row(self, sys: int, fans: Sequence[int]) -> dict[str, Any]:
+        """``n``, ``missing``, each metric's mean with its CI over ``fans`` and ``ci_method``.
+
+        ``ci_method`` is ``exact`` when every metric's CI drew the counts of its distinct values
+        (the distribution of row resampling), else ``stratified (approx.)``
+        (:mod:`core.fanin_stats`).
+        """
+        c = self.counts(sys, fans)
+        out: dict[str, Any] = {"n": c["n_rows"] - c["n_missing"], "missing": c["n_missing"]}
+        hows = set()
+        for m in _METRICS:
+            mean, draws, how = self.stat_with_method(sys, m, fans, self.seed)
+            hows.add(how)
+            out[m] = mean
+            out[f"{m}_ci_low"], out[f"{m}_ci_high"] = _ci(draws)
+        out["ci_method"] = "exact" if hows <= {"exact"} else "stratified (approx.)"
+        return out
+
+
+_BUCKET_FANS = {"single": lambda f: f == 1, "low": lambda f: 2 <= f <= 3, "high": lambda f: f >= 4}
+
+
+def _by(cells: _Cells, col: str) -> pd.DataFrame:
+    rows = []
+    for sys, head in cells.heads.items():
+        fans = cells.fans(sys)
+        if col == "fan_in":
+            rows += [{**head, "fan_in": f, **cells.row(sys, [f])} for f in fans]
+            continue
+        for bucket in BUCKETS:
+            chosen = [f for f in fans if _BUCKET_FANS[bucket](f)]
+            if chosen:
+                rows.append({**head, "bucket": bucket, **cells.row(sys, chosen)})
+        rows.append({**head, "bucket": "all", **cells.row(sys, fans)})
+    return pd.DataFrame(rows, columns=[*_KEYS, col, "n", "missing", *_STAT_COLS, "ci_method"])
+
+
+def _degradation(cells: _Cells) -> pd.DataFrame:
     rows = []
     oracle_rel: dict[Any, float] = {}
-    for _, grp in per.groupby("system", sort=False):
-        single = grp.loc[grp["bucket"] == "single", "ac"].to_numpy(dtype=float)
-        high = grp.loc[grp["bucket"] == "high", "ac"].to_numpy(dtype=float)
-        gone = _missing_flags(grp)
+    for sys, head in cells.heads.items():
+        fans = cells.fans(sys)
+        single = [f for f in fans if f == 1]
+        high = [f for f in fans if f >= 4]
         counts: dict[str, int] = {}
-        for b in ("single", "high"):
-            at = (grp["bucket"] == b).to_numpy()
-            counts[f"n_{b}"] = int((at & ~gone).sum())
-            counts[f"missing_{b}"] = int((at & gone).sum())
-        ac_s = float(np.nanmean(single)) if np.isfinite(single).any() else math.nan
-        ac_h = float(np.nanmean(high)) if np.isfinite(high).any() else math.nan
+        for b, chosen in (("single", single), ("high", high)):
+            c = cells.counts(sys, chosen)
+            counts[f"n_{b}"] = c["n_rows"] - c["n_missing"]
+            counts[f"missing_{b}"] = c["n_missing"]
+        ac_s, bs = cells.stat(sys, "ac", single, cells.seed)
+        ac_h, bh = cells.stat(sys, "ac", high, cells.seed + 1)
         rel = relative_degradation(ac_s, ac_h)
-        lo, hi = _rel_ci(single, high, n_resamples, seed)
-        cond = grp["condition"].iloc[0]
-        run = grp["run"].iloc[0]
-        if cond == "oracle":
-            oracle_rel[run] = rel
-        rows.append({**{k: grp[k].iloc[0] for k in _KEYS}, "ac_single": ac_s, "ac_high": ac_h,
-                     **counts, "rel_degradation": rel, "rel_ci_low": lo,
-                     "rel_ci_high": hi})  # fmt: skip
+        lo = hi = math.nan
+        if np.isfinite(bs).any() and np.isfinite(bh).any():
+            with np.errstate(invalid="ignore", divide="ignore"):
+                lo, hi = _ci((bh - bs) / bs)
+        if head["condition"] == "oracle":
+            oracle_rel[head["run"]] = rel
+        rows.append({**head, "ac_single": ac_s, "ac_high": ac_h, **counts, "rel_degradation": rel,
+                     "rel_ci_low": lo, "rel_ci_high": hi})  # fmt: skip
     for row in rows:
         base = oracle_rel.get(row["run"], math.nan)
         row["oracle_rel_degradation"] = base
@@ -516,6 +568,17 @@ def _degradation(per: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame
             "missing_high", "rel_degradation", "rel_ci_low", "rel_ci_high",
             "oracle_rel_degradation", "construction_loss_pp"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
+
+
+def _attribution(cells: _Cells) -> pd.DataFrame:
+    rows = []
+    for sys, head in cells.heads.items():
+        c = cells.counts(sys, cells.fans(sys))
+        share = c["n_fail_low"] / c["n_fail_packed"] if c["n_fail_packed"] else math.nan
+        rows.append({**head, "n": c["n_rows"] - c["n_missing"], "missing": c["n_missing"],
+                     "n_failures": c["n_fail"], "n_low_er": c["n_fail_low"],
+                     "share": share})  # fmt: skip
+    return pd.DataFrame(rows, columns=[*_KEYS, "n", "missing", "n_failures", "n_low_er", "share"])
 
 
 #: Conditions whose points Pearson r always uses: the evidence-selection systems.
@@ -605,43 +668,90 @@ def correlation_note(corr: dict[str, Any]) -> str:
     return text + "."
 
 
-def _overlap(per: pd.DataFrame, by_fan_in: pd.DataFrame) -> pd.DataFrame:
-    systems = list(dict.fromkeys(per["system"]))
-    scored = per[~_missing_flags(per)]
-    ids = {s: set(scored.loc[scored["system"] == s, "instance_id"]) for s in systems}
-    held = {s: set(per.loc[per["system"] == s, "instance_id"]) for s in systems}
-    fails = {
-        s: set(scored.loc[(scored["system"] == s) & (scored["ac"] < FAILURE_AC), "instance_id"])
-        for s in systems
-    }
+def _overlap(cells: _Cells, by_fan_in: pd.DataFrame) -> pd.DataFrame:
+    names = {sys: head["system"] for sys, head in cells.heads.items()}
     curves = {
         s: dict(zip(g["fan_in"].astype(int), g["ac"], strict=True))
         for s, g in by_fan_in.groupby("system", sort=False)
     }
+    counts = {(int(r["sys_a"]), int(r["sys_b"])): r for r in cells.summ.pairs.to_dict("records")}
     rows = []
-    for a, b in combinations(systems, 2):
-        common = ids[a] & ids[b]
-        cross = crossover(curves.get(a, {}), curves.get(b, {}))
-        rows.append(
-            {
-                "system_a": a,
-                "system_b": b,
-                "n_common": len(common),
-                "missing": len((held[a] & held[b]) - common),
-                "n_fail_a": len(fails[a] & common),
-                "n_fail_b": len(fails[b] & common),
-                "jaccard": jaccard(fails[a] & common, fails[b] & common),
-                "leader_first": cross["leader_first"],
-                "crossover_fan_in": cross["crossover_fan_in"],
-                "crossovers": cross["crossovers"],
-            }
-        )
+    for a, b in combinations(list(names), 2):
+        r = counts.get((min(a, b), max(a, b)))
+        swap = a > b
+        n_common = int(r["n_common"]) if r else 0
+        fa = int(r["n_fail_b" if swap else "n_fail_a"]) if r else 0
+        fb = int(r["n_fail_a" if swap else "n_fail_b"]) if r else 0
+        both = int(r["n_fail_both"]) if r else 0
+        union = fa + fb - both
+        cross = crossover(curves.get(names[a], {}), curves.get(names[b], {}))
+        rows.append({
+            "system_a": names[a], "system_b": names[b], "n_common": n_common,
+            "missing": (int(r["n_held"]) if r else 0) - n_common, "n_fail_a": fa, "n_fail_b": fb,
+            "jaccard": both / union if union else math.nan,
+            "leader_first": cross["leader_first"], "crossover_fan_in": cross["crossover_fan_in"],
+            "crossovers": cross["crossovers"],
+        })  # fmt: skip
     cols = ["system_a", "system_b", "n_common", "missing", "n_fail_a", "n_fail_b", "jaccard",
             "leader_first", "crossover_fan_in", "crossovers"]  # fmt: skip
     out = pd.DataFrame(rows, columns=cols)
     # Object dtype keeps "no crossover" as None rather than NaN (JSON null, `is None`).
     out["crossover_fan_in"] = pd.Series([r["crossover_fan_in"] for r in rows], dtype=object)
     return out
+
+
+def _check_options(score_field: str, points: str) -> None:
+    if score_field not in ANSWER_SCORES:
+        raise ValueError(
+            f"unknown score field {score_field!r}; allowed: {', '.join(ANSWER_SCORES)}"
+        )
+    if points not in ("bucket", "fan_in"):
+        raise ValueError(f"points must be 'bucket' or 'fan_in', got {points!r}")
+
+
+def fanin_from_summaries(
+    summ: FaninSummaries,
+    score_field: str = "f1_relaxed",
+    *,
+    points: str = "bucket",
+    include_oracle: bool = False,
+    include_full_context: bool = False,
+    n_resamples: int = 5000,
+    seed: int = 42,
+    per_instance_rows: pd.DataFrame | None = None,
+) -> FaninResult:
+    """Every fan-in aggregate from cell summaries (:mod:`core.fanin_stats`).
+
+    Args:
+        summ: the summaries (from the store or from per-instance rows).
+        score_field, points, include_oracle, include_full_context, n_resamples, seed: as
+            :func:`fanin_analysis`.
+        per_instance_rows: the per-instance rows to keep in the result (None: an empty frame
+            with the columns; the store path does not build them).
+
+    Raises:
+        ValueError: unknown score field or ``points`` value.
+    """
+    _check_options(score_field, points)
+    cells = _Cells(summ, n_resamples, seed)
+    by_fan_in = _by(cells, "fan_in")
+    by_bucket = _by(cells, "bucket")
+    corr_src = by_bucket if points == "bucket" else by_fan_in
+    rows = per_instance_rows if per_instance_rows is not None else pd.DataFrame(
+        columns=_PER_COLS)  # fmt: skip
+    return FaninResult(
+        per_instance=rows,
+        by_fan_in=by_fan_in,
+        by_bucket=by_bucket,
+        degradation=_degradation(cells),
+        correlation=_correlation(
+            corr_src, points, n_resamples, seed, include_oracle, include_full_context
+        ),
+        attribution=_attribution(cells),
+        overlap=_overlap(cells, by_fan_in),
+        n_no_gold=summ.n_no_gold,
+        score_field=score_field,
+    )
 
 
 def fanin_analysis(
@@ -656,6 +766,10 @@ def fanin_analysis(
 ) -> FaninResult:
     """Every fan-in view of the predictions in ``frame`` (see the module docstring).
 
+    The per-instance rows (:func:`per_instance`) are summarized per (system, fan-in) cell
+    (:func:`core.fanin_stats.summaries_from_rows`) and every aggregate is computed from the
+    summaries, as the store path (:func:`fanin_store`) does.
+
     Args:
         frame: a :meth:`core.store.Store.fanin_frame` frame (or the same columns).
         score_field: answer score giving AC (default relaxed F1).
@@ -669,33 +783,48 @@ def fanin_analysis(
     Raises:
         ValueError: unknown score field or ``points`` value, missing columns.
     """
-    if points not in ("bucket", "fan_in"):
-        raise ValueError(f"points must be 'bucket' or 'fan_in', got {points!r}")
+    _check_options(score_field, points)
     rows = per_instance(frame, score_field)
     n_no_gold = int((rows["fan_in"] == 0).sum())
     per = rows[rows["fan_in"] > 0].reset_index(drop=True)
-    by_fan_in = _by(per, "fan_in", n_resamples, seed, add_all=False)
-    by_bucket = _by(per, "bucket", n_resamples, seed, add_all=True)
-    attribution = [
-        {**{k: g[k].iloc[0] for k in _KEYS}, **failure_attribution(g)}
-        for _, g in per.groupby("system", sort=False)
-    ]
-    corr_src = by_bucket if points == "bucket" else by_fan_in
-    return FaninResult(
-        per_instance=rows,
-        by_fan_in=by_fan_in,
-        by_bucket=by_bucket,
-        degradation=_degradation(per, n_resamples, seed),
-        correlation=_correlation(
-            corr_src, points, n_resamples, seed, include_oracle, include_full_context
-        ),
-        attribution=pd.DataFrame(
-            attribution, columns=[*_KEYS, "n", "missing", "n_failures", "n_low_er", "share"]
-        ),
-        overlap=_overlap(per, by_fan_in),
-        n_no_gold=n_no_gold,
-        score_field=score_field,
-    )
+    return fanin_from_summaries(
+        summaries_from_rows(per, n_no_gold), score_field, points=points,
+        include_oracle=include_oracle, include_full_context=include_full_context,
+        n_resamples=n_resamples, seed=seed, per_instance_rows=rows,
+    )  # fmt: skip
+
+
+def fanin_store(
+    store: Store,
+    run_ids: Sequence[str],
+    score_field: str = "f1_relaxed",
+    *,
+    allowed: pd.DataFrame | None = None,
+    pair: bool = False,
+    **options: Any,
+) -> FaninResult:
+    """:func:`fanin_analysis` of stored runs, aggregated in DuckDB (no per-row frame).
+
+    Args:
+        store: the store.
+        run_ids: run ids.
+        score_field: as :func:`fanin_analysis`.
+        allowed: ``dataset, instance_id`` pairs to keep (the selection's filters; None: all).
+        pair: several runs of one dataset on their common instances.
+        options: ``points``, ``include_oracle``, ``include_full_context``, ``n_resamples``,
+            ``seed`` of :func:`fanin_analysis`.
+
+    Raises:
+        ValueError: unknown score field or option, or no plain-condition predictions.
+    """
+    _check_options(score_field, options.get("points", "bucket"))
+    raw = store.fanin_summaries(list(run_ids), score_field, allowed=allowed, pair=pair)
+    if raw["systems"].empty and not raw["n_no_gold"]:
+        raise ValueError(
+            f"runs {', '.join(run_ids)} hold no predictions of the plain conditions "
+            f"({', '.join(_PLAIN)})"
+        )
+    return fanin_from_summaries(FaninSummaries.from_store(raw), score_field, **options)
 
 
 def fanin_report(
@@ -708,14 +837,16 @@ def fanin_report(
     include_full_context: bool = False,
     n_resamples: int = 5000,
     seed: int = 42,
+    instances: bool = False,
 ) -> FaninResult:
-    """:func:`fanin_analysis` of stored runs.
+    """:func:`fanin_analysis` of stored runs (aggregates from :func:`fanin_store`).
 
     Args:
         store: the store holding the runs.
         runs: run ids, or dataset names standing for their runs.
         score_field, points, include_oracle, include_full_context, n_resamples, seed: as
             :func:`fanin_analysis`.
+        instances: also build the per-instance rows (a Python pass over every prediction).
 
     Raises:
         ValueError: no runs given, or the runs hold no plain-condition predictions.
@@ -728,13 +859,11 @@ def fanin_report(
                 ids.append(rid)
     if not ids:
         raise ValueError("no runs given")
-    frame = store.fanin_frame(ids)
-    if frame.empty:
-        raise ValueError(
-            f"runs {', '.join(ids)} hold no predictions of the plain conditions "
-            f"({', '.join(_PLAIN)})"
-        )
-    return fanin_analysis(
-        frame, score_field, points=points, include_oracle=include_oracle,
+    res = fanin_store(
+        store, ids, score_field, points=points, include_oracle=include_oracle,
         include_full_context=include_full_context, n_resamples=n_resamples, seed=seed,
     )  # fmt: skip
+    if not instances:
+        return res
+    rows = per_instance(store.fanin_frame(ids), score_field)
+    return replace(res, per_instance=rows)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.names import check_name
 from core.params import CONCURRENCY
 from core.retrieval import TOP_K, check_rerank_pool, retriever_param
 
@@ -146,11 +147,16 @@ class RunRequest:
 def run_command(req: RunRequest) -> list[str]:
     """The argv of ``python -m core run`` for a request.
 
+    The run name is stripped of surrounding blanks, then checked by
+    :func:`core.names.check_name` (non-empty, printable, at most ``NAME_MAX`` characters).
+
     Raises:
-        ValueError: an empty dataset or run name, no condition, or a bad number.
+        ValueError: no dataset, a run name ``check_name`` refuses, no condition, or a bad
+            number.
     """
-    if not req.dataset or not req.name.strip():
-        raise ValueError("a run needs a dataset and a name")
+    if not req.dataset:
+        raise ValueError("a run needs a dataset")
+    name = check_name("run", req.name.strip())
     if not req.conditions:
         raise ValueError("choose at least one condition")
     TOP_K.coerce(req.top_k)
@@ -159,7 +165,7 @@ def run_command(req: RunRequest) -> list[str]:
         sys.executable, "-m", "core", "run", "--db", str(req.db), "--dataset", req.dataset,
         "--backend", req.backend, "--conditions", ",".join(req.conditions),
         "--retriever", req.retriever, "--top-k", str(int(req.top_k)),
-        "--concurrency", str(int(req.concurrency)), "--name", req.name.strip(),
+        "--concurrency", str(int(req.concurrency)), f"--name={name}",
     ]  # fmt: skip
     if req.model:
         argv += ["--model", req.model]

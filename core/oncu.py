@@ -47,6 +47,7 @@ scored predictions.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -71,7 +72,14 @@ from core.oncu_scaling import (
     scaling_regression,
 )
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
-from core.stats import bootstrap_mean_ci, bootstrap_means, mcnemar_exact, paired_contrast
+from core.stats import (
+    bootstrap_mean_ci,
+    bootstrap_means,
+    mcnemar_exact,
+    multinomial_means,
+    paired_contrast,
+)
+from core.stats import ci_method as stats_ci_method
 
 __all__ = [
     "BUCKET_LENGTH",
@@ -97,6 +105,7 @@ __all__ = [
     "SIZE_BINS",
     "SMALL_GROUP",
     "UNIT_KEYS",
+    "canonical_groups",
     "coarser_group_key",
     "condition_contrast",
     "failure_breakdown",
@@ -115,6 +124,7 @@ __all__ = [
     "scaling_length_wide",
     "scaling_regression",
     "scaling_report",
+    "share_frame",
 ]
 
 #: Default metadata group key (seed 000 ``CUE_GROUP_FIELDS``).
@@ -299,6 +309,26 @@ def _isnan(x: object) -> bool:
     return isinstance(x, float) and math.isnan(x)
 
 
+#: Frames handed out read-only by a view cache: id -> {(score field, group key): groups}.
+_SHARED: dict[int, dict[tuple, pd.DataFrame]] = {}
+
+
+def share_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Mark ``df`` as shared and never modified (a view cache hands it out): returns it.
+
+    :func:`oncu_groups` of a shared frame is computed once per (score field, group key) and
+    handed out as copies, so the summary, the audit, the heatmap, the length curves, the
+    length table and the scaling report of one selection share one grouping. The memo dies
+    with the frame. A frame that is modified after this call would get stale groups: only
+    views that never modify what they cache may call it.
+    """
+    key = id(df)
+    if key not in _SHARED:
+        _SHARED[key] = {}
+        weakref.finalize(df, _SHARED.pop, key, None)
+    return df
+
+
 def _check_field(df: pd.DataFrame, score_field: str) -> None:
     if score_field not in df.columns:
         raise ValueError(f"score field '{score_field}' not in the frame (one of {SCORE_FIELDS})")
@@ -333,12 +363,28 @@ def oncu_groups(
         ``valid``, ``invalid_reason`` (None when valid), ``oncu_raw`` and ``oncu_clipped``
         (NaN when invalid), and with a length cell ``length_cell`` (``exact`` or ``bucket``).
     """
+    memo = _SHARED.get(id(df))
+    memo_key = (score_field, tuple(group_key))
+    if memo is not None and memo_key in memo:
+        return memo[memo_key].copy()
+    out = _oncu_groups(df, score_field, group_key)
+    if memo is not None:
+        memo[memo_key] = out
+        return out.copy()
+    return out
+
+
+def _oncu_groups(df: pd.DataFrame, score_field: str, group_key: Sequence[str]) -> pd.DataFrame:
+    """:func:`oncu_groups` computed (no memo)."""
     _check_field(df, score_field)
     df, cols, rule = _key_frame(df, group_key)
     work = df[cols + ["condition"]].copy()
     work["_s"] = pd.to_numeric(df[score_field], errors="coerce").astype(float)
     work["_app"] = _applicable(df)
     work["_inst"] = df["instance_id"] if "instance_id" in df.columns else np.arange(len(df))
+    # rows in score order: every group mean sums its values in one order, whatever the input
+    # order (canonical to the last bit; issue 17 item 7)
+    work = work.iloc[np.argsort(work["_s"].to_numpy(), kind="stable")]
     gb = work.groupby(cols + ["condition"], dropna=False, sort=True)["_s"]
     stats = pd.DataFrame({"mean": gb.mean(), "scored": gb.count(), "rows": gb.size()})
     by_group = work.groupby(cols, dropna=False, sort=True)
@@ -390,7 +436,36 @@ def oncu_groups(
     if rule is not None:
         out["length_cell"] = rule
         order.append("length_cell")
-    return out[order].reset_index(drop=True)
+    return canonical_groups(out[order], cols)
+
+
+def _sort_key(col: pd.Series) -> pd.Series:
+    """A group-key column as it sorts canonically.
+
+    Numbers as numbers (int, float or numeric text alike) when every present value is one,
+    else the values as text.
+    """
+    num = pd.to_numeric(col, errors="coerce")
+    if int(num.notna().sum()) == int(col.notna().sum()):
+        return num
+    return col.map(lambda v: None if v is None or _isnan(v) else str(v))
+
+
+def canonical_groups(groups: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """``groups`` sorted by the type-normalized values of ``cols`` and ``condition``.
+
+    The canonical group order (issue 17 item 7): ``context_length`` read as text or as an
+    integer gives the same order (4000 before 16000), so what is computed over the groups in
+    order (means over groups, bootstrap resamples) gives the same numbers. Missing values
+    sort last. Returns a new frame with a fresh index.
+    """
+    keys = [c for c in (*cols, "condition") if c in groups.columns]
+    if groups.empty or not keys:
+        return groups.reset_index(drop=True)
+    norm = pd.DataFrame({f"_k{i}": _sort_key(groups[c]) for i, c in enumerate(keys)},
+                        index=groups.index)  # fmt: skip
+    order = norm.sort_values(list(norm.columns), kind="stable", na_position="last").index
+    return groups.loc[order].reset_index(drop=True)
 
 
 def group_size_distribution(sizes: Sequence[int] | pd.Series | np.ndarray) -> dict[str, object]:
@@ -609,6 +684,7 @@ def sample_level_means(
     n_resamples: int = 5000,
     seed: int = 42,
     level: float = 0.95,
+    ci_method: str = "auto",
 ) -> pd.DataFrame:
     """Denominator-free means of every answer and evidence score per (unit, condition).
 
@@ -619,15 +695,27 @@ def sample_level_means(
     Failed calls (``error`` set: no reply, so NaN scores) are missing, not 0: the means skip
     them and ``missing`` counts them beside ``n``.
 
+    ``ci_method`` picks the bootstrap estimator per cell (:data:`core.stats.CI_METHODS`):
+    ``resample`` draws index matrices (one shared resample for the cell's columns, the
+    published estimator), ``multinomial`` draws each column's counts per distinct value
+    (the same distribution of every column's resampled mean, so the same percentile CIs in
+    distribution; cost resamples x distinct values instead of resamples x n); ``auto``
+    resamples cells up to :data:`core.stats.RESAMPLE_MAX` predictions.
+
     Returns:
         Columns: unit keys, ``condition``, ``n`` (predictions), ``missing`` (failed calls
         among them, when the frame has ``error``), ``n_parse_error`` (when the frame has
         ``parse_error``), the score means, and with ``ci`` ``<score>_ci_low`` /
-        ``<score>_ci_high``.
+        ``<score>_ci_high`` and ``ci_method`` (the row's estimator: ``resample``,
+        ``multinomial`` or, where a column needed bins, ``multinomial-binned``).
     """
     unit = _unit_keys(df)
     keys = unit + ["condition"]
     scores = [c for c in (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error") if c in df.columns]
+    if ci and "instance_id" in df.columns and len(df) > 1:
+        # canonical row order (issue 17 item 7): the resamples of one seed draw the same
+        # examples whatever the order of the input rows
+        df = df.iloc[np.argsort(df["instance_id"].astype(str).to_numpy(), kind="stable")]
     rows = []
     blocks = []
     values = df[scores].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
@@ -649,8 +737,34 @@ def sample_level_means(
         rows.append(row)
         blocks.append(block)
     if ci and rows:
-        _add_mean_cis(rows, blocks, scores, n_resamples, seed, level)
+        fast = {i for i, b in enumerate(blocks) if stats_ci_method(ci_method, len(b)) != "resample"}
+        slow = [i for i in range(len(blocks)) if i not in fast]
+        _add_mean_cis([rows[i] for i in slow], [blocks[i] for i in slow], scores, n_resamples,
+                      seed, level)  # fmt: skip
+        for i in slow:
+            rows[i]["ci_method"] = "resample"
+        for i in sorted(fast):
+            _add_multinomial_cis(rows[i], blocks[i], scores, n_resamples, seed, level)
     return pd.DataFrame(rows)
+
+
+def _add_multinomial_cis(
+    row: dict, block: np.ndarray, scores: list[str], n_resamples: int, seed: int, level: float
+) -> None:
+    """Percentile CIs of one cell's column means by :func:`core.stats.multinomial_means`."""
+    q = [100 * (1.0 - level) / 2.0, 100 * (1.0 + level) / 2.0]
+    used = set()
+    for c, name in enumerate(scores):
+        col = block[:, c]
+        lo = hi = math.nan
+        if np.isfinite(col).any():
+            boot, label = multinomial_means(col, n_resamples, seed)
+            used.add(label)
+            boot = boot[np.isfinite(boot)]
+            if boot.size:
+                lo, hi = (float(x) for x in np.percentile(boot, q))
+        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = lo, hi
+    row["ci_method"] = "multinomial-binned" if "multinomial-binned" in used else "multinomial"
 
 
 def _add_mean_cis(
@@ -707,15 +821,20 @@ def condition_contrast(
     n_resamples: int = 5000,
     seed: int = 42,
     level: float = 0.95,
+    ci_method: str = "auto",
 ) -> pd.DataFrame:
     """Paired contrast ``condition_a - condition_b`` per unit, aligned by ``instance_id``.
 
     Instances with both conditions scored are kept (duplicates averaged). For binary score
-    fields (EM, soft correctness) McNemar's exact p is added.
+    fields (EM, soft correctness) McNemar's exact p is added. ``ci_method``: the bootstrap
+    estimator of :func:`core.stats.paired_contrast` (``auto``: index resampling up to
+    :data:`core.stats.RESAMPLE_MAX` pairs, multinomial counts of the distinct differences
+    above: the same distribution).
 
     Returns:
         One row per unit: unit keys, ``contrast``, ``score_field``, ``mean``, ``ci_low``,
-        ``ci_high``, ``effect``, ``p``, ``n`` and ``p_mcnemar`` (NaN for non-binary fields).
+        ``ci_high``, ``effect``, ``p``, ``n``, ``ci_method`` and ``p_mcnemar`` (NaN for
+        non-binary fields).
     """
     _check_field(df, score_field)
     if "instance_id" not in df.columns:
@@ -738,7 +857,7 @@ def condition_contrast(
         row = dict(zip(unit, key, strict=True))
         row["contrast"] = f"{condition_a} - {condition_b}"
         row["score_field"] = score_field
-        row.update(paired_contrast(a, b, n_resamples, seed, level))
+        row.update(paired_contrast(a, b, n_resamples, seed, level, method=ci_method))
         row["p_mcnemar"] = mcnemar_exact(a, b)["p"] if binary else math.nan
         rows.append(row)
     return pd.DataFrame(rows)

@@ -4,27 +4,49 @@ The ONCU release writes one ``per_sample_metrics.csv`` per experiment (one row p
 method). Importing it creates the instances when the store lacks them, one run per model, and
 the predictions; the file's own score columns are ignored and every prediction is re-scored
 with the project's scorer (SPEC §3.3, §6).
+
+The file is read with the ``csv`` module over the open file, so every valid CSV (RFC 4180)
+imports as written: a quoted cell keeps its line breaks (LF, CR LF), quotes, commas,
+form feeds and U+2028 exactly. Bad input is one ``DataError`` naming the file, the record (the
+data row: the header is not counted, blank lines are) and the column; nothing is written then.
+Limits are those of ``core.datasets._io``: a cell is at most ``MAX_FIELD_BYTES`` bytes of
+UTF-8, ``context_length`` at most ``MAX_CONTEXT_LENGTH``.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
-from core.scoring import score_frame
+from core.datasets._io import (
+    MAX_CONTEXT_LENGTH,
+    MAX_FIELD_BYTES,
+    check_record,
+    check_text,
+    expect_object,
+    jsonl_records,
+)
+from core.names import check_name
+from core.scoring import score_arrow
 from core.store import Store, StoreError
 from core.types import DataError, Dataset, Instance, Passage
 
 __all__ = [
+    "INSTANCE_COLUMNS",
     "ONCU_METHODS",
     "RESULT_FORMATS",
     "ResultsImport",
+    "default_name",
     "import_results",
     "score_runs",
 ]
@@ -39,12 +61,25 @@ ONCU_METHODS = {
     "oracle": "oracle",
 }
 
+#: Rows per Arrow batch when :func:`score_runs` re-scores stored predictions.
+SCORE_BATCH_ROWS = 200_000
+_SCORE_KEY = ("run_id", "instance_id", "condition", "variant")
 _REQUIRED = (
     "sample_id", "model_name", "method", "source", "reasoning_type", "answer_type",
     "context_length", "evidence_position", "evidence_density", "distractor_similarity",
     "gold_answer", "predicted_answer", "gold_evidence_ids", "predicted_evidence_ids",
 )  # fmt: skip
-_MAX_FIELD = 8 * 1024 * 1024
+#: Columns that describe the instance, not the prediction: every row of one ``sample_id``
+#: must agree on them (the instance is built from them), else the file is refused.
+INSTANCE_COLUMNS = (
+    "gold_answer", "gold_evidence_ids", "source", "reasoning_type", "answer_type",
+    "context_length", "evidence_position", "evidence_density", "distractor_similarity",
+    "cue_applicable",
+)  # fmt: skip
+_SUFFIX = ".per_sample_metrics.csv"
+_SIDE_SUFFIX = ".parsed_predictions.jsonl"
+# ASCII digits only: str.isdigit() also takes "²" or "٣", which are not a length.
+_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +109,18 @@ class ResultsImport:
         )
 
 
+def default_name(path: str | Path) -> str:
+    """The import name of a results file given no ``--name``: its file name less the suffix.
+
+    ``x/hotpotqa_qwen25_14b_200.per_sample_metrics.csv`` -> ``hotpotqa_qwen25_14b_200``; a file
+    not named ``*.per_sample_metrics.csv`` loses its last extension.
+    """
+    p = Path(path)
+    if p.name.endswith(_SUFFIX) and p.name != _SUFFIX:
+        return p.name[: -len(_SUFFIX)]
+    return p.stem
+
+
 def _ids(value: str) -> list[str]:
     return [x.strip() for x in value.split(";") if x.strip()]
 
@@ -83,57 +130,218 @@ def _flag(cell: str) -> bool:
     return cell.strip().lower() not in ("false", "0", "no")
 
 
-def _read_oncu_csv(path: Path) -> pd.DataFrame:
-    """Read and validate a per_sample_metrics.csv; every cell is text ("None" is an answer)."""
-    if not path.exists():
-        raise DataError(str(path), None, None, "file not found")
+def _short(text: str, n: int = 40) -> str:
+    return repr(text if len(text) <= n else text[: n - 3] + "...")
+
+
+# ---------------------------------------------------------------------------- CSV reading
+@contextmanager
+def _csv_field_limit(limit: int) -> Iterator[None]:
+    """``csv.field_size_limit`` set to ``limit`` (characters) inside the block, then restored.
+
+    The limit is process-wide, so it is raised only while a results file is read.
+    """
+    old = csv.field_size_limit(limit)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(str(path), None, None, f"cannot read file: {exc.strerror}") from exc
-    if not raw.strip():
-        raise DataError(str(path), None, None, "empty file")
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
+def _locate(text: str) -> tuple[int, str | None]:
+    """``(data record, column name)`` of the position just after ``text`` (a file prefix).
+
+    Record 0 is the header (the first non-blank row); blank rows after it count as records.
+    """
+    with _csv_field_limit(max(len(text) + 2, csv.field_size_limit())):
+        rows = list(csv.reader(io.StringIO(text + "x", newline="")))
+    first = next((i for i, row in enumerate(rows) if row), len(rows) - 1)
+    record, column = len(rows) - 1 - first, len(rows[-1]) - 1
+    header = rows[first]
+    return record, (header[column] if record and column < len(header) else None)
+
+
+def _bad_utf8(path: Path) -> DataError:
+    """The error for a results file that is not UTF-8: byte offset, record and column."""
+    raw = path.read_bytes()
+    skip = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
     try:
-        text = raw.decode("utf-8-sig")
+        raw[skip:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n")  # header is line 1 -> record = line - 1
-        raise DataError(str(path), line or None, None, f"not UTF-8 (byte {exc.start})") from exc
-    csv.field_size_limit(max(_MAX_FIELD * 2, csv.field_size_limit()))
-    rows = list(csv.reader(text.splitlines()))
-    header, body = rows[0], rows[1:]
+        start = exc.start
+    else:  # pragma: no cover - called only after a decode error
+        return DataError(str(path), None, None, "invalid UTF-8; the file must be UTF-8 encoded")
+    record, field = _locate(raw[skip : skip + start].decode("utf-8"))
+    reason = f"invalid UTF-8 at byte {skip + start:,} of the file; the file must be UTF-8 encoded"
+    if not record:
+        reason += " (in the header)"
+    return DataError(str(path), record or None, field, reason)
+
+
+def _oversized_cell(path: Path, header: list[str], record: int, start_line: int) -> DataError:
+    """Name the column of a cell longer than the csv limit: re-read that one record in full.
+
+    The re-read holds at most the rest of the file, as a whole-file read would.
+    """
+    with _csv_field_limit(max(path.stat().st_size + 2, csv.field_size_limit())):
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            for _ in range(start_line):
+                fh.readline()
+            row = next(csv.reader(fh), [])
+    for i, cell in enumerate(row):
+        column = header[i] if i < len(header) else f"column {i + 1}"
+        try:
+            check_text(str(path), record, column, cell)
+        except DataError as err:
+            return err
+    return DataError(str(path), record, None, f"field too large (> {MAX_FIELD_BYTES:,} bytes)")
+
+
+def _check_header(file: str, header: list[str]) -> None:
+    for i, name in enumerate(header):
+        check_text(file, None, f"header column {i + 1}", name)
+    seen: dict[str, int] = {}
+    for i, name in enumerate(header, start=1):
+        if name in seen:
+            raise DataError(
+                file, None, name,
+                f"column named twice in the header (columns {seen[name]} and {i})",
+            )  # fmt: skip
+        seen[name] = i
     missing = [c for c in _REQUIRED if c not in header]
     if missing:
-        raise DataError(str(path), None, missing[0], "required column missing")
-    for n, row in enumerate(body, start=1):
-        if len(row) != len(header):
-            raise DataError(
-                str(path), n, None, f"has {len(row)} columns, header has {len(header)}"
-            )
+        raise DataError(file, None, missing[0], "required column missing")
+
+
+def _csv_rows(path: Path) -> tuple[list[str], list[int], list[list[str]]]:
+    """Header, record numbers and cells of the non-blank data rows (each cell size-checked).
+
+    Raises:
+        DataError: missing, unreadable or empty file, invalid UTF-8, invalid CSV, a header
+            without a required column or naming one twice, a row whose column count differs
+            from the header's, a cell over ``MAX_FIELD_BYTES``.
+    """
+    file = str(path)
+    if not path.exists():
+        raise DataError(file, None, None, "file not found")
+    if path.is_dir():
+        raise DataError(file, None, None, "is a directory, not a file")
+    header: list[str] | None = None
+    numbers: list[int] = []
+    body: list[list[str]] = []
+    record = 0
+    quick = MAX_FIELD_BYTES // 4  # a cell of at most this many characters cannot be too large
+    try:
+        with _csv_field_limit(MAX_FIELD_BYTES), path.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh)
+            while True:
+                start_line = reader.line_num
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    at = record + 1 if header is not None else None
+                    if "field larger than field limit" in str(exc):
+                        raise _oversized_cell(path, header or [], at or 0, start_line) from None
+                    raise DataError(file, at, None, f"invalid CSV: {exc}") from None
+                if header is None:
+                    if any(cell.strip() for cell in row):
+                        header = row
+                        _check_header(file, header)
+                    continue
+                record += 1
+                if not row:
+                    continue  # a blank line
+                if len(row) != len(header):
+                    raise DataError(
+                        file, record, None, f"has {len(row)} columns, header has {len(header)}"
+                    )
+                if max(map(len, row)) > quick:
+                    for name, cell in zip(header, row, strict=True):
+                        check_text(file, record, name, cell)
+                numbers.append(record)
+                body.append(row)
+    except UnicodeDecodeError:
+        raise _bad_utf8(path) from None
+    except OSError as exc:
+        raise DataError(file, None, None, f"cannot read the file: {exc.strerror}") from None
+    if header is None:
+        raise DataError(file, None, None, "empty file")
+    if not body:
+        raise DataError(file, None, None, "no data rows")
+    return header, numbers, body
+
+
+def _context_length(file: str, record: int, cell: str) -> None:
+    if not _DIGITS.fullmatch(cell):
+        raise DataError(
+            file, record, "context_length",
+            f"expected a whole number 0..{MAX_CONTEXT_LENGTH:,} in ASCII digits, got "
+            f"{_short(cell)}",
+        )  # fmt: skip
+    if len(cell.lstrip("0")) > 10 or int(cell) > MAX_CONTEXT_LENGTH:
+        shown = cell if len(cell) <= 20 else f"a {len(cell)}-digit number"
+        raise DataError(
+            file, record, "context_length",
+            f"expected an integer <= {MAX_CONTEXT_LENGTH:,} (the store's 32-bit limit), "
+            f"got {shown}",
+        )  # fmt: skip
+
+
+def _read_oncu_csv(path: Path) -> pd.DataFrame:
+    """Read and validate a per_sample_metrics.csv; every cell is text ("None" is an answer).
+
+    Returns:
+        One row per prediction, every column as in the file, plus ``_record`` (the row's
+        record number, for later errors).
+    """
+    file = str(path)
+    header, numbers, body = _csv_rows(path)
     df = pd.DataFrame(body, columns=header, dtype=object)
-    for n, row in enumerate(df.itertuples(index=False), start=1):
-        rec = row._asdict()
-        for col in _REQUIRED:
-            if len(rec[col]) > _MAX_FIELD:
-                raise DataError(
-                    str(path), n, col, f"field too large ({len(rec[col]):,} > {_MAX_FIELD:,})"
-                )
-        if rec["method"] not in ONCU_METHODS:
+    col = {name: i for i, name in enumerate(header)}
+    shared = [c for c in INSTANCE_COLUMNS if c in col]
+    first_of: dict[str, tuple[int, list[str]]] = {}
+    keys: dict[tuple[str, str, str], int] = {}
+    for n, row in zip(numbers, body, strict=True):
+        method, sid, model = row[col["method"]], row[col["sample_id"]], row[col["model_name"]]
+        if method not in ONCU_METHODS:
             raise DataError(
-                str(path), n, "method",
-                f"unknown method '{rec['method']}' (allowed: {', '.join(ONCU_METHODS)})",
+                file, n, "method",
+                f"unknown method {_short(method)} (allowed: {', '.join(ONCU_METHODS)})",
             )  # fmt: skip
-        if not rec["sample_id"]:
-            raise DataError(str(path), n, "sample_id", "empty")
-        if not rec["context_length"].lstrip("-").isdigit():
+        if not sid:
+            raise DataError(file, n, "sample_id", "empty")
+        if not model.strip():
+            raise DataError(file, n, "model_name", "empty")
+        _context_length(file, n, row[col["context_length"]])
+        gold = _ids(row[col["gold_evidence_ids"]])
+        if len(set(gold)) != len(gold):
+            twice = next(g for g in gold if gold.count(g) > 1)
             raise DataError(
-                str(path), n, "context_length", f"not an integer: '{rec['context_length']}'"
-            )
-    dup = df.duplicated(["model_name", "sample_id", "method"], keep="first")
-    if dup.any():
-        n = int(dup.to_numpy().argmax()) + 1
-        raise DataError(str(path), n, "sample_id", "duplicate (model_name, sample_id, method)")
-    if df.empty:
-        raise DataError(str(path), None, None, "no data rows")
+                file, n, "gold_evidence_ids",
+                f"passage id {_short(twice)} listed twice: each gold passage id once",
+            )  # fmt: skip
+        key = (model, sid, method)
+        if key in keys:
+            raise DataError(
+                file, n, "sample_id",
+                f"duplicate (model_name, sample_id, method) {key!r}: first in record {keys[key]}",
+            )  # fmt: skip
+        keys[key] = n
+        values = [row[col[c]] for c in shared]
+        if sid not in first_of:
+            first_of[sid] = (n, values)
+            continue
+        first, seen = first_of[sid]
+        for name, old, new in zip(shared, seen, values, strict=True):
+            if old != new:
+                raise DataError(
+                    file, n, name,
+                    f"sample_id {_short(sid)} has {name} {_short(new)} here but {_short(old)} "
+                    f"in record {first}: one sample has one {name}",
+                )  # fmt: skip
+    df["_record"] = numbers
     return df
 
 
@@ -173,28 +381,38 @@ def _instances_from_rows(df: pd.DataFrame) -> list[Instance]:
 
 
 def _attachments(path: Path) -> dict[tuple[str, str], dict]:
-    """``<prefix>.parsed_predictions.jsonl`` beside the CSV: explanations by (sample, method)."""
-    prefix = path.name.removesuffix(".per_sample_metrics.csv")
-    side = path.with_name(prefix + ".parsed_predictions.jsonl")
+    """``<prefix>.parsed_predictions.jsonl`` beside the CSV: explanations by (sample, method).
+
+    Each non-blank line must be a JSON object whose strings obey the importers' limits and
+    whose ``explanation`` is a string or null; an empty side file holds no explanations.
+
+    Raises:
+        DataError: naming the side file, its line and the field.
+    """
+    prefix = path.name.removesuffix(_SUFFIX)
+    side = path.with_name(prefix + _SIDE_SUFFIX)
     found: dict[tuple[str, str], dict] = {}
-    if prefix == path.name or not side.exists():
+    if prefix == path.name or not side.is_file():
         return found
-    with side.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(str(side), n, None, f"invalid JSON: {exc.msg}") from exc
-            found[(str(rec.get("sample_id")), str(rec.get("method")))] = rec
+    file = str(side)
+    try:
+        for line, obj in jsonl_records(side):
+            check_record(file, line, obj)
+            rec = expect_object(file, line, obj)
+            if rec.has("explanation"):
+                rec["explanation"].text()
+            found[(str(obj.get("sample_id")), str(obj.get("method")))] = obj
+    except DataError as err:
+        if err.record is None and err.reason.startswith("empty file"):
+            return {}
+        raise
     return found
 
 
 def import_results(
     store: Store,
     path: str | Path,
-    name: str,
+    name: str | None = None,
     fmt: str = "oncu-release",
     dataset: str | None = None,
     replace: bool = False,
@@ -203,25 +421,36 @@ def import_results(
 
     Args:
         store: the target store.
-        path: the results file (``*.per_sample_metrics.csv`` of the ONCU release).
+        path: the results file (``*.per_sample_metrics.csv`` of the ONCU release); a
+            ``*.parsed_predictions.jsonl`` beside it adds the explanations.
         name: import name: the dataset name when instances are created, and the run id (or
-            ``NAME/MODEL`` when the file holds several models).
+            ``NAME/MODEL`` when the file holds several models); None -> ``default_name(path)``.
         fmt: ``oncu-release``.
         dataset: attach the predictions to this stored dataset instead of creating one; every
             sample id must exist in it.
         replace: replace existing runs / a created dataset of the same name.
 
     Raises:
-        DataError: the file is malformed (names file, record and field); nothing is written.
+        DataError: the file (or its side file) is malformed (names file, record and field);
+            nothing is written.
+        ValueError: unknown format, or a name ``core.names.check_name`` refuses.
         StoreError: names are taken (without ``replace``) or the dataset is missing.
     """
     if fmt not in RESULT_FORMATS:
         raise ValueError(f"unknown results format '{fmt}' (allowed: {', '.join(RESULT_FORMATS)})")
     path = Path(path)
+    name = default_name(path) if name is None else name
+    check_name("dataset" if dataset is None else "run", name)
     df = _read_oncu_csv(path)
     extra = _attachments(path)
     models = list(dict.fromkeys(df["model_name"]))
     run_ids = {m: name if len(models) == 1 else f"{name}/{m}" for m in models}
+    for model, run_id in run_ids.items():
+        try:
+            check_name("run", run_id)
+        except ValueError as exc:
+            first = int(df.loc[df["model_name"] == model, "_record"].iloc[0])
+            raise DataError(str(path), first, "model_name", str(exc)) from None
     target = dataset or name
     created = dataset is None
     with store.transaction() as con:
@@ -277,9 +506,10 @@ def _check_instances(
     stored = store.instance_ids(con, dataset)
     if not stored:
         raise StoreError(f"no dataset named '{dataset}' in {store.path}")
-    for n, sid in enumerate(df["sample_id"], start=1):
+    for n, sid in zip(df["_record"], df["sample_id"], strict=True):
         if sid not in stored:
-            raise DataError(str(path), n, "sample_id", f"'{sid}' is not in dataset '{dataset}'")
+            reason = f"'{sid}' is not in dataset '{dataset}'"
+            raise DataError(str(path), int(n), "sample_id", reason)
 
 
 def _prediction_frame(
@@ -306,21 +536,32 @@ def _prediction_frame(
 
 
 def score_runs(
-    store: Store, run_ids: Sequence[str], con: duckdb.DuckDBPyConnection | None = None
+    store: Store,
+    run_ids: Sequence[str],
+    con: duckdb.DuckDBPyConnection | None = None,
+    batch_rows: int = SCORE_BATCH_ROWS,
 ) -> int:
     """Recompute the ``scores`` rows of the runs from their predictions; returns the count.
 
-    With ``con`` it runs inside the caller's transaction; otherwise in its own.
+    The predictions stream from DuckDB as Arrow batches of ``batch_rows`` rows
+    (:meth:`core.store.Store.scoring_batches`: no Python object per value), each scored by
+    :func:`core.scoring.score_arrow` (equal to the per-row reference); the runs' old scores
+    are deleted and every new row written in one transaction, so the store never holds half
+    of them. With ``con`` it runs inside the caller's transaction; otherwise in its own.
     """
     if con is None:
         with store.transaction() as own:
-            return score_runs(store, run_ids, con=own)
-    frame = store.scoring_frame(run_ids, con=con)
-    if frame.empty:
+            return score_runs(store, run_ids, con=own, batch_rows=batch_rows)
+    parts: list[pa.Table] = []
+    for batch in store.scoring_batches(con, run_ids, batch_rows):
+        if batch.num_rows == 0:
+            continue
+        keys = pa.table({k: batch.column(k) for k in _SCORE_KEY})
+        scores = score_arrow(batch)
+        parts.append(pa.Table.from_arrays(
+            keys.columns + scores.columns, names=keys.column_names + scores.column_names
+        ))  # fmt: skip
+    if not parts:
         return 0
-    scores = score_frame(frame)
-    out = pd.concat(
-        [frame[["run_id", "instance_id", "condition", "variant"]], scores], axis=1
-    )
     store.delete_scores(con, run_ids)
-    return store.write_scores(con, out, replace=True)
+    return sum(store.write_scores(con, part, replace=False) for part in parts)

@@ -44,6 +44,7 @@ from core.crux import JUDGE_TEMPLATE_VERSION, judge_messages, parse_rating
 from core.datasets.controlled import build_controlled
 from core.engine import Progress, RunSummary, cache_key, execute, options_hash, plan_and_execute
 from core.interventions import check_plan_options, plan_interventions
+from core.names import check_name
 from core.probes import (
     MAX_SPANS,
     PER_LENGTH,
@@ -143,8 +144,9 @@ def run_spec(
         kind: the run's kind (:data:`core.store.RUN_KINDS`).
 
     Raises:
-        ValueError: an unknown kind.
+        ValueError: an unknown kind, or a ``name`` that :func:`core.names.check_name` refuses.
     """
+    check_name("run", name)
     if kind not in RUN_KINDS:
         raise ValueError(f"unknown run kind {kind!r}; choose from {', '.join(RUN_KINDS)}")
     desc = backend.describe()

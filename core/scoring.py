@@ -1,8 +1,11 @@
 """Per-prediction scores and failure labels (SPEC §6.2-6.4).
 
-Pure functions over strings and id sets, plus :func:`score_frame`, which scores a whole
-predictions-joined-with-instances DataFrame at once (normalization cached per unique string,
-no per-row pandas overhead).
+Pure functions over strings and id sets (the reference definitions), plus
+:func:`score_frame`, which scores a whole predictions-joined-with-instances DataFrame at once
+with the column scorer of :mod:`core.scoring_vector` (each distinct string normalized once,
+array operations for EM, F1, evidence and labels; equal to :func:`score_frame_rows`, the same
+frame scored row by row, on every row and field), and :func:`score_arrow`, the same over Arrow
+columns read from the store.
 
 Conventions:
 
@@ -19,15 +22,36 @@ Conventions:
 from __future__ import annotations
 
 import math
-import re
-import string
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+
+from core.answer_norm import (
+    ANSWER_SCORES,
+    CONTEXTUAL_CONDITIONS,
+    EVIDENCE_SCORES,
+    FAILURE_LABELS,
+    MULTI_EVIDENCE_REASONING,
+    NO_WORDS,
+    NUMBER_WORDS,
+    SCORE_COLUMNS,
+    SOFT_F1,
+    YES_WORDS,
+    _as_list,
+    _flag,
+    _relaxed_tokens,
+    _strict_tokens,
+    canonical_yes_no,
+    keeps_synthetic_suffix,
+    normalize_relaxed,
+    normalize_strict,
+    parse_number,
+)
+from core.scoring_vector import LABEL_CODES, inputs_from_arrow, inputs_from_frame, score_inputs
 
 __all__ = [
     "ANSWER_SCORES",
@@ -49,136 +73,12 @@ __all__ = [
     "normalize_strict",
     "parse_number",
     "score_answer",
+    "score_arrow",
     "score_frame",
+    "score_frame_rows",
     "soft_correct",
     "token_f1",
 ]
-
-#: Answer score columns, in table order.
-ANSWER_SCORES = ("em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct")
-#: Evidence score columns, in table order.
-EVIDENCE_SCORES = ("ev_precision", "ev_recall", "ev_f1", "citation_grounding", "title_grounding")
-#: Every column :func:`score_frame` returns, in order.
-SCORE_COLUMNS = ANSWER_SCORES + EVIDENCE_SCORES + ("confidence_error", "failure_label")
-
-#: Failure taxonomy labels (seed 000 App. A.5), in the order of its tables.
-FAILURE_LABELS = ("localization", "selection", "integration", "conversion", "success", "parse")
-#: Reasoning types that need more than one gold passage: missing gold -> ``integration``.
-MULTI_EVIDENCE_REASONING = frozenset({"multi_hop", "comparison", "arithmetic", "contradiction"})
-#: Conditions whose predictions get a failure label (all but ``no_evidence``).
-CONTEXTUAL_CONDITIONS = ("full_context", "retrieved", "oracle", "intervention")
-
-#: Relaxed-normalized answers that canonicalize to "yes" (soft correctness).
-YES_WORDS = frozenset({"yes", "y", "true", "correct", "right", "yeah", "yep", "affirmative"})
-#: Relaxed-normalized answers that canonicalize to "no" (soft correctness).
-NO_WORDS = frozenset({"no", "n", "false", "incorrect", "wrong", "nope", "negative"})
-#: Number words :func:`parse_number` reads (whole answer only, e.g. "three" == "3").
-NUMBER_WORDS = {
-    w: float(i)
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split()
-    )
-}
-
-_STRICT_DROP = str.maketrans("", "", string.punctuation)
-# Relaxed, as published: only Unicode punctuation (category P*) becomes a space. Of the ASCII
-# characters that are the punctuation of string.punctuation; the ASCII symbols $ + < = > ^ ` | ~
-# (category S*) are kept, so relaxed can be stricter than strict on symbol answers ("$100" vs
-# "100": strict drops the "$", relaxed keeps it), which is the published scorer's behaviour.
-_ASCII_PUNCT_TO_SPACE = str.maketrans(
-    {c: " " for c in string.punctuation if unicodedata.category(c)[0] == "P"}
-)
-# Articles are removed from the string with the published word-boundary regex (SQuAD's
-# remove_articles), not only as whole whitespace tokens: "a+b" loses its "a".
-_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
-_SYNTHETIC_SUFFIX = re.compile(r"0[0-9]{2,}")
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)(?:\.[0-9]+)?|[+-]?\.[0-9]+")
-_SOFT_F1 = 0.8
-
-
-# --------------------------------------------------------------------------------------------
-# Normalization
-
-
-def normalize_strict(s: str) -> str:
-    r"""Strict normalization, as published (SQuAD's ``normalize_answer``).
-
-    Lowercase; remove every character of ``string.punctuation``; replace the articles matched by
-    ``\b(a|an|the)\b`` with a space; collapse whitespace. Example: ``"The Eiffel-Tower!"`` ->
-    ``"eiffeltower"``.
-    """
-    return " ".join(_strict_tokens(s or ""))
-
-
-def keeps_synthetic_suffix(answer_type: str | None, reasoning_type: str | None) -> bool:
-    """True when the synthetic-suffix rule is off: number answers and arithmetic reasoning."""
-    return answer_type == "number" or reasoning_type == "arithmetic"
-
-
-def normalize_relaxed(
-    s: str, answer_type: str | None = None, reasoning_type: str | None = None
-) -> str:
-    r"""Relaxed normalization; returns the tokens joined by one space.
-
-    As published (seed oncu_four_condition_protocol and its released scorer): NFKD + drop
-    combining marks (accents); lowercase; ``-`` and ``_`` -> space; every Unicode punctuation
-    character (category ``P*``) -> space; replace the articles matched by ``\b(a|an|the)\b``
-    with a space; split on whitespace; unless ``answer_type == "number"`` or
-    ``reasoning_type == "arithmetic"``, repeatedly drop a trailing token matching
-    ``^0\d{2,}$`` (the synthetic entity suffix: ``"Model Alpha 00654"`` -> ``"model alpha"``).
-    Symbols (category ``S*``: ``$ + < = > ^ ` | ~``, ``°``, ``€`` ...) are kept, so relaxed
-    can be stricter than strict on symbol answers (``"$100"`` vs ``"100"``), as published.
-
-    Args:
-        s: the answer text.
-        answer_type: the instance's answer type.
-        reasoning_type: the instance's reasoning type.
-    """
-    return " ".join(_relaxed_tokens(s or "", keeps_synthetic_suffix(answer_type, reasoning_type)))
-
-
-def _strict_tokens(s: str) -> tuple[str, ...]:
-    return tuple(_ARTICLES_RE.sub(" ", s.lower().translate(_STRICT_DROP)).split())
-
-
-def _relaxed_tokens(s: str, keep_suffix: bool) -> tuple[str, ...]:
-    folded = "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))
-    # "-" and "_" are P* (Pd, Pc), so the table turns them into spaces with the rest.
-    folded = folded.lower().translate(_ASCII_PUNCT_TO_SPACE)
-    if not folded.isascii():
-        folded = "".join(" " if unicodedata.category(c)[0] == "P" else c for c in folded)
-    tokens = _ARTICLES_RE.sub(" ", folded).split()
-    if not keep_suffix:
-        while tokens and _SYNTHETIC_SUFFIX.fullmatch(tokens[-1]):
-            tokens.pop()
-    return tuple(tokens)
-
-
-def canonical_yes_no(s: str) -> str | None:
-    """``"yes"`` / ``"no"`` when the relaxed-normalized answer is in YES_WORDS / NO_WORDS."""
-    norm = normalize_relaxed(s)
-    if norm in YES_WORDS:
-        return "yes"
-    if norm in NO_WORDS:
-        return "no"
-    return None
-
-
-def parse_number(s: str) -> float | None:
-    """The number an answer states, or None.
-
-    Accepted (after stripping whitespace and one trailing period): an optionally signed decimal
-    with optional comma thousands separators (``"1,000"``, ``"-84.0"``, ``".5"``), or one of
-    ``NUMBER_WORDS`` (``"three"``). Anything else (units, ranges, years in text) is not a number.
-    """
-    t = (s or "").strip()
-    if t.endswith(".") and len(t) > 1:
-        t = t[:-1].strip()
-    if _NUMBER.fullmatch(t):
-        return float(t.replace(",", ""))
-    return NUMBER_WORDS.get(t.lower())
-
 
 # --------------------------------------------------------------------------------------------
 # Answer scores
@@ -251,7 +151,7 @@ def soft_correct(
 
 
 def _soft(pred: str, gold: str, p: tuple[str, ...], g: tuple[str, ...], f1: float) -> float:
-    if p == g or f1 >= _SOFT_F1:
+    if p == g or f1 >= SOFT_F1:
         return 1.0
     pj, gj = " ".join(p), " ".join(g)
     if (pj in YES_WORDS and gj in YES_WORDS) or (pj in NO_WORDS and gj in NO_WORDS):
@@ -410,27 +310,6 @@ def confidence_error(confidence: float | None, correct: float) -> float:
 # Frame-level scoring
 
 
-def _as_list(x: Any) -> list:
-    if x is None or x is pd.NA:
-        return []
-    if isinstance(x, str):
-        return [x] if x else []
-    if isinstance(x, float) and math.isnan(x):
-        return []
-    return list(x)
-
-
-def _flag(x: Any) -> bool:
-    """True for a non-empty error string (or a true bool); False for None/NaN/empty."""
-    if x is None or x is pd.NA:
-        return False
-    if isinstance(x, str):
-        return bool(x.strip())
-    if isinstance(x, float):
-        return not math.isnan(x) and bool(x)
-    return bool(x)
-
-
 def _col(df: pd.DataFrame, name: str, default: Any = None) -> list:
     return df[name].tolist() if name in df.columns else [default] * len(df)
 
@@ -463,10 +342,48 @@ def score_frame(
         A frame aligned to ``df.index`` with ``SCORE_COLUMNS``. ``failure_label`` is None for
         ``no_evidence`` and for failed calls (whose scores are all NaN).
     """
+    _check_fields(correct_field, confidence_against)
+    _check_columns(df)
+    inputs = inputs_from_frame(df)
+    if inputs is None:  # a value only the per-row functions read as published
+        return score_frame_rows(df, correct_field, confidence_against)
+    scores, label = score_inputs(inputs, correct_field, confidence_against)
+    result = pd.DataFrame(scores, index=df.index)
+    labels = np.array([*LABEL_CODES, None], dtype=object)[label]  # -1 -> None
+    result["failure_label"] = pd.Series(labels, index=df.index, dtype=object)
+    return result[list(SCORE_COLUMNS)]
+
+
+def score_arrow(
+    table: pa.Table | pa.RecordBatch,
+    correct_field: str = "em_strict",
+    confidence_against: str = "soft_correct",
+) -> pa.Table:
+    """:func:`score_frame` of the store's scoring columns as Arrow, without Python objects.
+
+    ``table`` has the columns of :meth:`core.store.Store.scoring_frame`; the result has
+    ``SCORE_COLUMNS`` (NaN as null), row for row.
+    """
+    _check_fields(correct_field, confidence_against)
+    inputs = inputs_from_arrow(table)
+    if inputs is None:
+        frame = score_frame_rows(table.to_pandas(), correct_field, confidence_against)
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    scores, label = score_inputs(inputs, correct_field, confidence_against)
+    cols = {k: pa.array(v, from_pandas=True) for k, v in scores.items()}
+    codes = pa.array(label, mask=label < 0)
+    cols["failure_label"] = pa.array(LABEL_CODES, pa.string()).take(codes)
+    return pa.table({k: cols[k] for k in SCORE_COLUMNS})
+
+
+def _check_fields(correct_field: str, confidence_against: str) -> None:
     if correct_field not in ANSWER_SCORES:
         raise ValueError(f"correct_field '{correct_field}' is not one of {ANSWER_SCORES}")
     if confidence_against not in ANSWER_SCORES:
         raise ValueError(f"confidence_against '{confidence_against}' is not one of {ANSWER_SCORES}")
+
+
+def _check_columns(df: pd.DataFrame) -> None:
     missing = [
         c
         for c in ("answer", "gold_answer", "answer_type", "reasoning_type", "cited_ids",
@@ -475,6 +392,21 @@ def score_frame(
     ]  # fmt: skip
     if missing:
         raise ValueError(f"score_frame: missing column(s) {missing}")
+
+
+def score_frame_rows(
+    df: pd.DataFrame,
+    correct_field: str = "em_strict",
+    confidence_against: str = "soft_correct",
+) -> pd.DataFrame:
+    """:func:`score_frame` computed row by row with the per-row functions: the reference.
+
+    The definitions as published, one prediction at a time (answer scores cached per
+    (prediction, golds) key); :func:`score_frame` must equal it on every row and field, and
+    falls back to it for frames the column scorer cannot represent exactly.
+    """
+    _check_fields(correct_field, confidence_against)
+    _check_columns(df)
     n = len(df)
     strict_cache: dict = {}
     relaxed_cache: dict = {}

@@ -3,6 +3,24 @@
 * Bootstrap: ``n_resamples`` (5,000) resamples with replacement, seed 42, two-sided percentile
   interval. Resamples are drawn as index matrices in chunks of bounded size, so memory stays
   near ``_CHUNK_CELLS`` integers whatever the sample size.
+* Canonical order (issue 17 item 7): index resampling draws unit positions, so one seed gives
+  one set of numbers only for one order of the units. Callers order them canonically: ONCU
+  groups by their type-normalized key (:func:`core.oncu.canonical_groups`: ``context_length``
+  as text or integer sorts alike), examples and paired differences by instance id.
+  :func:`canonical_order` / :func:`canonical_rows` order units by value where they have no
+  key (a bootstrap distribution depends only on the multiset of units).
+* Two estimators of a mean's bootstrap distribution (:data:`CI_METHODS`, issue 17 item 6):
+  ``resample`` draws index matrices (cost resamples x n: the estimator of seed 000's released
+  scripts and of this project before); ``multinomial`` draws, per resample, how often each
+  distinct value is drawn: ``Multinomial(n, count(v) / n)`` over the distinct values (NaN one
+  more category, skipped by the mean). Summing the index draws of equal values gives exactly
+  these counts, so the resampled mean has exactly the same distribution (not the same
+  numbers for one seed); cost resamples x distinct values. Above :data:`MAX_CATEGORIES`
+  distinct values (continuous scores) the values are pooled into :data:`BINS` equal-width
+  bins: the counts per bin are drawn exactly and the sum within a bin, given its count c, is
+  drawn as Normal(c mean_b, c var_b) (``multinomial-binned``; only the shape of within-bin
+  sums is approximated: each bin is at most 1/64 of the range wide). ``auto`` (the default)
+  uses ``resample`` for samples up to :data:`RESAMPLE_MAX` units and ``multinomial`` above.
 * Paired contrasts: mean difference, paired bootstrap CI, standardized effect = mean / sd of the
   differences (ddof=1, as seed 000 §7.6 and its released script), two-sided bootstrap p.
 * McNemar's exact test, Holm and Benjamini-Hochberg adjustment, OLS with SE and p, calibration
@@ -13,23 +31,124 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 __all__ = [
+    "BINS",
+    "CI_METHODS",
+    "MAX_CATEGORIES",
+    "RESAMPLE_MAX",
     "benjamini_hochberg",
     "bootstrap_mean_ci",
     "bootstrap_means",
     "calibration",
+    "canonical_order",
+    "canonical_rows",
+    "ci_method",
     "holm",
     "mcnemar_exact",
+    "multinomial_means",
     "ols",
     "paired_contrast",
 ]
 
 #: Upper bound on the number of index cells (resamples x sample size) drawn at once.
 _CHUNK_CELLS = 4_000_000
+#: Bootstrap estimators of a mean: auto (resample up to RESAMPLE_MAX units, else multinomial),
+#: resample (index matrices, the published estimator), multinomial (counts per distinct value).
+CI_METHODS = ("auto", "resample", "multinomial")
+#: Largest sample ``auto`` bootstraps by index resampling (5,000 x 2,000 = 1e7 index draws).
+RESAMPLE_MAX = 2_000
+#: Most distinct values the multinomial estimator draws counts for exactly.
+MAX_CATEGORIES = 256
+#: Equal-width bins of the multinomial estimator above MAX_CATEGORIES distinct values.
+BINS = 64
+
+
+def canonical_order(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Indices that sort units by value: first column first, ties by the next; NaN last.
+
+    The canonical order of bootstrap units (module docstring); -0.0 counts as 0.0.
+    """
+    cols = [np.asarray(c, dtype=float) + 0.0 for c in columns]
+    if not cols or len(cols[0]) < 2:
+        return np.arange(len(cols[0]) if cols else 0)
+    return np.lexsort(cols[::-1])
+
+
+def canonical_rows(values: np.ndarray) -> np.ndarray:
+    """``values`` (shape (n,) or (n, k)) with its rows in :func:`canonical_order`."""
+    arr = np.asarray(values, dtype=float) + 0.0
+    if arr.ndim == 1:
+        return np.sort(arr)
+    if arr.shape[0] < 2 or arr.shape[1] == 0:
+        return arr
+    return arr[canonical_order(list(arr.T))]
+
+
+def ci_method(method: str, n: int) -> str:
+    """The estimator a sample of ``n`` units gets: ``resample`` or ``multinomial``.
+
+    Raises:
+        ValueError: an unknown method (names the allowed ones).
+    """
+    if method not in CI_METHODS:
+        raise ValueError(f"unknown CI method {method!r}; choose one of {', '.join(CI_METHODS)}")
+    if method == "auto":
+        return "resample" if n <= RESAMPLE_MAX else "multinomial"
+    return method
+
+
+def multinomial_means(
+    values: Iterable[float], n_resamples: int = 5000, seed: int = 42
+) -> tuple[np.ndarray, str]:
+    """Bootstrap distribution of the mean of ``values`` by multinomial counts (module docstring).
+
+    Args:
+        values: the sample (NaN values are drawn like the others and skipped by the mean).
+        n_resamples: number of resamples.
+        seed: seed of ``numpy.random.default_rng``.
+
+    Returns:
+        ``(means, estimator)``: the resampled means (NaN where a resample drew only NaN) and
+        ``multinomial`` (exact in distribution) or ``multinomial-binned``.
+    """
+    v = np.asarray(values, dtype=float).ravel() + 0.0
+    n = int(v.size)
+    if n == 0:
+        return np.full(n_resamples, np.nan), "multinomial"
+    finite = v[np.isfinite(v)]
+    missing = n - int(finite.size)
+    label = "multinomial"
+    spread = None
+    if finite.size:
+        cats, counts = np.unique(finite, return_counts=True)
+        if cats.size > MAX_CATEGORIES:
+            label = "multinomial-binned"
+            lo, hi = float(cats[0]), float(cats[-1])
+            b = np.minimum(((finite - lo) / (hi - lo) * BINS).astype(np.int64), BINS - 1)
+            counts = np.bincount(b, minlength=BINS)
+            keep = counts > 0
+            sums = np.bincount(b, weights=finite, minlength=BINS)
+            cats = np.zeros(BINS)
+            cats[keep] = sums[keep] / counts[keep]
+            dev = np.bincount(b, weights=(finite - cats[b]) ** 2, minlength=BINS)
+            spread = np.zeros(BINS)
+            spread[keep] = dev[keep] / counts[keep]
+            cats, counts, spread = cats[keep], counts[keep], spread[keep]
+    else:
+        cats, counts = np.empty(0), np.empty(0, dtype=np.int64)
+    probs = np.append(counts, missing).astype(float) / n
+    rng = np.random.default_rng(seed)
+    drawn = rng.multinomial(n, probs, size=n_resamples)[:, : cats.size].astype(float)
+    total = drawn @ cats
+    if spread is not None:
+        total += np.sqrt(drawn @ spread) * rng.standard_normal(n_resamples)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total / drawn.sum(axis=1), label
 
 
 def _clean(values: Iterable[float]) -> np.ndarray:
@@ -41,7 +160,8 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = 5000, seed: int = 42)
     """Bootstrap distribution of the column means of ``values``.
 
     Rows (units) are resampled with replacement, the same resample for every column; NaN cells
-    are skipped within each resample (the mean is over the non-NaN cells drawn).
+    are skipped within each resample (the mean is over the non-NaN cells drawn). The rows are
+    resampled in the order given: callers put them in a canonical order (issue 17 item 7).
 
     Args:
         values: shape (n,) or (n, k); rows are the resampled units.
@@ -117,14 +237,20 @@ def paired_contrast(
     n_resamples: int = 5000,
     seed: int = 42,
     level: float = 0.95,
-) -> dict[str, float]:
+    method: str = "resample",
+) -> dict[str, Any]:
     """Paired contrast ``a - b`` over aligned units (pairs with a NaN side are dropped).
 
+    ``method`` is the bootstrap estimator of the mean difference (:data:`CI_METHODS`; the
+    differences are the units, so ``multinomial`` draws counts of each distinct difference:
+    for binary scores the three joint outcome patterns).
+
     Returns:
-        ``{mean, ci_low, ci_high, effect, p, n}``: mean difference, paired bootstrap percentile
-        CI, standardized effect = mean / sd(differences, ddof=1) (±inf when sd is 0 and the mean
-        is not, 0 when both are 0, NaN for n < 2), and the two-sided bootstrap
-        p = min(1, 2 min(P(d* >= 0), P(d* <= 0))) over the resampled mean differences d*.
+        ``{mean, ci_low, ci_high, effect, p, n, ci_method}``: mean difference, paired bootstrap
+        percentile CI, standardized effect = mean / sd(differences, ddof=1) (±inf when sd is 0
+        and the mean is not, 0 when both are 0, NaN for n < 2), the two-sided bootstrap
+        p = min(1, 2 min(P(d* >= 0), P(d* <= 0))) over the resampled mean differences d*, and
+        the estimator that ran (``resample``, ``multinomial`` or ``multinomial-binned``).
     """
     av = np.asarray(list(a) if not isinstance(a, np.ndarray) else a, dtype=float).ravel()
     bv = np.asarray(list(b) if not isinstance(b, np.ndarray) else b, dtype=float).ravel()
@@ -133,10 +259,15 @@ def paired_contrast(
     d = av - bv
     d = d[np.isfinite(d)]
     n = int(d.size)
+    used = ci_method(method, n)
     if n == 0:
-        return dict.fromkeys(("mean", "ci_low", "ci_high", "effect", "p"), math.nan) | {"n": 0}
+        return dict.fromkeys(("mean", "ci_low", "ci_high", "effect", "p"), math.nan) | {
+            "n": 0, "ci_method": used}  # fmt: skip
     mean = float(d.mean())
-    boot = bootstrap_means(d, n_resamples, seed)
+    if used == "multinomial":
+        boot, used = multinomial_means(d, n_resamples, seed)
+    else:
+        boot = bootstrap_means(d, n_resamples, seed)
     lo, hi = _percentile_ci(boot, level)
     if n < 2:
         effect = math.nan
@@ -144,7 +275,8 @@ def paired_contrast(
         sd = float(d.std(ddof=1))
         effect = mean / sd if sd > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
     p = min(1.0, 2.0 * min(float(np.mean(boot >= 0)), float(np.mean(boot <= 0))))
-    return {"mean": mean, "ci_low": lo, "ci_high": hi, "effect": effect, "p": p, "n": n}
+    return {"mean": mean, "ci_low": lo, "ci_high": hi, "effect": effect, "p": p, "n": n,
+            "ci_method": used}  # fmt: skip
 
 
 def mcnemar_exact(a_bin: Iterable[float], b_bin: Iterable[float]) -> dict[str, float]:

@@ -9,8 +9,9 @@ Method pages import from here and stay thin::
     show_table("dolce_categories", selection)
 
 Session keys are ``f"{page}.{key}"`` (``global.*`` for the shared sidebar) and get their
-defaults in :func:`init_page_state`. Cached data is keyed by the store file's version
-(:func:`core.views.store_version`), so a run writing predictions refreshes every view.
+defaults in :func:`init_page_state`. Cached data is keyed by the store's data version
+(:func:`core.views.store_version`: counters the writes bump, per dataset where the data is one
+dataset's), so a run writing predictions refreshes the views it changes and only those.
 """
 
 from __future__ import annotations
@@ -158,8 +159,19 @@ def get_store() -> Store:
     return _store(store_path())
 
 
-def _version(store: Store) -> tuple[int, ...]:
-    return views.store_version(store)
+#: Calls whose data is one dataset's (keyed by that dataset's data version, so writes to
+#: another dataset, e.g. a run in progress there, keep them); the others read the whole store.
+_DATASET_CALLS = ("cells", "instance_ids", "crux_judges", "case")
+_SELECTION_CALLS = ("figure", "table", "instances")
+
+
+def _version(store: Store, fn_name: str, kwargs: Mapping[str, Any]) -> tuple[int, ...]:
+    """The data version a call reads (:func:`core.views.store_version`)."""
+    if fn_name in _SELECTION_CALLS:
+        return views.store_version(store, views.selection_from_json(kwargs["sel"]))
+    if fn_name in _DATASET_CALLS and kwargs.get("dataset") is not None:
+        return store.data_version(str(kwargs["dataset"]), tuple(kwargs.get("runs") or ()))
+    return store.data_version()
 
 
 def first_start() -> None:
@@ -233,7 +245,7 @@ _CALLS = {
 
 
 def cached_call(fn_name: str, **kwargs: Any) -> Any:
-    """Call a registered data function on the current store, cached by the store's version.
+    """Call a registered data function on the current store, cached by its data version.
 
     ``fn_name`` is one of ``figure`` (name, sel), ``table`` (name, sel), ``instances``
     (sel, cell), ``overview``, ``cells`` (dataset), ``runs``, ``datasets``, ``case``
@@ -243,7 +255,7 @@ def cached_call(fn_name: str, **kwargs: Any) -> Any:
     """
     store = get_store()
     args = json.dumps(kwargs, sort_keys=True, default=str)
-    return _cached(str(store.path), _version(store), fn_name, args)
+    return _cached(str(store.path), _version(store, fn_name, kwargs), fn_name, args)
 
 
 @st.cache_data(show_spinner=False, ttl=30)

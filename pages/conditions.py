@@ -4,7 +4,7 @@ core/figures/oncu.py)."""
 
 import streamlit as st
 
-from core.figures.oncu import CI_AUTO_MAX
+from core.stats import RESAMPLE_MAX
 from pages.common import (
     HELP,
     oncu_group_guard,
@@ -15,12 +15,27 @@ from pages.common import (
     with_options,
 )
 
+#: Largest selection (contextual predictions) whose per-instance ONCU table shows on load.
+_PER_INSTANCE_AUTO = 20_000
 selection = sidebar("conditions")
 st.title("Conditions & ONCU")
-if st.sidebar.toggle("Per-example bootstrap CIs on large runs", key="conditions.ci_large",
-                     help=f"Cells above {CI_AUTO_MAX:,} predictions skip the per-example "
-                     "bootstrap (5,000 resamples) unless this is on; ONCU CIs always show."):
-    selection = with_options(selection, ci=True)
+_ESTIMATORS = {
+    "auto": f"auto (index resampling up to {RESAMPLE_MAX:,} examples a cell, else counts)",
+    "resample": "index resampling (published; slow on large cells)",
+    "multinomial": "multinomial counts of distinct values",
+}
+ci_choice = st.sidebar.selectbox(
+    "Per-example bootstrap estimator", list(_ESTIMATORS), key="conditions.ci_method",
+    format_func=_ESTIMATORS.get,
+    help="CIs of the condition matrix and the paired contrasts (5,000 resamples, seed 42). "
+    "Index resampling draws resamples x examples indices (the published estimator); the "
+    "multinomial estimator draws how often each distinct value is drawn: the resampled mean "
+    "has exactly the same distribution, at a cost of resamples x distinct values (above 256 "
+    "distinct values, 64 bins with a normal within-bin term: 'multinomial-binned'). Each row "
+    "names its estimator in ci_method. ONCU CIs resample valid groups.",
+)  # fmt: skip
+if ci_choice != "auto":
+    selection = with_options(selection, ci=ci_choice)
 if not selection.dataset and not selection.runs:
     st.info("Choose a dataset (or runs) in the sidebar.")
 # length cell control, group-size distribution, small-group warning + coarser key button
@@ -97,12 +112,16 @@ with tab_audit:
     with st.expander("Per-instance ONCU (one group per instance)"):
         st.caption("ONCU with the group key instance_id: S_none, S_oracle and S_c of each "
                    "instance alone (as `report oncu --group-key instance_id`); CSV above.")
-        show_table(
-            "oncu_groups", with_options(selection, group_key=["instance_id"]),
-            key="conditions.per_instance",
-            columns=["run", "condition", "instance_id", "n", "missing", "s_none", "s_oracle",
-                     "s_c", "oncu_raw", "oncu_clipped", "status", "valid", "invalid_reason"],
-        )  # fmt: skip
+        small = summary.empty or int(summary["n"].sum()) <= _PER_INSTANCE_AUTO
+        if st.toggle("Show per-instance ONCU", value=small, key="conditions.per_instance_on",
+                     help="One row per instance and condition: on by default up to "
+                     f"{_PER_INSTANCE_AUTO:,} predictions, else computed when switched on."):
+            show_table(
+                "oncu_groups", with_options(selection, group_key=["instance_id"]),
+                key="conditions.per_instance",
+                columns=["run", "condition", "instance_id", "n", "missing", "s_none", "s_oracle",
+                         "s_c", "oncu_raw", "oncu_clipped", "status", "valid", "invalid_reason"],
+            )  # fmt: skip
 with tab_contrast:
     show_table("paired_contrasts", selection)
 with tab_fail:

@@ -13,7 +13,9 @@ st.caption(
     "high >= 4). Evidence pack = passages shown (retrieved, oracle) or cited (full context); "
     "ER = |pack ∩ gold| / |gold|, EP = |pack ∩ gold| / |pack|, AC = 100 x the score field. "
     "A failed call is not an answer: it is left out of n and counted in `missing`; an "
-    "unparseable reply scores 0 and stays in n. "
+    "unparseable reply scores 0 and stays in n. CIs: 95% bootstrap over cell summaries; "
+    "`ci_method` in the tables says per row whether it is exact in distribution (counts of "
+    "each distinct value drawn) or a stratified approximation (more than 8 distinct values). "
     "Build a fan-in grid with `python -m core generate controlled --preset fanin-grid`.",
     help="AuthTrace (seed 003) §2-3 and §6; SPEC §9.",
 )

@@ -69,8 +69,8 @@ def _progress() -> None:
             if job.running and c[2].button("Cancel", key=f"runs.cancel.{run_id}"):
                 job.cancel()
                 st.rerun()
-    if any(j.running for j in active.values()):
-        clear_caches()
+    # no cache clearing here: a running job's writes bump the store's data version, which
+    # refreshes the views of its dataset only (core.views.store_version)
 
 
 _progress()

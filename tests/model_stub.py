@@ -36,8 +36,11 @@ next chat gets HTTP 503 "server busy", later ones are answered); ``stall`` (no a
 body); ``missing-fields`` (HTTP 200 JSON without ``message`` / ``choices``); ``close`` (the
 connection is closed after half of the response body); ``garbage`` (a well-formed HTTP 200
 answer whose reply text misses the answer contract, cycling through :data:`GARBAGE_REPLIES`;
-no log-probabilities). :meth:`ModelStub.queue_modes` scripts the modes of the next chats one
-by one (then the current mode resumes), to mix faults within one run.
+no log-probabilities); ``json-list`` / ``json-null`` (HTTP 200 whose body is ``[]`` / ``null``);
+``huge`` (the normal reply with :data:`HUGE_PAD` characters ``é`` appended to its
+``explanation``, a reply of about 300 KB; no log-probabilities). :meth:`ModelStub.queue_modes`
+scripts the modes of the next chats one by one (then the current mode resumes), to mix faults
+within one run.
 
 The server is bounded: at most ``max_workers`` requests are handled at once, request bodies
 over 64 MiB are refused, and it stops by itself on exit from the ``with`` block (stalled
@@ -72,7 +75,10 @@ from core.backends.embedded import EmbeddedReader  # noqa: E402
 from core.prompts import build_messages  # noqa: E402
 from core.types import Instance, Passage  # noqa: E402
 
-__all__ = ["GARBAGE_REPLIES", "MESSAGES", "MODES", "PASSAGE", "ModelStub", "main", "split_tokens"]
+__all__ = [
+    "GARBAGE_REPLIES", "HUGE_PAD", "MESSAGES", "MODES", "PASSAGE", "ModelStub", "main",
+    "split_tokens",
+]  # fmt: skip
 
 #: The one gold passage of the example chat the backend and stub tests send.
 PASSAGE = Passage(
@@ -90,7 +96,13 @@ MESSAGES = build_messages(
 )
 
 #: Modes :meth:`ModelStub.set_mode` accepts.
-MODES = ("ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage")
+MODES = (
+    "ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage",
+    "json-list", "json-null", "huge",
+)  # fmt: skip
+#: Characters ``é`` (2 bytes each in UTF-8) the ``huge`` mode appends to the reply's
+#: ``explanation``: a reply of about 300 KB, but of fewer characters than the parser reads.
+HUGE_PAD = 150_000
 #: Reply texts of the ``garbage`` mode, in turn: prose; JSON cut off inside an emoji (the body
 #: carries a ``\ud83d`` escape without its partner, as a server stopped at the token limit
 #: sends); no ``answer``; nothing.
@@ -102,6 +114,8 @@ GARBAGE_REPLIES = (
 )
 
 _MAX_BODY = 64 * 1024 * 1024
+#: Replies the stub remembers by prompt (it forgets them all when this many are stored).
+_MAX_REMEMBERED = 100_000
 _PROMPT_PIECE = re.compile(r"\w+|[^\w\s]")
 _REPLY_PIECE = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
 _LOAD_NS = 500_000_000
@@ -140,6 +154,8 @@ class ModelStub:
         context_length: the OpenAI endpoint's context window in tokens (``/v1/models``
             reports it as ``max_model_len``, as vLLM does).
         version: the Ollama version ``/api/version`` reports.
+        connections: TCP connections accepted so far (a client that keeps its connections
+            alive opens one per concurrent call, and no more).
     """
 
     def __init__(
@@ -161,6 +177,7 @@ class ModelStub:
         self.context_length = int(context_length)
         self.version = version
         self.requests: list[tuple[str, Any]] = []
+        self.connections = 0
         self.headers: list[dict[str, str]] = []
         self.openai_logprobs = True
         self.mode = "ok"
@@ -168,6 +185,7 @@ class ModelStub:
         self._queued: deque[str] = deque()
         self._garbage = 0
         self._reader = EmbeddedReader()
+        self._replies: dict[str, tuple[str, float, str]] = {}
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max_workers)
         self._stop = threading.Event()
@@ -181,7 +199,7 @@ class ModelStub:
     def start(self, port: int = 0) -> ModelStub:
         """Start serving on ``port`` (0: a free one); ``with ModelStub() as stub`` calls this."""
         handler = type("_BoundHandler", (_Handler,), {"stub": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server = _Server(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
@@ -254,9 +272,19 @@ class ModelStub:
         return mode
 
     def _reply(self, messages: Sequence[Mapping[str, Any]]) -> tuple[str, float, str]:
-        reply = self._reader.generate(messages)
-        obj = json.loads(reply.text)
-        return reply.text, float(obj["confidence"]), str(obj["answer"])
+        # The reader is deterministic: a prompt seen before gets its remembered reply (a
+        # benchmark sends the same prompts run after run; the stub should not be its limit).
+        key = json.dumps(messages, sort_keys=True)
+        hit = self._replies.get(key)
+        if hit is None:
+            reply = self._reader.generate(messages)
+            obj = json.loads(reply.text)
+            hit = (reply.text, float(obj["confidence"]), str(obj["answer"]))
+            with self._lock:
+                if len(self._replies) >= _MAX_REMEMBERED:
+                    self._replies.clear()
+                self._replies[key] = hit
+        return hit
 
     def _logprobs(self, text: str, conf: float, answer: str, top: int) -> list[dict[str, Any]]:
         start, end = _answer_span(text, answer)
@@ -424,6 +452,20 @@ class ModelStub:
         }
 
 
+class _Server(ThreadingHTTPServer):
+    """The stub's server: a large accept backlog, so a burst of new connections (a client
+    opening one per worker thread) is queued, not dropped and retried by TCP a second later."""
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        stub = self.RequestHandlerClass.stub  # type: ignore[attr-defined]
+        with stub._lock:
+            stub.connections += 1
+        super().process_request(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     stub: ModelStub
     protocol_version = "HTTP/1.1"
@@ -503,6 +545,9 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "not-json":
             self._send(200, None, raw=b"<html>this is not json</html>")
             return
+        if mode in ("json-list", "json-null"):
+            self._send(200, [] if mode == "json-list" else None)
+            return
         if mode == "missing-fields":
             payload = {"model": body.get("model"), "done": True}
             if path != "/api/chat":
@@ -521,6 +566,14 @@ class _Handler(BaseHTTPRequestHandler):
                 payload.pop("logprobs", None)
             else:
                 payload["choices"][0]["message"]["content"] = text
+                payload["choices"][0]["logprobs"] = None
+        if mode == "huge" and status == 200:
+            msg = payload["message"] if path == "/api/chat" else payload["choices"][0]["message"]
+            obj = json.loads(msg["content"])
+            obj["explanation"] = str(obj.get("explanation") or "") + "é" * HUGE_PAD
+            msg["content"] = json.dumps(obj, ensure_ascii=False)
+            payload.pop("logprobs", None)
+            if path != "/api/chat":
                 payload["choices"][0]["logprobs"] = None
         if mode == "close":
             data = json.dumps(payload).encode()

@@ -180,7 +180,7 @@ def test_stall_times_out_and_is_retried_a_bounded_number_of_times(stub):
     reply = backend.generate(MESSAGES)
     assert reply.error == (
         f"timed out after 0.2s waiting for {stub.url} (a long prompt on a slow machine: raise "
-        "timeout_s) (after 2 tries)"
+        "--timeout SECONDS) (after 2 tries)"
     )
     assert len(_chats(stub)) == 2
 

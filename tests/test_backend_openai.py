@@ -130,7 +130,7 @@ def test_http_500_503_stall_not_json_missing_fields_close(stub):
     stub.stall_s = 10.0
     stub.set_mode("stall")
     assert backend.generate(MESSAGES).error == (
-        f"timed out after 0.2s waiting for {url} (raise timeout_s) (after 3 tries)"
+        f"timed out after 0.2s waiting for {url} (raise --timeout SECONDS) (after 3 tries)"
     )
     assert len(_chats(stub)) == 11
 

@@ -112,6 +112,10 @@ def test_modes():
         assert httpx.post(url, json=body).text == "<html>this is not json</html>"
         stub.set_mode("missing-fields")
         assert httpx.post(url, json=body).json() == {"model": "stub-model", "done": True}
+        stub.set_mode("json-list")
+        assert httpx.post(url, json=body).text == "[]"
+        stub.set_mode("json-null")
+        assert httpx.post(url, json=body).text == "null"
         stub.set_mode("close")
         with pytest.raises(httpx.RemoteProtocolError):
             httpx.post(url, json=body)
@@ -123,7 +127,8 @@ def test_modes():
     with pytest.raises(ValueError, match="unknown stub mode 'slow'; allowed: ok, 500"):
         stub.set_mode("slow")
     assert MODES == (
-        "ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage"
+        "ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage",
+        "json-list", "json-null", "huge",
     )  # fmt: skip
 
 

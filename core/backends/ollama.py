@@ -1,6 +1,9 @@
 """The Ollama backend, on the official ``ollama`` Python client (SPEC §5.2).
 
-Every call is one non-streaming ``/api/chat`` request with the answer contract's JSON schema as
+Every call is one non-streaming ``/api/chat`` request through the ``ollama`` client's
+``chat`` (its pool keeps one connection per concurrent call: :meth:`OllamaBackend.size_pool`;
+a reply body that is valid JSON but not an object, such as ``[]`` or ``null``, fails with
+"server URL returned a JSON list, not an object") with the answer contract's JSON schema as
 ``format`` (a schema, not ``"json"``, which can pad with whitespace and run much slower),
 ``think=False``, ``keep_alive`` and the options ``temperature`` (0), ``seed``, ``num_ctx``
 (32768) and ``num_predict`` (1024). ``num_ctx`` is a load-time option -- changing it reloads the
@@ -20,14 +23,16 @@ prompt longer than ``num_ctx`` (detected after the call, when ``prompt_eval_coun
 ``num_ctx`` because the server truncated it; refused before sending only when a lower bound of
 its tokens, characters / 6, already reaches ``num_ctx``, see
 :func:`core.backends.support.min_prompt_tokens`), HTTP 500,
-timeouts, non-JSON or incomplete replies. HTTP 503 (queue full), 429, timeouts and connections
-closed mid-response are retried with exponential backoff (:class:`RetryPolicy`).
+timeouts (``timeout_s``, the commands' ``--timeout``), non-JSON or incomplete replies. HTTP
+503 (queue full), 429, timeouts and connections closed mid-response are retried with
+exponential backoff (:class:`RetryPolicy`).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -53,13 +58,16 @@ from core.backends.base import BackendError, Message, Reply  # noqa: E402
 from core.backends.http_errors import closed_mid_response, last_resort_error  # noqa: E402
 from core.backends.support import (  # noqa: E402
     DEFAULT_CHARS_PER_TOKEN,
+    DEFAULT_POOL_SIZE,
     RetryPolicy,
     answer_logprob_confidence,
     check_client_settings,
     checked_options,
     error_text,
     min_prompt_tokens,
+    not_an_object,
     one_line,
+    pool_limits,
     status_error,
     too_long_error,
     with_retries,
@@ -185,11 +193,62 @@ def _find_digest(listing: Any, model: str) -> str | None:
     return None
 
 
-def _token_dict(lp: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"token": lp.token, "logprob": lp.logprob}
-    if lp.top_logprobs:
-        out["top_logprobs"] = [{"token": t.token, "logprob": t.logprob} for t in lp.top_logprobs]
+def _token_dict(lp: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"token": lp.get("token"), "logprob": lp.get("logprob")}
+    top = lp.get("top_logprobs")
+    if top:
+        out["top_logprobs"] = [
+            {"token": t.get("token"), "logprob": t.get("logprob")}
+            for t in top
+            if isinstance(t, Mapping)
+        ]
     return out
+
+
+#: The client's TypeError for a reply body that is not an object ("... must be a mapping, not
+#: list") and the JSON kind of each Python type it names.
+_NOT_A_MAPPING = re.compile(r"must be a mapping, not (\w+)")
+_JSON_OF: dict[str, Any] = {"list": [], "NoneType": None, "str": "", "int": 0, "float": 0.0,
+                            "bool": False}  # fmt: skip
+
+_COUNTS = (
+    "prompt_eval_count",
+    "eval_count",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_duration",
+    "eval_duration",
+)
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bad_fields(data: Mapping[str, Any]) -> list[str]:
+    """Fields of an ``/api/chat`` reply that are missing or of the wrong type (sorted).
+
+    ``message.content`` must be a string; the counts and durations, when present, integers;
+    ``logprobs``, when present, a list of objects each with a string ``token`` and a number
+    ``logprob``.
+    """
+    bad = []
+    message = data.get("message")
+    if not isinstance(message, Mapping) or not isinstance(message.get("content", ""), str):
+        bad.append("message")
+    bad += [k for k in _COUNTS if data.get(k) is not None and not _int(data[k])]
+    lps = data.get("logprobs")
+    if lps is not None and not (
+        isinstance(lps, list)
+        and all(
+            isinstance(t, Mapping)
+            and isinstance(t.get("token"), str)
+            and isinstance(t.get("logprob"), (int, float))
+            for t in lps
+        )
+    ):
+        bad.append("logprobs")
+    return sorted(bad)
 
 
 @dataclass
@@ -217,10 +276,11 @@ class OllamaBackend:
             versions), True or False.
         top_logprobs: alternatives per token when log-probabilities are requested (default
             0: only the generated tokens' own log-probabilities, all the confidence needs).
-        timeout_s: read timeout of one call in seconds.
+        timeout_s: read timeout of one call in seconds (the ``--timeout`` flag).
         retry: backoff policy for transient failures.
         chars_per_token: the divisor of the pre-send lower bound of the prompt's tokens
             (default 6; a prompt is refused unsent only when characters / this >= num_ctx).
+        pool_size: HTTP connections per host, every one kept alive (:meth:`size_pool`).
     """
 
     name = "ollama"
@@ -268,11 +328,28 @@ class OllamaBackend:
         self.retry = retry or RetryPolicy()
         self.chars_per_token = float(chars_per_token)
         self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
-        self._hosts = [
-            _Host(url, ollama.Client(host=url, timeout=self._timeout)) for url in self.hosts
-        ]
+        self.pool_size = DEFAULT_POOL_SIZE
+        self._hosts = [_Host(url, self._client(url)) for url in self.hosts]
         self._rr = itertools.count()
         self._rr_lock = threading.Lock()
+
+    def _client(self, url: str) -> ollama.Client:
+        return ollama.Client(host=url, timeout=self._timeout, limits=pool_limits(self.pool_size))
+
+    def size_pool(self, size: int) -> None:
+        """Keep ``size`` HTTP connections per host (the engine passes its concurrency).
+
+        Every call may go to one host (a retry moves on to the next), so each host's client
+        gets the whole size. The clients are rebuilt only when the size changes; call it
+        before the calls start, not while they run.
+        """
+        size = max(1, int(size))
+        if size == self.pool_size:
+            return
+        self.pool_size = size
+        for host in self._hosts:
+            old, host.client = host.client, self._client(host.url)
+            old.close()
 
     # -- setup ------------------------------------------------------------------------
 
@@ -301,20 +378,11 @@ class OllamaBackend:
         if isinstance(exc, BackendError):
             return exc
         if isinstance(exc, ollama.ResponseError):
-            code, msg = exc.status_code, one_line(str(exc.error))
-            low = msg.lower()
-            if code == 404 and "not found" in low:
-                return BackendError(_not_pulled(self.model, url))
-            if "context" in low and ("exceed" in low or "length" in low or "long" in low):
-                return BackendError(
-                    f"prompt longer than num_ctx={self.num_ctx} (server {url} said: {msg}); "
-                    "raise num_ctx or shorten the context"
-                )
-            return status_error(code, url, msg)
+            return self._status_error(exc.status_code, one_line(str(exc.error)), url)
         if isinstance(exc, httpx.TimeoutException):
             return BackendError(
                 f"timed out after {self.timeout_s:g}s waiting for {url} "
-                "(a long prompt on a slow machine: raise timeout_s)",
+                "(a long prompt on a slow machine: raise --timeout SECONDS)",
                 retryable=True,
             )
         if isinstance(exc, httpx.ConnectError):
@@ -336,7 +404,52 @@ class OllamaBackend:
             )
         return last_resort_error(exc, url)
 
+    def _status_error(self, code: int, msg: str, url: str) -> BackendError:
+        """The error for an HTTP status other than 200 (``msg``: the server's error text)."""
+        low = msg.lower()
+        if code == 404 and "not found" in low:
+            return BackendError(_not_pulled(self.model, url))
+        if "context" in low and ("exceed" in low or "length" in low or "long" in low):
+            return BackendError(
+                f"prompt longer than num_ctx={self.num_ctx} (server {url} said: {msg}); "
+                "raise num_ctx or shorten the context"
+            )
+        return status_error(code, url, msg)
+
     # -- calls ------------------------------------------------------------------------
+
+    def _chat(self, host: _Host, messages: Sequence[Message], opts: Mapping[str, Any],
+              logprobs: bool) -> Mapping[str, Any]:  # fmt: skip
+        """One ``/api/chat`` call through the ``ollama`` client; its reply as a checked dict.
+
+        Raises :class:`BackendError` (mapped). A body that is valid JSON but not an object
+        (``[]``, ``null``) makes the client raise a TypeError; it is reported as such.
+        """
+        url = host.url
+        try:
+            resp = host.client.chat(
+                model=self.model,
+                messages=[dict(m) for m in messages],
+                stream=False,
+                format=ANSWER_SCHEMA,
+                options=opts,
+                think=False,
+                keep_alive=self.keep_alive,
+                logprobs=True if logprobs else None,
+                top_logprobs=self.top_logprobs if logprobs else None,
+            )
+        except TypeError as exc:
+            kind = _NOT_A_MAPPING.search(str(exc))
+            if kind is None:
+                raise self._map_error(exc, host) from exc
+            raise not_an_object(_JSON_OF.get(kind.group(1)), url) from exc
+        except Exception as exc:  # noqa: BLE001 - failures are data
+            raise self._map_error(exc, host) from exc
+        data = resp.model_dump()
+        bad = _bad_fields(data)
+        if bad:
+            raise BackendError(f"reply from {url} lacks or mistypes field(s): {', '.join(bad)}")
+        return data
 
     def _call_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
         if not options:
@@ -386,25 +499,12 @@ class OllamaBackend:
         start = self._next_host()
         used: list[_Host] = []
 
-        def attempt(k: int) -> Any:
+        def attempt(k: int) -> Mapping[str, Any]:
             host = self._hosts[(start + k) % len(self._hosts)]
             used.append(host)
             self._prepare(host)
             lp = host.logprobs
-            try:
-                return host.client.chat(
-                    model=self.model,
-                    messages=[dict(m) for m in messages],
-                    stream=False,
-                    format=ANSWER_SCHEMA,
-                    options=opts,
-                    think=False,
-                    keep_alive=self.keep_alive,
-                    logprobs=True if lp else None,
-                    top_logprobs=self.top_logprobs if lp else None,
-                )
-            except Exception as exc:  # noqa: BLE001 - failures are data
-                raise self._map_error(exc, host) from exc
+            return self._chat(host, messages, opts, bool(lp))
 
         try:
             resp = with_retries(attempt, self.retry)
@@ -418,23 +518,24 @@ class OllamaBackend:
             )
         latency_ms = (time.perf_counter() - t0) * 1e3
         host = used[-1]
-        tokens = [_token_dict(lp) for lp in (resp.logprobs or [])] or None
+        tokens = [_token_dict(lp) for lp in (resp.get("logprobs") or ())] or None
         error = None
-        if resp.prompt_eval_count is not None and resp.prompt_eval_count >= self.num_ctx:
+        n_prompt = resp.get("prompt_eval_count")
+        if n_prompt is not None and n_prompt >= self.num_ctx:
             error = (
-                f"prompt filled the context: prompt_eval_count={resp.prompt_eval_count} >= "
+                f"prompt filled the context: prompt_eval_count={n_prompt} >= "
                 f"num_ctx={self.num_ctx}, so {host.url} truncated it (lower bound was {bound}); "
                 "raise num_ctx or shorten the context"
             )
         return Reply(
-            text="" if error else (resp.message.content or ""),
-            prompt_tokens=resp.prompt_eval_count,
-            completion_tokens=resp.eval_count,
+            text="" if error else (resp["message"].get("content") or ""),
+            prompt_tokens=n_prompt,
+            completion_tokens=resp.get("eval_count"),
             latency_ms=latency_ms,
-            total_duration_ns=resp.total_duration,
-            load_duration_ns=resp.load_duration,
-            prompt_eval_duration_ns=resp.prompt_eval_duration,
-            eval_duration_ns=resp.eval_duration,
+            total_duration_ns=resp.get("total_duration"),
+            load_duration_ns=resp.get("load_duration"),
+            prompt_eval_duration_ns=resp.get("prompt_eval_duration"),
+            eval_duration_ns=resp.get("eval_duration"),
             logprobs=tokens,
             model_digest=host.digest,
             error=error,

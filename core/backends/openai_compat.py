@@ -20,12 +20,16 @@ sending: it is refused unsent only when a lower bound of its tokens (characters 
 Errors and retries follow the Ollama backend: unreachable server, unknown model, prompt longer
 than the context (the server's HTTP 400; refused before sending only when the context is
 known and the lower bound reaches it), HTTP 500, timeouts, non-JSON or incomplete replies come
-back as ``Reply.error``; HTTP 429/503, timeouts and connections closed mid-response are retried
+back as ``Reply.error`` (a body that is JSON but not an object, such as ``[]`` or ``null``: "server
+URL returned a JSON list, not an object"); the read timeout is ``timeout_s`` (the commands'
+``--timeout``); the client keeps one connection per concurrent call (:meth:`OpenAIBackend.
+size_pool`); HTTP 429/503, timeouts and connections closed mid-response are retried
 with backoff.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -39,11 +43,14 @@ from core.backends.base import BackendError, Message, Reply
 from core.backends.http_errors import closed_mid_response, last_resort_error
 from core.backends.support import (
     DEFAULT_CHARS_PER_TOKEN,
+    DEFAULT_POOL_SIZE,
     RetryPolicy,
     answer_logprob_confidence,
     check_client_settings,
     checked_options,
     error_text,
+    not_an_object,
+    pool_limits,
     status_error,
     too_long_error,
     with_retries,
@@ -96,13 +103,14 @@ class OpenAIBackend:
         options: request fields sent with every call (temperature, seed, max_tokens ...).
         logprobs: request token log-probabilities.
         top_logprobs: alternatives per token (default 0: only the generated tokens' own).
-        timeout_s: read timeout of one call in seconds.
+        timeout_s: read timeout of one call in seconds (the ``--timeout`` flag).
         retry: backoff policy for transient failures.
         context_length: the model's context in tokens (from the argument or ``/v1/models``),
             used to refuse over-long prompts before sending; None when unknown.
         chars_per_token: the divisor of the pre-send lower bound of the prompt's tokens
             (default 6; a prompt is refused unsent only when characters / this reaches
             ``context_length``).
+        pool_size: HTTP connections kept, every one alive between calls (:meth:`size_pool`).
     """
 
     name = "openai"
@@ -146,15 +154,35 @@ class OpenAIBackend:
         self.context_length = int(context_length) if context_length else None
         self.chars_per_token = float(chars_per_token)
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s)),
-        )
+        self._headers = {"Content-Type": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
+        self.pool_size = DEFAULT_POOL_SIZE
+        self._client = self._make_client()
         self._lock = threading.Lock()
         self._ready = False
         self._served: list[str] = []
+
+    def _make_client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url,
+            headers=self._headers,
+            timeout=self._timeout,
+            limits=pool_limits(self.pool_size),
+        )
+
+    def size_pool(self, size: int) -> None:
+        """Keep ``size`` HTTP connections (the engine passes its concurrency).
+
+        The client is rebuilt only when the size changes; call it before the calls start.
+        """
+        size = max(1, int(size))
+        if size == self.pool_size:
+            return
+        self.pool_size = size
+        old, self._client = self._client, self._make_client()
+        old.close()
 
     # -- setup ------------------------------------------------------------------------
 
@@ -166,7 +194,7 @@ class OpenAIBackend:
         if r.status_code != 200:
             raise self._status_error(r.status_code, error_text(r.text))
         try:
-            return r.json()
+            return json.loads(r.content)
         except ValueError as exc:
             raise self._map_error(exc) from exc
 
@@ -220,7 +248,7 @@ class OpenAIBackend:
             return exc
         if isinstance(exc, httpx.TimeoutException):
             return BackendError(
-                f"timed out after {self.timeout_s:g}s waiting for {url} (raise timeout_s)",
+                f"timed out after {self.timeout_s:g}s waiting for {url} (raise --timeout SECONDS)",
                 retryable=True,
             )
         if isinstance(exc, httpx.ConnectError):
@@ -254,7 +282,8 @@ class OpenAIBackend:
 
     def _post(self, body: dict[str, Any]) -> Mapping[str, Any]:
         try:
-            r = self._client.post("/chat/completions", json=body)
+            content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            r = self._client.post("/chat/completions", content=content)
         except Exception as exc:  # noqa: BLE001 - mapped below
             raise self._map_error(exc) from exc
         if r.status_code != 200:
@@ -265,11 +294,11 @@ class OpenAIBackend:
                 return self._post(body)
             raise self._status_error(r.status_code, msg)
         try:
-            data = r.json()
+            data = json.loads(r.content)
         except ValueError as exc:
             raise self._map_error(exc) from exc
-        if not isinstance(data, Mapping):
-            raise BackendError(f"reply from {self.base_url} is not a JSON object")
+        if not isinstance(data, dict):
+            raise not_an_object(data, self.base_url)
         return data
 
     def generate(

@@ -18,11 +18,15 @@ from core.backends.base import BackendError, Message
 
 __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
+    "DEFAULT_POOL_SIZE",
     "RetryPolicy",
     "answer_logprob_confidence",
     "check_client_settings",
     "checked_options",
     "error_text",
+    "json_kind",
+    "not_an_object",
+    "pool_limits",
     "min_prompt_tokens",
     "prompt_chars",
     "too_long_error",
@@ -207,6 +211,44 @@ def error_text(body: str, limit: int = 200) -> str:
         if isinstance(msg, Mapping):
             msg = msg.get("message", json.dumps(msg))
     return one_line(str(msg), limit)
+
+
+def json_kind(value: Any) -> str:
+    """The JSON name of a decoded value's type.
+
+    One of ``object``, ``list``, ``string``, ``number``, ``boolean`` or ``null``.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else "object"
+
+
+def not_an_object(value: Any, url: str) -> BackendError:
+    """The error for a reply body that is valid JSON but not an object (``[]``, ``null`` ...)."""
+    return BackendError(f"server {url} returned a JSON {json_kind(value)}, not an object")
+
+
+#: Connections a server backend keeps per host before the engine sizes its pool
+#: (:func:`pool_limits`); the engine raises it to the run's concurrency.
+DEFAULT_POOL_SIZE = 20
+
+
+def pool_limits(size: int) -> Any:
+    """``httpx.Limits`` for a pool of ``size`` connections, every one kept alive between calls.
+
+    httpx keeps 20 idle connections by default; with more threads than that, each call beyond
+    them opened a new TCP connection. Imported lazily: httpx is a slow import.
+    """
+    import httpx
+
+    n = max(1, int(size))
+    return httpx.Limits(max_connections=n, max_keepalive_connections=n)
 
 
 def one_line(text: str, limit: int = 200) -> str:

@@ -51,7 +51,7 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
     res = fanin_report(
         open_store(args), runs, args.score_field, points=args.points,
         include_oracle=args.r_include_oracle, include_full_context=args.r_include_full_context,
-        n_resamples=args.resamples,
+        n_resamples=args.resamples, instances=bool(args.json and not args.no_instances),
     )  # fmt: skip
     if args.json:
         print_json(res.to_dict(with_instances=not args.no_instances))

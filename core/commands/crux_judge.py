@@ -23,10 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from core.backends import make_backend
 from core.commands import Groups, add_db, open_store, print_json
-from core.commands.engine import add_backend_args, run_options
-from core.datasets._io import jsonl_records
+from core.commands.engine import add_backend_args, backend_from_args, run_options
+from core.datasets._io import check_record, jsonl_records
 from core.params import NUM_CTX, SEED, add_arguments
 from core.runs import judge_answerability
 from core.types import DataError
@@ -48,8 +47,9 @@ def read_crux_file(
         judge: the name the file's ratings are stored under.
 
     Raises:
-        DataError: naming the file, the record and the field: not an object, a missing or
-            empty id or text, an instance not in the dataset, a repeated (instance, sq_id),
+        DataError: naming the file, the record and the field: invalid UTF-8 or JSON, a string
+            over ``MAX_FIELD_BYTES`` or holding half a surrogate pair, not an object, a missing
+            or empty id or text, an instance not in the dataset, a repeated (instance, sq_id),
             ratings that are not an object of the instance's passage ids -> integer 0..5.
     """
     file = str(path)
@@ -57,6 +57,7 @@ def read_crux_file(
     ratings: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
     for line, rec in jsonl_records(path):
+        check_record(file, line, rec)  # MAX_FIELD_BYTES per string, no half surrogate pairs
         if not isinstance(rec, dict):
             raise DataError(file, line, None, f"expected a JSON object, got {type(rec).__name__}")
         for key in ("instance_id", "sq_id", "text"):
@@ -105,9 +106,7 @@ def _cmd_import_crux(args: argparse.Namespace) -> int:
 def _cmd_judge_crux(args: argparse.Namespace) -> int:
     store = open_store(args)
     options = run_options(args.backend, args.seed, args.num_ctx)
-    backend = make_backend(
-        args.backend, args.model, hosts=args.host, base_url=args.base_url, options=options
-    )
+    backend = backend_from_args(args, options)  # --timeout included
     out = judge_answerability(
         store, args.dataset, backend, passages=args.passages, options=options, judge=args.judge
     )

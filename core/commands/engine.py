@@ -3,8 +3,8 @@
 ``python -m core run --db PATH --dataset NAME [--backend auto|embedded|ollama|openai] [--model M]
 [--host URL ...] [--base-url URL] --conditions no_evidence,full_context,retrieved,oracle
 [--retriever lexical --top-k 3] [--rerank N [--rerank-model DIR]] [--concurrency N]
-[--num-ctx 32768] [--seed 0] --name RUN [--json]`` shows a progress bar on stderr (done/total,
-rate, ETA) and ends with a summary line, or with ``--json`` one JSON object
+[--num-ctx 32768] [--seed 0] [--timeout SECONDS] --name RUN [--json]`` shows a progress bar
+on stderr (done/total, rate, ETA) and ends with a summary line, or with ``--json`` one JSON object
 (:class:`core.engine.RunSummary`) of :func:`core.runs.run_conditions`. ``--rerank N`` adds the
 CE@N->k stage (seed 000 App. A.13); without a local cross-encoder it fails with one line
 saying how to get one, before any call. Rerunning the same
@@ -31,7 +31,9 @@ from typing import Any, TextIO
 from core.backends import make_backend, server_status
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.conditions import retrieval_audit
+from core.engine_limits import TIMEOUT, cap_concurrency
 from core.jsonable import json_plain
+from core.names import check_name
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
 from core.retrieval import (
     CHUNK_SIZE,
@@ -48,8 +50,8 @@ from core.store import Store
 from core.views.common import error_digest
 
 __all__ = [
-    "ProgressBar", "add_backend_args", "choose_backend", "drive_run", "register",
-    "retrieval_report", "run_options",
+    "ProgressBar", "add_backend_args", "backend_from_args", "choose_backend", "drive_run",
+    "register", "retrieval_report", "run_options",
 ]  # fmt: skip
 
 _BACKENDS = ("embedded", "ollama", "openai")  # core.backends.BACKENDS, without importing it
@@ -71,6 +73,34 @@ def run_options(kind: str, seed: int = 0, num_ctx: int | None = None) -> dict[st
             opts["context_length"] = num_ctx
         return opts
     return {}
+
+
+def backend_from_args(
+    args: argparse.Namespace, options: dict[str, Any], out: TextIO | None = None
+) -> Any:
+    """The backend a command's flags ask for, ``--timeout`` included.
+
+    :func:`core.backends.make_backend` with ``options`` plus ``--timeout`` (``timeout_s``)
+    for a server backend.
+
+    The timeout is a setting of the client, not of the calls: it is not among ``options`` (the
+    run records those, and they key the response cache). With the embedded reader, which has
+    no timeout, a given ``--timeout`` is ignored with one line on ``out`` (stderr).
+    """
+    timeout = getattr(args, "timeout", None)
+    settings = dict(options)
+    if timeout is not None:
+        if args.backend in ("ollama", "openai"):
+            settings["timeout_s"] = float(timeout)
+        else:
+            print(
+                f"notice: --timeout {timeout:g} ignored: the {args.backend} backend calls no "
+                "model server",
+                file=out if out is not None else sys.stderr,
+            )
+    return make_backend(
+        args.backend, args.model, hosts=args.host, base_url=args.base_url, options=settings
+    )
 
 
 def _fmt_s(seconds: float) -> str:
@@ -126,7 +156,7 @@ class ProgressBar:
 
 
 def add_backend_args(parser: argparse.ArgumentParser) -> None:
-    """``--backend`` (required), ``--model``, ``--host`` (repeatable) and ``--base-url``."""
+    """Add ``--backend`` (required), ``--model``, ``--host``, ``--base-url``, ``--timeout``."""
     parser.add_argument(
         "--backend",
         required=True,
@@ -140,6 +170,7 @@ def add_backend_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
     )
+    add_argument(parser, TIMEOUT)
 
 
 def choose_backend(
@@ -196,15 +227,21 @@ def drive_run(
     The run's lock (:meth:`core.store.Store.run_lock`) is taken first, before the backend is
     made: a run of that name going in another process stops the command at once with
     :class:`core.store.RunBusyError` (one line naming the run and the pid, exit status 1).
+    ``--timeout`` reaches the backend (:func:`backend_from_args`); a ``--concurrency`` above
+    :func:`core.engine_limits.concurrency_limit` is capped, with one line on stderr (``start``
+    reads ``args.concurrency`` when it is called). A ``--name`` that
+    :func:`core.names.check_name` refuses stops it first (ValueError, one line, exit 1).
     """
+    check_name("run", args.name)
     store = open_store(args)
     try:
         with store.run_lock(args.name):
             options = run_options(args.backend, args.seed, args.num_ctx)
-            backend = make_backend(
-                args.backend, args.model, hosts=args.host, base_url=args.base_url,
-                options=options,
-            )  # fmt: skip
+            backend = backend_from_args(args, options)
+            if getattr(args, "concurrency", None) is not None:
+                args.concurrency, notice = cap_concurrency(backend, args.concurrency)
+                if notice:
+                    print(f"notice: {notice}", file=sys.stderr)
             s = start(
                 store, backend, options=options, progress=ProgressBar(sys.stderr),
                 cancel=threading.Event(),
@@ -251,6 +288,7 @@ def _failed_calls(store: Store, s: Any, calls: str) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    check_name("run", args.name)  # before the lock file beside the store is made for it
     with open_store(args).run_lock(args.name):  # refused at once, before a server is asked
         if args.rerank is not None:  # a missing cross-encoder, too (one line, exit 1)
             reranker(args.rerank_model)
@@ -398,7 +436,9 @@ def register(groups: Groups) -> None:
     )
     add_argument(run, retriever_param())
     add_argument(run, TOP_K, flag="--top-k", dest="top_k")
-    add_arguments(run, (RERANK, RERANK_MODEL, CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX, SEED))
+    add_arguments(
+        run, (RERANK, RERANK_MODEL, CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX, SEED, TIMEOUT)
+    )
     run.add_argument("--name", required=True, help="run name; rerun it to continue the run")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_db(run)

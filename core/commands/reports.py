@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,15 @@ from core.oncu import (
     oncu_summary,
     scaling_report,
 )
-from core.results import RESULT_FORMATS, import_results, score_runs
+from core.results import RESULT_FORMATS, default_name, import_results, score_runs
 from core.scoring import FAILURE_LABELS
-from core.store import Store
+from core.store import Store, StoreError
+from core.types import DataError
 
 __all__ = ["failures_report", "oncu_report", "paired_report", "register", "scaling_report_json"]
+
+#: What ``default_name`` strips from a results file's name.
+_RESULTS_SUFFIX = ".per_sample_metrics.csv"
 
 
 def oncu_report(
@@ -156,11 +161,42 @@ def _finite(row: dict) -> dict:
 
 # ---------------------------------------------------------------------------- handlers
 def _cmd_import_results(args: argparse.Namespace) -> int:
-    res = import_results(
-        open_store(args), args.file, name=args.name, fmt=args.format, dataset=args.dataset,
-        replace=args.replace,
-    )  # fmt: skip
-    print(f"{args.file}: {res.summary()}")
+    """Import each file in turn, each all-or-nothing; stop at the first bad one."""
+    files: list[Path] = args.file
+    if args.name is not None and len(files) > 1:
+        raise ValueError(
+            f"--name names one import, but {len(files)} files were given: drop --name and each "
+            f"file's runs (and dataset) are named after the file (less {_RESULTS_SUFFIX!r})"
+        )
+    names = [args.name if args.name is not None else default_name(f) for f in files]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            j = names.index(name)
+            raise ValueError(
+                f"{files[j]} and {files[i]} would both be imported as '{name}'; "
+                "import them one at a time with --name"
+            )
+    store = open_store(args)
+    done: list[str] = []
+    for path, name in zip(files, names, strict=True):
+        try:
+            res = import_results(
+                store, path, name=name, fmt=args.format, dataset=args.dataset,
+                replace=args.replace,
+            )  # fmt: skip
+        except (DataError, StoreError, ValueError) as exc:
+            if not done:
+                raise
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            print(
+                f"error: {why} (nothing of this file was stored; stopped at file "
+                f"{len(done) + 1} of {len(files)}; the {len(done)} file(s) before it stay "
+                f"imported: {', '.join(done)})",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{path}: {res.summary()}", flush=True)
+        done.append(str(path))
     return 0
 
 
@@ -363,8 +399,16 @@ def register(groups: Groups) -> None:
         "results", help="import per-sample outputs as runs, re-scored (no model needed)"
     )
     imp.add_argument("--format", required=True, choices=RESULT_FORMATS, help="file format")
-    imp.add_argument("file", type=Path, help="e.g. *.per_sample_metrics.csv of the ONCU release")
-    imp.add_argument("--name", required=True, help="run id (and dataset name when created)")
+    imp.add_argument(
+        "file", type=Path, nargs="+",
+        help="one or more *.per_sample_metrics.csv of the ONCU release (each imported "
+        "all-or-nothing, in order; the first bad file stops the command)",
+    )  # fmt: skip
+    imp.add_argument(
+        "--name",
+        help="run id (and dataset name when created); one file only (default: the file name "
+        f"less {_RESULTS_SUFFIX!r})",
+    )
     imp.add_argument("--dataset", help="attach to this stored dataset instead of creating one")
     imp.add_argument("--replace", action="store_true", help="replace runs of the same name")
     add_db(imp)

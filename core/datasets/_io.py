@@ -5,9 +5,12 @@ Every problem with the input becomes a ``DataError`` naming the file, the 1-base
 (``question``, ``context[3][1][0]``, ``passages[2].text``). Nothing here raises anything else
 for bad data, so a researcher's file either imports completely or fails with one line.
 
-Limits: every string value of a record is at most ``MAX_FIELD_BYTES`` bytes of UTF-8, and a
-JSONL line is at most ``MAX_RECORD_BYTES`` bytes. Both are far above any real benchmark record
-(a 128K-token context is about 0.7 MB) and stop a broken file from exhausting memory.
+Limits (the one place they are set; README "Import limits" lists them): every string value of
+a record (and every CSV cell of a results file) is at most ``MAX_FIELD_BYTES`` bytes of UTF-8, a
+JSONL line is at most ``MAX_RECORD_BYTES`` bytes, and a ``context_length`` is an integer from 0
+to ``MAX_CONTEXT_LENGTH`` (the store keeps it as a 32-bit integer). The byte limits are far
+above any real benchmark record (a 128K-token context is about 0.7 MB) and stop a broken file
+from exhausting memory.
 
 The module also holds the metadata cells the importers derive from passages (evidence position,
 gold-token fraction, fan-in, answer type) and ``make_instance``, which fills them in, so that
@@ -27,11 +30,13 @@ from core.types import DataError, Instance, Passage
 
 __all__ = [
     "CELL_FIELDS",
+    "MAX_CONTEXT_LENGTH",
     "MAX_FIELD_BYTES",
     "MAX_RECORD_BYTES",
     "Fields",
     "SkipRecord",
     "check_record",
+    "check_text",
     "context_tokens",
     "evidence_position",
     "expect_object",
@@ -48,6 +53,8 @@ __all__ = [
 MAX_FIELD_BYTES = 8 * 1024 * 1024
 #: Largest JSONL line (bytes) read at all: 64 MiB.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
+#: Largest ``context_length`` accepted: the store's 32-bit INTEGER column (2,147,483,647).
+MAX_CONTEXT_LENGTH = 2**31 - 1
 #: The string metadata cells a record may give (``make_instance`` derives absent ones).
 CELL_FIELDS = (
     "answer_type",
@@ -174,6 +181,35 @@ def _utf8_size(text: str) -> int:
     return sum(len(text[i : i + step].encode("utf-8", "surrogatepass")) for i in chunks)
 
 
+def check_text(file: str, record: int | None, field: str | None, text: str) -> None:
+    """Reject one string that is over ``MAX_FIELD_BYTES`` or holds half a surrogate pair.
+
+    Args:
+        file: the file name, for the error.
+        record: 1-based record number, for the error.
+        field: the field's name or path, for the error.
+        text: the string.
+
+    Raises:
+        DataError: naming the file, record and field.
+    """
+    if not text.isascii() and _LONE_SURROGATE.search(text):
+        raise DataError(
+            file,
+            record,
+            field,
+            "a \\u escape names half of a UTF-16 surrogate pair (e.g. \\ud83d alone): "
+            "not valid text",
+        )
+    # A str of at most MAX_FIELD_BYTES // 4 characters cannot be too large: skip the count.
+    if len(text) > MAX_FIELD_BYTES // 4:
+        size = _utf8_size(text)
+        if size > MAX_FIELD_BYTES:
+            raise DataError(
+                file, record, field, f"field too large ({size:,} bytes > {MAX_FIELD_BYTES:,})"
+            )
+
+
 def check_record(file: str, record: int, obj: Any) -> None:
     """Reject a record with an oversized or non-Unicode string (checked before any mapping).
 
@@ -183,29 +219,12 @@ def check_record(file: str, record: int, obj: Any) -> None:
         obj: the parsed JSON value.
 
     Raises:
-        DataError: naming the first string over ``MAX_FIELD_BYTES``, or the first holding
-            half of a UTF-16 surrogate pair (a JSON escape of one surrogate, cut from its
-            partner): such a string is not text and cannot be stored.
+        DataError: naming the first string (value or key) over ``MAX_FIELD_BYTES``, or the
+            first holding half of a UTF-16 surrogate pair (a JSON escape of one surrogate, cut
+            from its partner): such a string is not text and cannot be stored.
     """
-    quick = MAX_FIELD_BYTES // 4  # a str of at most this many characters cannot be too large
     for path, text in _walk_strings(obj):
-        if not text.isascii() and _LONE_SURROGATE.search(text):
-            raise DataError(
-                file,
-                record,
-                _path_text(path) or None,
-                "a \\u escape names half of a UTF-16 surrogate pair (e.g. \\ud83d alone): "
-                "not valid text",
-            )
-        if len(text) > quick:
-            size = _utf8_size(text)
-            if size > MAX_FIELD_BYTES:
-                raise DataError(
-                    file,
-                    record,
-                    _path_text(path) or None,
-                    f"field too large ({size:,} bytes > {MAX_FIELD_BYTES:,})",
-                )
+        check_text(file, record, _path_text(path) or None, text)
 
 
 def _surrogate_field(obj: Any) -> str | None:
@@ -504,8 +523,8 @@ class Fields:
             raise self.error("empty id")
         return value
 
-    def integer(self, *, minimum: int | None = 0) -> int:
-        """The value as an integer (integral JSON numbers only)."""
+    def integer(self, *, minimum: int | None = 0, maximum: int | None = None) -> int:
+        """The value as an integer (integral JSON numbers only), within the given bounds."""
         value = self.value
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -513,6 +532,9 @@ class Fields:
             raise self._expect("an integer")
         if minimum is not None and value < minimum:
             raise self.error(f"expected an integer >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            shown = str(value) if value < 10**40 else f"a {len(str(value))}-digit number"
+            raise self.error(f"expected an integer <= {maximum:,}, got {shown}")
         return value
 
     def boolean(self) -> bool:
@@ -558,10 +580,15 @@ class Fields:
             keys: the string cells to read, in this order (the first bad one is reported).
 
         Returns:
-            ``context_length`` (None when absent), then each of ``keys`` (empty when absent).
+            ``context_length`` (None when absent; else 0 to ``MAX_CONTEXT_LENGTH``), then each
+            of ``keys`` (empty when absent).
         """
         length = self.get("context_length")
-        cells: dict[str, Any] = {"context_length": None if length is None else length.integer()}
+        cells: dict[str, Any] = {
+            "context_length": (
+                None if length is None else length.integer(maximum=MAX_CONTEXT_LENGTH)
+            )
+        }
         cells.update((key, self.opt_text(key)) for key in keys)
         return cells
 

@@ -72,6 +72,7 @@ from typing import Any
 from core.datasets._io import make_instance
 from core.datasets._text import MIN_FILLER, Block, assemble, derive_rng, free_slot, pad_sentences
 from core.datasets._text import to_passages as _to_passages
+from core.names import check_name
 from core.types import Dataset, Instance, Passage
 
 __all__ = [
@@ -917,8 +918,11 @@ def build_controlled(
         The dataset (``source`` and ``builder`` ``controlled``; ``builder_params`` reproduce it).
 
     Raises:
-        ValueError: unknown preset, bad seed, limit or subset key.
+        ValueError: unknown preset, bad seed, limit or subset key, or a name that
+            ``core.names.check_name`` refuses.
     """
+    if name is not None:
+        check_name("dataset", name)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):

@@ -38,6 +38,7 @@ from core.datasets.hotpotqa import hotpotqa_instance, twowiki_instance
 from core.datasets.jsonl import jsonl_instance
 from core.datasets.longbench import longbench_instance
 from core.datasets.oncu_jsonl import oncu_instance
+from core.names import check_name
 from core.types import DataError, Dataset, Instance
 
 __all__ = [
@@ -105,13 +106,13 @@ def read_dataset(path: str | Path, fmt: str, name: str) -> ImportResult:
         The dataset with the counts of records read and the skipped records.
 
     Raises:
-        ValueError: unknown ``fmt`` or empty ``name``.
+        ValueError: unknown ``fmt``, or a ``name`` that ``core.names.check_name`` refuses
+            (empty, over ``NAME_MAX`` characters, or with a control character).
         DataError: the file or one of its records is malformed (names file, record, field).
     """
     if fmt not in _FORMATS:
         raise ValueError(f"unknown format {fmt!r}; allowed: {', '.join(FORMATS)}")
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"dataset name must be a non-empty string, got {name!r}")
+    check_name("dataset", name)
     reader, mapper, id_field = _FORMATS[fmt]
     file = str(path)
     digest = hashlib.sha256()

@@ -46,6 +46,7 @@ from core.datasets._text import (
     to_passages,
 )
 from core.datasets.controlled import density_label, gold_offsets
+from core.names import check_name
 from core.types import Dataset, Instance, Passage
 
 __all__ = ["TASKS", "build_ruler_lite"]
@@ -264,8 +265,11 @@ def build_ruler_lite(
         The dataset, ordered by task, length, then index; ids ``ruler_000001``...
 
     Raises:
-        ValueError: unknown task, a length below 2000, a negative ``per_cell`` or a bad seed.
+        ValueError: unknown task, a length below 2000, a negative ``per_cell``, a bad seed, or
+            a name that ``core.names.check_name`` refuses.
     """
+    if name is not None:
+        check_name("dataset", name)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     for task in tasks:

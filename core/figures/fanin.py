@@ -266,6 +266,8 @@ def fanin_buckets_table(res: FaninResult) -> pd.DataFrame:
             "-" if math.isnan(lo) else f"[{scale * lo:.1f}, {scale * hi:.1f}]"
             for lo, hi in zip(b[f"{m}_ci_low"], b[f"{m}_ci_high"], strict=True)
         ]
+    if "ci_method" in b.columns:
+        out["CI method"] = b["ci_method"]
     return out
 
 

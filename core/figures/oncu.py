@@ -13,11 +13,15 @@ page's figure with the data behind it (or a table). Numbers come from :mod:`core
   ``context_length`` is the auto length cell: exact lengths on a small grid, else the length
   bucket; ``context_length_exact`` / ``length_bucket`` force one rule, ``instance_id`` alone
   gives per-instance ONCU; see :mod:`core.oncu`);
-- ``ci``: ``"auto"`` (default), true or false. Per-example bootstrap CIs (the condition matrix
-  and the paired contrasts) cost resamples x examples; ``auto`` computes them when every
-  (run, condition) cell has at most :data:`CI_AUTO_MAX` predictions and otherwise leaves the
-  CI and p columns NaN (means and effects are exact either way). ONCU CIs resample groups and
-  are always computed.
+- ``ci``: the per-example bootstrap CIs of the condition matrix and the paired contrasts:
+  ``auto`` (default) or ``true``: computed, by index resampling for cells up to
+  :data:`core.stats.RESAMPLE_MAX` examples and by multinomial counts of the distinct values
+  above (the same distribution of the resampled mean, cost resamples x distinct values:
+  :mod:`core.stats`); ``resample``: index resampling for every cell (the published
+  estimator; resamples x examples, minutes at 250,000 examples a cell); ``multinomial``: the
+  count estimator for every cell; ``false``: none (CI and p columns NaN; means and effects
+  are exact either way). Each row names its estimator in ``ci_method``. ONCU CIs resample
+  valid groups (index resampling) and are always computed.
 """
 
 from __future__ import annotations
@@ -46,12 +50,11 @@ from core.oncu import (
 )
 from core.params import Param
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
-from core.stats import calibration, paired_contrast
+from core.stats import RESAMPLE_MAX, calibration, paired_contrast
 from core.types import CONDITIONS
 
 __all__ = [
     "CI",
-    "CI_AUTO_MAX",
     "CONDITIONS_OPTION",
     "CONDITION_LABELS",
     "CONTRASTS",
@@ -91,8 +94,6 @@ DEFAULT_CONTRASTS = (
     ("full_context", "no_evidence"),
     ("oracle", "retrieved"),
 )
-#: Largest (run, condition) cell for which ``ci="auto"`` bootstraps per-example CIs.
-CI_AUTO_MAX = 50_000
 
 
 def _contrast(value: Any) -> tuple[str, str]:
@@ -120,10 +121,12 @@ GROUP_KEY = Param(
     "group_key", str, DEFAULT_GROUP_KEY, "metadata cells that define an ONCU group. "
     + LENGTH_RULE, multiple=True, section="SPEC §6.5; seed 000 §3.3; issue 15 item 6",
 )  # fmt: skip
-#: Per-example bootstrap CIs: auto, true or false.
+#: Per-example bootstrap CIs and their estimator: auto, true, resample, multinomial, false.
 CI = Param(
-    "ci", str, "auto", f"per-example bootstrap CIs: auto (cells up to {CI_AUTO_MAX:,} "
-    "predictions), true or false", section="SPEC §6.6",
+    "ci", str, "auto", "per-example bootstrap CIs: auto/true (index resampling up to "
+    f"{RESAMPLE_MAX:,} examples a cell, multinomial counts of distinct values above: the same "
+    "distribution), resample (index resampling everywhere, the published estimator), "
+    "multinomial, or false", section="SPEC §6.6; issue 17 item 6",
     validate=lambda v: _ci_mode(v),
 )  # fmt: skip
 _COLORS = {
@@ -154,24 +157,16 @@ _SCORE_NAMES = {
 }
 
 
-def _ci_mode(value: Any) -> str | bool:
+def _ci_mode(value: Any) -> str | None:
+    """The estimator of the ``ci`` option (:data:`core.stats.CI_METHODS`), None for no CIs."""
     text = str(value).strip().lower()
-    if text == "auto":
+    if text in ("auto", "true", "1", "yes"):
         return "auto"
-    if text in ("true", "1", "yes"):
-        return True
+    if text in ("resample", "multinomial"):
+        return text
     if text in ("false", "0", "no", "none", ""):
-        return False
-    raise ValueError(f"{value!r} is not one of auto, true, false")
-
-
-def _want_ci(df: pd.DataFrame, ci: Any) -> bool:
-    """Whether per-example bootstrap CIs are computed (see the module docstring)."""
-    mode = _ci_mode(ci)
-    if mode == "auto":
-        keys = [k for k in ("run", "condition") if k in df.columns]
-        return df.empty or int(df.groupby(keys).size().max()) <= CI_AUTO_MAX
-    return bool(mode)
+        return None
+    raise ValueError(f"{value!r} is not one of auto, true, resample, multinomial, false")
 
 
 def _order(df: pd.DataFrame, col: str = "condition") -> pd.DataFrame:
@@ -198,14 +193,17 @@ def condition_matrix_table(
 
     Over ALL predictions of the condition (seed 000 Table 6; parse errors score 0); failed
     calls are missing (``missing`` beside ``n``), not 0; bootstrap CIs resample examples
-    within (run, condition), 5,000 resamples, seed 42.
+    within (run, condition), 5,000 resamples, seed 42, by the estimator of the ``ci`` option
+    (named in ``ci_method``).
     """
     if df.empty:
         return pd.DataFrame(columns=["run", "model", "dataset", "condition", "n"])
-    ci = _want_ci(df, ci)
-    out = sample_level_means(df, ci=ci, n_resamples=n_resamples)
+    method = _ci_mode(ci)
+    ci = method is not None
+    out = sample_level_means(df, ci=ci, n_resamples=n_resamples, ci_method=method or "auto")
     if not ci:
-        counts = ("run", "model", "dataset", "condition", "n", "missing", "n_parse_error")
+        counts = ("run", "model", "dataset", "condition", "n", "missing", "n_parse_error",
+                  "ci_method")  # fmt: skip
         for col in [c for c in out.columns if c not in counts]:
             out[f"{col}_ci_low"] = np.nan
             out[f"{col}_ci_high"] = np.nan
@@ -389,31 +387,37 @@ def contrasts_table(
     """
     field = score_field
     cols = ["run", "contrast", "score_field", "n", "mean", "ci_low", "ci_high", "effect", "p",
-            "p_mcnemar"]  # fmt: skip
+            "p_mcnemar", "ci_method"]  # fmt: skip
     if df.empty:
         return pd.DataFrame(columns=cols)
     pairs = contrasts or DEFAULT_CONTRASTS
-    ci = _want_ci(df, ci)
+    method = _ci_mode(ci)
+    ci = method is not None
     # without CIs one resample suffices for the exact mean and effect; CI and p are blanked
     n = n_resamples if ci else 1
+    method = method or "multinomial"
     parts = []
     present = set(df["condition"])
     for a, b in pairs:
         if a in present and b in present:
-            parts.append(condition_contrast(df, a, b, score_field=field, n_resamples=n))
+            parts.append(condition_contrast(df, a, b, score_field=field, n_resamples=n,
+                                            ci_method=method))  # fmt: skip
     runs = list(dict.fromkeys(df["run"]))
     if len(runs) > 1:
-        parts.append(_run_contrasts(df, runs, field, n))
+        parts.append(_run_contrasts(df, runs, field, n, method))
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=cols)
     out = pd.concat(parts, ignore_index=True)
     if not ci:
         out[["ci_low", "ci_high", "p"]] = np.nan
+        out["ci_method"] = None
     return out[[c for c in cols if c in out.columns]]
 
 
-def _run_contrasts(df: pd.DataFrame, runs: list[str], field: str, n: int) -> pd.DataFrame:
+def _run_contrasts(
+    df: pd.DataFrame, runs: list[str], field: str, n: int, method: str
+) -> pd.DataFrame:
     base = runs[0]
     rows = []
     for cond in [c for c in CONDITIONS if c in set(df["condition"])]:
@@ -423,7 +427,8 @@ def _run_contrasts(df: pd.DataFrame, runs: list[str], field: str, n: int) -> pd.
             if base not in wide or other not in wide:
                 continue
             w = wide[[other, base]].dropna()
-            r = paired_contrast(w[other].to_numpy(float), w[base].to_numpy(float), n)
+            r = paired_contrast(w[other].to_numpy(float), w[base].to_numpy(float), n,
+                                method=method)  # fmt: skip
             rows.append({"run": f"{other} vs {base}", "contrast": f"{cond}: {other} - {base}",
                          "score_field": field, "p_mcnemar": math.nan} | r)  # fmt: skip
     return pd.DataFrame(rows)

@@ -15,6 +15,8 @@ run name (a lock file beside the store, :meth:`Store.run_lock`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from core.store.analysis import AnalysisMixin
 from core.store.connection import DEFAULT_DB, StoreError, default_db_path
 from core.store.datasets import DatasetInfo, DatasetsMixin
@@ -27,6 +29,7 @@ from core.store.schema import (
     PREDICTION_COLUMNS,
     SCHEMA_VERSION,
     SCORE_COLUMNS,
+    read_data_version,
 )
 
 __all__ = [
@@ -55,3 +58,24 @@ class Store(DatasetsMixin, RunsMixin, RecordsMixin, AnalysisMixin):
         path: the DuckDB file (created with its parent folder on the first write).
         lock_timeout: seconds to keep retrying while another process holds the file lock.
     """
+
+    def data_version(self, scope: str | None = None, runs: Sequence[str] = ()) -> tuple[int, ...]:
+        """What the dashboard's caches are keyed by: changes whenever what a view reads does.
+
+        Every write that changes what a page reads (datasets, runs and their status or
+        progress, predictions, scores, CRUX judgments) bumps counters in the same transaction
+        (:func:`core.store.schema.bump_data_version`); the response cache, run lock files and
+        reads do not. One read-only query on a connection attached to the process's in-memory
+        DuckDB (a few ms).
+
+        Args:
+            scope: a dataset name (its counter: changes to that dataset and its runs), or None
+                for the whole store (every change).
+            runs: run ids the view reads besides; the counter of each one's dataset is added.
+
+        Returns:
+            ``(store id, scope counter, *run datasets' counters)``; ``(0, 0)`` for a store
+            that no write of this version has touched yet.
+        """
+        with self.attached(read_only=True) as con:
+            return read_data_version(con, scope, runs)

@@ -12,6 +12,8 @@ import atexit
 import itertools
 import os
 import random
+import stat
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +31,7 @@ __all__ = [
     "StoreError",
     "default_db_path",
     "in_transaction",
+    "unreadable_store_error",
 ]
 
 DEFAULT_DB = Path("data") / "evidence.duckdb"
@@ -40,6 +43,175 @@ class StoreError(RuntimeError):
     """The store cannot be used as asked (newer schema, lock held too long, name taken)."""
 
 
+#: Settings of every connection: DuckDB never loads or downloads an extension by itself (given
+#: a SQLite file as the store it would otherwise fetch its SQLite reader from the network).
+_CONFIG = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+
+#: A DuckDB file: a 4096-byte main header with ``DUCK`` at byte 8, then two 4096-byte database
+#: headers (the one with the valid checksum and the higher iteration is current), then
+#: ``block_count`` blocks of ``block_alloc_size`` bytes.
+_MAGIC = b"DUCK"
+_HEADER_SIZE = 4096
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+#: What DuckDB says of a file that is damaged or not a DuckDB database (checked in this order).
+_UNREADABLE = (
+    ("not a valid DuckDB database file", "not a DuckDB database file"),
+    ("Corrupt database file", "corrupt: a block fails its checksum"),
+    ("Could not read enough bytes", "truncated: a block lies past the end of the file"),
+    ("Is a directory", "a directory"),
+)
+
+#: Path -> (inode, size, mtime) at which the file was last found whole (not checked again).
+_CHECKED: dict[str, tuple[int, int, int]] = {}
+
+
+def _unreadable(path: Path, reason: str) -> StoreError:
+    """The one error for a store file that cannot be read as an evidence store."""
+    return StoreError(f"store {path}: not a readable evidence store ({reason})")
+
+
+def unreadable_store_error(path: str | os.PathLike[str], exc: BaseException) -> StoreError | None:
+    """The :class:`StoreError` for ``exc`` when it says the store file is damaged, else None.
+
+    Args:
+        path: the store file (named in the message).
+        exc: an error raised while opening or reading the store.
+    """
+    if not isinstance(exc, duckdb.Error):
+        return None
+    text = str(exc)
+    for needle, reason in _UNREADABLE:
+        if needle in text:
+            if reason == "not a DuckDB database file" and _size(Path(path)) == 0:
+                reason = "an empty file of 0 bytes; delete it to start a new store"
+            return _unreadable(Path(path), reason)
+    return None
+
+
+def _size(path: Path) -> int:
+    """The file's size in bytes (-1 when it cannot be read)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def _check_file(path: Path) -> None:
+    """Refuse a store file that is plainly not a readable DuckDB store, before DuckDB opens it.
+
+    Refused: a directory or device; a SQLite database; a file whose bytes 8-11 are neither
+    ``DUCK`` nor zeros (all zeros: the first bytes of a file DuckDB is creating); a file cut
+    short in the middle of a block. DuckDB itself writes, extends and truncates the file by
+    whole blocks, and writes the header after the blocks it names, so a file shorter than
+    ``3 * 4096 + block_count * block_alloc_size`` bytes (the current header's numbers) whose
+    length is not a whole number of blocks was cut by something else. (One shorter by whole
+    blocks can be DuckDB's own state: it drops free blocks at the end before it writes the
+    new header; a cut on a block boundary is reported when a missing block is read.) The
+    header is read before the size, so a checkpoint of another process between the two
+    cannot look like a cut. A missing file passes (it is created). The size check is made
+    once per (path, inode, size, mtime) in this process; one read of 12 KiB.
+
+    Raises:
+        StoreError: ``not a readable evidence store (...)``.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _unreadable(path, exc.strerror or type(exc).__name__) from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise _unreadable(path, "a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise _unreadable(path, "not a regular file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(3 * _HEADER_SIZE)
+            st = os.fstat(fh.fileno())
+    except OSError as exc:
+        raise _unreadable(path, exc.strerror or type(exc).__name__) from exc
+    if head.startswith(_SQLITE_MAGIC):
+        raise _unreadable(path, "a SQLite database")
+    if len(head) >= 12 and head[8:12] not in (_MAGIC, bytes(4)):
+        raise _unreadable(path, "not a DuckDB database file")
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if _CHECKED.get(str(path)) == key:
+        return
+    # A file at least as long as either header asks is whole; only a shorter one has its
+    # headers' checksums computed (~0.2 ms), to know which header is current.
+    headers = [_db_header(head, off) for off in (_HEADER_SIZE, 2 * _HEADER_SIZE)]
+    if any(h is not None and st.st_size < h[1] for h in headers):
+        valid = [h for h, off in zip(headers, (1, 2), strict=True)
+                 if h is not None and _header_ok(head, off * _HEADER_SIZE)]  # fmt: skip
+        if valid:
+            _, needed, alloc = max(valid)
+            body = st.st_size - 3 * _HEADER_SIZE
+            if st.st_size < needed and (body < 0 or body % alloc):
+                raise _unreadable(
+                    path, f"truncated: {st.st_size} bytes, its header needs {needed}"
+                )
+    _CHECKED[str(path)] = key
+
+
+def _db_header(head: bytes, off: int) -> tuple[int, int, int] | None:
+    """(iteration, bytes the file needs, block size) of the database header at ``off``.
+
+    None when it is missing or of a layout this check does not know.
+    """
+    if len(head) < off + _HEADER_SIZE:
+        return None
+    iteration, _meta, _free, count, alloc = struct.unpack_from("<5Q", head, off + 8)
+    if not 4096 <= alloc <= 1 << 30 or count > 1 << 40:
+        return None
+    return iteration, 3 * _HEADER_SIZE + count * alloc, alloc
+
+
+def _header_ok(head: bytes, off: int) -> bool:
+    """Whether the database header at ``off`` matches its checksum."""
+    block = head[off : off + _HEADER_SIZE]
+    return struct.unpack_from("<Q", block)[0] == _checksum(block[8:])
+
+
+def _checksum(data: bytes) -> int:
+    """DuckDB's checksum of a header (XOR of each 8-byte word times a constant, 5381 seed)."""
+    result = 5381
+    for (word,) in struct.iter_unpack("<Q", data[: len(data) // 8 * 8]):
+        result ^= (word * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    return result
+
+
+#: Connections of this process open on each store file (by real path); see :func:`_held`.
+_OPEN: dict[str, int] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _held(path: Path) -> Iterator[None]:
+    """Count a connection of this process on ``path``; check the file first if none is open.
+
+    DuckDB's file lock is a POSIX record lock: it belongs to the process, and closing *any*
+    descriptor of the file releases it. Reading the file while a connection of this process
+    holds it would let another process open it beside a writer. So :func:`_check_file` reads
+    the bytes only while no connection of this process is open on the file, under the lock
+    every open takes first. (With one open, the file is a store DuckDB has already read.)
+    """
+    key = os.path.realpath(path)
+    with _OPEN_LOCK:
+        if not _OPEN.get(key):
+            _check_file(path)
+        _OPEN[key] = _OPEN.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        with _OPEN_LOCK:
+            left = _OPEN[key] - 1
+            if left:
+                _OPEN[key] = left
+            else:
+                del _OPEN[key]
+
+
 def default_db_path() -> Path:
     """The store path: env ``EVIDENCE_DB`` if set, else ``data/evidence.duckdb``."""
     return Path(os.environ.get("EVIDENCE_DB") or DEFAULT_DB)
@@ -48,6 +220,14 @@ def default_db_path() -> Path:
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc)
     return "Could not set lock" in text or "Conflicting lock" in text
+
+
+def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the connection's current database holds any table (asked of version-0 files)."""
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database()"
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _retry_on_lock(
@@ -76,6 +256,9 @@ def _retry_on_lock(
         except busy as exc:
             locked = not isinstance(exc, duckdb.IOException) or _is_lock_error(exc)
             if not locked:
+                unreadable = unreadable_store_error(path, exc)
+                if unreadable is not None:
+                    raise unreadable from exc
                 raise StoreError(f"{path}: cannot open store: {exc}") from exc
             if time.monotonic() >= deadline:
                 raise StoreError(
@@ -119,7 +302,7 @@ def _hub_cursor() -> duckdb.DuckDBPyConnection:
     global _HUB
     with _HUB_LOCK:
         if _HUB is None:
-            _HUB = duckdb.connect(":memory:")
+            _HUB = duckdb.connect(":memory:", config=_CONFIG)
             atexit.register(_drop_hub)  # closed before the interpreter tears duckdb down
         return _HUB.cursor()
 
@@ -162,18 +345,29 @@ class StoreBase:
         """Open a connection (migrating the schema on a read-write open), retrying on locks.
 
         A read-only open of a file that does not exist yet creates an empty store first.
+
+        Raises:
+            StoreError: the store stayed locked past ``lock_timeout``, or the file is not a
+                readable evidence store (damaged, truncated, another format); an error of
+                DuckDB inside the block that says the file is damaged becomes this one too.
         """
         self._prepare(read_only, self.connect)
-        con = _retry_on_lock(
-            lambda: duckdb.connect(str(self.path), read_only=read_only),
-            self.path,
-            self.lock_timeout,
-        )
-        try:
-            self._upgrade(con, read_only)
-            yield con
-        finally:
-            con.close()
+        with _held(self.path):
+            con = _retry_on_lock(
+                lambda: duckdb.connect(str(self.path), read_only=read_only, config=_CONFIG),
+                self.path,
+                self.lock_timeout,
+            )
+            try:
+                self._upgrade(con, read_only)
+                yield con
+            except duckdb.Error as exc:
+                unreadable = unreadable_store_error(self.path, exc)
+                if unreadable is not None:
+                    raise unreadable from exc
+                raise
+            finally:
+                con.close()
 
     @contextmanager
     def attached(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -193,21 +387,25 @@ class StoreBase:
         alias = f"store_{next(_ALIASES)}"
         mode = " (READ_ONLY)" if read_only else ""
         try:
-            _retry_on_lock(
-                lambda: con.execute(f"ATTACH ? AS {alias}{mode}", [str(self.path)]),
-                self.path,
-                self.lock_timeout,
-                # ResourceInUse: this process has the file open already (another thread).
-                busy=(duckdb.IOException, duckdb.ResourceInUseException),
-            )
-            try:
-                con.execute(f"USE {alias}")
-                self._upgrade(con, read_only)
-                yield con
-            except BaseException:
-                _detach(con, alias, quiet=True)  # the first error is the one to report
-                raise
-            _detach(con, alias)
+            with _held(self.path):  # detached before the count drops
+                _retry_on_lock(
+                    lambda: con.execute(f"ATTACH ? AS {alias}{mode}", [str(self.path)]),
+                    self.path,
+                    self.lock_timeout,
+                    # ResourceInUse: this process has the file open already (another thread).
+                    busy=(duckdb.IOException, duckdb.ResourceInUseException),
+                )
+                try:
+                    con.execute(f"USE {alias}")
+                    self._upgrade(con, read_only)
+                    yield con
+                except BaseException as exc:
+                    _detach(con, alias, quiet=True)  # the first error is the one to report
+                    unreadable = unreadable_store_error(self.path, exc)
+                    if unreadable is not None:
+                        raise unreadable from exc
+                    raise
+                _detach(con, alias)
         finally:
             con.close()
 
@@ -258,6 +456,8 @@ class StoreBase:
     def _upgrade(self, con: duckdb.DuckDBPyConnection, read_only: bool) -> None:
         """Check the schema version; on a read-write connection, migrate an older one."""
         version = schema.stored_version(con)
+        if version == 0 and _has_tables(con):
+            raise _unreadable(self.path, "a DuckDB database without the evidence-store tables")
         if version > schema.SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: store schema version {version} is newer than this program "

@@ -13,7 +13,12 @@ import pandas as pd
 
 from core.store.connection import StoreBase, StoreError
 from core.store.frames import insert_frame, with_columns
-from core.store.schema import _INSTANCE_COLUMNS, _PASSAGE_COLUMNS, CELL_COLUMNS
+from core.store.schema import (
+    _INSTANCE_COLUMNS,
+    _PASSAGE_COLUMNS,
+    CELL_COLUMNS,
+    bump_data_version,
+)
 from core.types import Dataset, Instance, Passage
 
 __all__ = ["DatasetInfo", "DatasetsMixin"]
@@ -80,6 +85,7 @@ class DatasetsMixin(StoreBase):
         )
         insert_frame(con, "instances", instances_df, _INSTANCE_COLUMNS)
         insert_frame(con, "passages", passages_df, _PASSAGE_COLUMNS)
+        bump_data_version(con, datasets=[dataset.name])
         return len(dataset.instances)
 
     @staticmethod
@@ -87,6 +93,7 @@ class DatasetsMixin(StoreBase):
         for table in ("answerability", "sub_questions", "passages", "instances"):
             con.execute(f"DELETE FROM {table} WHERE dataset_id = ?", [name])
         con.execute("DELETE FROM datasets WHERE dataset_id = ?", [name])
+        bump_data_version(con, datasets=[name])
 
     def delete_dataset(self, name: str) -> None:
         """Delete a dataset with its instances and passages (runs are kept)."""
@@ -300,6 +307,7 @@ class DatasetsMixin(StoreBase):
                 raise StoreError(f"no dataset named '{dataset}' in {self.path}")
             insert_frame(con, "sub_questions", sq, tuple(sq.columns), on_conflict="replace")
             insert_frame(con, "answerability", rt, tuple(rt.columns), on_conflict="replace")
+            bump_data_version(con, datasets=[dataset])
         return len(rt)
 
 

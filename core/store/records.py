@@ -18,7 +18,13 @@ import pyarrow as pa
 
 from core.store.connection import StoreBase
 from core.store.frames import ARROW_ERRORS, arrow_table, insert_frame, with_columns
-from core.store.schema import _KEY, CACHE_COLUMNS, PREDICTION_COLUMNS, SCORE_COLUMNS
+from core.store.schema import (
+    _KEY,
+    CACHE_COLUMNS,
+    PREDICTION_COLUMNS,
+    SCORE_COLUMNS,
+    bump_data_version,
+)
 
 __all__ = ["Rows", "RecordsMixin"]
 
@@ -61,21 +67,32 @@ class RecordsMixin(StoreBase):
                 rows = pd.DataFrame(list(rows))
             else:
                 insert_frame(con, "predictions", table, PREDICTION_COLUMNS, on_conflict)
+                bump_data_version(con, runs=_run_ids(table))
                 return len(rows)
         frame = with_columns(rows, PREDICTION_COLUMNS)
         frame["variant"] = frame["variant"].fillna("")
         insert_frame(con, "predictions", frame, PREDICTION_COLUMNS, on_conflict)
+        bump_data_version(con, runs=_run_ids(frame))
         return len(frame)
 
     @staticmethod
-    def write_scores(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, *, replace: bool) -> int:
+    def write_scores(
+        con: duckdb.DuckDBPyConnection, frame: pd.DataFrame | pa.Table, *, replace: bool
+    ) -> int:
         """Write score rows keyed by (run, instance, condition, variant); returns the count.
 
         Args:
             con: a read-write connection (inside the caller's transaction).
-            frame: the key and score columns (missing ones are NULL, NaN is NULL).
+            frame: the key and score columns (missing ones are NULL, NaN is NULL); or an
+                Arrow table with every key and score column (null variant: ''), inserted
+                as it is (:func:`core.results.score_runs`).
             replace: upsert (True) or plain insert of keys known to be new (False).
         """
+        if isinstance(frame, pa.Table):
+            insert_frame(con, "scores", frame, _KEY + SCORE_COLUMNS,
+                         "replace" if replace else "fail")  # fmt: skip
+            bump_data_version(con, runs=_run_ids(frame))
+            return frame.num_rows
         if frame.empty:
             return 0
         cols = _KEY + SCORE_COLUMNS
@@ -89,6 +106,7 @@ class RecordsMixin(StoreBase):
         except ARROW_ERRORS:
             data = out
         insert_frame(con, "scores", data, cols, "replace" if replace else "fail")
+        bump_data_version(con, runs=_run_ids(out))
         return len(out)
 
     @staticmethod
@@ -177,3 +195,10 @@ class RecordsMixin(StoreBase):
             params.append(["\x1f".join(k) for k in keys])
         with self.connect(read_only=True) as con:
             return con.execute(sql + " ORDER BY p.created_at, p.instance_id", params).df()
+
+
+def _run_ids(rows: pd.DataFrame | pa.Table) -> list[str]:
+    """The distinct run ids of written rows (their datasets' data versions are bumped)."""
+    col = rows.column("run_id") if isinstance(rows, pa.Table) else rows["run_id"]
+    values = col.unique().to_pylist() if isinstance(rows, pa.Table) else col.unique().tolist()
+    return [str(v) for v in values if v is not None]

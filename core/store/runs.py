@@ -15,7 +15,7 @@ import pandas as pd
 
 from core.store.connection import StoreBase, StoreError
 from core.store.locks import hold_run, holder
-from core.store.schema import _RUN_COLUMNS, _RUN_JSON
+from core.store.schema import _RUN_COLUMNS, _RUN_JSON, bump_data_version
 
 __all__ = ["CONDITION_KINDS", "RUN_KINDS", "RUN_STATUSES", "RunsMixin"]
 
@@ -40,6 +40,8 @@ class RunsMixin(StoreBase):
         """Insert (or replace) a run row; JSON-valued fields are serialised here."""
         row = _encoded(run)
         values = [row.get(col) for col in _RUN_COLUMNS]
+        # before the write: a replaced row's old dataset is bumped too (and the new one)
+        bump_data_version(con, datasets=[row.get("dataset_id")], runs=[row["run_id"]])
         con.execute(
             f"INSERT OR REPLACE INTO runs ({', '.join(_RUN_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_RUN_COLUMNS))})",
@@ -89,6 +91,7 @@ class RunsMixin(StoreBase):
         if not self.run_exists(con, row["run_id"]):
             self.insert_run(con, row)
         elif cols:
+            bump_data_version(con, datasets=[row.get("dataset_id")], runs=[row["run_id"]])
             sets = ", ".join(f"{c} = ?" for c in cols)
             con.execute(
                 f"UPDATE runs SET {sets} WHERE run_id = ?",
@@ -121,6 +124,7 @@ class RunsMixin(StoreBase):
                 return self.finish_run(run_id, status, n_planned, own, model_seconds,
                                        wall_seconds)  # fmt: skip
         timed = wall_seconds is not None
+        bump_data_version(con, runs=[run_id])
         row = con.execute(
             f"UPDATE runs SET status = CASE WHEN ? <> 'done' THEN ? {_FINAL_STATUS} END, "
             "finished_at = current_timestamp, n_planned = coalesce(?, n_planned), "
@@ -149,6 +153,7 @@ class RunsMixin(StoreBase):
         ``model_seconds`` added to and ``wall_seconds`` replaced; ``pid``, ``host`` and
         ``heartbeat_at`` say which process is running it and when it last wrote.
         """
+        bump_data_version(con, runs=[run_id])
         con.execute(
             "UPDATE runs SET status = 'running', n_done = c.n, n_errors = c.n_errors, "
             "n_planned = coalesce(?, n_planned), "
@@ -191,12 +196,14 @@ class RunsMixin(StoreBase):
     @staticmethod
     def delete_run_results(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
         """Delete the predictions and scores of the runs (the run rows stay)."""
+        bump_data_version(con, runs=run_ids)
         con.execute("DELETE FROM predictions WHERE list_contains(?, run_id)", [list(run_ids)])
         con.execute("DELETE FROM scores WHERE list_contains(?, run_id)", [list(run_ids)])
 
     @staticmethod
     def delete_scores(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
         """Delete the score rows of the runs (before they are recomputed)."""
+        bump_data_version(con, runs=run_ids)
         con.execute("DELETE FROM scores WHERE list_contains(?, run_id)", [list(run_ids)])
 
     def delete_run(self, run_id: str) -> int:

@@ -7,6 +7,8 @@ their count. The version checks and the transaction around the migrations are in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import duckdb
 
 __all__ = [
@@ -15,7 +17,10 @@ __all__ = [
     "PREDICTION_COLUMNS",
     "SCHEMA_VERSION",
     "SCORE_COLUMNS",
+    "DATA_VERSION_DDL",
     "apply_migrations",
+    "bump_data_version",
+    "read_data_version",
     "stored_version",
 ]
 
@@ -285,3 +290,78 @@ def apply_migrations(con: duckdb.DuckDBPyConnection, version: int) -> None:
     for target in range(version, SCHEMA_VERSION):
         con.execute(_MIGRATIONS[target])
         con.execute("INSERT INTO schema_version (version) VALUES (?)", [target + 1])
+    con.execute(DATA_VERSION_DDL)
+
+
+# --------------------------------------------------------------------------- data version
+#: The data-version counters (:func:`bump_data_version`). Not a numbered migration: a store of
+#: schema version 3 gets the table from its first write by this program (every write creates
+#: it when missing), so stores written by older versions stay readable and the migration count
+#: is unchanged. ``scope`` is ``store`` (a random id drawn when the table is made, never
+#: bumped: a store file deleted and made again at the same path gets another), ``global``
+#: (bumped by every change) or ``dataset:<name>`` (bumped by changes to that dataset or its
+#: runs). Rows are never deleted, so a counter never goes back to a value it had.
+DATA_VERSION_DDL = (
+    "CREATE TABLE IF NOT EXISTS data_version (scope VARCHAR PRIMARY KEY, version BIGINT NOT NULL)"
+)
+
+_BUMP = (
+    "INSERT INTO data_version (scope, version) "
+    "SELECT scope, CASE WHEN scope = 'store' THEN CAST(floor(random() * 9.0e15) AS BIGINT) "
+    "ELSE 1 END FROM ("
+    "SELECT 'store' AS scope UNION SELECT 'global' "
+    "UNION SELECT 'dataset:' || d FROM (SELECT unnest(?::VARCHAR[]) AS d) WHERE d IS NOT NULL "
+    "UNION SELECT 'dataset:' || dataset_id FROM runs "
+    "WHERE list_contains(?, run_id) AND dataset_id IS NOT NULL) "
+    "ON CONFLICT (scope) DO UPDATE SET version = CASE WHEN data_version.scope = 'store' "
+    "THEN data_version.version ELSE data_version.version + 1 END"
+)
+
+
+def bump_data_version(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    datasets: Sequence[str | None] = (),
+    runs: Sequence[str] = (),
+) -> None:
+    """Count one change of what the dashboard reads, inside the writer's transaction.
+
+    Bumps ``global`` and ``dataset:<name>`` of each of ``datasets`` and of the dataset of
+    each stored run of ``runs`` (a run not stored yet bumps ``global`` only; its
+    :meth:`core.store.Store.save_run` bumps its dataset). Pages cache their data by these
+    counters (:meth:`core.store.Store.data_version`), so the bump must be in the same
+    transaction as the change: a reader sees both or neither.
+
+    Args:
+        con: a read-write connection inside the caller's transaction.
+        datasets: dataset names whose content changed (None entries are ignored).
+        runs: run ids whose row, predictions or scores changed.
+    """
+    con.execute(DATA_VERSION_DDL)
+    con.execute(_BUMP, [[str(d) for d in datasets if d is not None], [str(r) for r in runs]])
+
+
+def read_data_version(
+    con: duckdb.DuckDBPyConnection, dataset: str | None, runs: Sequence[str]
+) -> tuple[int, ...]:
+    """The counters of a view: ``(store id, scope version, *run datasets' versions)``.
+
+    The scope is ``global`` when ``dataset`` is None, else ``dataset:<dataset>``; then one
+    version per stored run of ``runs`` (ordered by run id): its dataset's counter. A store
+    without the table (written only by older versions, opened read-only) gives ``(0, 0)``;
+    a missing counter reads 0.
+    """
+    try:
+        rows = con.execute(
+            "SELECT 0 AS k, '' AS r, version FROM data_version WHERE scope = 'store' "
+            "UNION ALL SELECT 1, '', version FROM data_version WHERE scope = ? "
+            "UNION ALL SELECT 2, r.run_id, coalesce(v.version, 0) FROM runs r "
+            "LEFT JOIN data_version v ON v.scope = coalesce('dataset:' || r.dataset_id, 'global') "
+            "WHERE list_contains(?, r.run_id) ORDER BY 1, 2",
+            ["global" if dataset is None else f"dataset:{dataset}", [str(r) for r in runs]],
+        ).fetchall()
+    except duckdb.CatalogException:
+        return (0, 0)
+    keys = {k for k, _, _ in rows}
+    head = [0 if 0 not in keys else rows[0][2], next((v for k, _, v in rows if k == 1), 0)]
+    return tuple(int(v) for v in head + [v for k, _, v in rows if k == 2])

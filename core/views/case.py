@@ -17,8 +17,9 @@ import pandas as pd
 from core.oncu import DEFAULT_GROUP_KEY, oncu_groups
 from core.selection import Selection
 from core.store import Store
+from core.store.analysis import GROUP_CELLS
 from core.types import Instance
-from core.views.common import analysis, resolve_selection
+from core.views.common import analysis, pair_runs, resolve_selection
 
 __all__ = ["answer_diff", "case_data", "md_escape"]
 
@@ -95,7 +96,7 @@ def _instance_groups(
             "valid", "invalid_reason", "n"]  # fmt: skip
     if not sel.runs:
         return pd.DataFrame(columns=cols)
-    df = analysis(store, replace(sel, filters={}))
+    df = _group_rows(store, sel, inst, key)
     df = df[df["variant"].fillna("") == ""]
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -111,6 +112,30 @@ def _instance_groups(
         mask |= m
     g = oncu_groups(df[mask], score_field=score_field, group_key=tuple(key))
     return g[[c for c in cols if c in g.columns]].reset_index(drop=True)
+
+
+def _group_rows(store: Store, sel: Selection, inst: Instance, key: Sequence[str]) -> pd.DataFrame:
+    """The analysis rows :func:`_instance_groups` picks from, read in DuckDB where it can.
+
+    The rows of instances sharing the instance's cells of ``key`` (the group is made of
+    those), paired as :func:`core.views.common.analysis` pairs the whole frame: several runs
+    of one dataset keep the instances every run has, so a run of the selection without this
+    instance leaves it no group. Keys with cells that are not instance columns read the whole
+    analysis frame (cached) instead.
+    """
+    cells = [k for k in key if k != "model"]
+    if any(k not in GROUP_CELLS for k in cells):
+        return analysis(store, replace(sel, filters={}))
+    dataset = sel.dataset or ""
+    df = store.analysis_frame(sel.runs, same_cells=(dataset, inst.instance_id, cells))
+    runs = store.runs_frame(live=False)
+    runs = runs[runs["run_id"].isin(list(sel.runs))]
+    scored = runs[pd.to_numeric(runs["n_predictions"], errors="coerce").fillna(0) > 0]
+    if len(scored) >= 2 and scored["dataset_id"].nunique() == 1:
+        have = set(df.loc[df["instance_id"] == inst.instance_id, "run"])
+        if not set(scored["run_id"]) <= have:
+            return df.iloc[0:0]  # some run lacks the instance: not among the paired ones
+    return pair_runs(df)
 
 
 def answer_diff(a: str | None, b: str | None) -> list[tuple[str, str]]:

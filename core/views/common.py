@@ -2,9 +2,9 @@
 
 Views turn the store and a :class:`core.selection.Selection` into the frames the figures draw.
 They load (the store's queries), filter (metadata cells), pair several runs of one dataset on
-their common instances and cache the result: one LRU cache for all views, keyed by the store
-file's version (:func:`store_version`) so a run writing predictions invalidates it. Nothing
-here imports streamlit or writes SQL.
+their common instances and cache the result: one LRU cache for all views, keyed by the store's
+data version (:func:`store_version`, counters bumped by the writes themselves) so a run
+writing predictions invalidates it. Nothing here imports streamlit or writes SQL.
 """
 
 from __future__ import annotations
@@ -56,23 +56,30 @@ _CACHE: OrderedDict[tuple, Any] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
-def store_version(store: Store) -> tuple[int, int, int, int]:
-    """A value that changes whenever the store file changes: (size, mtime) of file and WAL.
+def store_version(store: Store, selection: Selection | None = None) -> tuple[int, ...]:
+    """The store's data version a view reads (:meth:`core.store.Store.data_version`).
 
-    Cached page data is keyed by it, so a run writing predictions invalidates the caches.
+    Counters bumped by every write that changes what a page reads, in the write's own
+    transaction; never the file's size or modification time (a running job, an import or a
+    lock file would otherwise invalidate every page). With a selection naming a dataset it is
+    that dataset's counter (a run writing predictions on another dataset leaves it alone),
+    plus the counters of the datasets of the selection's explicit runs; else the whole
+    store's counter.
     """
-    out: list[int] = []
-    for p in (store.path, store.path.with_name(store.path.name + ".wal")):
-        try:
-            st = p.stat()
-            out += [int(st.st_size), int(st.st_mtime_ns)]
-        except OSError:
-            out += [0, 0]
-    return tuple(out)  # type: ignore[return-value]
+    if selection is None or selection.dataset is None:
+        return store.data_version()
+    return store.data_version(selection.dataset, tuple(selection.runs))
 
 
-def cached(store: Store, what: str, key: Any, build: Callable[[], T]) -> T:
-    """The view cache: ``build()`` once per (view, store file, store version, key).
+def cached(
+    store: Store,
+    what: str,
+    key: Any,
+    build: Callable[[], T],
+    *,
+    selection: Selection | None = None,
+) -> T:
+    """The view cache: ``build()`` once per (view, store file, data version, key).
 
     Thread-safe (the dashboard serves sessions from several threads); two threads missing the
     same entry at once both build it and the later one is kept.
@@ -82,11 +89,14 @@ def cached(store: Store, what: str, key: Any, build: Callable[[], T]) -> T:
         what: the view's name.
         key: the rest of the key (a selection's JSON, run ids, ...), hashable.
         build: computes the value on a miss; its exceptions propagate and nothing is stored.
+        selection: the selection the value is built from, when it is one: the version is
+            then the selection's dataset's (:func:`store_version`), so writes to other
+            datasets keep the entry; None keys it by the whole store's version.
 
     Returns:
         The cached or new value.
     """
-    full = (what, str(store.path), store_version(store), key)
+    full = (what, str(store.path), store_version(store, selection), key)
     with _CACHE_LOCK:
         if full in _CACHE:
             _CACHE.move_to_end(full)
@@ -211,7 +221,7 @@ def analysis(store: Store, selection: Selection) -> pd.DataFrame:
     def load() -> pd.DataFrame:
         return store.analysis_frame(sel.runs) if sel.runs else empty_analysis()
 
-    frame = cached(store, "analysis", sel.runs, load)
+    frame = cached(store, "analysis", sel.runs, load, selection=sel)
     return pair_runs(apply_filters(frame, sel.filters))
 
 

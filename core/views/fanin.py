@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
+
 from core.crux import CruxResult, crux_report
-from core.fanin import FaninResult, fanin_analysis
+from core.fanin import FaninResult, fanin_from_summaries
+from core.fanin_stats import FaninSummaries
 from core.figures import N_RESAMPLES
 from core.figures.fanin import (
     CRUX_K_REQUIRED,
@@ -16,14 +21,13 @@ from core.figures.fanin import (
     R_INCLUDE_ORACLE,
 )
 from core.figures.retrieval import CHUNK_SIZE, OVERLAP
+from core.scoring import ANSWER_SCORES
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
 from core.views.common import (
     apply_filters,
     cached,
     condition_runs,
-    keep_filtered_instances,
-    pair_runs,
 )
 
 __all__ = ["crux_result", "fanin_result"]
@@ -38,24 +42,53 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     metadata filters. Options: ``points``, ``r_include_oracle``, ``r_include_full_context``,
     ``n_resamples`` (:mod:`core.figures.fanin`).
 
+    The per-(system, fan-in) summaries are aggregated in DuckDB
+    (:meth:`core.store.Store.fanin_summaries`) and cached per (runs, filters, score field):
+    the options only recompute the statistics from them. The result holds no per-instance
+    rows (a clicked point lists its instances through the drill-down).
+
     Raises:
         ValueError: no runs, or no plain-condition predictions in them.
     """
     points, n = option(selection, POINTS), option(selection, N_RESAMPLES)
     oracle = option(selection, R_INCLUDE_ORACLE)
     full = option(selection, R_INCLUDE_FULL_CONTEXT)
+    runs = list(condition_runs(store, selection))
+    filters = {k: sorted(str(v) for v in vals) for k, vals in selection.filters.items() if vals}
+    key = json.dumps([runs, filters, selection.score_field], sort_keys=True)
+
+    def summarize() -> FaninSummaries:
+        if selection.score_field not in ANSWER_SCORES:
+            raise ValueError(f"unknown score field {selection.score_field!r}; allowed: "
+                             f"{', '.join(ANSWER_SCORES)}")  # fmt: skip
+        allowed = _allowed(store, runs, selection) if filters else None
+        raw = store.fanin_summaries(runs, selection.score_field, allowed=allowed, pair=True)
+        if raw["systems"].empty and not raw["n_no_gold"]:
+            raise ValueError("the selected runs hold no predictions of the four conditions")
+        return FaninSummaries.from_store(raw)
 
     def build() -> FaninResult:
-        frame = store.fanin_frame(list(condition_runs(store, selection)))
-        if frame.empty:
-            raise ValueError("the selected runs hold no predictions of the four conditions")
-        frame = pair_runs(keep_filtered_instances(store, frame, selection.filters))
-        return fanin_analysis(
-            frame.reset_index(drop=True), selection.score_field, points=points,
-            include_oracle=oracle, include_full_context=full, n_resamples=n,
+        return fanin_from_summaries(
+            cached(store, "fanin_summaries", key, summarize), selection.score_field,
+            points=points, include_oracle=oracle, include_full_context=full, n_resamples=n,
         )  # fmt: skip
 
     return cached(store, "fanin", selection_to_json(selection), build)
+
+
+def _allowed(store: Store, runs: list[str], selection: Selection) -> pd.DataFrame:
+    """``dataset, instance_id`` of the runs' instances that pass the selection's filters."""
+    frame = store.runs_frame(live=False)
+    names = sorted(set(frame.loc[frame["run_id"].isin(runs), "dataset_id"].dropna()))
+    parts = [
+        apply_filters(store.instances_frame(name), selection.filters)[["instance_id"]].assign(
+            dataset=name
+        )
+        for name in names
+    ]
+    if not parts:
+        return pd.DataFrame({"dataset": pd.Series(dtype=str), "instance_id": pd.Series(dtype=str)})
+    return pd.concat(parts, ignore_index=True)[["dataset", "instance_id"]]
 
 
 def crux_result(store: Store, selection: Selection) -> CruxResult:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from core.figures import N_RESAMPLES
 from core.figures.oncu import CONDITIONS_OPTION, GROUP_KEY, SCALING_DISTANCE
-from core.oncu import scaling_report
+from core.oncu import scaling_report, share_frame
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
 from core.views.common import analysis, cached, condition_runs, empty_analysis
@@ -22,13 +22,21 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
     The frame every figure of :mod:`core.figures.oncu` draws from (:func:`analysis` without
     the rows that carry a variant) of the four-condition runs only
     (:func:`core.views.common.condition_runs`): intervention, probe and rerun runs appear on
-    their own pages.
+    their own pages. Cached per selection (options aside) and shared: never modify it.
     """
     runs = condition_runs(store, selection)
     if not runs:
         return empty_analysis()
-    df = analysis(store, replace(selection, runs=runs))
-    return df[df["variant"].fillna("") == ""]
+    base = replace(selection, runs=runs, options={})
+
+    def build() -> pd.DataFrame:
+        df = analysis(store, base)
+        plain = df["variant"].fillna("") == ""
+        return df if bool(plain.all()) else df[plain]
+
+    # one frame object per selection (cached, never modified): the figures of a page share
+    # its ONCU grouping (core.oncu.share_frame); unfiltered, it is the analysis frame itself
+    return share_frame(cached(store, "plain", selection_to_json(base), build))
 
 
 def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame]:

@@ -1,0 +1,68 @@
+"""The server backends' HTTP connection pools follow the run's concurrency (issue 17, item 8).
+
+httpx keeps 20 idle connections by default; with more threads than that, every call beyond
+them opened a new TCP connection. The engine now sizes the real clients' pools
+(``httpx.Limits``) to its concurrency, and the stub counts the connections it accepts.
+"""
+
+from __future__ import annotations
+
+import pytest
+from model_stub import PASSAGE, ModelStub
+
+from core.backends import make_backend
+from core.runs import run_conditions
+from core.store import Store
+from core.types import Dataset, Instance
+
+N = 60  # instances: 240 calls, 120 distinct prompts
+
+
+def _limits(backend) -> tuple[int, int]:
+    """``(max_connections, max_keepalive_connections)`` of the backend's httpx pool(s)."""
+    clients = (
+        [h.client._client for h in backend._hosts] if backend.name == "ollama"
+        else [backend._client]
+    )  # fmt: skip
+    pools = {(c._transport._pool._max_connections, c._transport._pool._max_keepalive_connections)
+             for c in clients}  # fmt: skip
+    assert len(pools) == 1
+    return pools.pop()
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "store.duckdb"
+    instances = tuple(
+        Instance(f"q{i:03d}", f"What is the capital of Zarnovia (case {i})?", "Keltbridge",
+                 (PASSAGE,))
+        for i in range(N)
+    )  # fmt: skip
+    Store(path).write_dataset(Dataset("d", "test", "test", {}, instances))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["ollama", "openai"])
+def test_pool_starts_at_the_default_and_follows_the_concurrency(db, kind):
+    with ModelStub(latency_s=0.05) as stub:
+        kw = {"hosts": [stub.url]} if kind == "ollama" else {"base_url": stub.url}
+        backend = make_backend(kind, "stub-model", **kw)
+        assert _limits(backend) == (20, 20)
+        s = run_conditions(Store(db), "d", backend, ["oracle", "no_evidence"], name="r",
+                           concurrency=48)  # fmt: skip
+        assert (s.executed, s.errors) == (2 * N, 0)
+        assert _limits(backend) == (48, 48)
+        # Kept alive: one connection per thread, not one per call beyond 20 (setup requests
+        # such as /api/version open a few of their own).
+        assert stub.connections <= 48 + 4, stub.connections
+        # A later run at another concurrency resizes the pool again.
+        s = run_conditions(Store(db), "d", backend, ["oracle"], name="r2", concurrency=3)
+        assert _limits(backend) == (3, 3)
+
+
+def test_server_concurrency_above_the_cap_gets_a_pool_of_the_cap(db):
+    with ModelStub() as stub:
+        backend = make_backend("openai", "stub-model", base_url=stub.url)
+        s = run_conditions(Store(db), "d", backend, ["oracle"], name="r", concurrency=5000)
+        assert (s.executed, s.errors) == (N, 0)
+        assert _limits(backend) == (256, 256)
