@@ -240,6 +240,18 @@ def _rescore_child(runs: str, db: str) -> None:
     print(dt, n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+def _make_stale(run: str) -> None:
+    """Change every stored ``f1_relaxed`` of ``run`` in place (untimed), so the next re-score
+    rewrites every row, as after a scorer change."""
+    import duckdb
+
+    con = duckdb.connect(str(STORE))
+    try:
+        con.execute("UPDATE scores SET f1_relaxed = -1 WHERE run_id = ?", [run])
+    finally:
+        con.close()
+
+
 def _run_child(runs: str, pin: bool) -> tuple[float, int, float]:
     """Seconds, rows and peak RSS (GB) of a fresh process re-scoring ``runs``."""
     import subprocess
@@ -256,24 +268,36 @@ def _run_child(runs: str, pin: bool) -> tuple[float, int, float]:
 
 def rescore_results(repeats: int = N_RUNS) -> list[dict]:
     """``python -m core score`` at scale: 1,000,000 predictions re-scored on one core (read,
-    score, write; bound < 3 s) and the peak RSS of a process re-scoring 1,800,000 (< 1.5 GB)."""
+    score, write; bound < 3 s) and the peak RSS of a process re-scoring 1,800,000 (< 1.5 GB).
+
+    Before each timed run (untimed) every stored score row of the run is made stale (one
+    in-place UPDATE of ``f1_relaxed``), so the timed re-score is the worst usual case, a
+    scorer change: every row read, scored, compared with its stored row and written back
+    (``score_runs`` writes only rows that differ; a re-score of unchanged data writes nothing
+    and is about 1 s faster, reported as an informational figure).
+    """
     if not STORE.exists():
         print(f"building {STORE} (once) ...")
         build_store()
-    secs, peaks = [], []
+    secs, same, peaks = [], [], []
     for _ in range(repeats):
+        _make_stale(RESCORE_RUN)
         dt, n, _peak = _run_child(RESCORE_RUN, pin=True)
         if n != 4 * N_STORE_INSTANCES:
             raise RuntimeError(f"expected {4 * N_STORE_INSTANCES:,} scores, wrote {n:,}")
         secs.append(dt)
+        same.append(_run_child(RESCORE_RUN, pin=True)[0])  # now unchanged: nothing written
     for _ in range(1):  # one run: the peak hardly varies, and each takes tens of seconds
         dt, n, peak = _run_child(f"{RESCORE_RUN},{EXTRA_RUN}", pin=False)
         peaks.append(peak)
         print(f"1.8M re-score: {n:,} rows, {dt:.2f} s, peak RSS {peak:.2f} GB")
     script = Path(__file__).name
     return [
-        figure("re-score 1,000,000 stored predictions (score_runs: read, score, write), one core",
-               secs, "s", script, bound=RESCORE_BOUND_S),  # fmt: skip
+        figure("re-score 1,000,000 stored predictions (score_runs: read, score, compare, "
+               "every row rewritten), one core", secs, "s", script,
+               bound=RESCORE_BOUND_S),  # fmt: skip
+        figure("re-score 1,000,000 stored predictions whose scores are unchanged (nothing "
+               "written), one core", same, "s", script),  # fmt: skip
         figure("peak RSS of a process re-scoring 1,800,000 stored predictions", peaks, "GB",
                script, bound=PEAK_BOUND_GB),  # fmt: skip
     ]

@@ -633,6 +633,8 @@ def _aggregate(
         for k in ks:
             sub = per[(per["retriever"] == ret) & (per["k"] == k)] if len(per) else per
             scored = sub[sub["coverage"].notna()] if len(sub) else sub
+            if len(scored):  # a canonical unit order: the CIs do not depend on the input's
+                scored = scored.sort_values("instance_id", kind="stable")
             src = list(sub["answerability_source"]) if len(sub) else []
             n_gold = sum(s == "gold" for s in src)
             row: dict[str, Any] = {

@@ -616,6 +616,7 @@ def utility_profile(
     per["missing"] = per["missing"].astype(bool)
     rows = []
     for (run, op, var), grp in per.groupby(["run", "operator", "variant"], sort=False):
+        grp = _canonical(grp)
         gone = int(grp["missing"].sum())
         n = int(len(grp)) - gone
         row: dict[str, Any] = {"run": run, "operator": op, "variant": var,
@@ -636,6 +637,16 @@ def utility_profile(
     agg = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
     agg = _in_operator_order(agg)
     return CuerResult(per_instance=per, aggregate=agg)
+
+
+def _canonical(grp: pd.DataFrame) -> pd.DataFrame:
+    """A group's rows in instance-id order (the bootstrap units' canonical order).
+
+    The same seed then gives the same CIs whatever the order of the stored rows (issue 17).
+    """
+    if "instance_id" not in grp.columns or len(grp) < 2:
+        return grp
+    return grp.sort_values("instance_id", kind="stable")
 
 
 #: Columns of the :func:`utility_profile` aggregate, in order.
@@ -666,6 +677,7 @@ def paired_deltas(
     long_rows = []
     agg_rows = []
     for (run, op, var), grp in single.groupby(["run", "operator", "param"], sort=False):
+        grp = _canonical(grp)
         gone = _missing(grp)
         for m in METRICS:
             if m == "trace_divergence":

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.engine_limits import TIMEOUT
 from core.names import check_name
 from core.params import CONCURRENCY
 from core.retrieval import TOP_K, check_rerank_pool, retriever_param
@@ -127,6 +128,8 @@ class RunRequest:
         base_url: OpenAI-compatible base URL, optional.
         rerank: CE@N->k candidates N (``--rerank``), None for no rerank stage.
         rerank_model: the reranker (``--rerank-model``), None for the default.
+        timeout_s: seconds one model call may wait (``--timeout``), None for the backends'
+            default; server backends only.
     """
 
     db: str
@@ -142,6 +145,7 @@ class RunRequest:
     base_url: str | None = None
     rerank: int | None = None
     rerank_model: str | None = None
+    timeout_s: float | None = None
 
 
 def run_command(req: RunRequest) -> list[str]:
@@ -177,6 +181,8 @@ def run_command(req: RunRequest) -> list[str]:
         argv += ["--rerank", str(check_rerank_pool(req.rerank, req.top_k))]
         if req.rerank_model:
             argv += ["--rerank-model", req.rerank_model]
+    if req.timeout_s is not None and req.backend != "embedded":
+        argv += ["--timeout", f"{TIMEOUT.coerce(req.timeout_s):g}"]
     return argv
 
 

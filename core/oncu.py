@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -254,7 +255,7 @@ def resolve_length_cell(df: pd.DataFrame, group_key: Sequence[str]) -> str | Non
         return "exact"
     if tokens[0] == BUCKET_LENGTH:
         return "bucket"
-    return "exact" if on_length_grid(df) else "bucket"
+    return "exact" if _memo(df, ("on_length_grid",), lambda: on_length_grid(df)) else "bucket"
 
 
 def _key_frame(
@@ -310,7 +311,8 @@ def _isnan(x: object) -> bool:
 
 
 #: Frames handed out read-only by a view cache: id -> {(score field, group key): groups}.
-_SHARED: dict[int, dict[tuple, pd.DataFrame]] = {}
+_SHARED: dict[int, dict[tuple, Any]] = {}
+T = TypeVar("T")
 
 
 def share_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -327,6 +329,17 @@ def share_frame(df: pd.DataFrame) -> pd.DataFrame:
         _SHARED[key] = {}
         weakref.finalize(df, _SHARED.pop, key, None)
     return df
+
+
+def _memo(df: pd.DataFrame, key: tuple, compute: Callable[[], T]) -> T:
+    """``compute()`` once per shared frame (:func:`share_frame`) and key; frames out as copies."""
+    memo = _SHARED.get(id(df))
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    value = memo[key]
+    return value.copy() if isinstance(value, pd.DataFrame) else value
 
 
 def _check_field(df: pd.DataFrame, score_field: str) -> None:
@@ -377,20 +390,18 @@ def oncu_groups(
 def _oncu_groups(df: pd.DataFrame, score_field: str, group_key: Sequence[str]) -> pd.DataFrame:
     """:func:`oncu_groups` computed (no memo)."""
     _check_field(df, score_field)
+    shared = df
     df, cols, rule = _key_frame(df, group_key)
-    work = df[cols + ["condition"]].copy()
-    work["_s"] = pd.to_numeric(df[score_field], errors="coerce").astype(float)
-    work["_app"] = _applicable(df)
-    work["_inst"] = df["instance_id"] if "instance_id" in df.columns else np.arange(len(df))
+    score = pd.to_numeric(df[score_field], errors="coerce").astype(float).to_numpy()
+    # key columns grouped once per frame and key (any score field); only scores are reordered
+    ids, cell_index, app, sizes = _memo(shared, ("grouping", tuple(group_key)),
+                                        lambda: _grouping(df, cols))  # fmt: skip
     # rows in score order: every group mean sums its values in one order, whatever the input
     # order (canonical to the last bit; issue 17 item 7)
-    work = work.iloc[np.argsort(work["_s"].to_numpy(), kind="stable")]
-    gb = work.groupby(cols + ["condition"], dropna=False, sort=True)["_s"]
+    order = np.argsort(score, kind="stable")
+    gb = pd.Series(score[order]).groupby(ids[order], sort=True)
     stats = pd.DataFrame({"mean": gb.mean(), "scored": gb.count(), "rows": gb.size()})
-    by_group = work.groupby(cols, dropna=False, sort=True)
-    app = by_group["_app"].all()
-    sizes = by_group["_inst"].nunique()
-
+    stats.index = cell_index  # (app and sizes are only read below: the memo stays intact)
     ctx = stats[~stats.index.get_level_values("condition").isin(_REFERENCE)]
     ctx = ctx.reset_index()
     ref = {}
@@ -437,6 +448,30 @@ def _oncu_groups(df: pd.DataFrame, score_field: str, group_key: Sequence[str]) -
         out["length_cell"] = rule
         order.append("length_cell")
     return canonical_groups(out[order], cols)
+
+
+def _grouping(
+    df: pd.DataFrame, cols: list[str]
+) -> tuple[np.ndarray, pd.Index, pd.Series, pd.Series]:
+    """The score-free part of :func:`oncu_groups`: ``(ids, cell index, applicable, sizes)``.
+
+    ``ids``: each row's (group, condition) cell as an integer, numbered in the sorted order of
+    ``cell index`` (the cells' key values); ``applicable`` and ``sizes`` (distinct instances)
+    per group, indexed by the groups' key values.
+    """
+    ids, cell_index = _cell_ids(df, cols + ["condition"])
+    uid, unit_index = _cell_ids(df, cols)
+    inst = df["instance_id"].to_numpy() if "instance_id" in df.columns else np.arange(len(df))
+    app = pd.Series(_applicable(df).to_numpy(dtype=bool)).groupby(uid, sort=True).all()
+    sizes = pd.Series(inst).groupby(uid, sort=True).nunique()
+    app.index = sizes.index = unit_index
+    return ids, cell_index, app, sizes
+
+
+def _cell_ids(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.Index]:
+    """``(each row's cell of keys as an integer in sorted key order, the cells' key values)``."""
+    cells = df[keys].groupby(keys, dropna=False, sort=True)
+    return cells.ngroup().to_numpy(), cells.size().index
 
 
 def _sort_key(col: pd.Series) -> pd.Series:
@@ -643,8 +678,9 @@ def oncu_summary(
 
 
 def _sample_means(df: pd.DataFrame, unit: list[str], field: str) -> dict[tuple, dict]:
-    s = pd.to_numeric(df[field], errors="coerce")
-    means = s.groupby([df[k] for k in unit] + [df["condition"]], dropna=False).mean()
+    s = pd.to_numeric(df[field], errors="coerce").to_numpy()
+    ids, index = _memo(df, ("unit_cells",), lambda: _cell_ids(df, [*unit, "condition"]))
+    means = pd.Series(s).groupby(ids, sort=True).mean().set_axis(index)
     out: dict[tuple, dict] = {}
     for key, m in means.items():
         key = key if isinstance(key, tuple) else (key,)
@@ -663,16 +699,22 @@ def failure_breakdown(df: pd.DataFrame) -> pd.DataFrame:
     """
     if "failure_label" not in df.columns:
         raise ValueError("the frame has no 'failure_label' column (score it first)")
+    return _memo(df, ("failure_breakdown",), lambda: _failure_breakdown(df))
+
+
+def _failure_breakdown(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`failure_breakdown` computed (no memo)."""
     unit = _unit_keys(df)
-    lab = df[df["failure_label"].notna()]
     keys = unit + ["condition"]
+    lab = df[keys + ["failure_label"]]
+    lab = lab[lab["failure_label"].notna()]
     counts = lab.groupby(keys + ["failure_label"], dropna=False).size().unstack("failure_label")
     counts = counts.reindex(columns=list(FAILURE_LABELS), fill_value=0).fillna(0)
     n = counts.sum(axis=1)
     pct = counts.div(n, axis=0) * 100.0
     pct.insert(0, "n", n.astype(int))
     if "error" in df.columns:
-        failed = df[df["error"].map(_is_error)].groupby(keys, dropna=False).size()
+        failed = df.loc[_error_mask(df["error"]), keys].groupby(keys, dropna=False).size()
         pct.insert(1, "missing", failed.reindex(pct.index, fill_value=0).astype(int))
     pct.columns.name = None
     return pct.reset_index()
@@ -709,19 +751,30 @@ def sample_level_means(
         ``<score>_ci_high`` and ``ci_method`` (the row's estimator: ``resample``,
         ``multinomial`` or, where a column needed bins, ``multinomial-binned``).
     """
+    memo_key = ("sample_level_means", ci, n_resamples, seed, level, ci_method)
+    return _memo(df, memo_key, lambda: _sample_level_means(df, ci, n_resamples, seed, level,
+                                                           ci_method))  # fmt: skip
+
+
+def _sample_level_means(
+    df: pd.DataFrame, ci: bool, n_resamples: int, seed: int, level: float, ci_method: str
+) -> pd.DataFrame:
+    """:func:`sample_level_means` computed (no memo)."""
     unit = _unit_keys(df)
     keys = unit + ["condition"]
     scores = [c for c in (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error") if c in df.columns]
+    needed = list(dict.fromkeys([*keys, *scores] + [c for c in ("parse_error", "error")
+                                                    if c in df.columns]))  # fmt: skip
     if ci and "instance_id" in df.columns and len(df) > 1:
         # canonical row order (issue 17 item 7): the resamples of one seed draw the same
-        # examples whatever the order of the input rows
-        df = df.iloc[np.argsort(df["instance_id"].astype(str).to_numpy(), kind="stable")]
+        # examples whatever the order of the input rows (only the columns used are reordered)
+        df = df[needed].iloc[np.argsort(df["instance_id"].astype(str).to_numpy(), kind="stable")]
     rows = []
     blocks = []
     values = df[scores].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
-    perr = df["parse_error"].map(_is_error).to_numpy() if "parse_error" in df.columns else None
-    failed = df["error"].map(_is_error).to_numpy() if "error" in df.columns else None
-    for key, idx in df.groupby(keys, dropna=False, sort=True).indices.items():
+    perr = _error_mask(df["parse_error"]) if "parse_error" in df.columns else None
+    failed = _error_mask(df["error"]) if "error" in df.columns else None
+    for key, idx in df[keys].groupby(keys, dropna=False, sort=True).indices.items():
         key = key if isinstance(key, tuple) else (key,)
         block = values[idx]
         row = dict(zip(keys, key, strict=True))
@@ -807,6 +860,16 @@ def _add_mean_cis(
                 rows[i][f"{name}_ci_high"] = float(hi[j * k + c])
 
 
+def _error_mask(col: pd.Series) -> np.ndarray:
+    """:func:`_is_error` of each cell of ``col`` (a bool array); missing cells are not read."""
+    out = np.zeros(len(col), dtype=bool)
+    present = col.notna().to_numpy()
+    if present.any():
+        out[present] = np.fromiter((_is_error(x) for x in col[present]), dtype=bool,
+                                   count=int(present.sum()))  # fmt: skip
+    return out
+
+
 def _is_error(x: object) -> bool:
     if x is None or x is pd.NA or _isnan(x):
         return False
@@ -840,10 +903,12 @@ def condition_contrast(
     if "instance_id" not in df.columns:
         raise ValueError("the frame has no 'instance_id' column to pair conditions on")
     unit = _unit_keys(df)
-    sub = df[df["condition"].isin([condition_a, condition_b])]
-    wide = sub.pivot_table(
-        index=unit + ["instance_id"], columns="condition", values=score_field, aggfunc="mean"
-    )
+    used = list(dict.fromkeys([*unit, "instance_id", "condition", score_field]))
+    # every condition's mean per instance in one pivot (each cell reads only its own rows;
+    # computed once per shared frame and score field for all the contrasts of a page)
+    wide = _memo(df, ("contrast_wide", score_field), lambda: df[used].pivot_table(
+        index=[*unit, "instance_id"], columns="condition", values=score_field, aggfunc="mean",
+    ))  # fmt: skip
     rows = []
     if condition_a not in wide.columns or condition_b not in wide.columns:
         return pd.DataFrame(rows)

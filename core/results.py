@@ -37,7 +37,7 @@ from core.datasets._io import (
     jsonl_records,
 )
 from core.names import check_name
-from core.scoring import score_arrow
+from core.scoring import score_arrow, stored_differs
 from core.store import Store, StoreError
 from core.types import DataError, Dataset, Instance, Passage
 
@@ -543,25 +543,43 @@ def score_runs(
 ) -> int:
     """Recompute the ``scores`` rows of the runs from their predictions; returns the count.
 
-    The predictions stream from DuckDB as Arrow batches of ``batch_rows`` rows
-    (:meth:`core.store.Store.scoring_batches`: no Python object per value), each scored by
-    :func:`core.scoring.score_arrow` (equal to the per-row reference); the runs' old scores
-    are deleted and every new row written in one transaction, so the store never holds half
-    of them. With ``con`` it runs inside the caller's transaction; otherwise in its own.
+    The predictions stream from DuckDB as Arrow batches of ``batch_rows`` rows, each with
+    its stored score row (:meth:`core.store.Store.scoring_batches`: no Python object per
+    value), each scored by :func:`core.scoring.score_arrow` (equal to the per-row
+    reference). Only what differs is written (:meth:`core.store.Store.rewrite_scores`:
+    changed rows updated in place, new keys inserted, stale keys deleted), all in one
+    transaction, so the store never holds half of a re-score; re-scoring unchanged data
+    writes next to nothing. With ``con`` it runs inside the caller's transaction; otherwise
+    in its own.
     """
     if con is None:
         with store.transaction() as own:
             return score_runs(store, run_ids, con=own, batch_rows=batch_rows)
-    parts: list[pa.Table] = []
-    for batch in store.scoring_batches(con, run_ids, batch_rows):
+    changed: list[pa.Table] = []
+    fresh: list[pa.Table] = []
+    rows = kept = 0
+    for batch in store.scoring_batches(con, run_ids, batch_rows, stored=True):
         if batch.num_rows == 0:
             continue
-        keys = pa.table({k: batch.column(k) for k in _SCORE_KEY})
         scores = score_arrow(batch)
-        parts.append(pa.Table.from_arrays(
-            keys.columns + scores.columns, names=keys.column_names + scores.column_names
-        ))  # fmt: skip
-    if not parts:
+        table = pa.Table.from_arrays(
+            [batch.column(k) for k in _SCORE_KEY] + scores.columns,
+            names=[*_SCORE_KEY, *scores.column_names],
+        )
+        had = batch.column("stored_").to_numpy(zero_copy_only=False)  # never null
+        differs = stored_differs(scores, batch)
+        rows += batch.num_rows
+        kept += int(had.sum())
+        if (differs & had).any():
+            changed.append(table.filter(differs & had))
+        if not had.all():
+            fresh.append(table.filter(~had))
+    if rows == 0:
         return 0
-    store.delete_scores(con, run_ids)
-    return sum(store.write_scores(con, part, replace=False) for part in parts)
+    store.rewrite_scores(con, run_ids, _concat(changed), _concat(fresh), kept)
+    return rows
+
+
+def _concat(parts: list[pa.Table]) -> pa.Table:
+    """The parts as one table (an empty one without columns when there are none)."""
+    return pa.concat_tables(parts) if parts else pa.table({})

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.answer_norm import (
     ANSWER_SCORES,
@@ -77,6 +78,7 @@ __all__ = [
     "score_frame",
     "score_frame_rows",
     "soft_correct",
+    "stored_differs",
     "token_f1",
 ]
 
@@ -374,6 +376,26 @@ def score_arrow(
     codes = pa.array(label, mask=label < 0)
     cols["failure_label"] = pa.array(LABEL_CODES, pa.string()).take(codes)
     return pa.table({k: cols[k] for k in SCORE_COLUMNS})
+
+
+def stored_differs(scores: pa.Table, stored: pa.Table | pa.RecordBatch) -> np.ndarray:
+    """Per row, whether ``scores`` (``SCORE_COLUMNS``) differ from the stored ones.
+
+    ``stored`` has ``stored_<column>`` for each score column, row for row (as
+    :meth:`core.store.Store.scoring_batches` gives them with ``stored=True``); two values
+    are the same when both are null or both equal, so a row with no stored scores differs
+    unless every new score is null too.
+    """
+    differs = np.zeros(scores.num_rows, dtype=bool)
+    for col in SCORE_COLUMNS:
+        new, old = scores.column(col), stored.column(f"stored_{col}")
+        if new.type != old.type:
+            new = new.cast(old.type)
+        new_null = np.asarray(new.is_null(), dtype=bool)
+        old_null = np.asarray(old.is_null(), dtype=bool)
+        equal = np.asarray(pc.fill_null(pc.equal(new, old), False), dtype=bool)
+        differs |= ~(equal | (new_null & old_null))
+    return differs
 
 
 def _check_fields(correct_field: str, confidence_against: str) -> None:

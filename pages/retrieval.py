@@ -4,6 +4,7 @@ import streamlit as st
 
 from core.catalog import figure_names, table_names
 from core.figures.fanin import CRUX_K_REQUIRED, ETA
+from core.figures.retrieval import OFFERED_KS
 from core.retrieval import list_retrievers
 from pages.common import HELP, cached_call, show_figure, show_table, sidebar, with_options
 from pages.widgets import param_widget
@@ -15,7 +16,7 @@ retrievers = c[0].multiselect(
     "Retriever families", list_retrievers(), key="retrieval.retrievers",
     help="dense and hybrid load a sentence-transformers model on first use (a few seconds).",
 )  # fmt: skip
-ks = c[1].multiselect("top-k", [1, 2, 3, 5, 8, 10, 16, 20], key="retrieval.ks")
+ks = c[1].multiselect("top-k", list(OFFERED_KS), key="retrieval.ks")
 if not selection.dataset:
     st.info("Choose a dataset in the sidebar.")
 elif retrievers and ks:

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from core.engine_limits import TIMEOUT
 from core.jobs import RunRequest, run_request_from_row, save_upload
 from core.params import CONCURRENCY
 from core.retrieval import RERANK, TOP_K, rerank_unavailable, retriever_param
@@ -35,21 +36,26 @@ with st.expander("Launch a run", expanded=not jobs().all()):
         retriever = param_widget(retriever_param(), "runs.retriever", d[1], label="Retriever")
         top_k = param_widget(TOP_K, "runs.top_k", d[2], label="top-k")
         concurrency = param_widget(CONCURRENCY, "runs.concurrency", d[3], label="Concurrency")
-        e = st.columns([1, 3])
+        e = st.columns([1, 1, 2])
         no_rerank = rerank_unavailable()  # why no cross-encoder can be used, or None
         rerank = e[0].number_input(
             "Rerank N", min_value=1, value=None, step=1, placeholder="off", key="runs.rerank",
             disabled=no_rerank is not None, help=no_rerank or RERANK.help,
         )  # fmt: skip
+        timeout = e[1].number_input(
+            "Timeout (s)", min_value=0.1, value=None, step=10.0, placeholder="600",
+            key="runs.timeout", help=TIMEOUT.help + " (--timeout)",
+        )  # fmt: skip
         if no_rerank is not None:
-            e[1].caption(md_escape(f"Rerank (CE@N→k) is off: {no_rerank}"))
+            e[2].caption(md_escape(f"Rerank (CE@N→k) is off: {no_rerank}"))
         conditions = st.multiselect("Conditions", CONDITIONS, default=list(CONDITIONS))
         launch = st.form_submit_button("Launch", type="primary")
     if launch:
         try:
             req = RunRequest(store_path(), dataset or "", name, tuple(conditions), backend,
                              model or None, retriever, int(top_k), int(concurrency),
-                             rerank=None if rerank is None else int(rerank))  # fmt: skip
+                             rerank=None if rerank is None else int(rerank),
+                             timeout_s=None if timeout is None else float(timeout))  # fmt: skip
             jobs().start(req)
             st.toast(f"run {name} started")
         except ValueError as exc:

@@ -564,3 +564,15 @@ def test_synergy_arithmetic():
     ] == pytest.approx(200 / 3)
     with pytest.raises(ValueError, match="unknown synergy metric 'em'"):
         synergy(intervention_pairs(pd.DataFrame(rows)), metric="em")
+
+
+def test_cis_do_not_depend_on_the_row_order():
+    """The bootstrap units are taken in instance-id order (issue 17 item 7)."""
+    frame = _frame()
+    shuffled = frame.iloc[::-1].reset_index(drop=True)
+    a = utility_profile(frame, n_resamples=300).aggregate
+    b = utility_profile(shuffled, n_resamples=300).aggregate
+    pd.testing.assert_frame_equal(a, b)
+    da = paired_deltas(intervention_pairs(frame), n_resamples=300).aggregate
+    db = paired_deltas(intervention_pairs(shuffled), n_resamples=300).aggregate
+    pd.testing.assert_frame_equal(da, db)

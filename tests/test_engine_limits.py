@@ -206,3 +206,17 @@ def test_timeout_with_the_embedded_reader_is_ignored_with_a_notice(db, capsys):
         "notice: --timeout 5 ignored: the embedded backend calls no model server"
         in err.splitlines()
     )
+
+
+def test_a_dashboard_launch_passes_its_timeout_to_the_run_command():
+    from core.jobs import RunRequest, run_command
+
+    req = RunRequest("s.duckdb", "d", "r", ("oracle",), "ollama", "m", timeout_s=42.5)
+    argv = run_command(req)
+    assert argv[argv.index("--timeout") + 1] == "42.5"
+    # the embedded reader has no timeout; none is passed, and none when the field is empty
+    assert "--timeout" not in run_command(RunRequest("s.duckdb", "d", "r", backend="embedded",
+                                                     timeout_s=42.5))  # fmt: skip
+    assert "--timeout" not in run_command(RunRequest("s.duckdb", "d", "r", backend="ollama"))
+    with pytest.raises(ValueError, match="timeout"):
+        run_command(RunRequest("s.duckdb", "d", "r", backend="ollama", timeout_s=0))

@@ -113,3 +113,20 @@ def test_canonical_rows_sorts_by_value_nan_last_and_makes_resamples_order_free()
                               equal_nan=True)  # index resampling depends on the order ...
     np.testing.assert_array_equal(bootstrap_means(canonical_rows(perm), 500, 1),
                                   bootstrap_means(canonical_rows(x), 500, 1))  # ... not here
+
+
+def test_crux_cis_do_not_depend_on_the_row_order():
+    """CRUX's per-(retriever, k) bootstrap resamples instances in instance-id order."""
+    from core.crux import _aggregate
+
+    rng = np.random.default_rng(3)
+    n = 60
+    per = pd.DataFrame({
+        "instance_id": [f"q{i:03d}" for i in range(n)], "retriever": "bm25", "k": 5,
+        "k_size": 5, "answerability_source": "gold", "tokens": rng.integers(100, 900, n),
+        "coverage": rng.random(n), "alpha_ndcg": rng.random(n), "density": rng.random(n),
+    })  # fmt: skip
+    a = _aggregate(per, ["bm25"], [5], 500, 42)
+    b = _aggregate(per.sample(frac=1.0, random_state=7), ["bm25"], [5], 500, 42)
+    pd.testing.assert_frame_equal(a, b)
+    assert a.loc[0, "coverage"] == pytest.approx(per["coverage"].mean(), abs=1e-12)

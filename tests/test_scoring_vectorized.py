@@ -82,6 +82,11 @@ def test_store_rescore_of_the_release_equals_the_reference(tmp_path):
     import_results(store, shared_fixture(RELEASE_HOTPOTQA), name="hotpotqa")
     runs = sorted(store.runs_frame()["run_id"])
     assert score_runs(store, runs) == 1600
+    assert_stored_equal_the_reference(store, runs)
+
+
+def assert_stored_equal_the_reference(store: Store, runs: list[str], n: int = 1600) -> None:
+    """The runs' stored score rows are exactly the per-row reference's, one per prediction."""
     frame = store.scoring_frame(runs)
     ref = score_frame_rows(frame)
     stored = store.prediction_rows(runs[0])
@@ -89,7 +94,9 @@ def test_store_rescore_of_the_release_equals_the_reference(tmp_path):
         stored = pd.concat([stored, store.prediction_rows(run)], ignore_index=True)
     key = ["run_id", "instance_id", "condition", "variant"]
     merged = frame[key].merge(stored, on=key, how="left")
-    assert len(merged) == len(frame) == 1600
+    assert len(merged) == len(frame) == n
+    held = store.condition_means(runs, "em_strict")["n"].sum()  # score rows, variant ''
+    assert held == (frame["variant"] == "").sum()  # no stale row left besides
     got = merged[list(SCORE_COLUMNS)].astype({c: float for c in SCORE_COLUMNS[:-1]})
     got["failure_label"] = (
         got["failure_label"].astype(object).where(got["failure_label"].notna(), None)
@@ -97,6 +104,46 @@ def test_store_rescore_of_the_release_equals_the_reference(tmp_path):
     assert_same(got.reset_index(drop=True), ref.reset_index(drop=True))
     # title grounding is scored from the stored passage titles (not NaN for the contextual rows)
     assert got["title_grounding"].notna().sum() > 0
+
+
+def test_rescore_writes_only_what_differs(tmp_path):
+    """A re-score updates changed rows in place, inserts missing ones and deletes stale ones;
+    re-scoring unchanged data writes nothing, so the data version stays as it is."""
+    store = Store(tmp_path / "s.duckdb")
+    import_results(store, shared_fixture(RELEASE_CONTROLLED), name="controlled")
+    import_results(store, shared_fixture(RELEASE_HOTPOTQA), name="hotpotqa")
+    runs = sorted(store.runs_frame()["run_id"])
+    version = store.data_version()
+    assert score_runs(store, runs) == 1600
+    assert store.data_version() == version  # the import scored them already: nothing written
+    rows = store.prediction_rows(runs[0]).head(3)
+    key = ["run_id", "instance_id", "condition", "variant"]
+    wrong = rows[key].assign(em_strict=0.25, failure_label="bogus")  # other scores NULL
+    ghost = rows[key].head(1).assign(instance_id="no-such-instance", em_strict=1.0)
+    with store.transaction() as con:
+        store.write_scores(con, wrong, replace=True)
+        store.write_scores(con, ghost, replace=False)
+        store.delete_scores(con, [runs[1]])
+    assert store.prediction_rows(runs[0])["failure_label"].eq("bogus").sum() == 3
+    version = store.data_version()
+    assert score_runs(store, runs) == 1600
+    assert store.data_version() > version
+    assert_stored_equal_the_reference(store, runs)  # fixed, re-inserted, ghost deleted
+    assert store.prediction_rows(runs[1])["em_strict"].notna().sum() > 0
+
+
+def test_rescore_with_every_row_changed_in_small_batches(tmp_path):
+    """Every stored row wrong: all updated in place, over several batches, equal to the
+    reference."""
+    store = Store(tmp_path / "s.duckdb")
+    import_results(store, shared_fixture(RELEASE_CONTROLLED), name="controlled")
+    runs = sorted(store.runs_frame()["run_id"])
+    key = ["run_id", "instance_id", "condition", "variant"]
+    rows = pd.concat([store.prediction_rows(run)[key] for run in runs], ignore_index=True)
+    with store.transaction() as con:
+        store.write_scores(con, rows.assign(em_strict=-1.0), replace=True)
+    assert score_runs(store, runs, batch_rows=97) == 800
+    assert_stored_equal_the_reference(store, runs, 800)
 
 
 # ------------------------------------------------------------------ randomized frames

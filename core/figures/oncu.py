@@ -397,12 +397,12 @@ def contrasts_table(
     n = n_resamples if ci else 1
     method = method or "multinomial"
     parts = []
-    present = set(df["condition"])
+    present = set(df["condition"].unique())  # not 1,000,000 Python strings
     for a, b in pairs:
         if a in present and b in present:
             parts.append(condition_contrast(df, a, b, score_field=field, n_resamples=n,
                                             ci_method=method))  # fmt: skip
-    runs = list(dict.fromkeys(df["run"]))
+    runs = list(dict.fromkeys(df["run"].unique()))  # order of first appearance
     if len(runs) > 1:
         parts.append(_run_contrasts(df, runs, field, n, method))
     parts = [p for p in parts if not p.empty]
@@ -420,8 +420,8 @@ def _run_contrasts(
 ) -> pd.DataFrame:
     base = runs[0]
     rows = []
-    for cond in [c for c in CONDITIONS if c in set(df["condition"])]:
-        sub = df[df["condition"] == cond]
+    for cond in [c for c in CONDITIONS if c in set(df["condition"].unique())]:
+        sub = df.loc[(df["condition"] == cond).to_numpy(), ["instance_id", "run", field]]
         wide = sub.pivot_table(index="instance_id", columns="run", values=field, aggfunc="mean")
         for other in runs[1:]:
             if base not in wide or other not in wide:
@@ -492,7 +492,9 @@ def calibration_table(df: pd.DataFrame, *, score_field: str = SCORE_FIELD.defaul
 
 def _calibration(df: pd.DataFrame, field: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, bins = [], []
-    for (run, cond), d in df.groupby(["run", "condition"], sort=False):
+    used = [c for c in dict.fromkeys(("run", "condition", field, "confidence",
+                                      "logprob_confidence")) if c in df.columns]  # fmt: skip
+    for (run, cond), d in df[used].groupby(["run", "condition"], sort=False):
         correct = (pd.to_numeric(d[field], errors="coerce") >= 0.5).astype(float)
         correct[pd.to_numeric(d[field], errors="coerce").isna()] = np.nan
         for kind, col in (("self_reported", "confidence"), ("logprob", "logprob_confidence")):

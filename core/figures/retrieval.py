@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_RETRIEVERS",
     "KS",
     "MAX_INSTANCES",
+    "OFFERED_KS",
     "OVERLAP",
     "RETRIEVAL_METRICS",
     "RETRIEVERS",
@@ -39,6 +40,9 @@ __all__ = [
 DEFAULT_RETRIEVERS = ("lexical", "hybrid", "oracle")
 #: Retrieval budgets shown by default.
 DEFAULT_KS = (1, 2, 3, 5, 10)
+#: Retrieval budgets the Retrieval page offers (the view audits all of them at once, so a
+#: change of the top-k selection reads rows already computed).
+OFFERED_KS = (1, 2, 3, 5, 8, 10, 16, 20)
 #: Instances audited at most (the first ones in dataset order; the table says how many).
 DEFAULT_MAX_INSTANCES = 2000
 #: Metrics drawn as curves (name -> axis title).

@@ -41,6 +41,11 @@ _ARROW_TYPES = {
 }  # fmt: skip
 _PREDICTION_ARROW = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in PREDICTION_COLUMNS])
 _CACHE_ARROW = pa.schema([(c, pa.string()) for c in CACHE_COLUMNS])
+#: Score rows updated in place from the registered view ``_changed_scores`` (same keys).
+_UPDATE_SCORES = (
+    "UPDATE scores SET " + ", ".join(f"{c} = u.{c}" for c in SCORE_COLUMNS)
+    + " FROM _changed_scores u WHERE " + " AND ".join(f"scores.{k} = u.{k}" for k in _KEY)
+)  # fmt: skip
 
 
 class RecordsMixin(StoreBase):
@@ -108,6 +113,67 @@ class RecordsMixin(StoreBase):
         insert_frame(con, "scores", data, cols, "replace" if replace else "fail")
         bump_data_version(con, runs=_run_ids(out))
         return len(out)
+
+    @staticmethod
+    def rewrite_scores(
+        con: duckdb.DuckDBPyConnection,
+        run_ids: Sequence[str],
+        changed: pa.Table,
+        fresh: pa.Table,
+        kept: int,
+    ) -> int:
+        """Bring the runs' stored score rows to a re-score, writing only what differs.
+
+        Stored rows whose values changed are updated in place (their keys, and so the
+        primary-key index, stay as they are), new keys inserted, and stored rows of keys the
+        re-score no longer has (a prediction whose instance is gone) deleted: a re-score of
+        unchanged data writes almost nothing, so the commit has little to checkpoint.
+
+        Args:
+            con: a read-write connection (inside the caller's transaction).
+            run_ids: the re-scored runs.
+            changed: key and score columns of stored keys whose scores differ.
+            fresh: key and score columns of keys with no stored row.
+            kept: how many re-scored keys have a stored row (changed or not); when the runs
+                hold more, the rest are stale and deleted.
+
+        Returns:
+            The rows written: updated, inserted and deleted. The runs' data version
+            (:func:`core.store.schema.bump_data_version`) is bumped only when a row was.
+        """
+        runs = list(run_ids)
+        held = con.execute(
+            "SELECT count(*) FROM scores WHERE list_contains(?, run_id)", [runs]
+        ).fetchall()[0][0]
+        written = changed.num_rows + fresh.num_rows
+        if held != kept:  # the keys the scoring query (core/store/analysis.py) no longer has
+            written += held - kept
+            con.execute(
+                """
+                DELETE FROM scores s WHERE list_contains(?, s.run_id) AND NOT EXISTS (
+                    SELECT 1 FROM predictions p JOIN runs r USING (run_id)
+                    JOIN instances i
+                        ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+                    WHERE p.run_id = s.run_id AND p.instance_id = s.instance_id
+                        AND p.condition = s.condition AND p.variant = s.variant)
+                """,
+                [runs],
+            )
+        if changed.num_rows:
+            view = "_changed_scores"  # the name _UPDATE_SCORES reads
+            con.register(view, changed)
+            try:
+                con.execute(_UPDATE_SCORES)
+            finally:
+                try:
+                    con.unregister(view)
+                except duckdb.Error:
+                    pass  # an aborted transaction refuses it; the view dies with the connection
+        if fresh.num_rows:
+            insert_frame(con, "scores", fresh, _KEY + SCORE_COLUMNS, "fail")
+        if written:
+            bump_data_version(con, runs=runs)
+        return int(written)
 
     @staticmethod
     def write_cache(con: duckdb.DuckDBPyConnection, rows: Rows) -> int:

@@ -15,7 +15,7 @@ from core.cuer import (
 )
 from core.figures import N_RESAMPLES
 from core.figures.cuer import CORRECTNESS_AXIS, EPS, SYNERGY_METRIC, TAU
-from core.selection import Selection, option, selection_to_json
+from core.selection import Selection, option
 from core.store import Store
 from core.views.common import cached, keep_filtered_instances
 
@@ -88,4 +88,8 @@ def cuer_result(store: Store, selection: Selection) -> dict[str, Any]:
             "correctness_axis": axis,
         }
 
-    return cached(store, "cuer", selection_to_json(selection), build)
+    # keyed by what build reads (not the whole selection: every figure and table of the page
+    # passes its own options, and each would otherwise rebuild every frame)
+    filters = tuple(sorted((c, tuple(v)) for c, v in selection.filters.items()))
+    key = (selection.dataset, tuple(selection.runs), filters, eps, tau, n, metric, axis)
+    return cached(store, "cuer", key, build)

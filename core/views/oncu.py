@@ -27,7 +27,9 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
     runs = condition_runs(store, selection)
     if not runs:
         return empty_analysis()
-    base = replace(selection, runs=runs, options={})
+    # every score column is read whatever the score field: one frame (and one cache entry)
+    # for every score field of a selection, so a new score field reuses the loaded frame
+    base = replace(selection, runs=runs, options={}, score_field=Selection().score_field)
 
     def build() -> pd.DataFrame:
         df = analysis(store, base)

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pandas as pd
 
 from core.conditions import retrieval_audit
-from core.figures.retrieval import CHUNK_SIZE, KS, MAX_INSTANCES, OVERLAP, RETRIEVERS
-from core.selection import Selection, option, selection_to_json
+from core.figures.retrieval import (
+    CHUNK_SIZE,
+    KS,
+    MAX_INSTANCES,
+    OFFERED_KS,
+    OVERLAP,
+    RETRIEVERS,
+)
+from core.selection import Selection, option
 from core.store import Store
 from core.views.common import apply_filters, cached
 
@@ -39,8 +46,16 @@ def retrieval_audit_frames(store: Store, selection: Selection) -> tuple[pd.DataF
         empty = pd.DataFrame(columns=["instance_id", "retriever", "k"])
         return empty, pd.DataFrame(columns=["retriever", "k", "n_instances"])
 
+    cap = option(selection, MAX_INSTANCES)
+    retrievers = tuple(option(selection, RETRIEVERS))
+    chunk_size, overlap = option(selection, CHUNK_SIZE), option(selection, OVERLAP)
+    ks = sorted({int(k) for k in option(selection, KS)})
+    # every offered k is audited with the selected ones: each (retriever, k) row depends on
+    # its k alone, so changing the top-k selection only picks other rows of this entry
+    every_k = tuple(sorted({*ks, *OFFERED_KS})) if ks and ks[0] >= 1 else tuple(ks)
+    filters = tuple(sorted((c, tuple(v)) for c, v in selection.filters.items()))
+
     def build() -> tuple[pd.DataFrame, pd.DataFrame]:
-        cap = option(selection, MAX_INSTANCES)
         if selection.filters:
             frame = apply_filters(store.instances_frame(name), selection.filters)
             ids = frame["instance_id"].head(cap).tolist()
@@ -48,12 +63,12 @@ def retrieval_audit_frames(store: Store, selection: Selection) -> tuple[pd.DataF
             ids = store.list_instance_ids(name, cap)
         instances = store.load_instances(name, ids) if ids else []
         audit = retrieval_audit(
-            instances,
-            retrievers=option(selection, RETRIEVERS),
-            ks=option(selection, KS),
-            chunk_size=option(selection, CHUNK_SIZE),
-            overlap=option(selection, OVERLAP),
+            instances, retrievers=retrievers, ks=every_k, chunk_size=chunk_size, overlap=overlap
         )
         return audit.per_instance, audit.aggregate
 
-    return cached(store, "retrieval", (name, selection_to_json(selection)), build)
+    key = (name, filters, cap, retrievers, chunk_size, overlap, every_k)
+    per, agg = cached(store, "retrieval", key, build)
+    per = per[per["k"].isin(ks)].reset_index(drop=True)
+    agg = agg[agg["k"].isin(ks)].reset_index(drop=True)
+    return per, agg
