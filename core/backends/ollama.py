@@ -193,15 +193,10 @@ def _find_digest(listing: Any, model: str) -> str | None:
     return None
 
 
-def _token_dict(lp: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"token": lp.get("token"), "logprob": lp.get("logprob")}
-    top = lp.get("top_logprobs")
-    if top:
-        out["top_logprobs"] = [
-            {"token": t.get("token"), "logprob": t.get("logprob")}
-            for t in top
-            if isinstance(t, Mapping)
-        ]
+def _token_dict(lp: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"token": lp.token, "logprob": lp.logprob}
+    if lp.top_logprobs:
+        out["top_logprobs"] = [{"token": t.token, "logprob": t.logprob} for t in lp.top_logprobs]
     return out
 
 
@@ -210,46 +205,6 @@ def _token_dict(lp: Mapping[str, Any]) -> dict[str, Any]:
 _NOT_A_MAPPING = re.compile(r"must be a mapping, not (\w+)")
 _JSON_OF: dict[str, Any] = {"list": [], "NoneType": None, "str": "", "int": 0, "float": 0.0,
                             "bool": False}  # fmt: skip
-
-_COUNTS = (
-    "prompt_eval_count",
-    "eval_count",
-    "total_duration",
-    "load_duration",
-    "prompt_eval_duration",
-    "eval_duration",
-)
-
-
-def _int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _bad_fields(data: Mapping[str, Any]) -> list[str]:
-    """Fields of an ``/api/chat`` reply that are missing or of the wrong type (sorted).
-
-    ``message.content`` must be a string; the counts and durations, when present, integers;
-    ``logprobs``, when present, a list of objects each with a string ``token`` and a number
-    ``logprob``.
-    """
-    bad = []
-    message = data.get("message")
-    if not isinstance(message, Mapping) or not isinstance(message.get("content", ""), str):
-        bad.append("message")
-    bad += [k for k in _COUNTS if data.get(k) is not None and not _int(data[k])]
-    lps = data.get("logprobs")
-    if lps is not None and not (
-        isinstance(lps, list)
-        and all(
-            isinstance(t, Mapping)
-            and isinstance(t.get("token"), str)
-            and isinstance(t.get("logprob"), (int, float))
-            for t in lps
-        )
-    ):
-        bad.append("logprobs")
-    return sorted(bad)
-
 
 @dataclass
 class _Host:
@@ -378,7 +333,16 @@ class OllamaBackend:
         if isinstance(exc, BackendError):
             return exc
         if isinstance(exc, ollama.ResponseError):
-            return self._status_error(exc.status_code, one_line(str(exc.error)), url)
+            code, msg = exc.status_code, one_line(str(exc.error))
+            low = msg.lower()
+            if code == 404 and "not found" in low:
+                return BackendError(_not_pulled(self.model, url))
+            if "context" in low and ("exceed" in low or "length" in low or "long" in low):
+                return BackendError(
+                    f"prompt longer than num_ctx={self.num_ctx} (server {url} said: {msg}); "
+                    "raise num_ctx or shorten the context"
+                )
+            return status_error(code, url, msg)
         if isinstance(exc, httpx.TimeoutException):
             return BackendError(
                 f"timed out after {self.timeout_s:g}s waiting for {url} "
@@ -404,26 +368,13 @@ class OllamaBackend:
             )
         return last_resort_error(exc, url)
 
-    def _status_error(self, code: int, msg: str, url: str) -> BackendError:
-        """The error for an HTTP status other than 200 (``msg``: the server's error text)."""
-        low = msg.lower()
-        if code == 404 and "not found" in low:
-            return BackendError(_not_pulled(self.model, url))
-        if "context" in low and ("exceed" in low or "length" in low or "long" in low):
-            return BackendError(
-                f"prompt longer than num_ctx={self.num_ctx} (server {url} said: {msg}); "
-                "raise num_ctx or shorten the context"
-            )
-        return status_error(code, url, msg)
-
-    # -- calls ------------------------------------------------------------------------
-
     def _chat(self, host: _Host, messages: Sequence[Message], opts: Mapping[str, Any],
-              logprobs: bool) -> Mapping[str, Any]:  # fmt: skip
-        """One ``/api/chat`` call through the ``ollama`` client; its reply as a checked dict.
+              logprobs: bool) -> Any:  # fmt: skip
+        """One ``/api/chat`` call through the ``ollama`` client; its checked ``ChatResponse``.
 
-        Raises :class:`BackendError` (mapped). A body that is valid JSON but not an object
-        (``[]``, ``null``) makes the client raise a TypeError; it is reported as such.
+        Raises :class:`BackendError` (mapped; the client's pydantic model checks the fields).
+        A body that is valid JSON but not an object (``[]``, ``null``) makes the client raise
+        a TypeError; it is reported as such.
         """
         url = host.url
         try:
@@ -445,11 +396,7 @@ class OllamaBackend:
             raise not_an_object(_JSON_OF.get(kind.group(1)), url) from exc
         except Exception as exc:  # noqa: BLE001 - failures are data
             raise self._map_error(exc, host) from exc
-        data = resp.model_dump()
-        bad = _bad_fields(data)
-        if bad:
-            raise BackendError(f"reply from {url} lacks or mistypes field(s): {', '.join(bad)}")
-        return data
+        return resp
 
     def _call_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
         if not options:
@@ -499,7 +446,7 @@ class OllamaBackend:
         start = self._next_host()
         used: list[_Host] = []
 
-        def attempt(k: int) -> Mapping[str, Any]:
+        def attempt(k: int) -> Any:
             host = self._hosts[(start + k) % len(self._hosts)]
             used.append(host)
             self._prepare(host)
@@ -518,9 +465,9 @@ class OllamaBackend:
             )
         latency_ms = (time.perf_counter() - t0) * 1e3
         host = used[-1]
-        tokens = [_token_dict(lp) for lp in (resp.get("logprobs") or ())] or None
+        tokens = [_token_dict(lp) for lp in (resp.logprobs or [])] or None
         error = None
-        n_prompt = resp.get("prompt_eval_count")
+        n_prompt = resp.prompt_eval_count
         if n_prompt is not None and n_prompt >= self.num_ctx:
             error = (
                 f"prompt filled the context: prompt_eval_count={n_prompt} >= "
@@ -528,14 +475,14 @@ class OllamaBackend:
                 "raise num_ctx or shorten the context"
             )
         return Reply(
-            text="" if error else (resp["message"].get("content") or ""),
+            text="" if error else (resp.message.content or ""),
             prompt_tokens=n_prompt,
-            completion_tokens=resp.get("eval_count"),
+            completion_tokens=resp.eval_count,
             latency_ms=latency_ms,
-            total_duration_ns=resp.get("total_duration"),
-            load_duration_ns=resp.get("load_duration"),
-            prompt_eval_duration_ns=resp.get("prompt_eval_duration"),
-            eval_duration_ns=resp.get("eval_duration"),
+            total_duration_ns=resp.total_duration,
+            load_duration_ns=resp.load_duration,
+            prompt_eval_duration_ns=resp.prompt_eval_duration,
+            eval_duration_ns=resp.eval_duration,
             logprobs=tokens,
             model_digest=host.digest,
             error=error,
