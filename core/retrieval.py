@@ -48,6 +48,7 @@ from typing import Any, Protocol
 import numpy as np
 from rank_bm25 import BM25Okapi
 
+from core.bm25_fast import bm25_okapi_scores, chunk_tokens
 from core.params import Param, ParamInfo
 from core.rerank import (
     DEFAULT_RERANK_MODEL,
@@ -424,6 +425,20 @@ def rrf_fuse(rankings: Sequence[Sequence[int]], k: int = RRF_K) -> list[tuple[in
 
 
 def _bm25_scores(query: str, chunks: Sequence[Chunk], k1: float, b: float) -> list[float]:
+    """``BM25Okapi(corpus, k1, b).get_scores(query)`` of :func:`lexical_tokens`.
+
+    Computed by :func:`core.bm25_fast.bm25_okapi_scores` (the same floats, bit for bit;
+    :func:`_bm25_reference` is ``rank_bm25`` itself, which the tests compare it with).
+    """
+    corpus = [chunk_tokens(search_text(c.text), _TOKEN_RE) for c in chunks]
+    q = chunk_tokens(search_text(query), _TOKEN_RE)
+    if not corpus or not q or not any(corpus):
+        return [0.0] * len(chunks)
+    return bm25_okapi_scores(corpus, q, k1, b).tolist()
+
+
+def _bm25_reference(query: str, chunks: Sequence[Chunk], k1: float, b: float) -> list[float]:
+    """:func:`_bm25_scores` with ``rank_bm25.BM25Okapi`` (the reference the tests use)."""
     corpus = [lexical_tokens(c.text) for c in chunks]
     q = lexical_tokens(query)
     if not corpus or not q or not any(corpus):

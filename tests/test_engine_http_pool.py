@@ -66,3 +66,39 @@ def test_server_concurrency_above_the_cap_gets_a_pool_of_the_cap(db):
         s = run_conditions(Store(db), "d", backend, ["oracle"], name="r", concurrency=5000)
         assert (s.executed, s.errors) == (N, 0)
         assert _limits(backend) == (256, 256)
+
+
+def test_ollama_calls_take_lanes_of_one_connection_up_to_the_pool_size(db):
+    """Each concurrent call has a client of its own (no scan of a shared pool per request)."""
+    with ModelStub(latency_s=0.02) as stub:
+        backend = make_backend("ollama", "stub-model", hosts=[stub.url])
+        s = run_conditions(Store(db), "d", backend, ["oracle"], name="r", concurrency=8)
+        assert (s.executed, s.errors) == (N, 0)
+        host = backend._hosts[0]
+        assert 1 <= len(host.lanes) <= 8
+        assert sorted(host.free, key=id) == sorted(host.lanes, key=id)  # all given back
+        assert {(c._client._transport._pool._max_connections,
+                 c._client._transport._pool._max_keepalive_connections)
+                for c in host.lanes} == {(1, 1)}  # fmt: skip
+        # Every lane busy: a further call shares the host's client (a pool of 8).
+        taken = [backend._lane(host) for _ in range(8)]
+        assert all(free is host.free for _, free in taken)
+        assert backend._lane(host) == (host.client, None)
+        for client, free in taken:
+            free.append(client)
+        # A resize drops the lanes (closed); new ones are made as calls need them.
+        backend.size_pool(3)
+        assert host.lanes == [] and host.free == []
+        assert backend.generate([{"role": "user", "content": "Capital of Zarnovia?"}]).ok
+        assert len(host.lanes) == 1 and host.free == host.lanes
+
+
+def test_openai_calls_take_lanes_of_one_connection_up_to_the_pool_size(db):
+    with ModelStub(latency_s=0.02) as stub:
+        backend = make_backend("openai", "stub-model", base_url=stub.url)
+        s = run_conditions(Store(db), "d", backend, ["oracle"], name="r", concurrency=8)
+        assert (s.executed, s.errors) == (N, 0)
+        assert 1 <= len(backend._lanes) <= 8
+        assert sorted(backend._free, key=id) == sorted(backend._lanes, key=id)
+        assert {c._transport._pool._max_connections for c in backend._lanes} == {1}
+        assert stub.connections <= 8 + 4, stub.connections

@@ -1,7 +1,7 @@
 """The Ollama backend, on the official ``ollama`` Python client (SPEC §5.2).
 
 Every call is one non-streaming ``/api/chat`` request through the ``ollama`` client's
-``chat`` (its pool keeps one connection per concurrent call: :meth:`OllamaBackend.size_pool`;
+``chat`` (one connection per concurrent call, kept alive: :meth:`OllamaBackend.size_pool`;
 a reply body that is valid JSON but not an object, such as ``[]`` or ``null``, fails with
 "server URL returned a JSON list, not an object") with the answer contract's JSON schema as
 ``format`` (a schema, not ``"json"``, which can pad with whitespace and run much slower),
@@ -206,6 +206,7 @@ _NOT_A_MAPPING = re.compile(r"must be a mapping, not (\w+)")
 _JSON_OF: dict[str, Any] = {"list": [], "NoneType": None, "str": "", "int": 0, "float": 0.0,
                             "bool": False}  # fmt: skip
 
+
 @dataclass
 class _Host:
     url: str
@@ -215,6 +216,10 @@ class _Host:
     version: str | None = None
     digest: str | None = None
     logprobs: bool = True
+    # Lanes (:meth:`OllamaBackend.size_pool`): clients of one connection each; ``free`` holds
+    # those no call is using (a new list when the pool is resized).
+    lanes: list[ollama.Client] = field(default_factory=list)
+    free: list[ollama.Client] = field(default_factory=list)
 
 
 class OllamaBackend:
@@ -236,6 +241,14 @@ class OllamaBackend:
         chars_per_token: the divisor of the pre-send lower bound of the prompt's tokens
             (default 6; a prompt is refused unsent only when characters / this >= num_ctx).
         pool_size: HTTP connections per host, every one kept alive (:meth:`size_pool`).
+
+    A call takes a *lane* of its host: an ``ollama.Client`` of its own with one connection,
+    kept alive, which no other call uses meanwhile (up to ``pool_size`` lanes per host, made
+    as calls need them; a call beyond them shares the host's client, whose pool also has
+    ``pool_size`` connections). One httpx pool of 32 connections costs every request a scan
+    of all of them (twice, with a readability check of each idle socket): at a GPU server's
+    speed that was about a third of the engine's CPU time per call. The lanes share one TLS
+    context (loading the CA certificates costs about 30 ms a client).
     """
 
     name = "ollama"
@@ -283,20 +296,24 @@ class OllamaBackend:
         self.retry = retry or RetryPolicy()
         self.chars_per_token = float(chars_per_token)
         self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
+        self._tls = httpx.create_ssl_context()  # shared by every client of this backend
+        self._lane_lock = threading.Lock()
         self.pool_size = DEFAULT_POOL_SIZE
         self._hosts = [_Host(url, self._client(url)) for url in self.hosts]
         self._rr = itertools.count()
         self._rr_lock = threading.Lock()
 
-    def _client(self, url: str) -> ollama.Client:
-        return ollama.Client(host=url, timeout=self._timeout, limits=pool_limits(self.pool_size))
+    def _client(self, url: str, size: int | None = None) -> ollama.Client:
+        limits = pool_limits(self.pool_size if size is None else size)
+        return ollama.Client(host=url, timeout=self._timeout, limits=limits, verify=self._tls)
 
     def size_pool(self, size: int) -> None:
         """Keep ``size`` HTTP connections per host (the engine passes its concurrency).
 
-        Every call may go to one host (a retry moves on to the next), so each host's client
-        gets the whole size. The clients are rebuilt only when the size changes; call it
-        before the calls start, not while they run.
+        Every call may go to one host (a retry moves on to the next), so each host gets the
+        whole size: up to ``size`` lanes and a shared client of ``size`` connections. They
+        are rebuilt only when the size changes; call it before the calls start, not while
+        they run.
         """
         size = max(1, int(size))
         if size == self.pool_size:
@@ -305,6 +322,24 @@ class OllamaBackend:
         for host in self._hosts:
             old, host.client = host.client, self._client(host.url)
             old.close()
+            with self._lane_lock:
+                lanes, host.lanes, host.free = host.lanes, [], []
+            for lane in lanes:
+                lane.close()
+
+    def _lane(self, host: _Host) -> tuple[ollama.Client, list[ollama.Client] | None]:
+        """A client for one call to ``host`` and the free list to give it back to (or None)."""
+        free = host.free
+        try:
+            return free.pop(), free  # list.pop is atomic: no two calls get one lane
+        except IndexError:
+            pass
+        with self._lane_lock:
+            if len(host.lanes) < self.pool_size and free is host.free:
+                lane = self._client(host.url, 1)
+                host.lanes.append(lane)
+                return lane, free
+        return host.client, None  # more calls at once than lanes: the shared pool
 
     # -- setup ------------------------------------------------------------------------
 
@@ -377,8 +412,9 @@ class OllamaBackend:
         a TypeError; it is reported as such.
         """
         url = host.url
+        client, free = self._lane(host)
         try:
-            resp = host.client.chat(
+            resp = client.chat(
                 model=self.model,
                 messages=[dict(m) for m in messages],
                 stream=False,
@@ -396,6 +432,9 @@ class OllamaBackend:
             raise not_an_object(_JSON_OF.get(kind.group(1)), url) from exc
         except Exception as exc:  # noqa: BLE001 - failures are data
             raise self._map_error(exc, host) from exc
+        finally:
+            if free is not None:
+                free.append(client)
         return resp
 
     def _call_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -158,24 +158,51 @@ class OpenAIBackend:
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
+        self._tls = httpx.create_ssl_context()  # shared by every client of this backend
         self.pool_size = DEFAULT_POOL_SIZE
         self._client = self._make_client()
         self._lock = threading.Lock()
+        # Lanes (as in the Ollama backend): a client of one connection per concurrent call,
+        # up to pool_size; ``_free`` holds those no call is using (a new list on a resize).
+        self._lanes: list[httpx.Client] = []
+        self._free: list[httpx.Client] = []
         self._ready = False
         self._served: list[str] = []
 
-    def _make_client(self) -> httpx.Client:
+    def _make_client(self, size: int | None = None) -> httpx.Client:
         return httpx.Client(
             base_url=self.base_url,
             headers=self._headers,
             timeout=self._timeout,
-            limits=pool_limits(self.pool_size),
+            limits=pool_limits(self.pool_size if size is None else size),
+            verify=self._tls,
         )
+
+    def _lane(self) -> tuple[httpx.Client, list[httpx.Client] | None]:
+        """A client for one call and the free list to give it back to (None: the shared one).
+
+        A call takes a client of one connection that no other call uses meanwhile (made as
+        calls need them, up to ``pool_size``); one httpx pool of many connections scans all
+        of them on every request, a large share of the engine's CPU per call at a fast
+        server's speed (issue 17). Calls beyond ``pool_size`` at once share ``_client``.
+        """
+        free = self._free
+        try:
+            return free.pop(), free  # list.pop is atomic: no two calls get one lane
+        except IndexError:
+            pass
+        with self._lock:
+            if len(self._lanes) < self.pool_size and free is self._free:
+                lane = self._make_client(1)
+                self._lanes.append(lane)
+                return lane, free
+        return self._client, None
 
     def size_pool(self, size: int) -> None:
         """Keep ``size`` HTTP connections (the engine passes its concurrency).
 
-        The client is rebuilt only when the size changes; call it before the calls start.
+        The client and the lanes (:meth:`_lane`) are rebuilt only when the size changes; call
+        it before the calls start.
         """
         size = max(1, int(size))
         if size == self.pool_size:
@@ -183,6 +210,10 @@ class OpenAIBackend:
         self.pool_size = size
         old, self._client = self._client, self._make_client()
         old.close()
+        with self._lock:
+            lanes, self._lanes, self._free = self._lanes, [], []
+        for lane in lanes:
+            lane.close()
 
     # -- setup ------------------------------------------------------------------------
 
@@ -281,11 +312,15 @@ class OpenAIBackend:
         return body
 
     def _post(self, body: dict[str, Any]) -> Mapping[str, Any]:
+        client, free = self._lane()
         try:
             content = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            r = self._client.post("/chat/completions", content=content)
+            r = client.post("/chat/completions", content=content)
         except Exception as exc:  # noqa: BLE001 - mapped below
             raise self._map_error(exc) from exc
+        finally:
+            if free is not None:
+                free.append(client)
         if r.status_code != 200:
             msg = error_text(r.text)
             if r.status_code == 400 and body.get("logprobs") and "logprob" in msg.lower():
