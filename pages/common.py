@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -146,7 +147,46 @@ def init_page_state(page: str, defaults: Mapping[str, Any] | None = None) -> Non
 
 def store_path() -> str:
     """The store path chosen in the sidebar (default ``$EVIDENCE_DB`` / data/evidence.duckdb)."""
-    return str(st.session_state.get("global.db") or default_db_path())
+    return str(Path(st.session_state.get("global.db") or default_db_path()).expanduser())
+
+
+def configured_store_path() -> str:
+    """The store the dashboard was started on: ``$EVIDENCE_DB``, else data/evidence.duckdb."""
+    return str(os.environ.get("EVIDENCE_DB") or default_db_path())
+
+
+def store_problem(path: str) -> str | None:
+    """Why the store at ``path`` cannot be used, in one line; ``None`` when it can.
+
+    A path that does not exist is ``no such store`` (nothing is created: creating a store is
+    the explicit "Create a new store here" action, except for the store the dashboard was
+    started on, which its first start fills with the demo). A directory, another kind of file
+    or a damaged store gets the store's one-line refusal (:class:`core.store.StoreError`).
+    A path found good is not opened again in this session.
+    """
+    ss = st.session_state
+    if ss.get("global.db_ok") == path:
+        return None
+    target = Path(path).expanduser()
+    if not target.exists() and path != configured_store_path():
+        return f"no such store: {target}"
+    try:
+        with _store(str(target)).connect(read_only=target.exists()):
+            pass
+    except StoreError as exc:
+        return str(exc).splitlines()[0]
+    except OSError as exc:  # e.g. the folder cannot be created
+        return f"{target}: {exc.strerror or type(exc).__name__}"
+    ss["global.db_ok"] = path
+    return None
+
+
+def _create_store(path: str) -> None:
+    """The "Create a new store here" action: an empty store at ``path`` (folders included)."""
+    try:
+        Store(Path(path).expanduser()).schema_version()
+    except (StoreError, OSError) as exc:
+        st.session_state["global.db_create_error"] = str(exc).splitlines()[0]
 
 
 @st.cache_resource(show_spinner=False)
@@ -186,6 +226,8 @@ def first_start() -> None:
     if ss.get("app.demo_checked") or os.environ.get("EVIDENCE_NO_DEMO") == "1":
         return
     ss["app.demo_checked"] = True
+    if store_problem(store_path()) is not None:
+        return  # the sidebar says why, in one line
     store = get_store()
     if store.path.exists() and store.list_datasets():
         return
@@ -347,6 +389,27 @@ def _leave_directory_mode() -> None:
         st.rerun()
 
 
+def _require_store(sb: Any) -> None:
+    """Stop the page with a one-line reason when the sidebar's store cannot be used.
+
+    A missing path offers "Create a new store here"; nothing else on the page runs until the
+    path names a usable store.
+    """
+    path = store_path()
+    problem = store_problem(path)
+    if problem is None:
+        return
+    sb.error(problem)
+    if problem.startswith("no such store"):
+        sb.button("Create a new store here", key="global.db_create", on_click=_create_store,
+                  args=(path,), help="An empty store at this path (its folders included).")
+    created = st.session_state.pop("global.db_create_error", None)
+    if created:
+        sb.error(created)
+    st.info("Choose the store in the sidebar: the path above cannot be used.")
+    st.stop()
+
+
 def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
     """Render the shared sidebar and return the page's :class:`core.selection.Selection`.
 
@@ -357,7 +420,9 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
     init_page_state(page)
     ss = st.session_state
     sb = st.sidebar
-    sb.text_input("Store (DuckDB file)", key="global.db", help="Path of the DuckDB store.")
+    sb.text_input("Store (DuckDB file)", key="global.db", help="Path of the DuckDB store. A "
+                  "path that does not exist is not created unless you ask for it.")  # fmt: skip
+    _require_store(sb)
     datasets = cached_call("datasets")
     options = [None, *datasets]
     if "global.dataset" not in ss or ss["global.dataset"] not in options:

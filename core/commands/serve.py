@@ -3,15 +3,23 @@
 ``python -m core serve [--db PATH] [--port N] [--no-demo]`` prints the demo build's progress
 (controlled-200 and the embedded baseline reader on the four conditions, through
 :func:`core.runs.build_demo`), then runs ``streamlit run app.py`` bound to 127.0.0.1.
+
+The dashboard (Streamlit) runs in its own process group. SIGTERM, SIGINT (Ctrl+C) or SIGHUP to
+``serve`` stop that group, first with SIGTERM, then, after :data:`STOP_GRACE_S`, with SIGKILL;
+``serve`` exits once Streamlit is gone, so no dashboard keeps serving behind a stopped
+``serve`` (issue 18).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import FrameType
 
 from core.commands import Groups, add_db, open_store
 from core.runs import build_demo
@@ -20,6 +28,8 @@ __all__ = ["register", "streamlit_command"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 
+#: Seconds the dashboard's process group gets to end after SIGTERM before SIGKILL.
+STOP_GRACE_S = 10.0
 
 def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
     """The argv that starts the dashboard on ``address:port`` (headless, no usage stats)."""
@@ -28,6 +38,50 @@ def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
         "--server.address", address, "--server.port", str(int(port)),
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group ``pgid``; nothing when the group is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_dashboard(argv: list[str], env: dict[str, str]) -> int:
+    """Run ``argv`` (the dashboard) in its own process group until it ends or we are stopped.
+
+    SIGTERM, SIGINT and SIGHUP send SIGTERM to the group, SIGKILL follows after
+    :data:`STOP_GRACE_S` if the dashboard is still there; once it has ended, what is left of
+    its group gets SIGTERM too. Returns the child's exit status, or 0 when a signal stopped it.
+    """
+    child = subprocess.Popen(argv, cwd=_ROOT, env=env, start_new_session=True)
+    stopped: list[float] = []  # when the first stop signal came
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        if not stopped:
+            stopped.append(time.monotonic())
+            _signal_group(child.pid, signal.SIGTERM)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if stopped and time.monotonic() - stopped[0] > STOP_GRACE_S:
+                    _signal_group(child.pid, signal.SIGKILL)
+    finally:
+        if child.poll() is None:  # an exception of our own: take the dashboard down with us
+            _signal_group(child.pid, signal.SIGKILL)
+            child.wait()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    if stopped:  # the dashboard is gone; so is anything left in its group
+        _signal_group(child.pid, signal.SIGTERM)
+        return 0
+    return code
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -50,10 +104,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"port {args.port} must be in [1, 65535]")
     env = dict(os.environ, EVIDENCE_DB=str(store.path.resolve()))
     print(f"dashboard: http://127.0.0.1:{args.port}  (Ctrl+C stops it)", flush=True)
-    try:
-        return subprocess.call(streamlit_command(args.port), cwd=_ROOT, env=env)
-    except KeyboardInterrupt:
-        return 0
+    return run_dashboard(streamlit_command(args.port), env)
 
 
 def register(groups: Groups) -> None:
