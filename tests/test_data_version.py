@@ -196,3 +196,23 @@ def test_a_running_job_invalidates_its_datasets_views_batch_by_batch(tmp_path):
     assert len(set(seen)) == len(seen)  # every batch changed the version ...
     assert len(builds) == len(seen)  # ... and rebuilt the view
     assert len(set(other)) == 1  # the other dataset's views were kept
+
+
+def test_the_next_page_run_shows_a_write_made_between_two_runs(tmp_path, monkeypatch):
+    """The dashboard reads the data version once per page run (pages.common._version), and
+    every new run reads it again: a write by another process shows on the next rerun."""
+    from conftest import ROOT
+    from streamlit.testing.v1 import AppTest
+
+    store = _store(tmp_path)
+    monkeypatch.setenv("EVIDENCE_DB", str(store.path))
+    monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert {m.label: m.value for m in at.metric}["Predictions"] == "0"
+    other = Store(store.path)
+    with other.transaction() as con:
+        other.write_predictions(con, [_prediction("ra"), _prediction("ra", "i1")], replace=True)
+    at.run()
+    assert {m.label: m.value for m in at.metric}["Predictions"] == "2"
