@@ -73,6 +73,7 @@ _ASCII_PUNCT_TO_SPACE = str.maketrans(
 # remove_articles), not only as whole whitespace tokens: "a+b" loses its "a".
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _SYNTHETIC_SUFFIX = re.compile(r"0[0-9]{2,}")
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)(?:\.[0-9]+)?|[+-]?\.[0-9]+")
 #: Relaxed token F1 at or above which an answer is soft-correct (CUE-R App. B).
 SOFT_F1 = 0.8
@@ -123,8 +124,14 @@ def _strict_tokens(s: str) -> tuple[str, ...]:
     return tuple(_ARTICLES_RE.sub(" ", s.lower().translate(_STRICT_DROP)).split())
 
 
+def _drop_combining(m: re.Match[str]) -> str:
+    return "".join(c for c in m.group() if not unicodedata.combining(c))
+
+
 def _relaxed_tokens(s: str, keep_suffix: bool) -> tuple[str, ...]:
-    folded = "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))
+    # NFKD, then drop the combining marks (no ASCII character is one: only the non-ASCII
+    # runs are looked at, character by character)
+    folded = _NON_ASCII_RUN.sub(_drop_combining, unicodedata.normalize("NFKD", s))
     # "-" and "_" are P* (Pd, Pc), so the table turns them into spaces with the rest.
     folded = folded.lower().translate(_ASCII_PUNCT_TO_SPACE)
     if not folded.isascii():

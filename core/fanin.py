@@ -62,10 +62,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.fanin_stats import FaninSummaries, merged_items, summaries_from_rows, summary_bootstrap
+from core.fanin_stats import (
+    FaninSummaries,
+    StoreSummaries,
+    merge_items,
+    summaries_from_rows,
+    summary_bootstrap,
+)
 from core.jsonable import json_plain
 from core.scoring import ANSWER_SCORES
 from core.store import Store
+from core.store.fanin_rows import fanin_rows
 
 __all__ = [
     "BUCKETS",
@@ -450,6 +457,10 @@ def _ci(draws: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+_ITEM_ARRAYS = ("fan_in", "bin", "count", "sum", "sumsq", "vmin", "vmax")
+_CELL_ARRAYS = ("fan_in", "n_rows", "n_missing", "n_fail", "n_fail_packed", "n_fail_low")
+
+
 class _Cells:
     """Cell statistics from :class:`core.fanin_stats.FaninSummaries`, each computed once."""
 
@@ -462,9 +473,13 @@ class _Cells:
             for r in summ.systems.to_dict("records")
         }
         self.items = {
-            key: grp for key, grp in summ.items.groupby(["sys", "metric"], sort=False)
+            (int(key[0]), str(key[1])): {c: grp[c].to_numpy() for c in _ITEM_ARRAYS}
+            for key, grp in summ.items.groupby(["sys", "metric"], sort=False)
         }
-        self.cells = {int(s): grp for s, grp in summ.cells.groupby("sys", sort=False)}
+        self.cells = {
+            int(s): {c: grp[c].to_numpy(dtype=np.int64) for c in _CELL_ARRAYS}
+            for s, grp in summ.cells.groupby("sys", sort=False)
+        }
         self._memo: dict[tuple, tuple[float, np.ndarray, str]] = {}
 
     def fans(self, sys: int) -> list[int]:
@@ -474,9 +489,10 @@ class _Cells:
     def counts(self, sys: int, fans: Sequence[int]) -> dict[str, int]:
         """Row counts of a system over some fan-in levels."""
         c = self.cells.get(sys)
-        sub = c[c["fan_in"].isin(list(fans))] if c is not None else None
-        keys = ("n_rows", "n_missing", "n_fail", "n_fail_packed", "n_fail_low")
-        return {k: 0 if sub is None else int(sub[k].sum()) for k in keys}
+        if c is None:
+            return {k: 0 for k in _CELL_ARRAYS[1:]}
+        sel = np.isin(c["fan_in"], np.asarray(list(fans), dtype=np.int64))
+        return {k: int(c[k][sel].sum()) for k in _CELL_ARRAYS[1:]}
 
     def stat(
         self, sys: int, metric: str, fans: Sequence[int], seed: int
@@ -492,9 +508,12 @@ class _Cells:
         key = (sys, metric, tuple(sorted(fans)), seed)
         if key not in self._memo:
             items = self.items.get((sys, metric))
-            sub = items[items["fan_in"].isin(list(fans))] if items is not None else pd.DataFrame(
-                columns=["bin", "count", "sum", "sumsq", "vmin", "vmax"])  # fmt: skip
-            self._memo[key] = summary_bootstrap(merged_items(sub), self.n_resamples, seed)
+            if items is None:
+                sub = {c: np.empty(0) for c in _ITEM_ARRAYS}
+            else:
+                sel = np.isin(items["fan_in"], np.asarray(list(fans), dtype=np.int64))
+                sub = {c: v[sel] for c, v in items.items()}
+            self._memo[key] = summary_bootstrap(merge_items(sub), self.n_resamples, seed)
         return self._memo[key]
 
     def row(self, sys: int, fans: Sequence[int]) -> dict[str, Any]:
@@ -803,7 +822,7 @@ def fanin_store(
     pair: bool = False,
     **options: Any,
 ) -> FaninResult:
-    """:func:`fanin_analysis` of stored runs, aggregated in DuckDB (no per-row frame).
+    """:func:`fanin_analysis` of stored runs from one DuckDB query (no per-row frame).
 
     Args:
         store: the store.
@@ -818,13 +837,14 @@ def fanin_store(
         ValueError: unknown score field or option, or no plain-condition predictions.
     """
     _check_options(score_field, options.get("points", "bucket"))
-    raw = store.fanin_summaries(list(run_ids), score_field, allowed=allowed, pair=pair)
-    if raw["systems"].empty and not raw["n_no_gold"]:
+    raw = fanin_rows(store, list(run_ids), allowed=allowed, pair=pair)
+    if not len(raw["rows"]["fan_in"]):
         raise ValueError(
             f"runs {', '.join(run_ids)} hold no predictions of the plain conditions "
             f"({', '.join(_PLAIN)})"
         )
-    return fanin_from_summaries(FaninSummaries.from_store(raw), score_field, **options)
+    summ = StoreSummaries(raw, [score_field])[score_field]
+    return fanin_from_summaries(summ, score_field, **options)
 
 
 def fanin_report(

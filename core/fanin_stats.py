@@ -1,9 +1,11 @@
 """Cell summaries of the fan-in analysis and the bootstrap over them (issue 17 items 6, 7).
 
 The fan-in views need, per (system, fan-in) cell, only: row counts (answered, missing,
-failures) and, per metric (AC, ER, EP), a histogram of the values. The store computes them in
-DuckDB (:meth:`core.store.Store.fanin_summaries`); :func:`summaries_from_rows` computes the
-same from :func:`core.fanin.per_instance` rows, so both paths give the same numbers.
+failures) and, per metric (AC, ER, EP), a histogram of the values. The store path reads each
+prediction's numbers for every answer score in one DuckDB query
+(:func:`core.store.fanin_rows.fanin_rows`) and :class:`StoreSummaries` summarizes them per
+score field with numpy group sums; :func:`summaries_from_rows` computes the same from
+:func:`core.fanin.per_instance` rows, so both paths give the same numbers.
 
 Items: per (system, fan-in, metric) the answered rows' values in ``BINS`` equal-width bins
 (AC over [0, 100], ER and EP over [0, 1]; bin -1 holds NaN): ``count, sum, sumsq, vmin,
@@ -31,11 +33,15 @@ metric draws from ``default_rng(seed)``, so the CIs do not depend on the order o
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from core.store.fanin_rows import CONDITION_CODES
 
 __all__ = [
     "BINS",
@@ -43,9 +49,11 @@ __all__ = [
     "STRATA",
     "FaninSummaries",
     "item_bins",
+    "merge_items",
     "merged_items",
     "pair_counts",
     "summary_bootstrap",
+    "StoreSummaries",
     "summaries_from_rows",
 ]
 
@@ -60,7 +68,7 @@ _ITEM_COLS = ["sys", "fan_in", "metric", "bin", "count", "sum", "sumsq", "vmin",
 
 @dataclass(frozen=True, slots=True)
 class FaninSummaries:
-    """What the fan-in aggregates are computed from (:meth:`Store.fanin_summaries` keys).
+    """What the fan-in aggregates are computed from (one score field).
 
     Attributes:
         systems: ``sys, run, model, dataset, condition`` in display order.
@@ -76,13 +84,6 @@ class FaninSummaries:
     items: pd.DataFrame
     pairs: pd.DataFrame
     n_no_gold: int
-
-    @classmethod
-    def from_store(cls, raw: dict[str, Any]) -> FaninSummaries:
-        """From :meth:`core.store.Store.fanin_summaries`' dict."""
-        st = raw["states"]
-        pairs = pair_counts(st["inst"], st["sys"], st["state"], len(raw["systems"]))
-        return cls(raw["systems"], raw["cells"], raw["items"], pairs, int(raw["n_no_gold"]))
 
 
 def item_bins(values: np.ndarray, scale: float, bins: int = BINS) -> np.ndarray:
@@ -183,15 +184,190 @@ def summaries_from_rows(per: pd.DataFrame, n_no_gold: int = 0) -> FaninSummaries
                           int(n_no_gold))  # fmt: skip
 
 
+
+
+class StoreSummaries:
+    """:class:`FaninSummaries` of :func:`core.store.fanin_rows.fanin_rows` rows, any field.
+
+    The per-row arrays (rows with fan-in > 0) are prepared once; each score field's
+    summaries are computed on first use (numpy group sums, tens of ms per million rows) and
+    kept; once every field is summarized the arrays are dropped. The values are those
+    :func:`core.fanin.per_instance` gives (``missing``: a NaN score or a non-blank
+    ``error``; AC = 100 x score; ER and EP over passage-id sets, NaN without a pack or when
+    missing), so this path, :func:`summaries_from_rows` and the definitions give the same
+    numbers. Systems are numbered by run id, then the smallest instance order among their
+    rows, then condition name. Thread-safe (the dashboard's sessions share cached values).
+
+    Args:
+        raw: ``{"runs": ..., "rows": ...}`` as :func:`core.store.fanin_rows.fanin_rows`.
+        fields: the score fields that may be asked for (columns of ``raw["rows"]``).
+    """
+
+    def __init__(self, raw: dict[str, Any], fields: Sequence[str]) -> None:
+        rows, runs = raw["rows"], raw["runs"]
+        fan_all = np.asarray(rows["fan_in"])
+        self.n_no_gold = int((fan_all == 0).sum())
+        keep = fan_all > 0
+        if self.n_no_gold:
+            rows = {k: np.asarray(v)[keep] for k, v in rows.items()}
+        fan = np.asarray(rows["fan_in"], dtype=np.int64)
+        n_cond = len(CONDITION_CODES)
+        key = np.asarray(rows["run_no"], dtype=np.int64) * n_cond + rows["cond"]
+        keys = np.unique(key)
+        first = np.full(int(keys.max()) + 1 if keys.size else 0, np.iinfo(np.int64).max)
+        np.minimum.at(first, key, rows["ord"])
+        info = runs.set_index("run_no")
+        heads = sorted(
+            (str(info.at[int(k) // n_cond, "run_id"]), int(first[k]),
+             CONDITION_CODES[int(k) % n_cond], int(k))
+            for k in keys
+        )  # fmt: skip
+        sys_of = np.zeros(first.size, dtype=np.int64)
+        sys_of[[h[3] for h in heads]] = np.arange(len(heads))
+        self.systems = pd.DataFrame({
+            "sys": np.arange(len(heads), dtype=np.int64), "run": [h[0] for h in heads],
+            "model": [info.at[h[3] // n_cond, "model"] for h in heads],
+            "dataset": [info.at[h[3] // n_cond, "dataset_id"] for h in heads],
+            "condition": [h[2] for h in heads],
+        })  # fmt: skip
+        self.n_fan = int(fan.max()) + 1 if fan.size else 1
+        has_pack = np.asarray(rows["has_pack"], dtype=bool)
+        hits = np.asarray(rows["n_hits"], dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            er = np.where(has_pack, hits / rows["n_gold"], np.nan)
+            ep = np.where(has_pack, np.where(rows["n_pack"] == 0, 0.0, hits / rows["n_pack"]),
+                          np.nan)  # fmt: skip
+        sys = sys_of[key]
+        self._arrays: dict[str, np.ndarray] | None = {
+            "sys": sys, "cell": sys * self.n_fan + fan,
+            "err": np.asarray(rows["err"], dtype=bool), "er": er, "ep": ep,
+            "code": np.asarray(rows["code"]),
+            **{f: np.asarray(rows[f], dtype=float) for f in fields},
+        }  # fmt: skip
+        self.fields = tuple(fields)
+        self._done: dict[str, FaninSummaries] = {}
+        self._pack_items: dict[bytes, list[pd.DataFrame]] = {}  # ER / EP items per mask
+        self._lock = threading.Lock()
+
+    def __getitem__(self, field: str) -> FaninSummaries:
+        """The summaries with AC from ``field``.
+
+        Raises:
+            KeyError: a field not given to the constructor.
+        """
+        with self._lock:
+            if field not in self._done:
+                if field not in self.fields or self._arrays is None:
+                    raise KeyError(field)
+                self._done[field] = self._summarize(self._arrays, field)
+                if len(self._done) == len(self.fields):
+                    self._arrays = None
+                    self._pack_items.clear()
+            return self._done[field]
+
+    def _summarize(self, arr: dict[str, np.ndarray], field: str) -> FaninSummaries:
+        cell, n_fan = arr["cell"], self.n_fan
+        n_cells = len(self.systems) * n_fan
+        score = arr[field]
+        missing = np.isnan(score) | arr["err"]
+        ok = ~missing
+        ac = np.where(ok, 100.0 * score, np.nan)
+        er = np.where(ok, arr["er"], np.nan)
+        fail = ok & (ac < 33.0)
+        counts = {
+            "n_rows": np.bincount(cell, minlength=n_cells),
+            "n_missing": np.bincount(cell, weights=missing, minlength=n_cells),
+            "n_fail": np.bincount(cell, weights=fail, minlength=n_cells),
+            "n_fail_packed": np.bincount(cell, weights=fail & np.isfinite(er),
+                                         minlength=n_cells),
+            "n_fail_low": np.bincount(cell, weights=fail & (er < 0.5), minlength=n_cells),
+        }  # fmt: skip
+        held = np.flatnonzero(counts["n_rows"])
+        cells = pd.DataFrame({"sys": held // n_fan, "fan_in": held % n_fan,
+                              **{k: v[held].astype(np.int64) for k, v in counts.items()}})
+        # ER and EP depend on the field only through which rows are missing
+        mask = np.packbits(missing).tobytes()
+        if mask not in self._pack_items:
+            self._pack_items[mask] = [
+                _group_items(cell[ok], arr[m][ok], m, METRIC_SCALE[m], n_fan)
+                for m in ("ep", "er")
+            ]  # fmt: skip
+        frames = [_group_items(cell[ok], ac[ok], "ac", METRIC_SCALE["ac"], n_fan),
+                  *self._pack_items[mask]]  # fmt: skip
+        items = pd.concat(frames, ignore_index=True)
+        items = items.sort_values(["sys", "fan_in", "metric", "bin"], kind="stable")
+        state = np.where(missing, 0, np.where(fail, 2, 1))
+        pairs = pair_counts(arr["code"], arr["sys"], state, len(self.systems))
+        return FaninSummaries(self.systems, cells, items.reset_index(drop=True), pairs,
+                              self.n_no_gold)  # fmt: skip
+
+
+def _group_items(
+    cell: np.ndarray, v: np.ndarray, metric: str, scale: float, n_fan: int
+) -> pd.DataFrame:
+    """Item rows (``_ITEM_COLS``) of one metric: values grouped by (cell, bin)."""
+    width = BINS + 1  # bin -1 (NaN) and 0 .. BINS - 1
+    group = cell * width + (item_bins(v, scale) + 1)
+    fin = np.isfinite(v)
+    val = np.where(fin, v, 0.0)
+    size = int(group.max()) + 1 if group.size else 0
+    count = np.bincount(group, minlength=size)
+    total = _sum_by(group, val, size)
+    sq = _sum_by(group, val * val, size)
+    vmin = np.full(size, np.inf)
+    vmax = np.full(size, -np.inf)
+    np.minimum.at(vmin, group[fin], v[fin])
+    np.maximum.at(vmax, group[fin], v[fin])
+    g = np.flatnonzero(count)
+    nan_bin = g % width == 0
+    c = g // width
+    return pd.DataFrame({
+        "sys": c // n_fan, "fan_in": c % n_fan, "metric": metric, "bin": g % width - 1,
+        "count": count[g], "sum": total[g], "sumsq": sq[g],
+        "vmin": np.where(nan_bin, np.nan, vmin[g]), "vmax": np.where(nan_bin, np.nan, vmax[g]),
+    })  # fmt: skip
+
+
+def _sum_by(group: np.ndarray, v: np.ndarray, size: int) -> np.ndarray:
+    """Per-group sums of finite ``v``, within about one ulp of the exact sums.
+
+    Each value is split into a part on a grid of 2^-e, coarse enough that every partial sum
+    of those parts is an exact float64 (whatever the order), and the remainder (< 2^-e,
+    summed with a negligible error): like a compensated sum (DuckDB's ``fsum``), and unlike
+    a plain running sum, the result does not drift with the number or order of the rows.
+    """
+    top = float(np.abs(v).max()) if v.size else 0.0
+    if top == 0.0:
+        return np.bincount(group, weights=v, minlength=size)
+    e = min(1000, 52 - math.frexp(top)[1] - math.ceil(math.log2(v.size + 1)))
+    scale = 2.0**e
+    hi = np.floor(v * scale) / scale
+    return np.bincount(group, weights=hi, minlength=size) + np.bincount(
+        group, weights=v - hi, minlength=size
+    )
+
+
 def merged_items(items: pd.DataFrame) -> dict[str, np.ndarray]:
     """Items of several cells (one metric) joined by bin, sorted by bin (canonical order)."""
-    if items.empty:
-        return {k: np.empty(0) for k in ("bin", "count", "sum", "sumsq", "vmin", "vmax")}
-    g = items.groupby("bin", sort=True)
-    out = g.agg(count=("count", "sum"), sum=("sum", "sum"), sumsq=("sumsq", "sum"),
-                vmin=("vmin", "min"), vmax=("vmax", "max"))  # fmt: skip
-    return {"bin": out.index.to_numpy(dtype=np.int64),
-            **{k: out[k].to_numpy(dtype=float) for k in out.columns}}  # fmt: skip
+    return merge_items({k: items[k].to_numpy() for k in _ITEM_COLS[3:]})
+
+
+def merge_items(items: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:func:`merged_items` of item arrays (``bin, count, sum, sumsq, vmin, vmax``)."""
+    keys = ("bin", "count", "sum", "sumsq", "vmin", "vmax")
+    if not len(items["bin"]):
+        return {k: np.empty(0) for k in keys}
+    bins, inv = np.unique(np.asarray(items["bin"], dtype=np.int64), return_inverse=True)
+    out = {"bin": bins}
+    for k in ("count", "sum", "sumsq"):
+        out[k] = np.bincount(inv, weights=np.asarray(items[k], dtype=float), minlength=bins.size)
+    for k, fn, start in (("vmin", np.minimum, np.inf), ("vmax", np.maximum, -np.inf)):
+        v = np.asarray(items[k], dtype=float)
+        acc = np.full(bins.size, start)
+        with np.errstate(invalid="ignore"):
+            fn.at(acc, inv, v)  # NaN (bin -1) propagates: pandas' min of all-NaN is NaN
+        out[k] = acc
+    return out
 
 
 def summary_bootstrap(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -37,8 +38,10 @@ from core.datasets._io import (
     jsonl_records,
 )
 from core.names import check_name
-from core.scoring import score_arrow, stored_differs
+from core.scoring import SCORE_COLUMNS, score_arrow, stored_differs_by_column
+from core.scoring_vector import AnswerForms, inputs_from_arrow, score_table
 from core.store import Store, StoreError
+from core.store.rescore_rows import rescore_batches
 from core.types import DataError, Dataset, Instance, Passage
 
 __all__ = [
@@ -544,10 +547,13 @@ def score_runs(
     """Recompute the ``scores`` rows of the runs from their predictions; returns the count.
 
     The predictions stream from DuckDB as Arrow batches of ``batch_rows`` rows, each with
-    its stored score row (:meth:`core.store.Store.scoring_batches`: no Python object per
-    value), each scored by :func:`core.scoring.score_arrow` (equal to the per-row
-    reference). Only what differs is written (:meth:`core.store.Store.rewrite_scores`:
-    changed rows updated in place, new keys inserted, stale keys deleted), all in one
+    its stored score row (:func:`core.store.rescore_rows.rescore_batches`: the rows of
+    :meth:`core.store.Store.scoring_batches`, no Python object per value), each scored by
+    :func:`core.scoring_vector.score_table` (equal to the per-row reference; one
+    :class:`~core.scoring_vector.AnswerForms` for all batches, so each distinct answer
+    string is normalized once). Only what differs is written
+    (:meth:`core.store.Store.rewrite_scores`: changed rows updated in place, new keys
+    inserted, stale keys deleted), all in one
     transaction, so the store never holds half of a re-score; re-scoring unchanged data
     writes next to nothing. With ``con`` it runs inside the caller's transaction; otherwise
     in its own.
@@ -558,28 +564,38 @@ def score_runs(
     changed: list[pa.Table] = []
     fresh: list[pa.Table] = []
     rows = kept = 0
-    for batch in store.scoring_batches(con, run_ids, batch_rows, stored=True):
+    dirty = np.zeros(len(SCORE_COLUMNS), dtype=bool)  # score columns some stored row differs in
+    forms = AnswerForms()  # each distinct answer string normalized once, not once a batch
+    for batch in rescore_batches(con, run_ids, batch_rows):
         if batch.num_rows == 0:
             continue
-        scores = score_arrow(batch)
-        table = pa.Table.from_arrays(
-            [batch.column(k) for k in _SCORE_KEY] + scores.columns,
-            names=[*_SCORE_KEY, *scores.column_names],
-        )
+        inputs = inputs_from_arrow(batch)
+        scores = score_arrow(batch) if inputs is None else score_table(inputs, forms)
         had = batch.column("stored_").to_numpy(zero_copy_only=False)  # never null
-        differs = stored_differs(scores, batch)
+        by_column = stored_differs_by_column(scores, batch)
+        differs = by_column.any(axis=0) & had
         rows += batch.num_rows
         kept += int(had.sum())
-        if (differs & had).any():
-            changed.append(table.filter(differs & had))
+        if differs.any():
+            dirty |= by_column[:, differs].any(axis=1)
+            # matched by the stored row's rowid: no key strings kept or joined
+            changed.append(pa.Table.from_arrays(
+                [batch.column("stored_rowid"), *scores.columns],
+                names=["stored_rowid", *scores.column_names]).filter(differs))  # fmt: skip
         if not had.all():
-            fresh.append(table.filter(~had))
+            fresh.append(pa.Table.from_arrays(
+                [batch.column(k) for k in _SCORE_KEY] + scores.columns,
+                names=[*_SCORE_KEY, *scores.column_names]).filter(~had))  # fmt: skip
     if rows == 0:
         return 0
-    store.rewrite_scores(con, run_ids, _concat(changed), _concat(fresh), kept)
+    update = _concat(changed)
+    if update.num_rows:  # only the columns that changed are written
+        update = update.select(["stored_rowid", *np.array(SCORE_COLUMNS)[dirty].tolist()])
+    store.rewrite_scores(con, run_ids, update, _concat(fresh), kept)
     return rows
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table:
     """The parts as one table (an empty one without columns when there are none)."""
-    return pa.concat_tables(parts) if parts else pa.table({})
+    # permissive: a batch scored by the per-row reference may type an all-NULL column null
+    return pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({})

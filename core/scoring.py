@@ -79,6 +79,7 @@ __all__ = [
     "score_frame_rows",
     "soft_correct",
     "stored_differs",
+    "stored_differs_by_column",
     "token_f1",
 ]
 
@@ -386,16 +387,21 @@ def stored_differs(scores: pa.Table, stored: pa.Table | pa.RecordBatch) -> np.nd
     are the same when both are null or both equal, so a row with no stored scores differs
     unless every new score is null too.
     """
-    differs = np.zeros(scores.num_rows, dtype=bool)
-    for col in SCORE_COLUMNS:
+    return stored_differs_by_column(scores, stored).any(axis=0)
+
+
+def stored_differs_by_column(scores: pa.Table, stored: pa.Table | pa.RecordBatch) -> np.ndarray:
+    """:func:`stored_differs` per score column: shape ``(len(SCORE_COLUMNS), rows)``."""
+    out = np.zeros((len(SCORE_COLUMNS), scores.num_rows), dtype=bool)
+    for j, col in enumerate(SCORE_COLUMNS):
         new, old = scores.column(col), stored.column(f"stored_{col}")
         if new.type != old.type:
             new = new.cast(old.type)
         new_null = np.asarray(new.is_null(), dtype=bool)
         old_null = np.asarray(old.is_null(), dtype=bool)
         equal = np.asarray(pc.fill_null(pc.equal(new, old), False), dtype=bool)
-        differs |= ~(equal | (new_null & old_null))
-    return differs
+        out[j] = ~(equal | (new_null & old_null))
+    return out
 
 
 def _check_fields(correct_field: str, confidence_against: str) -> None:

@@ -11,7 +11,10 @@ at scale:
 * normalized strings become ids and their tokens integer ids; EM compares ids, token F1 is
   computed once per distinct (prediction, gold) pair of normalized ids as a multiset overlap
   of token ids, then broadcast; the max over gold aliases is an array reduction;
-* evidence sets are (row, id) integer keys: overlaps, sizes and title grounding are counts.
+* evidence sets are (row, id) integer keys: overlaps, sizes and title grounding are counts
+  (:class:`EvidenceCodes`; the store's re-score read gives the codes directly);
+* an :class:`AnswerForms` keeps the normalized forms and token bags of every answer string
+  it has met, so the batches of one re-score normalize each distinct string once.
 
 :func:`inputs_from_frame` and :func:`inputs_from_arrow` build the :class:`ScoreInputs` (None
 when a value is outside what this path represents exactly, e.g. a non-string passage id: the
@@ -20,6 +23,7 @@ caller then scores with the reference); :func:`score_inputs` returns the score a
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 from dataclasses import dataclass
@@ -37,6 +41,7 @@ from core.answer_norm import (
     MULTI_EVIDENCE_REASONING,
     NO_WORDS,
     NUMBER_WORDS,
+    SCORE_COLUMNS,
     SOFT_F1,
     YES_WORDS,
     _as_list,
@@ -46,7 +51,16 @@ from core.answer_norm import (
     parse_number,
 )
 
-__all__ = ["LABEL_CODES", "ScoreInputs", "inputs_from_arrow", "inputs_from_frame", "score_inputs"]
+__all__ = [
+    "LABEL_CODES",
+    "AnswerForms",
+    "EvidenceCodes",
+    "ScoreInputs",
+    "inputs_from_arrow",
+    "inputs_from_frame",
+    "score_inputs",
+    "score_table",
+]
 
 #: Failure labels by code in :func:`score_inputs`'s ``label_code`` (-1: no label).
 LABEL_CODES = ("localization", "selection", "integration", "conversion", "success", "parse")
@@ -75,12 +89,57 @@ _NUMBER_HINT = (
 
 
 @dataclass(slots=True)
+class EvidenceCodes:
+    """Cited and gold passage ids and titles of ``n`` rows as integer codes.
+
+    Each list is per-row lengths plus the flat codes of all rows in row order; equal
+    strings have equal codes (ids and titles each in one code space), codes are >= 0, and a
+    missing (null) title is -1. ``title_len``/``cited_title`` are the cited titles by
+    position (None: not given); ``gold_title_len``/``gold_title`` the gold support titles
+    (None: the titles of the cited gold ids).
+    """
+
+    cited_len: np.ndarray
+    cited: np.ndarray
+    gold_len: np.ndarray
+    gold: np.ndarray
+    title_len: np.ndarray | None = None
+    cited_title: np.ndarray | None = None
+    gold_title_len: np.ndarray | None = None
+    gold_title: np.ndarray | None = None
+
+
+def _evidence_codes(
+    cited: pa.Array, gold: pa.Array, ctit: pa.Array | None, gtit: pa.Array | None
+) -> EvidenceCodes:
+    """The codes of list arrays of strings (a null list is empty; ids hold no null)."""
+    c_len, c_flat = _lists(cited)
+    g_len, g_flat = _lists(gold)
+    codes, _ = _codes(pa.concat_arrays([c_flat, g_flat]))
+    ev = EvidenceCodes(c_len, codes[: len(c_flat)], g_len, codes[len(c_flat) :])
+    if ctit is not None:
+        t_len, t_flat = _lists(ctit)
+        gt_len, gt_flat = _lists(gtit) if gtit is not None else (None, None)
+        t_codes, _ = _codes(pa.concat_arrays([t_flat] if gt_flat is None else [t_flat, gt_flat]))
+        ev.title_len, ev.cited_title = t_len, t_codes[: len(t_flat)]
+        if gt_flat is not None:
+            ev.gold_title_len, ev.gold_title = gt_len, t_codes[len(t_flat) :]
+    return ev
+
+
+def _list_codes(arr: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row lengths and flat values of a list array of integers (no null list)."""
+    arr = _one_chunk(arr)
+    lengths = _np(pc.list_value_length(arr)).astype(np.int64)
+    return lengths, _np(pc.list_flatten(arr)).astype(np.int64)
+
+
+@dataclass(slots=True)
 class ScoreInputs:
     """One column per scoring input, ``n`` rows (see :func:`core.scoring.score_frame`).
 
-    String columns are Arrow string arrays (null: not a string); list columns Arrow list
-    arrays of strings (a null list is empty; id lists hold no null); the titles are None when
-    the frame has no such column.
+    String columns are Arrow string arrays (null: not a string), the aliases an Arrow list
+    array of strings (a null list is empty); passage ids and titles as integer codes.
     """
 
     n: int
@@ -89,10 +148,7 @@ class ScoreInputs:
     aliases: pa.Array | None
     answer_type: pa.Array
     reasoning_type: pa.Array
-    cited_ids: pa.Array
-    gold_ids: pa.Array
-    cited_titles: pa.Array | None
-    gold_titles: pa.Array | None
+    evidence: EvidenceCodes
     parse: np.ndarray  # bool: parse error (scored 0, label "parse")
     error: np.ndarray  # bool: failed call (not scored)
     labeled: np.ndarray  # bool: condition gets a failure label (not no_evidence)
@@ -161,10 +217,7 @@ def inputs_from_frame(df: pd.DataFrame) -> ScoreInputs | None:
         aliases=_list_column(col("answer_aliases"), "aliases"),
         answer_type=_text(col("answer_type")),
         reasoning_type=_text(col("reasoning_type")),
-        cited_ids=cited,
-        gold_ids=gold,
-        cited_titles=ctit,
-        gold_titles=gtit,
+        evidence=_evidence_codes(cited, gold, ctit, gtit),
         parse=np.array([_flag(x) for x in col("parse_error")], dtype=bool),
         error=np.array([_flag(x) for x in col("error")], dtype=bool),
         labeled=np.array(
@@ -174,56 +227,82 @@ def inputs_from_frame(df: pd.DataFrame) -> ScoreInputs | None:
     )
 
 
-def _arrow_text(arr: Any) -> pa.Array:
+def _one_chunk(arr: Any) -> pa.Array:
     if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    return arr
+
+
+def _arrow_text(arr: Any) -> pa.Array:
+    arr = _one_chunk(arr)
     return arr if arr.type == pa.string() else arr.cast(pa.string())
 
 
+def _arrow_gold(arr: Any) -> pa.Array:
+    """Text, or dictionary-encoded text as it is (the re-score read: one entry per instance)."""
+    arr = _one_chunk(arr)
+    if pa.types.is_dictionary(arr.type) and arr.type.value_type == pa.string():
+        return arr
+    return _arrow_text(arr)
+
+
 def _arrow_list(arr: Any) -> pa.Array:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    return arr if arr.type == pa.list_(pa.string()) else arr.cast(pa.list_(pa.string()))
+    arr = _one_chunk(arr)
+    # a list of strings whatever its field is named (DuckDB's "l", Arrow's "item")
+    if pa.types.is_list(arr.type) and arr.type.value_type == pa.string():
+        return arr
+    return arr.cast(pa.list_(pa.string()))
 
 
 def _arrow_flags(arr: pa.Array) -> np.ndarray:
     """``_flag`` of each string: set and not only whitespace (Python's ``str.strip``)."""
-    valid = arr.is_valid().to_numpy(zero_copy_only=False)
-    out = pc.fill_null(pc.match_substring_regex(arr, "[0-9A-Za-z]"), False).to_numpy(
-        zero_copy_only=False
-    )
-    rest = np.flatnonzero(valid & ~out)
+    out = np.zeros(len(arr), dtype=bool)
+    if arr.null_count == len(arr):
+        return out
+    where = np.flatnonzero(_np(arr.is_valid()))
+    sub = arr.take(pa.array(where))
+    flag = _np(pc.match_substring_regex(sub, "[0-9A-Za-z]")).copy()
+    rest = np.flatnonzero(~flag)  # no ASCII letter or digit: Python decides
     if len(rest):
-        out = out.copy()
-        out[rest] = [_flag(x) for x in arr.take(pa.array(rest)).to_pylist()]
+        flag[rest] = [_flag(x) for x in sub.take(pa.array(rest)).to_pylist()]
+    out[where] = flag
     return out
 
 
 def inputs_from_arrow(batch: pa.RecordBatch | pa.Table) -> ScoreInputs | None:
     """The inputs of the store's scoring columns (:meth:`core.store.Store.scoring_batches`).
 
-    None when only the per-row reference scores them (a NULL passage id in a list).
+    Passage ids and titles as list columns (``cited_ids``, ``gold_ids``, ``cited_titles``,
+    ``gold_titles``) or already coded (``cited_id_codes``, ``gold_id_codes``,
+    ``cited_title_codes`` aligned with the cited ids, ``gold_title_codes``: lists of
+    integers, :class:`EvidenceCodes`). None when only the per-row reference scores them (a
+    NULL passage id in a list).
     """
-    cited = _arrow_list(batch.column("cited_ids"))
-    gold = _arrow_list(batch.column("gold_ids"))
-    if pc.list_flatten(cited).null_count or pc.list_flatten(gold).null_count:
-        return None
+    if "cited_id_codes" in batch.schema.names:  # coded by the read (core.store.rescore_rows)
+        c_len, c = _list_codes(batch.column("cited_id_codes"))
+        g_len, g = _list_codes(batch.column("gold_id_codes"))
+        gt_len, gt = _list_codes(batch.column("gold_title_codes"))
+        evidence = EvidenceCodes(
+            c_len, c, g_len, g, c_len, _list_codes(batch.column("cited_title_codes"))[1], gt_len, gt
+        )
+    else:
+        cited = _arrow_list(batch.column("cited_ids"))
+        gold = _arrow_list(batch.column("gold_ids"))
+        if pc.list_flatten(cited).null_count or pc.list_flatten(gold).null_count:
+            return None
+        evidence = _evidence_codes(cited, gold, _arrow_list(batch.column("cited_titles")),
+                                   _arrow_list(batch.column("gold_titles")))  # fmt: skip
     cond = _arrow_text(batch.column("condition"))
     no_ev = pc.or_(pc.equal(cond, "no_evidence"), pc.starts_with(cond, "no_evidence|"))
-    conf = batch.column("confidence")
-    if isinstance(conf, pa.ChunkedArray):
-        conf = conf.combine_chunks()
+    conf = _one_chunk(batch.column("confidence"))
     return ScoreInputs(
         n=batch.num_rows,
         answer=_arrow_text(batch.column("answer")),
-        gold_answer=_arrow_text(batch.column("gold_answer")),
+        gold_answer=_arrow_gold(batch.column("gold_answer")),
         aliases=_arrow_list(batch.column("answer_aliases")),
         answer_type=_arrow_text(batch.column("answer_type")),
         reasoning_type=_arrow_text(batch.column("reasoning_type")),
-        cited_ids=cited,
-        gold_ids=gold,
-        cited_titles=_arrow_list(batch.column("cited_titles")),
-        gold_titles=_arrow_list(batch.column("gold_titles")),
+        evidence=evidence,
         parse=_arrow_flags(_arrow_text(batch.column("parse_error"))),
         error=_arrow_flags(_arrow_text(batch.column("error"))),
         labeled=~pc.fill_null(no_ev, False).to_numpy(zero_copy_only=False),
@@ -257,8 +336,10 @@ def _row_of(lengths: np.ndarray) -> np.ndarray:
 
 # Sort-based set operations on int64 keys (np.unique's hash path is slow on wide keys).
 def _unique(keys: np.ndarray) -> np.ndarray:
+    if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):  # already sorted and distinct
+        return keys
     s = np.sort(keys)
-    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
+    return s[np.concatenate(([True], s[1:] != s[:-1]))]
 
 
 def _unique_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -296,11 +377,10 @@ def _normalize(strings: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     drop = pc.replace_substring_regex(keep, _SUFFIX_RUN, "")
     other = ~_np(pc.string_is_ascii(strings))
     if other.any():
-        texts = strings.filter(pa.array(other)).to_pylist()
+        forms = [_python_forms(s) for s in strings.filter(pa.array(other)).to_pylist()]
         mask = pa.array(other)
-        strict = pc.replace_with_mask(strict, mask, pa.array(
-            [" ".join(_strict_tokens(s)) for s in texts], pa.string()))  # fmt: skip
-        relaxed = pa.array([" ".join(_relaxed_tokens(s, True)) for s in texts], pa.string())
+        strict = pc.replace_with_mask(strict, mask, pa.array([f[0] for f in forms], pa.string()))
+        relaxed = pa.array([f[1] for f in forms], pa.string())
         keep = pc.replace_with_mask(keep, mask, relaxed)
         # the suffix rule on tokens joined by a space, as for ASCII text
         drop = pc.replace_with_mask(drop, mask, pc.replace_substring_regex(
@@ -308,33 +388,184 @@ def _normalize(strings: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     return strict, keep, drop
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _python_forms(text: str) -> tuple[str, str]:
+    """Strict and relaxed (suffix kept) forms of a non-ASCII string, by the row scorer.
+
+    Cached across calls: a re-score meets each gold answer once per batch it appears in.
+    """
+    return " ".join(_strict_tokens(text)), " ".join(_relaxed_tokens(text, True))
+
+
+_YES = pa.array(sorted(YES_WORDS), pa.string())
+_NO = pa.array(sorted(NO_WORDS), pa.string())
+
+#: :func:`core.answer_norm.parse_number`, cached across calls as :func:`_python_forms`.
+_parse_number = functools.lru_cache(maxsize=1 << 16)(parse_number)
+
+
 @dataclass(slots=True)
 class _Tokens:
-    """Token ids of each normalized string (``lengths``, ``starts`` into ``ids``)."""
+    """The tokens of each normalized string as a bag (multiset).
+
+    Its distinct token ids, ascending (``distinct`` per string, ``starts`` into ``ids``),
+    with their ``counts``; ``lengths`` counts every token.
+    """
 
     lengths: np.ndarray
+    distinct: np.ndarray
     starts: np.ndarray
     ids: np.ndarray
+    counts: np.ndarray
     vocab: int
 
-    @classmethod
-    def of(cls, joined: pa.Array) -> _Tokens:
-        empty = _np(pc.equal(joined, ""))
-        raw = pc.split_pattern(joined, " ")
-        raw_len = _np(pc.list_value_length(raw)).astype(np.int64)
-        flat = pc.list_flatten(raw)
-        flat = flat.filter(pa.array(np.repeat(~empty, raw_len)))
-        ids, vocab = _codes(flat)
-        lengths = np.where(empty, 0, raw_len)
-        starts = np.cumsum(lengths) - lengths
-        return cls(lengths, starts, ids, len(vocab))
+    def bag(self, which: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(owner index into ``which``, token id, count) of ``which``'s strings' bags.
 
-    def gather(self, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(owner index into ``which``, token id) of every token of ``which``'s strings."""
-        lens = self.lengths[which]
+        Ordered by owner, then token id: ``owner * vocab + id`` is sorted and distinct.
+        """
+        lens = self.distinct[which]
         owner = _row_of(lens)
         pos = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
-        return owner, self.ids[self.starts[which][owner] + pos]
+        at = self.starts[which][owner] + pos
+        return owner, self.ids[at], self.counts[at]
+
+
+def _lookup(values: pa.Array, known: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Index of each value in ``known`` (-1: absent) and whether it is there."""
+    if not len(known):
+        return np.full(len(values), -1, dtype=np.int64), np.zeros(len(values), dtype=bool)
+    pos = pc.index_in(values, value_set=known)
+    there = _np(pos.is_valid())
+    return _np(pc.fill_null(pos, -1)).astype(np.int64), there
+
+
+class _FormSpace:
+    """Distinct normalized forms (tokens joined by one space), numbered as first met.
+
+    Each form's tokens are ids into a vocabulary that grows with the forms; both persist
+    for the life of the object, so a form met again (another batch) is not split again.
+    """
+
+    def __init__(self) -> None:
+        self.forms = pa.array([], pa.string())
+        self.vocab = pa.array([], pa.string())
+        self.lengths = np.zeros(0, dtype=np.int64)  # tokens of each form
+        self.distinct = np.zeros(0, dtype=np.int64)  # distinct tokens of each form
+        self.ids = np.zeros(0, dtype=np.int64)  # each form's distinct token ids, ascending
+        self.counts = np.zeros(0, dtype=np.int64)  # and how often each occurs
+        self.yes_no = np.zeros(0, dtype=np.int8)  # 1 yes, 2 no (canonical_yes_no), else 0
+
+    @property
+    def tokens(self) -> _Tokens:
+        """The token bags of every form so far."""
+        return _Tokens(self.lengths, self.distinct, np.cumsum(self.distinct) - self.distinct,
+                       self.ids, self.counts, len(self.vocab))  # fmt: skip
+
+    def add(self, joined: pa.Array) -> np.ndarray:
+        """The form id of each string of ``joined`` (no nulls), adding the new forms."""
+        codes, uniq = _codes(joined)
+        pos, there = _lookup(uniq, self.forms)
+        new = uniq.filter(pa.array(~there))
+        if len(new):
+            pos[~there] = len(self.forms) + np.arange(len(new), dtype=np.int64)
+            empty = _np(pc.equal(new, ""))
+            raw = pc.split_pattern(new, " ")
+            raw_len = _np(pc.list_value_length(raw)).astype(np.int64)
+            flat = pc.list_flatten(raw).filter(pa.array(np.repeat(~empty, raw_len)))
+            tok, known = _lookup(flat, self.vocab)
+            if not known.all():
+                fresh, words = _codes(flat.filter(pa.array(~known)))
+                tok[~known] = len(self.vocab) + fresh
+                self.vocab = pa.concat_arrays([self.vocab, words])
+            lengths = np.where(empty, 0, raw_len)
+            v = np.int64(max(len(self.vocab), 1))
+            keys, counts = _unique_counts(_row_of(lengths) * v + tok)
+            yn = np.zeros(len(new), dtype=np.int8)
+            yn[_np(pc.is_in(new, _YES))] = 1
+            yn[_np(pc.is_in(new, _NO))] = 2
+            self.forms = pa.concat_arrays([self.forms, new])
+            self.lengths = np.concatenate([self.lengths, lengths])
+            self.distinct = np.concatenate([
+                self.distinct, np.bincount(keys // v, minlength=len(new))])  # fmt: skip
+            self.ids = np.concatenate([self.ids, keys % v])
+            self.counts = np.concatenate([self.counts, counts])
+            self.yes_no = np.concatenate([self.yes_no, yn])
+        return pos[codes]
+
+
+def _same_memory(a: pa.Array, b: pa.Array) -> bool:
+    """Whether two arrays view the same memory (so, ``a`` being alive, the same values)."""
+    if a is b:
+        return True
+    if len(a) != len(b) or a.offset != b.offset or a.type != b.type:
+        return False
+    return [x and x.address for x in a.buffers()] == [x and x.address for x in b.buffers()]
+
+
+class AnswerForms:
+    """The normalized forms of every answer string met so far, as integer ids.
+
+    :func:`score_inputs` normalizes each distinct answer string (prediction, gold answer,
+    alias) once per object: pass one object to every batch of a re-score and a string met in
+    an earlier batch costs a lookup. Forms are pure functions of the string, so sharing one
+    object between unrelated inputs never changes a score. It holds at most about
+    ``MAX_STRINGS`` strings: a batch (:meth:`begin`) that meets it with more starts afresh
+    (memory stays bounded when nearly every answer is distinct).
+    """
+
+    #: Strings kept before :meth:`begin` starts afresh.
+    MAX_STRINGS = 1 << 21
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._dictionary: tuple[pa.Array, np.ndarray] | None = None  # dictionary_ids' last
+        self.raw = pa.array([], pa.string())
+        self.strict = _FormSpace()
+        self.relaxed = _FormSpace()
+        # form ids of each raw string: strict, relaxed with the suffix kept, dropped
+        self.of = np.zeros((3, 0), dtype=np.int64)
+        self.number = np.zeros(0)  # parse_number (NaN: none); valid where self.parsed
+        self.parsed = np.zeros(0, dtype=bool)
+
+    def begin(self) -> None:
+        """Start a batch: afresh when over ``MAX_STRINGS`` (ids hold until the next call)."""
+        if len(self.raw) > self.MAX_STRINGS:
+            self._reset()
+
+    def dictionary_ids(self, dictionary: pa.Array) -> np.ndarray:
+        """:meth:`ids` of a dictionary's strings (-1: null), kept while it is the same one."""
+        if self._dictionary is None or not _same_memory(self._dictionary[0], dictionary):
+            ids = np.full(len(dictionary), -1, dtype=np.int64)
+            valid = _np(dictionary.is_valid())
+            ids[valid] = self.ids(dictionary.filter(pa.array(valid)))
+            self._dictionary = (dictionary, ids)
+        return self._dictionary[1]
+
+    def ids(self, strings: pa.Array) -> np.ndarray:
+        """Index into ``raw`` of each (non-null) string, adding the new ones."""
+        pos, there = _lookup(strings, self.raw)
+        if not there.all():
+            codes, new = _codes(strings.filter(pa.array(~there)))
+            pos[~there] = len(self.raw) + codes
+            strict, keep, drop = _normalize(new)
+            rel = self.relaxed.add(pa.concat_arrays([keep, drop]))
+            of = np.stack([self.strict.add(strict), rel[: len(new)], rel[len(new) :]])
+            self.raw = pa.concat_arrays([self.raw, new])
+            self.of = np.concatenate([self.of, of], axis=1)
+            self.number = np.concatenate([self.number, np.full(len(new), np.nan)])
+            self.parsed = np.concatenate([self.parsed, np.zeros(len(new), dtype=bool)])
+        return pos
+
+    def numbers(self, which: np.ndarray) -> np.ndarray:
+        """``parse_number`` of the raw strings ``which`` (NaN: not a number)."""
+        todo = _unique(which[~self.parsed[which]])
+        if len(todo):
+            self.number[todo] = _numbers(self.raw, todo)
+            self.parsed[todo] = True
+        return self.number[which]
 
 
 def _pair_f1(a: np.ndarray, b: np.ndarray, tokens: _Tokens) -> np.ndarray:
@@ -347,11 +578,10 @@ def _pair_f1(a: np.ndarray, b: np.ndarray, tokens: _Tokens) -> np.ndarray:
     f1[(ua == ub) & (la > 0)] = 1.0  # same tokens: precision = recall = 1
     rest = np.flatnonzero((ua != ub) & (la > 0) & (lb > 0))
     if len(rest):
-        v = np.int64(tokens.vocab)
-        oa, ta = tokens.gather(ua[rest])
-        ob, tb = tokens.gather(ub[rest])
-        ka, ca = _unique_counts(oa * v + ta)
-        kb, cb = _unique_counts(ob * v + tb)
+        v = np.int64(max(tokens.vocab, 1))
+        oa, ta, ca = tokens.bag(ua[rest])
+        ob, tb, cb = tokens.bag(ub[rest])
+        ka, kb = oa * v + ta, ob * v + tb  # sorted and distinct (bags)
         ia = np.flatnonzero(_member(ka, kb))
         ib = np.searchsorted(kb, ka[ia])
         common = np.bincount(ka[ia] // v, weights=np.minimum(ca[ia], cb[ib]), minlength=len(rest))
@@ -369,7 +599,7 @@ def _numbers(strings: pa.Array, which: np.ndarray) -> np.ndarray:
     sub = strings.take(pa.array(which))
     hint = _np(pc.fill_null(pc.match_substring_regex(sub, _NUMBER_HINT), False))
     for i in np.flatnonzero(hint):
-        x = parse_number(sub[int(i)].as_py())
+        x = _parse_number(sub[int(i)].as_py())
         if x is not None:
             out[i] = x
     return out
@@ -385,15 +615,24 @@ def _isclose(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- scores
-def _answer_scores(inp: ScoreInputs, rows: np.ndarray) -> dict[str, np.ndarray]:
+def _answer_scores(inp: ScoreInputs, rows: np.ndarray, forms: AnswerForms) -> dict[str, np.ndarray]:
     """Answer scores of ``rows`` (answered, parseable), max over gold and aliases."""
     m = len(rows)
     take = pa.array(rows)
+    forms.begin()
     pred = pc.fill_null(inp.answer.take(take), "")
     g0 = inp.gold_answer.take(take)
-    g0_ok = _np(g0.is_valid())
+    if pa.types.is_dictionary(g0.type):  # the dictionary's strings looked up once
+        g_raw = forms.dictionary_ids(g0.dictionary)[_np(pc.fill_null(g0.indices, -1))]
+        g_raw[_np(g0.indices.is_null())] = -1
+        g0_ok = g_raw >= 0
+        g_raw = g_raw[g0_ok]
+        parts_str = []
+    else:
+        g0_ok = _np(g0.is_valid())
+        g_raw = None
+        parts_str = [g0.filter(pa.array(g0_ok))]
     parts_rows = [np.flatnonzero(g0_ok)]
-    parts_str = [g0.filter(pa.array(g0_ok))]
     n_gold = g0_ok.astype(np.int64)
     if inp.aliases is not None:
         lengths, flat = _lists(inp.aliases, rows)
@@ -406,52 +645,48 @@ def _answer_scores(inp: ScoreInputs, rows: np.ndarray) -> dict[str, np.ndarray]:
     parts_rows.append(none)
     parts_str.append(pa.array([""] * len(none), pa.string()))
     e_rows = np.concatenate(parts_rows)
-    codes, uniq = _codes(pa.concat_arrays([pred, *parts_str]))
-    pu, gu = codes[:m][e_rows], codes[m:]
-    strict, keep, drop = _normalize(uniq)
-    sid, s_dict = _codes(strict)
-    rid, r_dict = _codes(pa.concat_arrays([keep, drop]))
-    nu = len(uniq)
+    raw = forms.ids(pa.concat_arrays([pred, *parts_str]))
+    if g_raw is not None:  # the gold answers' ids go first among the gold strings
+        raw = np.concatenate([raw[:m], g_raw, raw[m:]])
+    pu, gu = raw[:m][e_rows], raw[m:]
     keep_rule = _np(pc.fill_null(pc.equal(inp.answer_type.take(take), "number"), False)) | _np(
         pc.fill_null(pc.equal(inp.reasoning_type.take(take), "arithmetic"), False)
     )
-    off = np.where(keep_rule[e_rows], 0, nu)
-    sp, sg, rp, rg = sid[pu], sid[gu], rid[pu + off], rid[gu + off]
+    rel = np.where(keep_rule[e_rows], 1, 2)  # the suffix kept, else dropped
+    sp, sg, rp, rg = forms.of[0, pu], forms.of[0, gu], forms.of[rel, pu], forms.of[rel, gu]
     em_s = (sp == sg).astype(np.float64)
-    f1_s = _pair_f1(sp, sg, _Tokens.of(s_dict))
+    f1_s = _pair_f1(sp, sg, forms.strict.tokens)
     em_r = (rp == rg).astype(np.float64)
-    f1_r = _pair_f1(rp, rg, _Tokens.of(r_dict))
-    yn = np.zeros(len(r_dict), dtype=np.int8)
-    yn[_np(pc.is_in(r_dict, pa.array(sorted(YES_WORDS))))] = 1
-    yn[_np(pc.is_in(r_dict, pa.array(sorted(NO_WORDS))))] = 2
+    f1_r = _pair_f1(rp, rg, forms.relaxed.tokens)
+    yn = forms.relaxed.yes_no
     soft = (em_r == 1.0) | (f1_r >= SOFT_F1) | ((yn[rp] == yn[rg]) & (yn[rp] != 0))
     open_ = np.flatnonzero(~soft)
     if len(open_):
-        need = _unique(np.concatenate([pu[open_], gu[open_]]))
-        num = np.full(nu, np.nan)
-        num[need] = _numbers(uniq, need)
-        soft[open_] = _isclose(num[pu[open_]], num[gu[open_]])
+        soft[open_] = _isclose(forms.numbers(pu[open_]), forms.numbers(gu[open_]))
+    # the max over each row's gold strings: the gold answer and the no-gold "" rows are
+    # each a row at most once (scores are >= 0), only the aliases need ``maximum.at``
+    k0, k1 = len(parts_rows[0]), len(e_rows) - len(none)
     out = {}
     for name, vals in zip(ANSWER_SCORES, (em_s, f1_s, em_r, f1_r, soft.astype(np.float64)),
                           strict=True):  # fmt: skip
         best = np.zeros(m)
-        np.maximum.at(best, e_rows, vals)
+        best[e_rows[:k0]] = vals[:k0]
+        best[none] = vals[k1:]
+        np.maximum.at(best, e_rows[k0:k1], vals[k0:k1])
         out[name] = best
     return out
 
 
 def _evidence(inp: ScoreInputs, scored: np.ndarray, parse: np.ndarray) -> dict[str, Any]:
     """Evidence counts and scores of every row (cited ids of parse rows count as none)."""
-    n = inp.n
-    c_len, c_flat = _lists(inp.cited_ids)
-    g_len, g_flat = _lists(inp.gold_ids)
+    n, ev = inp.n, inp.evidence
+    c_len, g_len = ev.cited_len, ev.gold_len
     c_row, g_row = _row_of(c_len), _row_of(g_len)
     c_pos = np.arange(len(c_row), dtype=np.int64) - np.repeat(np.cumsum(c_len) - c_len, c_len)
-    codes, ids = _codes(pa.concat_arrays([c_flat, g_flat]))
-    v = np.int64(max(len(ids), 1))
+    v = np.int64(max(int(ev.cited.max(initial=0)), int(ev.gold.max(initial=0))) + 1)
     use_c = (scored & ~parse)[c_row]
-    c_key = c_row * v + codes[: len(c_row)]
-    g_key = _unique(g_row * v + codes[len(c_row) :])
+    c_key = c_row * v + ev.cited
+    g_key = _unique(g_row * v + ev.gold)
     c_set = _unique(c_key[use_c])
     hit_mask = _member(c_set, g_key)
     n_c = np.bincount(c_set // v, minlength=n)
@@ -462,8 +697,8 @@ def _evidence(inp: ScoreInputs, scored: np.ndarray, parse: np.ndarray) -> dict[s
         recall = hit / n_g
         f1 = np.where(hit > 0, 2 * precision * recall / (precision + recall), 0.0)
     tg = np.full(n, np.nan)
-    if inp.cited_titles is not None:
-        tg = _title_grounding(inp, n, v, c_key, c_row, c_pos, use_c, c_set, hit_mask, n_c)
+    if ev.cited_title is not None:
+        tg = _title_grounding(ev, n, v, c_key, c_row, c_pos, use_c, c_set, hit_mask, n_c)
     none = n_g == 0
     out = {
         "ev_precision": precision, "ev_recall": recall, "ev_f1": f1,
@@ -475,19 +710,21 @@ def _evidence(inp: ScoreInputs, scored: np.ndarray, parse: np.ndarray) -> dict[s
 
 
 def _title_grounding(
-    inp: ScoreInputs, n: int, v: np.int64, c_key: np.ndarray, c_row: np.ndarray,
+    ev: EvidenceCodes, n: int, v: np.int64, c_key: np.ndarray, c_row: np.ndarray,
     c_pos: np.ndarray, use_c: np.ndarray, c_set: np.ndarray, hit_mask: np.ndarray,
     n_c: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """Fraction of distinct cited ids whose title (the last given for the id) is gold.
 
-    Gold support titles: ``gold_titles`` when given, else the titles of the gold ids.
+    Gold support titles: ``gold_title`` when given, else the titles of the gold ids.
     """
-    t_len, t_flat = _lists(inp.cited_titles)
-    gt_len, gt_flat = _lists(inp.gold_titles) if inp.gold_titles is not None else (None, None)
-    flats = [t_flat] if gt_flat is None else [t_flat, gt_flat]
-    t_codes, titles = _codes(pa.concat_arrays(flats))
-    w = np.int64(max(len(titles), 1))
+    t_len, t_codes = ev.title_len, ev.cited_title
+    if t_len is None or t_codes is None:
+        return np.full(n, np.nan)
+    top = int(t_codes.max(initial=0))
+    if ev.gold_title is not None:
+        top = max(top, int(ev.gold_title.max(initial=0)))
+    w = np.int64(top + 1)
     starts = np.cumsum(t_len) - t_len
     has = use_c & (c_pos < t_len[c_row])
     idx = np.flatnonzero(has)  # the last title of an id wins (dict(zip(...)))
@@ -498,10 +735,9 @@ def _title_grounding(
     keys = sk[last]
     title = t_codes[starts[c_row[src]] + c_pos[src]]
     rows = keys // v
-    if gt_flat is not None:
-        gt_codes = t_codes[len(t_flat) :]
-        ok = gt_codes >= 0
-        support = _unique(_row_of(gt_len)[ok] * w + gt_codes[ok])
+    if ev.gold_title is not None:
+        ok = ev.gold_title >= 0
+        support = _unique(_row_of(ev.gold_title_len)[ok] * w + ev.gold_title[ok])
     else:
         sel = _member(keys, c_set[hit_mask]) & (title >= 0)
         support = _unique(rows[sel] * w + title[sel])
@@ -512,9 +748,15 @@ def _title_grounding(
 
 
 def score_inputs(
-    inp: ScoreInputs, correct_field: str = "em_strict", confidence_against: str = "soft_correct"
+    inp: ScoreInputs,
+    correct_field: str = "em_strict",
+    confidence_against: str = "soft_correct",
+    forms: AnswerForms | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Every score of every row, as :func:`core.scoring.score_frame` defines them.
+
+    ``forms`` keeps the normalized answer strings between calls (a re-score's batches);
+    without it each call normalizes its own.
 
     Returns:
         ``({score column: float64 array}, label_code)`` where ``label_code`` indexes
@@ -524,7 +766,8 @@ def score_inputs(
     out = {k: np.where(scored, 0.0, np.nan) for k in ANSWER_SCORES}
     answered = np.flatnonzero(scored & ~inp.parse)
     if len(answered):
-        for k, vals in _answer_scores(inp, answered).items():
+        forms = AnswerForms() if forms is None else forms
+        for k, vals in _answer_scores(inp, answered, forms).items():
             out[k][answered] = vals
     ev = _evidence(inp, scored, inp.parse)
     for k in EVIDENCE_SCORES:
@@ -544,3 +787,14 @@ def score_inputs(
     )  # fmt: skip
     label = np.where(scored & inp.labeled, label, -1)
     return out, label
+
+
+def score_table(inp: ScoreInputs, forms: AnswerForms | None = None) -> pa.Table:
+    """:func:`score_inputs` (default fields) as a table of ``SCORE_COLUMNS`` (NaN as null).
+
+    The table :func:`core.scoring.score_arrow` returns for the same rows.
+    """
+    scores, label = score_inputs(inp, forms=forms)
+    cols = {k: pa.array(v, from_pandas=True) for k, v in scores.items()}
+    cols["failure_label"] = pa.array(LABEL_CODES, pa.string()).take(pa.array(label, mask=label < 0))
+    return pa.table({k: cols[k] for k in SCORE_COLUMNS})

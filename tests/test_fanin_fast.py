@@ -12,6 +12,7 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from conftest import build_release_store
 
@@ -20,6 +21,7 @@ from core.fanin_stats import STRATA, summary_bootstrap
 from core.selection import Selection
 from core.stats import bootstrap_means
 from core.store import Store
+from core.store.fanin_rows import _SCORES, _match_scores
 from core.types import Dataset, Instance, Passage
 from core.views.common import clear_cache, keep_filtered_instances, pair_runs
 from core.views.fanin import fanin_result
@@ -247,3 +249,56 @@ def test_every_bucket_and_pair_is_listed():
     systems = list(dict.fromkeys(res.by_bucket["system"]))
     assert list(zip(res.overlap["system_a"], res.overlap["system_b"], strict=True)) == list(
         combinations(systems, 2))  # fmt: skip
+
+
+def test_one_cached_entry_serves_every_score_field(tmp_path):
+    """The view reads the store once per (runs, filters); each field equals its own path."""
+    store = _random_store(tmp_path / "f.duckdb")
+    clear_cache()
+    for field in ("em_strict", "f1_relaxed", "soft_correct"):
+        res = fanin_result(store, Selection(dataset="rand", score_field=field,
+                                            options={"n_resamples": 100}))  # fmt: skip
+        direct = fanin_store(store, ["run0", "run1"], field, pair=True, n_resamples=100)
+        for name in ("by_fan_in", "by_bucket", "degradation", "attribution"):
+            pd.testing.assert_frame_equal(getattr(res, name), getattr(direct, name),
+                                          check_dtype=False)  # fmt: skip
+    # soft_correct is never written here: every row is missing, none answered
+    assert res.by_bucket["n"].sum() == 0 and res.by_bucket["missing"].sum() > 0
+    from core.views import common
+
+    assert sum(k[0] == "fanin_summaries" for k in common._CACHE) == 1
+    # one run: pairing keeps every instance (the query skips it)
+    one = fanin_store(store, ["run1"], pair=True, n_resamples=50)
+    _check(one, per_instance(store.fanin_frame(["run1"]), "f1_relaxed"))
+
+
+def test_group_sums_do_not_drift_with_row_order():
+    from core.fanin_stats import _sum_by
+
+    rng = np.random.default_rng(5)
+    v = rng.choice([1 / 3, 0.1, 2 / 7, 0.0, 1.0], size=200_000)
+    group = rng.integers(0, 3, size=v.size)
+    got = _sum_by(group, v, 3)
+    for g in range(3):
+        want = math.fsum(v[group == g])  # correctly rounded
+        assert abs(got[g] - want) <= 2 * np.spacing(want)
+        perm = rng.permutation(v.size)
+        assert _sum_by(group[perm], v[perm], 3)[g] == pytest.approx(got[g], rel=1e-15, abs=0)
+    assert _sum_by(np.array([0, 0]), np.array([0.1, 0.2]), 1)[0] == 0.1 + 0.2
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_fanin_rows_match_scores_by_run_instance_and_condition(big):
+    # the stored scores are matched to the rows by (run, instance rowid, condition): a
+    # dense table for small keys, sorted keys for sparse ones; NULL and no row read as NaN
+    off = 10**9 if big else 0
+    rows = {"run_no": np.array([0, 0, 1, 0]), "inst_row": np.array([5, 5, 5, 7]) + off,
+            "cond": np.array([2, 3, 2, 0], dtype=np.int8)}  # fmt: skip
+    scores = pa.table({
+        "run_no": [1, 0, 0, 0], "inst_row": pa.array([5, 5, 7, 5]) + off,
+        "cond": pa.array([2, 3, 1, 2], pa.int8()),
+        **{k: [0.25, None, 0.5, 1.0] for k in _SCORES},
+    })  # fmt: skip
+    got = _match_scores(rows, scores)
+    for k in _SCORES:  # rows: (0,5,oracle) 1.0; (0,5,retrieved) NULL; (1,5,oracle) 0.25;
+        np.testing.assert_array_equal(got[k], [1.0, np.nan, 0.25, np.nan])  # (0,7,fc) none

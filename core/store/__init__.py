@@ -9,8 +9,10 @@ All values reach SQL as parameters; identifiers never come from users.
 :mod:`~core.store.connection` (opening, locks, transactions), :mod:`~core.store.schema` (DDL,
 migrations, column constants), :mod:`~core.store.datasets`, :mod:`~core.store.runs`,
 :mod:`~core.store.records` (predictions, scores, response cache) and
-:mod:`~core.store.analysis` (joined read queries). :mod:`~core.store.locks` keeps one process per
-run name (a lock file beside the store, :meth:`Store.run_lock`).
+:mod:`~core.store.analysis` (joined read queries; :mod:`~core.store.fanin_rows`, the fan-in
+page's one query; :mod:`~core.store.rescore_rows`, the re-score's read).
+:mod:`~core.store.locks` keeps one process per run name (a lock file beside the store,
+:meth:`Store.run_lock`).
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ class AnalysisMixin(StoreBase):
         batch_rows: int = 200_000,
         stored: bool = False,
     ) -> pa.RecordBatchReader:
-        """The rows of :meth:`scoring_frame` (unordered) as Arrow batches.
+        """The rows of :meth:`scoring_frame` (unordered, gold lists too) as Arrow batches.
 
         At most ``batch_rows`` rows a batch, no Python object per value. The reader
         streams from ``con``: read it to the end before the next statement on ``con``.
@@ -231,161 +231,6 @@ class AnalysisMixin(StoreBase):
                 """,
                 [list(run_ids)],
             ).df()
-
-    def fanin_summaries(
-        self,
-        run_ids: Sequence[str],
-        score_field: str,
-        *,
-        allowed: pd.DataFrame | None = None,
-        pair: bool = False,
-        bins: int = 256,
-    ) -> dict[str, Any]:
-        """Per-(system, fan-in) summaries of the fan-in analysis, aggregated in DuckDB.
-
-        The rows are those of :meth:`fanin_frame` restricted to the four plain conditions
-        (``allowed``: only these ``dataset, instance_id`` pairs; ``pair``: with several runs
-        of one dataset, only the instances every run has, as
-        :func:`core.views.common.pair_runs`). Per row, as :func:`core.fanin.per_instance`:
-        ``missing`` (score NULL/NaN or a non-blank ``error``), AC = 100 x score, ER and EP
-        over passage-id sets (NULL without a pack or when missing).
-
-        Args:
-            run_ids: the runs.
-            score_field: the answer score AC is built from (a score column).
-            allowed: ``dataset, instance_id`` pairs to keep (None: all).
-            pair: restrict several runs of one dataset to their common instances.
-            bins: equal-width value bins of the item summaries (AC over [0, 100], ER and EP
-                over [0, 1]).
-
-        Returns:
-            ``systems`` (``sys, run, model, dataset, condition``, in the order of first
-            appearance by run, instance order, condition; systems with fan-in > 0 rows only),
-            ``cells`` (``sys, fan_in, n_rows, n_missing, n_fail, n_fail_packed, n_fail_low``:
-            failures are AC < 33, packed ones have an ER, low ones ER < 0.5), ``items``
-            (``sys, fan_in, metric, bin, count, sum, sumsq, vmin, vmax`` of answered rows;
-            ``bin`` -1 holds NULL ER / EP), ``states`` (numpy ``inst, sys, state`` per row:
-            0 missing, 1 answered, 2 failed) and ``n_no_gold`` (rows with fan-in 0).
-
-        Raises:
-            ValueError: a score field that is not a score column.
-        """
-        if score_field not in SCORE_COLUMNS or score_field == "failure_label":
-            raise ValueError(f"unknown score field {score_field!r}")
-        whitespace = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
-        only = "" if allowed is None else (
-            " AND (r.dataset_id, p.instance_id) IN "
-            "(SELECT (unnest($ok_ds), unnest($ok_ids)))"
-        )  # fmt: skip
-        col = score_field  # a score column (checked above)
-        base = f"""
-            CREATE OR REPLACE TEMP TABLE fanin_rows AS
-            WITH sel AS (SELECT run_id, model, dataset_id FROM runs
-                         WHERE list_contains($runs, run_id)),
-            gold AS (
-                SELECT dataset_id, instance_id, gold_ids,
-                       len(list_filter(docs, lambda x, i: list_position(docs, x) = i)) AS fan_in
-                FROM (SELECT dataset_id, instance_id, list(passage_id) AS gold_ids,
-                             list(doc_id) AS docs
-                      FROM passages WHERE is_gold AND dataset_id IN (SELECT dataset_id FROM sel)
-                      GROUP BY ALL)
-            ),
-            pred AS MATERIALIZED (
-                SELECT p.run_id AS run, r.dataset_id AS dataset, p.instance_id, p.condition,
-                       i.ord, p.input_passage_ids, p.cited_ids, p.error,
-                       s.{col} AS score, coalesce(g.gold_ids, []) AS gold_ids,
-                       coalesce(g.fan_in, 0) AS fan_in
-                FROM predictions p
-                JOIN sel r USING (run_id)
-                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
-                LEFT JOIN scores s ON s.run_id = p.run_id AND s.instance_id = p.instance_id
-                    AND s.condition = p.condition AND s.variant = p.variant
-                LEFT JOIN gold g ON g.dataset_id = r.dataset_id AND g.instance_id = p.instance_id
-                WHERE p.variant = ''{only}
-            ),
-            paired AS (
-                SELECT * FROM pred
-                WHERE NOT $pair OR (SELECT count(DISTINCT dataset) FROM pred) <> 1
-                   OR instance_id IN (SELECT instance_id FROM pred GROUP BY instance_id
-                                      HAVING count(DISTINCT run) =
-                                             (SELECT count(DISTINCT run) FROM pred))
-            ),
-            packed AS (
-                SELECT *,
-                       CASE WHEN condition IN ('retrieved', 'oracle')
-                            THEN coalesce(input_passage_ids, [])
-                            WHEN condition = 'full_context' THEN coalesce(cited_ids, [])
-                       END AS pack,
-                       (score IS NULL OR isnan(score)
-                        OR (error IS NOT NULL AND length(trim(error, $ws)) > 0)) AS missing
-                FROM paired
-                WHERE condition IN ('no_evidence', 'full_context', 'retrieved', 'oracle')
-            )
-            -- gold ids are distinct (the passages' key): |set(pack) ∩ gold| counts the gold
-            -- ids in the pack; the pack's size counts each id at its first position only
-            SELECT run, instance_id, condition, ord, fan_in, missing,
-                   CASE WHEN NOT missing THEN 100.0::DOUBLE * score END AS ac,
-                   CASE WHEN has_pack THEN n_hits::DOUBLE / len(gold_ids) END AS er,
-                   CASE WHEN has_pack THEN CASE WHEN len(pack) = 0 THEN 0.0
-                                                ELSE n_hits::DOUBLE / n_pack END END AS ep
-            FROM (SELECT *, NOT missing AND pack IS NOT NULL AND len(gold_ids) > 0 AS has_pack,
-                         len(list_filter(gold_ids, lambda g: list_contains(pack, g))) AS n_hits,
-                         len(list_filter(pack, lambda x, i: list_position(pack, x) = i))
-                             AS n_pack
-                  FROM packed)
-        """
-        item = (
-            "SELECT sys, fan_in, '{m}' AS metric, "
-            "CASE WHEN {m} IS NULL THEN -1 ELSE greatest(0, least({top}, "
-            "floor({m} * {bins} / {scale})))::INTEGER END AS bin, count(*) AS count, "
-            "coalesce(fsum({m}), 0) AS sum, coalesce(fsum({m} * {m}), 0) AS sumsq, "
-            "min({m}) AS vmin, max({m}) AS vmax FROM fr WHERE NOT missing GROUP BY ALL"
-        )
-        items = " UNION ALL ".join(
-            item.format(m=m, top=int(bins) - 1, bins=int(bins), scale=s)
-            for m, s in (("ac", "100.0"), ("er", "1.0"), ("ep", "1.0"))
-        )
-        with self.connect(read_only=True) as con:
-            params = {"runs": list(run_ids), "pair": bool(pair), "ws": whitespace}
-            if allowed is not None:
-                params["ok_ds"] = [str(v) for v in allowed["dataset"]]
-                params["ok_ids"] = [str(v) for v in allowed["instance_id"]]
-            con.execute(base, params)
-            (n_no_gold,) = con.execute(
-                "SELECT count(*) FROM fanin_rows WHERE fan_in = 0"
-            ).fetchone()
-            con.execute(
-                """
-                CREATE OR REPLACE TEMP TABLE fanin_systems AS
-                SELECT row_number() OVER (ORDER BY f.run, min(f.ord), f.condition) - 1 AS sys,
-                       f.run, any_value(r.model) AS model, any_value(r.dataset_id) AS dataset,
-                       f.condition
-                FROM fanin_rows f JOIN runs r ON r.run_id = f.run
-                WHERE f.fan_in > 0 GROUP BY f.run, f.condition
-                """
-            )
-            systems = con.execute("SELECT * FROM fanin_systems ORDER BY sys").df()
-            con.execute(
-                "CREATE OR REPLACE TEMP TABLE fr AS SELECT s.sys, f.* FROM fanin_rows f "
-                "JOIN fanin_systems s USING (run, condition) WHERE f.fan_in > 0"
-            )
-            cells = con.execute(
-                """
-                SELECT sys, fan_in, count(*) AS n_rows, count(*) FILTER (missing) AS n_missing,
-                       count(*) FILTER (NOT missing AND ac < 33) AS n_fail,
-                       count(*) FILTER (NOT missing AND ac < 33 AND er IS NOT NULL)
-                           AS n_fail_packed,
-                       count(*) FILTER (NOT missing AND ac < 33 AND er < 0.5) AS n_fail_low
-                FROM fr GROUP BY ALL ORDER BY sys, fan_in
-                """
-            ).df()
-            item_frame = con.execute(items + " ORDER BY sys, fan_in, metric, bin").df()
-            states = con.execute(
-                "SELECT dense_rank() OVER (ORDER BY instance_id) - 1 AS inst, sys, "
-                "CASE WHEN missing THEN 0 WHEN ac < 33 THEN 2 ELSE 1 END AS state FROM fr"
-            ).fetchnumpy()
-        return {"systems": systems, "cells": cells, "items": item_frame, "states": states,
-                "n_no_gold": int(n_no_gold)}  # fmt: skip
 
     def crux_judges(self, dataset: str) -> list[str]:
         """Names of the judges whose ratings of a dataset are stored, sorted."""
@@ -504,11 +349,17 @@ def _scoring_query(
     With ``stored``, each row's stored score columns too (:meth:`scoring_batches`).
     """
     only = "" if instance_ids is None else " AND list_contains(?, instance_id)"
+    # Unordered (the re-score's batches): the gold lists in any order -- every score treats
+    # them as sets -- which spares DuckDB an ordered aggregate per instance.
+    order = " ORDER BY ord" if ordered else ""
     sql = f"""
         WITH titles AS (
-            SELECT dataset_id, instance_id, map(list(passage_id), list(title)) AS tmap,
-                   list(title ORDER BY ord) FILTER (WHERE is_gold) AS gold_titles,
-                   list(passage_id ORDER BY ord) FILTER (WHERE is_gold) AS gold_ids
+            -- passage ids are distinct per instance (the key): a cited id's title is the
+            -- title at its position (NULL when the instance has no such passage); cheaper
+            -- than building a MAP per instance
+            SELECT dataset_id, instance_id, list(passage_id) AS pids, list(title) AS ptitles,
+                   list(title{order}) FILTER (WHERE is_gold) AS gold_titles,
+                   list(passage_id{order}) FILTER (WHERE is_gold) AS gold_ids
             FROM passages
             WHERE dataset_id IN (SELECT dataset_id FROM runs WHERE list_contains(?, run_id))
                   {only}
@@ -519,7 +370,8 @@ def _scoring_query(
                i.answer_type, i.reasoning_type,
                coalesce(t.gold_ids, []) AS gold_ids,
                coalesce(t.gold_titles, []) AS gold_titles,
-               list_transform(coalesce(p.cited_ids, []), lambda x: t.tmap[x]) AS cited_titles
+               list_transform(coalesce(p.cited_ids, []),
+                              lambda x: t.ptitles[list_position(t.pids, x)]) AS cited_titles
     """
     if stored:
         sql += _STORED_COLUMNS + "\n        FROM " + _STORED_PREDICTIONS

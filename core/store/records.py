@@ -41,11 +41,21 @@ _ARROW_TYPES = {
 }  # fmt: skip
 _PREDICTION_ARROW = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in PREDICTION_COLUMNS])
 _CACHE_ARROW = pa.schema([(c, pa.string()) for c in CACHE_COLUMNS])
-#: Score rows updated in place from the registered view ``_changed_scores`` (same keys).
-_UPDATE_SCORES = (
-    "UPDATE scores SET " + ", ".join(f"{c} = u.{c}" for c in SCORE_COLUMNS)
-    + " FROM _changed_scores u WHERE " + " AND ".join(f"scores.{k} = u.{k}" for k in _KEY)
-)  # fmt: skip
+
+
+def _update_scores(columns: Sequence[str]) -> str:
+    """The UPDATE of score rows in place from the registered view ``_changed_scores``.
+
+    Sets the score columns it has (owned names only); matches rows by ``stored_rowid``
+    (the stored row's ``rowid``, read in the same transaction) when it has one, which is
+    cheaper than matching the four key strings, else by the key.
+    """
+    sets = ", ".join(f"{c} = u.{c}" for c in SCORE_COLUMNS if c in columns)
+    if "stored_rowid" in columns:  # the row condition: owned column names only
+        only = "scores.rowid = u.stored_rowid"
+    else:
+        only = " AND ".join(f"scores.{k} = u.{k}" for k in _KEY)
+    return f"UPDATE scores SET {sets} FROM _changed_scores u WHERE {only}"
 
 
 class RecordsMixin(StoreBase):
@@ -132,7 +142,10 @@ class RecordsMixin(StoreBase):
         Args:
             con: a read-write connection (inside the caller's transaction).
             run_ids: the re-scored runs.
-            changed: key and score columns of stored keys whose scores differ.
+            changed: key and score columns of stored keys whose scores differ; only the
+                score columns it has are written (the others are unchanged), and with a
+                ``stored_rowid`` column (the stored rows' ``rowid``, read in this
+                transaction) rows are matched by it.
             fresh: key and score columns of keys with no stored row.
             kept: how many re-scored keys have a stored row (changed or not); when the runs
                 hold more, the rest are stale and deleted.
@@ -159,11 +172,11 @@ class RecordsMixin(StoreBase):
                 """,
                 [runs],
             )
-        if changed.num_rows:
-            view = "_changed_scores"  # the name _UPDATE_SCORES reads
+        if changed.num_rows and set(changed.column_names) & set(SCORE_COLUMNS):
+            view = "_changed_scores"  # the name _update_scores reads
             con.register(view, changed)
             try:
-                con.execute(_UPDATE_SCORES)
+                con.execute(_update_scores(changed.column_names))
             finally:
                 try:
                     con.unregister(view)
@@ -262,6 +275,40 @@ class RecordsMixin(StoreBase):
         with self.connect(read_only=True) as con:
             return con.execute(sql + " ORDER BY p.created_at, p.instance_id", params).df()
 
+    def instance_outcomes(
+        self, dataset: str, run_ids: Sequence[str], limit: int = 5000
+    ) -> pd.DataFrame:
+        """Instances of a dataset with their question and failure count (Case view picker).
+
+        Args:
+            dataset: the dataset.
+            run_ids: runs whose plain predictions (variant ``''``) count.
+            limit: the first ``limit`` instances, in dataset order.
+
+        Returns:
+            ``instance_id, question, n_predictions, n_failed``; a prediction failed when it
+            has an ``error`` or a failure label other than ``success``.
+        """
+        with self.connect(read_only=True) as con:
+            return con.execute(
+                """
+                WITH i AS (SELECT instance_id, question, ord FROM instances
+                           WHERE dataset_id = ? ORDER BY ord LIMIT ?),
+                p AS (SELECT p.instance_id, count(*) AS n_predictions,
+                             count(*) FILTER (WHERE coalesce(p.error, '') <> ''
+                                 OR coalesce(s.failure_label, 'success') <> 'success')
+                                 AS n_failed
+                      FROM predictions p LEFT JOIN scores s
+                          USING (run_id, instance_id, condition, variant)
+                      WHERE list_contains(?, p.run_id) AND p.variant = ''
+                          AND p.instance_id IN (SELECT instance_id FROM i)
+                      GROUP BY p.instance_id)
+                SELECT i.instance_id, i.question, coalesce(p.n_predictions, 0) AS n_predictions,
+                       coalesce(p.n_failed, 0) AS n_failed
+                FROM i LEFT JOIN p USING (instance_id) ORDER BY i.ord
+                """,
+                [dataset, int(limit), list(run_ids)],
+            ).df()
 
 def _run_ids(rows: pd.DataFrame | pa.Table) -> list[str]:
     """The distinct run ids of written rows (their datasets' data versions are bumped)."""

@@ -8,7 +8,7 @@ import pandas as pd
 
 from core.crux import CruxResult, crux_report
 from core.fanin import FaninResult, fanin_from_summaries
-from core.fanin_stats import FaninSummaries
+from core.fanin_stats import StoreSummaries
 from core.figures import N_RESAMPLES
 from core.figures.fanin import (
     CRUX_K_REQUIRED,
@@ -24,6 +24,7 @@ from core.figures.retrieval import CHUNK_SIZE, OVERLAP
 from core.scoring import ANSWER_SCORES
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
+from core.store.fanin_rows import fanin_rows
 from core.views.common import (
     apply_filters,
     cached,
@@ -42,10 +43,12 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     metadata filters. Options: ``points``, ``r_include_oracle``, ``r_include_full_context``,
     ``n_resamples`` (:mod:`core.figures.fanin`).
 
-    The per-(system, fan-in) summaries are aggregated in DuckDB
-    (:meth:`core.store.Store.fanin_summaries`) and cached per (runs, filters, score field):
-    the options only recompute the statistics from them. The result holds no per-instance
-    rows (a clicked point lists its instances through the drill-down).
+    One DuckDB query per (runs, filters) reads the rows' numbers for every answer score
+    (:func:`core.store.fanin_rows.fanin_rows`), cached as one entry
+    (:class:`core.fanin_stats.StoreSummaries`) that summarizes each score field on first
+    use: another score field costs numpy group sums, not a query, and the options only
+    recompute the statistics. The result holds no per-instance rows (a clicked point lists
+    its instances through the drill-down).
 
     Raises:
         ValueError: no runs, or no plain-condition predictions in them.
@@ -55,22 +58,23 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     full = option(selection, R_INCLUDE_FULL_CONTEXT)
     runs = list(condition_runs(store, selection))
     filters = {k: sorted(str(v) for v in vals) for k, vals in selection.filters.items() if vals}
-    key = json.dumps([runs, filters, selection.score_field], sort_keys=True)
+    key = json.dumps([runs, filters], sort_keys=True)
+    if selection.score_field not in ANSWER_SCORES:
+        raise ValueError(f"unknown score field {selection.score_field!r}; allowed: "
+                         f"{', '.join(ANSWER_SCORES)}")  # fmt: skip
 
-    def summarize() -> FaninSummaries:
-        if selection.score_field not in ANSWER_SCORES:
-            raise ValueError(f"unknown score field {selection.score_field!r}; allowed: "
-                             f"{', '.join(ANSWER_SCORES)}")  # fmt: skip
+    def summarize() -> StoreSummaries:
         allowed = _allowed(store, runs, selection) if filters else None
-        raw = store.fanin_summaries(runs, selection.score_field, allowed=allowed, pair=True)
-        if raw["systems"].empty and not raw["n_no_gold"]:
+        raw = fanin_rows(store, runs, allowed=allowed, pair=True)
+        if not len(raw["rows"]["fan_in"]):
             raise ValueError("the selected runs hold no predictions of the four conditions")
-        return FaninSummaries.from_store(raw)
+        return StoreSummaries(raw, ANSWER_SCORES)
 
     def build() -> FaninResult:
+        summ = cached(store, "fanin_summaries", key, summarize)[selection.score_field]
         return fanin_from_summaries(
-            cached(store, "fanin_summaries", key, summarize), selection.score_field,
-            points=points, include_oracle=oracle, include_full_context=full, n_resamples=n,
+            summ, selection.score_field, points=points, include_oracle=oracle,
+            include_full_context=full, n_resamples=n,
         )  # fmt: skip
 
     return cached(store, "fanin", selection_to_json(selection), build)

@@ -1,0 +1,205 @@
+"""The fan-in analysis's one read query: per-prediction codes and every answer score (SPEC §9).
+
+:func:`fanin_rows` reads, in one DuckDB query, what :mod:`core.fanin_stats` needs to summarize
+the fan-in views for *every* answer score field: the dashboard runs it once per selection of
+runs and filters and picks the score field afterwards (issue 17 item 6). Per plain-condition
+prediction (``variant = ''``) it returns small numeric columns only -- no strings, no lists:
+the string keys are joined once in DuckDB and the rows come back as numpy arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core.store.connection import StoreBase
+
+__all__ = ["CONDITION_CODES", "fanin_rows"]
+
+#: The four plain conditions, coded in the order their names sort (the systems' order).
+CONDITION_CODES = ("full_context", "no_evidence", "oracle", "retrieved")
+#: The answer score columns every row carries (:data:`core.scoring.ANSWER_SCORES`).
+_SCORES = ("em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct")
+_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+
+# One statement. ``inst`` joins every instance of the selected datasets with its gold ids
+# and fan-in once (250k rows rather than 1M); ``code`` numbers instance ids (equal ids, equal
+# codes, across datasets too). Pairing (``pair``) keeps, with several runs of one dataset,
+# the instances every run holds (any variant-'' prediction counts, as
+# :func:`core.views.common.pair_runs`; ``_PAIRED``); the plain-condition filter comes after.
+# Gold ids are distinct (the passages' key): |set(pack) ∩ gold| counts the gold ids in the
+# pack; the pack's size counts each id at its first position only (NULL included, as a set).
+_SQL = """
+WITH sel AS (
+    SELECT run_id, dataset_id, list_position($runs, run_id) - 1 AS run_no FROM runs
+    WHERE list_contains($runs, run_id)
+),
+gold AS (
+    SELECT dataset_id, instance_id, gold_ids,
+           len(list_filter(docs, lambda x, i: list_position(docs, x) = i)) AS fan_in
+    FROM (SELECT dataset_id, instance_id, list(passage_id) AS gold_ids, list(doc_id) AS docs
+          FROM passages WHERE is_gold AND dataset_id IN (SELECT dataset_id FROM sel)
+          GROUP BY ALL)
+),
+inst AS (
+    SELECT i.dataset_id, i.instance_id, i.ord, i.rowid AS inst_row,
+           dense_rank() OVER (ORDER BY i.instance_id) - 1 AS code,
+           coalesce(g.gold_ids, []) AS gold_ids, coalesce(g.fan_in, 0) AS fan_in
+    FROM instances i LEFT JOIN gold g USING (dataset_id, instance_id)
+    WHERE i.dataset_id IN (SELECT dataset_id FROM sel){only}
+),
+pred AS {materialized} (
+    SELECT r.run_no, r.dataset_id AS dataset, i.code, i.ord, i.inst_row, i.fan_in, i.gold_ids,
+           p.condition, p.input_passage_ids, p.cited_ids, p.error
+    FROM predictions p
+    JOIN sel r USING (run_id)
+    JOIN inst i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+    WHERE p.variant = ''
+),
+paired AS ({paired}),
+packed AS (
+    SELECT *,
+           CASE WHEN condition IN ('retrieved', 'oracle') THEN coalesce(input_passage_ids, [])
+                WHEN condition = 'full_context' THEN coalesce(cited_ids, [])
+           END AS pack
+    FROM paired
+    WHERE condition IN ('no_evidence', 'full_context', 'retrieved', 'oracle')
+)
+SELECT run_no,
+       CASE condition WHEN 'full_context' THEN 0 WHEN 'no_evidence' THEN 1
+                      WHEN 'oracle' THEN 2 ELSE 3 END::TINYINT AS cond,
+       code::INTEGER AS code, ord, inst_row, fan_in::INTEGER AS fan_in,
+       (error IS NOT NULL AND length(trim(error, $ws)) > 0) AS err,
+       pack IS NOT NULL AND len(gold_ids) > 0 AS has_pack,
+       coalesce(len(list_filter(gold_ids, lambda g: list_contains(pack, g))), 0)::INTEGER
+           AS n_hits,
+       len(gold_ids)::INTEGER AS n_gold,
+       coalesce(len(list_filter(pack, lambda x, i: list_position(pack, x) = i)), 0)::INTEGER
+           AS n_pack
+FROM packed
+"""
+
+# The answer scores of the runs' plain-condition predictions, keyed by run number, instance
+# rowid and condition code (one row per key): read apart and matched to the rows in numpy,
+# several times cheaper than joining the scores on their four string keys in the query above.
+_SCORES_SQL = """
+SELECT list_position($runs, s.run_id) - 1 AS run_no, i.rowid AS inst_row,
+       CASE s.condition WHEN 'full_context' THEN 0 WHEN 'no_evidence' THEN 1
+                        WHEN 'oracle' THEN 2 ELSE 3 END::TINYINT AS cond,
+       s.em_strict, s.f1_strict, s.em_relaxed, s.f1_relaxed, s.soft_correct
+FROM scores s
+JOIN runs r ON r.run_id = s.run_id
+JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
+WHERE list_contains($runs, s.run_id) AND s.variant = ''
+      AND s.condition IN ('no_evidence', 'full_context', 'retrieved', 'oracle')
+"""
+
+
+_PAIRED = """
+    SELECT * FROM pred
+    WHERE (SELECT count(DISTINCT dataset) FROM pred) <> 1
+       OR code IN (SELECT code FROM pred GROUP BY code
+                   HAVING count(DISTINCT run_no) = (SELECT count(DISTINCT run_no) FROM pred))
+"""
+
+
+def fanin_rows(
+    store: StoreBase,
+    run_ids: Sequence[str],
+    *,
+    allowed: pd.DataFrame | None = None,
+    pair: bool = False,
+) -> dict[str, Any]:
+    """Per plain-condition prediction of the runs, the numbers the fan-in views need.
+
+    The rows are those of :meth:`core.store.Store.fanin_frame` restricted to the four
+    plain conditions (``allowed``: only these ``dataset, instance_id`` pairs; ``pair``:
+    with several runs of one dataset, only the instances every run has, as
+    :func:`core.views.common.pair_runs`), in no particular order.
+
+    Args:
+        store: the store.
+        run_ids: the runs.
+        allowed: ``dataset, instance_id`` pairs to keep (None: all).
+        pair: restrict several runs of one dataset to their common instances.
+
+    Returns:
+        ``runs``: ``run_no, run_id, model, dataset_id`` per stored run of ``run_ids``
+        (``run_no``: the run's position in ``run_ids`` without repeats); ``rows``: numpy
+        arrays of equal length: ``run_no``, ``cond`` (index into
+        :data:`CONDITION_CODES`), ``code`` (instance id number: equal ids, equal numbers),
+        ``ord`` (instance order in its dataset), ``fan_in`` (distinct gold ``doc_id``; 0
+        without gold), ``err`` (a non-blank ``error``), ``has_pack`` (a pack and gold ids),
+        ``n_hits`` (|set(pack) ∩ gold|), ``n_gold``, ``n_pack`` (distinct pack ids) and one
+        float column per answer score (NaN where NULL or without a score row).
+    """
+    only = "" if allowed is None else (
+        " AND (i.dataset_id, i.instance_id) IN (SELECT (unnest($ok_ds), unnest($ok_ids)))"
+    )  # fmt: skip
+    ids = list(dict.fromkeys(str(r) for r in run_ids))
+    params: dict[str, Any] = {"runs": ids, "ws": _WHITESPACE}
+    if allowed is not None:
+        params["ok_ds"] = [str(v) for v in allowed["dataset"]]
+        params["ok_ids"] = [str(v) for v in allowed["instance_id"]]
+    with store.connect(read_only=True) as con:
+        runs = con.execute(
+            "SELECT run_id, model, dataset_id FROM runs WHERE list_contains(?, run_id)", [ids]
+        ).df()
+        # one run: every instance it holds is common to "every run" (pairing is a no-op),
+        # and the rows need not be materialized for the pairing's second look
+        pair = bool(pair) and len(runs) > 1
+        sql = _SQL.format(only=only, materialized="MATERIALIZED" if pair else "",
+                          paired=_PAIRED if pair else "SELECT * FROM pred")  # fmt: skip
+        raw = con.sql(sql, params=params).to_arrow_table()
+        scores = con.sql(_SCORES_SQL, params={"runs": ids}).to_arrow_table()
+    order = {r: i for i, r in enumerate(ids)}
+    runs = runs.assign(run_no=runs["run_id"].map(order).astype(int)).sort_values("run_no")
+    rows: dict[str, np.ndarray] = {}
+    for name in raw.column_names:
+        rows[name] = _numpy(raw.column(name))  # no NULL in these columns
+    rows.update(_match_scores(rows, scores))
+    del rows["inst_row"]
+    return {"runs": runs.reset_index(drop=True)[["run_no", "run_id", "model", "dataset_id"]],
+            "rows": rows}  # fmt: skip
+
+
+def _numpy(col: pa.ChunkedArray, fill: Any = None) -> np.ndarray:
+    """A column as numpy (``fill`` in place of NULL, when given)."""
+    if fill is not None:
+        col = pc.fill_null(col, fill)
+    return col.to_numpy()
+
+
+def _match_scores(rows: dict[str, np.ndarray], scores: pa.Table) -> dict[str, np.ndarray]:
+    """Each answer score of ``rows`` from the stored score rows (NaN: NULL or no row)."""
+    n = len(rows["run_no"])
+    out = {k: np.full(n, np.nan) for k in _SCORES}
+    if not scores.num_rows or not n:
+        return out
+    s_run, s_inst = _numpy(scores.column("run_no")), _numpy(scores.column("inst_row"))
+    s_cond = _numpy(scores.column("cond"))
+    width = np.int64(max(int(s_inst.max()), int(rows["inst_row"].max())) + 1)
+    s_key = (s_run.astype(np.int64) * width + s_inst) * 4 + s_cond
+    p_key = (rows["run_no"].astype(np.int64) * width + rows["inst_row"]) * 4 + rows["cond"]
+    space = int(max(s_key.max(), p_key.max())) + 1
+    if space <= 4 * (len(s_key) + n) + 1024:  # a dense table: no sort
+        where = np.full(space, -1, dtype=np.int64)
+        where[s_key] = np.arange(len(s_key))
+        hit = where[p_key]
+        found = hit >= 0
+        src = hit[found]
+    else:
+        order = np.argsort(s_key)
+        s_sorted = s_key[order]
+        at = np.minimum(np.searchsorted(s_sorted, p_key), len(s_sorted) - 1)
+        found = s_sorted[at] == p_key
+        src = order[at[found]]
+    for k in _SCORES:
+        vals = _numpy(scores.column(k), np.nan).astype(np.float64)
+        out[k][found] = vals[src]
+    return out
