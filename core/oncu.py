@@ -47,13 +47,13 @@ scored predictions.
 from __future__ import annotations
 
 import math
-import weakref
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
+from core.oncu_cis import add_mean_cis as _add_mean_cis
+from core.oncu_cis import add_multinomial_cis as _add_multinomial_cis
 from core.oncu_scaling import (
     EARLY_DECILES,
     FINAL_DECILE,
@@ -72,12 +72,14 @@ from core.oncu_scaling import (
     scaling_length_wide,
     scaling_regression,
 )
+from core.oncu_share import SHARED as _SHARED
+from core.oncu_share import cell_ids as _cell_ids
+from core.oncu_share import frame_memo as _memo
+from core.oncu_share import paired_columns, share_frame, sorted_codes
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
 from core.stats import (
     bootstrap_mean_ci,
-    bootstrap_means,
     mcnemar_exact,
-    multinomial_means,
     paired_contrast,
 )
 from core.stats import ci_method as stats_ci_method
@@ -232,7 +234,8 @@ def on_length_grid(df: pd.DataFrame) -> bool:
     distinct = present.nunique()
     if "instance_id" in df.columns:
         keys = [k for k in ("dataset", "instance_id") if k in df.columns]
-        instances = len(df.loc[present.index, keys].drop_duplicates())
+        ids, _ = _cell_ids(df, keys, index=False)  # distinct (dataset, instance), NaN equal
+        instances = int(np.count_nonzero(np.bincount(ids[col.notna().to_numpy()])))
     else:
         instances = len(present)
     return distinct <= GRID_MAX_VALUES and instances >= 2 * distinct
@@ -308,38 +311,6 @@ def _applicable(df: pd.DataFrame) -> pd.Series:
 
 def _isnan(x: object) -> bool:
     return isinstance(x, float) and math.isnan(x)
-
-
-#: Frames handed out read-only by a view cache: id -> {(score field, group key): groups}.
-_SHARED: dict[int, dict[tuple, Any]] = {}
-T = TypeVar("T")
-
-
-def share_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """Mark ``df`` as shared and never modified (a view cache hands it out): returns it.
-
-    :func:`oncu_groups` of a shared frame is computed once per (score field, group key) and
-    handed out as copies, so the summary, the audit, the heatmap, the length curves, the
-    length table and the scaling report of one selection share one grouping. The memo dies
-    with the frame. A frame that is modified after this call would get stale groups: only
-    views that never modify what they cache may call it.
-    """
-    key = id(df)
-    if key not in _SHARED:
-        _SHARED[key] = {}
-        weakref.finalize(df, _SHARED.pop, key, None)
-    return df
-
-
-def _memo(df: pd.DataFrame, key: tuple, compute: Callable[[], T]) -> T:
-    """``compute()`` once per shared frame (:func:`share_frame`) and key; frames out as copies."""
-    memo = _SHARED.get(id(df))
-    if memo is None:
-        return compute()
-    if key not in memo:
-        memo[key] = compute()
-    value = memo[key]
-    return value.copy() if isinstance(value, pd.DataFrame) else value
 
 
 def _check_field(df: pd.DataFrame, score_field: str) -> None:
@@ -461,17 +432,20 @@ def _grouping(
     """
     ids, cell_index = _cell_ids(df, cols + ["condition"])
     uid, unit_index = _cell_ids(df, cols)
-    inst = df["instance_id"].to_numpy() if "instance_id" in df.columns else np.arange(len(df))
     app = pd.Series(_applicable(df).to_numpy(dtype=bool)).groupby(uid, sort=True).all()
-    sizes = pd.Series(inst).groupby(uid, sort=True).nunique()
+    # distinct present instance ids per group (a groupby nunique, on integer codes)
+    if "instance_id" in df.columns:
+        iid, _ = _cell_ids(df, ["instance_id"], index=False)
+        keep = df["instance_id"].notna().to_numpy()
+        width = int(iid.max(initial=0)) + 1
+        pairs = np.sort(uid[keep].astype(np.int64) * width + iid[keep])
+        pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if pairs.size else pairs
+        counts = np.bincount(pairs // width, minlength=len(unit_index))
+    else:
+        counts = np.bincount(uid, minlength=len(unit_index))
+    sizes = pd.Series(counts.astype(np.int64))
     app.index = sizes.index = unit_index
     return ids, cell_index, app, sizes
-
-
-def _cell_ids(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.Index]:
-    """``(each row's cell of keys as an integer in sorted key order, the cells' key values)``."""
-    cells = df[keys].groupby(keys, dropna=False, sort=True)
-    return cells.ngroup().to_numpy(), cells.size().index
 
 
 def _sort_key(col: pd.Series) -> pd.Series:
@@ -706,16 +680,24 @@ def _failure_breakdown(df: pd.DataFrame) -> pd.DataFrame:
     """:func:`failure_breakdown` computed (no memo)."""
     unit = _unit_keys(df)
     keys = unit + ["condition"]
-    lab = df[keys + ["failure_label"]]
-    lab = lab[lab["failure_label"].notna()]
-    counts = lab.groupby(keys + ["failure_label"], dropna=False).size().unstack("failure_label")
+    # counts per (cell, label) on the integer cells shared with the other tables: the
+    # cells with a label, labels in sorted order (as a groupby + unstack gives them)
+    ids, index = _memo(df, ("unit_cells",), lambda: _cell_ids(df, keys))
+    codes, labels = pd.factorize(df["failure_label"], sort=True, use_na_sentinel=True)
+    has = codes >= 0
+    grid = np.bincount(
+        ids[has] * len(labels) + codes[has], minlength=len(index) * len(labels)
+    ).reshape(len(index), len(labels))
+    cells = grid.sum(axis=1) > 0
+    counts = pd.DataFrame(grid[cells].astype(float), index=index[cells],
+                          columns=pd.Index(labels, name="failure_label"))  # fmt: skip
     counts = counts.reindex(columns=list(FAILURE_LABELS), fill_value=0).fillna(0)
     n = counts.sum(axis=1)
     pct = counts.div(n, axis=0) * 100.0
     pct.insert(0, "n", n.astype(int))
     if "error" in df.columns:
-        failed = df.loc[_error_mask(df["error"]), keys].groupby(keys, dropna=False).size()
-        pct.insert(1, "missing", failed.reindex(pct.index, fill_value=0).astype(int))
+        failed = np.bincount(ids[_error_mask(df["error"])], minlength=len(index))
+        pct.insert(1, "missing", failed[cells].astype(int))
     pct.columns.name = None
     return pct.reset_index()
 
@@ -763,20 +745,34 @@ def _sample_level_means(
     unit = _unit_keys(df)
     keys = unit + ["condition"]
     scores = [c for c in (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error") if c in df.columns]
-    needed = list(dict.fromkeys([*keys, *scores] + [c for c in ("parse_error", "error")
-                                                    if c in df.columns]))  # fmt: skip
+    rank = None
     if ci and "instance_id" in df.columns and len(df) > 1:
         # canonical row order (issue 17 item 7): the resamples of one seed draw the same
-        # examples whatever the order of the input rows (only the columns used are reordered)
-        df = df[needed].iloc[np.argsort(df["instance_id"].astype(str).to_numpy(), kind="stable")]
+        # examples whatever the order of the input rows (each cell's rows are taken in
+        # instance order; nothing else is reordered)
+        ids = df["instance_id"]
+        order = np.argsort(sorted_codes(df, "instance_id") if isinstance(
+            ids.dtype, pd.StringDtype) else ids.astype(str).to_numpy(), kind="stable")  # fmt: skip
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
     rows = []
     blocks = []
-    values = df[scores].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    # the score columns (views, not one copy of them all): each cell's block is gathered
+    cols = [pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float) for c in scores]
     perr = _error_mask(df["parse_error"]) if "parse_error" in df.columns else None
     failed = _error_mask(df["error"]) if "error" in df.columns else None
-    for key, idx in df[keys].groupby(keys, dropna=False, sort=True).indices.items():
+    # the (unit, condition) cells shared with the other tables, in sorted key order
+    ids, index = _memo(df, ("unit_cells",), lambda: _cell_ids(df, keys))
+    by_cell = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[by_cell], np.arange(len(index) + 1))
+    for g, key in enumerate(index):
+        idx = by_cell[bounds[g] : bounds[g + 1]]
         key = key if isinstance(key, tuple) else (key,)
-        block = values[idx]
+        if rank is not None:
+            idx = order[np.sort(rank[idx])]
+        block = np.empty((len(idx), len(cols)))
+        for j, col in enumerate(cols):
+            block[:, j] = col[idx]
         row = dict(zip(keys, key, strict=True))
         row["n"] = int(len(idx))
         if failed is not None:
@@ -799,65 +795,6 @@ def _sample_level_means(
         for i in sorted(fast):
             _add_multinomial_cis(rows[i], blocks[i], scores, n_resamples, seed, level)
     return pd.DataFrame(rows)
-
-
-def _add_multinomial_cis(
-    row: dict, block: np.ndarray, scores: list[str], n_resamples: int, seed: int, level: float
-) -> None:
-    """Percentile CIs of one cell's column means by :func:`core.stats.multinomial_means`."""
-    q = [100 * (1.0 - level) / 2.0, 100 * (1.0 + level) / 2.0]
-    used = set()
-    for c, name in enumerate(scores):
-        col = block[:, c]
-        lo = hi = math.nan
-        if np.isfinite(col).any():
-            boot, label = multinomial_means(col, n_resamples, seed)
-            used.add(label)
-            boot = boot[np.isfinite(boot)]
-            if boot.size:
-                lo, hi = (float(x) for x in np.percentile(boot, q))
-        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = lo, hi
-    row["ci_method"] = "multinomial-binned" if "multinomial-binned" in used else "multinomial"
-
-
-def _add_mean_cis(
-    rows: list[dict],
-    blocks: list[np.ndarray],
-    scores: list[str],
-    n_resamples: int,
-    seed: int,
-    level: float,
-) -> None:
-    """Percentile CIs of every cell's column means, in place.
-
-    Cells of equal size are bootstrapped together: with one seed they would draw the same index
-    matrix anyway, so stacking their columns gives identical intervals for a fraction of the
-    random draws.
-    """
-    alpha = (1.0 - level) / 2.0
-    k = len(scores)
-    by_size: dict[int, list[int]] = {}
-    for i, b in enumerate(blocks):
-        by_size.setdefault(len(b), []).append(i)
-    for cells in by_size.values():
-        stacked = np.hstack([blocks[i] for i in cells])
-        lo = np.full(stacked.shape[1], np.nan)
-        hi = np.full(stacked.shape[1], np.nan)
-        has = np.isfinite(stacked).any(axis=0)
-        if has.any():
-            boot = bootstrap_means(stacked[:, has], n_resamples, seed)
-            q = [100 * alpha, 100 * (1 - alpha)]
-            full = np.isfinite(boot).all(axis=0)
-            pl, ph = np.full(boot.shape[1], np.nan), np.full(boot.shape[1], np.nan)
-            if full.any():
-                pl[full], ph[full] = np.percentile(boot[:, full], q, axis=0)
-            if (~full).any():
-                pl[~full], ph[~full] = np.nanpercentile(boot[:, ~full], q, axis=0)
-            lo[has], hi[has] = pl, ph
-        for j, i in enumerate(cells):
-            for c, name in enumerate(scores):
-                rows[i][f"{name}_ci_low"] = float(lo[j * k + c])
-                rows[i][f"{name}_ci_high"] = float(hi[j * k + c])
 
 
 def _error_mask(col: pd.Series) -> np.ndarray:
@@ -903,22 +840,14 @@ def condition_contrast(
     if "instance_id" not in df.columns:
         raise ValueError("the frame has no 'instance_id' column to pair conditions on")
     unit = _unit_keys(df)
-    used = list(dict.fromkeys([*unit, "instance_id", "condition", score_field]))
-    # every condition's mean per instance in one pivot (each cell reads only its own rows;
-    # computed once per shared frame and score field for all the contrasts of a page)
-    wide = _memo(df, ("contrast_wide", score_field), lambda: df[used].pivot_table(
-        index=[*unit, "instance_id"], columns="condition", values=score_field, aggfunc="mean",
-    ))  # fmt: skip
+    # each unit's instances with both conditions scored, in sorted order (the score-free
+    # layout once per shared frame; a pivot only where an instance has several rows)
+    groups = paired_columns(df, unit, score_field, condition_a, condition_b)
+    if groups is None:
+        groups = _pivot_pairs(df, unit, score_field, condition_a, condition_b)
     rows = []
-    if condition_a not in wide.columns or condition_b not in wide.columns:
-        return pd.DataFrame(rows)
-    wide = wide.dropna(subset=[condition_a, condition_b])
-    groups = wide.groupby(level=unit, sort=True) if unit else [((), wide)]
     binary = score_field in ("em_strict", "em_relaxed", "soft_correct")
-    for key, w in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        a = w[condition_a].to_numpy(dtype=float)
-        b = w[condition_b].to_numpy(dtype=float)
+    for key, a, b in groups:
         row = dict(zip(unit, key, strict=True))
         row["contrast"] = f"{condition_a} - {condition_b}"
         row["score_field"] = score_field
@@ -926,6 +855,21 @@ def condition_contrast(
         row["p_mcnemar"] = mcnemar_exact(a, b)["p"] if binary else math.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _pivot_pairs(
+    df: pd.DataFrame, unit: list[str], field: str, condition_a: str, condition_b: str
+) -> list[tuple[tuple, np.ndarray, np.ndarray]]:
+    """:func:`core.oncu_share.paired_columns` by a pivot (instances with several rows)."""
+    used = list(dict.fromkeys([*unit, "instance_id", "condition", field]))
+    wide = df[used].pivot_table(index=[*unit, "instance_id"], columns="condition", values=field,
+                                aggfunc="mean")  # fmt: skip
+    if condition_a not in wide.columns or condition_b not in wide.columns:
+        return []
+    wide = wide.dropna(subset=[condition_a, condition_b])
+    groups = wide.groupby(level=unit, sort=True) if unit else [((), wide)]
+    return [(key if isinstance(key, tuple) else (key,), w[condition_a].to_numpy(dtype=float),
+             w[condition_b].to_numpy(dtype=float)) for key, w in groups]  # fmt: skip
 
 
 # ------------------------------------------------------------ length-position scaling

@@ -9,7 +9,8 @@ scored predictions and every public name is re-exported by :mod:`core.oncu`.
 - **Per-length ONCU**: mean clipped ONCU over the valid groups of one length (Table 10).
 - **Paired contrasts** over matched cells (Table 29), with :func:`core.stats.paired_contrast`
   and Holm within each unit's family of three.
-- **Scaling OLS** over the cells (Table 30), with :func:`core.stats.ols` (statsmodels).
+- **Scaling OLS** over the cells (Table 30), with :func:`core.stats.ols`
+  (statsmodels' OLS arithmetic).
 
 Where the data cannot support a number, the number is NaN and a ``note`` column says in one
 line what is missing; cells left out of a statistic are counted.
@@ -18,7 +19,6 @@ line what is missing; cells left out of a statistic are counted.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -291,7 +291,8 @@ def scaling_regression(cells: pd.DataFrame, distance: str = "middle") -> pd.Data
 
     ``ONCU = b0 + b1 log2_context_length_centered + b2 position_fraction_centered +
     b3 distance_centered + e`` over the cells, each predictor centered on its mean over the
-    cells used; fit by statsmodels OLS (pseudo-inverse), classical SE, two-sided t-test p.
+    cells used; fit by OLS as statsmodels fits it (pseudo-inverse), classical SE, two-sided
+    t-test p.
 
     Args:
         cells: one row per length x position cell with ``context_length`` (tokens),
@@ -356,13 +357,9 @@ def scaling_regression(cells: pd.DataFrame, distance: str = "middle") -> pd.Data
             table[c] = math.nan
         r2 = math.nan
     else:
-        with warnings.catch_warnings():
-            # distance="end" is rank-deficient by construction (see the docstring); statsmodels
-            # adds an "always" filter for its warnings on import, so import that module first
-            import statsmodels.tools.sm_exceptions  # noqa: F401
-
-            warnings.filterwarnings("ignore", message=".*rank-deficient.*")
-            fit = ols(y[keep], x)
+        # distance="end" is rank-deficient by construction (see the docstring): the
+        # minimum-norm fit, as statsmodels' pinv gives it (core.stats.ols warns of nothing)
+        fit = ols(y[keep], x)
         table = fit["table"].rename(columns={"coef": "coefficient"})
         r2 = fit["r_squared"]
         resid = y[keep] - design @ np.nan_to_num(table["coefficient"].to_numpy(dtype=float))

@@ -151,6 +151,13 @@ def multinomial_means(
         return total / drawn.sum(axis=1), label
 
 
+def _floats(values: Iterable[float]) -> np.ndarray:
+    """``values`` as a float array: an array as it is (no Python float per value), else listed."""
+    if isinstance(values, np.ndarray):
+        return np.asarray(values, dtype=float)
+    return np.asarray(list(values), dtype=float)
+
+
 def _clean(values: Iterable[float]) -> np.ndarray:
     v = np.asarray(values, dtype=float).ravel()
     return v[np.isfinite(v)]
@@ -288,8 +295,7 @@ def mcnemar_exact(a_bin: Iterable[float], b_bin: Iterable[float]) -> dict[str, f
     """
     from scipy.stats import binomtest  # lazy: scipy.stats takes about a second to import
 
-    av = np.asarray(list(a_bin), dtype=float)
-    bv = np.asarray(list(b_bin), dtype=float)
+    av, bv = _floats(a_bin), _floats(b_bin)
     if av.shape != bv.shape:
         raise ValueError(f"mcnemar_exact: a has {av.size} values, b has {bv.size}")
     keep = np.isfinite(av) & np.isfinite(bv)
@@ -312,8 +318,24 @@ def _adjust(pvalues: Iterable[float], method: str) -> np.ndarray:
 
 
 def holm(pvalues: Iterable[float]) -> np.ndarray:
-    """Holm step-down adjusted p-values (family-wise error); NaN entries stay NaN."""
-    return _adjust(pvalues, "holm")
+    """Holm step-down adjusted p-values (family-wise error); NaN entries stay NaN.
+
+    ``statsmodels.stats.multitest.multipletests(p, method="holm")[1]`` over the finite
+    entries, the same arithmetic written out (sorted p times m, m - 1, ..., 1, running
+    maximum, capped at 1), without importing statsmodels and scipy.stats (seconds).
+    """
+    p = np.asarray(list(pvalues), dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        finite = p[ok]
+        order = np.argsort(finite)
+        adjusted = np.maximum.accumulate(np.take(finite, order) * np.arange(len(finite), 0, -1))
+        adjusted[adjusted > 1] = 1
+        back = np.empty_like(adjusted)
+        back[order] = adjusted
+        out[ok] = back
+    return out
 
 
 def benjamini_hochberg(pvalues: Iterable[float]) -> np.ndarray:
@@ -324,7 +346,15 @@ def benjamini_hochberg(pvalues: Iterable[float]) -> np.ndarray:
 def ols(
     y: Sequence[float], X_columns: Mapping[str, Sequence[float]] | pd.DataFrame
 ) -> dict[str, object]:
-    """Ordinary least squares with an intercept (statsmodels), rows with a NaN dropped.
+    """Ordinary least squares with an intercept, rows with a NaN dropped.
+
+    The arithmetic of ``statsmodels.regression.linear_model.OLS(y, add_constant(X)).fit()``
+    (its default ``pinv`` method) written out, without importing statsmodels (about half a
+    second): coefficients ``pinv(X) y`` with statsmodels' pseudo-inverse (singular values
+    below 1e-15 of the largest dropped), covariance ``pinv(X) pinv(X)' * RSS / (n - rank)``,
+    two-sided t-test p over ``n - rank`` residual degrees of freedom, R² about the mean
+    (``tests/test_oncu_pages_agg.py`` checks it against statsmodels). A rank-deficient
+    design gives the minimum-norm coefficients, as there, without statsmodels' warning.
 
     Args:
         y: response.
@@ -334,28 +364,56 @@ def ols(
         ``{"table": DataFrame(term, coef, se, t, p), "r_squared": float, "n": int}``; the
         first term is ``intercept``; p is the two-sided t-test p.
     """
-    # lazy, and the two modules only: ``statsmodels.api`` takes ~1 s to import, these ~0.2 s
-    from statsmodels.regression.linear_model import OLS
-    from statsmodels.tools.tools import add_constant
-
     X = pd.DataFrame(dict(X_columns)) if not isinstance(X_columns, pd.DataFrame) else X_columns
     X = X.astype(float).reset_index(drop=True)
     yv = pd.Series(np.asarray(y, dtype=float))
     if len(yv) != len(X):
         raise ValueError(f"ols: y has {len(yv)} values, X has {len(X)} rows")
-    keep = yv.notna() & X.notna().all(axis=1)
-    design = add_constant(X[keep], has_constant="add").rename(columns={"const": "intercept"})
-    fit = OLS(yv[keep], design).fit()
+    keep = (yv.notna() & X.notna().all(axis=1)).to_numpy()
+    x = X.to_numpy(dtype=float)[keep]
+    design = np.column_stack([np.ones(len(x)), x])
+    endog = yv.to_numpy()[keep]
+    pinv, singular = _pinv_extended(design)
+    cov = np.dot(pinv, np.transpose(pinv))
+    rank = int(np.linalg.matrix_rank(np.diag(singular)))
+    beta = np.dot(pinv, endog)
+    resid = endog - np.dot(design, beta)
+    ssr = np.dot(resid, resid)
+    df_resid = len(endog) - rank
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = ssr / df_resid
+        se = np.sqrt(np.diag(cov * scale))
+        t = beta / se
+        p = _t_sf(np.abs(t), df_resid) * 2
+        centered = endog - endog.mean()
+        r2 = 1 - ssr / np.dot(centered, centered)
     table = pd.DataFrame(
-        {
-            "term": list(design.columns),
-            "coef": fit.params.to_numpy(),
-            "se": fit.bse.to_numpy(),
-            "t": fit.tvalues.to_numpy(),
-            "p": fit.pvalues.to_numpy(),
-        }
+        {"term": ["intercept", *X.columns], "coef": beta, "se": se, "t": t, "p": p}
     )
-    return {"table": table, "r_squared": float(fit.rsquared), "n": int(keep.sum())}
+    return {"table": table, "r_squared": float(r2), "n": int(keep.sum())}
+
+
+def _pinv_extended(x: np.ndarray, rcond: float = 1e-15) -> tuple[np.ndarray, np.ndarray]:
+    """``(pseudo-inverse of x, its singular values)``: ``statsmodels.tools.tools.pinv_extended``."""
+    u, s, vt = np.linalg.svd(x, False)
+    s_orig = np.copy(s)
+    cutoff = rcond * np.maximum.reduce(s)
+    for i in range(min(vt.shape[1], u.shape[0])):
+        s[i] = 1.0 / s[i] if s[i] > cutoff else 0.0
+    return np.dot(np.transpose(vt), np.multiply(s[:, np.newaxis], np.transpose(u))), s_orig
+
+
+def _t_sf(x: np.ndarray, df: float) -> np.ndarray:
+    """Student's t survival function: ``scipy.stats.t.sf(x, df)`` (its ``stdtr(df, -x)``).
+
+    scipy.special, not scipy.stats (about half a second to import); NaN where df <= 0.
+    """
+    from scipy.special import stdtr  # lazy: the figures import it anyway
+
+    x = np.asarray(x, dtype=float)
+    if not df > 0:
+        return np.full(x.shape, np.nan)
+    return np.asarray(stdtr(df, -x), dtype=float)
 
 
 def calibration(
@@ -373,8 +431,7 @@ def calibration(
     """
     if n_bins < 1:
         raise ValueError(f"n_bins {n_bins} must be >= 1")
-    c = np.asarray(list(confidence), dtype=float)
-    y = np.asarray(list(correct), dtype=float)
+    c, y = _floats(confidence), _floats(correct)
     if c.shape != y.shape:
         raise ValueError(f"calibration: {c.size} confidences, {y.size} outcomes")
     keep = np.isfinite(c) & np.isfinite(y)

@@ -48,6 +48,7 @@ from core.oncu import (
     sample_level_means,
     scaling_length_wide,
 )
+from core.oncu_share import frame_memo
 from core.params import Param
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
 from core.stats import RESAMPLE_MAX, calibration, paired_contrast
@@ -491,19 +492,32 @@ def calibration_table(df: pd.DataFrame, *, score_field: str = SCORE_FIELD.defaul
 
 
 def _calibration(df: pd.DataFrame, field: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(table, bins)`` of the calibration views, once per shared frame and score field."""
+    table, bins = frame_memo(df, ("calibration", field), lambda: _calibration_of(df, field))
+    return table.copy(), bins.copy()
+
+
+def _calibration_of(df: pd.DataFrame, field: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`_calibration` computed: per (run, condition) in order of first appearance."""
     rows, bins = [], []
-    used = [c for c in dict.fromkeys(("run", "condition", field, "confidence",
-                                      "logprob_confidence")) if c in df.columns]  # fmt: skip
-    for (run, cond), d in df[used].groupby(["run", "condition"], sort=False):
-        correct = (pd.to_numeric(d[field], errors="coerce") >= 0.5).astype(float)
-        correct[pd.to_numeric(d[field], errors="coerce").isna()] = np.nan
-        for kind, col in (("self_reported", "confidence"), ("logprob", "logprob_confidence")):
-            if col not in d.columns:
+    score = pd.to_numeric(df[field], errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        correct = (score >= 0.5).astype(float)
+    correct[np.isnan(score)] = np.nan
+    kinds = [(kind, pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float))
+             for kind, col in (("self_reported", "confidence"), ("logprob", "logprob_confidence"))
+             if col in df.columns]  # fmt: skip
+    cells = df[["run", "condition"]].groupby(["run", "condition"], sort=False)
+    ids = cells.ngroup().to_numpy()
+    order = np.argsort(ids, kind="stable")
+    starts = np.searchsorted(ids[order], np.arange(cells.ngroups + 1))
+    for g, (run, cond) in enumerate(cells.size().index):
+        idx = order[starts[g] : starts[g + 1]]
+        for kind, conf_all in kinds:
+            conf = conf_all[idx]
+            if np.isnan(conf).all():
                 continue
-            conf = pd.to_numeric(d[col], errors="coerce")
-            if conf.notna().sum() == 0:
-                continue
-            c = calibration(conf.to_numpy(float), correct.to_numpy(float))
+            c = calibration(conf, correct[idx])
             rows.append({"run": run, "condition": cond, "confidence": kind, "n": c["n"],
                          "brier": c["brier"], "ece": c["ece"]})  # fmt: skip
             b = c["bins"].assign(run=run, condition=cond, confidence=kind)
@@ -512,7 +526,6 @@ def _calibration(df: pd.DataFrame, field: str) -> tuple[pd.DataFrame, pd.DataFra
     table = _order(pd.DataFrame(rows, columns=cols))
     bins_df = pd.concat(bins, ignore_index=True) if bins else pd.DataFrame()
     return table, bins_df
-
 
 
 def calibration_figure(

@@ -24,7 +24,11 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
     (:func:`core.views.common.condition_runs`): intervention, probe and rerun runs appear on
     their own pages. Cached per selection (options aside) and shared: never modify it.
     """
-    runs = condition_runs(store, selection)
+    # the run resolution reads every run's prediction count: once per selection and version
+    # (each figure and table of a page calls this view)
+    runs = cached(store, "condition_runs", selection_to_json(replace(
+        selection, options={}, score_field=Selection().score_field)),
+        lambda: condition_runs(store, selection))  # fmt: skip
     if not runs:
         return empty_analysis()
     # every score column is read whatever the score field: one frame (and one cache entry)

@@ -1,0 +1,75 @@
+"""Percentile bootstrap CIs of the sample-level means (:func:`core.oncu.sample_level_means`).
+
+Per (unit, condition) cell, each score column's mean gets a percentile interval: by index
+resampling (one shared resample for the columns of a cell, cells of equal size stacked) or by
+the multinomial counts of each column's distinct values (:mod:`core.stats`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core.stats import bootstrap_means, multinomial_means
+
+__all__ = ["add_mean_cis", "add_multinomial_cis"]
+
+
+def add_multinomial_cis(
+    row: dict, block: np.ndarray, scores: list[str], n_resamples: int, seed: int, level: float
+) -> None:
+    """Percentile CIs of one cell's column means by :func:`core.stats.multinomial_means`."""
+    q = [100 * (1.0 - level) / 2.0, 100 * (1.0 + level) / 2.0]
+    used = set()
+    for c, name in enumerate(scores):
+        col = block[:, c]
+        lo = hi = math.nan
+        if np.isfinite(col).any():
+            boot, label = multinomial_means(col, n_resamples, seed)
+            used.add(label)
+            boot = boot[np.isfinite(boot)]
+            if boot.size:
+                lo, hi = (float(x) for x in np.percentile(boot, q))
+        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = lo, hi
+    row["ci_method"] = "multinomial-binned" if "multinomial-binned" in used else "multinomial"
+
+
+def add_mean_cis(
+    rows: list[dict],
+    blocks: list[np.ndarray],
+    scores: list[str],
+    n_resamples: int,
+    seed: int,
+    level: float,
+) -> None:
+    """Percentile CIs of every cell's column means, in place.
+
+    Cells of equal size are bootstrapped together: with one seed they would draw the same index
+    matrix anyway, so stacking their columns gives identical intervals for a fraction of the
+    random draws.
+    """
+    alpha = (1.0 - level) / 2.0
+    k = len(scores)
+    by_size: dict[int, list[int]] = {}
+    for i, b in enumerate(blocks):
+        by_size.setdefault(len(b), []).append(i)
+    for cells in by_size.values():
+        stacked = np.hstack([blocks[i] for i in cells])
+        lo = np.full(stacked.shape[1], np.nan)
+        hi = np.full(stacked.shape[1], np.nan)
+        has = np.isfinite(stacked).any(axis=0)
+        if has.any():
+            boot = bootstrap_means(stacked[:, has], n_resamples, seed)
+            q = [100 * alpha, 100 * (1 - alpha)]
+            full = np.isfinite(boot).all(axis=0)
+            pl, ph = np.full(boot.shape[1], np.nan), np.full(boot.shape[1], np.nan)
+            if full.any():
+                pl[full], ph[full] = np.percentile(boot[:, full], q, axis=0)
+            if (~full).any():
+                pl[~full], ph[~full] = np.nanpercentile(boot[:, ~full], q, axis=0)
+            lo[has], hi[has] = pl, ph
+        for j, i in enumerate(cells):
+            for c, name in enumerate(scores):
+                rows[i][f"{name}_ci_low"] = float(lo[j * k + c])
+                rows[i][f"{name}_ci_high"] = float(hi[j * k + c])
