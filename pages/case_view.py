@@ -1,10 +1,11 @@
-"""Case view: one instance end to end, and a rerun with a chosen perturbation."""
+"""Case view: one instance end to end (transcripts, passages), and a rerun with a perturbation."""
 
 import streamlit as st
 
-from core.rerun import OPERATORS, RERUN_CONDITIONS, RerunRequest, base_shown_ids, rerun
-from core.views.case import md_escape
-from pages.common import HELP, cached_call, clear_caches, get_store, init_page_state, sidebar
+from core.views.case import compare_predictions, md_escape
+from pages.common import HELP, cached_call, init_page_state, sidebar
+from pages.rerun_panel import show_rerun
+from pages.transcript import prediction_label, show_comparison, show_passages, show_transcript
 
 qp = st.query_params
 if qp.get("dataset") and st.session_state.get("case.last_ds") != qp["dataset"]:
@@ -16,30 +17,63 @@ st.title("Case view")
 if not dataset:
     st.info("Choose a dataset in the sidebar, or open an instance from any aggregate.")
     st.stop()
-ids = cached_call("instance_ids", dataset=dataset)
+runs = tuple(r for r in (qp.get("runs") or "").split(",") if r) or selection.runs
+index = cached_call("case_index", dataset=dataset, runs=list(runs))
+questions = dict(zip(index["instance_id"], index["question"], strict=True))
+failed = set(index.loc[index["n_failed"] > 0, "instance_id"])
+only_failed = st.toggle("Failures only", key="case.only_failed", help="Instances with a "
+                        "failed call or a failure label other than success in the selected runs "
+                        f"({len(failed)} of {len(index)}).")  # fmt: skip
+ids = [i for i in index["instance_id"] if not only_failed or i in failed]
 if qp.get("instance") and qp.get("instance") not in ids:
     ids = [qp["instance"], *ids]
 if not ids:
-    st.info(f"Dataset {dataset} has no instances.")
+    st.info(f"Dataset {md_escape(dataset)} has no instances"
+            + (" with failures in the selected runs." if only_failed else "."))  # fmt: skip
     st.stop()
 init_page_state("case", {"instance": qp.get("instance") or ids[0]})
 if qp.get("instance") and st.session_state.get("case.last_qp") != qp.get("instance"):
     st.session_state["case.instance"] = qp["instance"]
     st.session_state["case.last_qp"] = qp["instance"]
-iid = st.selectbox("Instance", ids, key="case.instance")
-runs = tuple(r for r in (qp.get("runs") or "").split(",") if r) or selection.runs
+if st.session_state.get("case.instance") not in ids:
+    st.session_state["case.instance"] = ids[0]
+
+
+def _step(by: int) -> None:
+    """Move the picker ``by`` places in the (filtered) instance list."""
+    here = ids.index(st.session_state["case.instance"])
+    st.session_state["case.instance"] = ids[max(0, min(len(ids) - 1, here + by))]
+
+
+def _label(i: str) -> str:
+    q = " ".join(str(questions.get(i) or "(opened by link)").split())
+    return f"{q[:100]}{'…' if len(q) > 100 else ''} · {i}"
+
+
+pick = st.columns([6, 1.3, 1], vertical_alignment="bottom")
+iid = pick[0].selectbox("Instance", ids, key="case.instance", format_func=_label)
+at = ids.index(iid)
+pick[1].button("◀ Previous", key="case.prev", on_click=_step, args=(-1,), disabled=at == 0,
+               use_container_width=True)  # fmt: skip
+pick[2].button("Next ▶", key="case.next", on_click=_step, args=(1,),
+               disabled=at == len(ids) - 1, use_container_width=True)  # fmt: skip
+st.caption(f"Instance {at + 1} of {len(ids)}")
+heading = st.empty()  # the question, drawn before the slower case data when the index has it
+if questions.get(iid):
+    heading.markdown("### " + md_escape(questions[iid]))
 case = cached_call("case", dataset=dataset, instance_id=iid, runs=list(runs),
                    score_field=selection.score_field,
                    group_key=list(selection.options.get("group_key") or ()))  # fmt: skip
 inst, passages, preds = case["instance"], case["passages"], case["predictions"]
 
-st.markdown(f"### {inst['question'] or '(question not in the imported file)'}")
-gold = inst["gold_answer"] + (f"  (aliases: {', '.join(inst['answer_aliases'])})"
-                              if inst["answer_aliases"] else "")  # fmt: skip
-st.markdown(f"**Gold answer** (never shown to a model): :green-background[{gold}]")
-st.caption(" · ".join(f"{k.replace('_', ' ')}: {inst[k]}" for k in (
+heading.markdown("### " + md_escape(inst["question"] or "(question not in the imported file)"))
+st.markdown("**Gold answer** (never shown to a model)")
+st.code(inst["gold_answer"], language=None, wrap_lines=True)
+if inst["answer_aliases"]:
+    st.text("Aliases: " + " | ".join(inst["answer_aliases"]))
+st.caption(md_escape(" · ".join(f"{k.replace('_', ' ')}: {inst[k]}" for k in (
     "reasoning_type", "answer_type", "context_length", "evidence_position",
-    "distractor_similarity", "fan_in", "source")))  # fmt: skip
+    "distractor_similarity", "fan_in", "source"))))  # fmt: skip
 
 st.subheader("Answers by condition")
 if preds.empty:
@@ -55,94 +89,26 @@ if not case["groups"].empty:
     st.markdown("**ONCU group of this instance**", help=HELP["oncu_clipped"])
     st.dataframe(case["groups"], hide_index=True)
 
-st.subheader("Passages")
-cited: dict[str, list[str]] = {}
-for row in preds.itertuples() if not preds.empty else []:
-    for pid in list(row.cited_ids) if row.cited_ids is not None else []:
-        tag = row.condition + (f":{row.variant}" if row.variant else "")
-        cited.setdefault(pid, []).append(tag)
-_ROLE = {"gold": "green", "distractor": "orange", "conflicting": "red", "filler": "gray"}
-only_marked = st.toggle("Only gold / distractor / conflicting / cited passages", value=True,
-                        key="case.only_marked")  # fmt: skip
-for p in passages.itertuples():
-    if only_marked and p.role == "filler" and p.passage_id not in cited:
-        continue
-    badge = f":{_ROLE.get(p.role, 'gray')}-badge[{p.role}]"
-    by = (f" · cited by {', '.join(sorted(set(cited[p.passage_id])))}"
-          if p.passage_id in cited else "")  # fmt: skip
-    with st.container(border=True):
-        st.markdown(f"{badge} **{p.passage_id}** {p.title}{by}")
-        st.caption(p.text[:1200] + (" …" if len(p.text) > 1200 else ""))
+if not preds.empty:
+    rows = preds.to_dict("records")
+    for key, default in (("case.transcript", 0), ("case.cmp_a", 0), ("case.cmp_b", 1)):
+        if st.session_state.get(key, default) >= len(rows):  # another instance, fewer rows
+            st.session_state[key] = min(default, len(rows) - 1)
+    st.subheader("Transcript")
+    k = st.selectbox("Prediction", range(len(rows)), key="case.transcript",
+                     format_func=lambda i: prediction_label(rows[i]))  # fmt: skip
+    show_transcript(rows[k], case["transcripts"][k])
+    if len(rows) >= 2 and st.toggle("Compare two predictions side by side", key="case.compare",
+                                    help="Any two predictions of this instance (two runs, two "
+                                    "conditions): answers, word diff and trace divergence D."):
+        c = st.columns(2)
+        a = c[0].selectbox("First prediction (A)", range(len(rows)), key="case.cmp_a",
+                           format_func=lambda i: prediction_label(rows[i]))  # fmt: skip
+        b = c[1].selectbox("Second prediction (B)", range(len(rows)), index=1, key="case.cmp_b",
+                           format_func=lambda i: prediction_label(rows[i]))  # fmt: skip
+        show_comparison(case, a, b, compare_predictions(case, a, b))
 
-st.subheader("Rerun with a perturbation")
-if not runs and preds.empty:
-    st.info("Select a run to perturb.")
-    st.stop()
-c = st.columns(2)
-base_run = c[0].selectbox("Base run", sorted(set(preds["run"])) if not preds.empty else runs,
-                          key="case.base_run")  # fmt: skip
-condition = c[1].selectbox("Base condition", RERUN_CONDITIONS, key="case.base_condition")
-shown = base_shown_ids(preds, base_run, condition) or list(passages["passage_id"])
-with st.form("case.rerun_form"):
-    c = st.columns(2)
-    operator = c[0].selectbox("Operator", OPERATORS, help="remove / replace / duplicate a passage, "
-                              "move a passage to a position, or change retriever / top-k")
-    target = c[1].selectbox("Target passage (shown to the model)", shown)
-    d = st.columns(5)
-    hardness = d[0].selectbox("replace: hardness", ("hard", "medium", "easy"))
-    position = d[1].selectbox("duplicate: position", ("end", "front", "after"))
-    move_to = d[2].number_input("move: to index", 0, max(len(passages) - 1, 0), 0)
-    retriever = d[3].selectbox("retriever", ("lexical", "hybrid", "dense", "iterative", "oracle"))
-    top_k = d[4].number_input("top-k", 1, 50, 3)
-    e = st.columns(3)
-    backend = e[0].selectbox("Backend (for imported runs)", ("embedded", "ollama", "openai"))
-    model = e[1].text_input("Model (for imported runs)", "") or None
-    host = e[2].text_input("Server URL (ollama / openai)", "", help="Empty: OLLAMA_HOST or "
-                           "OPENAI_BASE_URL, as for runs") or None  # fmt: skip
-    go = st.form_submit_button("Run now", type="primary")
-if go:
-    params = {"hardness": hardness, "position": position, "move_to": int(move_to),
-              "retriever": retriever, "top_k": int(top_k)}  # fmt: skip
-    st.session_state["case.rerun_req"] = RerunRequest(
-        dataset, iid, base_run, condition, operator, target, params, backend, model, host
-    )
-retry = st.session_state.pop("case.retry_now", False)  # set by the Retry button: same request
-req = st.session_state.get("case.rerun_req") if go or retry else None
-if req is not None:
-    try:
-        with st.spinner("Running ..."):
-            st.session_state["case.rerun"] = rerun(get_store(), req)
-        clear_caches()
-    except (ValueError, RuntimeError) as exc:
-        st.error(str(exc).splitlines()[0])
-res = st.session_state.get("case.rerun")
-if res and res["original"].get("instance_id") == iid:
-    left, right = st.columns(2)
-    sides = ((left, "Original", res["original"]), (right, "Perturbed", res["perturbed"]))
-    for col, title, row in sides:
-        with col, st.container(border=True):
-            variant = md_escape(row.get("variant") or "")
-            st.markdown(f"**{title}** · {row.get('condition')} {variant}")
-            if row.get("error"):  # a failed call has no answer: its error stands in its place
-                st.error(md_escape(str(row["error"]).strip().splitlines()[0]))
-                continue
-            st.text(f"Answer: {row.get('answer')}")
-            st.caption(f"cited {md_escape(row.get('cited_ids'))} · confidence "
-                       f"{row.get('confidence')} · relaxed F1 {row.get('f1_relaxed')} · "
-                       f"{row.get('failure_label')} · "
-                       f"shown {len(row.get('input_passage_ids') or [])} items")  # fmt: skip
-    if res.get("error"):
-        st.button("Retry", key="case.retry", type="primary",
-                  on_click=lambda: st.session_state.update({"case.retry_now": True}))
-        st.metric("Trace divergence D", "—", help=HELP["trace_divergence"])
-        st.caption("not computed: the call failed")
-    else:
-        diff = " ".join({"=": md_escape(t), "-": f":red[~~{md_escape(t)}~~]",
-                         "+": f":green[**{md_escape(t)}**]"}[op]
-                        for op, t in res["diff"]) or "(both empty)"  # fmt: skip
-        st.markdown(f"**Answer diff:** {diff}")
-        st.metric("Trace divergence D", f"{res['divergence']:.3f}", help=HELP["trace_divergence"])
-    if res.get("imported_original"):
-        st.caption(f"Imported answer of {md_escape(base_run)}: "
-                   f"{md_escape(res['imported_original'].get('answer'))}; the comparison above "
-                   f"reruns both sides on {md_escape(res['run'])}.")  # fmt: skip
+st.subheader("Passages")
+show_passages(passages, preds)
+
+show_rerun(dataset, iid, runs, preds, passages)

@@ -50,6 +50,7 @@ from core.results import import_results
 from core.runs import build_demo
 from core.selection import Selection
 from core.store import CONDITION_KINDS, Store, StoreError, default_db_path
+from core.views.case import md_escape
 from core.views.oncu import plain_predictions
 
 __all__ = [
@@ -201,17 +202,42 @@ def get_store() -> Store:
 
 #: Calls whose data is one dataset's (keyed by that dataset's data version, so writes to
 #: another dataset, e.g. a run in progress there, keep them); the others read the whole store.
-_DATASET_CALLS = ("cells", "instance_ids", "crux_judges", "case")
+_DATASET_CALLS = ("cells", "instance_ids", "crux_judges", "case", "case_index")
 _SELECTION_CALLS = ("figure", "table", "instances")
 
 
+#: Seconds a data version read in a page run is reused by later calls of the same run
+#: (a fragment's reruns, which do not draw the sidebar, read it again after this).
+VERSION_MEMO_S = 1.0
+
+
 def _version(store: Store, fn_name: str, kwargs: Mapping[str, Any]) -> tuple[int, ...]:
-    """The data version a call reads (:func:`core.views.store_version`)."""
+    """The data version a call reads (:func:`core.views.store_version`).
+
+    Read once per page run and scope (a read costs 10-20 ms; a page makes a dozen calls): the
+    sidebar starts each run with an empty memo (:func:`_new_page_run`).
+    """
     if fn_name in _SELECTION_CALLS:
-        return views.store_version(store, views.selection_from_json(kwargs["sel"]))
-    if fn_name in _DATASET_CALLS and kwargs.get("dataset") is not None:
-        return store.data_version(str(kwargs["dataset"]), tuple(kwargs.get("runs") or ()))
-    return store.data_version()
+        sel = views.selection_from_json(kwargs["sel"])
+        scope, runs = sel.dataset, tuple(sel.runs) if sel.dataset is not None else ()
+    elif fn_name in _DATASET_CALLS and kwargs.get("dataset") is not None:
+        scope, runs = str(kwargs["dataset"]), tuple(kwargs.get("runs") or ())
+    else:
+        scope, runs = None, ()
+    memo = st.session_state.setdefault("global.version_memo", {})
+    key = (str(store.path), scope, runs)
+    hit = memo.get(key)
+    now = time.monotonic()
+    if hit is not None and now - hit[0] < VERSION_MEMO_S:
+        return hit[1]
+    version = store.data_version(scope, runs) if scope is not None else store.data_version()
+    memo[key] = (now, version)
+    return version
+
+
+def _new_page_run() -> None:
+    """Forget the data versions read by the previous page run (:func:`_version`)."""
+    st.session_state["global.version_memo"] = {}
 
 
 def first_start() -> None:
@@ -250,7 +276,7 @@ def first_start() -> None:
     clear_caches()
     bar.empty()
     if "error" in state:
-        st.error(f"Building the demo failed: {state['error']}")
+        st.error(f"Building the demo failed: {md_escape(state['error'])}")
 
 
 # --------------------------------------------------------------------------- caches
@@ -282,6 +308,7 @@ _CALLS = {
     "datasets": lambda store: store.dataset_names(),
     "instance_ids": lambda store, dataset: store.list_instance_ids(dataset),
     "case": lambda store, **kw: views.case_data(store, **kw),
+    "case_index": lambda store, dataset, runs: views.case_index(store, dataset, runs),
     "crux_judges": lambda store, dataset: store.crux_judges(dataset),
 }
 
@@ -309,6 +336,7 @@ def backend_status() -> list[dict[str, Any]]:
 def clear_caches() -> None:
     """Drop cached data (after this process wrote to the store)."""
     _cached.clear()
+    _new_page_run()
 
 
 # --------------------------------------------------------------------------- runs
@@ -399,13 +427,13 @@ def _require_store(sb: Any) -> None:
     problem = store_problem(path)
     if problem is None:
         return
-    sb.error(problem)
+    sb.error(md_escape(problem))  # the path is the user's text: shown as text
     if problem.startswith("no such store"):
         sb.button("Create a new store here", key="global.db_create", on_click=_create_store,
                   args=(path,), help="An empty store at this path (its folders included).")
     created = st.session_state.pop("global.db_create_error", None)
     if created:
-        sb.error(created)
+        sb.error(md_escape(created))
     st.info("Choose the store in the sidebar: the path above cannot be used.")
     st.stop()
 
@@ -417,6 +445,7 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
     instances), score field, metadata filters and the export settings.
     """
     _leave_directory_mode()
+    _new_page_run()
     init_page_state(page)
     ss = st.session_state
     sb = st.sidebar
@@ -538,7 +567,7 @@ def error_banner(runs: Sequence[str]) -> None:
         + (" (every call)" if every else "")
         + ": they are errors, not answers, so they have no scores and every number on this "
         f"page leaves them out (missing). Most frequent ({digest['top_n']}x): "
-        f"{digest['top']} — resume the run on the Runs page to make them again."
+        f"{md_escape(digest['top'])} — resume the run on the Runs page to make them again."
     )
     (st.error if every else st.warning)(text, icon="⚠️")
 
@@ -592,13 +621,22 @@ def _download_menu(name: str, fig: Any, data: pd.DataFrame, key: str) -> None:
                 mime=mime_type(fmt), key=f"{key}.dl.{fmt}", on_click="ignore",
             )  # fmt: skip
         cols[3].download_button(
-            "CSV", data=table_bytes(data, "csv"), file_name=f"{name}.csv", mime="text/csv",
+            "CSV", data=_lazy_table(data, "csv"), file_name=f"{name}.csv", mime="text/csv",
             key=f"{key}.dl.csv", on_click="ignore",
         )  # fmt: skip
         st.caption(
             f"{settings.width}x{settings.height} px, font {settings.font_size}, "
             f"{settings.template}; PNG x{settings.scale:g}"
         )
+
+
+def _lazy_table(df: pd.DataFrame, fmt: str, **kwargs: Any) -> Any:
+    """A download button's data made when it is clicked: :func:`core.export.table_bytes`."""
+
+    def make() -> bytes:
+        return table_bytes(df, fmt, **kwargs)
+
+    return make
 
 
 def _lazy_figure(fig: Any, fmt: str, settings: ExportSettings) -> Any:
@@ -625,7 +663,7 @@ def show_figure(
     try:
         fig, data = cached_call("figure", name=name, sel=sel)
     except ValueError as exc:
-        st.warning(f"{spec.title}: {exc}")
+        st.warning(f"{spec.title}: {md_escape(exc)}")
         return None
     head = st.columns([6, 1])
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
@@ -692,13 +730,14 @@ def show_table(
     try:
         df = cached_call("table", name=name, sel=sel)
     except ValueError as exc:
-        st.warning(f"{spec.title}: {exc}")
+        st.warning(f"{spec.title}: {md_escape(exc)}")
         return pd.DataFrame(), None
     head = st.columns([5, 1, 1])
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
-    head[1].download_button("CSV", table_bytes(df, "csv"), f"{name}.csv", "text/csv",
+    # the files are made when a button is clicked, not on every render (0.5 s at 1M rows)
+    head[1].download_button("CSV", _lazy_table(df, "csv"), f"{name}.csv", "text/csv",
                             key=f"{key}.csv", on_click="ignore")  # fmt: skip
-    head[2].download_button("LaTeX", table_bytes(df, "latex", caption=spec.title),
+    head[2].download_button("LaTeX", _lazy_table(df, "latex", caption=spec.title),
                             f"{name}.tex", mime_type("latex"), key=f"{key}.tex",
                             on_click="ignore")  # fmt: skip
     shown = df[[c for c in columns if c in df.columns]] if columns else df
@@ -755,7 +794,7 @@ def show_instances(selection: Selection, cell: Mapping[str, Any] | None, *, key:
     total = len(df)
     shown = f" (the first {_LISTED:,} listed)" if total > _LISTED else ""
     df = df.head(_LISTED)
-    st.markdown(f"**{total} predictions behind** `{label}`{shown} — select one to open it")
+    st.markdown(f"**{total} predictions behind** {md_escape(label)}{shown} — select one to open it")
     event = st.dataframe(df, key=key, hide_index=True, on_select="rerun",
                          selection_mode="single-row")  # fmt: skip
     rows = (event.get("selection") or {}).get("rows") or [] if event else []
@@ -775,7 +814,7 @@ def open_case(dataset: str, instance_id: str, runs: Sequence[str] = ()) -> None:
 def instance_link(dataset: str, instance_id: str, label: str | None = None) -> None:
     """A link to the Case view of one instance."""
     st.page_link(
-        CASE_PAGE, label=label or f"Open {instance_id} in the Case view",
+        CASE_PAGE, label=label or f"Open {md_escape(instance_id)} in the Case view",
         query_params={"dataset": dataset, "instance": instance_id}, icon=":material/search:",
     )  # fmt: skip
 

@@ -61,7 +61,7 @@ except ValueError:
 for level, text in notes:
     # task names are data: shown as text, never as markdown
     if level == "warning":
-        st.warning(text, icon="⚠️")
+        st.warning(text, icon="⚠️")  # our own text (core.figures.dolce.fit_notes)
     elif level == "info":
         st.info(text)
     else:

@@ -5,6 +5,7 @@ import streamlit as st
 from core.cuer import ROLE_FLAGS
 from core.figures.cuer import COLUMN_HELP, CORRECTNESS_AXIS, EPS, SYNERGY_METRIC, TAU
 from core.selection import selection_to_json
+from core.views.case import md_escape
 from pages.common import (
     cached_call,
     open_case,
@@ -78,7 +79,7 @@ try:
     table = cached_call("table", name="cuer_role_examples", sel=selection_to_json(sel))
 except ValueError as exc:
     table = None
-    st.warning(str(exc))
+    st.warning(md_escape(exc))
 if table is not None:
     has = table["n_flags"] == 0 if flag == "unassigned" else table[f"is_{flag}"] == True  # noqa: E712
     rows = table[has & (table["operator"] == op)].reset_index(drop=True)

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from core.views.case import md_escape
 from pages.common import backend_status, cached_call, get_store, sidebar, store_path
 
 selection = sidebar("overview", filters=False)
@@ -16,7 +17,7 @@ c = st.columns(4)
 c[0].metric("Datasets", len(info["datasets"]))
 c[1].metric("Runs", n_runs)
 c[2].metric("Predictions", f"{info['n_predictions']:,}")
-c[3].metric("Store", store_path().rsplit("/", 1)[-1], help=info["path"])
+c[3].metric("Store", store_path().rsplit("/", 1)[-1], help=md_escape(info["path"]))
 
 if info["empty"]:
     st.info("The store is empty. Quick start:")
@@ -72,11 +73,11 @@ with b[1]:
     for host in backend_status():
         if host.get("reachable"):
             models = ", ".join(host.get("models") or []) or "no models pulled"
-            st.success(f"Ollama {host.get('version') or ''} at {host['host']}: {models}")
+            st.success(md_escape(f"Ollama {host.get('version') or ''} at {host['host']}: {models}"))
         else:
-            st.warning(
+            st.warning(md_escape(
                 f"Ollama at {host['host']}: not reachable. {host.get('error') or ''}".strip()
-            )
+            ))
 
 st.subheader("Next steps")
 n = st.columns(3)

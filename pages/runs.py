@@ -57,9 +57,9 @@ with st.expander("Launch a run", expanded=not jobs().all()):
                              rerank=None if rerank is None else int(rerank),
                              timeout_s=None if timeout is None else float(timeout))  # fmt: skip
             jobs().start(req)
-            st.toast(f"run {name} started")
+            st.toast(f"run {md_escape(name)} started")
         except ValueError as exc:
-            st.error(str(exc))
+            st.error(md_escape(exc))
 
 
 @st.fragment(run_every=1.5)
@@ -70,7 +70,8 @@ def _progress() -> None:
     for run_id, job in active.items():
         with st.container(border=True):
             c = st.columns([3, 6, 1])
-            c[0].markdown(f"**{run_id}** · {job.request.backend} · {job.status()}")
+            c[0].markdown(f"**{md_escape(run_id)}** · {md_escape(job.request.backend)} · "
+                          f"{md_escape(job.status())}")  # fmt: skip
             c[1].code(job.last_line() or "starting ...", language=None)
             if job.running and c[2].button("Cancel", key=f"runs.cancel.{run_id}"):
                 job.cancel()
@@ -107,16 +108,17 @@ if not runs.empty:
             jobs().start(run_request_from_row(store_path(), row))
             st.rerun()
         else:
-            st.warning(f"{pick} was imported ({row.get('backend')}); there is nothing to resume.")
+            st.warning(f"{md_escape(pick)} was imported ({md_escape(row.get('backend'))}); "
+                       "there is nothing to resume.")  # fmt: skip
     if c[2].button("Delete", type="secondary"):
         st.session_state["runs.confirm_delete"] = pick
     if st.session_state.get("runs.confirm_delete") == pick:
-        st.warning(f"Delete run {pick} with all its predictions and scores?")
+        st.warning(f"Delete run {md_escape(pick)} with all its predictions and scores?")
         if st.button("Yes, delete", type="primary"):
             n = store.delete_run(pick)
             st.session_state["runs.confirm_delete"] = None
             clear_caches()
-            st.success(f"deleted {pick} ({n} predictions)")
+            st.success(f"deleted {md_escape(pick)} ({n} predictions)")
 
 st.subheader("Import")
 c = st.columns(3)
@@ -126,13 +128,13 @@ iname = c[1].text_input("Name in the store", "", key="runs.import_name")
 replace = c[2].checkbox("Replace existing", key="runs.import_replace")
 upload = st.file_uploader("File (written under data/uploads/)", key="runs.upload")
 if done := st.session_state.pop("runs.imported", None):
-    st.success(done)
+    st.success(md_escape(done))
 if upload is not None and st.button("Import", type="primary", disabled=not iname):
     try:
         path = save_upload(upload.name, upload.getvalue())
         st.session_state["runs.imported"] = import_file(kind, path, iname, replace)
     except ValueError as exc:
-        st.error(str(exc).splitlines()[0])
+        st.error(md_escape(str(exc).splitlines()[0]))
     else:  # rerun so every list on the page (the launch form's datasets) shows the import
         clear_caches()
         st.rerun()

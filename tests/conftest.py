@@ -165,6 +165,14 @@ def settle(page, timeout_ms: int = 60_000, draw_ms: int = 500) -> None:
     page.wait_for_timeout(draw_ms)
 
 
+def open_case(page, url: str, draw_ms: int = 600) -> None:
+    """Open a Case view URL and wait for its transcript (the first run has drawn it)."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(url)
+    page.get_by_text("Raw response").first.wait_for(timeout=90_000)
+    settle(page, timeout_ms=90_000, draw_ms=draw_ms)
+
+
 def assert_no_exception(page, name: str) -> None:
     """Fail, naming ``name``, when the page shows a Streamlit exception box."""
     boxes = page.locator('[data-testid="stException"]')

@@ -58,8 +58,10 @@ def test_every_page_renders_without_exceptions(server, page):
 def test_case_view_rerun_in_the_browser(server, page):
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.goto(f"{server}/case_view?dataset=controlled-200&instance=controlled_000001")
+    question = page.get_by_text("Which lab developed Model Gamma 01805?", exact=True).first
+    question.wait_for(timeout=90_000)  # the first script run has drawn the instance
     _settle(page)
-    assert page.get_by_text("Which lab developed Model Gamma 01805?").is_visible()
+    assert question.is_visible()
     page.get_by_role("button", name="Run now").click()
     page.get_by_text("Trace divergence D").wait_for(timeout=60_000)
     _settle(page)
@@ -84,6 +86,21 @@ def test_figure_download_in_the_browser(server, page, tmp_path):
     assert (width, height) == (1400, 900)  # default 700 x 450 at PNG scale 2
     page.screenshot(path=str(SHOTS / "download_menu.png"))
     assert_no_exception(page, "download")
+
+
+def test_table_csv_download_is_made_on_click(server, page, tmp_path):
+    """Table downloads are made when clicked (deferred), and hold the table the page shows."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{server}/conditions")
+    _settle(page)
+    with page.expect_download(timeout=60_000) as info:
+        page.get_by_role("button", name="CSV", exact=True).first.click()
+    target = tmp_path / info.value.suggested_filename
+    info.value.save_as(target)
+    header = target.read_text(encoding="utf-8-sig").splitlines()[0].split(",")
+    assert target.suffix == ".csv" and len(header) > 2, header
+    assert "condition" in header or "group" in " ".join(header), header
+    assert_no_exception(page, "table download")
 
 
 def test_a_page_url_as_the_first_request_gets_the_app_menu(page, tmp_path):

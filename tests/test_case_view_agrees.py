@@ -71,3 +71,64 @@ def test_case_view_divergence_equals_the_interventions_page(store, monkeypatch):
         else:
             assert case_d == pytest.approx(untyped)
     assert kept_suffix >= 1
+
+
+def test_transcripts_rebuild_the_prompts_exactly_as_sent(store):
+    """Every stored call of the run (base retrieved and each CUE-R variant) gets its messages
+    back, and they hash to the stored prompt hash; the shown items follow the prompt order."""
+    from core.prompts import prompt_hash
+    from core.views.case import case_data
+
+    for iid in store.list_instance_ids("small"):
+        case = case_data(store, "small", iid, ["cr"])
+        rows = case["predictions"].to_dict("records")
+        assert rows and len(rows) == len(case["transcripts"])
+        for row, t in zip(rows, case["transcripts"], strict=True):
+            assert t["messages"] is not None, (iid, row["variant"], t["prompt_note"])
+            assert prompt_hash(t["messages"]) == row["prompt_hash"]
+            if row["condition"] == "retrieved":  # ranked chunks, scores as stored
+                meta = t["meta"]
+                assert [i["chunk_id"] for i in t["items"]] == meta["chunk_ids"]
+                n = len(meta["chunk_ids"])
+                assert [i["rank"] for i in t["items"]] == list(range(1, n + 1))
+                assert [i["score"] for i in t["items"]] == meta["chunk_scores"]
+            else:
+                assert [i["passage_ids"][0] for i in t["items"]] == list(row["input_passage_ids"])
+
+
+def test_a_changed_prompt_is_not_shown_as_sent(store):
+    """A stored hash the templates cannot give back: no messages, a note saying why."""
+    from core.types import Instance
+    from core.views.transcript import transcript
+
+    inst: Instance = store.load_instances("small", store.list_instance_ids("small")[:1])[0]
+    row = {"condition": "full_context", "variant": "", "prompt_hash": "0" * 64,
+           "input_passage_ids": [p.passage_id for p in inst.passages], "meta": "{}"}  # fmt: skip
+    t = transcript(inst, row, None)
+    assert t["messages"] is None and "cannot be rebuilt" in t["prompt_note"]
+    cut = transcript(inst, dict(row, meta='{"raw_response_truncated": {"bytes": 900000, '
+                                          '"kept_bytes": 262144}}'), None)  # fmt: skip
+    assert cut["truncated_note"] == "reply cut to 262144 of 900000 bytes when stored"
+    # "contains the answer": whole words, any case
+    word = inst.passages[0].text.split()[1].strip(".,")
+    hit = transcript(inst, dict(row, answer=word.upper()), None)["items"][0]
+    assert hit["contains_answer"] is True
+    part = transcript(inst, dict(row, answer=word[:-1]), None)["items"][0]
+    assert part["contains_answer"] is (f" {word[:-1]} " in f" {inst.passages[0].text} ")
+
+
+def test_md_escape_leaves_nothing_for_markdown_to_render():
+    """Punctuation that could start Markdown is escaped where it could; a word joiner
+    (U+2060) follows an escaped ``:`` or ``@`` and splits ``www.``; lines join; plain
+    messages keep their source."""
+    from core.views.case import md_escape
+
+    j = "\u2060"
+    assert md_escape("a]b") == "a\\]b"
+    assert md_escape("![t](http://h:1/x.png)") == f"\\!\\[t\\]\\(http\\:{j}//h\\:{j}1/x.png\\)"
+    assert md_escape("$x$ <img> # h\nnext") == "\\$x\\$ \\<img\\> \\# h next"
+    assert md_escape("Www.a.b me@x.org :smile:") == f"Www{j}\\.a.b me\\@{j}x.org \\:{j}smile:"
+    assert md_escape("1. one") == "1\\. one" and md_escape("- item") == "\\- item"
+    assert md_escape("_em_ snake_case") == "\\_em\\_ snake_case"
+    plain = "/data/up/bad_17.csv: field 'method': required column missing; a - b?"
+    assert md_escape(plain) == plain

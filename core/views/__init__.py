@@ -13,7 +13,7 @@ streamlit or writes SQL; metrics come from the method modules.
 from __future__ import annotations
 
 from core.selection import Selection, selection_from_json, selection_to_json
-from core.views.case import answer_diff, case_data
+from core.views.case import answer_diff, case_data, case_index
 from core.views.common import (
     analysis,
     cached,
@@ -30,6 +30,7 @@ __all__ = [
     "answer_diff",
     "cached",
     "case_data",
+    "case_index",
     "error_digest",
     "instances_behind",
     "overview",

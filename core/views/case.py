@@ -8,20 +8,32 @@ page) computes it; there is no copy of the formula here.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+import re
+import string
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
+from core.cuer import trace_divergence
 from core.oncu import DEFAULT_GROUP_KEY, oncu_groups
 from core.selection import Selection
 from core.store import Store
 from core.store.analysis import GROUP_CELLS
 from core.types import Instance
 from core.views.common import analysis, pair_runs, resolve_selection
+from core.views.transcript import transcript
 
-__all__ = ["answer_diff", "case_data", "md_escape"]
+__all__ = [
+    "answer_diff",
+    "case_data",
+    "case_index",
+    "compare_predictions",
+    "error_text",
+    "md_code",
+    "md_escape",
+]
 
 
 def case_data(
@@ -48,7 +60,8 @@ def case_data(
         condition, variant, answer, cited_ids, input_passage_ids, confidence, the score
         columns, failure_label, parse_error, error, latency_ms, cache_hit), and ``groups``
         (DataFrame: the instance's ONCU group per run and contextual condition with s_none,
-        s_oracle, s_c, oncu_raw, oncu_clipped, valid, invalid_reason).
+        s_oracle, s_c, oncu_raw, oncu_clipped, valid, invalid_reason), and ``transcripts``
+        (one :func:`core.views.transcript.transcript` per prediction row, in row order).
 
     Raises:
         ValueError: unknown dataset or instance.
@@ -86,7 +99,28 @@ def case_data(
         "source": inst.source,
         "gold_ids": list(inst.gold_ids),
     }
-    return {"instance": info, "passages": passages, "predictions": preds, "groups": groups}
+    run_rows = {r: store.run_row(r) for r in (set(preds["run"]) if not preds.empty else ())}
+    records = preds.to_dict("records") if not preds.empty else []
+    base = {r["run"]: r for r in records if r["condition"] == "retrieved" and not r.get("variant")}
+    trans = [transcript(inst, row, run_rows.get(row["run"]), base.get(row["run"]))
+             for row in records]  # fmt: skip
+    return {"instance": info, "passages": passages, "predictions": preds, "groups": groups,
+            "transcripts": trans}  # fmt: skip
+
+
+def case_index(store: Store, dataset: str, runs: Sequence[str] = ()) -> pd.DataFrame:
+    """The Case view's instance picker: each instance with its question and whether it failed.
+
+    An instance *failed* when a prediction of the selected runs (all runs of the dataset
+    when none are selected) is a failed call (``error`` set) or carries a failure label other
+    than ``success`` (SPEC §6.4); variants (interventions, probes) are left out.
+
+    Returns:
+        DataFrame ``instance_id, question, n_predictions, n_failed`` in dataset order (the
+        first 5,000 instances).
+    """
+    sel = resolve_selection(store, Selection(dataset=dataset, runs=tuple(runs)))
+    return store.instance_outcomes(dataset, list(sel.runs))
 
 
 def _instance_groups(
@@ -157,12 +191,118 @@ def answer_diff(a: str | None, b: str | None) -> list[tuple[str, str]]:
     return out
 
 
-_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|~:$")
+def compare_predictions(case: dict[str, Any], a: int, b: int) -> dict[str, Any]:
+    """Two predictions of one instance side by side: the answer diff and the divergence D.
+
+    Args:
+        case: :func:`case_data`'s result.
+        a: row position of the first prediction in ``case["predictions"]``.
+        b: row position of the second.
+
+    Returns:
+        ``diff`` (:func:`answer_diff` of a's and b's answers) and ``divergence``
+        (:func:`core.cuer.trace_divergence` with the instance's answer and reasoning type,
+        as the CUE-R analysis computes it), both None when either call failed (an error is
+        no answer), and ``failed`` (which sides failed: ``"a"``, ``"b"``).
+    """
+    preds = case["predictions"]
+    ra, rb = preds.iloc[a].to_dict(), preds.iloc[b].to_dict()
+    failed = [k for k, r in (("a", ra), ("b", rb)) if error_text(r)]
+    if failed:
+        return {"diff": None, "divergence": None, "failed": failed}
+    inst = case["instance"]
+    d = trace_divergence(
+        _id_list(ra.get("cited_ids")), _id_list(rb.get("cited_ids")),
+        ra.get("answer"), rb.get("answer"), _num(ra.get("confidence")),
+        _num(rb.get("confidence")), answer_type=inst.get("answer_type"),
+        reasoning_type=inst.get("reasoning_type"),
+    )  # fmt: skip
+    return {"diff": answer_diff(ra.get("answer"), rb.get("answer")), "divergence": float(d),
+            "failed": []}  # fmt: skip
+
+
+def error_text(row: Mapping[str, Any]) -> str:
+    """A prediction row's error text, ``""`` when the call did not fail (NULL / NaN / blank)."""
+    value = row.get("error")
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _id_list(value: Any) -> list[str]:
+    if value is None or isinstance(value, str | float):
+        return []
+    return [str(v) for v in list(value)]
+
+
+def _num(value: Any) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if out != out else out
+
+
+#: Every ASCII punctuation character: CommonMark lets each be backslash-escaped, and an escaped
+#: one starts no construct (emphasis, link, image, HTML, heading, table, LaTeX ``$``,
+#: Streamlit's ``:color[...]`` directives, entities ``&...;``). ``? , ; ' " /`` start nothing
+#: in one line of text and stay as they are; ``_ . : -`` are escaped only where they could
+#: start something (see :func:`md_escape`), so plain messages keep a readable source.
+_MD_SPECIAL = frozenset(string.punctuation) - frozenset("?,;'\"/")
+#: U+2060 WORD JOINER (invisible, no width): breaks what Streamlit's Markdown finds in the
+#: *parsed* text, where escapes are gone: GFM autolink literals (``http://``, ``www.``,
+#: ``a@b.c``), ``:emoji:`` shortcodes and ``:material/icon:`` names.
+_JOINER = "\u2060"
 
 
 def md_escape(text: object) -> str:
-    """``text`` with every Markdown (and Streamlit directive / LaTeX) character escaped.
+    """``text`` made inert inside ``st.markdown``: shown as the same characters, as text.
 
-    For model or dataset text placed inside ``st.markdown`` (STYLE 14: data is text).
+    Line breaks become spaces (one line: no block structure past its start). Then every
+    ASCII punctuation character but ``? , ; ' " /`` is backslash-escaped, except where it
+    cannot start anything: ``_`` inside a word (CommonMark: no emphasis there), ``.`` and
+    ``-`` other than in a list marker at the start (``1.``, ``-``) or after ``www``, ``:``
+    followed by a space or the end. A word joiner follows each escaped ``:`` and ``@`` and
+    splits ``www.``: no autolink (``http://``, ``www.``, ``a@b.c``), emoji (``:smile:``),
+    icon or directive (``:red[...]``) can form. So no Markdown, HTML, LaTeX or Streamlit
+    directive starts from the data. For short data (names, answers, error lines) inside
+    constant Markdown; longer data goes through ``st.text`` / ``st.code`` (STYLE 14).
     """
-    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in str(text))
+    s = " ".join(str(text).replace("\r", "\n").split("\n"))
+    out = []
+    for i, ch in enumerate(s):
+        if ch not in _MD_SPECIAL or _inert(s, i):
+            out.append(ch)
+            continue
+        out.append("\\" + ch)
+        if ch in ":@":
+            out.append(_JOINER)
+    return re.sub(r"(?i)(www)(?=\\?\.)", "\\1" + _JOINER, "".join(out))
+
+
+def md_code(text: object) -> str:
+    """``text`` as one Markdown code span: shown exactly, in monospace, with nothing parsed.
+
+    Inside a code span CommonMark parses nothing, and Streamlit's text-level additions
+    (autolinks, emoji) skip code; the fence is longer than any run of backticks in the text,
+    and a space inside each end (which CommonMark strips) lets the text start or end with
+    one. Line breaks become spaces. Streamlit rewrites ``:material/`` anywhere in its
+    Markdown source: a word joiner after the colon keeps it as written.
+    """
+    s = " ".join(str(text).replace("\r", "\n").split("\n"))
+    s = s.replace(":material/", ":" + _JOINER + "material/")
+    if not s.strip():
+        return ""
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", s)), default=0) + 1)
+    return f"{fence} {s} {fence}"
+
+
+def _inert(s: str, i: int) -> bool:
+    """Whether the punctuation ``s[i]`` starts nothing where it stands (see md_escape)."""
+    ch, prev, nxt = s[i], s[i - 1] if i else "", s[i + 1] if i + 1 < len(s) else ""
+    if ch == "_":
+        return prev.isalnum() and nxt.isalnum()
+    if ch == ":":
+        return nxt == "" or nxt.isspace()
+    if ch in ".-":
+        head = s[:i].strip()
+        return bool(head) and not head.isdigit() and not head.lower().endswith("www")
+    return False
