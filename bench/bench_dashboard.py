@@ -81,7 +81,8 @@ PAGES: dict[str, tuple[str, str | None, tuple]] = {
     "conditions": ("pages/conditions.py", None, ("selectbox", "global.score_field")),
     "length_position": ("pages/length_position.py", None, ("selectbox", "global.score_field")),
     "retrieval": ("pages/retrieval.py", None, ("multiselect", "retrieval.ks", 8)),
-    "case_view": ("pages/case_view.py", None, ("selectbox", "case.instance")),
+    # the next instance, as the user steps through them (the picker's labels are formatted)
+    "case_view": ("pages/case_view.py", None, ("button", "case.next")),
     "runs": ("pages/runs.py", None, ("selectbox", "runs.pick")),
     "fanin": ("pages/fanin.py", None, ("selectbox", "global.score_field")),
     "dolce": ("pages/dolce.py", PROBES, ("selectbox", "dolce.problem")),
@@ -246,6 +247,9 @@ def _widget(at, change: tuple):  # noqa: ANN001, ANN202 - AppTest objects
 
 def _change(widget, change: tuple) -> str:  # noqa: ANN001 - an AppTest widget
     """Set the widget to a value not seen before; returns what was changed, in words."""
+    if change[0] == "button":
+        widget.click()
+        return f"{change[1]} (click)"
     if change[0] == "multiselect":
         widget.select(change[2])
         return f"{change[1]} + {change[2]}"
