@@ -104,7 +104,10 @@ if not runs.empty:
     pick = c[0].selectbox("Run", list(runs["run_id"]), key="runs.pick")
     if c[1].button("Resume", help="Start the run again: stored calls are skipped."):
         row = store.run_row(pick) or {}
-        if row.get("backend") in ("embedded", "ollama", "openai"):
+        if row.get("status") == "running":  # its process holds the run's lock: it goes on
+            st.warning(f"{md_escape(pick)} is running (its process holds the run); Resume is "
+                       "for a run that stopped.")  # fmt: skip
+        elif row.get("backend") in ("embedded", "ollama", "openai"):
             jobs().start(run_request_from_row(store_path(), row))
             st.rerun()
         else:

@@ -60,3 +60,29 @@ def test_a_launch_with_a_timeout_fails_its_calls_with_an_error_naming_the_flag(
         f"timed out after 0.3s waiting for {stub.url} (a long prompt on a slow machine: raise "
         "--timeout SECONDS) (after 4 tries)"
     }
+
+
+def test_resume_of_a_running_run_says_so_and_starts_nothing(tmp_path, monkeypatch):
+    """Resume on a run whose process is still running (it holds the run's lock): one
+    warning, no second process, no exception box (issue 18 item 9)."""
+    from core.store.locks import hold_run
+
+    db = tmp_path / "s.duckdb"
+    inst = Instance("q1", "What is the capital of Zarnovia?", "Keltbridge", (PASSAGE,))
+    store = Store(db)
+    store.write_dataset(Dataset("one", "test", "test", {}, (inst,)))
+    store.save_run({"run_id": "busy", "dataset_id": "one", "status": "running",
+                    "kind": "conditions", "backend": "embedded"})  # fmt: skip
+    monkeypatch.setenv("EVIDENCE_DB", str(db))
+    monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
+    with hold_run(db, "busy"):  # as the run's own process would
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.switch_page("pages/runs.py")
+        at.run()
+        at.selectbox(key="runs.pick").set_value("busy")
+        next(b for b in at.button if b.label == "Resume").click()
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        warnings = [w.value for w in at.warning]
+        assert len(warnings) == 1 and "is running" in warnings[0], warnings
+        assert [c.value for c in at.caption if "No run launched" in c.value]  # nothing started
