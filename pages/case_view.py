@@ -6,6 +6,7 @@ from core.views.case import compare_predictions, md_escape
 from pages.common import HELP, cached_call, init_page_state, sidebar
 from pages.rerun_panel import show_rerun
 from pages.transcript import prediction_label, show_comparison, show_passages, show_transcript
+from pages.url_state import set_param
 
 qp = st.query_params
 if qp.get("dataset") and st.session_state.get("case.last_ds") != qp["dataset"]:
@@ -58,6 +59,8 @@ pick[1].button("◀ Previous", key="case.prev", on_click=_step, args=(-1,), disa
 pick[2].button("Next ▶", key="case.next", on_click=_step, args=(1,),
                disabled=at == len(ids) - 1, use_container_width=True)  # fmt: skip
 st.caption(f"Instance {at + 1} of {len(ids)}")
+st.session_state["case.last_qp"] = iid  # the URL holds the picked instance (pages.url_state)
+set_param("instance", iid)
 heading = st.empty()  # the question, drawn before the slower case data when the index has it
 if questions.get(iid):
     heading.markdown("### " + md_escape(questions[iid]))

@@ -52,6 +52,7 @@ from core.selection import Selection
 from core.store import CONDITION_KINDS, Store, StoreError, default_db_path
 from core.views.case import md_escape
 from core.views.oncu import plain_predictions
+from pages import url_state
 
 __all__ = [
     "CASE_PAGE",
@@ -454,6 +455,9 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
     _require_store(sb)
     datasets = cached_call("datasets")
     options = [None, *datasets]
+    url = url_state.applying()  # the URL's view is applied before each widget is drawn
+    if url:
+        url_state.adopt("dataset", "global.dataset", options)
     if "global.dataset" not in ss or ss["global.dataset"] not in options:
         ss["global.dataset"] = datasets[0] if datasets else None
     dataset = sb.selectbox(
@@ -469,6 +473,8 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         if kinds is not None and not mine.empty:
             mine = mine[mine["kind"].fillna("conditions").isin(kinds)]
         ids = sorted(mine["run_id"]) if not mine.empty else []
+        if url:
+            url_state.adopt("runs", "global.runs", ids, multi=True)
         ss["global.runs"] = [r for r in ss.get("global.runs", []) if r in ids]
         labels = {r.run_id: _run_label(r) for r in mine.itertuples()} if not mine.empty else {}
         what = "runs" if kinds is None else f"{' / '.join(kinds)} runs"
@@ -480,11 +486,15 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
                     if kinds is not None else ""),
         ))  # fmt: skip
         shown = list(chosen or ids)
+    if url:
+        url_state.adopt("score", "global.score_field", SCORE_FIELD.choices)
     sb.selectbox("Score field", SCORE_FIELD.choices, key="global.score_field",
                  help=HELP["f1_relaxed"])  # fmt: skip
     chosen_filters: dict[str, tuple[str, ...]] = {}
     if filters:
         values = cached_call("cells", dataset=dataset)
+        if url:
+            url_state.adopt_filters(values)
         with sb.expander("Filters (metadata cells)"):
             for col, vals in values.items():
                 if len(vals) > 1:
@@ -493,13 +503,14 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
                         chosen_filters[col] = tuple(picked)
     options: dict[str, Any] = {}
     if page in ("conditions", "case"):
-        options = _group_key_setting(sb)
+        options = _group_key_setting(sb, url)
     with sb.expander("Export settings"):
         st.number_input("width (px)", 100, 5000, step=50, key="global.width")
         st.number_input("height (px)", 100, 5000, step=50, key="global.height")
         st.number_input("font size", 4, 72, key="global.font_size")
         st.selectbox("template", TEMPLATES, key="global.template")
         st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale")
+    _url_write_back(page, datasets, chosen, chosen_filters, sb)
     if shown:
         error_banner(shown)
     return Selection(
@@ -572,12 +583,48 @@ def error_banner(runs: Sequence[str]) -> None:
     (st.error if every else st.warning)(text, icon="⚠️")
 
 
-def _group_key_setting(sb: Any) -> dict[str, Any]:
-    """The ONCU group key control; ``{"group_key": (...)}`` when it differs from the default."""
+def _url_write_back(
+    page: str,
+    datasets: Sequence[str],
+    runs: Sequence[str],
+    filters: Mapping[str, Sequence[Any]],
+    sb: Any,
+) -> None:
+    """Write the sidebar's selection to the URL (non-default values only) and show its link."""
+    ss = st.session_state
+    wanted: dict[str, str] = {}
+    dataset = ss.get("global.dataset")
+    if dataset != (datasets[0] if datasets else None):
+        wanted["dataset"] = url_state.ALL_DATASETS if dataset is None else str(dataset)
+    if runs:
+        wanted["runs"] = ",".join(runs)
+    if ss.get("global.score_field") != _GLOBAL_DEFAULTS["global.score_field"]:
+        wanted["score"] = str(ss["global.score_field"])
+    group = ss.get("global.group_key")
+    if page in ("conditions", "case") and group and list(group) != list(GROUP_KEY.default):
+        wanted["group"] = ",".join(group)
+    for col, vals in filters.items():
+        wanted[f"f.{col}"] = ",".join(str(v) for v in vals)
+    # the Case view's instance belongs to the URL's dataset: dropped when the dataset changed
+    linked = st.query_params.get("dataset", datasets[0] if datasets else None)
+    linked = None if linked == url_state.ALL_DATASETS else linked
+    keep = page == "case" and linked == dataset
+    owned = ["dataset", "runs", "score", "group"] + ([] if keep else ["instance"])
+    url_state.write_back(wanted, owned)
+    url_state.copy_link(sb, page)
+
+
+def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:
+    """The ONCU group key control; ``{"group_key": (...)}`` when it differs from the default.
+
+    With ``url`` the URL's ``group`` parameter is applied first (:mod:`pages.url_state`).
+    """
     ss = st.session_state
     choices = [*GROUP_KEY.default, "answer_type", "fan_in"]
     if "global.group_key" not in ss:
         ss["global.group_key"] = list(GROUP_KEY.default)
+    if url:
+        url_state.adopt("group", "global.group_key", choices, multi=True)
     with sb.expander("ONCU groups"):
         key = st.multiselect("Group key", choices, key="global.group_key",
                              help=HELP["group_key"])  # fmt: skip
@@ -661,7 +708,9 @@ def show_figure(
     key = key or f"fig.{name}"
     sel = views.selection_to_json(selection)
     try:
-        fig, data = cached_call("figure", name=name, sel=sel)
+        # shown only when the work takes over half a second (a first load, a new selection)
+        with st.spinner(f"Computing {spec.title} ...", show_time=True):
+            fig, data = cached_call("figure", name=name, sel=sel)
     except ValueError as exc:
         st.warning(f"{spec.title}: {md_escape(exc)}")
         return None
@@ -728,7 +777,8 @@ def show_table(
     key = key or f"tab.{name}"
     sel = views.selection_to_json(selection)
     try:
-        df = cached_call("table", name=name, sel=sel)
+        with st.spinner(f"Computing {spec.title} ...", show_time=True):
+            df = cached_call("table", name=name, sel=sel)
     except ValueError as exc:
         st.warning(f"{spec.title}: {md_escape(exc)}")
         return pd.DataFrame(), None
