@@ -30,6 +30,7 @@ exponential backoff (:class:`RetryPolicy`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -59,6 +60,7 @@ from core.backends.http_errors import closed_mid_response, last_resort_error  # 
 from core.backends.support import (  # noqa: E402
     DEFAULT_CHARS_PER_TOKEN,
     DEFAULT_POOL_SIZE,
+    Lanes,
     RetryPolicy,
     answer_logprob_confidence,
     check_client_settings,
@@ -216,10 +218,17 @@ class _Host:
     version: str | None = None
     digest: str | None = None
     logprobs: bool = True
-    # Lanes (:meth:`OllamaBackend.size_pool`): clients of one connection each; ``free`` holds
-    # those no call is using (a new list when the pool is resized).
-    lanes: list[ollama.Client] = field(default_factory=list)
-    free: list[ollama.Client] = field(default_factory=list)
+    pool: Lanes[ollama.Client] | None = None  # clients of one connection each (support.Lanes)
+
+    @property
+    def lanes(self) -> list[ollama.Client]:
+        """Every lane of this host."""
+        return self.pool.all if self.pool is not None else []
+
+    @property
+    def free(self) -> list[ollama.Client]:
+        """The lanes no call is using."""
+        return self.pool.free if self.pool is not None else []
 
 
 class OllamaBackend:
@@ -297,9 +306,11 @@ class OllamaBackend:
         self.chars_per_token = float(chars_per_token)
         self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
         self._tls = httpx.create_ssl_context()  # shared by every client of this backend
-        self._lane_lock = threading.Lock()
         self.pool_size = DEFAULT_POOL_SIZE
-        self._hosts = [_Host(url, self._client(url)) for url in self.hosts]
+        self._hosts = [
+            _Host(url, self._client(url), pool=Lanes(functools.partial(self._client, url, 1)))
+            for url in self.hosts
+        ]
         self._rr = itertools.count()
         self._rr_lock = threading.Lock()
 
@@ -322,24 +333,11 @@ class OllamaBackend:
         for host in self._hosts:
             old, host.client = host.client, self._client(host.url)
             old.close()
-            with self._lane_lock:
-                lanes, host.lanes, host.free = host.lanes, [], []
-            for lane in lanes:
-                lane.close()
+            host.pool.drop()
 
     def _lane(self, host: _Host) -> tuple[ollama.Client, list[ollama.Client] | None]:
         """A client for one call to ``host`` and the free list to give it back to (or None)."""
-        free = host.free
-        try:
-            return free.pop(), free  # list.pop is atomic: no two calls get one lane
-        except IndexError:
-            pass
-        with self._lane_lock:
-            if len(host.lanes) < self.pool_size and free is host.free:
-                lane = self._client(host.url, 1)
-                host.lanes.append(lane)
-                return lane, free
-        return host.client, None  # more calls at once than lanes: the shared pool
+        return host.pool.take(self.pool_size, host.client)
 
     # -- setup ------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from core.backends.http_errors import closed_mid_response, last_resort_error
 from core.backends.support import (
     DEFAULT_CHARS_PER_TOKEN,
     DEFAULT_POOL_SIZE,
+    Lanes,
     RetryPolicy,
     answer_logprob_confidence,
     check_client_settings,
@@ -162,10 +163,8 @@ class OpenAIBackend:
         self.pool_size = DEFAULT_POOL_SIZE
         self._client = self._make_client()
         self._lock = threading.Lock()
-        # Lanes (as in the Ollama backend): a client of one connection per concurrent call,
-        # up to pool_size; ``_free`` holds those no call is using (a new list on a resize).
-        self._lanes: list[httpx.Client] = []
-        self._free: list[httpx.Client] = []
+        # a client of one connection per concurrent call, up to pool_size (support.Lanes)
+        self._pool: Lanes[httpx.Client] = Lanes(lambda: self._make_client(1))
         self._ready = False
         self._served: list[str] = []
 
@@ -178,25 +177,17 @@ class OpenAIBackend:
             verify=self._tls,
         )
 
-    def _lane(self) -> tuple[httpx.Client, list[httpx.Client] | None]:
-        """A client for one call and the free list to give it back to (None: the shared one).
+    @property
+    def _lanes(self) -> list[httpx.Client]:
+        return self._pool.all
 
-        A call takes a client of one connection that no other call uses meanwhile (made as
-        calls need them, up to ``pool_size``); one httpx pool of many connections scans all
-        of them on every request, a large share of the engine's CPU per call at a fast
-        server's speed (issue 17). Calls beyond ``pool_size`` at once share ``_client``.
-        """
-        free = self._free
-        try:
-            return free.pop(), free  # list.pop is atomic: no two calls get one lane
-        except IndexError:
-            pass
-        with self._lock:
-            if len(self._lanes) < self.pool_size and free is self._free:
-                lane = self._make_client(1)
-                self._lanes.append(lane)
-                return lane, free
-        return self._client, None
+    @property
+    def _free(self) -> list[httpx.Client]:
+        return self._pool.free
+
+    def _lane(self) -> tuple[httpx.Client, list[httpx.Client] | None]:
+        """A client for one call and the free list to give it back to (None: the shared one)."""
+        return self._pool.take(self.pool_size, self._client)
 
     def size_pool(self, size: int) -> None:
         """Keep ``size`` HTTP connections (the engine passes its concurrency).
@@ -210,10 +201,7 @@ class OpenAIBackend:
         self.pool_size = size
         old, self._client = self._client, self._make_client()
         old.close()
-        with self._lock:
-            lanes, self._lanes, self._free = self._lanes, [], []
-        for lane in lanes:
-            lane.close()
+        self._pool.drop()
 
     # -- setup ------------------------------------------------------------------------
 

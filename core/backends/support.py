@@ -9,16 +9,18 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from core.backends.base import BackendError, Message
 
 __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
     "DEFAULT_POOL_SIZE",
+    "Lanes",
     "RetryPolicy",
     "answer_logprob_confidence",
     "check_client_settings",
@@ -36,6 +38,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 #: Characters per token of :func:`min_prompt_tokens`: an upper bound on the average token's
 #: length, so characters / 6 is a lower bound on the token count. English BPE vocabularies
@@ -299,3 +302,45 @@ def status_error(code: int, url: str, msg: str) -> BackendError:
     if code in (429, 503):
         return BackendError(f"HTTP {code} from {url}: {msg} (server busy)", retryable=True)
     return BackendError(f"HTTP {code} from {url}: {msg}")
+
+
+class Lanes(Generic[C]):
+    """HTTP clients of one kept-alive connection each, one per concurrent call ("lanes").
+
+    One httpx pool of many connections scans all of them (twice, with a readability check of
+    each idle socket) on every request: at a fast server's speed a large share of the
+    engine's CPU per call (issue 17). A call takes a lane no other call uses meanwhile;
+    lanes are made as calls need them, up to ``size``; calls beyond them share the backend's
+    pooled client. ``all`` holds every lane, ``free`` those no call is using (a new list
+    after :meth:`drop`, so a lane taken before a resize is not given back to the new list).
+
+    Args:
+        make: a new client of one connection.
+    """
+
+    def __init__(self, make: Callable[[], C]):
+        self._make = make
+        self._lock = threading.Lock()
+        self.all: list[C] = []
+        self.free: list[C] = []
+
+    def take(self, size: int, shared: C) -> tuple[C, list[C] | None]:
+        """A client for one call and the free list to give it back to (None: ``shared``)."""
+        free = self.free
+        try:
+            return free.pop(), free  # list.pop is atomic: no two calls get one lane
+        except IndexError:
+            pass
+        with self._lock:
+            if len(self.all) < size and free is self.free:
+                lane = self._make()
+                self.all.append(lane)
+                return lane, free
+        return shared, None
+
+    def drop(self) -> None:
+        """Close every lane (a resize); new ones are made as calls need them."""
+        with self._lock:
+            lanes, self.all, self.free = self.all, [], []
+        for lane in lanes:
+            lane.close()
