@@ -478,8 +478,9 @@ def text_sha256(text: str) -> str:
 class EmbeddingCache(Protocol):
     """Where embeddings are kept between calls, keyed by :func:`text_sha256` of the text.
 
-    One cache holds one model's vectors. The store implements it to persist embeddings;
-    :class:`MemoryEmbeddingCache` is the in-process default.
+    One cache holds one model's vectors. The store implements it to persist embeddings
+    (:class:`core.store.embeddings.StoreEmbeddingCache`, which also offers ``get_many``:
+    one lookup for many keys); :class:`MemoryEmbeddingCache` is the in-process default.
     """
 
     def get(self, key: str) -> np.ndarray | None:
@@ -552,7 +553,12 @@ def dense_model() -> Any:
 def _embed(texts: Sequence[str], cache: EmbeddingCache | None) -> np.ndarray:
     cache = _DEFAULT_CACHE if cache is None else cache
     keys = [text_sha256(t) for t in texts]
-    found = [cache.get(k) for k in keys]
+    get_many = getattr(cache, "get_many", None)  # a store-backed cache: one query for all
+    if get_many is not None:
+        known = get_many(keys)
+        found = [known.get(k) for k in keys]
+    else:
+        found = [cache.get(k) for k in keys]
     missing = [i for i, v in enumerate(found) if v is None]
     if missing:
         vecs = dense_model().encode(

@@ -45,6 +45,7 @@ from core.export import (
 from core.figures import SCORE_FIELD
 from core.figures.drill import FRAME_KEY, cell_from_point, drill_spec
 from core.figures.oncu import GROUP_KEY
+from core.figures.plain_text import plain_figure
 from core.jobs import RunJob
 from core.results import import_results
 from core.runs import build_demo
@@ -673,7 +674,8 @@ def _download_menu(name: str, fig: Any, data: pd.DataFrame, key: str) -> None:
         )  # fmt: skip
         st.caption(
             f"{settings.width}x{settings.height} px, font {settings.font_size}, "
-            f"{settings.template}; PNG x{settings.scale:g}"
+            f"{settings.template}; PNG x{settings.scale:g}. Drawn by a headless Chromium: the "
+            "first download takes a few seconds (it starts), the next ones well under one."
         )
 
 
@@ -719,8 +721,10 @@ def show_figure(
     with head[1]:
         _download_menu(name, fig, data, key)
     drill = drill and drill_spec(fig) is not None
+    shown = plain_figure(fig)  # data strings drawn as text, never as Plotly's markup
     event = st.plotly_chart(
-        _stable_figure(fig) if drill else fig, key=key, on_select="rerun" if drill else "ignore",
+        _stable_figure(shown) if drill else shown, key=key,
+        on_select="rerun" if drill else "ignore",
         selection_mode=("points",), config={"displaylogo": False},
     )  # fmt: skip
     if not drill or not event:

@@ -7,6 +7,7 @@ from core.figures.fanin import CRUX_K_REQUIRED, ETA
 from core.figures.retrieval import OFFERED_KS
 from core.retrieval import list_retrievers
 from pages.common import HELP, cached_call, show_figure, show_table, sidebar, with_options
+from pages.dense_progress import embeddings_ready
 from pages.widgets import param_widget
 
 selection = sidebar("retrieval", runs=False)
@@ -14,16 +15,18 @@ st.title("Retrieval")
 c = st.columns(2)
 retrievers = c[0].multiselect(
     "Retriever families", list_retrievers(), key="retrieval.retrievers",
-    help="dense and hybrid load a sentence-transformers model on first use (a few seconds).",
+    help="dense and hybrid embed every question and chunk with all-MiniLM-L6-v2 once (with "
+    "progress; the vectors are kept in the store and reused), then rank in seconds.",
 )  # fmt: skip
 ks = c[1].multiselect("top-k", list(OFFERED_KS), key="retrieval.ks")
 if not selection.dataset:
     st.info("Choose a dataset in the sidebar.")
 elif retrievers and ks:
     sel = with_options(selection, retrievers=sorted(retrievers), ks=sorted(ks))
-    with st.spinner("Ranking chunks ..."):
-        show_figure("retrieval_curves", sel, drill=False)
-        show_table("retrieval_grid", sel)
+    if embeddings_ready(sel):
+        with st.spinner("Ranking chunks ..."):
+            show_figure("retrieval_curves", sel, drill=False)
+            show_table("retrieval_grid", sel)
 has_crux = "crux_coverage" in figure_names() or "crux_table" in table_names()
 if has_crux and st.toggle("CRUX: coverage, ranked coverage, density", key="retrieval.crux",
                           help="Computed over every instance of the dataset on demand."):

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from core.backends import make_backend, server_status
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.conditions import retrieval_audit
+from core.dense_fill import dense_model_id
 from core.engine_limits import TIMEOUT, cap_concurrency
 from core.jsonable import json_plain
 from core.names import check_name
@@ -47,6 +48,7 @@ from core.retrieval import (
 )
 from core.runs import run_conditions
 from core.store import Store
+from core.store.embeddings import StoreEmbeddingCache
 from core.views.common import error_digest
 
 __all__ = [
@@ -327,9 +329,12 @@ def retrieval_report(
     """
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
+    vectors = StoreEmbeddingCache(store, dense_model_id())  # dense vectors kept for reuse
     audit = retrieval_audit(
-        store.load_instances(dataset), retrievers, ks, chunk_size=chunk_size, overlap=overlap
-    )
+        store.load_instances(dataset), retrievers, ks, chunk_size=chunk_size, overlap=overlap,
+        embedding_cache=vectors,
+    )  # fmt: skip
+    vectors.flush()
     rows = []
     for row in audit.aggregate.to_dict("records"):
         row = {"dataset": dataset, "chunk_size": chunk_size, "overlap": overlap, **row}

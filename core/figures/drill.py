@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.figures.plain_text import unplain
+
 __all__ = [
     "FRAME_KEY", "LENGTH_CELL_KEY", "cell_from_point", "customdata", "declare", "drill_spec",
     "group_keys", "length_fixed", "point_values",
@@ -124,7 +126,8 @@ def point_values(fig: Any, point: Mapping[str, Any]) -> tuple[dict[str, Any], in
     custom = list(custom)
     if len(custom) != len(keys) + 1:
         return None
-    values = {k: _plain(v) for k, v in zip(keys, custom[:-1], strict=True)}
+    # as stored: a shown figure's strings carry joiners (core.figures.plain_text)
+    values = {k: unplain(_plain(v)) for k, v in zip(keys, custom[:-1], strict=True)}
     n = custom[-1]
     return values, (None if n is None else int(n))
 

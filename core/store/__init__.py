@@ -10,7 +10,8 @@ All values reach SQL as parameters; identifiers never come from users.
 migrations, column constants), :mod:`~core.store.datasets`, :mod:`~core.store.runs`,
 :mod:`~core.store.records` (predictions, scores, response cache) and
 :mod:`~core.store.analysis` (joined read queries; :mod:`~core.store.fanin_rows`, the fan-in
-page's one query; :mod:`~core.store.rescore_rows`, the re-score's read).
+page's one query; :mod:`~core.store.rescore_rows`, the re-score's read) and
+:mod:`~core.store.embeddings` (the dense retriever's vectors, kept for reuse).
 :mod:`~core.store.locks` keeps one process per run name (a lock file beside the store,
 :meth:`Store.run_lock`).
 """
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from core.store.analysis import AnalysisMixin
 from core.store.connection import DEFAULT_DB, StoreError, default_db_path
 from core.store.datasets import DatasetInfo, DatasetsMixin
+from core.store.embeddings import EmbeddingsMixin
 from core.store.locks import RunBusyError
 from core.store.records import RecordsMixin, Rows
 from core.store.runs import CONDITION_KINDS, RUN_KINDS, RUN_STATUSES, RunsMixin
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 
-class Store(DatasetsMixin, RunsMixin, RecordsMixin, AnalysisMixin):
+class Store(DatasetsMixin, RunsMixin, RecordsMixin, AnalysisMixin, EmbeddingsMixin):
     """A DuckDB store file. Cheap to create; connections are opened per operation.
 
     Args:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from core.conditions import retrieval_audit
+from core.dense_fill import dense_model_id, dense_texts, missing_texts
 from core.figures.retrieval import (
     CHUNK_SIZE,
     KS,
@@ -13,11 +14,16 @@ from core.figures.retrieval import (
     OVERLAP,
     RETRIEVERS,
 )
+from core.retrieval import text_sha256
 from core.selection import Selection, option
 from core.store import Store
+from core.store.embeddings import StoreEmbeddingCache
 from core.views.common import apply_filters, cached
 
-__all__ = ["audit_dataset", "retrieval_audit_frames"]
+__all__ = ["audit_dataset", "dense_todo", "embedding_cache", "retrieval_audit_frames"]
+
+#: Retriever families that embed texts with the dense model.
+DENSE_FAMILIES = ("dense", "hybrid")
 
 
 def audit_dataset(store: Store, selection: Selection) -> str | None:
@@ -56,15 +62,15 @@ def retrieval_audit_frames(store: Store, selection: Selection) -> tuple[pd.DataF
     filters = tuple(sorted((c, tuple(v)) for c, v in selection.filters.items()))
 
     def build() -> tuple[pd.DataFrame, pd.DataFrame]:
-        if selection.filters:
-            frame = apply_filters(store.instances_frame(name), selection.filters)
-            ids = frame["instance_id"].head(cap).tolist()
-        else:
-            ids = store.list_instance_ids(name, cap)
-        instances = store.load_instances(name, ids) if ids else []
+        instances = _audit_instances(store, selection, name)
+        vectors = embedding_cache(store)
+        if set(retrievers) & set(DENSE_FAMILIES):  # one store read for every stored vector
+            vectors.get_many(text_sha256(t) for t in dense_texts(instances, chunk_size, overlap))
         audit = retrieval_audit(
-            instances, retrievers=retrievers, ks=every_k, chunk_size=chunk_size, overlap=overlap
-        )
+            instances, retrievers=retrievers, ks=every_k, chunk_size=chunk_size,
+            overlap=overlap, embedding_cache=vectors,
+        )  # fmt: skip
+        vectors.flush()  # vectors embedded during the ranking (e.g. iterative queries)
         return audit.per_instance, audit.aggregate
 
     key = (name, filters, cap, retrievers, chunk_size, overlap, every_k)
@@ -72,3 +78,37 @@ def retrieval_audit_frames(store: Store, selection: Selection) -> tuple[pd.DataF
     per = per[per["k"].isin(ks)].reset_index(drop=True)
     agg = agg[agg["k"].isin(ks)].reset_index(drop=True)
     return per, agg
+
+
+def _audit_instances(store: Store, selection: Selection, name: str) -> list:
+    """The instances the audit of ``selection`` ranks: filtered, the first ``max_instances``."""
+    cap = option(selection, MAX_INSTANCES)
+    if selection.filters:
+        frame = apply_filters(store.instances_frame(name), selection.filters)
+        ids = frame["instance_id"].head(cap).tolist()
+    else:
+        ids = store.list_instance_ids(name, cap)
+    return store.load_instances(name, ids) if ids else []
+
+
+def embedding_cache(store: Store) -> StoreEmbeddingCache:
+    """The dense model's vectors kept in ``store`` (read on demand, written in batches)."""
+    return StoreEmbeddingCache(store, dense_model_id())
+
+
+def dense_todo(store: Store, selection: Selection) -> tuple[list[str], int]:
+    """``(texts still to embed, texts in all)`` for the selection's dense rankings.
+
+    Nothing to do (``([], 0)``) unless a selected retriever family embeds texts
+    (:data:`DENSE_FAMILIES`, or ``iterative``, whose default base is lexical: not counted).
+    The texts are the audited instances' questions and chunks (:func:`core.dense_fill.dense_texts`);
+    those not in the store's embedding table are to embed.
+    """
+    if not set(option(selection, RETRIEVERS)) & set(DENSE_FAMILIES):
+        return [], 0
+    name = audit_dataset(store, selection)
+    if name is None:
+        return [], 0
+    instances = _audit_instances(store, selection, name)
+    texts = dense_texts(instances, option(selection, CHUNK_SIZE), option(selection, OVERLAP))
+    return missing_texts(texts, embedding_cache(store)), len(texts)
