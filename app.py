@@ -18,6 +18,7 @@ _PAGES = {
         ("pages/dolce.py", "DOLCE", ":material/scatter_plot:", False),
     ],
     "Inspect & run": [
+        ("pages/failures.py", "Failure browser", ":material/rule:", False),
         ("pages/case_view.py", "Case view", ":material/search:", False),
         ("pages/runs.py", "Runs", ":material/play_circle:", False),
     ],

@@ -1,7 +1,8 @@
 """Benchmark: every dashboard page with 1,000,000 stored predictions (issue 17 item 6).
 
-Bounds (``bench/run_all.py``): a page's **first load < 2 s** and a **changed selection
-< 1.5 s**, CIs included where the page shows them.
+Bounds (``bench/run_all.py``): a page's **first load < 2 s** (the failure browser's first
+page < 1.5 s, :data:`FIRST_LOAD_BOUNDS`) and a **changed selection < 1.5 s**, CIs included
+where the page shows them.
 
 The store (built once, cached at ``/tmp/bench_dashboard.duckdb``; a file built by another
 version of this script, told by its dataset's builder tag, is rebuilt; ``--rebuild`` forces
@@ -64,6 +65,9 @@ from core.types import Dataset, Instance, Passage  # noqa: E402
 
 FIRST_LOAD_S = 2.0
 CHANGED_S = 1.5
+#: Pages whose first load has a tighter bound than :data:`FIRST_LOAD_S`: the failure
+#: browser's first page < 1.5 s with 1,000,000 predictions (issue 18, "Done when").
+FIRST_LOAD_BOUNDS = {"failures": 1.5}
 CONDITIONS = ("no_evidence", "full_context", "retrieved", "oracle")
 ACCURACY = {"no_evidence": 0.03, "full_context": 0.55, "retrieved": 0.7, "oracle": 0.9}
 DATASET = "bench-1m"
@@ -83,6 +87,8 @@ PAGES: dict[str, tuple[str, str | None, tuple]] = {
     "retrieval": ("pages/retrieval.py", None, ("multiselect", "retrieval.ks", 8)),
     # the next instance, as the user steps through them (the picker's labels are formatted)
     "case_view": ("pages/case_view.py", None, ("button", "case.next")),
+    # the failure browser's first page, then its next page (issue 18 item 1)
+    "failures": ("pages/failures.py", None, ("button", "failures.next")),
     "runs": ("pages/runs.py", None, ("selectbox", "runs.pick")),
     "fanin": ("pages/fanin.py", None, ("selectbox", "global.score_field")),
     "dolce": ("pages/dolce.py", PROBES, ("selectbox", "dolce.problem")),
@@ -277,7 +283,8 @@ def results(
     ensure_store(db, instances, rebuild)
     env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1")
     n_pred = int(Store(db).runs_frame(live=False)["n_predictions"].sum())
-    print(f"store {db}: {n_pred:,} predictions; bounds: first load < {FIRST_LOAD_S} s, "
+    print(f"store {db}: {n_pred:,} predictions; bounds: first load < {FIRST_LOAD_S} s "
+          f"(failures < {FIRST_LOAD_BOUNDS['failures']} s), "
           f"changed selection < {CHANGED_S} s (each page in a fresh process)")  # fmt: skip
     script = Path(__file__).name
     figs = []
@@ -288,7 +295,7 @@ def results(
         out = dict(outs[0], errors=[e for o in outs for e in o["errors"]])
         label = f"dashboard {PAGES[name][0]}"
         first = figure(f"{label}, first load (fresh process)", [o["first"] for o in outs], "s",
-                       script, bound=FIRST_LOAD_S)  # fmt: skip
+                       script, bound=FIRST_LOAD_BOUNDS.get(name, FIRST_LOAD_S))  # fmt: skip
         changed = figure(f"{label}, changed selection ({out['change']})",
                          [o["changed"] for o in outs], "s", script, bound=CHANGED_S)  # fmt: skip
         out.update(first=first["value"], changed=changed["value"])

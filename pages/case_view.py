@@ -3,6 +3,7 @@
 import streamlit as st
 
 from core.views.case import compare_predictions, md_escape
+from pages import failure_trail
 from pages.common import HELP, cached_call, init_page_state, sidebar
 from pages.rerun_panel import show_rerun
 from pages.transcript import prediction_label, show_comparison, show_passages, show_transcript
@@ -54,11 +55,18 @@ def _label(i: str) -> str:
 pick = st.columns([6, 1.3, 1], vertical_alignment="bottom")
 iid = pick[0].selectbox("Instance", ids, key="case.instance", format_func=_label)
 at = ids.index(iid)
-pick[1].button("◀ Previous", key="case.prev", on_click=_step, args=(-1,), disabled=at == 0,
-               use_container_width=True)  # fmt: skip
-pick[2].button("Next ▶", key="case.next", on_click=_step, args=(1,),
-               disabled=at == len(ids) - 1, use_container_width=True)  # fmt: skip
-st.caption(f"Instance {at + 1} of {len(ids)}")
+trail = failure_trail.steps(dataset, iid)  # opened from the failure browser: step its list
+if trail is None:
+    pick[1].button("◀ Previous", key="case.prev", on_click=_step, args=(-1,), disabled=at == 0,
+                   use_container_width=True)  # fmt: skip
+    pick[2].button("Next ▶", key="case.next", on_click=_step, args=(1,),
+                   disabled=at == len(ids) - 1, use_container_width=True)  # fmt: skip
+    st.caption(f"Instance {at + 1} of {len(ids)}")
+else:
+    failure_trail.step_buttons(pick[1], pick[2], trail)
+    st.caption(f"Instance {trail['position']:,} of {trail['total']:,} (failure browser filter)")
+    st.page_link("pages/failures.py", label="Back to the failure browser", icon=":material/list:")
+failure_trail.step_keys()
 st.session_state["case.last_qp"] = iid  # the URL holds the picked instance (pages.url_state)
 set_param("instance", iid)
 heading = st.empty()  # the question, drawn before the slower case data when the index has it
@@ -97,6 +105,10 @@ if not preds.empty:
     for key, default in (("case.transcript", 0), ("case.cmp_a", 0), ("case.cmp_b", 1)):
         if st.session_state.get(key, default) >= len(rows):  # another instance, fewer rows
             st.session_state[key] = min(default, len(rows) - 1)
+    if qp.get("condition") and st.session_state.get("case.last_cond") != (iid, qp["condition"]):
+        st.session_state["case.last_cond"] = (iid, qp["condition"])  # a row opened from a list
+        hit = [i for i, r in enumerate(rows) if r["condition"] == qp["condition"]]
+        st.session_state["case.transcript"] = hit[0] if hit else 0
     st.subheader("Transcript")
     k = st.selectbox("Prediction", range(len(rows)), key="case.transcript",
                      format_func=lambda i: prediction_label(rows[i]))  # fmt: skip

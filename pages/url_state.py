@@ -7,7 +7,10 @@ Parameters (only values other than the defaults are written, so links stay short
 * ``score`` — the score field;
 * ``group`` — the ONCU group key, comma-separated (Conditions & ONCU, Case view);
 * ``f.<column>`` — a metadata filter, values comma-separated (e.g. ``f.reasoning_type=bridge``);
-* ``instance`` — the Case view's instance (written by the Case view itself).
+* ``instance`` — the Case view's instance (written by the Case view itself);
+* the failure browser's own list (written by that page): ``cond``, ``label``, ``outcome``
+  (comma-separated), ``sort``, ``q`` (the search text), ``only=0`` (failures only off) and
+  ``page`` (1-based).
 
 Opening a URL (or changing the address bar) applies its parameters to the session before the
 widgets are drawn; each value is checked against the options the widget offers, and an unknown
@@ -38,6 +41,7 @@ PAGE_PATHS = {
     "fanin": "fanin",
     "interventions": "interventions",
     "dolce": "dolce",
+    "failures": "failures",
     "case": "case_view",
     "runs": "runs",
 }

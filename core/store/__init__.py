@@ -11,7 +11,8 @@ migrations, column constants), :mod:`~core.store.datasets`, :mod:`~core.store.ru
 :mod:`~core.store.records` (predictions, scores, response cache) and
 :mod:`~core.store.analysis` (joined read queries; :mod:`~core.store.fanin_rows`, the fan-in
 page's one query; :mod:`~core.store.rescore_rows`, the re-score's read) and
-:mod:`~core.store.embeddings` (the dense retriever's vectors, kept for reuse).
+:mod:`~core.store.embeddings` (the dense retriever's vectors, kept for reuse);
+:mod:`~core.store.failure_rows` holds the failure browser's filtered pages.
 :mod:`~core.store.locks` keeps one process per run name (a lock file beside the store,
 :meth:`Store.run_lock`).
 """
@@ -24,6 +25,7 @@ from core.store.analysis import AnalysisMixin
 from core.store.connection import DEFAULT_DB, StoreError, default_db_path
 from core.store.datasets import DatasetInfo, DatasetsMixin
 from core.store.embeddings import EmbeddingsMixin
+from core.store.failure_rows import FailuresMixin
 from core.store.locks import RunBusyError
 from core.store.records import RecordsMixin, Rows
 from core.store.runs import CONDITION_KINDS, RUN_KINDS, RUN_STATUSES, RunsMixin
@@ -55,7 +57,7 @@ __all__ = [
 ]
 
 
-class Store(DatasetsMixin, RunsMixin, RecordsMixin, AnalysisMixin, EmbeddingsMixin):
+class Store(DatasetsMixin, RunsMixin, RecordsMixin, AnalysisMixin, EmbeddingsMixin, FailuresMixin):
     """A DuckDB store file. Cheap to create; connections are opened per operation.
 
     Args:

@@ -6,7 +6,8 @@ figures (:mod:`core.figures`) draw what they return, and :mod:`core.catalog` pai
 One module per area: :mod:`core.views.common` (shared helpers, the analysis frame, overview,
 drill-down; what the pages call is re-exported here), :mod:`core.views.oncu`,
 :mod:`core.views.cuer`, :mod:`core.views.dolce`, :mod:`core.views.fanin` (fan-in and CRUX),
-:mod:`core.views.retrieval` and :mod:`core.views.case` (the Case view). Nothing here imports
+:mod:`core.views.retrieval`, :mod:`core.views.case` (the Case view) and
+:mod:`core.views.failures` (the failure browser). Nothing here imports
 streamlit or writes SQL; metrics come from the method modules.
 """
 

@@ -1,0 +1,345 @@
+"""The failure browser's queries: one filtered, sorted page of predictions, and its neighbours.
+
+Predictions of the selected runs joined with their scores, instances and runs, filtered in
+DuckDB (condition, failure label, outcome, metadata cells, free text over question and answer),
+sorted by one of :data:`SORTS` and cut to one page with ``LIMIT``/``OFFSET`` (DuckDB keeps the
+top rows of the order instead of sorting all of them), plus the counts of the whole filtered
+list. Stepping through the list in the Case view reads only the instance before and after the
+current one (:meth:`FailuresMixin.failure_neighbours`), never the whole list.
+
+Every value from the user is a parameter; the only text put into the SQL is owned: the score
+column (from :data:`SCORE_FIELDS`), the sort (from :data:`SORTS`) and metadata cell names
+(from :data:`FILTER_CELLS`), each checked against its list first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+
+from core.store.connection import StoreBase
+from core.store.schema import CELL_COLUMNS, SCORE_COLUMNS
+
+__all__ = [
+    "FILTER_CELLS",
+    "OUTCOMES",
+    "SCORE_FIELDS",
+    "SORTS",
+    "FailureFilter",
+    "FailuresMixin",
+    "escape_like",
+    "filter_from_json",
+    "filter_to_json",
+]
+
+#: What a prediction's outcome can be. ``call failed``: the call raised (``error`` set; no
+#: answer, no score, never "wrong"); ``correct``: failure label ``success`` (SPEC §6.4:
+#: strict EM = 1), or for a prediction without a label (``no_evidence`` has none) strict EM
+#: = 1; ``wrong``: any other label (``parse`` included) or strict EM < 1; ``unscored``: no
+#: score row yet.
+OUTCOMES = ("correct", "wrong", "call failed", "unscored")
+#: What "failures only" keeps, as the Case view's picker counts failures
+#: (:meth:`core.store.Store.instance_outcomes`): a failed call, or a failure label other than
+#: ``success`` (SPEC §6.4). The no-evidence baseline carries no label, so its wrong answers
+#: are not failures here (the outcome filter ``wrong`` lists them).
+_FAILED = "(coalesce(p.error, '') <> '' OR coalesce(s.failure_label, 'success') <> 'success')"
+#: Numeric score columns the page's score column can show.
+SCORE_FIELDS = tuple(c for c in SCORE_COLUMNS if c != "failure_label")
+#: Instance cells a filter may name (the sidebar's metadata filters and ``source``).
+FILTER_CELLS = (*CELL_COLUMNS, "source")
+#: Most characters of question, answer and error text a page row carries.
+TEXT_CHARS = 300
+
+#: The list's total order (a unique key at the end, so pages never overlap or skip a row);
+#: names of the filtered rows' columns (:func:`_rows_sql`).
+_KEY = "run, ord, condition, variant, instance_id"
+#: Sort name -> (label, ORDER BY text over the filtered rows).
+SORTS: dict[str, tuple[str, str]] = {
+    "list": ("run, instance, condition", _KEY),
+    "score_asc": ("score, lowest first", "score ASC NULLS LAST, " + _KEY),
+    "score_desc": ("score, highest first", "score DESC NULLS LAST, " + _KEY),
+    "fan_in": ("fan-in, highest first", "fan_in DESC NULLS LAST, " + _KEY),
+    "label": ("failure label", "failure_label ASC NULLS LAST, " + _KEY),
+    "condition": ("condition, then run and instance", "condition, " + _KEY),
+}
+
+#: The columns of a page's rows (after ``row``).
+_PAGE_COLUMNS = ("run", "dataset", "condition", "variant", "instance_id", "question",
+                 "answer", "score", "outcome", "failure_label", "error", "fan_in",
+                 "reasoning_type")  # fmt: skip
+_TEXT_COLUMNS = ("run", "dataset", "condition", "variant", "instance_id", "question", "answer",
+                 "outcome", "failure_label", "error", "reasoning_type")  # fmt: skip
+_OUTCOME = (
+    "CASE WHEN coalesce(p.error, '') <> '' THEN 'call failed' "
+    "WHEN s.failure_label IS NOT NULL THEN "
+    "CASE WHEN s.failure_label = 'success' THEN 'correct' ELSE 'wrong' END "
+    "WHEN s.em_strict IS NULL THEN 'unscored' "
+    "WHEN s.em_strict >= 1 THEN 'correct' ELSE 'wrong' END"
+)
+_FROM = """
+    FROM predictions p
+    JOIN runs r USING (run_id)
+    JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+    LEFT JOIN scores s ON s.run_id = p.run_id AND s.instance_id = p.instance_id
+        AND s.condition = p.condition AND s.variant = p.variant
+    WHERE list_contains(?, p.run_id)"""
+
+
+@dataclass(frozen=True, slots=True)
+class FailureFilter:
+    """What the failure browser lists: the same record for the page, its cache and the Case view.
+
+    Attributes:
+        runs: the runs whose predictions are listed (resolved: never empty for a list).
+        conditions: only these conditions (empty: every condition, variants included).
+        labels: only these failure labels (empty: any label or none).
+        outcomes: only these outcomes of :data:`OUTCOMES` (empty: any).
+        failures_only: only failed calls and predictions with a failure label other than
+            ``success`` (the no-evidence baseline's wrong answers carry no label).
+        cells: ``(cell, values)`` pairs: the instance's cell (one of :data:`FILTER_CELLS`),
+            compared as text, is one of the values; every pair must hold.
+        text: free text found, case-insensitively and literally (``%`` and ``_`` too), in the
+            question or the answer; blank: no text filter.
+        score_field: the score column shown and sorted by (one of :data:`SCORE_FIELDS`).
+        sort: one of :data:`SORTS`.
+    """
+
+    runs: tuple[str, ...]
+    conditions: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ()
+    failures_only: bool = True
+    cells: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    text: str = ""
+    score_field: str = "f1_relaxed"
+    sort: str = "list"
+
+    def check(self) -> None:
+        """Raise ValueError naming a bad value and the allowed ones (score, sort, cell, outcome)."""
+        if self.score_field not in SCORE_FIELDS:
+            raise ValueError(f"unknown score field {self.score_field!r}; choose one of "
+                             f"{list(SCORE_FIELDS)}")  # fmt: skip
+        if self.sort not in SORTS:
+            raise ValueError(f"unknown sort {self.sort!r}; choose one of {list(SORTS)}")
+        bad = [c for c, _ in self.cells if c not in FILTER_CELLS]
+        if bad:
+            raise ValueError(f"not instance cells: {bad}; choose from {list(FILTER_CELLS)}")
+        bad = [o for o in self.outcomes if o not in OUTCOMES]
+        if bad:
+            raise ValueError(f"unknown outcome(s) {bad}; choose from {list(OUTCOMES)}")
+
+
+def filter_to_json(filt: FailureFilter) -> str:
+    """Canonical JSON of a filter (a cache key; what the Case view keeps to step the list)."""
+    return json.dumps(asdict(filt), sort_keys=True)
+
+
+def filter_from_json(text: str) -> FailureFilter:
+    """The filter of :func:`filter_to_json`'s text."""
+    data: dict[str, Any] = json.loads(text)
+    return FailureFilter(
+        runs=tuple(data["runs"]),
+        conditions=tuple(data.get("conditions") or ()),
+        labels=tuple(data.get("labels") or ()),
+        outcomes=tuple(data.get("outcomes") or ()),
+        failures_only=bool(data.get("failures_only", True)),
+        cells=tuple((str(c), tuple(str(v) for v in vals)) for c, vals in data.get("cells") or ()),
+        text=str(data.get("text") or ""),
+        score_field=str(data.get("score_field") or "f1_relaxed"),
+        sort=str(data.get("sort") or "list"),
+    )
+
+
+def escape_like(text: str) -> str:
+    r"""``text`` as a literal ``LIKE`` pattern body: ``\``, ``%`` and ``_`` escaped with ``\``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _where(filt: FailureFilter) -> tuple[str, list[Any]]:
+    """The filter's WHERE text (after :data:`_FROM`) and its parameters, runs first."""
+    filt.check()
+    only, params = "", [list(filt.runs)]
+    if filt.conditions:
+        only += " AND list_contains(?, p.condition)"
+        params.append(list(filt.conditions))
+    if filt.labels:
+        only += " AND list_contains(?, s.failure_label)"
+        params.append(list(filt.labels))
+    if filt.outcomes:
+        only += " AND list_contains(?, " + _OUTCOME + ")"
+        params.append(list(filt.outcomes))
+    if filt.failures_only:
+        only += " AND " + _FAILED
+    for col, values in filt.cells:
+        # ``col`` is one of FILTER_CELLS (checked above): an owned identifier
+        only += f" AND list_contains(?, CAST(i.{col} AS VARCHAR))"
+        params.append([str(v) for v in values])
+    text = filt.text.strip()
+    if text:
+        only += " AND (i.question ILIKE ? ESCAPE '\\' OR p.answer ILIKE ? ESCAPE '\\')"
+        pattern = f"%{escape_like(text)}%"
+        params += [pattern, pattern]
+    return _FROM + only, params
+
+
+def _order(filt: FailureFilter) -> str:
+    """The ORDER BY text of the filter's sort (owned text: a :data:`SORTS` entry)."""
+    return SORTS[filt.sort][1]
+
+
+def _rows_sql(filt: FailureFilter) -> tuple[str, list[Any]]:
+    """The filtered rows, narrow (keys, sort columns, outcome), and their parameters.
+
+    Columns: ``run, dataset, instance_id, condition, variant, ord, score, fan_in,
+    failure_label, outcome``; the wide text columns are joined to one page only.
+    """
+    only, params = _where(filt)
+    # owned text only: the score column is one of SCORE_FIELDS (checked by _where)
+    sql = (
+        "SELECT p.run_id AS run, r.dataset_id AS dataset, p.instance_id, p.condition, "
+        "p.variant, i.ord, s."
+        + filt.score_field
+        + " AS score, i.fan_in, s.failure_label, "
+        + _OUTCOME
+        + " AS outcome"
+        + only
+    )
+    return sql, params
+
+
+class FailuresMixin(StoreBase):
+    """The failure browser's reads (:mod:`core.store.failure_rows`)."""
+
+    def failure_facets(self, run_ids: Sequence[str]) -> dict[str, list[str]]:
+        """What the failure browser's filters offer for the runs: stored values, sorted.
+
+        Returns:
+            ``{"conditions": [...], "labels": [...]}``: the conditions of the runs'
+            predictions and the failure labels of their scores.
+        """
+        runs = [str(r) for r in run_ids]
+        with self.connect(read_only=True) as con:
+            conds = con.execute(
+                "SELECT DISTINCT condition FROM predictions WHERE list_contains(?, run_id) "
+                "ORDER BY 1",
+                [runs],
+            ).fetchall()
+            labels = con.execute(
+                "SELECT DISTINCT failure_label FROM scores WHERE list_contains(?, run_id) "
+                "AND failure_label IS NOT NULL ORDER BY 1",
+                [runs],
+            ).fetchall()
+        return {"conditions": [str(r[0]) for r in conds], "labels": [str(r[0]) for r in labels]}
+
+    def failure_page(
+        self, filt: FailureFilter, offset: int = 0, limit: int = 50
+    ) -> tuple[pd.DataFrame, dict[str, int]]:
+        """One page of the filtered, sorted list of predictions, and the list's counts.
+
+        Args:
+            filt: what to list (:class:`FailureFilter`).
+            offset: rows of the list skipped before the page (0-based).
+            limit: most rows on the page.
+
+        Returns:
+            ``(rows, counts)``. ``rows``: ``row`` (1-based place in the list), ``run``,
+            ``dataset``, ``condition``, ``variant``, ``instance_id``, ``question``,
+            ``answer`` (text cut to :data:`TEXT_CHARS` characters), ``score`` (the filter's
+            score field), ``outcome`` (:data:`OUTCOMES`), ``failure_label``, ``error`` (cut),
+            ``fan_in``, ``reasoning_type``. ``counts``: ``total`` and one count per outcome of
+            the whole filtered list.
+
+        Raises:
+            ValueError: a bad score field, sort, cell or outcome in ``filt``.
+        """
+        rows_sql, params = _rows_sql(filt)
+        order, cut = _order(filt), str(int(TEXT_CHARS))
+        counts = ", ".join(f"count(*) FILTER (WHERE outcome = ?) AS n{k}" for k in range(4))
+        # one statement: the filtered rows are made once (MATERIALIZED), counted, and cut to
+        # the page's top rows before the wide text columns are joined to those rows only
+        sql = (
+            "WITH f AS MATERIALIZED (" + rows_sql + "), "
+            "c AS (SELECT " + counts + ", count(*) AS total FROM f), "
+            "pg AS (SELECT * FROM f ORDER BY " + order + " LIMIT ? OFFSET ?), "
+            "w AS (SELECT pg.*, left(i.question, " + cut + ") AS question, "
+            "left(p.answer, " + cut + ") AS answer, left(p.error, " + cut + ") AS error, "
+            "i.reasoning_type FROM pg "
+            "JOIN instances i ON i.dataset_id = pg.dataset AND i.instance_id = pg.instance_id "
+            "JOIN predictions p ON p.run_id = pg.run AND p.instance_id = pg.instance_id "
+            "AND p.condition = pg.condition AND p.variant = pg.variant) "
+            "SELECT c.*, w.* FROM c LEFT JOIN w ON true ORDER BY " + order
+        )
+        with self.connect(read_only=True) as con:
+            got = con.execute(sql, [*params, *OUTCOMES, int(limit), int(offset)]).df()
+        first = got.iloc[0]
+        counts = {o: int(first[f"n{k}"]) for k, o in enumerate(OUTCOMES)}
+        counts["total"] = int(first["total"])
+        rows = got[got["run"].notna()][list(_PAGE_COLUMNS)].reset_index(drop=True)
+        for name in _TEXT_COLUMNS:  # missing text is None (NaN comes from the outer join)
+            rows[name] = rows[name].astype(object).where(rows[name].notna(), None)
+        rows.insert(0, "row", range(int(offset) + 1, int(offset) + 1 + len(rows)))
+        return rows, counts
+
+    def failure_neighbours(
+        self, filt: FailureFilter, dataset: str, instance_id: str, around: int = 1
+    ) -> dict[str, Any] | None:
+        """Where an instance stands in the filtered list's instances, and the ones around it.
+
+        The list's instances are its distinct instances in the order of their first row (a
+        list sorted by run shows an instance once per condition; the Case view shows them all
+        at once). Only a window around the instance is read, never the whole list.
+
+        Args:
+            filt: the list (:class:`FailureFilter`).
+            dataset: the instance's dataset.
+            instance_id: the instance.
+            around: how many instances before and after it to return.
+
+        Returns:
+            None when the instance is not in the list, else ``{"position": its 1-based place,
+            "total": instances in the list, "window": [...]}``: the instances from ``position
+            - around`` to ``position + around`` (those that exist), in list order, each
+            ``{"position", "dataset", "instance_id", "run", "condition"}`` (the run and
+            condition of its first row).
+        """
+        rows_sql, params = _rows_sql(filt)
+        order = _order(filt)
+        sql = (
+            "WITH f AS (" + rows_sql + "), "
+            "ranked AS (SELECT dataset, instance_id, run, condition, "
+            "row_number() OVER (ORDER BY " + order + ") AS rn FROM f), "
+            """
+            firsts AS (
+                SELECT dataset, instance_id, min(rn) AS first, arg_min(run, rn) AS run,
+                       arg_min(condition, rn) AS condition
+                FROM ranked GROUP BY dataset, instance_id
+            ),
+            listed AS (SELECT *, row_number() OVER (ORDER BY first) AS pos FROM firsts),
+            me AS (SELECT pos FROM listed WHERE dataset = ? AND instance_id = ?)
+            SELECT l.pos, l.dataset, l.instance_id, l.run, l.condition,
+                   (SELECT count(*) FROM listed) AS total
+            FROM listed l, me WHERE l.pos BETWEEN me.pos - ? AND me.pos + ? ORDER BY l.pos
+            """
+        )
+        k = max(0, int(around))
+        with self.connect(read_only=True) as con:
+            rows = con.execute(sql, [*params, dataset, instance_id, k, k]).fetchall()
+        window = [
+            {
+                "position": int(pos),
+                "dataset": ds,
+                "instance_id": iid,
+                "run": run,
+                "condition": cond,
+            }  # fmt: skip
+            for pos, ds, iid, run, cond, _ in rows
+        ]
+        me = (dataset, instance_id)
+        here = next((w["position"] for w in window if (w["dataset"], w["instance_id"]) == me), None)
+        if here is None:
+            return None
+        return {"position": here, "total": int(rows[0][-1]), "window": window}

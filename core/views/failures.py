@@ -1,0 +1,123 @@
+"""The failure browser's data: one filtered, sorted page of predictions and the list's counts.
+
+The page lists the predictions of the selected runs across conditions, filtered and sorted in
+DuckDB (:mod:`core.store.failure_rows`), one page at a time; the Case view steps through the
+same list's instances (:func:`failure_neighbours`). Every value is cached by the store's data
+version (:func:`core.views.common.cached`), so a run writing predictions refreshes the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.selection import Selection
+from core.store import Store
+from core.store.failure_rows import (
+    OUTCOMES,
+    SORTS,
+    FailureFilter,
+    filter_from_json,
+    filter_to_json,
+)
+from core.views.common import cached, resolve_selection
+
+__all__ = [
+    "OUTCOMES",
+    "PAGE_ROWS",
+    "SORTS",
+    "FailureFilter",
+    "failure_facets",
+    "failure_filter",
+    "failure_neighbours",
+    "failure_page",
+    "filter_from_json",
+    "filter_to_json",
+]
+
+#: Rows on one page of the failure browser.
+PAGE_ROWS = 50
+
+
+def failure_filter(
+    store: Store,
+    selection: Selection,
+    *,
+    runs: Sequence[str] | None = None,
+    conditions: Sequence[str] = (),
+    labels: Sequence[str] = (),
+    outcomes: Sequence[str] = (),
+    failures_only: bool = True,
+    text: str = "",
+    sort: str = "list",
+) -> FailureFilter:
+    """The failure browser's list for a sidebar selection and the page's own filters.
+
+    The runs are the selection's (every run of its dataset, or of the store, when none is
+    chosen; ``runs`` when the caller resolved them already), the metadata filters and the
+    score field too.
+
+    Raises:
+        ValueError: a selected run is not in the store, or a bad sort, outcome or cell.
+    """
+    if runs is None:
+        runs = resolve_selection(store, selection).runs
+    filt = FailureFilter(
+        runs=tuple(runs),
+        conditions=tuple(conditions),
+        labels=tuple(labels),
+        outcomes=tuple(outcomes),
+        failures_only=bool(failures_only),
+        cells=_cells(selection.filters),
+        text=str(text or ""),
+        score_field=selection.score_field,
+        sort=sort,
+    )
+    filt.check()
+    return filt
+
+
+def _cells(filters: Mapping[str, Sequence[Any]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A selection's metadata filters as :attr:`FailureFilter.cells` (empty ones left out)."""
+    return tuple((str(c), tuple(str(v) for v in vals)) for c, vals in filters.items() if vals)
+
+
+def failure_facets(store: Store, runs: Sequence[str]) -> dict[str, list[str]]:
+    """The conditions and failure labels stored for the runs (the page's filter choices)."""
+    key = tuple(sorted(str(r) for r in runs))
+    return cached(store, "failure_facets", key, lambda: store.failure_facets(key))
+
+
+def failure_page(
+    store: Store, filt: FailureFilter, offset: int = 0, limit: int = PAGE_ROWS
+) -> dict[str, Any]:
+    """One page of the list (:meth:`core.store.Store.failure_page`), cached.
+
+    Returns:
+        ``{"rows": DataFrame, "counts": {"total", "correct", "wrong", "call failed",
+        "unscored"}, "offset": int}``; an offset past the end is moved back to the last
+        page (0 for an empty list).
+    """
+    offset = max(0, int(offset))
+
+    def build() -> dict[str, Any]:
+        rows, counts = store.failure_page(filt, offset, limit)
+        return {"rows": rows, "counts": counts, "offset": offset}
+
+    got = cached(store, "failure_page", (filter_to_json(filt), offset, limit), build)
+    total = got["counts"]["total"]
+    if offset and offset >= total:  # the list got shorter (a filter, a re-score)
+        return failure_page(store, filt, max(0, (total - 1) // limit * limit), limit)
+    return got
+
+
+def failure_neighbours(
+    store: Store, filt: FailureFilter, dataset: str, instance_id: str, around: int = 25
+) -> dict[str, Any] | None:
+    """Where an instance stands in the list's instances, with ``around`` on each side, cached.
+
+    See :meth:`core.store.Store.failure_neighbours`; None when the instance is not listed.
+    """
+    key = (filter_to_json(filt), dataset, instance_id, int(around))
+    return cached(store, "failure_neighbours", key,
+                  lambda: store.failure_neighbours(filt, dataset, instance_id, around))  # fmt: skip

@@ -1,0 +1,166 @@
+"""The failure browser's list in the Case view: Previous / Next through the filtered instances.
+
+The failure browser (``pages/failures.py``) opens a case with the query parameter
+``from=failures`` and keeps its list in the session (:func:`remember`); the Case view then asks
+:func:`steps` where its instance stands in that list and draws Previous / Next buttons that
+step through it (:func:`step_buttons`). Only a window of the list around the instance is read
+(:func:`core.views.failures.failure_neighbours`), kept in the session so that stepping within
+it costs no query. :func:`step_keys` lets the keyboard press the Case view's buttons.
+
+Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are never listed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core.views.failures import FailureFilter, failure_neighbours, filter_from_json, filter_to_json
+from pages.common import CASE_PAGE, get_store
+
+__all__ = ["FROM", "open_case", "remember", "step_buttons", "step_keys", "steps"]
+
+#: The query parameter value (``from``) that marks a case opened from the failure browser.
+FROM = "failures"
+_TRAIL = "failures.trail"
+_WINDOW = "failures.window"
+#: Instances read on each side of the current one (stepping inside them needs no query).
+_AROUND = 25
+
+#: Presses the Case view's Previous / Next buttons on ``k`` / ``j`` or the arrow keys (not
+#: while typing in a field or moving in a table). Constant text: no data ever enters it.
+_KEYS_JS = """<script>
+(function () {
+  if (window.__evidenceStepKeys) { return; }
+  window.__evidenceStepKeys = true;
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) { return; }
+    var t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) { return; }
+    if (t && t.closest && t.closest('[data-testid="stDataFrame"]')) { return; }
+    var which = (e.key === "j" || e.key === "ArrowRight") ? "next"
+      : (e.key === "k" || e.key === "ArrowLeft") ? "prev" : null;
+    if (!which) { return; }
+    var b = document.querySelector(".st-key-case-" + which + " button");
+    if (!b || b.disabled) { return; }
+    e.preventDefault();
+    b.click();
+  });
+})();
+</script>"""
+
+
+def remember(filt: FailureFilter, runs_by_dataset: Mapping[str, Sequence[str]]) -> None:
+    """Keep the browser's list for the Case view.
+
+    Args:
+        filt: the list.
+        runs_by_dataset: dataset -> the runs the user chose in the sidebar (the Case view's
+            ``runs`` parameter when it shows an instance of that dataset; none: every run).
+    """
+    st.session_state[_TRAIL] = {
+        "filter": filter_to_json(filt),
+        "runs": {str(k): [str(r) for r in v] for k, v in runs_by_dataset.items()},
+    }
+
+
+def open_case(
+    filt: FailureFilter, row: Mapping[str, Any], chosen: Sequence[str], runs: pd.DataFrame
+) -> None:
+    """Open a listed prediction's instance in the Case view, which then steps this list.
+
+    Args:
+        filt: the browser's list.
+        row: the selected row (``dataset``, ``instance_id``, ``condition``).
+        chosen: the runs chosen in the sidebar (none: every run of the row's dataset).
+        runs: the stored runs (``run_id``, ``dataset_id``), to group ``chosen`` by dataset.
+    """
+    dataset_of = dict(zip(runs["run_id"], runs["dataset_id"], strict=True)) if len(runs) else {}
+    by_dataset: dict[str, list[str]] = {}
+    for run in chosen:
+        by_dataset.setdefault(str(dataset_of.get(run)), []).append(str(run))
+    remember(filt, by_dataset)
+    params = {"dataset": str(row["dataset"]), "instance": str(row["instance_id"]),
+              "condition": str(row["condition"]), "from": FROM}  # fmt: skip
+    if by_dataset.get(params["dataset"]):
+        params["runs"] = ",".join(by_dataset[params["dataset"]])
+    st.switch_page(CASE_PAGE, query_params=params)
+
+
+def steps(dataset: str, instance_id: str) -> dict[str, Any] | None:
+    """Where the Case view's instance stands in the failure browser's list.
+
+    None unless the case was opened from the failure browser (``from=failures``) and the
+    instance is in its list; else ``{"position", "total", "previous", "next"}`` with each
+    neighbour None or ``{"dataset", "instance_id", "run", "condition"}``.
+    """
+    trail = st.session_state.get(_TRAIL)
+    if st.query_params.get("from") != FROM or not trail:
+        return None
+    key = (trail["filter"], dataset, instance_id)
+    window = st.session_state.get(_WINDOW)
+    found = _find(window, key)
+    if found is None:
+        got = failure_neighbours(get_store(), filter_from_json(trail["filter"]), dataset,
+                                 instance_id, around=_AROUND)  # fmt: skip
+        if got is None:
+            return None
+        window = {"filter": trail["filter"], "total": got["total"], "rows": got["window"]}
+        st.session_state[_WINDOW] = window
+        found = _find(window, key)
+        if found is None:
+            return None
+    rows, j = window["rows"], found
+    return {
+        "position": rows[j]["position"],
+        "total": window["total"],
+        "previous": rows[j - 1] if j > 0 else None,
+        "next": rows[j + 1] if j + 1 < len(rows) else None,
+    }
+
+
+def _find(window: Mapping[str, Any] | None, key: tuple[str, str, str]) -> int | None:
+    """The index of the instance in a kept window, when both its neighbours are known there."""
+    if not window or window["filter"] != key[0]:
+        return None
+    rows = window["rows"]
+    for j, row in enumerate(rows):
+        if (row["dataset"], row["instance_id"]) != key[1:]:
+            continue
+        first_ok = j > 0 or row["position"] == 1
+        last_ok = j + 1 < len(rows) or row["position"] == window["total"]
+        return j if first_ok and last_ok else None
+    return None
+
+
+def _go(entry: Mapping[str, Any]) -> None:
+    """Show ``entry`` (a listed instance) in the Case view: its dataset, runs and condition."""
+    qp = st.query_params
+    trail = st.session_state.get(_TRAIL) or {}
+    runs = (trail.get("runs") or {}).get(entry["dataset"]) or []
+    qp["dataset"] = entry["dataset"]
+    qp["instance"] = entry["instance_id"]
+    qp["condition"] = entry["condition"]
+    if runs:
+        qp["runs"] = ",".join(runs)
+    elif "runs" in qp:
+        del qp["runs"]
+    st.session_state["case.instance"] = entry["instance_id"]
+
+
+def step_buttons(prev_slot: Any, next_slot: Any, where: Mapping[str, Any]) -> None:
+    """The Case view's Previous / Next buttons stepping through the failure browser's list."""
+    prev_slot.button("◀ Previous", key="case.prev", on_click=_go, args=(where["previous"],),
+                     disabled=where["previous"] is None, use_container_width=True,
+                     help="The failure browser's previous instance (key k or ←).")  # fmt: skip
+    next_slot.button("Next ▶", key="case.next", on_click=_go, args=(where["next"],),
+                     disabled=where["next"] is None, use_container_width=True,
+                     help="The failure browser's next instance (key j or →).")  # fmt: skip
+
+
+def step_keys() -> None:
+    """Let ``j`` / ``→`` and ``k`` / ``←`` press the Case view's Next and Previous buttons."""
+    st.html(_KEYS_JS, unsafe_allow_javascript=True)
