@@ -28,13 +28,16 @@ st.caption(
     "instruction to answer 'unanswerable' when the span lacks the answer. EM over a mixture "
     "of task-level background noise and a hybrid oracle estimates λ (the length of the "
     "shortest sufficient span, or number of aspects) and k (its copies) per problem. Probe a "
-    "dataset with `python -m core run-probes --dataset NAME --backend embedded --name RUN`. "
+    "dataset with `python -m core run-probes --dataset NAME --backend embedded --name RUN` "
+    "(or from the Runs page, Method: DOLCE probes). "
     "A probe whose call failed is missing, not a failed probe: the fit uses the answered "
     "probes (`n_obs`) and each problem and task shows how many are `missing`.",
     help="Seed dolce_lambda_k §3 (model), App. A-C (closed forms, Algorithms 1-2), App. H "
     "(COW / PIG per task), Figure 1 and §4 (categories and thresholds); SPEC §8; issue 16 "
     "(the PIG likelihood estimator).",
 )
+st.page_link("pages/runs.py", label="Launch DOLCE probes on the Runs page",
+             icon=":material/play_circle:")  # fmt: skip
 
 with st.expander("Settings: scenario, PIG estimator and category thresholds", expanded=False):
     cols = st.columns(4) + st.columns(3)

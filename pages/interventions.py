@@ -29,9 +29,12 @@ st.caption(
     "original - intervention. A failed call (base or intervention) is not an answer: its pair "
     "is left out of n and counted in `missing`; an unparseable reply scores 0 and stays in "
     "n. Start a run with `python -m core run-interventions --dataset "
-    "NAME --backend embedded --name RUN` (or from the Runs page).",
+    "NAME --backend embedded --name RUN` (or from the Runs page, Method: CUE-R "
+    "interventions).",
     help="CUE-R (seed 004) §3-6, App. A-D; SPEC §7.",
 )
+st.page_link("pages/runs.py", label="Launch CUE-R interventions on the Runs page",
+             icon=":material/play_circle:")  # fmt: skip
 c = st.columns(4)
 knobs = {
     param.name: param_widget(param, f"interventions.{param.name}", c[i], label=label)

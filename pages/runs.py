@@ -1,9 +1,19 @@
-"""Runs: launch (keeps going while you browse), live progress, cancel, resume, import, delete."""
+"""Runs: launch every method (keeps going while you browse), preflight, live progress, cancel,
+resume, import, delete."""
 
 import streamlit as st
 
+from core.backends.preflight import preflight
 from core.engine_limits import TIMEOUT
-from core.jobs import RunRequest, run_request_from_row, save_upload
+from core.jobs import (
+    METHODS,
+    MethodRequest,
+    RunRequest,
+    command_for,
+    longest_prompt_chars,
+    run_request_from_row,
+    save_upload,
+)
 from core.params import CONCURRENCY
 from core.retrieval import RERANK, TOP_K, rerank_unavailable, retriever_param
 from core.types import CONDITIONS
@@ -18,48 +28,118 @@ from pages.common import (
     sidebar,
     store_path,
 )
-from pages.widgets import param_widget
+from pages.widgets import method_widgets, param_widget
 
 selection = sidebar("runs", filters=False)
 st.title("Runs")
 store = get_store()
 datasets = cached_call("datasets")
+LABELS = {"conditions": "four conditions", **METHODS}
+
+
+def launch_checked(req, anyway: bool) -> bool:
+    """The backend preflight of ``req``: its problems shown; True when the launch may go."""
+    command_for(req)  # a bad value: ValueError, one line, before any server is asked
+    if req.backend == "embedded" or req.kind == "fanin-grid":
+        return True
+    if req.dataset not in datasets:
+        raise ValueError(f"no dataset named {req.dataset!r} in {store_path()}")
+    chars = longest_prompt_chars(store.load_instances(req.dataset), req)
+    ctx = getattr(req, "params", {}).get("num_ctx")
+    problems = preflight(req.backend, req.model, hosts=req.hosts, base_url=req.base_url,
+                         prompt_chars=chars, num_ctx=ctx)  # fmt: skip
+    stop = [p for p in problems if p.check != "context" or not anyway]
+    for p in problems:
+        (st.error if p in stop else st.warning)(md_escape(f"preflight: {p}"))
+    if not problems:
+        st.success(md_escape(f"preflight: {req.backend} answers and serves {req.model}; the "
+                             f"longest prompt ({chars:,} characters) fits"))  # fmt: skip
+    return not stop
+
 
 with st.expander("Launch a run", expanded=not jobs().all()):
+    kind = st.selectbox(
+        "Method", list(LABELS), format_func=LABELS.get, key="runs.method",
+        help="What to launch; each has the same parameters, defaults and help as its command "
+        "(`python -m core run`, `run-interventions`, `run-probes`, `generate controlled "
+        "--preset fanin-grid`, `judge crux`).",
+    )  # fmt: skip
     with st.form("runs.launch"):
         c = st.columns(3)
-        dataset = c[0].selectbox("Dataset", datasets)
-        name = c[1].text_input("Run name", "my-run", help="An existing name resumes that run.")
-        backend = c[2].selectbox("Backend", ("embedded", "ollama", "openai"))
+        grid = kind == "fanin-grid"
+        dataset = "" if grid else c[0].selectbox("Dataset", datasets)
+        name = "" if kind == "judge" else c[1].text_input(  # the judge's name is a knob
+            "Dataset name" if grid else "Run name", "fanin-grid" if grid else "my-run",
+            key=f"runs.name.{kind}",
+            help="The new dataset's name" if grid else "An existing name resumes that run.",
+        )  # fmt: skip
+        backend = "embedded" if grid else c[2].selectbox("Backend", ("embedded", "ollama",
+                                                                     "openai"))  # fmt: skip
         d = st.columns(4)
-        model = d[0].text_input("Model", "", help="e.g. qwen2.5:14b; empty for the embedded reader")
-        retriever = param_widget(retriever_param(), "runs.retriever", d[1], label="Retriever")
-        top_k = param_widget(TOP_K, "runs.top_k", d[2], label="top-k")
-        concurrency = param_widget(CONCURRENCY, "runs.concurrency", d[3], label="Concurrency")
-        e = st.columns([1, 1, 2])
-        no_rerank = rerank_unavailable()  # why no cross-encoder can be used, or None
-        rerank = e[0].number_input(
-            "Rerank N", min_value=1, value=None, step=1, placeholder="off", key="runs.rerank",
-            disabled=no_rerank is not None, help=no_rerank or RERANK.help,
-        )  # fmt: skip
-        timeout = e[1].number_input(
-            "Timeout (s)", min_value=0.1, value=None, step=10.0, placeholder="600",
-            key="runs.timeout", help=TIMEOUT.help + " (--timeout)",
-        )  # fmt: skip
-        if no_rerank is not None:
-            e[2].caption(md_escape(f"Rerank (CE@N→k) is off: {no_rerank}"))
-        conditions = st.multiselect("Conditions", CONDITIONS, default=list(CONDITIONS))
+        model = url = ""
+        concurrency, timeout = CONCURRENCY.default, None
+        if not grid:
+            model = d[0].text_input(
+                "Model", "", help="e.g. qwen2.5:14b; empty for the embedded reader"
+            )
+            url = d[1].text_input("Server URL", "", key="runs.url", placeholder="default",
+                                  help="Ollama host (default $OLLAMA_HOST) or OpenAI-compatible "
+                                  "base URL (default $OPENAI_BASE_URL)")  # fmt: skip
+            if kind != "judge":  # judge crux makes one call at a time
+                concurrency = param_widget(CONCURRENCY, f"runs.concurrency.{kind}", d[2],
+                                           label="Concurrency")  # fmt: skip
+            timeout = d[3].number_input(
+                "Timeout (s)", min_value=0.1, value=None, step=10.0, placeholder="600",
+                key="runs.timeout", help=TIMEOUT.help + " (--timeout)",
+            )  # fmt: skip
+        errors: list[str] = []
+        if kind == "conditions":
+            e = st.columns([1, 1, 1, 2])
+            retriever = param_widget(retriever_param(), "runs.retriever", e[0], label="Retriever")
+            top_k = param_widget(TOP_K, "runs.top_k", e[1], label="top-k")
+            no_rerank = rerank_unavailable()  # why no cross-encoder can be used, or None
+            rerank = e[2].number_input(
+                "Rerank N", min_value=1, value=None, step=1, placeholder="off",
+                key="runs.rerank", disabled=no_rerank is not None, help=no_rerank or RERANK.help,
+            )  # fmt: skip
+            if no_rerank is not None:
+                e[3].caption(md_escape(f"Rerank (CE@N→k) is off: {no_rerank}"))
+            conditions = st.multiselect("Conditions", CONDITIONS, default=list(CONDITIONS))
+        else:
+            params = method_widgets(kind, f"runs.{kind}", errors)
+        anyway = st.checkbox("Override the context check", key="runs.anyway",
+                             help="Overrides the preflight's context check only; an unreachable "
+                             "server or a missing model always stops the launch.")  # fmt: skip
         launch = st.form_submit_button("Launch", type="primary")
     if launch:
         try:
-            req = RunRequest(store_path(), dataset or "", name, tuple(conditions), backend,
-                             model or None, retriever, int(top_k), int(concurrency),
-                             rerank=None if rerank is None else int(rerank),
-                             timeout_s=None if timeout is None else float(timeout))  # fmt: skip
-            jobs().start(req)
-            st.toast(f"run {md_escape(name)} started")
+            for err in errors:
+                raise ValueError(err)
+            hosts = (url,) if url and backend == "ollama" else ()
+            base_url = url if url and backend == "openai" else None
+            if kind == "conditions":
+                req = RunRequest(
+                    store_path(), dataset or "", name, tuple(conditions), backend,
+                    model or None, retriever, int(top_k), int(concurrency), hosts, base_url,
+                    rerank=None if rerank is None else int(rerank),
+                    timeout_s=None if timeout is None else float(timeout),
+                )  # fmt: skip
+            else:
+                label = f"judge {params.get('judge') or dataset}" if kind == "judge" else name
+                req = MethodRequest(
+                    kind, store_path(), dataset or "", label, backend, model or None, hosts,
+                    base_url, int(concurrency), None if timeout is None else float(timeout),
+                    params,
+                )  # fmt: skip
+            if launch_checked(req, anyway):
+                jobs().start(req)
+                st.toast(f"{md_escape(LABELS[kind])} {md_escape(req.name)} started")
         except ValueError as exc:
-            st.error(md_escape(exc))
+            st.error(md_escape((str(exc).splitlines() or ["error"])[0]))
+
+
+def _running() -> frozenset:
+    return frozenset(n for n, j in jobs().all().items() if j.running)
 
 
 @st.fragment(run_every=1.5)
@@ -68,45 +148,85 @@ def _progress() -> None:
     if not active:
         st.caption("No run launched from this dashboard yet.")
     for run_id, job in active.items():
-        with st.container(border=True):
+        with st.container(border=True, key=f"runs.job.{run_id}"):
             c = st.columns([3, 6, 1])
-            c[0].markdown(f"**{md_escape(run_id)}** · {md_escape(job.request.backend)} · "
-                          f"{md_escape(job.status())}")  # fmt: skip
+            what = LABELS[job.request.kind]
+            head = f"{md_escape(job.request.backend)} · {md_escape(job.status())}"
+            c[0].markdown(f"**{md_escape(run_id)}** · {head} · {md_escape(what)}")
+            p = job.progress()
+            if p is not None:
+                text = f"{p.done}/{p.total} calls · ETA {p.eta} · {p.errors} errors"
+                c[1].progress(p.fraction, text=text)
+            elif job.running:  # the child is starting (imports, planning): no count yet
+                c[1].progress(0.0, text="starting ...")
             c[1].code(job.last_line() or "starting ...", language=None)
             if job.running and c[2].button("Cancel", key=f"runs.cancel.{run_id}"):
                 job.cancel()
                 st.rerun()
+            again = job.status() in ("cancelled", "failed") and job.request.kind != "fanin-grid"
+            if again and c[2].button("Resume job", key=f"runs.resume.{run_id}",
+                                     help="Start it again: stored calls are skipped."):  # fmt: skip
+                try:
+                    jobs().start(job.request)
+                except ValueError as exc:
+                    st.warning(md_escape(exc))
+                st.rerun()
     # no cache clearing here: a running job's writes bump the store's data version, which
-    # refreshes the views of its dataset only (core.views.store_version)
+    # refreshes the views of its dataset only (core.views.store_version). When a job ends,
+    # the whole page runs once more, so the runs table shows its final status and counts.
+    running = _running()
+    if st.session_state.get("runs.running", frozenset()) - running:
+        st.session_state["runs.running"] = running
+        st.rerun(scope="app")
+    st.session_state["runs.running"] = running
 
 
 _progress()
 
 st.subheader("Stored runs")
-runs = live_runs()
 first = ["run_id", "kind", "status", "n_planned", "n_done", "n_errors", "dataset_id", "backend",
          "model"]  # fmt: skip
 hidden = ("options", "retrieval", "backend_info")
-cols = [c for c in first if c in runs.columns] + [
-    c for c in runs.columns if c not in first and c not in hidden
-]
-st.dataframe(runs[cols], hide_index=True, column_config={
-    "status": st.column_config.TextColumn(
-        "status", help="planned · running · done · partial (some calls failed) · failed (every "
-        "call failed) · cancelled · interrupted (its process ended mid-run: Resume continues "
-        "it)"),
-    "n_errors": st.column_config.NumberColumn(
-        "n_errors", help="Failed calls (errors, not answers: no scores, missing in every "
-        "number). Resume makes them again."),
-})  # fmt: skip
+
+
+@st.fragment(run_every=1.5 if _running() else None)
+def _runs_table() -> None:
+    runs = live_runs()
+    cols = [c for c in first if c in runs.columns] + [
+        c for c in runs.columns if c not in first and c not in hidden
+    ]
+    st.dataframe(runs[cols], hide_index=True, key="runs.table", column_config={
+        "kind": st.column_config.TextColumn(
+            "kind", help="What the run is: conditions (the four conditions), interventions "
+            "(CUE-R), probes (DOLCE), judge, imported (released outputs), rerun (Case view)"),
+        "status": st.column_config.TextColumn(
+            "status", help="planned · running · done · partial (some calls failed) · failed "
+            "(every call failed) · cancelled · interrupted (its process ended mid-run: Resume "
+            "continues it)"),
+        "n_errors": st.column_config.NumberColumn(
+            "errors", help="Failed calls (errors, not answers: no scores, missing in every "
+            "number). Resume makes them again."),
+    })  # fmt: skip
+
+
+_runs_table()
+runs = live_runs()
 if not runs.empty:
     c = st.columns([3, 1, 1])
     pick = c[0].selectbox("Run", list(runs["run_id"]), key="runs.pick")
     if c[1].button("Resume", help="Start the run again: stored calls are skipped."):
         row = store.run_row(pick) or {}
+        launched = jobs().all().get(pick)
         if row.get("status") == "running":  # its process holds the run's lock: it goes on
             st.warning(f"{md_escape(pick)} is running (its process holds the run); Resume is "
                        "for a run that stopped.")  # fmt: skip
+        elif launched is not None and launched.request.kind != "conditions":
+            jobs().start(launched.request)  # the same command as its launch
+            st.rerun()
+        elif row.get("kind") in ("interventions", "probes"):
+            st.warning(f"{md_escape(pick)} was not launched from this dashboard: resume it with "
+                       "the command that started it (its row does not keep every planning "
+                       "setting, e.g. the operators or the probe limit).")  # fmt: skip
         elif row.get("backend") in ("embedded", "ollama", "openai"):
             jobs().start(run_request_from_row(store_path(), row))
             st.rerun()

@@ -13,9 +13,10 @@ from typing import Any
 
 import streamlit as st
 
+from core.jobs import method_params
 from core.params import Param, widget_spec
 
-__all__ = ["param_widget", "param_widgets"]
+__all__ = ["method_widgets", "param_widget", "param_widgets"]
 
 #: The keyword arguments that set a widget's initial value (left out once Session State has one).
 _VALUE_KWARGS = ("value", "index", "default")
@@ -53,8 +54,10 @@ def param_widget(
     Raises:
         ValueError: a text entry the declaration refuses (the message names the parameter).
     """
-    spec = widget_spec(param, label=label) if value is None else widget_spec(
-        param, label=label, value=value
+    spec = (
+        widget_spec(param, label=label)
+        if value is None
+        else widget_spec(param, label=label, value=value)
     )
     kind, kwargs = spec.kind, dict(spec.kwargs)
     if options is not None:
@@ -98,3 +101,33 @@ def param_widgets(
         p.name: param_widget(p, f"{prefix}.{p.name}", container, label=labels.get(p.name))
         for p in params
     }
+
+
+def method_widgets(kind: str, prefix: str, errors: list[str], per_row: int = 4) -> dict[str, Any]:
+    """The widgets of a method's declared knobs (:func:`core.jobs.method_params`), in rows.
+
+    Each widget is labelled with its command-line flag (``top-k`` for ``--top-k``) and has the
+    flag's default and help, so the form and the command read the same.
+
+    Args:
+        kind: a :data:`core.jobs.METHODS` kind.
+        prefix: the session-key prefix (``runs.probes``).
+        errors: where a value a declaration refuses is appended (one line naming the
+            parameter), instead of raising: the form still draws every widget.
+        per_row: widgets per row.
+
+    Returns:
+        ``{name: value}`` (None for a refused value: the launch then stops on ``errors``).
+    """
+    params = method_params(kind)
+    out: dict[str, Any] = {}
+    for i, p in enumerate(params):
+        if i % per_row == 0:
+            cols = st.columns(per_row)
+        try:
+            out[p.name] = param_widget(p, f"{prefix}.{p.name}", cols[i % per_row],
+                                       label=p.flag[2:])  # fmt: skip
+        except ValueError as exc:
+            errors.append(str(exc))
+            out[p.name] = None
+    return out

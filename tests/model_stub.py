@@ -151,8 +151,8 @@ class ModelStub:
         latency_s: seconds each chat answer is delayed.
         mode: current mode (see the module docstring).
         stall_s: how long ``stall`` holds a request before answering normally.
-        context_length: the OpenAI endpoint's context window in tokens (``/v1/models``
-            reports it as ``max_model_len``, as vLLM does).
+        context_length: the model's context window in tokens (``/v1/models`` reports it as
+            ``max_model_len``, as vLLM does; ``/api/show`` as ``stub.context_length``).
         version: the Ollama version ``/api/version`` reports.
         connections: TCP connections accepted so far (a client that keeps its connections
             alive opens one per concurrent call, and no more).
@@ -416,7 +416,10 @@ class ModelStub:
                 "parameter_size": "0B",
                 "quantization_level": "F16",
             },
-            "model_info": {"general.architecture": "stub", "stub.context_length": 131072},
+            "model_info": {
+                "general.architecture": "stub",
+                "stub.context_length": self.context_length,
+            },
             "capabilities": ["completion"],
             "modified_at": "2025-01-01T00:00:00Z",
         }
