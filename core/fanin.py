@@ -318,9 +318,7 @@ def jaccard(a: Iterable[Any], b: Iterable[Any]) -> float:
     return len(sa & sb) / len(sa | sb)
 
 
-def crossover(
-    curve_a: dict[int, float], curve_b: dict[int, float]
-) -> dict[str, Any]:
+def crossover(curve_a: dict[int, float], curve_b: dict[int, float]) -> dict[str, Any]:
     """Where the leader of two AC-vs-fan-in curves changes (seed 003 §6.4).
 
     Args:
@@ -467,9 +465,13 @@ class _Cells:
     def __init__(self, summ: FaninSummaries, n_resamples: int, seed: int) -> None:
         self.summ, self.n_resamples, self.seed = summ, n_resamples, seed
         self.heads = {
-            int(r["sys"]): {"system": f"{r['run']}:{r['condition']}", "run": r["run"],
-                            "model": r["model"], "dataset": r["dataset"],
-                            "condition": r["condition"]}  # fmt: skip
+            int(r["sys"]): {
+                "system": f"{r['run']}:{r['condition']}",
+                "run": r["run"],
+                "model": r["model"],
+                "dataset": r["dataset"],
+                "condition": r["condition"],
+            }  # fmt: skip
             for r in summ.systems.to_dict("records")
         }
         self.items = {
@@ -643,11 +645,26 @@ def _correlation(
         "er_ac": pearson(pts["er"], pts["ac"], n_resamples, seed),
         "ep_ac": pearson(pts["ep"], pts["ac"], n_resamples, seed),
         "points": [
-            {"system": s, "run": r, "condition": c, level: lv, "n": int(n), "ac": a, "er": e,
-             "ep": p}
+            {
+                "system": s,
+                "run": r,
+                "condition": c,
+                level: lv,
+                "n": int(n),
+                "ac": a,
+                "er": e,
+                "ep": p,
+            }
             for s, r, c, lv, n, a, e, p in zip(
-                pts["system"], pts["run"], pts["condition"], pts[level], pts["n"], pts["ac"],
-                pts["er"], pts["ep"], strict=True,
+                pts["system"],
+                pts["run"],
+                pts["condition"],
+                pts[level],
+                pts["n"],
+                pts["ac"],
+                pts["er"],
+                pts["ep"],
+                strict=True,
             )
         ],  # fmt: skip
         "systems": list(dict.fromkeys(pts["system"])),

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,12 +111,12 @@ def pair_counts(inst: np.ndarray, sys: np.ndarray, state: np.ndarray, n_sys: int
     sys = np.asarray(sys, dtype=np.int64)
     state = np.asarray(state, dtype=np.int64)
     n_inst = int(inst.max()) + 1
-    held = np.zeros((n_sys, n_inst), dtype=np.float64)
-    scored = np.zeros_like(held)
-    failed = np.zeros_like(held)
-    held[sys, inst] = 1.0
-    scored[sys, inst] = (state > 0).astype(float)
-    failed[sys, inst] = (state == 2).astype(float)
+    flat = sys * n_inst + inst  # one scatter index for the three 0/1 matrices
+    mats = np.zeros((3, n_sys * n_inst))
+    mats[0, flat] = 1.0
+    mats[1, flat] = state > 0
+    mats[2, flat] = state == 2
+    held, scored, failed = (m.reshape(n_sys, n_inst) for m in mats)
     both_held = held @ held.T
     both_scored = scored @ scored.T
     fail_common = failed @ scored.T  # [a, b]: a failed, b answered (a answered: it failed)
@@ -184,8 +184,6 @@ def summaries_from_rows(per: pd.DataFrame, n_no_gold: int = 0) -> FaninSummaries
                           int(n_no_gold))  # fmt: skip
 
 
-
-
 class StoreSummaries:
     """:class:`FaninSummaries` of :func:`core.store.fanin_rows.fanin_rows` rows, any field.
 
@@ -199,8 +197,11 @@ class StoreSummaries:
     rows, then condition name. Thread-safe (the dashboard's sessions share cached values).
 
     Args:
-        raw: ``{"runs": ..., "rows": ...}`` as :func:`core.store.fanin_rows.fanin_rows`.
-        fields: the score fields that may be asked for (columns of ``raw["rows"]``).
+        raw: ``{"runs": ..., "rows": ..., "scores": ...}`` as
+            :func:`core.store.fanin_rows.fanin_rows` (without ``scores``, the score columns
+            are read from ``rows``).
+        fields: the score fields that may be asked for (columns of the scores), each read
+            when it is first summarized.
     """
 
     def __init__(self, raw: dict[str, Any], fields: Sequence[str]) -> None:
@@ -208,14 +209,18 @@ class StoreSummaries:
         fan_all = np.asarray(rows["fan_in"])
         self.n_no_gold = int((fan_all == 0).sum())
         keep = fan_all > 0
+        self._scores: Mapping[str, Any] | None = raw.get("scores", rows)
+        self._keep = keep if self.n_no_gold else None
+        fields = tuple(fields)
         if self.n_no_gold:
-            rows = {k: np.asarray(v)[keep] for k, v in rows.items()}
+            rows = {k: np.asarray(v)[keep] for k, v in rows.items() if k not in fields}
         fan = np.asarray(rows["fan_in"], dtype=np.int64)
         n_cond = len(CONDITION_CODES)
         key = np.asarray(rows["run_no"], dtype=np.int64) * n_cond + rows["cond"]
-        keys = np.unique(key)
+        keys = np.flatnonzero(np.bincount(key)) if key.size else key  # sorted, no sort
         first = np.full(int(keys.max()) + 1 if keys.size else 0, np.iinfo(np.int64).max)
-        np.minimum.at(first, key, rows["ord"])
+        # int64 values: the ufunc's fast loop (a mixed-dtype ``at`` is ~25x slower)
+        np.minimum.at(first, key, np.asarray(rows["ord"], dtype=np.int64))
         info = runs.set_index("run_no")
         heads = sorted(
             (str(info.at[int(k) // n_cond, "run_id"]), int(first[k]),
@@ -231,18 +236,14 @@ class StoreSummaries:
             "condition": [h[2] for h in heads],
         })  # fmt: skip
         self.n_fan = int(fan.max()) + 1 if fan.size else 1
-        has_pack = np.asarray(rows["has_pack"], dtype=bool)
-        hits = np.asarray(rows["n_hits"], dtype=float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            er = np.where(has_pack, hits / rows["n_gold"], np.nan)
-            ep = np.where(has_pack, np.where(rows["n_pack"] == 0, 0.0, hits / rows["n_pack"]),
-                          np.nan)  # fmt: skip
         sys = sys_of[key]
+        # ER and EP are functions of the small counts: their items come from the distinct
+        # counts (_pack_items), and per-row values only when those are too spread out
         self._arrays: dict[str, np.ndarray] | None = {
             "sys": sys, "cell": sys * self.n_fan + fan,
-            "err": np.asarray(rows["err"], dtype=bool), "er": er, "ep": ep,
-            "code": np.asarray(rows["code"]),
-            **{f: np.asarray(rows[f], dtype=float) for f in fields},
+            "err": np.asarray(rows["err"], dtype=bool), "code": np.asarray(rows["code"]),
+            "has_pack": np.asarray(rows["has_pack"], dtype=bool),
+            **{k: np.asarray(rows[k]) for k in ("n_hits", "n_gold", "n_pack")},
         }  # fmt: skip
         self.fields = tuple(fields)
         self._done: dict[str, FaninSummaries] = {}
@@ -259,38 +260,51 @@ class StoreSummaries:
             if field not in self._done:
                 if field not in self.fields or self._arrays is None:
                     raise KeyError(field)
-                self._done[field] = self._summarize(self._arrays, field)
+                self._done[field] = self._summarize(self._arrays, self._score(field))
                 if len(self._done) == len(self.fields):
-                    self._arrays = None
+                    self._arrays = self._scores = None
                     self._pack_items.clear()
             return self._done[field]
 
-    def _summarize(self, arr: dict[str, np.ndarray], field: str) -> FaninSummaries:
+    def _score(self, field: str) -> np.ndarray:
+        """The rows' (fan-in > 0) values of the score ``field``."""
+        if self._scores is None:  # every field summarized: nothing left to read
+            raise KeyError(field)
+        score = np.asarray(self._scores[field], dtype=float)
+        return score if self._keep is None else score[self._keep]
+
+    def _summarize(self, arr: dict[str, np.ndarray], score: np.ndarray) -> FaninSummaries:
         cell, n_fan = arr["cell"], self.n_fan
         n_cells = len(self.systems) * n_fan
-        score = arr[field]
         missing = np.isnan(score) | arr["err"]
         ok = ~missing
         ac = np.where(ok, 100.0 * score, np.nan)
-        er = np.where(ok, arr["er"], np.nan)
         fail = ok & (ac < 33.0)
+        # ER = hits / gold is finite exactly with a pack and gold, and below 0.5 exactly when
+        # 2 hits < gold (the quotient of small integers is not rounded across 0.5)
+        packed = arr["has_pack"] & (arr["n_gold"] > 0)
+        low = packed & (2 * arr["n_hits"] < arr["n_gold"])
         counts = {
             "n_rows": np.bincount(cell, minlength=n_cells),
             "n_missing": np.bincount(cell, weights=missing, minlength=n_cells),
             "n_fail": np.bincount(cell, weights=fail, minlength=n_cells),
-            "n_fail_packed": np.bincount(cell, weights=fail & np.isfinite(er),
-                                         minlength=n_cells),
-            "n_fail_low": np.bincount(cell, weights=fail & (er < 0.5), minlength=n_cells),
+            "n_fail_packed": np.bincount(cell, weights=fail & packed, minlength=n_cells),
+            "n_fail_low": np.bincount(cell, weights=fail & low, minlength=n_cells),
         }  # fmt: skip
         held = np.flatnonzero(counts["n_rows"])
-        cells = pd.DataFrame({"sys": held // n_fan, "fan_in": held % n_fan,
-                              **{k: v[held].astype(np.int64) for k, v in counts.items()}})
+        cells = pd.DataFrame(
+            {
+                "sys": held // n_fan,
+                "fan_in": held % n_fan,
+                **{k: v[held].astype(np.int64) for k, v in counts.items()},
+            }
+        )
         # ER and EP depend on the field only through which rows are missing
         mask = np.packbits(missing).tobytes()
         if mask not in self._pack_items:
-            self._pack_items[mask] = [
-                _group_items(cell[ok], arr[m][ok], m, METRIC_SCALE[m], n_fan)
-                for m in ("ep", "er")
+            self._pack_items[mask] = _pack_items(arr, ok, n_fan) or [
+                _group_items(cell[ok], v[ok], m, METRIC_SCALE[m], n_fan)
+                for m, v in zip(("ep", "er"), _pack_values(arr), strict=True)
             ]  # fmt: skip
         frames = [_group_items(cell[ok], ac[ok], "ac", METRIC_SCALE["ac"], n_fan),
                   *self._pack_items[mask]]  # fmt: skip
@@ -328,22 +342,111 @@ def _group_items(
     })  # fmt: skip
 
 
-def _sum_by(group: np.ndarray, v: np.ndarray, size: int) -> np.ndarray:
+def _pack_values(arr: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: EP and ER (NaN without a pack; EP 0 for an empty pack)."""
+    has_pack = arr["has_pack"]
+    hits = np.asarray(arr["n_hits"], dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        er = np.where(has_pack, hits / arr["n_gold"], np.nan)
+        ep = np.where(has_pack, np.where(arr["n_pack"] == 0, 0.0, hits / arr["n_pack"]),
+                      np.nan)  # fmt: skip
+    return ep, er
+
+
+def _pack_items(arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int) -> list[pd.DataFrame]:
+    """EP and ER item rows of the ``ok`` rows, as :func:`_group_items` gives them.
+
+    ER and EP are functions of ``(has_pack, n_hits, n_gold, n_pack)``, so the rows are
+    counted per distinct (cell, counts) and each distinct value is binned once: the same
+    counts, bins, minima and maxima, and sums within about one ulp of the exact sums (as
+    :func:`_sum_by`), at a fraction of the per-row cost. Empty when the counts' range is too
+    wide for a dense count table (the caller then works per row).
+    """
+    cell = arr["cell"][ok]
+    if not cell.size:
+        return []
+    parts = [arr["has_pack"][ok].astype(np.int64), arr["n_hits"][ok], arr["n_gold"][ok],
+             arr["n_pack"][ok]]  # fmt: skip
+    dims = [2, *(int(p.max()) + 1 for p in parts[1:])]
+    space = (int(cell.max()) + 1) * math.prod(dims)
+    if min(int(p.min()) for p in parts) < 0 or space > max(4 * cell.size, 1 << 20):
+        return []
+    key = cell
+    for p, d in zip(parts, dims, strict=True):
+        key = key * d + p
+    counts = np.bincount(key, minlength=space)
+    k = np.flatnonzero(counts)
+    weight = counts[k]
+    vals = []
+    for d in reversed(dims):
+        k, v = np.divmod(k, d)
+        vals.append(v)
+    n_pack, n_gold, hits, has_pack = vals
+    hits = hits.astype(float)
+    # the per-row definitions (StoreSummaries.__init__), one value per distinct counts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        er = np.where(has_pack == 1, hits / n_gold, np.nan)
+        ep = np.where(has_pack == 1, np.where(n_pack == 0, 0.0, hits / n_pack), np.nan)
+    n_rows = int(cell.size)
+    return [_weighted_items(k, ep, weight, "ep", n_fan, n_rows),
+            _weighted_items(k, er, weight, "er", n_fan, n_rows)]  # fmt: skip
+
+
+def _weighted_items(
+    cell: np.ndarray, v: np.ndarray, weight: np.ndarray, metric: str, n_fan: int, n_rows: int
+) -> pd.DataFrame:
+    """:func:`_group_items` of values each standing for ``weight`` rows (``n_rows`` in all)."""
+    width = BINS + 1
+    group = cell * width + (item_bins(v, METRIC_SCALE[metric]) + 1)
+    fin = np.isfinite(v)
+    val = np.where(fin, v, 0.0)
+    size = int(group.max()) + 1
+    w = weight.astype(float)
+    count = np.bincount(group, weights=w, minlength=size).astype(np.int64)
+    total = _sum_by(group, val, size, w, n_rows)
+    sq = _sum_by(group, val * val, size, w, n_rows)
+    vmin = np.full(size, np.inf)
+    vmax = np.full(size, -np.inf)
+    np.minimum.at(vmin, group[fin], v[fin])
+    np.maximum.at(vmax, group[fin], v[fin])
+    g = np.flatnonzero(count)
+    nan_bin = g % width == 0
+    c = g // width
+    return pd.DataFrame({
+        "sys": c // n_fan, "fan_in": c % n_fan, "metric": metric, "bin": g % width - 1,
+        "count": count[g], "sum": total[g], "sumsq": sq[g],
+        "vmin": np.where(nan_bin, np.nan, vmin[g]), "vmax": np.where(nan_bin, np.nan, vmax[g]),
+    })  # fmt: skip
+
+
+def _sum_by(
+    group: np.ndarray,
+    v: np.ndarray,
+    size: int,
+    weight: np.ndarray | None = None,
+    n_rows: int | None = None,
+) -> np.ndarray:
     """Per-group sums of finite ``v``, within about one ulp of the exact sums.
 
     Each value is split into a part on a grid of 2^-e, coarse enough that every partial sum
     of those parts is an exact float64 (whatever the order), and the remainder (< 2^-e,
     summed with a negligible error): like a compensated sum (DuckDB's ``fsum``), and unlike
     a plain running sum, the result does not drift with the number or order of the rows.
+    With ``weight``, each value stands for ``weight`` rows (``n_rows`` in all): the grid is
+    that of the rows, so each value's on-grid part times its weight is exact too.
     """
     top = float(np.abs(v).max()) if v.size else 0.0
+    n = v.size if n_rows is None else n_rows
     if top == 0.0:
-        return np.bincount(group, weights=v, minlength=size)
-    e = min(1000, 52 - math.frexp(top)[1] - math.ceil(math.log2(v.size + 1)))
+        return np.bincount(group, weights=v if weight is None else v * weight, minlength=size)
+    e = min(1000, 52 - math.frexp(top)[1] - math.ceil(math.log2(n + 1)))
     scale = 2.0**e
     hi = np.floor(v * scale) / scale
+    lo = v - hi
+    if weight is not None:
+        hi, lo = hi * weight, lo * weight
     return np.bincount(group, weights=hi, minlength=size) + np.bincount(
-        group, weights=v - hi, minlength=size
+        group, weights=lo, minlength=size
     )
 
 

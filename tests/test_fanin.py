@@ -263,8 +263,10 @@ def test_r_over_system_bucket_points_hand_computed():
     assert corr["levels"] == ["single", "low", "high"]
     assert corr["excluded"] == {"oracle": 3, "full_context": 3, "no_evidence": 3}
     note = correlation_note(corr)
-    assert note.startswith("Pearson r over 6 (system, bucket) points: 2 systems "
-                           "(r1:retrieved, r2:retrieved) x buckets single, low, high")
+    assert note.startswith(
+        "Pearson r over 6 (system, bucket) points: 2 systems "
+        "(r1:retrieved, r2:retrieved) x buckets single, low, high"
+    )
     assert "left out: oracle (3 points: its pack is the gold evidence: ER = EP = 1" in note
     assert "full_context (3 points: cited passages" in note
 

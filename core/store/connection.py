@@ -224,10 +224,10 @@ def _is_lock_error(exc: Exception) -> bool:
 
 def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the connection's current database holds any table (asked of version-0 files)."""
-    row = con.execute(
+    rows = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database()"
-    ).fetchone()
-    return bool(row and row[0])
+    ).fetchall()  # not fetchone: nothing stays pending on ``con``
+    return bool(rows and rows[0][0])
 
 
 def _retry_on_lock(

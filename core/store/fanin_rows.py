@@ -4,14 +4,18 @@
 the fan-in views for *every* answer score field: the dashboard runs it once per selection of
 runs and filters and picks the score field afterwards (issue 17 item 6). Per plain-condition
 prediction (``variant = ''``) it returns small numeric columns only -- no strings, no lists:
-the string keys are joined once in DuckDB and the rows come back as numpy arrays.
+the string keys are joined once in DuckDB and the rows come back as numpy arrays. The answer
+scores are read apart (by position when the score rows pair up with the predictions, every
+pair's key checked; else keyed by run, instance and condition) and each score column is
+gathered on first use (:class:`ScoreColumns`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -19,7 +23,7 @@ import pyarrow.compute as pc
 
 from core.store.connection import StoreBase
 
-__all__ = ["CONDITION_CODES", "fanin_rows"]
+__all__ = ["CONDITION_CODES", "ScoreColumns", "fanin_rows"]
 
 #: The four plain conditions, coded in the order their names sort (the systems' order).
 CONDITION_CODES = ("full_context", "no_evidence", "oracle", "retrieved")
@@ -55,7 +59,7 @@ inst AS (
 ),
 pred AS {materialized} (
     SELECT r.run_no, r.dataset_id AS dataset, i.code, i.ord, i.inst_row, i.fan_in, i.gold_ids,
-           p.condition, p.input_passage_ids, p.cited_ids, p.error
+           p.rowid AS prow, p.condition, p.input_passage_ids, p.cited_ids, p.error
     FROM predictions p
     JOIN sel r USING (run_id)
     JOIN inst i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
@@ -73,7 +77,7 @@ packed AS (
 SELECT run_no,
        CASE condition WHEN 'full_context' THEN 0 WHEN 'no_evidence' THEN 1
                       WHEN 'oracle' THEN 2 ELSE 3 END::TINYINT AS cond,
-       code::INTEGER AS code, ord, inst_row, fan_in::INTEGER AS fan_in,
+       code::INTEGER AS code, ord, inst_row, prow, fan_in::INTEGER AS fan_in,
        (error IS NOT NULL AND length(trim(error, $ws)) > 0) AS err,
        pack IS NOT NULL AND len(gold_ids) > 0 AS has_pack,
        coalesce(len(list_filter(gold_ids, lambda g: list_contains(pack, g))), 0)::INTEGER
@@ -84,9 +88,28 @@ SELECT run_no,
 FROM packed
 """
 
-# The answer scores of the runs' plain-condition predictions, keyed by run number, instance
-# rowid and condition code (one row per key): read apart and matched to the rows in numpy,
-# several times cheaper than joining the scores on their four string keys in the query above.
+# The answer scores of the runs' plain-condition predictions, read apart and matched to the
+# rows in numpy (several times cheaper than joining them on their four string keys above).
+# First by position: the score writer stores a run's score rows in the order of its
+# predictions, so the two filtered scans usually pair up row by row; ``same`` checks every
+# pair's key (the keys are the primary keys, NOT NULL; a row without a partner has NULL keys),
+# and the scores are used only when every pair holds, keyed by the prediction's rowid.
+_SCORES_BY_POSITION_SQL = """
+SELECT p.prow, coalesce(p.run_id = s.run_id AND p.instance_id = s.instance_id
+                        AND p.condition = s.condition, false) AS same,
+       s.em_strict, s.f1_strict, s.em_relaxed, s.f1_relaxed, s.soft_correct
+FROM (SELECT rowid AS prow, run_id, instance_id, condition FROM predictions
+      WHERE list_contains($runs, run_id) AND variant = ''
+            AND condition IN ('no_evidence', 'full_context', 'retrieved', 'oracle')) p
+POSITIONAL JOIN
+     (SELECT run_id, instance_id, condition,
+             em_strict, f1_strict, em_relaxed, f1_relaxed, soft_correct
+      FROM scores WHERE list_contains($runs, run_id) AND variant = ''
+            AND condition IN ('no_evidence', 'full_context', 'retrieved', 'oracle')) s
+"""
+
+# Otherwise (score rows in another order, or missing) keyed by run number, instance rowid
+# and condition code (one row per key).
 _SCORES_SQL = """
 SELECT list_position($runs, s.run_id) - 1 AS run_no, i.rowid AS inst_row,
        CASE s.condition WHEN 'full_context' THEN 0 WHEN 'no_evidence' THEN 1
@@ -135,8 +158,9 @@ def fanin_rows(
         :data:`CONDITION_CODES`), ``code`` (instance id number: equal ids, equal numbers),
         ``ord`` (instance order in its dataset), ``fan_in`` (distinct gold ``doc_id``; 0
         without gold), ``err`` (a non-blank ``error``), ``has_pack`` (a pack and gold ids),
-        ``n_hits`` (|set(pack) ∩ gold|), ``n_gold``, ``n_pack`` (distinct pack ids) and one
-        float column per answer score (NaN where NULL or without a score row).
+        ``n_hits`` (|set(pack) ∩ gold|), ``n_gold``, ``n_pack`` (distinct pack ids);
+        ``scores``: the answer score columns of those rows (:class:`ScoreColumns`, each
+        gathered on first use; NaN where NULL or without a score row).
     """
     only = "" if allowed is None else (
         " AND (i.dataset_id, i.instance_id) IN (SELECT (unnest($ok_ds), unnest($ok_ids)))"
@@ -156,16 +180,30 @@ def fanin_rows(
         sql = _SQL.format(only=only, materialized="MATERIALIZED" if pair else "",
                           paired=_PAIRED if pair else "SELECT * FROM pred")  # fmt: skip
         raw = con.sql(sql, params=params).to_arrow_table()
-        scores = con.sql(_SCORES_SQL, params={"runs": ids}).to_arrow_table()
+        scores = _read_scores(con, ids)
     order = {r: i for i, r in enumerate(ids)}
     runs = runs.assign(run_no=runs["run_id"].map(order).astype(int)).sort_values("run_no")
     rows: dict[str, np.ndarray] = {}
     for name in raw.column_names:
         rows[name] = _numpy(raw.column(name))  # no NULL in these columns
-    rows.update(_match_scores(rows, scores))
-    del rows["inst_row"]
+    matched = ScoreColumns(rows, scores)
+    del rows["inst_row"], rows["prow"]
     return {"runs": runs.reset_index(drop=True)[["run_no", "run_id", "model", "dataset_id"]],
-            "rows": rows}  # fmt: skip
+            "rows": rows, "scores": matched}  # fmt: skip
+
+
+def _read_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pa.Table:
+    """The runs' plain-condition score rows: paired by position when every pair's key holds.
+
+    Returns:
+        ``prow`` (the prediction's rowid) and the answer scores when the filtered scans of
+        predictions and scores pair up row by row (``_SCORES_BY_POSITION_SQL``); else
+        ``run_no, inst_row, cond`` and the answer scores (``_SCORES_SQL``).
+    """
+    scores = con.sql(_SCORES_BY_POSITION_SQL, params={"runs": ids}).to_arrow_table()
+    if scores.num_rows and pc.all(scores.column("same")).as_py():
+        return scores.drop_columns(["same"])
+    return con.sql(_SCORES_SQL, params={"runs": ids}).to_arrow_table()
 
 
 def _numpy(col: pa.ChunkedArray, fill: Any = None) -> np.ndarray:
@@ -175,12 +213,70 @@ def _numpy(col: pa.ChunkedArray, fill: Any = None) -> np.ndarray:
     return col.to_numpy()
 
 
+class ScoreColumns(Mapping[str, np.ndarray]):
+    """The rows' answer score columns, each gathered from the score rows on first use.
+
+    A first page load summarizes one score field: the others stay in the Arrow table until
+    asked for (each column costs a NaN-filled copy and a gather of every row). Values: the
+    stored score, NaN where it is NULL or the row has no score row. Not thread-safe on its
+    own (:class:`core.fanin_stats.StoreSummaries` reads it under its lock).
+    """
+
+    def __init__(self, rows: dict[str, np.ndarray], scores: pa.Table) -> None:
+        """Match ``scores`` (as ``_read_scores`` gives them) to ``rows`` (``prow`` etc.)."""
+        self._n = n = len(rows["run_no"])
+        self._table: pa.Table | None = scores
+        self._found = self._src = np.zeros(0, dtype=np.int64)
+        self._whole = False
+        if not scores.num_rows or not n:
+            self._table = None
+        elif "prow" in scores.column_names:  # paired by position: by the prediction's rowid
+            s_row = _numpy(scores.column("prow"))
+            where = np.full(int(max(s_row.max(), rows["prow"].max())) + 1, -1, dtype=np.int64)
+            where[s_row] = np.arange(len(s_row))
+            hit = where[rows["prow"]]
+            self._found = hit >= 0
+            self._src = hit[self._found]
+        else:
+            self._found, self._src = _match_keys(rows, scores)
+        # every row has its score row: a gather, no NaN-filled copy
+        self._whole = bool(self._found.all()) if self._table is not None else False
+        self._done: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, field: str) -> np.ndarray:
+        """The column of ``field`` (float64, one value per row)."""
+        if field not in _SCORES:
+            raise KeyError(field)
+        if field not in self._done:
+            if self._table is None:
+                self._done[field] = np.full(self._n, np.nan)
+            else:
+                vals = _numpy(self._table.column(field), np.nan).astype(np.float64, copy=False)
+                if self._whole:
+                    self._done[field] = vals[self._src]
+                else:
+                    col = np.full(self._n, np.nan)
+                    col[self._found] = vals[self._src]
+                    self._done[field] = col
+        return self._done[field]
+
+    def __iter__(self) -> Iterator[str]:
+        """The answer score fields."""
+        return iter(_SCORES)
+
+    def __len__(self) -> int:
+        """How many answer score fields."""
+        return len(_SCORES)
+
+
 def _match_scores(rows: dict[str, np.ndarray], scores: pa.Table) -> dict[str, np.ndarray]:
     """Each answer score of ``rows`` from the stored score rows (NaN: NULL or no row)."""
+    return dict(ScoreColumns(rows, scores))
+
+
+def _match_keys(rows: dict[str, np.ndarray], scores: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with a score row keyed by (run, instance rowid, condition), and its index."""
     n = len(rows["run_no"])
-    out = {k: np.full(n, np.nan) for k in _SCORES}
-    if not scores.num_rows or not n:
-        return out
     s_run, s_inst = _numpy(scores.column("run_no")), _numpy(scores.column("inst_row"))
     s_cond = _numpy(scores.column("cond"))
     width = np.int64(max(int(s_inst.max()), int(rows["inst_row"].max())) + 1)
@@ -199,7 +295,4 @@ def _match_scores(rows: dict[str, np.ndarray], scores: pa.Table) -> dict[str, np
         at = np.minimum(np.searchsorted(s_sorted, p_key), len(s_sorted) - 1)
         found = s_sorted[at] == p_key
         src = order[at[found]]
-    for k in _SCORES:
-        vals = _numpy(scores.column(k), np.nan).astype(np.float64)
-        out[k][found] = vals[src]
-    return out
+    return found, src

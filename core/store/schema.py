@@ -268,7 +268,9 @@ def stored_version(con: duckdb.DuckDBPyConnection) -> int:
     # One cheap query on every open (the catalog views cost several ms); a file without
     # the table is a new, empty store.
     try:
-        row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+        # fetchall, not fetchone: no result stays pending on ``con`` (a later ``con.sql``
+        # would refuse to run while one is)
+        row = con.execute("SELECT max(version) FROM schema_version").fetchall()[0]
     except duckdb.CatalogException:
         return 0
     return int(row[0] or 0)

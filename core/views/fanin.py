@@ -56,21 +56,24 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     points, n = option(selection, POINTS), option(selection, N_RESAMPLES)
     oracle = option(selection, R_INCLUDE_ORACLE)
     full = option(selection, R_INCLUDE_FULL_CONTEXT)
-    runs = list(condition_runs(store, selection))
     filters = {k: sorted(str(v) for v in vals) for k, vals in selection.filters.items() if vals}
-    key = json.dumps([runs, filters], sort_keys=True)
     if selection.score_field not in ANSWER_SCORES:
         raise ValueError(f"unknown score field {selection.score_field!r}; allowed: "
                          f"{', '.join(ANSWER_SCORES)}")  # fmt: skip
 
-    def summarize() -> StoreSummaries:
-        allowed = _allowed(store, runs, selection) if filters else None
-        raw = fanin_rows(store, runs, allowed=allowed, pair=True)
-        if not len(raw["rows"]["fan_in"]):
-            raise ValueError("the selected runs hold no predictions of the four conditions")
-        return StoreSummaries(raw, ANSWER_SCORES)
-
     def build() -> FaninResult:
+        # the runs are read only on a miss: every figure and table of the page asks for the
+        # same result, and reading the runs table costs a store connection each time
+        runs = list(condition_runs(store, selection))
+
+        def summarize() -> StoreSummaries:
+            allowed = _allowed(store, runs, selection) if filters else None
+            raw = fanin_rows(store, runs, allowed=allowed, pair=True)
+            if not len(raw["rows"]["fan_in"]):
+                raise ValueError("the selected runs hold no predictions of the four conditions")
+            return StoreSummaries(raw, ANSWER_SCORES)
+
+        key = json.dumps([runs, filters], sort_keys=True)
         summ = cached(store, "fanin_summaries", key, summarize)[selection.score_field]
         return fanin_from_summaries(
             summ, selection.score_field, points=points, include_oracle=oracle,
