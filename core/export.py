@@ -3,15 +3,14 @@
 The dashboard's download menus and ``python -m core export`` call the same functions, so a
 figure on a page and the file in a paper are built by the same registered view and plot
 (:mod:`core.catalog`). Static images come from kaleido 1.x driving the system Chromium
-(Debian package ``chromium``; ``python -m core setup`` installs it when missing).
+(Debian package ``chromium``; ``python -m core setup`` installs it when missing). Sizes are
+CSS pixels or a venue preset in inches (:data:`PRESETS`); every export sets one font family
+(:data:`FONT_FAMILY`, Debian ``fonts-liberation``), embedded in the PDF.
 """
 
 from __future__ import annotations
 
 import copy
-import io
-import math
-import re
 import threading
 import warnings
 from dataclasses import dataclass, replace
@@ -22,6 +21,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from core.export_tables import (
+    latex_escape,
+    latex_table,
+    neutralize_frame,
+    safe_csv_cell,
+    table_caption,
+    table_csv,
+    table_latex,
+)
 from core.selection import Selection
 from core.store import Store
 
@@ -29,13 +37,19 @@ __all__ = [
     "FIGURE_FORMATS",
     "TABLE_FORMATS",
     "TEMPLATES",
+    "DEFAULT_ASPECT",
+    "FIGURE_ASPECT",
+    "FONT_FAMILY",
+    "PRESETS",
     "ExportSettings",
+    "Preset",
     "export_figure",
     "export_table",
     "figure_bytes",
     "latex_escape",
     "mime_type",
     "neutralize_frame",
+    "preset_settings",
     "safe_csv_cell",
     "start_renderer",
     "style_figure",
@@ -59,17 +73,53 @@ _MIME = {
     "csv": "text/csv",
     "latex": "application/x-tex",
 }
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
+#: CSS pixels per inch: plotly lays out and kaleido prints SVG / PDF at 96 px per inch.
+PX_PER_IN = 96.0
+#: PDF points per inch.
+PT_PER_IN = 72.0
+#: The one font family of every export: set on the layout, so the SVG's text declares it and
+#: Chromium embeds this same font in the PDF. Debian ``fonts-liberation`` (``python -m core
+#: setup`` installs it); metric-compatible with Times, the look of LaTeX papers.
+FONT_FAMILY = "Liberation Serif"
+#: Height / width of a preset export when the figure declares none (about the golden ratio).
+DEFAULT_ASPECT = 0.62
+#: Height / width per registered figure at a venue preset (figures not named: DEFAULT_ASPECT).
+FIGURE_ASPECT: dict[str, float] = {
+    "condition_matrix": 0.62,
+    "cuer_paired_heatmap": 0.8,
+    "dolce_lambda_k_map": 0.75,
+    "fanin_scatter": 0.75,
+    "oncu_heatmap": 0.8,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A venue's figure width and font size in physical units.
+
+    Attributes:
+        name: preset name (``--preset NAME``).
+        width_in: figure width in inches (the venue's column or text width).
+        font_pt: base font size in points.
+        venue: what the width is, in words.
+    """
+
+    name: str
+    width_in: float
+    font_pt: float
+    venue: str
+
+
+#: Venue presets by name: column and page widths of the common NLP / ML templates.
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset("acl-column", 3.03, 8.0, "ACL / ARR one column"),
+        Preset("acl-page", 6.30, 9.0, "ACL / ARR full text width (both columns)"),
+        Preset("neurips", 5.50, 9.0, "NeurIPS / ICLR / ICML text width"),
+        Preset("ieee-column", 3.50, 8.0, "IEEE one column"),
+        Preset("ieee-page", 7.16, 9.0, "IEEE full text width (both columns)"),
+    )
 }
 
 
@@ -77,14 +127,22 @@ _LATEX_SPECIAL = {
 class ExportSettings:
     """Publication size and style, chosen once in the dashboard's settings.
 
+    Sizes are CSS pixels (96 per inch in SVG / PDF) unless ``preset`` names a venue preset;
+    then the preset's width in inches and font in points replace ``width``, ``height`` and
+    ``font_size`` (:meth:`layout_size`), and the height is the width times the aspect.
+
     Attributes:
-        width: figure width in CSS pixels (the layout size).
-        height: figure height in CSS pixels.
-        font_size: base font size in points of the layout.
+        width: figure width in CSS pixels (the layout size); unused with a preset.
+        height: figure height in CSS pixels; unused with a preset.
+        font_size: base font size in CSS pixels of the layout; unused with a preset.
         template: a plotly template name (one of :data:`TEMPLATES`).
         scale: raster multiplier for PNG: the PNG is ``width*scale`` x ``height*scale`` pixels
             (vector formats keep the layout size).
         float_digits: decimals of floats in CSV / LaTeX tables.
+        preset: a venue preset name (one of :data:`PRESETS`), or None for the pixel sizes.
+        aspect: height / width with a preset; None = the figure's own
+            (:data:`FIGURE_ASPECT`, else :data:`DEFAULT_ASPECT`).
+        font_family: the font family of every text (:data:`FONT_FAMILY`).
     """
 
     width: int = 700
@@ -93,6 +151,9 @@ class ExportSettings:
     template: str = "simple_white"
     scale: float = 2.0
     float_digits: int = 3
+    preset: str | None = None
+    aspect: float | None = None
+    font_family: str = FONT_FAMILY
 
     def checked(self) -> ExportSettings:
         """The settings unchanged, or ValueError naming the bad value and the allowed ones."""
@@ -107,7 +168,63 @@ class ExportSettings:
             raise ValueError(f"scale {self.scale!r} must be a number in [0.25, 8]")
         if not isinstance(self.float_digits, int) or not 0 <= self.float_digits <= 10:
             raise ValueError(f"float_digits {self.float_digits!r} must be an integer in [0, 10]")
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of: "
+                             f"{', '.join(PRESETS)}")  # fmt: skip
+        if self.aspect is not None and not (
+            isinstance(self.aspect, int | float) and 0.2 <= float(self.aspect) <= 3
+        ):
+            raise ValueError(f"aspect {self.aspect!r} must be a number in [0.2, 3]")
+        if not isinstance(self.font_family, str) or not self.font_family.strip():
+            raise ValueError(f"font_family {self.font_family!r} must be a font family name")
         return self
+
+    def layout_size(self, aspect: float | None = None) -> tuple[float, float, float]:
+        """``(width, height, font_size)`` in CSS pixels, as the layout gets them.
+
+        Args:
+            aspect: the figure's height / width, used with a preset when ``self.aspect`` is
+                None (then :data:`DEFAULT_ASPECT` when this is None too).
+
+        Returns:
+            The pixel settings as they are, or with a preset: width = inches x 96, height =
+            width x aspect, font = points x 96 / 72 (so a PDF page is the preset's inches wide).
+        """
+        if self.preset is None:
+            return float(self.width), float(self.height), float(self.font_size)
+        p = PRESETS[self.preset]
+        ratio = self.aspect if self.aspect is not None else aspect
+        width = p.width_in * PX_PER_IN
+        height = width * float(ratio if ratio is not None else DEFAULT_ASPECT)
+        return width, round(height, 2), p.font_pt * PX_PER_IN / PT_PER_IN
+
+    def for_figure(self, name: str) -> ExportSettings:
+        """These settings with the registered figure ``name``'s aspect (:data:`FIGURE_ASPECT`).
+
+        Pixel settings and an explicit ``aspect`` are returned unchanged.
+        """
+        if self.preset is None or self.aspect is not None:
+            return self
+        return replace(self, aspect=FIGURE_ASPECT.get(name, DEFAULT_ASPECT))
+
+    def describe(self, aspect: float | None = None) -> str:
+        """A short text of the size and style, e.g. for the dashboard's download menu."""
+        w, h, f = self.layout_size(aspect)
+        if self.preset is None:
+            size = f"{self.width}x{self.height} px, font {self.font_size} px"
+        else:
+            size = (f"{self.preset}: {w / PX_PER_IN:.2f} x {h / PX_PER_IN:.2f} in, "
+                    f"font {PRESETS[self.preset].font_pt:g} pt")  # fmt: skip
+        return f"{size}, {self.font_family}, {self.template}; PNG x{float(self.scale):g}"
+
+
+def preset_settings(name: str, **changes: Any) -> ExportSettings:
+    """Checked settings at the venue preset ``name`` (other fields from ``changes``).
+
+    Raises:
+        ValueError: unknown preset (the message lists the names) or bad ``changes``.
+    """
+    return ExportSettings(preset=name, **changes).checked()
 
 
 def mime_type(fmt: str) -> str:
@@ -125,21 +242,55 @@ def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
 
 
 # ------------------------------------------------------------------------------ figures
-def style_figure(fig: Any, settings: ExportSettings | None = None) -> Any:
-    """A copy of ``fig`` laid out at the publication size, font and template.
+def style_figure(
+    fig: Any, settings: ExportSettings | None = None, aspect: float | None = None
+) -> Any:
+    """A copy of ``fig`` laid out at the publication size, font family and template.
 
-    The page shows the builder's figure as is (responsive width); exports use this copy.
+    The page shows the builder's figure as is (responsive width); exports use this copy. The
+    layout's font family is always set (:data:`FONT_FAMILY` by default), so the SVG declares
+    the family that Chromium embeds in the PDF.
+
+    Args:
+        fig: a plotly figure.
+        settings: size and style (default :class:`ExportSettings`).
+        aspect: the figure's height / width, used with a preset
+            (:meth:`ExportSettings.layout_size`).
     """
     s = (settings or ExportSettings()).checked()
+    width, height, font_size = s.layout_size(aspect)
     out = go.Figure(copy.deepcopy(fig.to_dict()))
     out.update_layout(
         template=pio.templates[s.template],
-        width=s.width,
-        height=s.height,
-        font={"size": s.font_size},
+        width=width,
+        height=height,
+        font={"size": font_size, "family": s.font_family},
         autosize=False,
     )
+    if s.preset is not None:
+        _fit_to_preset(out, font_size)
     return out
+
+
+#: Plotly's base font size in px: explicit annotation sizes are relative to it.
+_PLOTLY_FONT_PX = 12.0
+
+
+def _fit_to_preset(fig: Any, font_px: float) -> None:
+    """At a column or page width: tight margins that grow to fit, annotations at the font.
+
+    Plotly's default margins (80 px a side) take half a 3 in column; sides the figure leaves
+    unset get a few points and every axis grows its margin to fit its ticks and title. Subplot
+    titles come with an explicit 16 px: they are scaled with the preset font, at most 1.25x it.
+    """
+    margin = fig.layout.margin
+    pad = round(font_px / 2)
+    fig.update_layout(margin={k: pad for k in ("l", "r", "t", "b") if margin[k] is None})
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    for ann in fig.layout.annotations:
+        if ann.font.size is not None:
+            ann.font.size = min(ann.font.size * font_px / _PLOTLY_FONT_PX, 1.25 * font_px)
 
 
 _RENDERER_LOCK = threading.Lock()
@@ -166,8 +317,14 @@ def start_renderer() -> bool:
         return True
 
 
-def figure_bytes(fig: Any, fmt: str, settings: ExportSettings | None = None) -> bytes:
+def figure_bytes(
+    fig: Any, fmt: str, settings: ExportSettings | None = None, aspect: float | None = None
+) -> bytes:
     """Render ``fig`` to PNG / SVG / PDF bytes at the settings' size.
+
+    With a venue preset the PDF page is the preset's width in inches (Chromium prints 96 CSS
+    px per inch; it rounds the page to within 0.01 in) and ``aspect`` (the figure's height /
+    width) sets the height.
 
     Raises:
         ValueError: unknown format or bad settings.
@@ -175,13 +332,14 @@ def figure_bytes(fig: Any, fmt: str, settings: ExportSettings | None = None) -> 
     """
     f = _check_format(fmt, FIGURE_FORMATS)
     s = (settings or ExportSettings()).checked()
-    styled = style_figure(fig, s)
+    styled = style_figure(fig, s, aspect)
+    width, height, _ = s.layout_size(aspect)
     scale = float(s.scale) if f == "png" else 1.0
     try:
         with warnings.catch_warnings():
             # plotly passes kaleido options that a running renderer ignores; harmless
             warnings.simplefilter("ignore", UserWarning)
-            return styled.to_image(format=f, width=s.width, height=s.height, scale=scale)
+            return styled.to_image(format=f, width=width, height=height, scale=scale)
     except (RuntimeError, OSError, ValueError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "chrom" in text.lower() or "browser" in text.lower():
@@ -192,122 +350,22 @@ def figure_bytes(fig: Any, fmt: str, settings: ExportSettings | None = None) -> 
 
 
 # ------------------------------------------------------------------------------- tables
-def _cell(value: Any, digits: int) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return f"{value:.{digits}f}"
-    if hasattr(value, "item") and not isinstance(value, str | bytes):
-        try:
-            return _cell(value.item(), digits)
-        except (ValueError, AttributeError):
-            pass
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {_cell(v, digits)}" for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return "; ".join(_cell(v, digits) for v in value)
-    if value is pd.NA or value is pd.NaT:
-        return ""
-    return str(value)
-
-
-def _plain_frame(df: pd.DataFrame, digits: int) -> pd.DataFrame:
-    return pd.DataFrame(
-        {str(c): [_cell(v, digits) for v in df[c].tolist()] for c in df.columns},
-        columns=[str(c) for c in df.columns],
-    )
-
-
-#: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
-_FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
-#: A plain decimal number (sign, digits, point, exponent): left as it is, e.g. ``-0.25``.
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-def safe_csv_cell(text: str) -> str:
-    """``text`` made safe to open in a spreadsheet: ``'`` before a formula-leading cell.
-
-    A cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is read as a
-    formula by Excel, LibreOffice and Google Sheets (a model name ``=HYPERLINK(...)`` from an
-    imported file would become a live link), so it gets a leading ``'``; a plain number such as
-    ``-0.25`` or ``+1e-3`` is left as it is.
-
-    Args:
-        text: one cell as written.
-
-    Returns:
-        ``text``, or ``"'" + text`` when it starts like a formula and is not a number.
-    """
-    if text.startswith(_FORMULA_LEAD) and not _NUMBER.fullmatch(text):
-        return "'" + text
-    return text
-
-
-def neutralize_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy of a text frame with :func:`safe_csv_cell` on every cell and column name.
-
-    The frame is :func:`_plain_frame`'s (text cells).
-    """
-    out = df.map(lambda v: safe_csv_cell(v) if isinstance(v, str) else v)
-    out.columns = [safe_csv_cell(str(c)) for c in df.columns]
-    return out
-
-
-def table_csv(df: pd.DataFrame, digits: int = 3) -> str:
-    """CSV text of a table: floats rounded to ``digits``, NaN empty, lists ``;``-joined.
-
-    Every cell and column name that would start a spreadsheet formula gets a leading ``'``
-    (:func:`safe_csv_cell`); numbers are written as they are.
-    """
-    buf = io.StringIO()
-    neutralize_frame(_plain_frame(df, digits)).to_csv(buf, index=False, lineterminator="\n")
-    return buf.getvalue()
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX special characters in ``text``."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-
-
-def table_latex(
-    df: pd.DataFrame, digits: int = 3, caption: str | None = None, label: str | None = None
-) -> str:
-    r"""A LaTeX ``tabular`` with booktabs rules (``\toprule``, ``\midrule``, ``\bottomrule``).
-
-    Numeric columns are right-aligned, others left-aligned; cells are escaped. With a caption
-    or label the tabular is wrapped in a ``table`` float. Needs ``\usepackage{booktabs}``.
-    """
-    plain = _plain_frame(df, digits)
-    align = "".join(
-        "r" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-        else "l"
-        for c in df.columns
-    )  # fmt: skip
-    lines = [f"\\begin{{tabular}}{{{align or 'l'}}}", "\\toprule"]
-    lines.append(" & ".join(latex_escape(c) for c in plain.columns) + r" \\")
-    lines.append("\\midrule")
-    for row in plain.itertuples(index=False):
-        lines.append(" & ".join(latex_escape(v) for v in row) + r" \\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    if caption is None and label is None:
-        return "\n".join(lines) + "\n"
-    wrapped = ["\\begin{table}[t]", "\\centering"]
-    if caption is not None:
-        wrapped.append(f"\\caption{{{latex_escape(caption)}}}")
-    if label is not None:
-        wrapped.append(f"\\label{{{label}}}")
-    return "\n".join(wrapped + lines + ["\\end{table}"]) + "\n"
-
-
 def table_bytes(
-    df: pd.DataFrame, fmt: str, digits: int = 3, caption: str | None = None
+    df: pd.DataFrame,
+    fmt: str,
+    digits: int = 3,
+    caption: str | None = None,
+    **latex: Any,
 ) -> bytes:
-    """A table as UTF-8 CSV or LaTeX bytes (``fmt`` ``csv`` or ``latex``)."""
+    """A table as UTF-8 CSV or LaTeX bytes (``fmt`` ``csv`` or ``latex``).
+
+    CSV keeps every column; LaTeX is :func:`core.export_tables.latex_table` (``latex`` takes
+    its ``columns``, ``label`` and ``name``).
+    """
     f = _check_format(fmt, TABLE_FORMATS)
-    text = table_csv(df, digits) if f == "csv" else table_latex(df, digits, caption=caption)
-    return text.encode("utf-8")
+    if f == "csv":
+        return table_csv(df, digits).encode("utf-8")
+    return latex_table(df, digits=digits, caption=caption, **latex).encode("utf-8")
 
 
 # ------------------------------------------------------------------ registry-level exports
@@ -345,7 +403,10 @@ def export_figure(
     spec = get_figure(name)
     s = (settings or ExportSettings()).checked()
     fig, data = spec.build(store, selection)
-    blob = table_bytes(data, "csv", s.float_digits) if fmt == "csv" else figure_bytes(fig, fmt, s)
+    if fmt == "csv":
+        blob = table_bytes(data, "csv", s.float_digits)
+    else:
+        blob = figure_bytes(fig, fmt, s.for_figure(name))
     _write(path, blob)
     return {"figure": name, "path": str(path), "format": fmt, "bytes": len(blob),
             "rows": int(len(data))}  # fmt: skip
@@ -358,6 +419,11 @@ def export_table(
     out: str | Path,
     fmt: str | None = None,
     settings: ExportSettings | None = None,
+    *,
+    columns: list[str] | None = None,
+    caption: str | None = None,
+    label: str | None = None,
+    csv_beside: bool = False,
 ) -> dict[str, Any]:
     """Build the registered table ``name`` and write it as CSV or LaTeX to ``out``.
 
@@ -368,9 +434,15 @@ def export_table(
         out: output file.
         fmt: ``csv`` or ``latex``; None takes it from the suffix (``.tex`` = latex).
         settings: float digits come from here.
+        columns: LaTeX columns (None: the table's default choice).
+        caption: LaTeX caption (None: the table's title with the dataset and runs).
+        label: LaTeX label (None: ``tab:<name>``).
+        csv_beside: with LaTeX, also write every column at full precision to the same name
+            with ``.csv``.
 
     Returns:
-        ``{"table", "path", "format", "bytes", "rows"}``.
+        ``{"table", "path", "format", "bytes", "rows"}``, and ``"csv"`` (its path) when one
+        was written beside.
     """
     from core.catalog import get_table  # on use: see export_figure
 
@@ -379,10 +451,20 @@ def export_table(
     spec = get_table(name)
     s = (settings or ExportSettings()).checked()
     df = spec.build(store, selection)
-    blob = table_bytes(df, f, s.float_digits, caption=spec.title)
+    if f == "csv":
+        blob = table_bytes(df, f, s.float_digits)
+    else:
+        cap = table_caption(spec.title, selection.dataset, selection.runs)
+        blob = table_bytes(df, f, s.float_digits, caption=cap if caption is None else caption,
+                           label=label, columns=columns, name=name)  # fmt: skip
     _write(path, blob)
-    return {"table": name, "path": str(path), "format": f, "bytes": len(blob),
+    info = {"table": name, "path": str(path), "format": f, "bytes": len(blob),
             "rows": int(len(df))}  # fmt: skip
+    if csv_beside and f == "latex":
+        side = path.with_suffix(".csv")
+        _write(side, table_csv(df, None).encode("utf-8"))
+        info["csv"] = str(side)
+    return info
 
 
 def with_size(settings: ExportSettings, **changes: Any) -> ExportSettings:

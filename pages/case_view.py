@@ -4,6 +4,7 @@ import streamlit as st
 
 from core.views.case import compare_predictions, md_escape
 from pages import failure_trail
+from pages.case_card_panel import show_card_downloads
 from pages.common import HELP, cached_call, init_page_state, sidebar
 from pages.rerun_panel import show_rerun
 from pages.transcript import prediction_label, show_comparison, show_passages, show_transcript
@@ -96,6 +97,7 @@ else:
     st.dataframe(preds[[c for c in cols if c in preds.columns]], hide_index=True,
                  column_config={"failure_label": st.column_config.TextColumn(
                      help=HELP["failure_label"])})  # fmt: skip
+    show_card_downloads(case, dataset, iid, selection.score_field)
 if not case["groups"].empty:
     st.markdown("**ONCU group of this instance**", help=HELP["oncu_clipped"])
     st.dataframe(case["groups"], hide_index=True)

@@ -35,6 +35,7 @@ from core.backends import server_status
 from core.catalog import get_figure, get_table
 from core.datasets.importers import read_dataset
 from core.export import (
+    PRESETS,
     TEMPLATES,
     ExportSettings,
     figure_bytes,
@@ -42,6 +43,7 @@ from core.export import (
     start_renderer,
     table_bytes,
 )
+from core.export_tables import table_caption, table_file_stem
 from core.figures import SCORE_FIELD
 from core.figures.drill import FRAME_KEY, cell_from_point, drill_spec
 from core.figures.oncu import GROUP_KEY
@@ -125,6 +127,7 @@ _GLOBAL_DEFAULTS: dict[str, Any] = {
     "global.font_size": _DEFAULT_EXPORT.font_size,
     "global.template": _DEFAULT_EXPORT.template,
     "global.scale": _DEFAULT_EXPORT.scale,
+    "global.preset": None,
 }
 _PAGE_DEFAULTS: dict[str, dict[str, Any]] = {
     "conditions": {"drill": None},
@@ -511,6 +514,10 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         st.number_input("font size", 4, 72, key="global.font_size")
         st.selectbox("template", TEMPLATES, key="global.template")
         st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale")
+        st.selectbox("Venue preset", [None, *PRESETS], key="global.preset",
+                     format_func=lambda p: "none (pixel sizes)" if p is None else p,
+                     help="A venue's width in inches and font in points; replaces width, "
+                     "height and font size (height from the figure's aspect).")  # fmt: skip
     _url_write_back(page, datasets, chosen, chosen_filters, sb)
     if shown:
         error_banner(shown)
@@ -642,6 +649,7 @@ def export_settings() -> ExportSettings:
         font_size=int(ss.get("global.font_size", 14)),
         template=str(ss.get("global.template", "simple_white")),
         scale=float(ss.get("global.scale", 2.0)),
+        preset=ss.get("global.preset") or None,
     ).checked()
 
 
@@ -660,7 +668,7 @@ def tip(name: str) -> str | None:
 
 # --------------------------------------------------------------------------- figures
 def _download_menu(name: str, fig: Any, data: pd.DataFrame, key: str) -> None:
-    settings = export_settings()
+    settings = export_settings().for_figure(name)
     with st.popover("Download", icon=":material/download:"):
         cols = st.columns(4)
         for col, fmt in zip(cols[:3], ("png", "svg", "pdf"), strict=True):
@@ -673,8 +681,7 @@ def _download_menu(name: str, fig: Any, data: pd.DataFrame, key: str) -> None:
             key=f"{key}.dl.csv", on_click="ignore",
         )  # fmt: skip
         st.caption(
-            f"{settings.width}x{settings.height} px, font {settings.font_size}, "
-            f"{settings.template}; PNG x{settings.scale:g}. Drawn by a headless Chromium: the "
+            f"{settings.describe()}. Drawn by a headless Chromium: the "
             "first download takes a few seconds (it starts), the next ones well under one."
         )
 
@@ -789,10 +796,12 @@ def show_table(
     head = st.columns([5, 1, 1])
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
     # the files are made when a button is clicked, not on every render (0.5 s at 1M rows)
-    head[1].download_button("CSV", _lazy_table(df, "csv"), f"{name}.csv", "text/csv",
+    stem = table_file_stem(name, selection.dataset, selection.runs)  # dataset + runs in names
+    head[1].download_button("CSV", _lazy_table(df, "csv"), f"{stem}.csv", "text/csv",
                             key=f"{key}.csv", on_click="ignore")  # fmt: skip
-    head[2].download_button("LaTeX", _lazy_table(df, "latex", caption=spec.title),
-                            f"{name}.tex", mime_type("latex"), key=f"{key}.tex",
+    cap = table_caption(spec.title, selection.dataset, selection.runs)
+    head[2].download_button("LaTeX", _lazy_table(df, "latex", caption=cap, name=name),
+                            f"{stem}.tex", mime_type("latex"), key=f"{key}.tex",
                             on_click="ignore")  # fmt: skip
     shown = df[[c for c in columns if c in df.columns]] if columns else df
     shown = _displayable(shown)

@@ -1,13 +1,16 @@
 """``export figure`` / ``export table``: the dashboard's figures and tables as files for papers.
 
 ``python -m core export figure NAME --db PATH [--dataset D] [--runs R1,R2] [--score-field F]
-[--filter COL=V1,V2] [--option KEY=JSON] [--width W --height H --font-size S --template T
---scale X] --out FILE.{png,svg,pdf,csv}``; ``python -m core export table NAME --format
-csv|latex --out FILE``; ``--list`` prints the registered names, one per line. The same
-registered view and plot render the pages (:mod:`core.catalog`), so a file matches what the
-page shows. ``--score-field`` is built from the figures' declaration
-(:data:`core.figures.SCORE_FIELD`); ``--option`` values are checked by the declared options of
-:data:`core.catalog.OPTIONS` when the figure or table reads them.
+[--filter COL=V1,V2] [--option KEY=JSON] [--width W --height H --font-size S | --preset NAME]
+[--template T --scale X] --out FILE.{png,svg,pdf,csv}``; ``--preset`` (a venue width in inches,
+fonts in points: :data:`core.export.PRESETS`) excludes ``--width``/``--height``/``--font-size``;
+``python -m core export table NAME --format csv|latex --out FILE``; ``python -m core export case
+--dataset D --instance I [--runs R] --out FILE.{tex,pdf,svg,png}`` (the case card,
+:mod:`core.case_card`); ``--list`` prints the
+registered names, one per line. The same registered view and plot render the pages
+(:mod:`core.catalog`), so a file matches what the page shows. ``--score-field`` is built from
+the figures' declaration (:data:`core.figures.SCORE_FIELD`); ``--option`` values are checked by
+the declared options of :data:`core.catalog.OPTIONS` when the figure or table reads them.
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from core.commands import Groups, add_db, open_store, split_csv
 from core.export import (
+    PRESETS,
     TABLE_FORMATS,
     TEMPLATES,
     ExportSettings,
     export_figure,
     export_table,
+    figure_bytes,
     start_renderer,
 )
+from core.export_tables import table_file_stem
 from core.figures import SCORE_FIELD
 from core.params import add_argument
 from core.selection import Selection, option
@@ -70,9 +76,17 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
 
 
 def _settings(args: argparse.Namespace) -> ExportSettings:
+    d = ExportSettings()
+    preset = getattr(args, "preset", None)
+    sized = [f for f in ("width", "height", "font_size") if getattr(args, f) is not None]
+    if preset is not None and sized:
+        flags = ", ".join("--" + f.replace("_", "-") for f in sized)
+        raise ValueError(f"--preset {preset} sets the width, height and font size; drop {flags}")
     return ExportSettings(
-        width=args.width, height=args.height, font_size=args.font_size, template=args.template,
-        scale=args.scale, float_digits=args.digits,
+        width=d.width if args.width is None else args.width,
+        height=d.height if args.height is None else args.height,
+        font_size=d.font_size if args.font_size is None else args.font_size,
+        template=args.template, scale=args.scale, float_digits=args.digits, preset=preset,
     ).checked()  # fmt: skip
 
 
@@ -109,17 +123,56 @@ def _cmd_table(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(table_names()))
         return 0
-    if not args.name or not args.out:
-        raise ValueError("export table needs NAME and --out FILE (or --list)")
+    if not args.name:
+        raise ValueError("export table needs NAME (or --list)")
     settings = _settings(args)
+    out: Path | None = args.out
+    named = out is None or out.is_dir() or not out.suffix  # a folder: the name is made here
+    fmt = args.format or ("latex" if named else out.suffix)
+    latex_only = args.columns or args.caption is not None or args.label is not None
+    if fmt.lower().lstrip(".") == "csv" and latex_only:
+        raise ValueError("--columns, --caption and --label shape the LaTeX table; CSV keeps "
+                         "every column (use --format latex)")  # fmt: skip
     store, sel = _store_and_selection(args, get_table(args.name))
-    info = export_table(store, args.name, sel, args.out, fmt=args.format, settings=settings)
-    print(f"wrote {info['path']} ({info['format']}, {info['rows']} rows)")
+    if named:  # a name that carries the dataset and runs: two exports do not overwrite
+        stem = table_file_stem(args.name, sel.dataset, sel.runs)
+        out = (out or Path(".")) / (stem + (".csv" if fmt == "csv" else ".tex"))
+    info = export_table(
+        store, args.name, sel, out, fmt=fmt, settings=settings,
+        columns=split_csv(args.columns) or None, caption=args.caption, label=args.label,
+        csv_beside=True,
+    )  # fmt: skip
+    beside = f"; wrote {info['csv']} (csv, every column)" if "csv" in info else ""
+    print(f"wrote {info['path']} ({info['format']}, {info['rows']} rows){beside}")
+    return 0
+
+
+def _cmd_case(args: argparse.Namespace) -> int:
+    from core.case_card import case_card_figure, case_card_latex
+    from core.views.case import case_data
+
+    store = open_store(args)
+    runs = split_csv(args.runs) if args.runs else []
+    case = case_data(store, args.dataset, args.instance, runs, args.score_field)
+    suffix = args.out.suffix.lower().lstrip(".")
+    if suffix in ("tex", "latex"):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(case_card_latex(case, args.score_field), encoding="utf-8")
+        print(f"wrote {args.out} (latex case card)")
+        return 0
+    if suffix not in ("png", "svg", "pdf"):
+        raise ValueError(f"{args.out}: --out must end in .tex, .png, .svg or .pdf")
+    start_renderer()
+    data = figure_bytes(case_card_figure(case, args.score_field), suffix,
+                        ExportSettings(width=900, height=650, font_size=11))  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(data)
+    print(f"wrote {args.out} ({suffix} case card, {len(data):,} bytes)")
     return 0
 
 
 def register(groups: Groups) -> None:
-    """Add ``export figure`` and ``export table``."""
+    """Add ``export figure``, ``export table`` and ``export case``."""
     d = ExportSettings()
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -134,18 +187,41 @@ def register(groups: Groups) -> None:
                        help='view option, e.g. --option ks=[1,3,5] --option retrievers=["lexical"]')
         p.add_argument("--out", type=Path, help="output file")
         p.add_argument("--digits", type=int, default=d.float_digits, help="float decimals")
-        p.add_argument("--width", type=int, default=d.width, help=f"px (default {d.width})")
-        p.add_argument("--height", type=int, default=d.height, help=f"px (default {d.height})")
-        p.add_argument("--font-size", type=int, default=d.font_size, help="base font size")
+        p.add_argument("--width", type=int, default=None, help=f"px (default {d.width})")
+        p.add_argument("--height", type=int, default=None, help=f"px (default {d.height})")
+        p.add_argument("--font-size", type=int, default=None,
+                       help=f"base font size, px (default {d.font_size})")  # fmt: skip
         p.add_argument("--template", default=d.template, choices=TEMPLATES, help="plotly template")
         p.add_argument("--scale", type=float, default=d.scale, help="PNG pixel multiplier")
         add_db(p)
 
     fig = groups.export.add_parser("figure", help="a figure as PNG / SVG / PDF (or its CSV data)")
     common(fig)
+    fig.add_argument("--preset", metavar="NAME", default=None,
+                     help="venue size instead of --width/--height/--font-size: "
+                     + ", ".join(f"{p.name} ({p.width_in:.2f} in, {p.font_pt:g} pt)"
+                                 for p in PRESETS.values()))  # fmt: skip
     fig.set_defaults(handler=_cmd_figure)
     tab = groups.export.add_parser("table", help="a table as CSV or LaTeX (booktabs)")
     common(tab)
     tab.add_argument("--format", choices=TABLE_FORMATS, default=None,
-                     help="csv or latex (default: from the --out suffix)")  # fmt: skip
+                     help="csv or latex (default: from the --out suffix; latex when --out is "
+                     "a folder or left out, named NAME-DATASET-RUNS.tex). LaTeX is written "
+                     "with a .csv of every column beside it")  # fmt: skip
+    tab.add_argument("--columns", metavar="A,B",
+                     help="LaTeX columns in order (default: the table's choice; a value's CI "
+                     "columns join it in one cell)")  # fmt: skip
+    tab.add_argument("--caption", help="LaTeX caption (default: title, dataset and runs)")
+    tab.add_argument("--label", help="LaTeX label (default: tab:NAME)")
     tab.set_defaults(handler=_cmd_table)
+    case = groups.export.add_parser(
+        "case", help="one instance's case card (question, gold, passages shown, answers) "
+        "as LaTeX (.tex) or a figure (.pdf/.svg/.png)",
+    )  # fmt: skip
+    case.add_argument("--dataset", required=True, help="dataset name")
+    case.add_argument("--instance", required=True, help="instance id")
+    case.add_argument("--runs", help="comma-separated run ids (default: all of the dataset)")
+    add_argument(case, SCORE_FIELD)
+    case.add_argument("--out", type=Path, required=True, help="FILE.tex, .pdf, .svg or .png")
+    add_db(case)
+    case.set_defaults(handler=_cmd_case)
