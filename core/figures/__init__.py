@@ -17,7 +17,7 @@ from core.oncu import SCORE_FIELDS
 from core.params import Param
 from core.selection import Selection
 
-__all__ = ["N_RESAMPLES", "SCORE_FIELD", "Selection", "empty_figure"]
+__all__ = ["LEGEND_BELOW", "N_RESAMPLES", "SCORE_FIELD", "Selection", "empty_figure", "titled"]
 
 #: The answer score a figure uses (read from :attr:`Selection.score_field`).
 SCORE_FIELD = Param(
@@ -35,4 +35,25 @@ def empty_figure(message: str) -> go.Figure:
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
+    return fig
+
+
+#: A legend in rows below the plot, so the plot keeps the full width of a column.
+LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "xanchor": "left"}
+
+
+def titled(
+    fig: go.Figure, x: str | None = None, y: str | None = None, *, legend_below: bool = True
+) -> go.Figure:
+    """``fig`` with axis titles and (by default) its legend below the plot; returns ``fig``.
+
+    Faceted figures share one title per direction: ``x`` goes on the first x axis and ``y`` on
+    the first y axis (the bottom-left panel of a one-row grid); titles already set stay.
+    """
+    if x is not None and not fig.layout.xaxis.title.text:
+        fig.update_layout(xaxis_title_text=x)
+    if y is not None and not fig.layout.yaxis.title.text:
+        fig.update_layout(yaxis_title_text=y)
+    if legend_below:
+        fig.update_layout(legend=LEGEND_BELOW)
     return fig

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.cuer import CORRECTNESS_AXIS, METRICS, PRIMARY_ROLE_ORDER, PROFILE_METRICS, ROLE_FLAGS
-from core.figures import empty_figure
+from core.figures import empty_figure, titled
 from core.interventions import (
     DUPLICATE_POSITIONS,
     EPS,
@@ -188,6 +188,7 @@ def utility_profile_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Dat
             hovertemplate="%{x}: %{y:.3f}<extra>" + row["comparison"] + f" ({_n(row)})</extra>",
         )  # fmt: skip
     fig.update_layout(barmode="group", yaxis_title="mean (95% CI)", legend_title="intervention")
+    titled(fig, "metric")
     return fig, agg
 
 
@@ -245,6 +246,7 @@ def paired_heatmap_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Data
         )
     )  # fmt: skip
     fig.update_yaxes(autorange="reversed")
+    titled(fig, "metric", "intervention", legend_below=False)
     return fig, agg
 
 
@@ -281,6 +283,7 @@ def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFram
                     pointpos=0, customdata=grp.index.to_numpy(), marker={"size": 3})
     fig.update_layout(yaxis_title="trace divergence D", showlegend=False)
     fig.update_yaxes(range=[-0.02, 1.02])
+    titled(fig, "intervention", legend_below=False)
     return fig, data
 
 
@@ -333,6 +336,7 @@ def roles_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
         )  # fmt: skip
     fig.update_layout(barmode="group", yaxis_title="items carrying the flag",
                       legend_title="role flag (overlapping)")  # fmt: skip
+    titled(fig, "intervention")
     return fig, agg
 
 
@@ -415,6 +419,7 @@ def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
                 fig.add_hline(y=float(orig[m].iloc[0]), line_dash="dash", line_color="#1f77b4",
                               opacity=0.6, row=1, col=c)  # fmt: skip
     fig.update_layout(title=title, legend_title="run")
+    titled(fig, title.lower(), "mean (95% CI)")
     return fig, data
 
 

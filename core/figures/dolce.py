@@ -30,7 +30,7 @@ from plotly.subplots import make_subplots
 
 from core.dolce import CATEGORIES, CATEGORY_NAMES, NOT_COVERED, DolceFit, mixture_curve
 from core.dolce.params import PIG_ESTIMATOR
-from core.figures import drill
+from core.figures import LEGEND_BELOW, drill
 from core.params import Param
 from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 
@@ -405,6 +405,7 @@ def outcome_curve(
         xaxis={"type": "log", "title": "observation length C (units)", "tickvals": ticks,
                "ticktext": labels},
         yaxis={"title": "probability / score", "range": [0, 1.05]}, margin={"t": 50},
+        legend=LEGEND_BELOW,
     )  # fmt: skip
     return fig, curve
 

@@ -32,7 +32,7 @@ from plotly.subplots import make_subplots
 from core.crux import ETA as CRUX_ETA
 from core.crux import K_REQUIRED, CruxResult
 from core.fanin import FaninResult, correlation_note
-from core.figures import SCORE_FIELD, drill
+from core.figures import SCORE_FIELD, drill, titled
 from core.params import Param
 from core.retrieval import TOP_K, retriever_param
 
@@ -151,6 +151,7 @@ def fanin_degradation_figure(
     fig.update_xaxes(title_text="fan-in (distinct gold documents)", dtick=1)
     fig.update_yaxes(title_text=f"AC (100 x {score_field})", range=[0, 102])
     fig.update_layout(legend_title_text="system", margin={"t": 30})
+    titled(fig)
     drill.declare(fig, _FANIN_KEYS, frame="fanin")
     return fig, data
 
@@ -184,7 +185,7 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
     for key, name in (("er_ac", "ER"), ("ep_ac", "EP")):
         c = corr[key]
         titles.append(f"{name}-AC: r = {_num(c['r'])} [{_num(c['ci_low'])}, {_num(c['ci_high'])}]"
-                      f", {c['n']} (system, {what}) points")  # fmt: skip
+                      f",<br>{c['n']} (system, {what}) points")  # fmt: skip
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, shared_yaxes=True)
     n_runs = len({s.rpartition(":")[0] for s in pts["system"]})
     for col, (key, metric) in enumerate((("er_ac", "er"), ("ep_ac", "ep")), start=1):
@@ -209,7 +210,10 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
         fig.update_xaxes(title_text=f"{metric.upper()} (%)", range=[-2, 102], row=1, col=col)
     fig.update_yaxes(title_text="AC", range=[0, 102], row=1, col=1)
     _note(fig, correlation_note(corr))
-    fig.update_layout(legend_title_text="system", margin={"t": 50})
+    # the note sits under the panels, so the legend goes inside (top left of the ER panel)
+    fig.update_layout(legend_title_text="system", margin={"t": 60},
+                      legend={"x": 0.01, "xanchor": "left", "y": 0.99, "yanchor": "top",
+                              "bgcolor": "rgba(255,255,255,0.7)"})
     return fig, pts
 
 
@@ -321,8 +325,11 @@ def crux_coverage_figure(res: CruxResult) -> tuple[go.Figure, pd.DataFrame]:
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=order)
     fig.update_xaxes(title_text="k (chunks)")
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(legend_title_text=f"retriever (answerability: {res.answerability_source}, "
-                      f"eta = {res.eta:g})", margin={"t": 40})  # fmt: skip
+    # the note under the panels names the answerability source; the legend goes inside
+    fig.update_layout(legend_title_text=f"retriever (eta = {res.eta:g})", margin={"t": 40},
+                      legend={"x": 0.01, "xanchor": "left", "y": 0.99, "yanchor": "top",
+                              "bgcolor": "rgba(255,255,255,0.7)"})
+    titled(fig, y="mean score", legend_below=False)
     _note(fig, res.note, width=130)
     return fig, agg
 

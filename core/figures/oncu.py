@@ -35,7 +35,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures import N_RESAMPLES, SCORE_FIELD, drill, empty_figure
+from core.figures import N_RESAMPLES, SCORE_FIELD, drill, empty_figure, titled
 from core.oncu import (
     DEFAULT_GROUP_KEY,
     LENGTH_RULE,
@@ -254,7 +254,12 @@ def condition_matrix_figure(
                 row=1, col=col,
             )  # fmt: skip
     fig.update_yaxes(range=[0, 1.05])
+    # two-word labels on two lines: four of them fit a column-wide panel unrotated
+    labels = list(dict.fromkeys(CONDITION_LABELS.get(c, c) for c in data["condition"]))
+    fig.update_xaxes(tickmode="array", tickvals=labels, tickangle=0,
+                     ticktext=[label.replace(" ", "<br>") for label in labels])  # fmt: skip
     fig.update_layout(barmode="group", legend_title_text="run", margin={"t": 40})
+    titled(fig, "condition", "mean score (95% CI)")
     drill.declare(fig, _MATRIX_KEYS, fixed=_PLAIN)
     return fig, data
 
@@ -369,6 +374,7 @@ def oncu_audit_figure(
     fig.update_xaxes(title_text="raw ONCU", range=[lo, hi], zeroline=False)
     fig.update_yaxes(title_text="clipped ONCU", range=[-0.05, 1.05])
     fig.update_layout(legend_title_text="condition", margin={"t": 30})
+    titled(fig)
     drill.declare(fig, keys, fixed=_PLAIN | drill.length_fixed(pts))
     return fig, pts
 
@@ -475,6 +481,7 @@ def failure_figure(df: pd.DataFrame) -> tuple[go.Figure, pd.DataFrame]:
     fig.update_layout(barmode="stack", xaxis_title="% of predictions", margin={"t": 30},
                       legend_title_text="label")  # fmt: skip
     fig.update_xaxes(range=[0, 100])
+    titled(fig, y="run · condition")
     drill.declare(fig, _FAILURE_KEYS, fixed=_PLAIN)
     return fig, t
 
@@ -553,6 +560,7 @@ def calibration_figure(
     fig.update_xaxes(title_text="mean confidence", range=[0, 1])
     fig.update_yaxes(title_text="accuracy", range=[0, 1.02])
     fig.update_layout(margin={"t": 30})
+    titled(fig)
     return fig, bins
 
 
@@ -646,6 +654,7 @@ def oncu_heatmap_figure(
     fig.update_yaxes(title_text="context length bucket (tokens)" if bucketed
                      else "context length (tokens)", row=1, col=1, type="category")
     fig.update_layout(margin={"t": 40}, title_text=f"run {run}" if t["run"].nunique() > 1 else None)
+    titled(fig, "evidence position", legend_below=False)
     drill.declare(fig, _HEAT_KEYS, fixed=_PLAIN | drill.length_fixed(t1))
     return fig, t1.reset_index(drop=True)
 
@@ -693,6 +702,7 @@ def oncu_length_curves_figure(
                      categoryarray=positions)  # fmt: skip
     fig.update_yaxes(title_text="clipped ONCU", range=[0, 1.05])
     fig.update_layout(margin={"t": 30}, legend_title_text="length · condition")
+    titled(fig)
     return fig, t
 
 
