@@ -11,13 +11,36 @@ pairs each registered name with its view and plot.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+
 import plotly.graph_objects as go
 
 from core.oncu import SCORE_FIELDS
 from core.params import Param
 from core.selection import Selection
 
-__all__ = ["LEGEND_BELOW", "N_RESAMPLES", "SCORE_FIELD", "Selection", "empty_figure", "titled"]
+__all__ = [
+    "BLACK",
+    "BLUE",
+    "CONDITION_COLORS",
+    "GREEN",
+    "LEGEND_BELOW",
+    "N_RESAMPLES",
+    "OKABE_ITO",
+    "ORANGE",
+    "PURPLE",
+    "REFERENCE_COLOR",
+    "RETRIEVER_COLORS",
+    "SCORE_FIELD",
+    "SKY_BLUE",
+    "Selection",
+    "VERMILLION",
+    "YELLOW",
+    "color_for",
+    "empty_figure",
+    "titled",
+]
 
 #: The answer score a figure uses (read from :attr:`Selection.score_field`).
 SCORE_FIELD = Param(
@@ -57,3 +80,80 @@ def titled(
     if legend_below:
         fig.update_layout(legend=LEGEND_BELOW)
     return fig
+
+
+# ----------------------------------------------------------------------------- palette
+#: The colour-blind-safe palette of every figure: Okabe & Ito (2008), "Color Universal Design
+#: (CUD): how to make figures and presentations that are friendly to colorblind people"
+#: (https://jfly.uni-koeln.de/color/). Orange, sky blue, bluish green, yellow, blue,
+#: vermillion, reddish purple, black.
+OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
+             "#000000")  # fmt: skip
+ORANGE, SKY_BLUE, GREEN, YELLOW, BLUE, VERMILLION, PURPLE, BLACK = OKABE_ITO
+#: Reference lines, bands and "nothing assigned" (a transparency of black: a neutral grey).
+REFERENCE_COLOR = "rgba(0, 0, 0, 0.45)"
+#: One fixed colour per evidence condition, the same in every figure.
+CONDITION_COLORS = {
+    "no_evidence": BLACK,
+    "full_context": BLUE,
+    "retrieved": ORANGE,
+    "oracle": GREEN,
+}
+#: One fixed colour per retriever (the oracle retriever shares the oracle condition's colour).
+RETRIEVER_COLORS = {
+    "lexical": BLUE,
+    "dense": PURPLE,
+    "hybrid": ORANGE,
+    "iterative": VERMILLION,
+    "oracle": GREEN,
+}
+#: Names hash into these first; yellow (weak on white) is taken only when all seven are used.
+_HASHED = tuple(c for c in OKABE_ITO if c != YELLOW)
+
+
+def _slot(key: str) -> int:
+    """A process-independent slot of ``key`` in :data:`_HASHED` (sha1, not ``hash()``)."""
+    return int(hashlib.sha1(key.encode("utf-8")).hexdigest(), 16) % len(_HASHED)
+
+
+def _assign(names: Iterable[str]) -> dict[str, str]:
+    """Colours of ``names``: each its hash slot, or the next free one when taken.
+
+    Names are placed in sorted order, so the result depends only on the set of names.
+    Up to eight names get eight different colours (yellow last); beyond eight they repeat.
+    """
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in sorted(set(names)):
+        if len(taken) >= len(OKABE_ITO):
+            taken = set()
+        free = [c for c in _HASHED if c not in taken]
+        if not free:
+            color = YELLOW
+        else:
+            start = _slot(name)
+            color = next(_HASHED[(start + i) % len(_HASHED)] for i in range(len(_HASHED))
+                         if _HASHED[(start + i) % len(_HASHED)] not in taken)  # fmt: skip
+        taken.add(color)
+        out[name] = color
+    return out
+
+
+def color_for(key: object, kind: str = "run", names: Iterable[object] | None = None) -> str:
+    """The palette colour of ``key``, a name of ``kind`` (condition, retriever, run, model...).
+
+    Conditions and retrievers have fixed colours (:data:`CONDITION_COLORS`,
+    :data:`RETRIEVER_COLORS`). Any other name hashes (sha1, so the same in every process) to
+    one of the seven non-yellow Okabe–Ito colours. ``names`` are all the names of that kind in
+    the figure: when two of them hash to the same colour, the later in sorted order takes the
+    next free one, so a figure's names stay distinct (up to eight) and a name keeps its colour
+    in every figure that shows the same set of names (and in any figure where its hash colour
+    is not contested).
+    """
+    name = str(key)
+    fixed = {"condition": CONDITION_COLORS, "retriever": RETRIEVER_COLORS}.get(kind, {})
+    if name in fixed:
+        return fixed[name]
+    pool = {str(n) for n in names} if names is not None else set()
+    pool.add(name)
+    return _assign(pool)[name]

@@ -22,7 +22,17 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.cuer import CORRECTNESS_AXIS, METRICS, PRIMARY_ROLE_ORDER, PROFILE_METRICS, ROLE_FLAGS
-from core.figures import empty_figure, titled
+from core.figures import (
+    BLACK,
+    ORANGE,
+    PURPLE,
+    REFERENCE_COLOR,
+    SKY_BLUE,
+    VERMILLION,
+    color_for,
+    empty_figure,
+    titled,
+)
 from core.interventions import (
     DUPLICATE_POSITIONS,
     EPS,
@@ -66,8 +76,8 @@ _METRIC_TITLES = {
     "evidence_divergence": "Evid. div.",
 }
 _ROLE_COLORS = {
-    "constructive": "#d62728", "redundant": "#7f7f7f", "distractive": "#9467bd",
-    "confidence_distorting": "#ff7f0e", "unassigned": "#c7c7c7", "several_flags": "#17becf",
+    "constructive": VERMILLION, "redundant": BLACK, "distractive": PURPLE,
+    "confidence_distorting": ORANGE, "unassigned": REFERENCE_COLOR, "several_flags": SKY_BLUE,
 }  # fmt: skip
 _CI = "95% percentile bootstrap interval (5,000 resamples, seed 42; CUE-R §5.9, App. A)"
 _DELTA = ("Δ = U(original) - U(intervened) (CUE-R eq. 7, §3.3); positive: the original was "
@@ -160,6 +170,21 @@ def _label_runs(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _comparison_colors(result: Mapping[str, Any]) -> dict[str, str]:
+    """Palette colour of every comparison label of ``result`` (``original`` included).
+
+    One pool for the profile and the divergence boxes, so an intervention has the same colour
+    in both (:func:`core.figures.color_for`, kind ``intervention``).
+    """
+    pairs = result["pairs"].rename(columns={"variant": "variant_id", "param": "variant"})
+    originals = pd.DataFrame(
+        {"run": list(dict.fromkeys(pairs["run"])), "operator": "original", "variant": ""}
+    )
+    both = pd.concat([pairs[["run", "operator", "variant"]], originals], ignore_index=True)
+    labels = list(_label_runs(both.fillna({"variant": ""}))["comparison"])
+    return {label: color_for(label, "intervention", labels) for label in labels}
+
+
 # ------------------------------------------------------------------------ utility profile
 
 
@@ -177,10 +202,12 @@ def utility_profile_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Dat
     """Grouped bars of the five metrics per intervention with CI error bars."""
     agg = _label_runs(utility_profile_table(result))
     fig = go.Figure()
+    colors = _comparison_colors(result)
     for i, row in agg.iterrows():
         means = [row[m] for m in METRICS]
         fig.add_bar(
             name=row["comparison"], x=[_METRIC_TITLES[m] for m in METRICS], y=means,
+            marker_color=colors.get(row["comparison"]) or color_for(row["comparison"]),
             error_y={"type": "data", "symmetric": False,
                      "array": [row[f"{m}_ci_high"] - row[m] for m in METRICS],
                      "arrayminus": [row[m] - row[f"{m}_ci_low"] for m in METRICS]},
@@ -276,11 +303,14 @@ def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFram
          "trace_divergence", "correctness_orig", "correctness"]
     ].reset_index(drop=True)  # fmt: skip
     fig = go.Figure()
+    colors = _comparison_colors(result)
     for label, grp in data.groupby("comparison", sort=False):
+        color = colors.get(str(label)) or color_for(label)
         m = int(gone.get(label, 0))
         fig.add_box(y=grp["trace_divergence"], name=label, boxpoints="all", jitter=0.4,
                     hovertext=f"{label}: n={len(grp)}" + (f", missing={m}" if m else ""),
-                    pointpos=0, customdata=grp.index.to_numpy(), marker={"size": 3})
+                    pointpos=0, customdata=grp.index.to_numpy(), marker={"size": 3},
+                    marker_color=color, line_color=color)  # fmt: skip
     fig.update_layout(yaxis_title="trace divergence D", showlegend=False)
     fig.update_yaxes(range=[-0.02, 1.02])
     titled(fig, "intervention", legend_below=False)
@@ -398,13 +428,15 @@ def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
         return empty_figure(f"no {operator} interventions in the selected runs"), data
     fig = make_subplots(rows=1, cols=len(PROFILE_METRICS),
                         subplot_titles=[_METRIC_TITLES[m] for m in PROFILE_METRICS])  # fmt: skip
+    runs = list(data["run"].unique())
     for run, grp in data.groupby("run", sort=False):
+        color = color_for(run, "run", runs)
         sub = grp[grp["operator"] == operator].set_index("variant").reindex(list(levels))
         orig = grp[grp["operator"] == "original"]
         for c, m in enumerate(PROFILE_METRICS, start=1):
             fig.add_scatter(
                 x=list(levels), y=sub[m], mode="lines+markers", name=run, legendgroup=run,
-                showlegend=c == 1,
+                showlegend=c == 1, line_color=color,
                 error_y={"type": "data", "symmetric": False,
                          "array": sub[f"{m}_ci_high"] - sub[m],
                          "arrayminus": sub[m] - sub[f"{m}_ci_low"]},
@@ -416,7 +448,7 @@ def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
                 row=1, col=c,
             )  # fmt: skip
             if len(orig) and m not in ("trace_divergence", "evidence_divergence"):
-                fig.add_hline(y=float(orig[m].iloc[0]), line_dash="dash", line_color="#1f77b4",
+                fig.add_hline(y=float(orig[m].iloc[0]), line_dash="dash", line_color=color,
                               opacity=0.6, row=1, col=c)  # fmt: skip
     fig.update_layout(title=title, legend_title="run")
     titled(fig, title.lower(), "mean (95% CI)")

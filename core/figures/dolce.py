@@ -30,7 +30,16 @@ from plotly.subplots import make_subplots
 
 from core.dolce import CATEGORIES, CATEGORY_NAMES, NOT_COVERED, DolceFit, mixture_curve
 from core.dolce.params import PIG_ESTIMATOR
-from core.figures import LEGEND_BELOW, drill
+from core.figures import (
+    BLACK,
+    BLUE,
+    GREEN,
+    LEGEND_BELOW,
+    ORANGE,
+    REFERENCE_COLOR,
+    VERMILLION,
+    drill,
+)
 from core.params import Param
 from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 
@@ -54,14 +63,15 @@ __all__ = [
     "tasks_table",
 ]
 
-#: Colour of each focus category (Figure 1 of the seed).
+#: Colour of each focus category (Figure 1 of the seed), from the Okabe–Ito palette of
+#: :mod:`core.figures` (I and "not covered" neutral: grey and black).
 CATEGORY_COLORS = {
-    "I": "#7f7f7f",
-    "II": "#2ca02c",
-    "III": "#1f77b4",
-    "IV": "#ff7f0e",
-    "V": "#d62728",
-    NOT_COVERED: "#333333",
+    "I": REFERENCE_COLOR,
+    "II": GREEN,
+    "III": BLUE,
+    "IV": ORANGE,
+    "V": VERMILLION,
+    NOT_COVERED: BLACK,
 }
 #: The problem whose outcome curve is drawn (default: the first).
 PROBLEM = Param("problem", str, None, "problem of the outcome curve (default: the first)")
@@ -312,7 +322,7 @@ def _threshold_lines(
     On log axes plotly places shapes by data values but annotations by log10 values; 0 (and
     below) sits at 0.5 like the points.
     """
-    line = {"dash": "dash", "color": "#555", "width": 1.2}
+    line = {"dash": "dash", "color": REFERENCE_COLOR, "width": 1.2}
     xp, xq, ky = (max(float(v), 0.5) for v in (lam_p, lam_q, k_p))
     for x in (xp, xq):
         fig.add_shape(type="line", x0=x, x1=x, y0=0.4, y1=top, line=line, row=row, col=col)
@@ -377,10 +387,10 @@ def outcome_curve(
     x = _log_pos(curve["C"])
     fig = go.Figure()
     if row["scenario"] == "COW":
-        series = (("p1", "correct (1)", "#2ca02c"), ("p0", "wrong (0)", "#d62728"),
-                  ("pidk", "IDK", "#7f7f7f"))  # fmt: skip
+        series = (("p1", "correct (1)", GREEN), ("p0", "wrong (0)", VERMILLION),
+                  ("pidk", "IDK", REFERENCE_COLOR))  # fmt: skip
     else:
-        series = (("s", "score", "#1f77b4"), ("pidk", "IDK", "#7f7f7f"))
+        series = (("s", "score", BLUE), ("pidk", "IDK", REFERENCE_COLOR))
     for col, label, color in series:
         obs = curve[f"obs_{col}"]
         fig.add_trace(go.Scatter(x=x, y=obs, mode="markers", name=f"observed {label}",

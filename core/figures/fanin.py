@@ -32,7 +32,7 @@ from plotly.subplots import make_subplots
 from core.crux import ETA as CRUX_ETA
 from core.crux import K_REQUIRED, CruxResult
 from core.fanin import FaninResult, correlation_note
-from core.figures import SCORE_FIELD, drill, titled
+from core.figures import REFERENCE_COLOR, SCORE_FIELD, color_for, drill, titled
 from core.params import Param
 from core.retrieval import TOP_K, retriever_param
 
@@ -108,8 +108,6 @@ CRUX_K_REQUIRED = Param(
     section="seed 002 §4.2, §4.4",
 )  # fmt: skip
 
-_COLORS = {"no_evidence": "#9e9e9e", "full_context": "#1f77b4", "retrieved": "#ff7f0e",
-           "oracle": "#2ca02c"}  # fmt: skip
 _DASH = ("solid", "dash", "dot", "dashdot", "longdash")
 
 
@@ -131,7 +129,7 @@ def fanin_degradation_figure(
     fig = go.Figure()
     for system, d in data.groupby("system", sort=False):
         cond = str(d["condition"].iloc[0])
-        color = _COLORS.get(cond, "#8c564b")
+        color = color_for(cond, "condition")
         dash = _DASH[runs.index(d["run"].iloc[0]) % len(_DASH)]
         label = _label(str(system), n_runs)
         fig.add_trace(go.Scatter(
@@ -194,7 +192,7 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
             fig.add_trace(go.Scatter(
                 x=100 * d[metric], y=d["ac"], mode="markers+text", name=_label(system, n_runs),
                 legendgroup=str(system), showlegend=col == 1,
-                marker={"color": _COLORS.get(cond, "#8c564b"), "size": 9},
+                marker={"color": color_for(cond, "condition"), "size": 9},
                 text=[str(v) for v in d[level]], textposition="top center",
                 customdata=d["n"],
                 hovertemplate=metric.upper() + " %{x:.1f}%, AC %{y:.1f} (n=%{customdata})"
@@ -205,7 +203,7 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
             xs = np.array([pts[metric].min(), pts[metric].max()])
             fig.add_trace(go.Scatter(
                 x=100 * xs, y=c["intercept"] + c["slope"] * xs, mode="lines",
-                line={"color": "#444", "dash": "dash"}, showlegend=False, hoverinfo="skip",
+                line={"color": REFERENCE_COLOR, "dash": "dash"}, showlegend=False, hoverinfo="skip",
             ), row=1, col=col)  # fmt: skip
         fig.update_xaxes(title_text=f"{metric.upper()} (%)", range=[-2, 102], row=1, col=col)
     fig.update_yaxes(title_text="AC", range=[0, 102], row=1, col=1)
@@ -302,16 +300,15 @@ def crux_coverage_figure(res: CruxResult) -> tuple[go.Figure, pd.DataFrame]:
     agg = res.aggregate
     panels = (("coverage", "Cov"), ("alpha_ndcg", "alpha-nDCG"), ("density", "density"))
     fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in panels])
-    palette = {"lexical": "#1f77b4", "dense": "#9467bd", "hybrid": "#ff7f0e",
-               "iterative": "#8c564b", "oracle": "#2ca02c"}  # fmt: skip
     categorical = bool(len(agg)) and (agg["k"] == K_REQUIRED).any()
+    names = list(agg["retriever"].unique())
     for name, d in agg.groupby("retriever", sort=False):
         xs = [str(k) for k in d["k"]] if categorical else d["k"]
         for col, (metric, _) in enumerate(panels, start=1):
             fig.add_trace(go.Scatter(
                 x=xs, y=d[metric], mode="lines+markers", name=str(name),
                 legendgroup=str(name), showlegend=col == 1,
-                line={"color": palette.get(str(name)),
+                line={"color": color_for(name, "retriever", names),
                       "dash": "dot" if name == "oracle" else "solid"},
                 error_y={"type": "data", "symmetric": False,
                          "array": d[f"{metric}_ci_high"] - d[metric],

@@ -35,7 +35,22 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures import N_RESAMPLES, SCORE_FIELD, drill, empty_figure, titled
+from core.figures import (
+    BLACK,
+    CONDITION_COLORS,
+    GREEN,
+    N_RESAMPLES,
+    ORANGE,
+    PURPLE,
+    REFERENCE_COLOR,
+    SCORE_FIELD,
+    SKY_BLUE,
+    VERMILLION,
+    color_for,
+    drill,
+    empty_figure,
+    titled,
+)
 from core.oncu import (
     DEFAULT_GROUP_KEY,
     LENGTH_RULE,
@@ -130,19 +145,14 @@ CI = Param(
     "multinomial, or false", section="SPEC §6.6; issue 17 item 6",
     validate=lambda v: _ci_mode(v),
 )  # fmt: skip
-_COLORS = {
-    "no_evidence": "#9e9e9e",
-    "full_context": "#1f77b4",
-    "retrieved": "#ff7f0e",
-    "oracle": "#2ca02c",
-}
+_COLORS = CONDITION_COLORS
 _LABEL_COLORS = {
-    "success": "#2ca02c",
-    "conversion": "#ff7f0e",
-    "integration": "#9467bd",
-    "selection": "#8c564b",
-    "localization": "#d62728",
-    "parse": "#7f7f7f",
+    "success": GREEN,
+    "conversion": ORANGE,
+    "integration": PURPLE,
+    "selection": SKY_BLUE,
+    "localization": VERMILLION,
+    "parse": BLACK,
 }
 _SCORE_NAMES = {
     "em_strict": "strict EM",
@@ -232,8 +242,7 @@ def condition_matrix_figure(
         horizontal_spacing=0.1,
     )  # fmt: skip
     runs = list(dict.fromkeys(data["run"]))
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
-    for i, run in enumerate(runs):
+    for run in runs:
         d = data[data["run"] == run]
         x = [CONDITION_LABELS.get(c, c) for c in d["condition"]]
         for col, metric in ((1, field), (2, "ev_f1")):
@@ -245,7 +254,7 @@ def condition_matrix_figure(
             fig.add_trace(
                 go.Bar(
                     x=x, y=y, name=str(run), legendgroup=str(run), showlegend=col == 1,
-                    marker_color=palette[i % len(palette)],
+                    marker_color=color_for(run, "run", runs),
                     error_y={"type": "data", "symmetric": False, "array": hi - y,
                              "arrayminus": y - lo},
                     customdata=drill.customdata(d, _MATRIX_KEYS, "n"),
@@ -348,10 +357,10 @@ def oncu_audit_figure(
     fig = go.Figure()
     lo = float(min(-0.1, np.nanmin(pts["oncu_raw"]) - 0.05))
     hi = float(max(1.1, np.nanmax(pts["oncu_raw"]) + 0.05))
-    fig.add_vrect(x0=0, x1=1, fillcolor="#4caf50", opacity=0.08, line_width=0)
+    fig.add_vrect(x0=0, x1=1, fillcolor=GREEN, opacity=0.08, line_width=0)
     fig.add_trace(
         go.Scatter(x=[lo, 0, 1, hi], y=[0, 0, 1, 1], mode="lines", name="clip(x, 0, 1)",
-                   line={"color": "#888", "dash": "dot"}, hoverinfo="skip")
+                   line={"color": REFERENCE_COLOR, "dash": "dot"}, hoverinfo="skip")
     )  # fmt: skip
     key_cols = [c for c in pts.columns if c in ("run", "reasoning_type", "context_length",
                 "evidence_position", "distractor_similarity", "evidence_density")]  # fmt: skip
@@ -544,7 +553,7 @@ def calibration_figure(
         return empty_figure("No confidences in these predictions"), bins
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect",
-                             line={"color": "#888", "dash": "dot"}))  # fmt: skip
+                             line={"color": REFERENCE_COLOR, "dash": "dot"}))  # fmt: skip
     for (run, cond, kind), d in bins.groupby(["run", "condition", "confidence"], sort=False):
         d = d[d["count"] > 0]
         dash = "solid" if kind == "self_reported" else "dash"
@@ -684,17 +693,16 @@ def oncu_length_curves_figure(
         return empty_figure("No valid ONCU groups for this selection"), t
     positions = _position_order(t["evidence_position"])
     lengths = sorted(set(t["context_length"].dropna().astype(int)))
-    palette = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725", "#e377c2"]
     fig = go.Figure()
     for (run, cond), d in t.groupby(["run", "condition"], sort=False):
-        for j, n in enumerate(lengths):
+        for n in lengths:
             e = d[d["context_length"] == n].set_index("evidence_position").reindex(positions)
             fig.add_trace(
                 go.Scatter(
                     x=positions, y=e["oncu_clipped"], mode="lines+markers",
                     name=f"{n:,} · {CONDITION_LABELS.get(cond, cond)}"
                     + (f" · {run}" if t["run"].nunique() > 1 else ""),
-                    line={"color": palette[j % len(palette)],
+                    line={"color": color_for(n, "length", lengths),
                           "dash": "solid" if cond == "full_context" else "dash"},
                 )
             )  # fmt: skip

@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures import titled
+from core.figures import color_for, titled
 from core.params import Param
 from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
 
@@ -84,15 +84,14 @@ def retrieval_curves_figure(frames: Frames) -> tuple[go.Figure, pd.DataFrame]:
     """Three panels (recall, full-chain coverage, distractor rate) against k per retriever."""
     agg = retrieval_grid_table(frames)
     fig = make_subplots(rows=1, cols=3, subplot_titles=list(RETRIEVAL_METRICS.values()))
-    palette = {"lexical": "#1f77b4", "dense": "#9467bd", "hybrid": "#ff7f0e",
-               "iterative": "#8c564b", "oracle": "#2ca02c"}  # fmt: skip
+    names = list(agg["retriever"].unique())
     for name, d in agg.groupby("retriever", sort=False):
         for col, metric in enumerate(RETRIEVAL_METRICS, start=1):
             fig.add_trace(
                 go.Scatter(
                     x=d["k"], y=d[metric], mode="lines+markers", name=str(name),
                     legendgroup=str(name), showlegend=col == 1,
-                    line={"color": palette.get(str(name)),
+                    line={"color": color_for(name, "retriever", names),
                           "dash": "dot" if name == "oracle" else "solid"},
                     hovertemplate="k=%{x}: %{y:.3f}<extra>" + str(name) + "</extra>",
                 ),
