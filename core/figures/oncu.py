@@ -267,7 +267,9 @@ def condition_matrix_figure(
     labels = list(dict.fromkeys(CONDITION_LABELS.get(c, c) for c in data["condition"]))
     fig.update_xaxes(tickmode="array", tickvals=labels, tickangle=0,
                      ticktext=[label.replace(" ", "<br>") for label in labels])  # fmt: skip
-    fig.update_layout(barmode="group", legend_title_text="run", margin={"t": 40})
+    # one run: no one-entry legend taking space (its name is in the hover text and the data)
+    fig.update_layout(barmode="group", legend_title_text="run", margin={"t": 40},
+                      showlegend=len(runs) > 1)  # fmt: skip
     titled(fig, "condition", "mean score (95% CI)")
     drill.declare(fig, _MATRIX_KEYS, fixed=_PLAIN)
     return fig, data
