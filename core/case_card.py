@@ -17,13 +17,15 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.export import latex_escape
+from core.export import ExportSettings, latex_escape
 from core.figures.plain_text import plain_label
 
-__all__ = ["CONDITION_ORDER", "card_rows", "case_card_figure", "case_card_latex"]
+__all__ = ["CARD_SETTINGS", "CONDITION_ORDER", "card_rows", "case_card_figure", "case_card_latex"]
 
 #: Conditions in the order a card lists them (others after, in stored order).
 CONDITION_ORDER = ("no_evidence", "full_context", "retrieved", "oracle")
+#: The card's size when drawn as a figure (PDF / SVG / PNG).
+CARD_SETTINGS = ExportSettings(width=900, height=650, font_size=11)
 #: Characters of a passage's text on the card (the rest is cut with an ellipsis).
 PASSAGE_CHARS = 240
 

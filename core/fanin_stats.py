@@ -317,17 +317,29 @@ class StoreSummaries:
 
 
 def _group_items(
-    cell: np.ndarray, v: np.ndarray, metric: str, scale: float, n_fan: int
+    cell: np.ndarray,
+    v: np.ndarray,
+    metric: str,
+    scale: float,
+    n_fan: int,
+    weight: np.ndarray | None = None,
+    n_rows: int | None = None,
 ) -> pd.DataFrame:
-    """Item rows (``_ITEM_COLS``) of one metric: values grouped by (cell, bin)."""
+    """Item rows (``_ITEM_COLS``) of one metric: values grouped by (cell, bin).
+
+    With ``weight``, each value stands for ``weight`` rows (``n_rows`` in all).
+    """
     width = BINS + 1  # bin -1 (NaN) and 0 .. BINS - 1
     group = cell * width + (item_bins(v, scale) + 1)
     fin = np.isfinite(v)
     val = np.where(fin, v, 0.0)
     size = int(group.max()) + 1 if group.size else 0
-    count = np.bincount(group, minlength=size)
-    total = _sum_by(group, val, size)
-    sq = _sum_by(group, val * val, size)
+    w = None if weight is None else weight.astype(float)
+    count = np.bincount(group, weights=w, minlength=size)
+    if w is not None:
+        count = count.astype(np.int64)
+    total = _sum_by(group, val, size, w, n_rows)
+    sq = _sum_by(group, val * val, size, w, n_rows)
     vmin = np.full(size, np.inf)
     vmax = np.full(size, -np.inf)
     np.minimum.at(vmin, group[fin], v[fin])
@@ -388,35 +400,8 @@ def _pack_items(arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int) -> list[
         er = np.where(has_pack == 1, hits / n_gold, np.nan)
         ep = np.where(has_pack == 1, np.where(n_pack == 0, 0.0, hits / n_pack), np.nan)
     n_rows = int(cell.size)
-    return [_weighted_items(k, ep, weight, "ep", n_fan, n_rows),
-            _weighted_items(k, er, weight, "er", n_fan, n_rows)]  # fmt: skip
-
-
-def _weighted_items(
-    cell: np.ndarray, v: np.ndarray, weight: np.ndarray, metric: str, n_fan: int, n_rows: int
-) -> pd.DataFrame:
-    """:func:`_group_items` of values each standing for ``weight`` rows (``n_rows`` in all)."""
-    width = BINS + 1
-    group = cell * width + (item_bins(v, METRIC_SCALE[metric]) + 1)
-    fin = np.isfinite(v)
-    val = np.where(fin, v, 0.0)
-    size = int(group.max()) + 1
-    w = weight.astype(float)
-    count = np.bincount(group, weights=w, minlength=size).astype(np.int64)
-    total = _sum_by(group, val, size, w, n_rows)
-    sq = _sum_by(group, val * val, size, w, n_rows)
-    vmin = np.full(size, np.inf)
-    vmax = np.full(size, -np.inf)
-    np.minimum.at(vmin, group[fin], v[fin])
-    np.maximum.at(vmax, group[fin], v[fin])
-    g = np.flatnonzero(count)
-    nan_bin = g % width == 0
-    c = g // width
-    return pd.DataFrame({
-        "sys": c // n_fan, "fan_in": c % n_fan, "metric": metric, "bin": g % width - 1,
-        "count": count[g], "sum": total[g], "sumsq": sq[g],
-        "vmin": np.where(nan_bin, np.nan, vmin[g]), "vmax": np.where(nan_bin, np.nan, vmax[g]),
-    })  # fmt: skip
+    return [_group_items(k, ep, "ep", METRIC_SCALE["ep"], n_fan, weight, n_rows),
+            _group_items(k, er, "er", METRIC_SCALE["er"], n_fan, weight, n_rows)]  # fmt: skip
 
 
 def _sum_by(

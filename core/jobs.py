@@ -214,12 +214,7 @@ def run_command(req: RunRequest) -> list[str]:
         "--retriever", req.retriever, "--top-k", str(int(req.top_k)),
         "--concurrency", str(int(req.concurrency)), f"--name={name}",
     ]  # fmt: skip
-    if req.model:
-        argv += ["--model", req.model]
-    for host in req.hosts:
-        argv += ["--host", host]
-    if req.base_url:
-        argv += ["--base-url", req.base_url]
+    argv += _server_args(req)
     if req.rerank is not None:
         argv += ["--rerank", str(check_rerank_pool(req.rerank, req.top_k))]
         if req.rerank_model:
@@ -345,17 +340,21 @@ def _flag_args(params: Sequence[Param], values: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def _backend_args(req: MethodRequest) -> list[str]:
-    """``--backend``, ``--model``, ``--host``, ``--base-url``, ``--timeout`` of a request."""
-    if req.backend not in ("embedded", "ollama", "openai"):
-        raise ValueError(f"unknown backend {req.backend!r}; choose embedded, ollama or openai")
-    argv = ["--backend", req.backend]
-    if req.model:
-        argv += ["--model", req.model]
+def _server_args(req: RunRequest | MethodRequest) -> list[str]:
+    """``--model``, one ``--host`` per Ollama host and ``--base-url`` of a request."""
+    argv = ["--model", req.model] if req.model else []
     for host in req.hosts:
         argv += ["--host", host]
     if req.base_url:
         argv += ["--base-url", req.base_url]
+    return argv
+
+
+def _backend_args(req: MethodRequest) -> list[str]:
+    """``--backend``, ``--model``, ``--host``, ``--base-url``, ``--timeout`` of a request."""
+    if req.backend not in ("embedded", "ollama", "openai"):
+        raise ValueError(f"unknown backend {req.backend!r}; choose embedded, ollama or openai")
+    argv = ["--backend", req.backend, *_server_args(req)]
     if req.timeout_s is not None and req.backend != "embedded":
         argv += ["--timeout", f"{TIMEOUT.coerce(req.timeout_s):g}"]
     return argv

@@ -10,8 +10,8 @@ from typing import Any
 
 import streamlit as st
 
-from core.case_card import case_card_figure, case_card_latex
-from core.export import ExportSettings, figure_bytes, mime_type, start_renderer
+from core.case_card import CARD_SETTINGS, case_card_figure, case_card_latex
+from core.export import figure_bytes, mime_type, start_renderer
 
 __all__ = ["show_card_downloads"]
 
@@ -32,8 +32,7 @@ def show_card_downloads(case: Mapping[str, Any], dataset: str, iid: str, score: 
     def drawn(fmt: str) -> Any:
         def render() -> bytes:
             start_renderer()
-            return figure_bytes(case_card_figure(case, score), fmt,
-                                ExportSettings(width=900, height=650, font_size=11))  # fmt: skip
+            return figure_bytes(case_card_figure(case, score), fmt, CARD_SETTINGS)
 
         return render
 

@@ -74,6 +74,18 @@ def _keys(rows) -> list[tuple[str, str, str]]:
     return list(zip(rows["run"], rows["instance_id"], rows["condition"], strict=True))
 
 
+def _app(store: Store, monkeypatch, page: str):
+    """An ``AppTest`` of ``app.py`` on ``store`` switched to ``page`` (not yet run)."""
+    from streamlit.testing.v1 import AppTest
+
+    clear_cache()
+    monkeypatch.setenv("EVIDENCE_DB", str(store.path))
+    monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page(page)
+    return at
+
+
 def _list(store: Store, **kw) -> list[tuple[str, str, str]]:
     rows, counts = store.failure_page(FailureFilter(runs=("r1", "r2"), **kw), 0, 100)
     assert counts["total"] == len(rows)
@@ -247,13 +259,7 @@ def test_page_lists_failures_and_counts_failed_calls(store, monkeypatch):
 
 
 def test_case_view_steps_through_the_browsers_list(store, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
-    clear_cache()
-    monkeypatch.setenv("EVIDENCE_DB", str(store.path))
-    monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/case_view.py")
+    at = _app(store, monkeypatch, "pages/case_view.py")
     at.session_state["failures.trail"] = {
         "filter": filter_to_json(FailureFilter(runs=("r1", "r2"))), "runs": {}}  # fmt: skip
     at.query_params.update({"dataset": "D", "instance": "i2", "from": "failures"})
@@ -275,13 +281,7 @@ def test_case_view_steps_through_the_browsers_list(store, monkeypatch):
 
 
 def test_a_link_restores_the_browsers_filters_and_changes_are_written_back(store, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
-    clear_cache()
-    monkeypatch.setenv("EVIDENCE_DB", str(store.path))
-    monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/failures.py")
+    at = _app(store, monkeypatch, "pages/failures.py")
     at.query_params.update({"dataset": "D", "cond": "oracle,nope", "only": "0"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]

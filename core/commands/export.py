@@ -148,7 +148,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
 
 def _cmd_case(args: argparse.Namespace) -> int:
-    from core.case_card import case_card_figure, case_card_latex
+    from core.case_card import CARD_SETTINGS, case_card_figure, case_card_latex
     from core.views.case import case_data
 
     store = open_store(args)
@@ -163,8 +163,7 @@ def _cmd_case(args: argparse.Namespace) -> int:
     if suffix not in ("png", "svg", "pdf"):
         raise ValueError(f"{args.out}: --out must end in .tex, .png, .svg or .pdf")
     start_renderer()
-    data = figure_bytes(case_card_figure(case, args.score_field), suffix,
-                        ExportSettings(width=900, height=650, font_size=11))  # fmt: skip
+    data = figure_bytes(case_card_figure(case, args.score_field), suffix, CARD_SETTINGS)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(data)
     print(f"wrote {args.out} ({suffix} case card, {len(data):,} bytes)")
