@@ -11,6 +11,7 @@ CSS pixels or a venue preset in inches (:data:`PRESETS`); every export sets one 
 from __future__ import annotations
 
 import copy
+import re
 import threading
 import warnings
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from core.export_fit import fit_figure
 from core.export_tables import (
     latex_escape,
     latex_table,
@@ -86,6 +88,8 @@ DEFAULT_ASPECT = 0.62
 #: Height / width per registered figure at a venue preset (figures not named: DEFAULT_ASPECT).
 FIGURE_ASPECT: dict[str, float] = {
     "condition_matrix": 0.62,
+    "cuer_duplicate_positions": 1.0,
+    "cuer_hardness": 1.0,
     "cuer_paired_heatmap": 0.8,
     "dolce_lambda_k_map": 0.75,
     "fanin_scatter": 0.75,
@@ -333,13 +337,24 @@ def figure_bytes(
     f = _check_format(fmt, FIGURE_FORMATS)
     s = (settings or ExportSettings()).checked()
     styled = style_figure(fig, s, aspect)
-    width, height, _ = s.layout_size(aspect)
-    scale = float(s.scale) if f == "png" else 1.0
+    width, height, font_px = s.layout_size(aspect)
+    height = fit_figure(
+        styled, width, height, font_px, lambda g, w, h: _to_image(g, "svg", w, h, 1.0),
+        s.font_family, grow=s.preset is not None,
+    )  # fmt: skip
+    data = _to_image(styled, f, width, height, float(s.scale) if f == "png" else 1.0)
+    if f == "pdf":
+        return exact_page_size(data, width * PT_PER_IN / PX_PER_IN, height * PT_PER_IN / PX_PER_IN)
+    return data
+
+
+def _to_image(fig: Any, fmt: str, width: float, height: float, scale: float) -> bytes:
+    """Kaleido's rendering of ``fig``; a missing Chromium becomes a RuntimeError saying so."""
     try:
         with warnings.catch_warnings():
             # plotly passes kaleido options that a running renderer ignores; harmless
             warnings.simplefilter("ignore", UserWarning)
-            return styled.to_image(format=f, width=width, height=height, scale=scale)
+            return fig.to_image(format=fmt, width=width, height=height, scale=scale)
     except (RuntimeError, OSError, ValueError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "chrom" in text.lower() or "browser" in text.lower():
@@ -347,6 +362,64 @@ def figure_bytes(
                 f"static export needs Chromium: {text} (run: python -m core setup)"
             ) from exc
         raise
+
+
+_MEDIA_BOX = re.compile(rb"/MediaBox\s*\[([^\]]*)\]")
+_XREF = re.compile(rb"\nxref\n(\d+) (\d+)\n((?:\d{10} \d{5} [nf] ?\r?\n)+)")
+_STARTXREF = re.compile(rb"startxref\s+(\d+)")
+
+
+def exact_page_size(pdf: bytes, width_pt: float, height_pt: float) -> bytes:
+    """``pdf`` with its one page's MediaBox set to ``width_pt`` x ``height_pt`` points.
+
+    Chromium prints the page in steps of 1/75 in (3.03 in comes out 3.0267 in, 217.92 pt), so
+    the MediaBox is rewritten to the size asked for (218.16 pt): the drawing keeps its place
+    at the lower left and the page grows or shrinks by less than one step (at most 0.96 pt,
+    white). The cross-reference offsets after the edit are moved by the change in length.
+    A PDF that is not one page with a plain MediaBox and one xref table is returned unchanged.
+    """
+    boxes = list(_MEDIA_BOX.finditer(pdf))
+    xrefs = list(_XREF.finditer(pdf))
+    starts = list(_STARTXREF.finditer(pdf))
+    if len(boxes) != 1 or len(xrefs) != 1 or len(starts) != 1:
+        return pdf
+    box = boxes[0]
+    try:
+        old = [float(v) for v in box.group(1).split()]
+    except ValueError:
+        return pdf
+    if (
+        len(old) != 4
+        or abs(old[2] - old[0] - width_pt) > 1.0
+        or abs(old[3] - old[1] - height_pt) > 1.0
+    ):
+        return pdf  # not the page we printed: leave it as Chromium wrote it
+    new = f"/MediaBox [0 0 {width_pt:.2f} {height_pt:.2f}]".encode("ascii")
+    at, delta = box.start(), len(new) - (box.end() - box.start())
+    xref, start = xrefs[0], starts[0]
+    if not box.end() <= xref.start() <= start.start():
+        return pdf
+
+    def moved(offset: int) -> int:
+        return offset + delta if offset > at else offset
+
+    first = int(xref.group(1))
+    rows = []
+    for line in xref.group(3).splitlines():
+        off, gen, kind = line.split()[:3]
+        value = moved(int(off)) if kind == b"n" else int(off)
+        rows.append(b"%010d %s %s \n" % (value, gen, kind))
+    table = b"\nxref\n%d %d\n" % (first, len(rows)) + b"".join(rows)
+    out = (
+        pdf[:at]
+        + new
+        + pdf[box.end() : xref.start()]
+        + table
+        + pdf[xref.end() : start.start()]
+        + b"startxref\n%d" % moved(int(start.group(1)))
+        + pdf[start.end() :]
+    )
+    return out
 
 
 # ------------------------------------------------------------------------------- tables

@@ -200,9 +200,10 @@ def _runs_table() -> None:
             "kind", help="What the run is: conditions (the four conditions), interventions "
             "(CUE-R), probes (DOLCE), judge, imported (released outputs), rerun (Case view)"),
         "status": st.column_config.TextColumn(
-            "status", help="planned · running · done · partial (some calls failed) · failed "
-            "(every call failed) · cancelled · interrupted (its process ended mid-run: Resume "
-            "continues it)"),
+            "status", help="planned · running · waiting (its calls were exported by `batch "
+            "export`; `batch import` stores the answers) · done · partial (some calls failed, "
+            "or a batch's answers are still missing) · failed (every call failed) · cancelled · "
+            "interrupted (its process ended mid-run: Resume continues it)"),
         "n_errors": st.column_config.NumberColumn(
             "errors", help="Failed calls (errors, not answers: no scores, missing in every "
             "number). Resume makes them again."),

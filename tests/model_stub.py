@@ -180,6 +180,10 @@ class ModelStub:
         self.connections = 0
         self.headers: list[dict[str, str]] = []
         self.openai_logprobs = True
+        #: ``callable(messages) -> str | None``: when it returns text, the chat is answered
+        #: with that text as the answer contract's ``answer`` (tests script a judge's rating);
+        #: None (default) or a None return: the embedded reader answers.
+        self.answer_for: Any = None
         self.mode = "ok"
         self.set_mode(mode)
         self._queued: deque[str] = deque()
@@ -272,6 +276,11 @@ class ModelStub:
         return mode
 
     def _reply(self, messages: Sequence[Mapping[str, Any]]) -> tuple[str, float, str]:
+        if self.answer_for is not None:  # a test's scripted answer (e.g. a judge's rating)
+            forced = self.answer_for(messages)
+            if forced is not None:
+                obj = {"answer": forced, "evidence_ids": [], "confidence": 1.0, "explanation": ""}
+                return json.dumps(obj), 1.0, forced
         # The reader is deterministic: a prompt seen before gets its remembered reply (a
         # benchmark sends the same prompts run after run; the stub should not be its limit).
         key = json.dumps(messages, sort_keys=True)

@@ -41,8 +41,8 @@ needs_poppler = pytest.mark.skipif(
     reason="pdfinfo/pdffonts are missing (python -m core setup installs Debian poppler-utils)",
 )
 SEL = Selection(dataset="controlled", runs=("controlled",))
-#: Chromium rounds a printed page to its own grid; a preset's PDF is within this of its width.
-TOL_IN = 0.01
+#: A preset's PDF page box is the preset's width (pdfinfo prints points to 2 decimals).
+TOL_IN = 0.0002
 
 
 @pytest.fixture(scope="module")

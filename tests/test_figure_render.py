@@ -1,11 +1,13 @@
-"""Every registered figure, rendered as SVG at ACL column width, is fit for a paper (issue 19).
+"""Every registered figure, rendered as SVG at the ACL column preset, is fit for a paper (issue 19).
 
 On the demo store (the embedded reader on controlled-200) plus a few DOLCE probes and CUE-R
-interventions of the same reader, each registered figure with data is exported as SVG at
-291 x 200 px, font 9 (the 3.03 in ACL column at 96 px/in) and the SVG is parsed: every
-cartesian direction has a non-empty axis title (facets: at least one per direction), a legend
-beside the plot takes at most 35 % of the width. Skipped when kaleido has no Chromium to
-render with. (The 30 s export bound is measured by ``bench/bench_export.py``.)
+interventions of the same reader, each registered figure with data is exported as SVG at the
+``acl-column`` preset (3.03 in = 290.88 px wide, 8 pt text, the figure's aspect) and the SVG is
+parsed: every cartesian direction has a non-empty axis title (facets: at least one per
+direction), a legend beside the plot takes at most 35 % of the width. The same SVG is then
+opened in Chromium, which measures every visible text: none reaches outside the canvas and no
+two overlap (by more than 1 px each way). Skipped when kaleido has no Chromium to render with.
+(The 30 s export bound is measured by ``bench/bench_export.py``.)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 
 from core.backends import make_backend
 from core.catalog import figure_names, get_figure
-from core.export import ExportSettings, figure_bytes
+from core.export import ExportSettings, figure_bytes, preset_settings
 from core.figures import Selection
 from core.runs import build_demo, run_interventions, run_probes
 from core.store import Store
@@ -27,8 +29,32 @@ from core.store import Store
 pytestmark = pytest.mark.slow
 
 _SVG = "{http://www.w3.org/2000/svg}"
-#: ACL column width at 96 px/in, a short aspect, 9 pt text.
-COLUMN = ExportSettings(width=291, height=200, font_size=9)
+#: A plain figure at about a column's width (to see whether kaleido renders at all).
+PROBE = ExportSettings(width=291, height=200, font_size=9)
+#: The ACL column preset: 3.03 in wide, 8 pt text, height from each figure's aspect.
+COLUMN = preset_settings("acl-column")
+#: Every visible, non-empty text of the page's SVG with its box as the browser lays it out.
+_TEXT_BOXES_JS = """() => {
+  const out = [];
+  for (const t of document.querySelectorAll('svg text')) {
+    const s = t.textContent.trim();
+    if (!s) continue;
+    let el = t, hidden = false;
+    while (el && el.nodeType === 1) {
+      const cs = getComputedStyle(el);
+      if (cs.visibility === 'hidden' || cs.display === 'none' || cs.opacity === '0') {
+        hidden = true; break;
+      }
+      el = el.parentNode;
+    }
+    const r = t.getBoundingClientRect();
+    if (hidden || r.width < 0.5) continue;
+    out.push({s, cls: t.getAttribute('class') || t.parentNode.getAttribute('class') || '',
+              x: r.left, y: r.top, w: r.width, h: r.height});
+  }
+  const svg = document.querySelector('svg');
+  return {boxes: out, w: svg.width.baseVal.value, h: svg.height.baseVal.value};
+}"""
 #: Selections tried in turn; the first that gives a figure with data is rendered.
 SELECTIONS = (
     Selection(),
@@ -41,7 +67,7 @@ SELECTIONS = (
 def _can_render() -> str | None:
     """None when kaleido renders, else why not."""
     try:
-        figure_bytes(go.Figure(go.Bar(x=[1], y=[1])), "svg", COLUMN)
+        figure_bytes(go.Figure(go.Bar(x=[1], y=[1])), "svg", PROBE)
     except (RuntimeError, OSError) as exc:
         return f"kaleido/Chromium cannot render SVG here: {exc}"
     return None
@@ -103,15 +129,17 @@ def _plot_box(root: ET.Element) -> tuple[float, float, float, float] | None:
 
 
 def _legend_beside_width(root: ET.Element) -> float:
-    """Width of a legend drawn to the left or right of the plot (0 when below/inside/none)."""
+    """Width of a legend drawn left or right of the plot, level with it (0: below/inside/none)."""
     box = _plot_box(root)
     for g in root.iter(_SVG + "g"):
         if _classes(g) != ["legend"]:
             continue
-        x, _ = _translate(g)
-        width = max((float(r.get("width") or 0) for r in g.iter(_SVG + "rect")
-                     if "bg" in _classes(r)), default=0.0)  # fmt: skip
-        if box is not None and (x >= box[2] - 1 or x + width <= box[0] + 1):
+        x, y = _translate(g)
+        bg = [r for r in g.iter(_SVG + "rect") if "bg" in _classes(r)]
+        width = max((float(r.get("width") or 0) for r in bg), default=0.0)
+        height = max((float(r.get("height") or 0) for r in bg), default=0.0)
+        level = box is not None and y < box[3] - 1 and y + height > box[1] + 1
+        if level and (x >= box[2] - 1 or x + width <= box[0] + 1):
             return width
     return 0.0
 
@@ -121,8 +149,8 @@ def _cartesian(fig: go.Figure) -> bool:
     return bool(fig.data) and fig.layout.xaxis.visible is not False
 
 
-@pytest.mark.parametrize("name", figure_names())
-def test_column_svg_has_axis_titles_and_a_narrow_legend(store, name):
+def _column_figure(store: Store, name: str) -> go.Figure:
+    """The registered figure ``name`` for the first selection of :data:`SELECTIONS` with data."""
     spec = get_figure(name)
     fig, errors = None, []
     for selection in SELECTIONS:
@@ -135,9 +163,63 @@ def test_column_svg_has_axis_titles_and_a_narrow_legend(store, name):
             break
         fig = None
     assert fig is not None, f"{name}: no data on the demo store: {errors}"
-    svg = figure_bytes(fig, "svg", COLUMN)
+    return fig
+
+
+@pytest.mark.parametrize("name", figure_names())
+def test_column_svg_is_fit_for_a_paper(store, browser, name):
+    svg = figure_bytes(_column_figure(store, name), "svg", COLUMN.for_figure(name))
+    _check_titles_and_legend(svg, name)
+    _check_text_on_page_without_overlaps(browser, svg, name)
+
+
+def _check_titles_and_legend(svg: bytes, name: str) -> None:
     root = ET.fromstring(svg)
     assert [t for t in _titles(root, "x") if t], f"{name}: no x-axis title in the SVG"
     assert [t for t in _titles(root, "y") if t], f"{name}: no y-axis title in the SVG"
     beside = _legend_beside_width(root)
-    assert beside <= 0.35 * COLUMN.width, f"{name}: legend beside the plot is {beside:.0f} px"
+    width = float(root.get("width"))
+    assert beside <= 0.35 * width, f"{name}: legend beside the plot is {beside:.0f} px"
+
+
+def _overlap(a: dict, b: dict) -> tuple[float, float]:
+    dx = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
+    dy = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
+    return dx, dy
+
+
+def _check_text_on_page_without_overlaps(browser, svg: bytes, name: str) -> None:
+    page = browser.new_page()
+    try:
+        page.set_content(f'<html><body style="margin:0">{svg.decode()}</body></html>')
+        got = page.evaluate(_TEXT_BOXES_JS)
+    finally:
+        page.close()
+    boxes, w, h = got["boxes"], got["w"], got["h"]
+    assert w == pytest.approx(290.88, abs=0.01), f"{name}: {w} px wide"
+    assert len(boxes) >= 4, f"{name}: only {len(boxes)} texts measured"
+    outside = [f"{b['s'][:40]!r} at ({b['x']:.0f}, {b['y']:.0f}) {b['w']:.0f}x{b['h']:.0f}"
+               for b in boxes if b["x"] < -0.5 or b["y"] < -0.5
+               or b["x"] + b["w"] > w + 0.5 or b["y"] + b["h"] > h + 0.5]  # fmt: skip
+    assert not outside, f"{name}: text outside the {w:.0f}x{h:.0f} canvas: {outside}"
+    clashes = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            dx, dy = _overlap(a, b)
+            if dx > 1 and dy > 1:
+                clashes.append(f"{a['s'][:30]!r} [{a['cls']}] x {b['s'][:30]!r} [{b['cls']}]")
+    assert not clashes, f"{name}: overlapping text: {clashes}"
+
+
+def test_overlap_check_catches_text_over_text(browser):
+    """The measurement itself: two labels drawn on one spot are found, apart they are not."""
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="markers"))
+    fig.add_annotation(x=0.5, y=0.5, text="first label", showarrow=False)
+    fig.add_annotation(x=0.5, y=0.5, text="second label", showarrow=False)
+    page = browser.new_page()
+    try:
+        page.set_content(f"<html><body>{figure_bytes(fig, 'svg', PROBE).decode()}</body></html>")
+        boxes = {b["s"]: b for b in page.evaluate(_TEXT_BOXES_JS)["boxes"]}
+    finally:
+        page.close()
+    assert min(_overlap(boxes["first label"], boxes["second label"])) > 1

@@ -54,14 +54,15 @@ def _snapshot(path) -> dict[str, list]:
 
 
 def test_new_store_is_migrated_to_current_version(db_path):
-    assert Store(db_path).schema_version() == SCHEMA_VERSION == len(store_mod._MIGRATIONS) == 3
+    assert Store(db_path).schema_version() == SCHEMA_VERSION == len(store_mod._MIGRATIONS) == 5
     con = duckdb.connect(str(db_path), read_only=True)
     rows = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
     tables = {r[0] for r in rows}
     con.close()
     assert {
         "schema_version", "datasets", "instances", "passages", "sub_questions", "answerability",
-        "runs", "predictions", "scores", "response_cache",
+        "runs", "predictions", "scores", "response_cache", "judgments", "annotation_items",
+        "annotations",
     } <= tables  # fmt: skip
 
 

@@ -8,13 +8,13 @@ extractive baseline that needs no server and no weights; ``OllamaBackend`` (the 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.backends.base import Backend, BackendError, Message, Reply
 from core.backends.embedded import LABEL as EMBEDDED_LABEL
 from core.backends.embedded import EmbeddedReader
+from core.backends.endpoints import resolve_base_urls
 from core.backends.support import RetryPolicy, answer_logprob_confidence
 
 __all__ = [
@@ -118,7 +118,7 @@ def make_backend(
     model: str | None = None,
     *,
     hosts: Sequence[str] | None = None,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> Backend:
     """Build a backend by kind.
@@ -127,7 +127,8 @@ def make_backend(
         kind: one of :data:`BACKENDS`.
         model: the model name (``embedded``: default ``extractive-bm25``; required otherwise).
         hosts: Ollama hosts (default: ``OLLAMA_HOST``, else http://127.0.0.1:11434).
-        base_url: the OpenAI-compatible server (default: ``OPENAI_BASE_URL``).
+        base_url: the OpenAI-compatible server, or several (calls spread over them, see
+            :mod:`core.backends.endpoints`); default: ``OPENAI_BASE_URL`` (comma-separated).
         options: backend options, names from :func:`backend_option_names` (``retries`` is
             the total tries per call, ``backoff_s`` the first wait).
 
@@ -154,7 +155,7 @@ def make_backend(
         )
     from core.backends.openai_compat import OpenAIBackend  # lazy: httpx is a slow import
 
-    url = base_url or os.environ.get("OPENAI_BASE_URL", "")
+    url = resolve_base_urls(base_url)
     retry = _retry(opts)
     named = {k: opts.pop(k) for k in _OPENAI_SETTINGS if k in opts}
     for key in ("temperature", "seed", "max_tokens"):

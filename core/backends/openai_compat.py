@@ -25,21 +25,36 @@ URL returned a JSON list, not an object"); the read timeout is ``timeout_s`` (th
 ``--timeout``); the client keeps one connection per concurrent call (:meth:`OpenAIBackend.
 size_pool`); HTTP 429/503, timeouts and connections closed mid-response are retried
 with backoff.
+
+Several endpoints may be given (``base_url=[...]``, ``--base-url`` repeated, or
+``OPENAI_BASE_URL`` comma-separated), as the Ollama backend takes several hosts: one client
+per endpoint (with its lanes), calls spread over them by :class:`core.backends.endpoints.
+EndpointBalancer` (the least loaded live endpoint; at most ``pool_size`` calls in flight at
+each, :meth:`OpenAIBackend.size_pool` splitting the engine's concurrency evenly). A call
+whose endpoint fails on the transport (refused, timed out, closed mid-response, HTTP 5xx)
+after the retry policy moves to another endpoint, and that endpoint gets no new calls for
+a while; a call fails only when every endpoint it tried failed it (the error then says how
+many were tried). Each endpoint is checked (``/v1/models``) before its first call; the calls
+each endpoint answered, failed and passed on are counted (:meth:`OpenAIBackend.
+endpoint_counts`). With one endpoint everything is as before, ``describe()`` included; with
+several, ``describe()`` also lists ``base_urls`` and each one's context length.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from core.backends.base import BackendError, Message, Reply
+from core.backends.endpoints import EndpointBalancer, normalize_base_url, resolve_base_urls
 from core.backends.http_errors import closed_mid_response, last_resort_error
 from core.backends.support import (
     DEFAULT_CHARS_PER_TOKEN,
@@ -58,7 +73,7 @@ from core.backends.support import (
 )
 from core.prompts import ANSWER_SCHEMA
 
-__all__ = ["CALL_OPTIONS", "OpenAIBackend", "normalize_base_url"]
+__all__ = ["CALL_OPTIONS", "OpenAIBackend", "normalize_base_url", "resolve_base_urls"]
 
 #: Request fields a caller may set per backend or per call.
 CALL_OPTIONS = (
@@ -72,46 +87,58 @@ CALL_OPTIONS = (
 )
 
 
-def normalize_base_url(base_url: str) -> str:
-    """``http://host:port`` or ``.../v1`` -> the ``/v1`` base the endpoints hang from.
-
-    Raises:
-        ValueError: an empty URL or a scheme other than http/https.
-    """
-    text = (base_url or "").strip().rstrip("/")
-    if not text:
-        raise ValueError("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-    if "://" not in text:
-        text = "http://" + text
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"base URL {base_url!r}: expected http(s)://host[:port][/v1]")
-    return text if parts.path not in ("", "/") else text + "/v1"
-
-
 def _context_error(msg: str) -> bool:
     low = msg.lower()
     return "context" in low and any(w in low for w in ("maximum", "exceed", "length", "long"))
 
 
+class _Down(BackendError):
+    """A transport failure of one endpoint (refused, timeout, closed, HTTP 5xx): move on."""
+
+
+def _down(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the error :func:`with_retries` wrapped) is an endpoint's failure."""
+    return isinstance(exc, _Down) or isinstance(exc.__cause__, _Down)
+
+
+def _as_down(err: BackendError) -> _Down:
+    return _Down(str(err), retryable=err.retryable)
+
+
+@dataclass
+class _Endpoint:
+    """One base URL: its client, its lanes and what its ``/v1/models`` said."""
+
+    url: str
+    client: httpx.Client
+    pool: Lanes[httpx.Client]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    ready: bool = False
+    served: list[str] = field(default_factory=list)
+    context_length: int | None = None
+
+
 class OpenAIBackend:
-    """One model on an OpenAI-compatible server (see the module docstring).
+    """One model on one or more OpenAI-compatible servers (see the module docstring).
 
     Attributes:
         name: ``openai``.
         model: the model name the server knows.
-        base_url: the ``/v1`` base URL.
+        base_urls: the ``/v1`` base URLs calls are spread over.
+        base_url: the first of them.
         options: request fields sent with every call (temperature, seed, max_tokens ...).
         logprobs: request token log-probabilities.
         top_logprobs: alternatives per token (default 0: only the generated tokens' own).
         timeout_s: read timeout of one call in seconds (the ``--timeout`` flag).
         retry: backoff policy for transient failures.
-        context_length: the model's context in tokens (from the argument or ``/v1/models``),
-            used to refuse over-long prompts before sending; None when unknown.
+        context_length: the model's context in tokens (from the argument, else the first
+            endpoint's ``/v1/models``), used to refuse over-long prompts before sending
+            (each endpoint with its own when it reports one); None when unknown.
         chars_per_token: the divisor of the pre-send lower bound of the prompt's tokens
             (default 6; a prompt is refused unsent only when characters / this reaches
             ``context_length``).
-        pool_size: HTTP connections kept, every one alive between calls (:meth:`size_pool`).
+        pool_size: HTTP connections kept per endpoint, every one alive between calls, and
+            with several endpoints the most calls in flight at each (:meth:`size_pool`).
     """
 
     name = "openai"
@@ -120,7 +147,7 @@ class OpenAIBackend:
         self,
         model: str,
         *,
-        base_url: str,
+        base_url: str | Sequence[str] | None,
         api_key: str | None = None,
         temperature: float = 0.0,
         seed: int = 0,
@@ -141,7 +168,8 @@ class OpenAIBackend:
         check_client_settings(top_logprobs, chars_per_token, timeout_s, connect_timeout_s)
         extra = checked_options(extra_options, CALL_OPTIONS, "openai")
         self.model = str(model).strip()
-        self.base_url = normalize_base_url(base_url)
+        self.base_urls = resolve_base_urls(base_url, env=False)
+        self.base_url = self.base_urls[0]
         self.options: dict[str, Any] = {
             **extra,
             "temperature": float(temperature),
@@ -152,7 +180,8 @@ class OpenAIBackend:
         self.top_logprobs = int(top_logprobs)
         self.timeout_s = float(timeout_s)
         self.retry = retry or RetryPolicy()
-        self.context_length = int(context_length) if context_length else None
+        self._given_context = int(context_length) if context_length else None
+        self.context_length = self._given_context
         self.chars_per_token = float(chars_per_token)
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._headers = {"Content-Type": "application/json"}
@@ -161,16 +190,21 @@ class OpenAIBackend:
         self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
         self._tls = httpx.create_ssl_context()  # shared by every client of this backend
         self.pool_size = DEFAULT_POOL_SIZE
-        self._client = self._make_client()
-        self._lock = threading.Lock()
-        # a client of one connection per concurrent call, up to pool_size (support.Lanes)
-        self._pool: Lanes[httpx.Client] = Lanes(lambda: self._make_client(1))
-        self._ready = False
-        self._served: list[str] = []
+        # a client per endpoint, and a client of one connection per concurrent call up to
+        # pool_size (support.Lanes)
+        self._endpoints = [
+            _Endpoint(url, self._make_client(url), Lanes(self._lane_maker(url)))
+            for url in self.base_urls
+        ]
+        several = len(self._endpoints) > 1
+        self._balancer = EndpointBalancer(len(self._endpoints), self.pool_size if several else None)
 
-    def _make_client(self, size: int | None = None) -> httpx.Client:
+    def _lane_maker(self, url: str) -> Any:
+        return lambda: self._make_client(url, 1)
+
+    def _make_client(self, url: str, size: int | None = None) -> httpx.Client:
         return httpx.Client(
-            base_url=self.base_url,
+            base_url=url,
             headers=self._headers,
             timeout=self._timeout,
             limits=pool_limits(self.pool_size if size is None else size),
@@ -178,75 +212,89 @@ class OpenAIBackend:
         )
 
     @property
+    def _client(self) -> httpx.Client:
+        """The first endpoint's shared client."""
+        return self._endpoints[0].client
+
+    @property
     def _lanes(self) -> list[httpx.Client]:
-        return self._pool.all
+        return self._endpoints[0].pool.all
 
     @property
     def _free(self) -> list[httpx.Client]:
-        return self._pool.free
-
-    def _lane(self) -> tuple[httpx.Client, list[httpx.Client] | None]:
-        """A client for one call and the free list to give it back to (None: the shared one)."""
-        return self._pool.take(self.pool_size, self._client)
+        return self._endpoints[0].pool.free
 
     def size_pool(self, size: int) -> None:
-        """Keep ``size`` HTTP connections (the engine passes its concurrency).
+        """Size the connections for ``size`` concurrent calls (the engine's concurrency).
 
-        The client and the lanes (:meth:`_lane`) are rebuilt only when the size changes; call
-        it before the calls start.
+        Each endpoint keeps ``ceil(size / endpoints)`` connections (``pool_size``) and, with
+        several endpoints, gets at most that many calls at once. The clients and the lanes
+        are rebuilt only when the size changes; call it before the calls start.
         """
-        size = max(1, int(size))
+        size = math.ceil(max(1, int(size)) / len(self._endpoints))
         if size == self.pool_size:
             return
         self.pool_size = size
-        old, self._client = self._client, self._make_client()
-        old.close()
-        self._pool.drop()
+        for ep in self._endpoints:
+            old, ep.client = ep.client, self._make_client(ep.url)
+            old.close()
+            ep.pool.drop()
+        if len(self._endpoints) > 1:
+            self._balancer.set_limit(size)
+
+    def endpoint_counts(self) -> dict[str, dict[str, int]]:
+        """Per base URL: the calls it ``answered``, ``failed`` and ``moved`` to another."""
+        return {
+            ep.url: {"answered": c.answered, "failed": c.failed, "moved": c.moved}
+            for ep, c in zip(self._endpoints, self._balancer.counts, strict=True)
+        }
 
     # -- setup ------------------------------------------------------------------------
 
-    def _get(self, path: str) -> Any:
+    def _get(self, ep: _Endpoint, path: str) -> Any:
         try:
-            r = self._client.get(path)
+            r = ep.client.get(path)
         except Exception as exc:  # noqa: BLE001 - mapped below
-            raise self._map_error(exc) from exc
+            raise self._map_error(exc, ep.url) from exc
         if r.status_code != 200:
-            raise self._status_error(r.status_code, error_text(r.text))
+            raise self._status_error(r.status_code, error_text(r.text), ep.url)
         try:
             return json.loads(r.content)
         except ValueError as exc:
-            raise self._map_error(exc) from exc
+            raise self._map_error(exc, ep.url) from exc
 
-    def _prepare(self) -> None:
-        """Check once that the server answers and serves the model; read its context."""
-        if self._ready:
+    def _prepare(self, ep: _Endpoint) -> None:
+        """Check once that the endpoint answers and serves the model; read its context."""
+        if ep.ready:
             return
-        with self._lock:
-            if self._ready:
+        with ep.lock:
+            if ep.ready:
                 return
-            listing = self._get("/models")
+            listing = self._get(ep, "/models")
             data = listing.get("data") if isinstance(listing, Mapping) else None
+            ep.context_length = self._given_context
             if isinstance(data, list):
-                self._served = [str(m.get("id")) for m in data if isinstance(m, Mapping)]
+                ep.served = [str(m.get("id")) for m in data if isinstance(m, Mapping)]
                 entry = next(
                     (m for m in data if isinstance(m, Mapping) and m.get("id") == self.model),
                     None,
                 )
-                if self._served and entry is None:
+                if ep.served and entry is None:
                     raise BackendError(
-                        f"model {self.model!r} is not served by {self.base_url}; it serves: "
-                        f"{', '.join(self._served[:10])}"
+                        f"model {self.model!r} is not served by {ep.url}; it serves: "
+                        f"{', '.join(ep.served[:10])}"
                     )
-                if entry is not None and self.context_length is None:
+                if entry is not None and ep.context_length is None:
                     ctx = entry.get("max_model_len") or entry.get("context_length")
                     if isinstance(ctx, int) and ctx > 0:
-                        self.context_length = ctx
-            self._ready = True
+                        ep.context_length = ctx
+            if self.context_length is None:
+                self.context_length = ep.context_length
+            ep.ready = True
 
     # -- errors -----------------------------------------------------------------------
 
-    def _status_error(self, code: int, msg: str) -> BackendError:
-        url = self.base_url
+    def _status_error(self, code: int, msg: str, url: str) -> BackendError:
         if code == 401 or code == 403:
             return BackendError(f"HTTP {code} from {url}: {msg} (set OPENAI_API_KEY)")
         if code == 404:
@@ -259,24 +307,24 @@ class OpenAIBackend:
                 f"prompt longer than the model's context (server {url} said: {msg}); "
                 "shorten the context or serve the model with a longer one"
             )
-        return status_error(code, url, msg)
+        err = status_error(code, url, msg)
+        return _as_down(err) if code >= 500 else err
 
-    def _map_error(self, exc: BaseException) -> BackendError:
-        url = self.base_url
+    def _map_error(self, exc: BaseException, url: str) -> BackendError:
         if isinstance(exc, BackendError):
             return exc
         if isinstance(exc, httpx.TimeoutException):
-            return BackendError(
+            return _Down(
                 f"timed out after {self.timeout_s:g}s waiting for {url} (raise --timeout SECONDS)",
                 retryable=True,
             )
         if isinstance(exc, httpx.ConnectError):
-            return BackendError(
+            return _Down(
                 f"cannot reach the OpenAI-compatible server at {url}: start it (e.g. `vllm "
                 "serve MODEL`, `llama-server -m FILE`) or fix --base-url"
             )
         if (closed := closed_mid_response(exc, url)) is not None:
-            return closed
+            return _as_down(closed)
         if isinstance(exc, ValueError):
             return BackendError(f"reply from {url} is not JSON (is --base-url an OpenAI API?)")
         return last_resort_error(exc, url)
@@ -299,13 +347,13 @@ class OpenAIBackend:
             body["top_logprobs"] = self.top_logprobs
         return body
 
-    def _post(self, body: dict[str, Any]) -> Mapping[str, Any]:
-        client, free = self._lane()
+    def _post(self, ep: _Endpoint, body: dict[str, Any]) -> Mapping[str, Any]:
+        client, free = ep.pool.take(self.pool_size, ep.client)
         try:
             content = json.dumps(body, ensure_ascii=False).encode("utf-8")
             r = client.post("/chat/completions", content=content)
         except Exception as exc:  # noqa: BLE001 - mapped below
-            raise self._map_error(exc) from exc
+            raise self._map_error(exc, ep.url) from exc
         finally:
             if free is not None:
                 free.append(client)
@@ -314,15 +362,56 @@ class OpenAIBackend:
             if r.status_code == 400 and body.get("logprobs") and "logprob" in msg.lower():
                 self.logprobs = False  # the server cannot give them: stop asking
                 body = {k: v for k, v in body.items() if k not in ("logprobs", "top_logprobs")}
-                return self._post(body)
-            raise self._status_error(r.status_code, msg)
+                return self._post(ep, body)
+            raise self._status_error(r.status_code, msg, ep.url)
         try:
             data = json.loads(r.content)
         except ValueError as exc:
-            raise self._map_error(exc) from exc
+            raise self._map_error(exc, ep.url) from exc
         if not isinstance(data, dict):
-            raise not_an_object(data, self.base_url)
+            raise not_an_object(data, ep.url)
         return data
+
+    def _call(
+        self, ep: _Endpoint, messages: Sequence[Message], opts: Mapping[str, Any], t0: float
+    ) -> Reply:
+        """One call on one endpoint; BackendError for a failure (the caller may move on)."""
+        with_retries(lambda _k: self._prepare(ep), self.retry)
+        if ep.context_length is not None:
+            too_long = too_long_error(
+                messages,
+                self.chars_per_token,
+                ep.context_length,
+                f"the model's context of {ep.context_length}",
+            )
+            if too_long is not None:
+                raise BackendError(too_long)
+        body = self._payload(messages, opts)
+        data = with_retries(lambda _k: self._post(ep, body), self.retry)
+        latency_ms = (time.perf_counter() - t0) * 1e3
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            raise BackendError(f"reply from {ep.url} lacks or mistypes field(s): choices")
+        message = choices[0].get("message")
+        if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
+            raise BackendError(f"reply from {ep.url} lacks or mistypes field(s): message.content")
+        lp = choices[0].get("logprobs")
+        tokens = lp.get("content") if isinstance(lp, Mapping) else None
+        tokens = [t for t in tokens if isinstance(t, Mapping)] if isinstance(tokens, list) else None
+        usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
+        timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
+        return Reply(
+            text=message["content"],
+            prompt_tokens=_int(usage.get("prompt_tokens")),
+            completion_tokens=_int(usage.get("completion_tokens")),
+            latency_ms=latency_ms,
+            prompt_eval_duration_ns=_ms_to_ns(timings.get("prompt_ms")),
+            eval_duration_ns=_ms_to_ns(timings.get("predicted_ms")),
+            logprobs=tokens or None,
+            model_digest=None,
+            error=None,
+            logprob_confidence=answer_logprob_confidence(tokens),
+        )
 
     def generate(
         self, messages: Sequence[Message], options: Mapping[str, Any] | None = None
@@ -346,61 +435,43 @@ class OpenAIBackend:
                 )
             opts.update(options)
         t0 = time.perf_counter()
-
-        def fail(error: str) -> Reply:
-            return Reply(text="", latency_ms=(time.perf_counter() - t0) * 1e3, error=error)
-
-        try:
-            with_retries(lambda _k: self._prepare(), self.retry)
-        except BackendError as exc:
-            return fail(str(exc))
-        if self.context_length is not None:
-            too_long = too_long_error(
-                messages,
-                self.chars_per_token,
-                self.context_length,
-                f"the model's context of {self.context_length}",
-            )
-            if too_long is not None:
-                return fail(too_long)
-        body = self._payload(messages, opts)
-        try:
-            data = with_retries(lambda _k: self._post(body), self.retry)
-        except BackendError as exc:
-            return fail(str(exc))
-        latency_ms = (time.perf_counter() - t0) * 1e3
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-            return fail(f"reply from {self.base_url} lacks or mistypes field(s): choices")
-        message = choices[0].get("message")
-        if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
-            return fail(f"reply from {self.base_url} lacks or mistypes field(s): message.content")
-        lp = choices[0].get("logprobs")
-        tokens = lp.get("content") if isinstance(lp, Mapping) else None
-        tokens = [t for t in tokens if isinstance(t, Mapping)] if isinstance(tokens, list) else None
-        usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
-        timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
-        return Reply(
-            text=message["content"],
-            prompt_tokens=_int(usage.get("prompt_tokens")),
-            completion_tokens=_int(usage.get("completion_tokens")),
-            latency_ms=latency_ms,
-            prompt_eval_duration_ns=_ms_to_ns(timings.get("prompt_ms")),
-            eval_duration_ns=_ms_to_ns(timings.get("predicted_ms")),
-            logprobs=tokens or None,
-            model_digest=None,
-            error=None,
-            logprob_confidence=answer_logprob_confidence(tokens),
-        )
+        n = len(self._endpoints)
+        tried: set[int] = set()
+        error = "no endpoint"
+        while (i := self._balancer.acquire(tried)) is not None:
+            tried.add(i)
+            try:
+                reply = self._call(self._endpoints[i], messages, opts, t0)
+            except BackendError as exc:
+                down = _down(exc)
+                if down and len(tried) < n:
+                    self._balancer.release(i, "moved")
+                    continue
+                self._balancer.release(i, "failed", down=down)
+                error = (
+                    str(exc) if len(tried) == 1 else f"{exc} ({len(tried)} of {n} endpoints tried)"
+                )
+                break
+            self._balancer.release(i, "answered")
+            return reply
+        return Reply(text="", latency_ms=(time.perf_counter() - t0) * 1e3, error=error)
 
     def describe(self) -> dict[str, Any]:
-        """Description recorded on the run (never raises; ``error`` says why the check failed)."""
-        error = None
-        try:
-            self._prepare()
-        except BackendError as exc:
-            error = str(exc)
-        return {
+        """Description recorded on the run (never raises; ``error`` says why a check failed).
+
+        With several endpoints it also lists them (``base_urls``) and what each reported as
+        its context (``endpoint_context_lengths``); an endpoint that fails its check is
+        named in ``error`` and gets no calls for a while.
+        """
+        errors = []
+        for i, ep in enumerate(self._endpoints):
+            try:
+                self._prepare(ep)
+            except BackendError as exc:
+                errors.append(str(exc))
+                if _down(exc):
+                    self._balancer.mark_down(i)
+        out = {
             "kind": self.name,
             "backend": self.name,
             "model": self.model,
@@ -416,8 +487,12 @@ class OpenAIBackend:
             },
             "base_url": self.base_url,
             "context_length": self.context_length,
-            "error": error,
+            "error": "; ".join(errors) or None,
         }
+        if len(self._endpoints) > 1:
+            out["base_urls"] = list(self.base_urls)
+            out["endpoint_context_lengths"] = {ep.url: ep.context_length for ep in self._endpoints}
+        return out
 
 
 def _int(value: Any) -> int | None:

@@ -9,7 +9,8 @@ launches a run (issue 18 item 3):
   run_options`), or the model's own ``*.context_length`` from ``/api/show`` ``model_info`` when
   that is smaller.
 - ``openai``: ``GET {base_url}/models`` answers, lists the model, and the longest prompt fits
-  its ``max_model_len`` / ``context_length`` (or the given ``num_ctx``).
+  its ``max_model_len`` / ``context_length`` (or the given ``num_ctx``); with several base
+  URLs, each one is checked (one line per endpoint that fails).
 - ``embedded``: nothing to check.
 
 The prompt is measured in characters (:func:`core.jobs.longest_prompt_chars`) and turned into
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.backends.endpoints import resolve_base_urls
 from core.backends.support import DEFAULT_CHARS_PER_TOKEN
 
 __all__ = ["DEFAULT_NUM_CTX", "TYPICAL_CHARS_PER_TOKEN", "Problem", "preflight"]
@@ -64,7 +66,7 @@ def preflight(
     model: str | None,
     *,
     hosts: Sequence[str] | None = None,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
     prompt_chars: int = 0,
     num_ctx: int | None = None,
     timeout_s: float = 2.0,
@@ -75,7 +77,8 @@ def preflight(
         backend: ``embedded``, ``ollama`` or ``openai``.
         model: the model name (required by the server backends).
         hosts: Ollama hosts (default ``OLLAMA_HOST``, else the local default).
-        base_url: the OpenAI-compatible endpoint (default ``OPENAI_BASE_URL``).
+        base_url: the OpenAI-compatible endpoint, or several (default ``OPENAI_BASE_URL``,
+            comma-separated).
         prompt_chars: characters of the plan's longest prompt (0: no context check).
         num_ctx: the run's ``--num-ctx`` (None: Ollama's run default, or the server's own).
         timeout_s: seconds each request may take.
@@ -168,17 +171,26 @@ def _context_length(model_info: Any) -> int | None:
 
 
 def _openai(
-    model: str, base_url: str | None, prompt_chars: int, num_ctx: int | None, timeout_s: float
+    model: str,
+    base_url: str | Sequence[str] | None,
+    prompt_chars: int,
+    num_ctx: int | None,
+    timeout_s: float,
 ) -> list[Problem]:
+    try:
+        urls = resolve_base_urls(base_url)
+    except ValueError as exc:
+        return [Problem("server", str(exc))]
+    return [p for url in urls for p in _openai_one(model, url, prompt_chars, num_ctx, timeout_s)]
+
+
+def _openai_one(
+    model: str, url: str, prompt_chars: int, num_ctx: int | None, timeout_s: float
+) -> list[Problem]:
+    """The problems of one OpenAI-compatible endpoint (``url``: its ``/v1`` base)."""
     # imported here: httpx is a slow import, needed only for this backend
     import httpx
 
-    from core.backends.openai_compat import normalize_base_url
-
-    try:
-        url = normalize_base_url(base_url or os.environ.get("OPENAI_BASE_URL", ""))
-    except ValueError as exc:
-        return [Problem("server", str(exc))]
     headers = {}
     if key := os.environ.get("OPENAI_API_KEY"):
         headers["Authorization"] = f"Bearer {key}"

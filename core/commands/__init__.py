@@ -25,7 +25,7 @@ __all__ = ["Groups", "MODULES", "add_db", "open_store", "print_json", "split_csv
 #: Command modules, registered in this order (``core.commands.<name>``).
 MODULES = (
     "reports", "engine", "interventions", "dolce", "coverage", "crux_judge", "export", "serve",
-    "setup",
+    "setup", "batch", "annotate", "store_admin",
 )
 
 

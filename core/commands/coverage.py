@@ -6,7 +6,12 @@ condition as seed 003 Fig. 3; ``--points fan_in``, ``--r-include-oracle`` and
 ``--r-include-full-context`` change that, and a line lists the points used), failure
 attribution and system-pair overlap; ``report crux --dataset NAME --retrievers lexical,dense
 --k 3,5`` prints Cov, alpha-nDCG and density per retriever and k (``--eta 5`` for the stricter
-threshold, ``--k-required`` adds k = |Z*|) and says whose answerability it used, with counts.
+threshold, ``--k-required`` adds k = |Z*|) and says whose answerability it used, with counts;
+when ``crux-coverage`` judge runs exist for the dataset it adds the answers' Cov(y) / Den(y)
+per judged pipeline and Kendall tau-b in the layout of seed 002 Table 3
+(:mod:`core.crux_answers`). ``report fanin`` adds judged AC / ER / EP beside the proxies, with
+their Pearson and Spearman correlation and n, when AuthTrace judge runs judged the runs
+(:mod:`core.fanin_judged`).
 ``--json`` prints the full result (per-instance rows included).
 In the fan-in report ``n`` counts the answered predictions and ``missing`` the failed calls
 left out of every aggregate (a parse error stays in ``n``, scored 0).
@@ -20,7 +25,9 @@ from typing import Any
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.crux import crux_report
+from core.crux_answers import CONTEXT_METRICS, AnswerCoverage, answer_coverage
 from core.fanin import correlation_note, fanin_report
+from core.fanin_judged import JudgedFanin, fanin_judged
 from core.figures.fanin import (
     CRUX_K_REQUIRED,
     ETA,
@@ -44,17 +51,41 @@ def _fmt(v: Any, nd: int = 1) -> str:
     return f"{v:.{nd}f}"
 
 
+def _print_judged(jf: JudgedFanin) -> None:
+    """Judged AC / ER / EP beside the proxies, and their correlation (issue 20)."""
+    print(f"\njudged AC / ER / EP (AuthTrace judges: {', '.join(jf.judges)}) beside the proxies")
+    print(f"{'system':40} {'bucket':7} {'AC':>6} {'AC-j':>6} {'ER':>6} {'ER-j':>6} {'EP':>6} "
+          f"{'EP-j':>6} {'j-miss':>6}")  # fmt: skip
+    for r in jf.by_bucket.to_dict("records"):
+        pct = {m: None if r[m] is None or math.isnan(r[m]) else 100 * r[m]
+               for m in ("er", "ep", "er_judged", "ep_judged")}  # fmt: skip
+        miss = max(r["ac_judged_missing"], r["er_judged_missing"])
+        print(f"{r['system']:40} {r['bucket']:7} {_fmt(r['ac']):>6} {_fmt(r['ac_judged']):>6} "
+              f"{_fmt(pct['er']):>6} {_fmt(pct['er_judged']):>6} {_fmt(pct['ep']):>6} "
+              f"{_fmt(pct['ep_judged']):>6} {miss:>6}")  # fmt: skip
+    for m, c in jf.correlation.items():
+        print(f"{m.upper()} proxy vs judged: Pearson r = {_fmt(c['pearson'], 3)}, Spearman rho = "
+              f"{_fmt(c['spearman'], 3)} over n = {c['n']} instances")  # fmt: skip
+    for line in jf.notes:
+        print(f"note: {line}")
+
+
 def _cmd_fanin(args: argparse.Namespace) -> int:
     runs = split_csv(args.runs)
     if not runs:
         raise ValueError("--runs needs at least one run id (comma-separated)")
+    store = open_store(args)
+    judged = fanin_judged(store, store_runs(store, runs), args.score_field)
     res = fanin_report(
-        open_store(args), runs, args.score_field, points=args.points,
+        store, runs, args.score_field, points=args.points,
         include_oracle=args.r_include_oracle, include_full_context=args.r_include_full_context,
         n_resamples=args.resamples, instances=bool(args.json and not args.no_instances),
     )  # fmt: skip
     if args.json:
-        print_json(res.to_dict(with_instances=not args.no_instances))
+        out = res.to_dict(with_instances=not args.no_instances)
+        if judged is not None:
+            out["judged"] = judged.to_dict(with_instances=not args.no_instances)
+        print_json(out)
         return 0
     print(f"AC (100 x {res.score_field}), ER and EP (%) per fan-in bucket")
     print(f"{'system':40} {'bucket':7} {'n':>4} {'miss':>4} {'AC':>6} {'ER':>6} {'EP':>6}")
@@ -81,12 +112,48 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
             f"[{_fmt(c['ci_low'], 3)}, {_fmt(c['ci_high'], 3)}] over {c['n']} points"
         )
     print(correlation_note(res.correlation))
+    if judged is not None:
+        _print_judged(judged)
     return 0
 
 
+def store_runs(store: Any, selectors: list[str]) -> list[str]:
+    """Run ids of ``--runs`` (run ids or dataset names, as :func:`core.fanin.fanin_report`)."""
+    out: list[str] = []
+    for sel in selectors:
+        out.extend(r for r in store.resolve_runs(sel) if r not in out)
+    return out
+
+
+def _print_answer_coverage(ac: AnswerCoverage) -> None:
+    """Cov(y) / Den(y) per judged pipeline and the Table 3 Kendall tau (issue 20)."""
+    print(f"\nanswer coverage Cov(y) / Den(y) (crux-coverage judgments, eta = {ac.eta:g}; "
+          f"judges: {', '.join(f'{r} = {m}' for r, m in ac.judges.items())})")  # fmt: skip
+    print(f"{'run':24} {'condition':10} {'retriever':10} {'k':>3} {'n':>4} {'unsc':>4} "
+          f"{'Cov(y)':>7} {'Den(y)':>7} {'Cov(Z)':>7} {'Den(Z)':>7}")  # fmt: skip
+    for r in ac.pipelines.to_dict("records"):
+        print(f"{r['run']:24} {r['condition']:10} {r['retriever'] or '-':10} {r['k']!s:>3} "
+              f"{r['n']:>4} {r['n_unscored']:>4} {_fmt(r['cov_y'], 3):>7} "
+              f"{_fmt(r['den_y'], 3):>7} {_fmt(r['cov_z'], 3):>7} "
+              f"{_fmt(r['den_z'], 3):>7}")  # fmt: skip
+    print("Kendall tau-b with Cov(y) (Den(Z): with Den(y)), seed 002 Table 3 layout; (n) points")
+    names = {"cov_z": "Cov(Z)", "alpha_ndcg": "a-nDCG", "recall": "Recall", "map": "MAP",
+             "ndcg": "nDCG", "den_z": "Den(Z)"}  # fmt: skip
+    print(f"{'k':>9} " + " ".join(f"{names[m]:>12}" for m in CONTEXT_METRICS))
+    for r in ac.kendall.to_dict("records"):
+        cells = [f"{_fmt(r[m], 3)} ({r[f'{m}_n']})" for m in CONTEXT_METRICS]
+        print(f"{r['k']!s:>9} " + " ".join(f"{c:>12}" for c in cells))
+    for line in ac.notes:
+        print(f"note: {line}")
+
+
 def _cmd_crux(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    chosen = split_csv(args.coverage_runs) if args.coverage_runs else None
+    answers = answer_coverage(store, args.dataset, judge_runs=chosen, judge=args.judge,
+                              eta=args.eta)  # fmt: skip
     res = crux_report(
-        open_store(args),
+        store,
         args.dataset,
         split_csv(args.retrievers),
         args.k,
@@ -101,6 +168,8 @@ def _cmd_crux(args: argparse.Namespace) -> int:
         out = res.to_dict()
         if args.no_instances:
             out.pop("per_context")
+        if answers is not None:
+            out["answer_coverage"] = answers.to_dict(with_answers=not args.no_instances)
         print_json(out)
         return 0
     print(f"CRUX coverage of dataset '{args.dataset}' (answerability: {res.answerability_source}, "
@@ -116,6 +185,8 @@ def _cmd_crux(args: argparse.Namespace) -> int:
         sizes = res.aggregate[res.aggregate["k"] == "|Z*|"]["k_mean"]
         print(f"k = |Z*|: the required subset's size per instance (mean {_fmt(sizes.mean())} "
               "chunks)")  # fmt: skip
+    if answers is not None:
+        _print_answer_coverage(answers)
     return 0
 
 
@@ -147,6 +218,11 @@ def register(groups: Groups) -> None:
     add_argument(crux, families, flag="--retrievers", dest="retrievers", raw=True)
     add_argument(crux, _KS)
     crux.add_argument("--judge", default=None, help="use this judge's stored ratings")
+    crux.add_argument(
+        "--coverage-runs", default=None,
+        help="crux-coverage judge runs giving Cov(y) / Den(y), comma-separated (default: all "
+        "of the dataset's; required when two judge the same run)",
+    )  # fmt: skip
     add_argument(crux, ETA)
     add_argument(crux, CRUX_K_REQUIRED, flag="--k-required", dest="k_required")
     add_arguments(crux, (CHUNK_SIZE, OVERLAP))

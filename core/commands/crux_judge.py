@@ -6,6 +6,11 @@ already gave (CRUX's released judgments, say), from a JSON Lines file::
     {"instance_id": "q1", "sq_id": "s1", "text": "Who founded X?",
      "ratings": {"p0001": 5, "p0003": 0}}          # optional; 0..5 per passage id
 
+``judge RUBRIC (--dataset NAME | --run R) --backend ollama|openai|embedded [--name J]`` runs a
+rubric of :data:`core.judges.RUBRICS` as a judge run (:func:`core.judge_runs.run_judge`:
+kind ``judge``, cached, resumable by ``--name``, ``--concurrency`` threads, failed calls stored
+as errors); ``--backend embedded`` is the lexical baseline judge, not a model.
+
 ``judge crux --dataset NAME --backend ollama --model M`` rates every (passage, stored
 sub-question) pair 0..5 with the CRUX rubric through a model backend
 (:func:`core.runs.judge_answerability`; calls go through the response cache), so that
@@ -23,10 +28,12 @@ from typing import Any
 
 import pandas as pd
 
-from core.commands import Groups, add_db, open_store, print_json
+from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.commands.engine import add_backend_args, backend_from_args, run_options
 from core.datasets._io import check_record, jsonl_records
-from core.params import NUM_CTX, SEED, add_arguments
+from core.judge_runs import make_judge, run_judge
+from core.judges import RUBRICS
+from core.params import CONCURRENCY, NUM_CTX, SEED, add_arguments
 from core.runs import judge_answerability
 from core.types import DataError
 
@@ -127,6 +134,38 @@ def _cmd_judge_crux(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_judge_rubric(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    options = run_options(args.backend, args.seed, args.num_ctx)
+    if args.backend == "embedded":
+        backend = make_judge("embedded")
+        options = {}
+    else:
+        backend = backend_from_args(args, options)  # --timeout included
+    target = args.run or args.dataset
+    name = args.name or f"judge-{args.rubric}-{target}-{backend.name}-{backend.model}"
+    conds = split_csv(args.conditions) if args.conditions else None
+    out = run_judge(
+        store, args.rubric, backend, name=name, dataset=args.dataset, run=args.run,
+        conditions=conds, passages=args.passages, concurrency=args.concurrency,
+        options=options,
+    )  # fmt: skip
+    if args.json:
+        print_json(out.to_dict())
+    else:
+        print(
+            f"judge run '{out.run}' ({out.rubric}): {out.planned} judgments, {out.executed} "
+            f"model calls, {out.cached} cached, {out.skipped_existing} stored already, "
+            f"{out.errors} errors, {out.parse_errors} unreadable replies; status {out.status}"
+        )
+        for line in out.notes:
+            print(f"note: {line}")
+    if out.errors:
+        print(f"{out.errors} judge calls failed (stored as errors, no rating); rerun to retry",
+              file=sys.stderr)  # fmt: skip
+    return 1 if out.status == "failed" else 0
+
+
 def register(groups: Groups) -> None:
     """Add ``import crux`` and ``judge crux``."""
     imp = groups.import_.add_parser(
@@ -142,7 +181,7 @@ def register(groups: Groups) -> None:
     imp.set_defaults(handler=_cmd_import_crux)
 
     judge = groups.top.add_parser(
-        "judge", help="rate evidence with a model (CRUX 0-5 answerability rubric)"
+        "judge", help="judge runs: the papers' rubrics (CRUX, AuthTrace), by a model or a baseline"
     )
     sub = judge.add_subparsers(dest="judge_kind", metavar="KIND", required=True)
     crux = sub.add_parser(
@@ -159,3 +198,21 @@ def register(groups: Groups) -> None:
     crux.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_db(crux)
     crux.set_defaults(handler=_cmd_judge_crux)
+    for rubric in RUBRICS.values():
+        p = sub.add_parser(rubric.name, help=f"{rubric.description} ({rubric.source})")
+        where = p.add_mutually_exclusive_group(required=True)
+        where.add_argument("--run", help="the run whose predictions are judged")
+        where.add_argument("--dataset", help="the dataset whose passages are judged "
+                           "(crux-answerability)")  # fmt: skip
+        add_backend_args(p)
+        p.add_argument("--name", help="judge run id (default judge-RUBRIC-TARGET-BACKEND-MODEL);"
+                       " the same name resumes it")  # fmt: skip
+        p.add_argument("--conditions", help="judged conditions, comma-separated (default: "
+                       "retrieved for crux-coverage; the pack conditions for authtrace-evidence;"
+                       " all four otherwise)")  # fmt: skip
+        p.add_argument("--passages", default="gold", choices=("gold", "all"),
+                       help="crux-answerability: the gold passages (default) or all")  # fmt: skip
+        add_arguments(p, (CONCURRENCY, NUM_CTX, SEED))
+        p.add_argument("--json", action="store_true", help="print the summary as JSON")
+        add_db(p)
+        p.set_defaults(handler=_cmd_judge_rubric, rubric=rubric.name)

@@ -1,7 +1,7 @@
 """``run`` (the four-condition protocol against a backend) and ``report retrieval`` (issue 4).
 
 ``python -m core run --db PATH --dataset NAME [--backend auto|embedded|ollama|openai] [--model M]
-[--host URL ...] [--base-url URL] --conditions no_evidence,full_context,retrieved,oracle
+[--host URL ...] [--base-url URL ...] --conditions no_evidence,full_context,retrieved,oracle
 [--retriever lexical --top-k 3] [--rerank N [--rerank-model DIR]] [--concurrency N]
 [--num-ctx 32768] [--seed 0] [--timeout SECONDS] --name RUN [--json]`` shows a progress bar
 on stderr (done/total, rate, ETA) and ends with a summary line, or with ``--json`` one JSON object
@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from core.backends import make_backend, server_status
+from core.backends.endpoints import total_concurrency
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.conditions import retrieval_audit
 from core.dense_fill import dense_model_id
@@ -57,6 +58,11 @@ __all__ = [
 ]  # fmt: skip
 
 _BACKENDS = ("embedded", "ollama", "openai")  # core.backends.BACKENDS, without importing it
+_BASE_URL_HELP = (
+    "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (default $OPENAI_BASE_URL); "
+    "repeat to spread calls over several: --concurrency is then per endpoint, and a dead "
+    "endpoint's calls move to the others"
+)
 
 
 def run_options(kind: str, seed: int = 0, num_ctx: int | None = None) -> dict[str, Any]:
@@ -85,6 +91,9 @@ def backend_from_args(
     :func:`core.backends.make_backend` with ``options`` plus ``--timeout`` (``timeout_s``)
     for a server backend.
 
+    With several ``--base-url``, ``args.concurrency`` (per endpoint) becomes the total
+    (:func:`core.backends.endpoints.total_concurrency`); call this once per command.
+
     The timeout is a setting of the client, not of the calls: it is not among ``options`` (the
     run records those, and they key the response cache). With the embedded reader, which has
     no timeout, a given ``--timeout`` is ignored with one line on ``out`` (stderr).
@@ -100,9 +109,13 @@ def backend_from_args(
                 "model server",
                 file=out if out is not None else sys.stderr,
             )
-    return make_backend(
+    backend = make_backend(
         args.backend, args.model, hosts=args.host, base_url=args.base_url, options=settings
     )
+    if getattr(args, "concurrency", None) is not None:
+        # --concurrency is per endpoint (several --base-url): the engine's threads
+        args.concurrency = total_concurrency(backend, args.concurrency)
+    return backend
 
 
 def _fmt_s(seconds: float) -> str:
@@ -169,9 +182,7 @@ def add_backend_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", action="append", help="Ollama host URL; repeat to spread calls over several"
     )
-    parser.add_argument(
-        "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
-    )
+    parser.add_argument("--base-url", action="append", help=_BASE_URL_HELP)
     add_argument(parser, TIMEOUT)
 
 
@@ -229,7 +240,9 @@ def drive_run(
     The run's lock (:meth:`core.store.Store.run_lock`) is taken first, before the backend is
     made: a run of that name going in another process stops the command at once with
     :class:`core.store.RunBusyError` (one line naming the run and the pid, exit status 1).
-    ``--timeout`` reaches the backend (:func:`backend_from_args`); a ``--concurrency`` above
+    ``--timeout`` reaches the backend (:func:`backend_from_args`); ``--concurrency`` is per
+    endpoint when ``--base-url`` is repeated (the engine runs that many threads per endpoint,
+    :func:`backend_from_args`); a total above
     :func:`core.engine_limits.concurrency_limit` is capped, with one line on stderr (``start``
     reads ``args.concurrency`` when it is called). A ``--name`` that
     :func:`core.names.check_name` refuses stops it first (ValueError, one line, exit 1).
@@ -433,7 +446,7 @@ def register(groups: Groups) -> None:
         action="append",
         help="Ollama host URL; repeat to spread calls over several (default $OLLAMA_HOST)",
     )
-    run.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument("--base-url", action="append", help=_BASE_URL_HELP)
     run.add_argument(
         "--conditions",
         default="no_evidence,full_context,retrieved,oracle",

@@ -197,7 +197,6 @@ def utility_profile_table(result: Mapping[str, Any]) -> pd.DataFrame:
     return result["profile"].aggregate.copy()
 
 
-
 def utility_profile_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
     """Grouped bars of the five metrics per intervention with CI error bars."""
     agg = _label_runs(utility_profile_table(result))
@@ -243,7 +242,6 @@ def _stars(p: float) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return ""
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
-
 
 
 def paired_heatmap_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
@@ -426,17 +424,22 @@ def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
     data = _sweep_rows(result, operator, levels)
     if not (data["operator"] == operator).any():
         return empty_figure(f"no {operator} interventions in the selected runs"), data
-    fig = make_subplots(rows=1, cols=len(PROFILE_METRICS),
+    # two rows of three: each panel keeps its level labels legible at a column's width
+    ncols = 3
+    nrows = -(-len(PROFILE_METRICS) // ncols)
+    fig = make_subplots(rows=nrows, cols=ncols, shared_xaxes=True, vertical_spacing=0.2,
+                        horizontal_spacing=0.12,
                         subplot_titles=[_METRIC_TITLES[m] for m in PROFILE_METRICS])  # fmt: skip
     runs = list(data["run"].unique())
     for run, grp in data.groupby("run", sort=False):
         color = color_for(run, "run", runs)
         sub = grp[grp["operator"] == operator].set_index("variant").reindex(list(levels))
         orig = grp[grp["operator"] == "original"]
-        for c, m in enumerate(PROFILE_METRICS, start=1):
+        for i, m in enumerate(PROFILE_METRICS):
+            row, col = divmod(i, ncols)
             fig.add_scatter(
                 x=list(levels), y=sub[m], mode="lines+markers", name=run, legendgroup=run,
-                showlegend=c == 1, line_color=color,
+                showlegend=i == 0, line_color=color,
                 error_y={"type": "data", "symmetric": False,
                          "array": sub[f"{m}_ci_high"] - sub[m],
                          "arrayminus": sub[m] - sub[f"{m}_ci_low"]},
@@ -445,13 +448,15 @@ def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
                             for n, k, p in zip(sub["n"], sub["missing"],
                                                sub["pct_answer_changed"], strict=True)],
                 hovertemplate="%{x}: %{y:.3f} (%{customdata})<extra>" + str(run) + "</extra>",
-                row=1, col=c,
+                row=row + 1, col=col + 1,
             )  # fmt: skip
             if len(orig) and m not in ("trace_divergence", "evidence_divergence"):
                 fig.add_hline(y=float(orig[m].iloc[0]), line_dash="dash", line_color=color,
-                              opacity=0.6, row=1, col=c)  # fmt: skip
+                              opacity=0.6, row=row + 1, col=col + 1)  # fmt: skip
     fig.update_layout(title=title, legend_title="run")
-    titled(fig, title.lower(), "mean (95% CI)")
+    # the shared x title under the bottom-left panel, the y title beside the top-left one
+    fig.update_layout({f"xaxis{(nrows - 1) * ncols + 1}_title_text": title.lower()})
+    titled(fig, None, "mean (95% CI)")
     return fig, data
 
 

@@ -328,9 +328,11 @@ def _threshold_lines(
         fig.add_shape(type="line", x0=x, x1=x, y0=0.4, y1=top, line=line, row=row, col=col)
     fig.add_shape(type="line", x0=0.4, x1=xp, y0=ky, y1=ky, line=line, row=row, col=col)
     hi = np.log10(top)
-    for x, text in ((xp, f"λ_p={lam_p:g}"), (xq, f"λ_q={lam_q:g}")):
+    # λ_p's label right of its line, λ_q's left of its own: they never cover each other and
+    # λ_q (near the longest spans) stays inside the plot
+    for x, text, side in ((xp, f"λ_p={lam_p:g}", "left"), (xq, f"λ_q={lam_q:g}", "right")):
         fig.add_annotation(x=np.log10(x), y=hi, text=text, showarrow=False, yanchor="top",
-                           xanchor="left", font={"size": 11}, row=row, col=col)  # fmt: skip
+                           xanchor=side, font={"size": 11}, row=row, col=col)  # fmt: skip
     fig.add_annotation(x=np.log10(0.4), y=np.log10(ky), text=f"k_p={k_p:g}", showarrow=False,
                        yanchor="bottom", xanchor="left", font={"size": 11}, row=row,
                        col=col)  # fmt: skip

@@ -12,7 +12,9 @@ migrations, column constants), :mod:`~core.store.datasets`, :mod:`~core.store.ru
 :mod:`~core.store.analysis` (joined read queries; :mod:`~core.store.fanin_rows`, the fan-in
 page's one query; :mod:`~core.store.rescore_rows`, the re-score's read) and
 :mod:`~core.store.embeddings` (the dense retriever's vectors, kept for reuse);
-:mod:`~core.store.failure_rows` holds the failure browser's filtered pages.
+:mod:`~core.store.failure_rows` holds the failure browser's filtered pages;
+:mod:`~core.store.judgments` the judge runs' judgments (issue 20).
+:mod:`~core.store.merge` exports a store as Parquet and merges stores from several machines.
 :mod:`~core.store.locks` keeps one process per run name (a lock file beside the store,
 :meth:`Store.run_lock`).
 """
@@ -26,6 +28,7 @@ from core.store.connection import DEFAULT_DB, StoreError, default_db_path
 from core.store.datasets import DatasetInfo, DatasetsMixin
 from core.store.embeddings import EmbeddingsMixin
 from core.store.failure_rows import FailuresMixin
+from core.store.judgments import JudgmentsMixin
 from core.store.locks import RunBusyError
 from core.store.records import RecordsMixin, Rows
 from core.store.runs import CONDITION_KINDS, RUN_KINDS, RUN_STATUSES, RunsMixin
@@ -57,7 +60,15 @@ __all__ = [
 ]
 
 
-class Store(DatasetsMixin, RunsMixin, RecordsMixin, AnalysisMixin, EmbeddingsMixin, FailuresMixin):
+class Store(
+    DatasetsMixin,
+    RunsMixin,
+    RecordsMixin,
+    AnalysisMixin,
+    EmbeddingsMixin,
+    FailuresMixin,
+    JudgmentsMixin,
+):
     """A DuckDB store file. Cheap to create; connections are opened per operation.
 
     Args:

@@ -13,7 +13,9 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from core.store.batch_rows import drop_batch_calls
 from core.store.connection import StoreBase, StoreError
+from core.store.judgments import delete_judgments
 from core.store.locks import hold_run, holder
 from core.store.schema import _RUN_COLUMNS, _RUN_JSON, bump_data_version
 
@@ -195,10 +197,15 @@ class RunsMixin(StoreBase):
 
     @staticmethod
     def delete_run_results(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
-        """Delete the predictions and scores of the runs (the run rows stay)."""
+        """Delete the predictions, scores and judgments of the runs (the run rows stay).
+
+        Judgments go both ways: a judge run's own and other judge runs' judgments of these
+        runs' predictions (:func:`core.store.judgments.delete_judgments`).
+        """
         bump_data_version(con, runs=run_ids)
         con.execute("DELETE FROM predictions WHERE list_contains(?, run_id)", [list(run_ids)])
         con.execute("DELETE FROM scores WHERE list_contains(?, run_id)", [list(run_ids)])
+        delete_judgments(con, run_ids)
 
     @staticmethod
     def delete_scores(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
@@ -207,7 +214,7 @@ class RunsMixin(StoreBase):
         con.execute("DELETE FROM scores WHERE list_contains(?, run_id)", [list(run_ids)])
 
     def delete_run(self, run_id: str) -> int:
-        """Delete a run with its predictions and scores; returns the predictions deleted.
+        """Delete a run, its predictions, scores and annotations; returns predictions deleted.
 
         Raises:
             StoreError: no such run.
@@ -219,6 +226,14 @@ class RunsMixin(StoreBase):
                 "SELECT count(*) FROM predictions WHERE run_id = ?", [run_id]
             ).fetchone()[0]
             self.delete_run_results(con, [run_id])
+            # its blind-annotation sample and the labels people gave it (issue 20)
+            con.execute(
+                "DELETE FROM annotations WHERE item_id IN "
+                "(SELECT item_id FROM annotation_items WHERE run_id = ?)",
+                [run_id],
+            )
+            con.execute("DELETE FROM annotation_items WHERE run_id = ?", [run_id])
+            drop_batch_calls(con, run_id)  # the calls it exported for a batch (issue 21)
             con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
         return int(n)
 
@@ -285,7 +300,8 @@ CONDITION_KINDS = ("conditions", "imported")
 #: Every run status: ``planned`` (created, no call stored yet), ``running``, ``done``,
 #: ``partial`` (some calls failed), ``failed`` (every call failed, or the engine failed),
 #: ``cancelled``, ``interrupted`` (stored ``running``, process gone: not stored, computed).
-RUN_STATUSES = ("planned", "running", "done", "partial", "failed", "cancelled", "interrupted")
+RUN_STATUSES = ("planned", "running", "waiting", "done", "partial", "failed", "cancelled",
+                "interrupted")  # fmt: skip
 
 
 def _encoded(run: Mapping[str, Any]) -> dict[str, Any]:

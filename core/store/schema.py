@@ -210,6 +210,57 @@ _MIGRATIONS: tuple[str, ...] = (
         ELSE 'partial' END
     WHERE status = 'done';
     """,
+    # 4: judgments (issue 20). One row per judge call of a judge run (``runs.kind = 'judge'``):
+    # the rubric (name, version, template hash), the judge (backend:model), what was judged
+    # (``target_run`` / ``condition`` of a judged prediction, '' for a dataset's passages;
+    # ``item``: sub-question, passage, gold unit or segment), the raw reply, the parsed
+    # ``rating`` (NULL when the call failed: ``error`` set, never a rating) and ``parse_error``.
+    """
+    CREATE TABLE judgments (
+        run_id VARCHAR NOT NULL,
+        rubric VARCHAR NOT NULL,
+        rubric_version VARCHAR NOT NULL,
+        rubric_hash VARCHAR,
+        judge_model VARCHAR,
+        target_run VARCHAR NOT NULL DEFAULT '',
+        instance_id VARCHAR NOT NULL,
+        condition VARCHAR NOT NULL DEFAULT '',
+        item VARCHAR NOT NULL,
+        prompt_hash VARCHAR,
+        raw_reply VARCHAR,
+        rating DOUBLE,
+        parse_error VARCHAR,
+        error VARCHAR,
+        cache_hit BOOLEAN DEFAULT false,
+        latency_ms DOUBLE,
+        created_at TIMESTAMP DEFAULT current_timestamp,
+        PRIMARY KEY (run_id, target_run, instance_id, condition, item)
+    );
+    """,
+    # 5: annotation samples and human labels (issue 20). ``annotation_items``: an opaque item
+    # id -> the prediction it stands for under a rubric, with the seed of the export that drew
+    # it; ``annotations``: one label per (item, annotator) and the file it came from. Rule
+    # labels are not copied here (they are read from ``scores`` when reporting).
+    """
+    CREATE TABLE annotation_items (
+        item_id VARCHAR PRIMARY KEY,
+        run_id VARCHAR NOT NULL,
+        instance_id VARCHAR NOT NULL,
+        condition VARCHAR NOT NULL,
+        variant VARCHAR NOT NULL DEFAULT '',
+        rubric VARCHAR NOT NULL,
+        seed BIGINT,
+        created_at TIMESTAMP DEFAULT current_timestamp
+    );
+    CREATE TABLE annotations (
+        item_id VARCHAR NOT NULL,
+        annotator VARCHAR NOT NULL,
+        label VARCHAR NOT NULL,
+        imported_at TIMESTAMP DEFAULT current_timestamp,
+        source_file VARCHAR,
+        PRIMARY KEY (item_id, annotator)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from core.crux import CruxResult, crux_report
 from core.fanin import FaninResult, fanin_from_summaries
+from core.fanin_judged import JudgedFanin, fanin_judged
 from core.fanin_stats import StoreSummaries
 from core.figures import N_RESAMPLES
 from core.figures.fanin import (
@@ -31,7 +32,7 @@ from core.views.common import (
     condition_runs,
 )
 
-__all__ = ["crux_result", "fanin_result"]
+__all__ = ["crux_result", "fanin_judged_result", "fanin_result"]
 
 
 def fanin_result(store: Store, selection: Selection) -> FaninResult:
@@ -81,6 +82,19 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
         )  # fmt: skip
 
     return cached(store, "fanin", selection_to_json(selection), build)
+
+
+def fanin_judged_result(store: Store, selection: Selection) -> JudgedFanin | None:
+    """Judged AC / ER / EP beside the proxies for the selection's runs (issue 20), or None.
+
+    An alternative score source: None (the proxies only) unless AuthTrace judge runs judged
+    the runs (:func:`core.fanin_judged.fanin_judged`); cached per store version.
+    """
+
+    def build() -> JudgedFanin | None:
+        return fanin_judged(store, list(condition_runs(store, selection)), selection.score_field)
+
+    return cached(store, "fanin_judged", selection_to_json(selection), build)
 
 
 def _allowed(store: Store, runs: list[str], selection: Selection) -> pd.DataFrame:

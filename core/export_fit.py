@@ -1,0 +1,512 @@
+"""Fit a figure to a printed size: no text outside the page, no text over text (issue 19).
+
+At a venue preset a figure is a few inches wide, and plotly's own layout lets long notes run
+off the page, a legend below the plot sit on the x-axis title, category labels run into each
+other and small facets crowd their tick labels. :func:`fit_figure` lays the export copy out
+in two steps:
+
+1. **Before rendering**, from the font's advance widths (:func:`text_width`, read from the
+   export font with fontTools): long titles, notes, subplot titles and legend entries are
+   wrapped to the width they have; category tick labels are wrapped at spaces when they do
+   not fit side by side.
+2. **After one SVG rendering** (plotly's real geometry: the plot areas, the legend's box,
+   every text's position), the legend goes below the x-axis titles (the figure grows by the
+   legend's height, so the plot keeps the size its aspect gives it), the top and side margins
+   grow to hold what stuck out, crowded tick labels get fewer ticks (category labels that
+   still collide are set vertical) and point labels that collide are dropped (the legend and
+   the axes still identify the points).
+
+The text boxes here are estimates from the font metrics; ``tests/test_figure_render.py``
+checks the result with the browser's own measurement.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import html
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TextBox", "fit_figure", "svg_text_boxes", "text_width", "wrap_text"]
+
+_SVG = "{http://www.w3.org/2000/svg}"
+#: Ascent and descent of Liberation Serif (Times metrics) as fractions of the font size.
+_ASCENT, _DESCENT = 0.891, 0.216
+#: Plotly's line height of multi-line text, in em.
+_LINE_EM = 1.3
+#: Width of a legend entry's symbol and its gap, in px (plotly: 40).
+_LEGEND_SYMBOL_PX = 40.0
+#: Plotly's default title size relative to the base font.
+_TITLE_EM = 1.4
+#: Name of the annotation that carries the figure's title in an export.
+_TITLE_NAME = "figure title"
+#: Tick labels closer than this (px; negative: a gap) count as colliding (the estimate of a
+#: text's width can be short of the browser's by a pixel or two).
+_TICK_GAP = -2.0
+#: Wrapped lines are kept this much narrower than their room (the browser's text can be a
+#: little wider than the sum of advance widths).
+_WRAP_SAFETY = 0.95
+_TAG = re.compile(r"<(?!br\s*/?>)[^>]+>", re.IGNORECASE)
+_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+# ------------------------------------------------------------------------------ metrics
+@functools.lru_cache(maxsize=4)
+def _advances(family: str) -> tuple[dict[int, int], int, float] | None:
+    """``(advance per code point, default advance, units per em)`` of ``family`` (None: no file)."""
+    stem = family.replace(" ", "")
+    paths = sorted(glob.glob(f"/usr/share/fonts/**/{stem}-Regular.ttf", recursive=True))
+    if not paths:
+        return None
+    try:
+        from fontTools.ttLib import TTFont
+
+        font = TTFont(paths[0], lazy=True)
+        cmap = font.getBestCmap()
+        hmtx = font["hmtx"].metrics
+        units = float(font["head"].unitsPerEm)
+        widths = {cp: hmtx[name][0] for cp, name in cmap.items() if name in hmtx}
+        default = hmtx.get(".notdef", (int(units / 2), 0))[0]
+    except Exception:  # noqa: BLE001 - a broken font file: fall back to the estimate
+        return None
+    return widths, default, units
+
+
+def text_width(text: str, size_px: float, family: str = "Liberation Serif") -> float:
+    """Width in px of the widest line of ``text`` (plotly markup: ``<br>`` breaks lines).
+
+    Advance widths of ``family`` (no kerning); 0.5 em per character when the font file is not
+    on the machine.
+    """
+    lines = _BR.split(html.unescape(_TAG.sub("", str(text))))
+    metrics = _advances(family)
+    if metrics is None:
+        return max(len(line) for line in lines) * 0.5 * size_px
+    widths, default, units = metrics
+    return max(sum(widths.get(ord(c), default) for c in line) for line in lines) * size_px / units
+
+
+def wrap_text(text: str, max_px: float, size_px: float, family: str = "Liberation Serif") -> str:
+    """``text`` with ``<br>`` between words so that no line is wider than ``max_px``.
+
+    Existing ``<br>`` are kept; a single word wider than ``max_px`` stays on its own line.
+    """
+    out = []
+    for line in _BR.split(str(text)):
+        current = ""
+        for word in line.split(" "):
+            trial = f"{current} {word}" if current else word
+            if current and text_width(trial, size_px, family) > max_px * _WRAP_SAFETY:
+                out.append(current)
+                current = word
+            else:
+                current = trial
+        out.append(current)
+    return "<br>".join(out)
+
+
+# ------------------------------------------------------------------------- SVG geometry
+@dataclass(frozen=True, slots=True)
+class TextBox:
+    """An estimated text box of a rendered SVG, in the SVG's px.
+
+    Attributes:
+        text: the text (lines joined by a space).
+        cls: the class of the text or of its nearest classed ancestor (``xtick``,
+            ``x2title``, ``legendtext``, ``annotation-text``, ``textpoint`` ...).
+        left, top, right, bottom: the box.
+    """
+
+    text: str
+    cls: str
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+    def overlaps(self, other: TextBox, slack: float = 1.0) -> bool:
+        """Whether the boxes share more than ``slack`` px in both directions."""
+        dx = min(self.right, other.right) - max(self.left, other.left)
+        dy = min(self.bottom, other.bottom) - max(self.top, other.top)
+        return dx > slack and dy > slack
+
+
+_TRANSLATE = re.compile(r"translate\(\s*([-\d.e]+)(?:[\s,]+([-\d.e]+))?\s*\)")
+_FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)px")
+
+
+def _translate(el: ET.Element) -> tuple[float, float] | None:
+    """The element's translation; None when it is rotated or scaled (not estimated)."""
+    t = re.sub(r"rotate\(\s*0(?:\.0*)?(?:[\s,][^)]*)?\)", "", el.get("transform") or "")
+    if "rotate" in t or "scale" in t or "matrix" in t:
+        return None
+    m = _TRANSLATE.search(t)
+    return (float(m.group(1)), float(m.group(2) or 0)) if m else (0.0, 0.0)
+
+
+def svg_text_boxes(svg: bytes | str, family: str = "Liberation Serif") -> list[TextBox]:
+    """Estimated boxes of every visible, unrotated, non-empty text of a plotly SVG."""
+    root = ET.fromstring(svg)
+    boxes: list[TextBox] = []
+
+    def walk(el: ET.Element, dx: float, dy: float, cls: str, hidden: bool) -> None:
+        move = _translate(el)
+        if move is None:
+            return
+        dx, dy = dx + move[0], dy + move[1]
+        style = el.get("style") or ""
+        hidden = hidden or "opacity: 0;" in style.replace("fill-opacity: 0;", "")
+        own = (el.get("class") or "").split()
+        cls = own[0] if own else cls
+        if el.tag == _SVG + "text":
+            if not hidden:
+                box = _text_box(el, dx, dy, cls, family)
+                if box is not None:
+                    boxes.append(box)
+            return
+        for child in el:
+            walk(child, dx, dy, cls, hidden)
+
+    walk(root, 0.0, 0.0, "", False)
+    return boxes
+
+
+def _text_box(el: ET.Element, dx: float, dy: float, cls: str, family: str) -> TextBox | None:
+    m = _FONT_SIZE.search(el.get("style") or "")
+    size = float(m.group(1)) if m else 12.0
+    spans = [t for t in el if t.tag == _SVG + "tspan" and "line" in (t.get("class") or "")]
+    lines = ["".join(t.itertext()) for t in spans] if spans else ["".join(el.itertext())]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return None
+    x, y = float(el.get("x") or 0) + dx, float(el.get("y") or 0) + dy
+    base = [y]
+    for t in spans[1:]:
+        em = re.match(r"([-\d.]+)em", t.get("dy") or "")
+        base.append(base[-1] + (float(em.group(1)) * size if em else _LINE_EM * size))
+    if spans and (em := re.match(r"([-\d.]+)em", spans[0].get("dy") or "")):
+        base = [b + float(em.group(1)) * size for b in base]
+    width = max(text_width(line, size, family) for line in lines)
+    anchor = el.get("text-anchor") or "start"
+    left = x - width / 2 if anchor == "middle" else x - width if anchor == "end" else x
+    return TextBox(" ".join(lines), cls, left, min(base) - _ASCENT * size, left + width,
+                   max(base) + _DESCENT * size)  # fmt: skip
+
+
+def _plot_areas(root: ET.Element) -> list[tuple[float, float, float, float]]:
+    """``(left, top, right, bottom)`` of each subplot's plot area (clipped ``...plot`` groups)."""
+    clips = {c.get("id"): next(c.iter(_SVG + "rect"), None) for c in root.iter(_SVG + "clipPath")}
+    out = []
+    for g in root.iter(_SVG + "g"):
+        m = re.search(r"url\(#([^)]+)\)", g.get("clip-path") or "")
+        rect = clips.get(m.group(1)) if m and m.group(1).endswith("plot") else None
+        move = _translate(g)
+        if rect is None or move is None:
+            continue
+        x, y = move
+        out.append((x, y, x + float(rect.get("width", 0)), y + float(rect.get("height", 0))))
+    return out
+
+
+def _legend_box(root: ET.Element) -> tuple[float, float, float, float] | None:
+    for g in root.iter(_SVG + "g"):
+        if (g.get("class") or "").split() == ["legend"]:
+            move = _translate(g) or (0.0, 0.0)
+            rect = next((r for r in g.iter(_SVG + "rect") if "bg" in (r.get("class") or "")), None)
+            if rect is None:
+                return None
+            w, h = float(rect.get("width") or 0), float(rect.get("height") or 0)
+            return (move[0], move[1], move[0] + w, move[1] + h)
+    return None
+
+
+# ---------------------------------------------------------------------------- the layout
+def _axis_names(fig: Any, letter: str) -> list[str]:
+    return [k for k in fig.layout.to_plotly_json() if re.fullmatch(rf"{letter}axis\d*", k)]
+
+
+def _domain_width(fig: Any, axis: str) -> float:
+    dom = fig.layout[axis].domain
+    return float(dom[1] - dom[0]) if dom is not None else 1.0
+
+
+def _categories(fig: Any, axis: str) -> list[str]:
+    """String x values drawn on ``axis`` (``xaxis``, ``xaxis2`` ...), in first-seen order."""
+    ref = "x" + axis[5:]
+    seen: dict[str, None] = {}
+    for tr in fig.data:
+        if (getattr(tr, "xaxis", None) or "x") != ref or getattr(tr, "orientation", None) == "h":
+            continue
+        xs = getattr(tr, "x", None)
+        if xs is None:
+            continue
+        for v in xs:
+            if not isinstance(v, str):
+                return []
+            seen.setdefault(v, None)
+    return list(seen)
+
+
+def _wrap_before(fig: Any, width: float, height: float, font_px: float, family: str) -> None:
+    """Step 1: wrap long texts to the width they have (font metrics, no rendering)."""
+    pad = font_px
+    avail = width - 2 * pad
+    title = fig.layout.title
+    if title.text:
+        size = title.font.size or _TITLE_EM * font_px
+        # as a note over the plot's top left corner (plotly places a wrapped title's lines
+        # from its first baseline, so a title of two lines runs off the page): step 2 lifts
+        # it over the subplot titles and grows the top margin to hold it
+        fig.add_annotation(
+            text=wrap_text(title.text, avail, size, family), name=_TITLE_NAME, xref="paper",
+            yref="paper", x=0, xanchor="left", y=1, yanchor="bottom", showarrow=False,
+            align="left", font={"size": size},
+        )  # fmt: skip
+        title.text = None
+    plot_w = width - 6 * font_px  # a y axis with ticks and a title on the left
+    domains = [fig.layout[a].domain or (0, 1) for a in _axis_names(fig, "x")]
+    for ann in fig.layout.annotations:
+        if not ann.text or ann.showarrow is True and ann.xref not in (None, "paper"):
+            continue
+        size = ann.font.size or font_px
+        x = ann.x if isinstance(ann.x, (int, float)) and ann.xref in (None, "paper") else 0.5
+        anchor = ann.xanchor or "auto"
+        if anchor in ("center", "auto") and 0 < x < 1:
+            room = 2 * min(x, 1 - x) * width
+            facet = [d for d in domains if d[0] <= x <= d[1]] if len(domains) > 1 else []
+            if facet:  # a subplot title: the width of its panel and half the gaps
+                room = min(room, (facet[0][1] - facet[0][0]) * plot_w + font_px)
+        elif anchor == "left":
+            room = (1 - x) * width
+        elif anchor == "right":
+            room = x * width
+        else:
+            room = width
+        ann.text = wrap_text(ann.text, max(min(room, avail), 4 * size), size, family)
+    for axis in _axis_names(fig, "y"):
+        ax = fig.layout[axis]
+        if ax.title.text:
+            dom = ax.domain or (0, 1)
+            room = max((height - 6 * font_px) * float(dom[1] - dom[0]), 4 * font_px)
+            ax.title.text = wrap_text(ax.title.text, room, ax.title.font.size or font_px, family)
+    entry_room = max(width - 2 * pad - _LEGEND_SYMBOL_PX, 4 * font_px)
+    for tr in fig.data:
+        if tr.name and text_width(tr.name, font_px, family) > entry_room:
+            tr.name = wrap_text(tr.name, entry_room, font_px, family)
+    for axis in _axis_names(fig, "x"):
+        cats = _categories(fig, axis)
+        if len(cats) < 2:
+            continue
+        room = plot_w * _domain_width(fig, axis) / len(cats) - font_px / 2
+        size = fig.layout[axis].tickfont.size or font_px
+        if max(text_width(c, size, family) for c in cats) <= room:
+            continue
+        fig.layout[axis].update(
+            tickmode="array",
+            tickvals=cats,
+            ticktext=[wrap_text(c, room, size, family) for c in cats],
+            tickangle=0,
+        )
+
+
+def _notes_below(fig: Any) -> list[Any]:
+    """Annotations written under the plot (paper y < 0): notes that go below the legend."""
+    return [a for a in fig.layout.annotations
+            if a.text and a.yref in (None, "paper") and a.xref in (None, "paper")
+            and isinstance(a.y, (int, float)) and a.y < 0 and a.showarrow is not True]  # fmt: skip
+
+
+def _fix_after(
+    fig: Any, svg: bytes, width: float, height: float, font_px: float, family: str,
+    grow: bool = True,
+) -> float:
+    """Step 2: from a rendered SVG, stack axis titles, legend and notes; grow the margins.
+
+    Below the plot, top to bottom: the x tick labels and titles, the legend, the notes. The
+    figure grows by the legend's and the notes' heights, so the plot keeps its size (``grow``;
+    else the figure keeps ``height`` and the plot gets smaller). Returns the figure's height.
+    """
+    root = ET.fromstring(svg)
+    boxes = svg_text_boxes(svg, family)
+    areas = _plot_areas(root)
+    ytitle_px = {}  # rotated, so not among the boxes: the font size each y title got
+    for el in root.iter(_SVG + "text"):
+        m = re.fullmatch(r"y(\d*)title", (el.get("class") or "").strip())
+        size = _FONT_SIZE.search(el.get("style") or "")
+        if m and size:
+            ytitle_px[f"yaxis{m.group(1)}"] = float(size.group(1))
+    legend = _legend_box(root)
+    pad = round(font_px / 2)
+    new_height = height
+    notes = _notes_below(fig)
+    note_texts = {_plain(a.text) for a in notes}
+    if areas:
+        top = min(a[1] for a in areas)
+        bottom = max(a[3] for a in areas)
+        left = min(a[0] for a in areas)
+        right = max(a[2] for a in areas)
+        is_note = [b.cls.startswith("annotation") and b.text in note_texts for b in boxes]
+        others = [b for b, n in zip(boxes, is_note, strict=True)
+                  if not n and not b.cls.startswith("legend")]  # fmt: skip
+        # what sticks out at the top, left and right (subplot titles, end ticks), and the
+        # figure's title, lifted over what stands above the plot
+        title_ann = next((a for a in fig.layout.annotations if a.name == _TITLE_NAME), None)
+        title_box = next((b for b in others if title_ann is not None
+                          and b.text == _plain(title_ann.text)), None)  # fmt: skip
+        rest = [b for b in others if b is not title_box]
+        _lift_subplot_titles(fig, rest)
+        over_left = max([0.0] + [-b.left for b in rest])
+        l_px = left + over_left + (1 if over_left else 0)
+        over_top = max([0.0] + [-b.top for b in rest])
+        if title_ann is not None and title_box is not None:
+            above = [b.top for b in rest if b.bottom <= top + 1 and b.right > 0]
+            lift = max(0.0, top - min(above) + pad / 2) if above else 0.0
+            size = title_ann.font.size or _TITLE_EM * font_px
+            title_ann.text = wrap_text(_BR.sub(" ", title_ann.text), width - l_px - pad, size,
+                                       family)  # fmt: skip
+            lines = len(_BR.split(title_ann.text))
+            title_h = (lines - 1) * _LINE_EM * size + (_ASCENT + _DESCENT) * size
+            title_ann.yshift = lift
+            over_top = max(over_top, lift + title_h + pad - top)
+        over_right = max([0.0] + [b.right - width for b in others])
+        t = top + over_top + (1 if over_top else 0)
+        r_px = width - right + over_right + (1 if over_right else 0)
+        axis_bottom = max([bottom] + [b.bottom for b in others if b.bottom > bottom - 1])
+        axis_b = axis_bottom - bottom + pad
+        plot_h = height - t - axis_b
+        leg_h = 0.0
+        if (
+            legend is not None
+            and fig.layout.showlegend is not False
+            and any(b.cls.startswith("legend") for b in boxes)
+        ):
+            leg = fig.layout.legend
+            inside = (leg.xref in (None, "paper") and leg.yref in (None, "paper")
+                      and leg.x is not None and 0 <= leg.x <= 1
+                      and leg.y is not None and 0 <= leg.y <= 1)  # fmt: skip
+            legend_text = [b for b in boxes if b.cls.startswith("legend")]
+            crowded = any(a.overlaps(b) for a in legend_text for b in others)
+            if not inside or crowded:
+                leg_h = legend[3] - legend[1] + pad
+        note_room = width - l_px - pad
+        note_h = []
+        for a in notes:
+            size = a.font.size or font_px
+            a.text = wrap_text(_BR.sub(" ", a.text), note_room, size, family)
+            note_h.append((len(_BR.split(a.text)) - 1) * _LINE_EM * size
+                          + (_ASCENT + _DESCENT) * size + pad)  # fmt: skip
+        if grow:
+            new_height = round(t + plot_h + axis_b + leg_h + sum(note_h), 2)
+        else:  # the height asked for: the plot gives up what the legend and notes need
+            plot_h = max(height - t - axis_b - leg_h - sum(note_h), 2 * font_px)
+            new_height = height
+        if leg_h:
+            fig.layout.legend.update(
+                orientation="h", xref="container", yref="container", x=0, xanchor="left",
+                y=(sum(note_h) + pad / 2) / new_height, yanchor="bottom",
+            )  # fmt: skip
+        below = axis_b + leg_h  # px under the plot where the next note starts
+        for a, h in zip(notes, note_h, strict=True):
+            a.update(x=0, xanchor="left", y=-below / plot_h, yanchor="top", align="left")
+            below += h
+        for axis in _axis_names(fig, "y"):
+            ax = fig.layout[axis]
+            if ax.title.text:
+                dom = ax.domain or (0, 1)
+                room = max(plot_h * float(dom[1] - dom[0]) - font_px, 4 * font_px)
+                size = ytitle_px.get(axis, ax.title.font.size or font_px)
+                ax.title.text = wrap_text(_BR.sub(" ", ax.title.text), room, size, family)
+        margins = {"t": t, "b": new_height - t - plot_h, "l": l_px, "r": r_px}
+        fig.update_layout(height=new_height, margin=margins)
+    _thin_ticks(fig, boxes)
+    _drop_point_labels(fig, boxes)
+    return new_height
+
+
+def _lift_subplot_titles(fig: Any, boxes: list[TextBox]) -> None:
+    """Subplot titles that sit on the tick labels of their panel: raised just clear of them."""
+    ticks = [b for b in boxes if re.fullmatch(r"[xy]\d*tick", b.cls)]
+    for b in boxes:
+        if not b.cls.startswith("annotation"):
+            continue
+        clash = [min(b.bottom, t.bottom) - max(b.top, t.top) for t in ticks if b.overlaps(t)]
+        if not clash:
+            continue
+        for ann in fig.layout.annotations:
+            if ann.text and _plain(ann.text) == b.text and ann.yanchor == "bottom":
+                ann.yshift = (ann.yshift or 0) + max(clash) + 1
+
+
+def _plain(text: str) -> str:
+    """Plotly markup as the SVG shows it: lines joined by a space, tags dropped."""
+    return " ".join(html.unescape(_TAG.sub("", line)) for line in _BR.split(str(text)))
+
+
+def _thin_ticks(fig: Any, boxes: list[TextBox]) -> None:
+    """Fewer ticks on an axis whose tick labels collide; category labels set vertical."""
+    by_axis: dict[str, list[TextBox]] = {}
+    for b in boxes:
+        m = re.fullmatch(r"([xy])(\d*)tick", b.cls)
+        if m:
+            by_axis.setdefault(f"{m.group(1)}axis{m.group(2)}", []).append(b)
+    for axis, ticks in by_axis.items():
+        if not any(a.overlaps(b, _TICK_GAP) for i, a in enumerate(ticks) for b in ticks[i + 1 :]):
+            continue
+        ax = fig.layout[axis]
+        if (
+            ax.tickmode == "array"
+            or ax.type == "category"
+            or (axis.startswith("x") and _categories(fig, axis))
+        ):
+            text = ax.ticktext if ax.tickmode == "array" and ax.ticktext else None
+            ax.update(tickangle=-90)
+            if text:  # one line each when vertical
+                ax.update(ticktext=[_BR.sub(" ", str(t)) for t in text])
+        elif ax.type == "log":
+            ax.update(dtick="D2" if ax.dtick in (None, "D1") else 1)
+        else:
+            ax.update(nticks=max(2, len(ticks) // 2 + 1))
+
+
+def _drop_point_labels(fig: Any, boxes: list[TextBox]) -> None:
+    """Point labels that collide with other text: the traces keep their markers only."""
+    points = [b for b in boxes if b.cls == "textpoint"]
+    if not points:
+        return
+    if not any(p.overlaps(o) for p in points for o in boxes if o is not p):
+        return
+    for tr in fig.data:
+        mode = getattr(tr, "mode", None)
+        if mode and "text" in mode:
+            tr.mode = "+".join(m for m in mode.split("+") if m != "text") or "markers"
+
+
+def fit_figure(
+    fig: Any,
+    width: float,
+    height: float,
+    font_px: float,
+    render_svg: Callable[[Any, float, float], bytes],
+    family: str = "Liberation Serif",
+    grow: bool = True,
+) -> float:
+    """Lay ``fig`` (the export copy, changed in place) out for print; returns its height.
+
+    Args:
+        fig: the styled export copy (size, font and template already set).
+        width, height: the size asked for, in px (the height may grow by a legend below).
+        font_px: the base font size in px.
+        render_svg: renders a figure to SVG bytes at ``(width, height)``.
+        family: the export font family.
+        grow: let the figure grow by the legend and notes below the plot (a venue preset,
+            whose height comes from an aspect); False keeps ``height`` (pixel sizes asked for).
+    """
+    if not fig.data or fig.layout.xaxis.visible is False:
+        return height
+    _wrap_before(fig, width, height, font_px, family)
+    svg = render_svg(fig, width, height)
+    return _fix_after(fig, svg, width, height, font_px, family, grow)

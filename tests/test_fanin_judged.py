@@ -1,0 +1,87 @@
+"""Judged AC / ER / EP beside the fan-in proxies (issue 20 item 2): values from judgments,
+the 0-3 -> 0-100 mapping, incomplete judgments left missing, and ``report fanin`` offline."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from test_cli import run_cli
+from test_judges import tiny  # noqa: F401 - the fixture
+
+from core.backends import make_backend
+from core.fanin_judged import fanin_judged, judged_values
+from core.judge_runs import make_judge, run_judge
+from core.runs import run_conditions
+from core.store import Store
+
+
+def _j(cond, iid, item, rating, error=None):
+    return {
+        "target_run": "r",
+        "condition": cond,
+        "instance_id": iid,
+        "item": item,
+        "rating": rating,
+        "error": error,
+        "judge_model": "m",
+    }
+
+
+def test_judged_values_hand_checked():
+    rows = pd.DataFrame(
+        [
+            _j("retrieved", "q1", "ac", 2.0),
+            _j("retrieved", "q1", "er:p1", 1.0),
+            _j("retrieved", "q1", "er:p2", 0.0),
+            _j("retrieved", "q1", "ep:0000", 1.0),
+            _j("retrieved", "q1", "ep:0001", 0.0),
+            _j("retrieved", "q1", "ep:0002", 0.0),
+            _j("oracle", "q1", "ac", None, "HTTP 500"),  # a failed call: missing, never a value
+            _j("oracle", "q1", "er:p1", 1.0),
+            _j("oracle", "q1", "er:p2", None, "timeout"),
+            _j("full_context", "q1", "er:p1", 0.0),  # empty pack: no segments -> EP 0
+        ]
+    )
+    got = judged_values(rows).set_index("condition")
+    assert got.loc["retrieved", "ac_judged"] == pytest.approx(200 / 3)  # 2/3 x 100
+    assert got.loc["retrieved", "er_judged"] == 0.5  # 1 of 2 gold units covered (eq. 4)
+    assert got.loc["retrieved", "ep_judged"] == pytest.approx(1 / 3)  # 1 of 3 segments (eq. 5)
+    assert math.isnan(got.loc["oracle", "ac_judged"]) and math.isnan(got.loc["oracle", "er_judged"])
+    assert got.loc["full_context", "ep_judged"] == 0.0
+
+
+def test_report_fanin_shows_judged_columns_offline_with_the_lexical_judge(tiny):  # noqa: F811
+    store = Store(tiny)
+    run_conditions(
+        store,
+        "tiny",
+        make_backend("embedded"),
+        ("no_evidence", "full_context", "retrieved", "oracle"),
+        name="r1",
+        top_k=2,
+        chunk_size=10,
+        overlap=0,
+    )
+    assert fanin_judged(store, ["r1"]) is None  # no judgments: the proxies only
+    plain = run_cli("report", "fanin", "--runs", "r1", "--resamples", "50", "--db", tiny)
+    assert plain.returncode == 0 and "judged AC" not in plain.stdout
+    for rubric in ("authtrace-correctness", "authtrace-evidence"):
+        run_judge(store, rubric, make_judge("embedded"), name=f"j-{rubric}", run="r1")
+    res = fanin_judged(store, ["r1"])
+    per = res.per_instance.set_index(["condition", "instance_id"])
+    # oracle packs are the gold passages: every gold unit covered, every segment matched
+    assert per.loc[("oracle", "q1"), "er_judged"] == 1.0
+    assert per.loc[("oracle", "q1"), "ep_judged"] == 1.0
+    assert per["ac_judged"].dropna().isin([0.0, 100 / 3, 200 / 3, 100.0]).all()
+    assert res.correlation["er"]["n"] == 6  # 2 instances x 3 pack conditions
+    out = run_cli("report", "fanin", "--runs", "r1", "--resamples", "50", "--db", tiny)
+    assert out.returncode == 0, out.stderr
+    assert "judged AC / ER / EP" in out.stdout and "Spearman rho" in out.stdout
+    assert "not a language model" in out.stdout
+    js = run_cli("report", "fanin", "--runs", "r1", "--resamples", "50", "--json", "--db", tiny)
+    judged = json.loads(js.stdout)["judged"]
+    assert set(judged["correlation"]) == {"ac", "er", "ep"}
+    assert judged["correlation"]["ac"]["n"] == 8  # every answer of the 4 conditions
