@@ -46,7 +46,7 @@ _TITLE_EM = 1.4
 _TITLE_NAME = "figure title"
 #: Tick labels closer than this (px; negative: a gap) count as colliding (the estimate of a
 #: text's width can be short of the browser's by a pixel or two).
-_TICK_GAP = -2.0
+_TICK_GAP = -4.0
 #: Wrapped lines are kept this much narrower than their room (the browser's text can be a
 #: little wider than the sum of advance widths).
 _WRAP_SAFETY = 0.95
@@ -422,7 +422,11 @@ def _fix_after(
                 ax.title.text = wrap_text(_BR.sub(" ", ax.title.text), room, size, family)
         margins = {"t": t, "b": new_height - t - plot_h, "l": l_px, "r": r_px}
         fig.update_layout(height=new_height, margin=margins)
-    _thin_ticks(fig, boxes)
+        shrink_x = min(1.0, (width - l_px - r_px) / max(right - left, 1.0))
+        shrink_y = min(1.0, plot_h / max(bottom - top, 1.0))
+    else:
+        shrink_x = shrink_y = 1.0
+    _thin_ticks(fig, boxes, shrink_x, shrink_y)
     _drop_point_labels(fig, boxes)
     return new_height
 
@@ -446,15 +450,32 @@ def _plain(text: str) -> str:
     return " ".join(html.unescape(_TAG.sub("", line)) for line in _BR.split(str(text)))
 
 
-def _thin_ticks(fig: Any, boxes: list[TextBox]) -> None:
-    """Fewer ticks on an axis whose tick labels collide; category labels set vertical."""
+def _collide(ticks: list[TextBox], horizontal: bool, shrink: float) -> bool:
+    """Whether neighbouring tick labels collide once the axis is ``shrink`` times as long."""
+    if horizontal:
+        spans = sorted(((b.left + b.right) / 2, (b.right - b.left) / 2) for b in ticks)
+    else:
+        spans = sorted(((b.top + b.bottom) / 2, (b.bottom - b.top) / 2) for b in ticks)
+    return any((c2 - c1) * shrink < h1 + h2 - _TICK_GAP
+               for (c1, h1), (c2, h2) in zip(spans, spans[1:], strict=False))  # fmt: skip
+
+
+def _thin_ticks(
+    fig: Any, boxes: list[TextBox], shrink_x: float = 1.0, shrink_y: float = 1.0
+) -> None:
+    """Fewer ticks on an axis whose tick labels collide; category labels set vertical.
+
+    ``shrink_x`` / ``shrink_y``: how much shorter the axes get after the margins grew (the
+    labels were measured before), so labels that would collide on the final page count too.
+    """
     by_axis: dict[str, list[TextBox]] = {}
     for b in boxes:
         m = re.fullmatch(r"([xy])(\d*)tick", b.cls)
         if m:
             by_axis.setdefault(f"{m.group(1)}axis{m.group(2)}", []).append(b)
     for axis, ticks in by_axis.items():
-        if not any(a.overlaps(b, _TICK_GAP) for i, a in enumerate(ticks) for b in ticks[i + 1 :]):
+        horizontal = axis.startswith("x")
+        if not _collide(ticks, horizontal, shrink_x if horizontal else shrink_y):
             continue
         ax = fig.layout[axis]
         if (
