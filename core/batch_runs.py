@@ -157,8 +157,10 @@ def export_batch(
             stored_all = store.prediction_keys(name, con=con)
             stored = store.prediction_keys(name, ok_only=True, con=con)
         todo = [c for c in calls if (c.instance_id, c.condition, c.variant) not in stored]
-        files = _write_lines(
-            todo, name, backend.model, {**backend.options, **(options or {})}, out, shard_size
+        lines = [(custom_id(name, c.instance_id, c.condition, c.variant), c.messages)
+                 for c in todo]  # fmt: skip
+        files = write_request_files(
+            lines, backend.model, {**backend.options, **(options or {})}, out, shard_size
         )
         n_planned = len(stored_all | {(c.instance_id, c.condition, c.variant) for c in calls})
         with store.write_batch() as con:
@@ -179,27 +181,28 @@ def export_batch(
     }
 
 
-def _write_lines(
-    calls: Sequence[PlannedCall],
-    run_id: str,
+def write_request_files(
+    lines: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
     model: str,
     options: Mapping[str, Any],
     out: Path,
     shard_size: int | None,
 ) -> list[Path]:
-    """Write the request lines of ``calls`` (files written whole, then renamed into place)."""
-    if not calls:
+    """Write ``(custom_id, messages)`` calls as request lines, split by ``shard_size``.
+
+    Each file is written whole, then renamed into place. Returns the files written (none for
+    no calls).
+    """
+    if not lines:
         return []
-    paths = shard_paths(out, len(calls), shard_size)
-    size = len(calls) if len(paths) == 1 else int(shard_size or len(calls))
+    paths = shard_paths(out, len(lines), shard_size)
+    size = len(lines) if len(paths) == 1 else int(shard_size or len(lines))
     for i, path in enumerate(paths):
         path.parent.mkdir(parents=True, exist_ok=True)
-        part = calls[i * size : (i + 1) * size]
         tmp = path.with_name(path.name + ".part")
         with open(tmp, "w", encoding="utf-8") as fh:
-            for c in part:
-                cid = custom_id(run_id, c.instance_id, c.condition, c.variant)
-                fh.write(request_line(cid, model, c.messages, options) + "\n")
+            for cid, messages in lines[i * size : (i + 1) * size]:
+                fh.write(request_line(cid, model, messages, options) + "\n")
         tmp.replace(path)
     return paths
 

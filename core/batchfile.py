@@ -13,7 +13,8 @@ The request line of one call (the OpenAI Batch API input format, which vLLM's
 
 ``custom_id`` is the prediction key (:func:`custom_id`): its four parts joined by ``/``, each
 percent-encoded where it holds ``/`` or ``%`` (and nothing else), so it reads as the key and
-:func:`parse_custom_id` splits it back unambiguously. The body is what the ``openai`` backend
+:func:`parse_custom_id` splits it back unambiguously (a judge call's ``custom_id`` is its
+judgment key, five parts: :func:`judge_custom_id`). The body is what the ``openai`` backend
 sends live (:class:`core.backends.openai_compat.OpenAIBackend`), without streaming and
 log-probabilities.
 
@@ -48,7 +49,9 @@ __all__ = [
     "ResultLine",
     "URL",
     "custom_id",
+    "judge_custom_id",
     "parse_custom_id",
+    "parse_judge_custom_id",
     "read_results",
     "request_line",
     "request_options",
@@ -107,6 +110,36 @@ def parse_custom_id(text: str) -> tuple[str, str, str, str]:
         )
     run, inst, cond, variant = (unquote(p, errors="strict") for p in parts)
     return run, inst, cond, variant
+
+
+def judge_custom_id(run_id: str, target_run: str, instance_id: str, condition: str,
+                    item: str) -> str:  # fmt: skip
+    """The ``custom_id`` of a judge call: ``judge_run/target_run/instance/condition/item``.
+
+    The judgment's key (:attr:`core.judge_runs.PlannedJudgment.key`) after its run, encoded
+    as :func:`custom_id` encodes a prediction key; five parts, so a prediction's four-part id
+    never reads as a judgment's. ``target_run`` and ``condition`` are empty when a dataset's
+    passages are judged (``crux-answerability``).
+    """
+    parts = (run_id, target_run, instance_id, condition, item)
+    return "/".join(quote(str(p), safe=_SAFE) for p in parts)
+
+
+def parse_judge_custom_id(text: str) -> tuple[str, str, str, str, str]:
+    """``(judge run, target run, instance, condition, item)`` of a :func:`judge_custom_id`.
+
+    Raises:
+        ValueError: ``text`` is not five ``/``-separated parts with a run, an instance and an
+            item.
+    """
+    parts = text.split("/")
+    if len(parts) != 5 or not (parts[0] and parts[2] and parts[4]):
+        raise ValueError(
+            f"{text[:80]!r} is not a judgment key run/target_run/instance/condition/item "
+            "(written by `batch export judge`)"
+        )
+    run, target, inst, cond, item = (unquote(p, errors="strict") for p in parts)
+    return run, target, inst, cond, item
 
 
 def request_options(seed: int = 0) -> dict[str, Any]:
@@ -174,7 +207,8 @@ class ResultLine:
 
     Attributes:
         line: 1-based line number in its file.
-        key: ``(instance_id, condition, variant)`` from the ``custom_id``.
+        key: ``(instance_id, condition, variant)`` from the ``custom_id``; a judge call's
+            ``(target_run, instance_id, condition, item)`` (:func:`judge_custom_id`).
         text: the reply's ``choices[0].message.content`` ("" for a failed call).
         error: why the call failed (non-200 status, ``error`` set, no content), else None.
         prompt_tokens: ``usage.prompt_tokens`` when given.
@@ -184,7 +218,7 @@ class ResultLine:
     """
 
     line: int
-    key: tuple[str, str, str]
+    key: tuple[str, ...]
     text: str
     error: str | None
     prompt_tokens: int | None = None
@@ -193,7 +227,9 @@ class ResultLine:
     batch_id: str | None = None
 
 
-def read_results(path: Path, run_id: str, name: str | None = None) -> list[ResultLine]:
+def read_results(
+    path: Path, run_id: str, name: str | None = None, *, judge: bool = False
+) -> list[ResultLine]:
     """Read and check every line of a batch output file (nothing is stored here).
 
     Blank lines are skipped. Each line must be a JSON object with a ``custom_id`` of run
@@ -204,6 +240,7 @@ def read_results(path: Path, run_id: str, name: str | None = None) -> list[Resul
         path: the file.
         run_id: the run the lines must belong to.
         name: the file's name in error messages (default: ``path`` as given).
+        judge: the lines answer a judge run's calls (:func:`judge_custom_id`).
 
     Raises:
         BatchFileError: the first bad line (file, line, field, what is wrong).
@@ -211,7 +248,7 @@ def read_results(path: Path, run_id: str, name: str | None = None) -> list[Resul
     """
     where = str(name if name is not None else path)
     out: list[ResultLine] = []
-    seen: dict[tuple[str, str, str], int] = {}
+    seen: dict[tuple[str, ...], int] = {}
     with open(path, "rb") as fh:
         for n, raw in enumerate(fh, start=1):
             if not raw.strip():
@@ -220,7 +257,7 @@ def read_results(path: Path, run_id: str, name: str | None = None) -> list[Resul
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise BatchFileError(where, n, None, f"not UTF-8 ({exc.reason})") from None
-            got = result_line(text, n, run_id, where)
+            got = result_line(text, n, run_id, where, judge=judge)
             first = seen.setdefault(got.key, n)
             if first != n:
                 raise BatchFileError(where, n, "custom_id", f"repeats line {first}'s call")
@@ -228,7 +265,7 @@ def read_results(path: Path, run_id: str, name: str | None = None) -> list[Resul
     return out
 
 
-def result_line(text: str, n: int, run_id: str, where: str) -> ResultLine:
+def result_line(text: str, n: int, run_id: str, where: str, *, judge: bool = False) -> ResultLine:
     """One checked :class:`ResultLine` from the JSON text of line ``n`` of file ``where``.
 
     Raises:
@@ -248,7 +285,7 @@ def result_line(text: str, n: int, run_id: str, where: str) -> ResultLine:
     if not isinstance(cid, str):
         raise bad("custom_id", "missing or not a string")
     try:
-        run, inst, cond, variant = parse_custom_id(cid)
+        run, *parts = parse_judge_custom_id(cid) if judge else parse_custom_id(cid)
     except ValueError as exc:
         raise bad("custom_id", str(exc)) from None
     if run != run_id:
@@ -256,7 +293,7 @@ def result_line(text: str, n: int, run_id: str, where: str) -> ResultLine:
     batch_id = obj.get("id")
     if batch_id is not None and not isinstance(batch_id, str):
         raise bad("id", "not a string")
-    key = (inst, cond, variant)
+    key = tuple(parts)
     response = obj.get("response")
     error = obj.get("error")
     if response is not None and not isinstance(response, dict):

@@ -13,7 +13,10 @@ Every method the command line runs can be launched this way (issue 18 item 3): t
 conditions (:class:`RunRequest`, ``run``), and, as a :class:`MethodRequest` of a kind in
 :data:`METHODS`, CUE-R interventions (``run-interventions``), DOLCE probes (``run-probes``), the
 fan-in grid dataset (``generate controlled --preset fanin-grid``) and the CRUX judge (``judge
-crux``). One function per kind builds exactly the argv a user would type, from the same
+crux``); and the judge runs of every rubric (issue 20 item 6), one kind per rubric of
+:data:`core.judges.RUBRICS` in :data:`JUDGE_METHODS` (``judge RUBRIC``; the judged run is the
+request's :attr:`MethodRequest.target_run`, its progress counts judgments). One function per
+kind builds exactly the argv a user would type, from the same
 declared parameters (:func:`method_params`) the CLI builds its flags from; the child's progress
 lines (:class:`core.commands.engine.ProgressBar`) are parsed by :func:`parse_progress`.
 """
@@ -37,6 +40,7 @@ from core import probes
 from core.backends.support import prompt_chars
 from core.engine_limits import TIMEOUT
 from core.interventions import BASE_TOP_K, RUN_PARAMS
+from core.judges import RUBRICS
 from core.names import check_name
 from core.params import CONCURRENCY, LIMIT, NUM_CTX, SEED, Param
 from core.prompts import build_messages
@@ -53,6 +57,8 @@ from core.types import Instance
 __all__ = [
     "FANIN_SEED",
     "JUDGE_NAME",
+    "JUDGE_CONDITIONS",
+    "JUDGE_METHODS",
     "JUDGE_PASSAGES",
     "METHODS",
     "UPLOAD_DIR",
@@ -64,6 +70,7 @@ __all__ = [
     "fanin_grid_command",
     "interventions_command",
     "judge_command",
+    "judge_rubric_command",
     "longest_prompt_chars",
     "method_params",
     "parse_progress",
@@ -258,6 +265,30 @@ _METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
     "judge": (JUDGE_PASSAGES, JUDGE_NAME, NUM_CTX, SEED),
 }  # fmt: skip
 
+#: The rubric whose judge a ``judge-RUBRIC`` kind runs, by kind.
+_JUDGE_RUBRIC = {f"judge-{name}": name for name in RUBRICS}
+#: Judge-run kinds (``judge RUBRIC``), one per rubric, with their labels (the Runs page's menu).
+#: Kept beside :data:`METHODS` (whose kinds have one fixed command each): the rubric is the
+#: command's sub-command, and a rubric judging a run's answers takes the judged run as
+#: :attr:`MethodRequest.target_run` (``--run``) instead of ``--dataset``.
+JUDGE_METHODS: dict[str, str] = {
+    kind: f"judge run: {name} ({RUBRICS[name].scale[0]}-{RUBRICS[name].scale[1]})"
+    for kind, name in _JUDGE_RUBRIC.items()
+}
+#: The conditions a rubric judge judges (``judge RUBRIC --conditions``), comma-separated.
+JUDGE_CONDITIONS = Param(
+    "conditions", str, None, "judged conditions, comma-separated (default: retrieved for "
+    "crux-coverage; the pack conditions for authtrace-evidence; all four otherwise)",
+)  # fmt: skip
+#: Which passages ``judge crux-answerability`` rates (``--passages``).
+_RUBRIC_PASSAGES = replace(JUDGE_PASSAGES, description="crux-answerability: the gold passages "
+                           "or all", section="")  # fmt: skip
+for _kind, _name in _JUDGE_RUBRIC.items():
+    _METHOD_PARAMS[_kind] = (
+        (_RUBRIC_PASSAGES, NUM_CTX, SEED) if _name == "crux-answerability"
+        else (JUDGE_CONDITIONS, NUM_CTX, SEED)
+    )  # fmt: skip
+
 
 def method_params(kind: str) -> tuple[Param, ...]:
     """The declared knobs of a method kind, in the CLI's flag order.
@@ -272,7 +303,8 @@ def method_params(kind: str) -> tuple[Param, ...]:
     try:
         return _METHOD_PARAMS[kind]
     except KeyError:
-        raise ValueError(f"unknown method {kind!r}; choose from {', '.join(METHODS)}") from None
+        kinds = ", ".join([*METHODS, *JUDGE_METHODS])
+        raise ValueError(f"unknown method {kind!r}; choose from {kinds}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +327,8 @@ class MethodRequest:
             server backends only.
         params: the method's knobs by name (:func:`method_params`); a missing or None one
             takes the declared default (the flag is then left out, as a user would).
+        target_run: the run whose answers a rubric judge judges (``--run``; a
+            :data:`JUDGE_METHODS` kind other than ``judge-crux-answerability``).
     """
 
     kind: str
@@ -308,6 +342,7 @@ class MethodRequest:
     concurrency: int = CONCURRENCY.default
     timeout_s: float | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    target_run: str | None = None
 
 
 def _flag_args(params: Sequence[Param], values: Mapping[str, Any]) -> list[str]:
@@ -362,7 +397,7 @@ def _backend_args(req: MethodRequest) -> list[str]:
 
 def _run_args(req: MethodRequest, command: str) -> list[str]:
     """The start every run command shares: ``-m core COMMAND --db --dataset`` + backend."""
-    if req.kind not in METHODS:
+    if req.kind not in METHODS and req.kind not in JUDGE_METHODS:
         method_params(req.kind)  # raises, naming the kinds
     if not req.dataset:
         raise ValueError("a run needs a dataset")
@@ -420,6 +455,38 @@ def judge_command(req: MethodRequest) -> list[str]:
     return argv + _flag_args(method_params(req.kind), req.params)
 
 
+def judge_rubric_command(req: MethodRequest) -> list[str]:
+    """The argv of ``python -m core judge RUBRIC`` (a judge run) for a ``judge-RUBRIC`` request.
+
+    ``judge-crux-answerability`` judges the request's dataset (``--dataset``); the other
+    rubrics judge the answers of :attr:`MethodRequest.target_run` (``--run``; the two flags
+    exclude each other). The request's name is the judge run's (``--name``; an existing one
+    resumes it).
+
+    Raises:
+        ValueError: not a judge kind, no dataset, no judged run where the rubric needs one (or
+            one where it judges passages), a name :func:`core.names.check_name` refuses, or a
+            parameter value its declaration refuses.
+    """
+    rubric = _JUDGE_RUBRIC.get(req.kind)
+    if rubric is None:
+        raise ValueError(f"a {req.kind!r} request, not a judge run")
+    name = check_name("run", req.name.strip())
+    argv = _run_args(req, "judge")
+    argv.insert(4, rubric)  # python -m core judge RUBRIC --db ...
+    target = (req.target_run or "").strip()
+    if rubric == "crux-answerability":
+        if target:
+            raise ValueError("crux-answerability judges the dataset's passages, not a run")
+    else:
+        if not target:
+            raise ValueError(f"{rubric} judges a run's answers: choose the judged run")
+        at = argv.index("--dataset")
+        argv[at : at + 2] = ["--run", target]
+    return [*argv, *_flag_args(method_params(req.kind), req.params), *_concurrency_args(req),
+            f"--name={name}"]  # fmt: skip
+
+
 def fanin_grid_command(req: MethodRequest) -> list[str]:
     """The argv of ``python -m core generate controlled --preset fanin-grid`` for a request.
 
@@ -440,6 +507,7 @@ _COMMANDS = {
     "probes": probes_command,
     "fanin-grid": fanin_grid_command,
     "judge": judge_command,
+    **dict.fromkeys(JUDGE_METHODS, judge_rubric_command),
 }
 
 
@@ -520,8 +588,8 @@ def _instance_prompts(inst: Instance, req: RunRequest | MethodRequest) -> list[A
         units = values.get("units") or probes.UNITS_PARAM.default
         n = len(probes.split_units(inst, units))
         return [c.messages for c in probes.plan_probes(inst, units=units, lengths=[n])]
-    if kind == "judge":
-        return []  # one passage and one sub-question per call: short
+    if kind == "judge" or kind in JUDGE_METHODS:
+        return []  # one passage (or answer, or pack) per call: not measured
     out: list[Any] = [build_messages(inst, "no_evidence")]
     chunk_size = int(values.get("chunk_size") or CHUNK_SIZE.default)
     overlap = int(values.get("overlap") if values.get("overlap") is not None else OVERLAP.default)

@@ -62,6 +62,8 @@ __all__ = [
     "JudgeSummary",
     "PlannedJudgment",
     "default_conditions",
+    "judge_config",
+    "judgment_row",
     "make_judge",
     "plan_judgments",
     "run_judge",
@@ -482,14 +484,7 @@ def run_judge(
     )
     desc = backend.describe()
     extra = [desc["label"]] if desc.get("baseline") else []
-    judge_cfg = {
-        "rubric": rub.name,
-        "version": rub.version,
-        "hash": rub.hash,
-        "target_run": run or "",
-        "conditions": [] if rub.name == "crux-answerability" else list(conds),
-        "passages": passages if not run else None,
-    }
+    judge_cfg = judge_config(rub, run, conds, passages)
     with store.run_lock(name):
         open_run(
             store,
@@ -507,6 +502,58 @@ def run_judge(
     return JudgeSummary(
         **{**summary, "not_judged": info["not_judged"], "notes": tuple(info["notes"] + extra)}
     )
+
+
+def judge_config(
+    rub: Rubric, run: str | None, conds: Sequence[str], passages: str
+) -> dict[str, Any]:
+    """What a judge run records of itself (``retrieval.judge`` of its run row)."""
+    return {
+        "rubric": rub.name,
+        "version": rub.version,
+        "hash": rub.hash,
+        "target_run": run or "",
+        "conditions": [] if rub.name == "crux-answerability" else list(conds),
+        "passages": passages if not run else None,
+    }
+
+
+def judgment_row(
+    name: str,
+    rub: Rubric,
+    judge_model: str,
+    call: PlannedJudgment,
+    reply: Reply,
+    hit: bool,
+    ms: float,
+) -> dict[str, Any]:
+    """The stored row of one judge reply: parsed by the rubric unless the call failed.
+
+    A live call (:func:`run_judge`) and an imported batch answer
+    (:mod:`core.batch_judges`) are stored through this one function.
+    """
+    rating, perr = (None, None)
+    if reply.error is None:
+        rating, perr = rub.parse(reply.text, call.template)
+    raw, _ = cap_reply(reply.text)
+    return {
+        "run_id": name,
+        "rubric": rub.name,
+        "rubric_version": rub.version,
+        "rubric_hash": rub.hash,
+        "judge_model": judge_model,
+        "target_run": call.target_run,
+        "instance_id": call.instance_id,
+        "condition": call.condition,
+        "item": call.item,
+        "prompt_hash": call.prompt_hash,
+        "raw_reply": raw,
+        "rating": rating,
+        "parse_error": perr,
+        "error": reply.error,
+        "cache_hit": hit,
+        "latency_ms": ms,
+    }
 
 
 def _execute(
@@ -549,28 +596,7 @@ def _execute(
     }
 
     def row(call: PlannedJudgment, reply: Reply, hit: bool, ms: float) -> dict[str, Any]:
-        rating, perr = (None, None)
-        if reply.error is None:
-            rating, perr = rub.parse(reply.text, call.template)
-        raw, _ = cap_reply(reply.text)
-        return {
-            "run_id": name,
-            "rubric": rub.name,
-            "rubric_version": rub.version,
-            "rubric_hash": rub.hash,
-            "judge_model": judge_model,
-            "target_run": call.target_run,
-            "instance_id": call.instance_id,
-            "condition": call.condition,
-            "item": call.item,
-            "prompt_hash": call.prompt_hash,
-            "raw_reply": raw,
-            "rating": rating,
-            "parse_error": perr,
-            "error": reply.error,
-            "cache_hit": hit,
-            "latency_ms": ms,
-        }
+        return judgment_row(name, rub, judge_model, call, reply, hit, ms)
 
     def flush(status: str) -> str | None:
         rows, cache = state["buffer"], state["cache"]

@@ -116,6 +116,27 @@ HELP = {
     "failure_label": "parse -> success -> localization (nothing cited) -> selection -> "
     "integration -> conversion, strict EM = correct. SPEC §6.4.",
     "confidence": "The model's self-reported confidence in [0, 1] (answer contract).",
+    "judged_fanin": "AuthTrace's judged scores from `judge authtrace-correctness` and `judge "
+    "authtrace-evidence` runs, beside the proxies. Judged AC = score/3 x 100 (the 0-3 claim "
+    "rubric; seed 003 §3, App. K). Judged ER = gold evidence units the pack's ~120-token "
+    "segments cover / |E*| (eq. 4); judged EP = segments that match a gold unit / segments "
+    "(eq. 5), shown in %. A value whose judge calls failed is left out and counted in `judged "
+    "missing`. Correlations: Pearson r and Spearman ρ between proxy and judged value over the "
+    "instances with both (n).",
+    "crux_answers": "Answer coverage from `judge crux-coverage` runs (seed 002 §3.3): Cov(y) = "
+    "share of the answerable sub-questions Q_ans the generated answer y addresses with a 0-5 "
+    "rating >= η; Den(y) = ((Cov(y) / tokens(y)) / (Cov(Z*) / tokens(Z*)))^0.5 with the oracle "
+    "context Z* as reference (eq. 5). An answer with an unrated sub-question is unscored "
+    "(counted). Kendall τ-b (scipy's default, ties corrected) between each retrieval-context "
+    "metric and Cov(y) (Den(Z): with Den(y)) across the judged pipelines of each k, over all "
+    "pipelines (all) and over single contexts (contexts), in the layout of seed 002 Table 3; "
+    "each cell's n is its number of points, τ is empty below two points or for a constant "
+    "column.",
+    "agreement": "People's labels (`annotate import`) against each other and against the rule "
+    "labels (rater `rule`) on the blind sample of seed 000 App. A.6. Per pair of raters, on "
+    "the items both rated: n, raw agreement = agreed / n, Cohen's κ = (p_o - p_e) / (1 - p_e); "
+    "κ is empty with its note when undefined (fewer than 2 shared items, or p_e = 1). "
+    "Confusion matrix: rows the first rater, columns the second (seed 000 Table 28 style).",
 }
 
 _DEFAULT_EXPORT = ExportSettings()

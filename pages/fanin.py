@@ -3,7 +3,18 @@
 import streamlit as st
 
 from core.figures.fanin import POINTS, R_INCLUDE_FULL_CONTEXT, R_INCLUDE_ORACLE
-from pages.common import show_figure, show_instances, show_table, sidebar, with_options
+from core.views.case import md_escape
+from core.views.judged import AUTHTRACE_RUBRICS, fanin_judged_tables, has_judge_runs
+from pages.common import (
+    HELP,
+    cached_call,
+    get_store,
+    show_figure,
+    show_instances,
+    show_table,
+    sidebar,
+    with_options,
+)
 from pages.widgets import param_widget
 
 selection = sidebar("fanin")
@@ -47,3 +58,45 @@ with scatter:
 show_table("fanin_degradation", selection)
 show_table("fanin_buckets", selection)
 show_table("fanin_pairs", selection)
+
+# Judged scores (issue 20): only when an AuthTrace judge run judged the selection; the check
+# reads the runs frame the sidebar already holds, so a store without judges pays nothing.
+if has_judge_runs(cached_call("runs"), AUTHTRACE_RUBRICS, dataset=selection.dataset,
+                  targets=selection.runs):  # fmt: skip
+    try:
+        judged = fanin_judged_tables(get_store(), selection)
+    except ValueError as exc:
+        st.warning(f"Judged scores: {md_escape(exc)}")
+        judged = None
+    if judged is not None:
+        st.subheader("Judged scores (AuthTrace judges)", help=HELP["judged_fanin"])
+        st.caption(f"Judges: {md_escape('; '.join(judged['judges']))}. "
+                   + md_escape(" ".join(judged["notes"])) + " Over every instance of the selected "
+                   "runs (metadata filters not applied), as `report fanin`.")  # fmt: skip
+        baseline = any("lexical baseline" in j for j in judged["judges"])
+        tag = " (lexical baseline)" if baseline else ""
+        num = st.column_config.NumberColumn
+        st.dataframe(judged["buckets"], key="fanin.judged", hide_index=True, column_config={
+            "n": num("n", help="Answered predictions of the bucket (failed calls left out)."),
+            "ac": num("AC", format="%.1f", help="Proxy: 100 x the score field."),
+            "ac_judged": num(f"AC judged{tag}", format="%.1f",
+                             help="score/3 x 100 of the 0-3 claim rubric (AuthTrace §3, App. K)."),
+            "er": num("ER %", format="%.1f", help="Proxy: |pack ∩ gold ids| / |gold ids|."),
+            "er_judged": num(f"ER judged %{tag}", format="%.1f",
+                             help="Gold units covered by a pack segment / |E*| (App. K, eq. 4)."),
+            "ep": num("EP %", format="%.1f", help="Proxy: |pack ∩ gold ids| / |pack|."),
+            "ep_judged": num(f"EP judged %{tag}", format="%.1f",
+                             help="Pack segments matching a gold unit / segments (App. K, eq. 5)."),
+            "judged_missing": num("judged missing", help="Predictions whose AC or ER judgment "
+                                  "failed (the larger count), left out of the judged means."),
+        })  # fmt: skip
+        st.dataframe(judged["correlation"], key="fanin.judged_corr", hide_index=True,
+                     column_config={
+            "metric": st.column_config.TextColumn("proxy vs judged" + tag),
+            "pearson": num("Pearson r", format="%.3f"),
+            "pearson_p": num("p (Pearson)", format="%.3g"),
+            "spearman": num("Spearman ρ", format="%.3f"),
+            "spearman_p": num("p (Spearman)", format="%.3g"),
+            "n": num("n", help="Instances with both values; r is empty below 3 or for a "
+                     "constant column."),
+        })  # fmt: skip

@@ -6,7 +6,17 @@ from core.catalog import figure_names, table_names
 from core.figures.fanin import CRUX_K_REQUIRED, ETA
 from core.figures.retrieval import OFFERED_KS
 from core.retrieval import list_retrievers
-from pages.common import HELP, cached_call, show_figure, show_table, sidebar, with_options
+from core.views.case import md_escape
+from core.views.judged import CRUX_COVERAGE_RUBRIC, METRIC_NAMES, crux_answer_tables, has_judge_runs
+from pages.common import (
+    HELP,
+    cached_call,
+    get_store,
+    show_figure,
+    show_table,
+    sidebar,
+    with_options,
+)
 from pages.dense_progress import embeddings_ready
 from pages.widgets import param_widget
 
@@ -46,3 +56,36 @@ if has_crux and st.toggle("CRUX: coverage, ranked coverage, density", key="retri
         show_figure("crux_coverage", selection, drill=False)
     if "crux_table" in table_names():
         show_table("crux_table", selection)
+    # Cov(y) / Den(y) of generated answers (issue 20): only when crux-coverage judge runs
+    # exist for the dataset (a check on the runs frame the sidebar already holds).
+    if selection.dataset and has_judge_runs(cached_call("runs"), (CRUX_COVERAGE_RUBRIC,),
+                                            dataset=selection.dataset):  # fmt: skip
+        try:
+            answers = crux_answer_tables(get_store(), selection)
+        except ValueError as exc:
+            st.warning(f"Answer coverage: {md_escape(exc)}")
+            answers = None
+        if answers is not None:
+            st.subheader("Answer coverage Cov(y), Den(y) and Kendall τ-b (CRUX Table 3)",
+                         help=HELP["crux_answers"])  # fmt: skip
+            judges = "; ".join(f"{r} = {m}" for r, m in answers["judges"].items())
+            st.caption(f"η = {answers['eta']:g}; coverage judges: {md_escape(judges)}. "
+                       + md_escape(" ".join(answers["notes"])))  # fmt: skip
+            num = st.column_config.NumberColumn
+            st.dataframe(answers["pipelines"], key="retrieval.crux_answers", hide_index=True,
+                         column_config={
+                "judge_run": st.column_config.TextColumn("judge run"),
+                "n": num("n", help="Answers scored."),
+                "n_unscored": num("unscored", help="Answers with a sub-question of Q_ans not "
+                                  "rated (a failed judge call): left out of the means."),
+                "cov_y": num("Cov(y)", format="%.3f", help=HELP["crux_answers"]),
+                "den_y": num("Den(y)", format="%.3f", help=HELP["crux_answers"]),
+                **{m: num(METRIC_NAMES[m], format="%.3f") for m in METRIC_NAMES},
+            })  # fmt: skip
+            st.markdown("**Kendall τ-b with Cov(y)** (Den(Z) with Den(y)); n: points per cell",
+                        help=HELP["crux_answers"])  # fmt: skip
+            st.dataframe(answers["kendall"], key="retrieval.crux_kendall", hide_index=True,
+                         column_config={
+                **{m: num(METRIC_NAMES[m], format="%.3f") for m in METRIC_NAMES},
+                **{f"{m}_n": num(f"{METRIC_NAMES[m]} n") for m in METRIC_NAMES},
+            })  # fmt: skip

@@ -6,6 +6,7 @@ import streamlit as st
 from core.backends.preflight import preflight
 from core.engine_limits import TIMEOUT
 from core.jobs import (
+    JUDGE_METHODS,
     METHODS,
     MethodRequest,
     RunRequest,
@@ -34,7 +35,7 @@ selection = sidebar("runs", filters=False)
 st.title("Runs")
 store = get_store()
 datasets = cached_call("datasets")
-LABELS = {"conditions": "four conditions", **METHODS}
+LABELS = {"conditions": "four conditions", **METHODS, **JUDGE_METHODS}
 
 
 def launch_checked(req, anyway: bool) -> bool:
@@ -62,7 +63,7 @@ with st.expander("Launch a run", expanded=not jobs().all()):
         "Method", list(LABELS), format_func=LABELS.get, key="runs.method",
         help="What to launch; each has the same parameters, defaults and help as its command "
         "(`python -m core run`, `run-interventions`, `run-probes`, `generate controlled "
-        "--preset fanin-grid`, `judge crux`).",
+        "--preset fanin-grid`, `judge crux`, `judge RUBRIC` for a judge run).",
     )  # fmt: skip
     with st.form("runs.launch"):
         c = st.columns(3)
@@ -93,6 +94,13 @@ with st.expander("Launch a run", expanded=not jobs().all()):
                 key="runs.timeout", help=TIMEOUT.help + " (--timeout)",
             )  # fmt: skip
         errors: list[str] = []
+        target = None
+        if kind in JUDGE_METHODS and kind != "judge-crux-answerability":
+            runs = cached_call("runs")
+            ok = runs["kind"] != "judge" if "kind" in runs.columns else runs.index == runs.index
+            judged = sorted(runs.loc[ok, "run_id"]) if len(runs) else []
+            target = st.selectbox("Judged run", judged, key=f"runs.target.{kind}",
+                                  help="The run whose answers are judged (--run).")  # fmt: skip
         if kind == "conditions":
             e = st.columns([1, 1, 1, 2])
             retriever = param_widget(retriever_param(), "runs.retriever", e[0], label="Retriever")
@@ -129,7 +137,7 @@ with st.expander("Launch a run", expanded=not jobs().all()):
                 req = MethodRequest(
                     kind, store_path(), dataset or "", label, backend, model or None, hosts,
                     base_url, int(concurrency), None if timeout is None else float(timeout),
-                    params,
+                    params, target_run=target,
                 )  # fmt: skip
             if launch_checked(req, anyway):
                 jobs().start(req)
@@ -155,7 +163,8 @@ def _progress() -> None:
             c[0].markdown(f"**{md_escape(run_id)}** · {head} · {md_escape(what)}")
             p = job.progress()
             if p is not None:
-                text = f"{p.done}/{p.total} calls · ETA {p.eta} · {p.errors} errors"
+                unit = "judgments" if job.request.kind in JUDGE_METHODS else "calls"
+                text = f"{p.done}/{p.total} {unit} · ETA {p.eta} · {p.errors} errors"
                 c[1].progress(p.fraction, text=text)
             elif job.running:  # the child is starting (imports, planning): no count yet
                 c[1].progress(0.0, text="starting ...")

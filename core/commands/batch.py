@@ -14,6 +14,12 @@ the same lines) as the live engine stores a reply (:func:`core.batch_runs.import
 line of every file is checked first, and one bad line stops the import with one line naming
 the file, the line and the field, exit status 1, store unchanged. A second import of the same
 file stores nothing.
+
+``python -m core batch export judge --rubric NAME (--run R | --dataset D) --name JUDGE_RUN
+--model M --out F.jsonl [--conditions ...] [--passages gold|all]`` plans a judge run as
+``judge RUBRIC`` would and writes the judgments not yet stored
+(:func:`core.batch_judges.export_judge_batch`); ``batch import FILE --run JUDGE_RUN`` then stores
+the replies as judgments, parsed by the rubric (:func:`core.batch_judges.import_judge_batch`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from core import probes
+from core.batch_judges import export_judge_batch, import_judge_batch
 from core.batch_runs import export_batch, import_batch
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.commands.engine import run_options
@@ -35,6 +42,7 @@ from core.interventions import (
     TWO_SUPPORT,
     ZERO_RETRIEVAL,
 )
+from core.judges import RUBRICS
 from core.names import check_name
 from core.params import LIMIT, NUM_CTX, SEED, add_argument, add_arguments
 from core.retrieval import (
@@ -126,8 +134,37 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export_judge(args: argparse.Namespace) -> int:
+    check_name("run", args.name)
+    summary = export_judge_batch(
+        open_store(args), args.rubric, args.name, args.model, args.out,
+        dataset=args.dataset, run=args.run,
+        conditions=split_csv(args.conditions) if args.conditions else None,
+        passages=args.passages, seed=args.seed,
+        options=run_options("openai", args.seed, args.num_ctx), shard_size=args.shard_size,
+    )  # fmt: skip
+    if args.json:
+        print_json(summary)
+        return 0
+    files = summary["files"]
+    head = f"batch export judge '{summary['run']}' ({summary['rubric']})"
+    if not files:
+        print(f"{head}: nothing to export, {summary['already_stored']} judgments already "
+              f"stored (run {summary['status']})")  # fmt: skip
+    else:
+        shown = files[0] if len(files) == 1 else f"{len(files)} files {files[0]} .. {files[-1]}"
+        print(f"{head}: {summary['n_calls']} judge calls to {shown}, "
+              f"{summary['already_stored']} already stored; run {summary['status']}")  # fmt: skip
+    for line in summary["notes"]:
+        print(f"note: {line}")
+    return 0
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
-    summary = import_batch(open_store(args), args.name, args.files)
+    store = open_store(args)
+    row = store.run_row(args.name) or {}
+    judge = row.get("kind") == "judge"
+    summary = (import_judge_batch if judge else import_batch)(store, args.name, args.files)
     if args.json:
         print_json(summary)
         return 0
@@ -170,14 +207,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(groups: Groups) -> None:
-    """Add ``batch export conditions|interventions|probes`` and ``batch import``."""
+    """Add ``batch export conditions|interventions|probes|judge`` and ``batch import``."""
     batch = groups.top.add_parser(
         "batch", help="a run's calls as OpenAI Batch files (vLLM run_batch, Ray Data LLM)"
     )
     sub = batch.add_subparsers(dest="batch_command", metavar="{export,import}", required=True)
     export = sub.add_parser("export", help="write a run's unanswered calls as a batch file")
     kinds = export.add_subparsers(
-        dest="kind", metavar="{conditions,interventions,probes}", required=True
+        dest="kind", metavar="{conditions,interventions,probes,judge}", required=True
     )
 
     cond = kinds.add_parser("conditions", help="the four conditions (as `run`)")
@@ -198,6 +235,33 @@ def register(groups: Groups) -> None:
     for param in (OPERATORS_PARAM, REPLACE_HARDNESS_PARAM, DUPLICATE_POSITIONS_PARAM):
         add_argument(cuer, param, raw=True)
     add_arguments(cuer, (TWO_SUPPORT, ZERO_RETRIEVAL, REPLACE_SEED, NUM_CTX, SEED))
+
+    judge = kinds.add_parser("judge", help="a judge run's calls (as `judge RUBRIC`)")
+    judge.add_argument("--rubric", required=True, choices=list(RUBRICS), help="the rubric")
+    where = judge.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run", help="the run whose predictions are judged")
+    where.add_argument("--dataset", help="the dataset whose passages are judged "
+                       "(crux-answerability)")  # fmt: skip
+    judge.add_argument("--name", required=True, help="judge run id; export it again to write "
+                       "the judgments still unanswered")  # fmt: skip
+    judge.add_argument("--conditions", help="judged conditions, comma-separated (default as "
+                       "`judge RUBRIC`)")  # fmt: skip
+    judge.add_argument("--passages", default="gold", choices=("gold", "all"),
+                       help="crux-answerability: the gold passages (default) or all")  # fmt: skip
+    judge.add_argument("--backend", default="openai", choices=("openai",),
+                       help="openai: an OpenAI Batch API input file")  # fmt: skip
+    judge.add_argument("--model", required=True, help="model name the batch runner serves")
+    judge.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
+    judge.add_argument(
+        "--shard-size",
+        type=int,
+        default=None,
+        help="at most N lines per file: F.000.jsonl ... (default: one file)",
+    )
+    add_arguments(judge, (NUM_CTX, SEED))
+    judge.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    add_db(judge)
+    judge.set_defaults(handler=_cmd_export_judge)
 
     probe = kinds.add_parser("probes", help="DOLCE probes (as `run-probes`)")
     _common(probe)

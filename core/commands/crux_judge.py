@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
-from core.commands.engine import add_backend_args, backend_from_args, run_options
+from core.commands.engine import ProgressBar, add_backend_args, backend_from_args, run_options
 from core.datasets._io import check_record, jsonl_records
 from core.judge_runs import make_judge, run_judge
 from core.judges import RUBRICS
@@ -145,11 +145,16 @@ def _cmd_judge_rubric(args: argparse.Namespace) -> int:
     target = args.run or args.dataset
     name = args.name or f"judge-{args.rubric}-{target}-{backend.name}-{backend.model}"
     conds = split_csv(args.conditions) if args.conditions else None
-    out = run_judge(
-        store, args.rubric, backend, name=name, dataset=args.dataset, run=args.run,
-        conditions=conds, passages=args.passages, concurrency=args.concurrency,
-        options=options,
-    )  # fmt: skip
+    try:  # progress on stderr: judgments done / planned (a dashboard job parses these lines)
+        out = run_judge(
+            store, args.rubric, backend, name=name, dataset=args.dataset, run=args.run,
+            conditions=conds, passages=args.passages, concurrency=args.concurrency,
+            options=options, progress=ProgressBar(sys.stderr),
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: completed judgments are stored; rerun the same command to "
+              f"continue judge run '{name}'", file=sys.stderr)  # fmt: skip
+        return 130
     if args.json:
         print_json(out.to_dict())
     else:

@@ -7,6 +7,10 @@ table ``batch_calls`` keyed like a prediction, so ``batch import`` stores an ans
 the live engine would without planning the run again. The table is created on the first
 export (``CREATE TABLE IF NOT EXISTS``); a store that never exported a batch has none, and
 reads of it are then empty.
+
+A judge run's exported calls (``batch export judge``, :mod:`core.batch_judges`) are kept the
+same way in ``batch_judge_calls``, keyed like a judgment: the rubric template whose parser
+reads the reply, and the prompt hash.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ import pyarrow as pa
 
 from core.store.frames import insert_frame
 
-__all__ = ["BATCH_CALL_COLUMNS", "batch_calls", "drop_batch_calls", "save_batch_calls"]
+__all__ = [
+    "BATCH_CALL_COLUMNS",
+    "JUDGE_CALL_COLUMNS",
+    "batch_calls",
+    "drop_batch_calls",
+    "drop_judge_calls",
+    "judge_calls",
+    "save_batch_calls",
+    "save_judge_calls",
+]
 
 #: The columns of ``batch_calls`` (its key first).
 BATCH_CALL_COLUMNS = (
@@ -54,10 +67,11 @@ _ARROW = pa.schema(
 )
 
 
-def _exists(con: duckdb.DuckDBPyConnection) -> bool:
+def _exists(con: duckdb.DuckDBPyConnection, table: str = "batch_calls") -> bool:
     rows = con.execute(
         "SELECT count(*) FROM duckdb_tables() "
-        "WHERE database_name = current_database() AND table_name = 'batch_calls'"
+        "WHERE database_name = current_database() AND table_name = ?",
+        [table],
     ).fetchall()
     return bool(rows and rows[0][0])
 
@@ -103,3 +117,71 @@ def batch_calls(
         [run_id],
     ).fetchall()
     return {(r[0], r[1], r[2]): (r[3], list(r[4] or ()), r[5]) for r in rows}
+
+
+#: The columns of ``batch_judge_calls`` (its key first).
+JUDGE_CALL_COLUMNS = (
+    "run_id",
+    "target_run",
+    "instance_id",
+    "condition",
+    "item",
+    "template",
+    "prompt_hash",
+)
+
+_JUDGE_DDL = """
+CREATE TABLE IF NOT EXISTS batch_judge_calls (
+    run_id VARCHAR NOT NULL,
+    target_run VARCHAR NOT NULL,
+    instance_id VARCHAR NOT NULL,
+    condition VARCHAR NOT NULL,
+    item VARCHAR NOT NULL,
+    template VARCHAR NOT NULL,
+    prompt_hash VARCHAR NOT NULL,
+    exported_at TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (run_id, target_run, instance_id, condition, item)
+)
+"""
+
+_JUDGE_ARROW = pa.schema([(c, pa.string()) for c in JUDGE_CALL_COLUMNS])
+
+
+def save_judge_calls(con: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> int:
+    """Keep a judge run's exported calls (dicts of :data:`JUDGE_CALL_COLUMNS`); a key replaces.
+
+    Returns:
+        The rows written.
+    """
+    con.execute(_JUDGE_DDL)
+    if not rows:
+        return 0
+    table = pa.Table.from_arrays(
+        [pa.array([r.get(f.name) for r in rows], type=f.type) for f in _JUDGE_ARROW],
+        schema=_JUDGE_ARROW,
+    )
+    insert_frame(con, "batch_judge_calls", table, JUDGE_CALL_COLUMNS, "replace")
+    return len(rows)
+
+
+def drop_judge_calls(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """Forget every exported call of a judge run."""
+    if _exists(con, "batch_judge_calls"):
+        con.execute("DELETE FROM batch_judge_calls WHERE run_id = ?", [run_id])
+
+
+def judge_calls(
+    con: duckdb.DuckDBPyConnection, run_id: str
+) -> dict[tuple[str, str, str, str], tuple[str, str]]:
+    """A judge run's exported calls: ``(target, instance, condition, item) -> (template, hash)``.
+
+    Empty when the run exported none (or the store never exported a judge batch).
+    """
+    if not _exists(con, "batch_judge_calls"):
+        return {}
+    rows = con.execute(
+        "SELECT target_run, instance_id, condition, item, template, prompt_hash "
+        "FROM batch_judge_calls WHERE run_id = ?",
+        [run_id],
+    ).fetchall()
+    return {(r[0], r[1], r[2], r[3]): (r[4], r[5]) for r in rows}

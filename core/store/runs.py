@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from core.store.batch_rows import drop_batch_calls
+from core.store.batch_rows import drop_batch_calls, drop_judge_calls
 from core.store.connection import StoreBase, StoreError
 from core.store.judgments import delete_judgments
 from core.store.locks import hold_run, holder
@@ -234,6 +234,7 @@ class RunsMixin(StoreBase):
             )
             con.execute("DELETE FROM annotation_items WHERE run_id = ?", [run_id])
             drop_batch_calls(con, run_id)  # the calls it exported for a batch (issue 21)
+            drop_judge_calls(con, run_id)
             con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
         return int(n)
 

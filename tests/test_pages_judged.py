@@ -1,0 +1,197 @@
+"""Judged numbers on the dashboard pages (issue 20 item 6), through Streamlit's AppTest.
+
+The demo store (embedded reader, four conditions on controlled-200) judged offline by the
+embedded lexical judge with the two AuthTrace rubrics and CRUX answer coverage, plus one
+annotator's labels on a blind sample: the Fan-in page, the Retrieval page's CRUX section and
+the Failure browser show what ``report fanin``, ``report crux`` and ``report agreement`` print
+in JSON for the same store; the same store without judgments or labels shows none of it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import open_page
+
+from core.annotate import DEFAULT_RUBRIC, export_sample, import_labels
+from core.cli import main
+from core.judge_runs import make_judge, run_judge
+from core.runs import DEMO_RUN, build_demo
+from core.store import Store
+from core.store.annotations import rule_labels
+from core.views.common import clear_cache
+from core.views.judged import has_judge_runs
+
+DATASET = "controlled-200"
+#: The annotator's one label for every item: κ against any rater is then 0 exactly (p_o = p_e).
+LABEL = "selection"
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> dict[str, Path]:
+    """``plain``: the demo store; ``judged``: the same with judge runs and labels."""
+    root = tmp_path_factory.mktemp("judged_pages")
+    plain, judged = root / "plain.duckdb", root / "judged.duckdb"
+    build_demo(Store(plain))
+    shutil.copy(plain, judged)
+    store = Store(judged)
+    for rubric in ("authtrace-correctness", "authtrace-evidence", "crux-coverage"):
+        run_judge(store, rubric, make_judge("embedded"), name=f"j-{rubric}", run=DEMO_RUN)
+    sample = root / "sample.csv"
+    export_sample(store, DEMO_RUN, 20, 7, sample)
+    with sample.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        row["label"] = LABEL
+    with sample.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    import_labels(store, sample, DEMO_RUN, "alice")
+    return {"plain": plain, "judged": judged}
+
+
+def _json(capsys, *args: object) -> dict:
+    capsys.readouterr()
+    assert main([str(a) for a in args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _page(monkeypatch, db: Path, page: str):
+    clear_cache()  # the view cache is per process: each store starts cold
+    return open_page(monkeypatch, db, page, DATASET)
+
+
+#: Columns that tell the judged tables apart (AppTest does not expose a dataframe's key).
+_TABLES = {
+    "fanin": {"ac_judged", "er_judged"},
+    "fanin_corr": {"pearson", "spearman"},
+    "crux_answers": {"judge_run", "cov_y", "den_y"},
+    "crux_kendall": {"cov_z_n", "den_z_n"},
+    "agreement": {"rater_a", "rater_b", "kappa"},
+    "confusion": {LABEL, "integration"},
+}
+
+
+def _frame(at, name: str) -> pd.DataFrame:
+    """The dataframe on the page with the columns of ``_TABLES[name]``."""
+    for df in at.dataframe:
+        if _TABLES[name] <= set(df.value.columns):
+            return df.value
+    raise AssertionError(f"no {name} table")
+
+
+def _tables(at) -> set[str]:
+    shown = [set(df.value.columns) for df in at.dataframe]
+    return {n for n, cols in _TABLES.items() for c in shown if cols <= c}
+
+
+def _close(a: object, b: object) -> bool:
+    if b is None:
+        return a is None or (isinstance(a, float) and math.isnan(a))
+    return a == pytest.approx(b, abs=1e-9)
+
+
+def _texts(at) -> str:
+    parts = [*at.markdown, *at.caption, *at.subheader, *at.warning, *at.expander]
+    return " ".join(str(getattr(x, "value", None) or getattr(x, "label", "")) for x in parts)
+
+
+def test_the_cheap_check_reads_only_the_runs_frame(stores):
+    frame = Store(stores["judged"]).runs_frame(live=False)
+    assert has_judge_runs(frame, ("authtrace-evidence",), dataset=DATASET)
+    assert has_judge_runs(frame, ("crux-coverage",), targets=[DEMO_RUN])
+    assert not has_judge_runs(frame, ("crux-coverage",), targets=["other-run"])
+    assert not has_judge_runs(frame, ("crux-coverage",), dataset="hotpotqa")
+    assert not has_judge_runs(Store(stores["plain"]).runs_frame(live=False), ("crux-coverage",))
+
+
+def test_fanin_page_shows_judged_scores_as_report_fanin(stores, monkeypatch, capsys):
+    rep = _json(capsys, "report", "fanin", "--runs", DEMO_RUN, "--resamples", "50",
+                "--no-instances", "--json", "--db", stores["judged"])["judged"]  # fmt: skip
+    at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
+    assert any(s.value == "Judged scores (AuthTrace judges)" for s in at.subheader)
+    assert "lexical baseline" in _texts(at)
+    shown = _frame(at, "fanin").set_index(["system", "bucket"])
+    assert len(shown) == len(rep["by_bucket"]) == 8  # 4 conditions x buckets single, low
+    for r in rep["by_bucket"]:
+        row = shown.loc[(r["system"], r["bucket"])]
+        assert row["n"] == r["n"]
+        for m in ("ac", "ac_judged"):
+            assert _close(row[m], r[m]), (m, r)
+        for m in ("er", "er_judged", "ep", "ep_judged"):  # shown in %, as the report prints
+            assert _close(row[m], None if r[m] is None else 100 * r[m]), (m, r)
+        assert row["judged_missing"] == max(r["ac_judged_missing"], r["er_judged_missing"])
+    # the no-evidence condition has no pack: its ER / EP judgments are all missing
+    assert shown.loc[(f"{DEMO_RUN}:no_evidence", "single"), "judged_missing"] == 38
+    corr = _frame(at, "fanin_corr").set_index("metric")
+    for m, c in rep["correlation"].items():
+        assert corr.loc[m.upper(), "n"] == c["n"]
+        assert _close(corr.loc[m.upper(), "pearson"], c["pearson"])
+        assert _close(corr.loc[m.upper(), "spearman"], c["spearman"])
+    assert corr.loc["AC", "n"] == 800  # every answer of the 4 conditions x 200 instances
+
+
+def test_retrieval_page_shows_answer_coverage_as_report_crux(stores, monkeypatch, capsys):
+    out = _json(capsys, "report", "crux", "--dataset", DATASET, "--resamples", "50",
+                "--no-instances", "--json", "--db", stores["judged"])  # fmt: skip
+    rep = out["answer_coverage"]
+    at = _page(monkeypatch, stores["judged"], "pages/retrieval.py")
+    at.toggle(key="retrieval.crux").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "lexical baseline" in _texts(at) and "Kendall τ-b" in _texts(at)
+    pipes = _frame(at, "crux_answers")
+    assert len(pipes) == len(rep["pipelines"]) == 1  # the demo run's retrieved condition
+    got, want = pipes.iloc[0], rep["pipelines"][0]
+    assert (got["run"], got["condition"], got["k"]) == (DEMO_RUN, "retrieved", str(want["k"]))
+    for col in ("n", "n_unscored", "cov_y", "den_y", "cov_z", "alpha_ndcg", "den_z"):
+        assert _close(got[col], want[col]), col
+    assert got["n"] == 200
+    kendall = _frame(at, "crux_kendall").set_index("k")
+    assert list(kendall.index) == [str(r["k"]) for r in rep["kendall"]] == ["3", "all",
+                                                                             "contexts"]
+    for r in rep["kendall"]:
+        for m in ("cov_z", "alpha_ndcg", "recall", "map", "ndcg", "den_z"):
+            assert kendall.loc[str(r["k"]), f"{m}_n"] == r[f"{m}_n"]
+            assert _close(kendall.loc[str(r["k"]), m], r[m])
+    assert kendall.loc["contexts", "cov_z_n"] == 200  # one point per judged context
+
+
+def test_failure_browser_shows_agreement_as_report_agreement(stores, monkeypatch, capsys):
+    rep = _json(capsys, "report", "agreement", "--run", DEMO_RUN, "--json",
+                "--db", stores["judged"])  # fmt: skip
+    rule = rule_labels(Store(stores["judged"]), DEMO_RUN, DEFAULT_RUBRIC)
+    at = _page(monkeypatch, stores["judged"], "pages/failures.py")
+    labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
+    assert labelled == [f"Human labels and agreement: run {DEMO_RUN}"]
+    pairs = _frame(at, "agreement")
+    assert list(zip(pairs["rater_a"], pairs["rater_b"], strict=True)) == [("rule", "alice")]
+    got, want = pairs.iloc[0], rep["pairs"][0]
+    # hand-checked: alice gave one label to all 20 items, so p_o = p_e and kappa = 0
+    n = len(rule)
+    assert got["n"] == want["n"] == n == 20
+    assert got["agreed"] == want["agreed"] == sum(v == LABEL for v in rule.values())
+    assert got["raw_agreement"] == pytest.approx(want["raw_agreement"])
+    assert got["kappa"] == pytest.approx(want["kappa"]) and want["kappa"] == pytest.approx(0.0)
+    confusion = _frame(at, "confusion")
+    assert confusion.to_numpy().tolist() == want["confusion"]
+    assert list(confusion.columns) == want["labels"]
+    assert confusion[LABEL].sum() == n  # every item is in alice's one column
+
+
+@pytest.mark.parametrize("page", ["pages/fanin.py", "pages/retrieval.py", "pages/failures.py"])
+def test_without_judgments_or_labels_the_sections_are_absent(stores, monkeypatch, page):
+    at = _page(monkeypatch, stores["plain"], page)
+    if page == "pages/retrieval.py":
+        at.toggle(key="retrieval.crux").set_value(True).run()
+        assert not at.exception, [e.value for e in at.exception]
+    assert not _tables(at)
+    assert not any("Human labels" in e.label for e in at.expander)
+    assert not any("Judged scores" in s.value or "Answer coverage" in s.value
+                   for s in at.subheader)  # fmt: skip
