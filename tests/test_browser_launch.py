@@ -15,6 +15,7 @@ import time
 
 import pytest
 from conftest import SHOTS, assert_no_exception, choose, settle, streamlit_server
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from core.runs import build_demo
 from core.store import Store
@@ -100,9 +101,16 @@ def test_cuer_and_dolce_launched_from_the_runs_page_finish_with_progress(runs_ur
     assert_no_exception(page, "runs after CUE-R")
 
     # DOLCE probes on the first instance, passages as units (the form folds once jobs run)
-    _settle(page)
-    if not page.get_by_test_id("stSelectbox").filter(has_text="Method").first.is_visible():
+    method = page.get_by_test_id("stSelectbox").filter(has_text="Method").first
+    for _ in range(3):  # a click while the page re-renders as the job ends may fold it again
+        _settle(page)
+        if method.is_visible():
+            break
         page.get_by_text("Launch a run", exact=True).click()
+        try:
+            method.wait_for(state="visible", timeout=5_000)
+        except PlaywrightTimeout:
+            continue
     choose(page, page, "Method", "DOLCE probes", settle_page=_settle)
     _settle(page)
     form = page.get_by_test_id("stForm")

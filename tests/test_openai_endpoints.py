@@ -90,7 +90,9 @@ def test_a_killed_endpoint_s_calls_move_to_the_others(db):
             # the survivors answered every chat they received, and more than the victim
             assert answered[f"{a.url}/v1"] == _chats(a) and answered[f"{b.url}/v1"] == _chats(b)
             assert 1 <= answered[f"{victim.url}/v1"] < 2 * N
-            assert counts[f"{victim.url}/v1"]["moved"] >= 1
+            # whether a call was in flight to the victim at the kill (and so was moved) depends
+            # on timing; that a failing endpoint's call moves is pinned by the HTTP 500 test
+            assert counts[f"{victim.url}/v1"]["failed"] == 0
             assert counts[f"{a.url}/v1"]["moved"] == counts[f"{b.url}/v1"]["moved"] == 0
     finally:
         victim.kill()

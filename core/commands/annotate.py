@@ -23,8 +23,9 @@ from core.annotate import (
     export_sample,
     import_labels,
 )
-from core.commands import Groups, add_db, open_store, print_json
+from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.jsonable import json_plain
+from core.judge_agreement import judge_agreement
 
 __all__ = ["register"]
 
@@ -110,7 +111,48 @@ def _print_pair(p: dict[str, Any]) -> None:
         print(f"  {label:14}" + "".join(f" {v:>{width}}" for v in row))
 
 
+def _cmd_judges(args: argparse.Namespace) -> int:
+    rep = judge_agreement(open_store(args), split_csv(args.judges))
+    if args.json:
+        print_json(json_plain(rep))
+        return 0
+    judges = ", ".join(f"{r} ({v['rated']} rated, {v['failed']} failed calls left out)"
+                       for r, v in rep["judges"].items())  # fmt: skip
+    print(f"agreement of judge runs (rubric {rep['rubric']}, scale {rep['scale'][0]}-"
+          f"{rep['scale'][-1]}): {judges}")  # fmt: skip
+    for p in rep["pairs"]:
+        if "labels" not in p:
+            print(f"{p['rater_a']} vs {p['rater_b']}: n {p['n']}; kappa n/a ({p['kappa_note']})")
+            continue
+        print(
+            f"{p['rater_a']} vs {p['rater_b']}: n {p['n']}, agreed {p['agreed']}, raw agreement "
+            f"{_fmt(p['raw_agreement'])}, Cohen's kappa {_fmt(p['kappa'])}, quadratic-weighted "
+            f"kappa {_fmt(p['weighted_kappa'])}"
+        )
+        for note in (p["kappa_note"], p["weighted_kappa_note"]):
+            if note:
+                print(f"  {note}")
+        labels = [str(x) for x in p["labels"]]
+        print(f"  confusion (rows {p['rater_a']}, columns {p['rater_b']}):")
+        print("  " + " " * 6 + "".join(f" {x:>5}" for x in labels))
+        for label, row in zip(labels, p["confusion"], strict=True):
+            print(f"  {label:>6}" + "".join(f" {v:>5}" for v in row))
+    multi = rep["all_raters"]
+    if multi is not None:
+        print(f"all {len(multi['raters'])} judges, n {multi['n']}: Fleiss' kappa "
+              f"{_fmt(multi['fleiss_kappa'])}, Krippendorff's alpha (ordinal) "
+              f"{_fmt(multi['krippendorff_alpha'])}")  # fmt: skip
+        for note in (multi["fleiss_note"], multi["alpha_note"]):
+            if note:
+                print(f"  {note}")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
+    if (args.run is None) == (args.judges is None):
+        raise ValueError("report agreement: give --run R (annotation sample) or --judges J1,J2")
+    if args.judges is not None:
+        return _cmd_judges(args)
     rep = agreement_report(open_store(args), args.run, args.rubric)
     if args.json:
         print_json(json_plain(rep))
@@ -197,7 +239,15 @@ def register(groups: Groups) -> None:
         "labels are rater 'rule'), label counts, confusion; Fleiss' kappa and Krippendorff's "
         "alpha for 3+ raters",
     )
-    rep.add_argument("--run", required=True, help="run id")
+    rep.add_argument("--run", default=None, help="run id (agreement on its annotation sample)")
+    rep.add_argument(
+        "--judges",
+        default=None,
+        metavar="J1,J2",
+        help="instead of --run: agreement of two or more judge runs of one rubric on the items "
+        "both rated (Cohen's and quadratic-weighted kappa per pair; Fleiss' kappa and ordinal "
+        "Krippendorff's alpha for 3+; failed calls left out and counted)",
+    )
     rep.add_argument("--rubric", default=DEFAULT_RUBRIC, choices=sorted(RUBRICS), help=_RUBRIC_HELP)
     rep.add_argument("--json", action="store_true", help="print JSON")
     add_db(rep)
