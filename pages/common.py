@@ -137,6 +137,10 @@ HELP = {
     "the items both rated: n, raw agreement = agreed / n, Cohen's κ = (p_o - p_e) / (1 - p_e); "
     "κ is empty with its note when undefined (fewer than 2 shared items, or p_e = 1). "
     "Confusion matrix: rows the first rater, columns the second (seed 000 Table 28 style).",
+    "judge_agreement": "Judge runs of one rubric that rated the same items (same judged run, "
+    "instance, condition and item), per pair: n, raw agreement, Cohen's κ and the "
+    "quadratic-weighted κ of the rubric's ordered scale (0-5 or 0-3); failed calls are left "
+    "out (`report agreement --judges J1,J2`).",
 }
 
 _DEFAULT_EXPORT = ExportSettings()

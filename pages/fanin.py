@@ -15,6 +15,7 @@ from pages.common import (
     sidebar,
     with_options,
 )
+from pages.judge_agreement_panel import show_judge_agreement
 from pages.widgets import param_widget
 
 selection = sidebar("fanin")
@@ -100,3 +101,5 @@ if has_judge_runs(cached_call("runs"), AUTHTRACE_RUBRICS, dataset=selection.data
             "n": num("n", help="Instances with both values; r is empty below 3 or for a "
                      "constant column."),
         })  # fmt: skip
+    show_judge_agreement(AUTHTRACE_RUBRICS, dataset=selection.dataset, targets=selection.runs,
+                         key="fanin.judge_agreement")  # fmt: skip

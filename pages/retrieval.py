@@ -18,6 +18,7 @@ from pages.common import (
     with_options,
 )
 from pages.dense_progress import embeddings_ready
+from pages.judge_agreement_panel import show_judge_agreement
 from pages.widgets import param_widget
 
 selection = sidebar("retrieval", runs=False)
@@ -89,3 +90,6 @@ if has_crux and st.toggle("CRUX: coverage, ranked coverage, density", key="retri
                 **{m: num(METRIC_NAMES[m], format="%.3f") for m in METRIC_NAMES},
                 **{f"{m}_n": num(f"{METRIC_NAMES[m]} n") for m in METRIC_NAMES},
             })  # fmt: skip
+        show_judge_agreement((CRUX_COVERAGE_RUBRIC, "crux-answerability"),
+                             dataset=selection.dataset, targets=None,
+                             key="retrieval.judge_agreement")  # fmt: skip

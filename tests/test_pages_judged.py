@@ -195,3 +195,28 @@ def test_without_judgments_or_labels_the_sections_are_absent(stores, monkeypatch
     assert not any("Human labels" in e.label for e in at.expander)
     assert not any("Judged scores" in s.value or "Answer coverage" in s.value
                    for s in at.subheader)  # fmt: skip
+
+
+def test_two_judges_of_one_rubric_show_their_agreement_on_the_fanin_page(
+    stores, monkeypatch, capsys, tmp_path
+):
+    """A second AuthTrace correctness judge of the same run: the page shows the pair's κ."""
+    at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
+    assert not any({"judge_a", "judge_b"} <= set(df.value.columns) for df in at.dataframe)
+    db = tmp_path / "two_judges.duckdb"
+    shutil.copy(stores["judged"], db)
+    run_judge(Store(db), "authtrace-correctness", make_judge("embedded"), name="j-second",
+              run=DEMO_RUN)  # fmt: skip
+    rep = _json(capsys, "report", "agreement", "--judges", "j-authtrace-correctness,j-second",
+                "--json", "--db", db)  # fmt: skip
+    (pair,) = rep["pairs"]
+    assert pair["n"] == 800 and pair["raw_agreement"] == 1.0  # the same lexical judge twice
+    at = _page(monkeypatch, db, "pages/fanin.py")
+    (table,) = [df.value for df in at.dataframe if {"judge_a", "judge_b"} <= set(df.value.columns)]
+    assert table.to_dict("records")[0] | {"kappa": None, "weighted_kappa": None, "note": ""} == {
+        "rubric": "authtrace-correctness", "judge_a": "j-authtrace-correctness",
+        "judge_b": "j-second", "n": 800, "raw_agreement": 1.0, "kappa": None,
+        "weighted_kappa": None, "note": "",
+    }  # fmt: skip
+    assert _close(table["kappa"].iloc[0], pair["kappa"])
+    assert _close(table["weighted_kappa"].iloc[0], pair["weighted_kappa"])

@@ -26,6 +26,7 @@ import pandas as pd
 from core.annotate import DEFAULT_RUBRIC, agreement_report
 from core.crux_answers import CONTEXT_METRICS, AnswerCoverage, answer_coverage
 from core.figures.fanin import ETA, JUDGE
+from core.judge_agreement import judge_agreement
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
 from core.store.annotations import annotation_labels
@@ -41,6 +42,7 @@ __all__ = [
     "crux_answer_tables",
     "fanin_judged_tables",
     "has_judge_runs",
+    "judge_agreement_table",
     "judge_label",
 ]
 
@@ -236,3 +238,50 @@ def agreement_tables(store: Store, run: str, rubric: str = DEFAULT_RUBRIC) -> di
                 "report": rep}  # fmt: skip
 
     return cached(store, "agreement", (run, rubric), build)
+
+
+def judge_agreement_table(
+    store: Store,
+    runs: pd.DataFrame,
+    rubrics: Iterable[str],
+    *,
+    dataset: str | None = None,
+    targets: Sequence[str] | None = None,
+) -> pd.DataFrame | None:
+    """Agreement of judge runs that rated the same things (``report agreement --judges``).
+
+    Judge runs of one rubric and one judged run (or dataset) are compared pairwise on the items
+    both rated (:func:`core.judge_agreement.judge_agreement`); None when no rubric has two.
+
+    Returns:
+        One row per pair: ``rubric``, ``judge_a``, ``judge_b``, ``n``, ``raw_agreement``,
+        ``kappa``, ``weighted_kappa`` (quadratic), ``note`` (why a κ is empty).
+    """
+    if runs.empty or "kind" not in runs.columns:
+        return None
+    wanted, chosen = set(rubrics), set(targets or ())
+    groups: dict[tuple[str, str], list[str]] = {}
+    for row in runs[runs["kind"] == "judge"].itertuples(index=False):
+        if dataset is not None and row.dataset_id != dataset:
+            continue
+        try:
+            raw = row.retrieval
+            cfg = (json.loads(raw) if isinstance(raw, str) else raw or {}).get("judge") or {}
+        except (ValueError, AttributeError):
+            continue
+        target = str(cfg.get("target_run") or "")
+        if cfg.get("rubric") in wanted and (not chosen or not target or target in chosen):
+            groups.setdefault((str(cfg["rubric"]), target), []).append(str(row.run_id))
+    rows = []
+    for (rubric, _), judge_runs in sorted(groups.items()):
+        if len(judge_runs) < 2:
+            continue
+        rep = judge_agreement(store, sorted(judge_runs))
+        for p in rep["pairs"]:
+            note = p.get("kappa_note") or p.get("weighted_kappa_note")
+            rows.append({
+                "rubric": rubric, "judge_a": p["rater_a"], "judge_b": p["rater_b"], "n": p["n"],
+                "raw_agreement": _num(p.get("raw_agreement")), "kappa": _num(p["kappa"]),
+                "weighted_kappa": _num(p.get("weighted_kappa")), "note": note or "",
+            })  # fmt: skip
+    return pd.DataFrame(rows) if rows else None
