@@ -15,7 +15,6 @@ import time
 
 import pytest
 from conftest import SHOTS, assert_no_exception, choose, settle, streamlit_server
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from core.runs import build_demo
 from core.store import Store
@@ -101,16 +100,15 @@ def test_cuer_and_dolce_launched_from_the_runs_page_finish_with_progress(runs_ur
     assert_no_exception(page, "runs after CUE-R")
 
     # DOLCE probes on the first instance, passages as units (the form folds once jobs run)
+    # the page reruns once more as the job ends and folds the form: start from a fresh load,
+    # where the fold is shut (jobs exist), and open it
+    page.reload()
+    _settle(page)
     method = page.get_by_test_id("stSelectbox").filter(has_text="Method").first
-    for _ in range(3):  # a click while the page re-renders as the job ends may fold it again
-        _settle(page)
-        if method.is_visible():
-            break
-        page.get_by_text("Launch a run", exact=True).click()
-        try:
-            method.wait_for(state="visible", timeout=5_000)
-        except PlaywrightTimeout:
-            continue
+    if not method.is_visible():
+        page.locator("details").filter(has_text="Launch a run").first.locator("summary").click()
+    method.wait_for(state="visible", timeout=30_000)
+    _settle(page)
     choose(page, page, "Method", "DOLCE probes", settle_page=_settle)
     _settle(page)
     form = page.get_by_test_id("stForm")
