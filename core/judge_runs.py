@@ -53,7 +53,7 @@ from core.fanin import evidence_pack
 from core.judge_lexical import LexicalJudge
 from core.judges import Rubric, authtrace_messages, canonical_segments, get_rubric
 from core.prompts import prompt_hash
-from core.runs import _id_list, _present, open_run
+from core.runs import _id_list, _present, answerability_pairs, open_run
 from core.store import Store
 from core.types import Instance
 
@@ -258,31 +258,19 @@ def _plan_answerability(store: Store, dataset: str, passages: str) -> list[Plann
         raise ValueError(
             f"dataset {dataset!r} has no sub-questions; store them first (import crux FILE)"
         )
-    by_inst = {
-        i.instance_id: i for i in store.load_instances(dataset, sorted(set(sq["instance_id"])))
-    }
     out = []
-    for row in sq.itertuples(index=False):
-        inst = by_inst.get(row.instance_id)
-        if inst is None:
-            continue
-        for p in inst.passages:
-            if passages == "gold" and not p.is_gold:
-                continue
-            context = f"{p.title}\n{p.text}" if p.title else p.text
-            q = str(row.text or "")
-            msgs = _crux_msgs(q, context)
-            out.append(
-                _planned(
-                    "",
-                    row.instance_id,
-                    "",
-                    f"{row.sq_id}|{p.passage_id}",
-                    "user",
-                    msgs,
-                    {"question": q, "context": context},
-                )
+    for row, p, context, msgs in answerability_pairs(store, dataset, sq, passages):
+        out.append(
+            _planned(
+                "",
+                row.instance_id,
+                "",
+                f"{row.sq_id}|{p.passage_id}",
+                "user",
+                msgs,
+                {"question": str(row.text or ""), "context": context},
             )
+        )
     return out
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,6 +57,7 @@ from core.probes import (
 from core.prompts import TEMPLATE_VERSION, prompt_hash, template_hash
 from core.retrieval import reranker
 from core.store import RUN_KINDS, RunBusyError, Store
+from core.types import Passage
 
 __all__ = [
     "DEMO_DATASET",
@@ -569,6 +570,29 @@ def run_probes(
 # --------------------------------------------------------------------------- CRUX judge
 
 
+def answerability_pairs(
+    store: Store, dataset: str, sq: pd.DataFrame, passages: str = "gold"
+) -> Iterator[tuple[Any, Passage, str, list[dict[str, str]]]]:
+    """Every (sub-question, passage) pair CRUX's answerability judge rates (seed 002 Fig. 8).
+
+    Yields ``(sub-question row, passage, context, messages)`` in the sub-questions' order, each
+    instance's passages in order (only gold ones when ``passages`` is ``gold``); instances not
+    stored are skipped. Both the CRUX judge and the ``crux-answerability`` judge runs plan
+    from here.
+    """
+    wanted = sorted(set(sq["instance_id"]))
+    by_inst = {i.instance_id: i for i in store.load_instances(dataset, wanted)}
+    for row in sq.itertuples(index=False):
+        inst = by_inst.get(row.instance_id)
+        if inst is None:
+            continue
+        for p in inst.passages:
+            if passages == "gold" and not p.is_gold:
+                continue
+            context = f"{p.title}\n{p.text}" if p.title else p.text
+            yield row, p, context, judge_messages(str(row.text or ""), context)
+
+
 def judge_answerability(
     store: Store,
     dataset: str,
@@ -616,20 +640,10 @@ def judge_answerability(
     name = judge or f"{backend.name}:{backend.model}|crux-v{JUDGE_TEMPLATE_VERSION}"
     opts = dict(options or {})
     ohash = options_hash(opts)
-    wanted = sorted(set(sq["instance_id"]))
-    by_inst = {i.instance_id: i for i in store.load_instances(dataset, wanted)}
     pairs = []
-    for row in sq.itertuples(index=False):
-        inst = by_inst.get(row.instance_id)
-        if inst is None:
-            continue
-        for p in inst.passages:
-            if passages == "gold" and not p.is_gold:
-                continue
-            context = f"{p.title}\n{p.text}" if p.title else p.text
-            msgs = judge_messages(str(row.text or ""), context)
-            key = cache_key(backend.name, model_id, ohash, prompt_hash(msgs))
-            pairs.append((row.instance_id, row.sq_id, p.passage_id, msgs, key))
+    for row, p, _, msgs in answerability_pairs(store, dataset, sq, passages):
+        key = cache_key(backend.name, model_id, ohash, prompt_hash(msgs))
+        pairs.append((row.instance_id, row.sq_id, p.passage_id, msgs, key))
     cached = store.cached_responses([k for *_, k in pairs])
     ratings, new_cache = [], []
     n_called = n_errors = 0
