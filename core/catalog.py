@@ -65,6 +65,7 @@ OPTIONS: dict[str, Param] = {
         *dolce_fig.FIT_OPTIONS, dolce_fig.PROBLEM, fanin_fig.POINTS, fanin_fig.CRUX_RETRIEVERS,
         fanin_fig.CRUX_KS, fanin_fig.JUDGE, fanin_fig.R_INCLUDE_ORACLE,
         fanin_fig.R_INCLUDE_FULL_CONTEXT, fanin_fig.ETA, fanin_fig.CRUX_K_REQUIRED,
+        fanin_fig.SCORE_SOURCE,
         retrieval_fig.RETRIEVERS, retrieval_fig.KS,
         retrieval_fig.CHUNK_SIZE, retrieval_fig.OVERLAP, retrieval_fig.MAX_INSTANCES,
     )
@@ -79,7 +80,7 @@ VIEW_OPTIONS: dict[Callable[..., Any], tuple[Param, ...]] = {
                   N_RESAMPLES),
     dolce_result: dolce_fig.FIT_OPTIONS,
     fanin_result: (SCORE_FIELD, fanin_fig.POINTS, fanin_fig.R_INCLUDE_ORACLE,
-                   fanin_fig.R_INCLUDE_FULL_CONTEXT, N_RESAMPLES),
+                   fanin_fig.R_INCLUDE_FULL_CONTEXT, N_RESAMPLES, fanin_fig.SCORE_SOURCE),
     crux_result: (fanin_fig.CRUX_RETRIEVERS, fanin_fig.CRUX_KS, fanin_fig.CRUX_K_REQUIRED,
                   fanin_fig.ETA, _R.CHUNK_SIZE, _R.OVERLAP, N_RESAMPLES, fanin_fig.JUDGE),
     retrieval_audit_frames: (_R.RETRIEVERS, _R.KS, _R.CHUNK_SIZE, _R.OVERLAP, _R.MAX_INSTANCES),

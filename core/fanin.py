@@ -408,7 +408,9 @@ class FaninResult:
             ``n_common`` (instances both answered), ``missing`` (instances both hold where
             either call failed), and the crossover fields of :func:`crossover`.
         n_no_gold: predictions left out because their instance has no gold evidence.
-        score_field: the answer score AC is built from.
+        score_field: the answer score AC is built from (the proxy's, also under ``judged``).
+        source: ``proxy`` (AC from the score field, ER / EP over passage ids) or ``judged``
+            (AuthTrace's judges: :func:`core.fanin_judged.fanin_from_judged`).
     """
 
     per_instance: pd.DataFrame
@@ -420,11 +422,13 @@ class FaninResult:
     overlap: pd.DataFrame
     n_no_gold: int
     score_field: str
+    source: str = "proxy"
 
     def to_dict(self, with_instances: bool = True) -> dict[str, Any]:
         """JSON-ready dict (NaN -> None)."""
         out = {
             "score_field": self.score_field,
+            "source": self.source,
             "n_no_gold": self.n_no_gold,
             "by_bucket": _records(self.by_bucket),
             "by_fan_in": _records(self.by_fan_in),

@@ -21,17 +21,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from core.fanin import per_instance
+from core.fanin import FaninResult, fanin_from_summaries, per_instance
+from core.fanin_stats import summaries_from_rows
 from core.judges import ac_from_score
 from core.store import Store
 
-__all__ = ["JudgedFanin", "fanin_judged", "judged_values"]
+__all__ = [
+    "JudgedFanin",
+    "fanin_from_judged",
+    "fanin_judged",
+    "judged_rows",
+    "judged_values",
+    "require_judged",
+]
 
 _METRICS = ("ac", "er", "ep")
 
@@ -200,3 +208,71 @@ def fanin_judged(
     if any(m.startswith("embedded:") for m in models):
         notes.append("judged by the lexical baseline judge (token overlap; not a language model)")
     return JudgedFanin(per, pd.DataFrame(groups), corr, models, tuple(notes))
+
+
+def judged_rows(per: pd.DataFrame) -> pd.DataFrame:
+    """:func:`core.fanin.per_instance` rows whose AC / ER / EP are the judged values.
+
+    The score source ``judged`` of the fan-in views (issue 20 item 2). A prediction without
+    a judged AC (its call failed, its judgment failed, or no judge run judged it) is
+    ``missing``: left out of n and counted, never scored. ER / EP stay NaN where the evidence
+    judgments are incomplete (left out of those means only). ``failed`` is judged AC < 33.
+
+    Args:
+        per: :attr:`JudgedFanin.per_instance` (the proxies' rows with ``*_judged`` columns).
+    """
+    out = per.drop(columns=["ac", "er", "ep"]).copy()
+    ac = per["ac_judged"].to_numpy(dtype=float)
+    gone = per["missing"].fillna(True).to_numpy(dtype=bool) | np.isnan(ac)
+    out["ac"] = np.where(gone, np.nan, ac)
+    out["er"] = np.where(gone, np.nan, per["er_judged"].to_numpy(dtype=float))
+    out["ep"] = np.where(gone, np.nan, per["ep_judged"].to_numpy(dtype=float))
+    out["failed"] = np.where(gone, np.nan, (ac < 33.0).astype(float))
+    out["missing"] = gone
+    return out.drop(columns=["ac_judged", "er_judged", "ep_judged"])
+
+
+def fanin_from_judged(
+    rows: pd.DataFrame, score_field: str = "f1_relaxed", **options: Any
+) -> FaninResult:
+    """Every fan-in aggregate with AC / ER / EP from the judges (:func:`judged_rows` rows).
+
+    The same statistics as the proxies (:func:`core.fanin.fanin_from_summaries` over
+    :func:`core.fanin_stats.summaries_from_rows`), so curves, degradation, Pearson r, failure
+    attribution and overlap are the paper's computations on judged numbers.
+
+    Args:
+        rows: :func:`judged_rows` (the view's filters and pairing already applied).
+        score_field: the proxy's answer score (kept for the record; AC is judged).
+        options: ``points``, ``include_oracle``, ``include_full_context``, ``n_resamples``,
+            ``seed`` of :func:`core.fanin.fanin_analysis`.
+
+    Raises:
+        ValueError: no plain-condition prediction with gold evidence.
+    """
+    n_no_gold = int((rows["fan_in"] == 0).sum())
+    per = rows[rows["fan_in"] > 0].reset_index(drop=True)
+    if per.empty:
+        raise ValueError("no judged prediction of an instance with gold evidence")
+    res = fanin_from_summaries(
+        summaries_from_rows(per, n_no_gold), score_field, per_instance_rows=rows, **options
+    )
+    return replace(res, source="judged")
+
+
+def require_judged(
+    store: Store, runs: Sequence[str], score_field: str = "f1_relaxed"
+) -> JudgedFanin:
+    """:func:`fanin_judged` for the score source ``judged``: one line when nothing is judged.
+
+    Raises:
+        ValueError: no AuthTrace judge run judged the runs (says which command fills them).
+    """
+    judged = fanin_judged(store, runs, score_field)
+    if judged is None:
+        raise ValueError(
+            f"score source 'judged': no authtrace-correctness or authtrace-evidence judge run "
+            f"judged run(s) {', '.join(runs)}; run `python -m core judge authtrace-correctness "
+            f"--run RUN --backend ...` (and authtrace-evidence for ER / EP), or use the proxies"
+        )
+    return judged

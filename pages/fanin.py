@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from core.figures.fanin import POINTS, R_INCLUDE_FULL_CONTEXT, R_INCLUDE_ORACLE
+from core.figures.fanin import POINTS, R_INCLUDE_FULL_CONTEXT, R_INCLUDE_ORACLE, SCORE_SOURCE
 from core.views.case import md_escape
 from core.views.judged import AUTHTRACE_RUBRICS, fanin_judged_tables, has_judge_runs
 from pages.common import (
@@ -31,6 +31,18 @@ st.caption(
     "Build a fan-in grid with `python -m core generate controlled --preset fanin-grid`.",
     help="AuthTrace (seed 003) §2-3 and §6; SPEC §9.",
 )
+# Judged scores (issue 20): only when an AuthTrace judge run judged the selection; the check
+# reads the runs frame the sidebar already holds, so a store without judges pays nothing.
+has_judges = has_judge_runs(cached_call("runs"), AUTHTRACE_RUBRICS, dataset=selection.dataset,
+                            targets=selection.runs)  # fmt: skip
+if has_judges:
+    selection = with_options(selection, **{SCORE_SOURCE.name: param_widget(
+        SCORE_SOURCE, "fanin.score_source", st, label="AC / ER / EP from",
+    )})  # fmt: skip
+    if selection.options.get(SCORE_SOURCE.name) == "judged":
+        st.caption("Every figure and table below uses the judges' AC (0-3 claim rubric / 3 x "
+                   "100), ER and EP (segment judgments); a prediction without a judged AC is "
+                   "counted in `missing`.")  # fmt: skip
 # The r settings sit above the scatter but are read first: every view of the page shares one
 # selection, so the fan-in analysis is computed (and cached) once.
 curves, scatter = st.container(), st.container()
@@ -60,10 +72,8 @@ show_table("fanin_degradation", selection)
 show_table("fanin_buckets", selection)
 show_table("fanin_pairs", selection)
 
-# Judged scores (issue 20): only when an AuthTrace judge run judged the selection; the check
-# reads the runs frame the sidebar already holds, so a store without judges pays nothing.
-if has_judge_runs(cached_call("runs"), AUTHTRACE_RUBRICS, dataset=selection.dataset,
-                  targets=selection.runs):  # fmt: skip
+# The judged values beside the proxies, with their correlation (issue 20 item 2).
+if has_judges:
     try:
         judged = fanin_judged_tables(get_store(), selection)
     except ValueError as exc:

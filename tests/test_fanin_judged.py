@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 import pytest
+from model_stub import ModelStub
 from test_cli import run_cli
 from test_judges import tiny  # noqa: F401 - the fixture
 
@@ -15,7 +16,9 @@ from core.backends import make_backend
 from core.fanin_judged import fanin_judged, judged_values
 from core.judge_runs import make_judge, run_judge
 from core.runs import run_conditions
+from core.selection import Selection
 from core.store import Store
+from core.views.fanin import fanin_result
 
 
 def _j(cond, iid, item, rating, error=None):
@@ -85,3 +88,66 @@ def test_report_fanin_shows_judged_columns_offline_with_the_lexical_judge(tiny):
     judged = json.loads(js.stdout)["judged"]
     assert set(judged["correlation"]) == {"ac", "er", "ep"}
     assert judged["correlation"]["ac"]["n"] == 8  # every answer of the 4 conditions
+
+
+def test_judged_score_source_feeds_the_fan_in_curves_and_counts_a_failed_judgment(tiny):  # noqa: F811
+    """score_source = judged: the curves' AC is the mean judged AC (score/3 x 100) of each
+    (system, fan-in) cell, hand-computed here from the stored judgments; the one failed judge
+    call is counted in `missing`, never scored; report fanin --score-source judged agrees."""
+    store = Store(tiny)
+    conds = ("no_evidence", "full_context", "retrieved", "oracle")
+    run_conditions(store, "tiny", make_backend("embedded"), conds, name="r1", top_k=2,
+                   chunk_size=10, overlap=0)  # fmt: skip
+    sel = Selection(runs=("r1",), options={"score_source": "judged", "n_resamples": 50})
+    with pytest.raises(ValueError, match="no authtrace-correctness or authtrace-evidence"):
+        fanin_result(store, sel)
+    with ModelStub() as stub:
+        stub.answer_for = lambda messages: "2"
+        stub.queue_modes("not-json")  # the first judge call fails: an error, not a rating
+        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
+                             options={"temperature": 0, "seed": 0})  # fmt: skip
+        done = run_judge(store, "authtrace-correctness", judge, name="jc", run="r1")
+    assert done.errors == 1 and done.executed == 8
+    j = store.judgments_frame(runs=["jc"])
+    bad = j[j["error"].notna()]
+    assert len(bad) == 1 and bad["rating"].isna().all()
+    proxy = fanin_result(store, Selection(runs=("r1",), options={"n_resamples": 50}))
+    # fan-in of each instance from the proxies' cells (independent of any judgment)
+    fan_of = {}
+    for rec in store.fanin_frame(["r1"]).to_dict("records"):
+        fan_of[rec["instance_id"]] = int(rec["fan_in"])
+    res = fanin_result(store, sel)
+    assert res.source == "judged"
+    got = res.by_fan_in.set_index(["condition", "fan_in"])
+    failed = (bad["condition"].iloc[0], fan_of[bad["instance_id"].iloc[0]])
+    ok = j[j["error"].isna()]
+    for (cond, f), cell in got.iterrows():
+        rows = ok[(ok["condition"] == cond) & ok["instance_id"].map(fan_of).eq(f)]
+        assert cell["n"] == len(rows)  # answered with a judged AC
+        assert cell["missing"] == int((cond, f) == failed)
+        if len(rows):
+            assert cell["ac"] == pytest.approx(float((rows["rating"] / 3 * 100).mean()))
+            assert cell["ac"] == pytest.approx(200 / 3)  # every judged answer scored 2 of 3
+    assert int(got["missing"].sum()) == 1 and int(got["n"].sum()) == 7
+    # proxies: every call answered, nothing missing
+    assert int(proxy.by_fan_in["missing"].sum()) == 0
+    out = run_cli("report", "fanin", "--runs", "r1", "--score-source", "judged", "--resamples",
+                  "50", "--json", "--db", tiny)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert rep["source"] == "judged"
+    assert sum(r["missing"] for r in rep["by_fan_in"]) == 1
+    assert {round(r["ac"], 6) for r in rep["by_fan_in"] if r["n"]} == {round(200 / 3, 6)}
+    text = run_cli("report", "fanin", "--runs", "r1", "--score-source", "judged", "--resamples",
+                   "50", "--db", tiny)  # fmt: skip
+    assert text.returncode == 0 and "judged AC (0-3 claim rubric" in text.stdout
+
+
+def test_judged_score_source_without_judgments_is_one_line(tiny):  # noqa: F811
+    store = Store(tiny)
+    run_conditions(store, "tiny", make_backend("embedded"), ("retrieved",), name="r1", top_k=2,
+                   chunk_size=10, overlap=0)  # fmt: skip
+    out = run_cli("report", "fanin", "--runs", "r1", "--score-source", "judged", "--db", tiny)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().count("\n") == 0
+    assert "no authtrace-correctness or authtrace-evidence judge run judged run(s) r1" in out.stderr

@@ -138,6 +138,32 @@ def test_fanin_page_shows_judged_scores_as_report_fanin(stores, monkeypatch, cap
     assert corr.loc["AC", "n"] == 800  # every answer of the 4 conditions x 200 instances
 
 
+def test_fanin_page_switched_to_judged_scores_draws_report_fanin_judged(
+    stores, monkeypatch, capsys
+):
+    """The researcher switches the Fan-in page's AC / ER / EP source to the judges: the
+    bucket table shows what ``report fanin --score-source judged`` prints."""
+    rep = _json(capsys, "report", "fanin", "--runs", DEMO_RUN, "--score-source", "judged",
+                "--resamples", "200", "--no-instances", "--json", "--db", stores["judged"])  # fmt: skip
+    assert rep["source"] == "judged"
+    at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
+    assert not any("AC judged" in df.value.columns for df in at.dataframe)  # proxies first
+    at.selectbox(key="fanin.score_source").select("judged").run()
+    assert not at.exception, at.exception
+    assert "judges' AC (0-3 claim rubric" in _texts(at)
+    table = next(df.value for df in at.dataframe if "AC judged" in df.value.columns)
+    shown = table.assign(system=table["run"] + ":" + table["condition"]).set_index(
+        ["system", "bucket"])  # fmt: skip
+    for r in rep["by_bucket"]:
+        row = shown.loc[(r["system"], r["bucket"])]
+        assert (row["n"], row["missing"]) == (r["n"], r["missing"])
+        assert _close(row["AC judged"], None if r["ac"] is None else round(r["ac"], 1))
+        er = None if r["er"] is None else round(100 * r["er"], 1)
+        assert _close(row["ER judged %"], er), r
+    # no-evidence answers are judged for AC (every answer), so nothing there is missing
+    assert shown.loc[(f"{DEMO_RUN}:no_evidence", "all"), "missing"] == 0
+
+
 def test_retrieval_page_shows_answer_coverage_as_report_crux(stores, monkeypatch, capsys):
     out = _json(capsys, "report", "crux", "--dataset", DATASET, "--resamples", "50",
                 "--no-instances", "--json", "--db", stores["judged"])  # fmt: skip

@@ -21,19 +21,27 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from typing import Any
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.crux import crux_report
 from core.crux_answers import CONTEXT_METRICS, AnswerCoverage, answer_coverage
 from core.fanin import correlation_note, fanin_report
-from core.fanin_judged import JudgedFanin, fanin_judged
+from core.fanin_judged import (
+    JudgedFanin,
+    fanin_from_judged,
+    fanin_judged,
+    judged_rows,
+    require_judged,
+)
 from core.figures.fanin import (
     CRUX_K_REQUIRED,
     ETA,
     POINTS,
     R_INCLUDE_FULL_CONTEXT,
     R_INCLUDE_ORACLE,
+    SCORE_SOURCE,
 )
 from core.params import add_argument, add_arguments
 from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
@@ -75,19 +83,32 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
     if not runs:
         raise ValueError("--runs needs at least one run id (comma-separated)")
     store = open_store(args)
-    judged = fanin_judged(store, store_runs(store, runs), args.score_field)
-    res = fanin_report(
-        store, runs, args.score_field, points=args.points,
-        include_oracle=args.r_include_oracle, include_full_context=args.r_include_full_context,
-        n_resamples=args.resamples, instances=bool(args.json and not args.no_instances),
-    )  # fmt: skip
+    options = {"points": args.points, "include_oracle": args.r_include_oracle,
+               "include_full_context": args.r_include_full_context,
+               "n_resamples": args.resamples}  # fmt: skip
+    if args.score_source == "judged":
+        ids = store_runs(store, runs)
+        if not ids:
+            raise ValueError("no runs given")
+        judged = require_judged(store, ids, args.score_field)
+        res = fanin_from_judged(judged_rows(judged.per_instance), args.score_field, **options)
+        if args.no_instances or not args.json:
+            res = replace(res, per_instance=res.per_instance.iloc[0:0])
+    else:
+        judged = fanin_judged(store, store_runs(store, runs), args.score_field)
+        with_rows = bool(args.json and not args.no_instances)
+        res = fanin_report(store, runs, args.score_field, instances=with_rows, **options)
     if args.json:
         out = res.to_dict(with_instances=not args.no_instances)
         if judged is not None:
             out["judged"] = judged.to_dict(with_instances=not args.no_instances)
         print_json(out)
         return 0
-    print(f"AC (100 x {res.score_field}), ER and EP (%) per fan-in bucket")
+    if res.source == "judged":
+        print("judged AC (0-3 claim rubric / 3 x 100), judged ER and EP (%) per fan-in bucket "
+              "(AuthTrace judges; missing: no judged AC)")  # fmt: skip
+    else:
+        print(f"AC (100 x {res.score_field}), ER and EP (%) per fan-in bucket")
     print(f"{'system':40} {'bucket':7} {'n':>4} {'miss':>4} {'AC':>6} {'ER':>6} {'EP':>6}")
     for r in res.by_bucket.to_dict("records"):
         er = None if r["er"] is None or math.isnan(r["er"]) else 100 * r["er"]
@@ -202,7 +223,7 @@ def register(groups: Groups) -> None:
         choices=("f1_relaxed", "f1_strict", "em_strict", "em_relaxed", "soft_correct"),
         help="answer score giving AC = 100 x score (default f1_relaxed)",
     )
-    add_arguments(fan, (POINTS, R_INCLUDE_ORACLE, R_INCLUDE_FULL_CONTEXT))
+    add_arguments(fan, (POINTS, R_INCLUDE_ORACLE, R_INCLUDE_FULL_CONTEXT, SCORE_SOURCE))
     fan.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (5000)")
     fan.add_argument("--no-instances", action="store_true", help="leave per-instance rows out")
     fan.add_argument("--json", action="store_true", help="print JSON")

@@ -47,6 +47,7 @@ __all__ = [
     "POINTS",
     "R_INCLUDE_FULL_CONTEXT",
     "R_INCLUDE_ORACLE",
+    "SCORE_SOURCE",
     "crux_coverage_figure",
     "crux_table",
     "fanin_buckets_table",
@@ -80,6 +81,15 @@ R_INCLUDE_FULL_CONTEXT = Param(
     "include full-context points in Pearson r (pack = cited passages; Figure 3 has no "
     "long-context points: that baseline has no compact evidence pack)",
     section="seed 003 §5, Fig. 3, Table 4",
+)  # fmt: skip
+#: Where AC / ER / EP come from: the proxies (default) or AuthTrace's judges (issue 20 item 2).
+SCORE_SOURCE = Param(
+    "score_source", str, "proxy",
+    "where AC, ER and EP come from: 'proxy' (AC = 100 x the score field, ER / EP over passage "
+    "ids) or 'judged' (AC = 0-3 claim rubric / 3 x 100, ER / EP from segment judgments of the "
+    "authtrace-correctness and authtrace-evidence judge runs; a prediction without a judged AC "
+    "is counted in missing)",
+    choices=("proxy", "judged"), section="seed 003 §3, App. K",
 )  # fmt: skip
 #: Retriever families of the CRUX views (the option ``retrievers`` when this one is unset).
 CRUX_RETRIEVERS = replace(
@@ -147,7 +157,7 @@ def fanin_degradation_figure(
             hovertemplate="fan-in %{x}: AC %{y:.1f} (%{text})<extra>" + label + "</extra>",
         ))  # fmt: skip
     fig.update_xaxes(title_text="fan-in (distinct gold documents)", dtick=1)
-    fig.update_yaxes(title_text=f"AC (100 x {score_field})", range=[0, 102])
+    fig.update_yaxes(title_text=_ac_title(res, score_field), range=[0, 102])
     fig.update_layout(legend_title_text="system", margin={"t": 30})
     titled(fig)
     drill.declare(fig, _FANIN_KEYS, frame="fanin")
@@ -162,6 +172,13 @@ _FANIN_KEYS = ("run", "condition", "fan_in")
 def _gone(missing: int) -> str:
     """``, missing=3`` beside an n (failed calls left out), nothing when none."""
     return f", missing={int(missing)}" if missing else ""
+
+
+def _ac_title(res: FaninResult, score_field: str) -> str:
+    """The AC axis title: the proxy's score field, or the judged claim rubric."""
+    if res.source == "judged":
+        return "AC judged (0-3 rubric / 3 x 100)"
+    return f"AC (100 x {score_field})"
 
 
 def _pct(v: float) -> str:
@@ -205,8 +222,11 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
                 x=100 * xs, y=c["intercept"] + c["slope"] * xs, mode="lines",
                 line={"color": REFERENCE_COLOR, "dash": "dash"}, showlegend=False, hoverinfo="skip",
             ), row=1, col=col)  # fmt: skip
-        fig.update_xaxes(title_text=f"{metric.upper()} (%)", range=[-2, 102], row=1, col=col)
-    fig.update_yaxes(title_text="AC", range=[0, 102], row=1, col=1)
+        judged = " judged" if res.source == "judged" else ""
+        fig.update_xaxes(title_text=f"{metric.upper()}{judged} (%)", range=[-2, 102], row=1,
+                         col=col)  # fmt: skip
+    fig.update_yaxes(title_text="AC judged" if res.source == "judged" else "AC", range=[0, 102],
+                     row=1, col=1)  # fmt: skip
     _note(fig, correlation_note(corr))
     # the note sits under the panels, so the legend goes inside (top left of the ER panel)
     fig.update_layout(legend_title_text="system", margin={"t": 60},
@@ -254,6 +274,9 @@ def fanin_degradation_table(res: FaninResult) -> pd.DataFrame:
         "failures (AC<33)": d["n_failures"],
         "with ER<50% %": (100 * d["share"]).round(1),
     })  # fmt: skip
+    if res.source == "judged":
+        out = out.rename(columns={"AC single": "AC judged single", "AC high": "AC judged high",
+                                  "with ER<50% %": "with ER judged<50% %"})  # fmt: skip
     return out
 
 
@@ -261,8 +284,9 @@ def fanin_buckets_table(res: FaninResult) -> pd.DataFrame:
     """AC / ER / EP per (system, bucket) with CIs (``missing``: failed calls left out)."""
     b = res.by_bucket
     out = b[["run", "condition", "bucket", "n", "missing"]].copy()
+    tag = " judged" if res.source == "judged" else ""
     for m, scale in (("ac", 1.0), ("er", 100.0), ("ep", 100.0)):
-        name = m.upper() if m == "ac" else f"{m.upper()} %"
+        name = f"{m.upper()}{tag}" if m == "ac" else f"{m.upper()}{tag} %"
         out[name] = (scale * b[m]).round(1)
         out[f"{name} CI"] = [
             "-" if math.isnan(lo) else f"[{scale * lo:.1f}, {scale * hi:.1f}]"

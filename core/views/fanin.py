@@ -8,7 +8,13 @@ import pandas as pd
 
 from core.crux import CruxResult, crux_report
 from core.fanin import FaninResult, fanin_from_summaries
-from core.fanin_judged import JudgedFanin, fanin_judged
+from core.fanin_judged import (
+    JudgedFanin,
+    fanin_from_judged,
+    fanin_judged,
+    judged_rows,
+    require_judged,
+)
 from core.fanin_stats import StoreSummaries
 from core.figures import N_RESAMPLES
 from core.figures.fanin import (
@@ -20,6 +26,7 @@ from core.figures.fanin import (
     POINTS,
     R_INCLUDE_FULL_CONTEXT,
     R_INCLUDE_ORACLE,
+    SCORE_SOURCE,
 )
 from core.figures.retrieval import CHUNK_SIZE, OVERLAP
 from core.scoring import ANSWER_SCORES
@@ -30,6 +37,7 @@ from core.views.common import (
     apply_filters,
     cached,
     condition_runs,
+    pair_runs,
 )
 
 __all__ = ["crux_result", "fanin_judged_result", "fanin_result"]
@@ -42,7 +50,11 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     ``selection.runs`` (else every run of ``selection.dataset``, else every run), several
     runs of one dataset restricted to their common instances (paired), and the selection's
     metadata filters. Options: ``points``, ``r_include_oracle``, ``r_include_full_context``,
-    ``n_resamples`` (:mod:`core.figures.fanin`).
+    ``n_resamples``, ``score_source`` (:mod:`core.figures.fanin`).
+
+    ``score_source = judged`` takes AC / ER / EP from AuthTrace judge runs
+    (:func:`core.fanin_judged.fanin_from_judged`, same filters and pairing): a prediction
+    without a judged AC is counted in ``missing``.
 
     One DuckDB query per (runs, filters) reads the rows' numbers for every answer score
     (:func:`core.store.fanin_rows.fanin_rows`), cached as one entry
@@ -61,6 +73,12 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     if selection.score_field not in ANSWER_SCORES:
         raise ValueError(f"unknown score field {selection.score_field!r}; allowed: "
                          f"{', '.join(ANSWER_SCORES)}")  # fmt: skip
+
+    if option(selection, SCORE_SOURCE) == "judged":
+        return cached(store, "fanin", selection_to_json(selection),
+                      lambda: _judged_result(store, selection, filters, points=points,
+                                             include_oracle=oracle, include_full_context=full,
+                                             n_resamples=n))  # fmt: skip
 
     def build() -> FaninResult:
         # the runs are read only on a miss: every figure and table of the page asks for the
@@ -95,6 +113,19 @@ def fanin_judged_result(store: Store, selection: Selection) -> JudgedFanin | Non
         return fanin_judged(store, list(condition_runs(store, selection)), selection.score_field)
 
     return cached(store, "fanin_judged", selection_to_json(selection), build)
+
+
+def _judged_result(
+    store: Store, selection: Selection, filters: dict, **options: object
+) -> FaninResult:
+    """:func:`fanin_result` with AC / ER / EP from the AuthTrace judge runs."""
+    runs = list(condition_runs(store, selection))
+    rows = require_judged(store, runs, selection.score_field).per_instance
+    if filters:
+        keep = _allowed(store, runs, selection)
+        rows = rows.merge(keep, on=["dataset", "instance_id"], how="inner")
+    rows = pair_runs(rows).reset_index(drop=True)
+    return fanin_from_judged(judged_rows(rows), selection.score_field, **options)  # type: ignore[arg-type]
 
 
 def _allowed(store: Store, runs: list[str], selection: Selection) -> pd.DataFrame:
