@@ -20,8 +20,14 @@ the confusion matrices (Tables 25-26). Here:
   there are three or more.
 
 Raters come from sources (:func:`register_rater_source`): a function ``(store, run, rubric)
--> {rater: {item_id: label}}``; the rule labels and the annotators are the built-in ones, and
-a judge rubric can add its own. Only the failure-taxonomy rubric exists for now.
+-> {rater: {item_id: label}}``; the rule labels, the annotators and the judge runs are the
+built-in ones.
+
+The same commands serve the judge rubrics that judge a run (``crux-coverage``,
+``authtrace-correctness``, ``authtrace-evidence``; :mod:`core.annotate_judged`): an item is
+one judgment item, the strata are condition × the stratifying judge's rating, the CSV adds a
+column ``item`` with the judge's own prompt (no rating), labels are the rubric's scale, and
+every judge run of the rubric is a rater ``judge:<run id>``.
 """
 
 from __future__ import annotations
@@ -42,6 +48,13 @@ from typing import Any
 import duckdb
 
 from core.agreement import UndefinedAgreement, fleiss_kappa, krippendorff_alpha, pair_agreement
+from core.annotate_judged import (
+    SAMPLED_RUBRICS,
+    judge_raters,
+    judged_pool,
+    judged_prompts,
+    rubric_labels,
+)
 from core.export_tables import safe_csv_cell
 from core.scoring import FAILURE_LABELS
 from core.store import Store, StoreError
@@ -59,6 +72,7 @@ from core.types import DataError
 __all__ = [
     "AMBIGUOUS",
     "CSV_COLUMNS",
+    "JUDGE_ITEM_COLUMN",
     "DEFAULT_RUBRIC",
     "RUBRICS",
     "RULE_RATER",
@@ -117,7 +131,10 @@ RUBRICS: dict[str, Rubric] = {
         "nominal",
         "failure taxonomy labels of seed 000 App. A.5 (rule rater: scores.failure_label)",
     ),
+    **{name: Rubric(name, *rubric_labels(name)) for name in SAMPLED_RUBRICS},
 }
+#: The extra column of a judge rubric's sample: what the judge was asked, word for word.
+JUDGE_ITEM_COLUMN = "item"
 
 #: A rater source: ``(store, run, rubric) -> {rater: {item_id: label}}``.
 RaterSource = Callable[[Store, str, str], dict[str, dict[str, str]]]
@@ -180,7 +197,9 @@ class ExportSummary:
         n_pool: predictions the sample was drawn from.
         n_failed_calls: calls of the run that failed (no answer, no rule label; not drawn).
         n_success: correct predictions left out (the paper's sample is failures only).
-        strata: ``(condition, rule label) -> (candidates, drawn)``.
+        strata: ``(condition, rule label) -> (candidates, drawn)`` (under a judge rubric the
+            stratifying judge's rating instead of the rule label).
+        strata_by: what the strata's second key is: ``rule label`` or ``judge:<run id>``.
     """
 
     path: Path
@@ -190,6 +209,7 @@ class ExportSummary:
     n_failed_calls: int
     n_success: int
     strata: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    strata_by: str = "rule label"
 
 
 def _check_run(store: Store, run: str) -> None:
@@ -253,8 +273,10 @@ def export_sample(
         n: the sample size (>= 1); more than the pool takes the whole pool.
         seed: the random seed.
         out: the CSV file to write (replaced).
-        rubric: the rubric (only ``failure_taxonomy`` for now).
-        include_success: also sample correct predictions (rule label ``success``).
+        rubric: the rubric: ``failure_taxonomy`` or a judge rubric that judges a run
+            (:func:`_export_judged`).
+        include_success: also sample correct predictions (rule label ``success``; the
+            failure taxonomy only).
         passage_chars: cut each shown passage's text to this many characters (None: whole;
             a full-context prompt can exceed a spreadsheet's 32,767-character cell).
 
@@ -269,6 +291,8 @@ def export_sample(
     if passage_chars is not None and passage_chars < 1:
         raise ValueError(f"--passage-chars must be at least 1, got {passage_chars}")
     _check_run(store, run)
+    if rubric != DEFAULT_RUBRIC:
+        return _export_judged(store, run, n, seed, out, rubric, passage_chars)
     pool, n_failed = annotation_pool(store, run)
     n_success = int((pool["failure_label"] == "success").sum())
     if not include_success:
@@ -296,7 +320,7 @@ def export_sample(
         for i, c, v in keys
     ]  # fmt: skip
     n_new = record_items(store, items)
-    _write_csv(out, _csv_rows(store, run, items, passage_chars))
+    _write_csv(out, _csv_rows(store, run, items, passage_chars), CSV_COLUMNS)
     return ExportSummary(
         path=out,
         n_items=len(items),
@@ -308,10 +332,62 @@ def export_sample(
     )
 
 
+def _export_judged(
+    store: Store, run: str, n: int, seed: int, out: Path, rubric: str, passage_chars: int | None
+) -> ExportSummary:
+    """:func:`export_sample` under a judge rubric: items are the run's judgment items.
+
+    Strata are (condition, the stratifying judge's rating or ``unrated``) in (condition,
+    rating) order; the draw is :func:`export_sample`'s. Items keep the judged item in
+    ``variant``; the CSV adds :data:`JUDGE_ITEM_COLUMN` before ``label``.
+
+    Raises:
+        ValueError: no judge run of the rubric judged the run.
+    """
+    pool, judge = judged_pool(store, run, rubric)
+    if pool.empty:
+        raise ValueError(
+            f"no {rubric} judge run judged run '{run}': run `python -m core judge {rubric} "
+            f"--run {run} --backend ...` first"
+        )
+    groups = dict(sorted(pool.groupby(["condition", "stratum"], sort=False),
+                         key=lambda kv: (kv[0][0], kv[0][1])))  # fmt: skip
+    counts = allocate({k: len(f) for k, f in groups.items()}, n)
+    rng = random.Random(seed)
+    keys: list[tuple[str, str, str]] = []
+    for key, frame in groups.items():
+        rows = list(frame[["instance_id", "condition", "item"]].itertuples(index=False))
+        keys += [tuple(r) for r in rng.sample(rows, counts[key])]
+    items = [
+        {"item_id": item_id(run, i, c, v, rubric), "run_id": run, "instance_id": i,
+         "condition": c, "variant": v, "rubric": rubric, "seed": int(seed)}
+        for i, c, v in keys
+    ]  # fmt: skip
+    n_new = record_items(store, items)
+    prompts = judged_prompts(store, run, rubric, keys)
+    rows = _csv_rows(store, run, items, passage_chars, prompts)
+    _write_csv(out, rows, (*CSV_COLUMNS[:-1], JUDGE_ITEM_COLUMN, CSV_COLUMNS[-1]))
+    return ExportSummary(
+        path=out, n_items=len(items), n_new=n_new, n_pool=len(pool), n_failed_calls=0,
+        n_success=0, strata={k: (len(f), counts[k]) for k, f in groups.items()},
+        strata_by=f"judge:{judge}",
+    )  # fmt: skip
+
+
 def _csv_rows(
-    store: Store, run: str, items: Sequence[Mapping[str, Any]], passage_chars: int | None
+    store: Store,
+    run: str,
+    items: Sequence[Mapping[str, Any]],
+    passage_chars: int | None,
+    prompts: Mapping[tuple[str, str, str], str] | None = None,
 ) -> list[list[str]]:
-    keys = [(it["instance_id"], it["condition"], it["variant"]) for it in items]
+    """The CSV rows of the sampled items, in item-id order.
+
+    With ``prompts`` (a judge rubric) the judged item is the prediction's (instance,
+    condition, variant '') and its prompt goes in the column before ``label``.
+    """
+    judged = prompts is not None
+    keys = [(it["instance_id"], it["condition"], "" if judged else it["variant"]) for it in items]
     preds, passages = export_fields(store, run, keys)
     texts: dict[str, dict[str, tuple[str, str]]] = {}
     for row in passages.itertuples(index=False):
@@ -328,6 +404,8 @@ def _csv_rows(
             _text(p.answer), _shown(p.input_passage_ids, texts.get(key[0], {}), passage_chars),
             ";".join(map(str, cited)), "",
         ]  # fmt: skip
+        if prompts is not None:
+            cells.insert(-1, prompts.get((key[0], key[1], it["variant"]), ""))
         rows.append([_neutral(c) for c in cells])
     return rows
 
@@ -336,14 +414,14 @@ def _text(value: Any) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
-def _write_csv(path: Path, rows: Sequence[Sequence[str]]) -> None:
+def _write_csv(path: Path, rows: Sequence[Sequence[str]], header: Sequence[str]) -> None:
     """Write the header and rows to ``path`` through a temporary file beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("w", encoding="utf-8", newline="") as fh:
             writer = csv.writer(fh, lineterminator="\n")
-            writer.writerow(CSV_COLUMNS)
+            writer.writerow(header)
             writer.writerows(rows)
         tmp.replace(path)
     finally:
@@ -525,7 +603,7 @@ def import_labels(
         if label not in vocab:
             raise DataError(
                 file, record, "label",
-                f"{_short(label)} is not a {rubric} label; expected one of: {', '.join(vocab)}",
+                f"{_short(label)} is not a label of {rubric}; expected one of: {', '.join(vocab)}",
             )  # fmt: skip
         old = before.get(item)
         if old is None:
@@ -566,7 +644,18 @@ def _annotator_source(store: Store, run: str, rubric: str) -> dict[str, dict[str
     return out
 
 
-_SOURCES: dict[str, RaterSource] = {"rule": _rule_source, "annotators": _annotator_source}
+def _judge_source(store: Store, run: str, rubric: str) -> dict[str, dict[str, str]]:
+    """Every judge run of a judge rubric on the run, as ``judge:<run id>``."""
+    if rubric == DEFAULT_RUBRIC:
+        return {}
+    return judge_raters(store, run, rubric, sampled_items(store, run, rubric))
+
+
+_SOURCES: dict[str, RaterSource] = {
+    "rule": _rule_source,
+    "annotators": _annotator_source,
+    "judges": _judge_source,
+}
 
 
 def register_rater_source(name: str, source: RaterSource) -> None:

@@ -8,6 +8,7 @@ step through this list's instances.
 
 import streamlit as st
 
+from core.annotate import DEFAULT_RUBRIC
 from core.views import resolve_selection
 from core.views.case import md_escape
 from core.views.failures import (
@@ -18,9 +19,9 @@ from core.views.failures import (
     failure_filter,
     failure_page,
 )
-from core.views.judged import agreement_tables, annotated_runs
 from pages import failure_trail, url_state
 from pages.common import HELP, cached_call, get_store, sidebar
+from pages.judge_agreement_panel import show_human_agreement
 
 OUTCOME_HELP = (
     "correct: failure label success (strict EM = 1), or strict EM = 1 where the condition has "
@@ -184,34 +185,7 @@ event = st.dataframe(shown, key=f"failures.table.{nonce}", hide_index=True, on_s
                      selection_mode="single-row", column_config=config,
                      column_order=order)  # fmt: skip
 # People's labels of the blind sample (issue 20; seed 000 App. A.6): only for annotated runs.
-for run in annotated_runs(store, runs):
-    with st.expander(f"Human labels and agreement: run {run}"):
-        agree = agreement_tables(store, run)
-        rep = agree["report"]
-        raters = ", ".join(f"{r} ({n})" for r, n in rep["raters"].items())
-        st.markdown(f"{rep['n_items']:,} sampled items; raters (items rated): "
-                    f"{md_escape(raters)}", help=HELP["agreement"])  # fmt: skip
-        num = st.column_config.NumberColumn
-        st.dataframe(agree["pairs"], key=f"failures.agreement.{run}", hide_index=True,
-                     column_config={
-            "n": num("n", help="Items both raters labelled."),
-            "agreed": num("agreed", help="Items with the same label from both."),
-            "raw_agreement": num("raw agreement", format="%.3f", help="agreed / n"),
-            "kappa": num("Cohen's κ", format="%.3f", help=HELP["agreement"]),
-            "kappa_note": st.column_config.TextColumn("note", help="Why κ is undefined."),
-        })  # fmt: skip
-        for (a, b), table in agree["confusion"].items():
-            if table is not None:
-                st.caption(f"Confusion: rows {md_escape(a)}, columns {md_escape(b)}")
-                st.dataframe(table, key=f"failures.confusion.{run}.{a}.{b}")
-        multi = rep["all_raters"]
-        if multi is not None:
-            fk, ka = multi["fleiss_kappa"], multi["krippendorff_alpha"]
-            notes = "".join(f"; {x}" for x in (multi["fleiss_note"], multi["alpha_note"]) if x)
-            st.caption(f"All {len(multi['raters'])} raters, n {multi['n']}: Fleiss' κ "
-                       f"{'n/a' if fk is None else f'{fk:.3f}'}, Krippendorff's α "
-                       f"({multi['alpha_level']}) {'n/a' if ka is None else f'{ka:.3f}'}"
-                       + md_escape(notes))  # fmt: skip
+show_human_agreement(store, runs, DEFAULT_RUBRIC, key="failures")
 picked = (event.get("selection") or {}).get("rows") or [] if event else []
 if picked:
     ss["failures.nonce"] = nonce + 1

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from core.figures.fanin import POINTS, R_INCLUDE_FULL_CONTEXT, R_INCLUDE_ORACLE, SCORE_SOURCE
+from core.views import resolve_selection
 from core.views.case import md_escape
 from core.views.judged import AUTHTRACE_RUBRICS, fanin_judged_tables, has_judge_runs
 from pages.common import (
@@ -15,7 +16,7 @@ from pages.common import (
     sidebar,
     with_options,
 )
-from pages.judge_agreement_panel import show_judge_agreement
+from pages.judge_agreement_panel import show_human_agreement, show_judge_agreement
 from pages.widgets import param_widget
 
 selection = sidebar("fanin")
@@ -113,3 +114,7 @@ if has_judges:
         })  # fmt: skip
     show_judge_agreement(AUTHTRACE_RUBRICS, dataset=selection.dataset, targets=selection.runs,
                          key="fanin.judge_agreement")  # fmt: skip
+    # people's labels of the judged items against the judges (annotate --rubric ...)
+    judged_runs = resolve_selection(get_store(), selection, cached_call("runs")).runs
+    for rubric in AUTHTRACE_RUBRICS:
+        show_human_agreement(get_store(), judged_runs, rubric, key="fanin")

@@ -283,7 +283,7 @@ def test_replace_and_conflicts(db, tmp_path, capsys):
     ("edit", "record", "field", "reason"),
     [
         (lambda rows: rows[2].update(label="Selection"), 3, "label",
-         "'Selection' is not a failure_taxonomy label; expected one of: localization, "
+         "'Selection' is not a label of failure_taxonomy; expected one of: localization, "
          "selection, integration, conversion, success, parse, ambiguous"),
         (lambda rows: rows[6].update(label="  "), 7, "label",
          "blank; label every row (or pass --allow-blank)"),

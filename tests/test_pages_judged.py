@@ -15,6 +15,7 @@ import math
 import shutil
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
 from conftest import open_page
@@ -54,6 +55,18 @@ def stores(tmp_path_factory) -> dict[str, Path]:
         writer.writeheader()
         writer.writerows(rows)
     import_labels(store, sample, DEMO_RUN, "alice")
+    # alice also rates 12 items of the correctness judge: every answer 3 of 3
+    rated = root / "correctness.csv"
+    export_sample(store, DEMO_RUN, 12, 7, rated, rubric="authtrace-correctness")
+    with rated.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        row["label"] = "3"
+    with rated.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    import_labels(store, rated, DEMO_RUN, "alice", rubric="authtrace-correctness")
     return {"plain": plain, "judged": judged}
 
 
@@ -195,7 +208,7 @@ def test_failure_browser_shows_agreement_as_report_agreement(stores, monkeypatch
     rule = rule_labels(Store(stores["judged"]), DEMO_RUN, DEFAULT_RUBRIC)
     at = _page(monkeypatch, stores["judged"], "pages/failures.py")
     labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
-    assert labelled == [f"Human labels and agreement: run {DEMO_RUN}"]
+    assert labelled == [f"Human labels and agreement: run {DEMO_RUN} (failure_taxonomy)"]
     pairs = _frame(at, "agreement")
     assert list(zip(pairs["rater_a"], pairs["rater_b"], strict=True)) == [("rule", "alice")]
     got, want = pairs.iloc[0], rep["pairs"][0]
@@ -209,6 +222,32 @@ def test_failure_browser_shows_agreement_as_report_agreement(stores, monkeypatch
     assert confusion.to_numpy().tolist() == want["confusion"]
     assert list(confusion.columns) == want["labels"]
     assert confusion[LABEL].sum() == n  # every item is in alice's one column
+
+
+def test_fanin_page_shows_people_against_the_correctness_judge(stores, monkeypatch, capsys):
+    rep = _json(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric",
+                "authtrace-correctness", "--json", "--db", stores["judged"])  # fmt: skip
+    (want,) = rep["pairs"]
+    assert (want["rater_a"], want["rater_b"], want["n"]) == (
+        "alice", "judge:j-authtrace-correctness", 12)  # fmt: skip
+    at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
+    labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
+    assert labelled == [f"Human labels and agreement: run {DEMO_RUN} (authtrace-correctness)"]
+    pairs = _frame(at, "agreement")
+    got = pairs.iloc[0]
+    assert (got["rater_a"], got["rater_b"], got["n"]) == (want["rater_a"], want["rater_b"], 12)
+    # hand-checked: alice's 3 agrees exactly where the judge gave 3; one label from alice
+    # makes p_o = p_e, so kappa is 0 (the judge used more than one label)
+    con = duckdb.connect(str(stores["judged"]), read_only=True)
+    ratings = [r for (r,) in con.execute(
+        "SELECT j.rating FROM annotation_items i JOIN judgments j ON j.target_run = i.run_id "
+        "AND j.instance_id = i.instance_id AND j.condition = i.condition AND j.item = i.variant "
+        "WHERE i.rubric = 'authtrace-correctness' AND j.run_id = 'j-authtrace-correctness'"
+    ).fetchall()]  # fmt: skip
+    con.close()
+    assert len(ratings) == 12 and len(set(ratings)) > 1
+    assert got["agreed"] == want["agreed"] == sum(r == 3 for r in ratings)
+    assert _close(got["kappa"], want["kappa"]) and want["kappa"] == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize("page", ["pages/fanin.py", "pages/retrieval.py", "pages/failures.py"])

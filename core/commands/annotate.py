@@ -31,7 +31,9 @@ __all__ = ["register"]
 
 _RUBRIC_HELP = (
     f"the rubric whose labels are sampled and read (default {DEFAULT_RUBRIC}: the failure "
-    "taxonomy, rule rater scores.failure_label; the only one for now)"
+    "taxonomy, rule rater scores.failure_label); a judge rubric (crux-coverage, "
+    "authtrace-correctness, authtrace-evidence) samples the items its judge runs judged, its "
+    "judge runs being the raters judge:RUN"
 )
 
 
@@ -46,15 +48,18 @@ def _cmd_export(args: argparse.Namespace) -> int:
         include_success=args.include_success,
         passage_chars=args.passage_chars,
     )
+    judged = s.strata_by != "rule label"
     print(
         f"wrote {s.n_items} items ({s.n_new} new to the store's sample) of run '{args.run}' "
-        f"to {s.path} (seed {args.seed}); drawn from {s.n_pool} predictions in "
-        f"{len(s.strata)} strata (condition x rule label)"
+        f"to {s.path} (seed {args.seed}); drawn from {s.n_pool} "
+        f"{f'{args.rubric} judgment items' if judged else 'predictions'} in "
+        f"{len(s.strata)} strata (condition x {s.strata_by}{' rating' if judged else ''})"
     )
-    left = [f"{s.n_failed_calls} failed calls (no answer, no rule label)"]
-    if not args.include_success:
-        left.append(f"{s.n_success} correct predictions (--include-success to sample them)")
-    print("left out: " + "; ".join(left))
+    if not judged:
+        left = [f"{s.n_failed_calls} failed calls (no answer, no rule label)"]
+        if not args.include_success:
+            left.append(f"{s.n_success} correct predictions (--include-success to sample them)")
+        print("left out: " + "; ".join(left))
     for (condition, label), (pool, drawn) in s.strata.items():
         print(f"  {condition:14} {label:13} {drawn:>5} of {pool}")
     empty = sum(1 for _, drawn in s.strata.values() if drawn == 0)

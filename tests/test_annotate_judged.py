@@ -1,0 +1,210 @@
+"""The blind annotation round trip under judge rubrics (issue 20 item 5: "the same commands
+serve every judge rubric"; core/annotate_judged.py).
+
+On the demo store judged by two judge runs of ``authtrace-correctness`` (the embedded lexical
+judge, and a model judge through the Ollama stub that rates every answer 2): export a sample
+of the judged items, check it carries the judge's prompt and no rating, fill labels, import,
+and check ``report agreement --rubric ... --json`` against Cohen's κ computed here with the
+plain formula from the judgments read straight from the store. Also ``authtrace-evidence``
+(items per gold unit / segment, 0/1 labels) and the one-line errors.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+from model_stub import ModelStub
+
+from core.annotate import CSV_COLUMNS, JUDGE_ITEM_COLUMN
+from core.backends import make_backend
+from core.cli import main
+from core.judge_runs import make_judge, run_judge
+from core.judges import AUTHTRACE_AC_SYSTEM
+from core.runs import DEMO_RUN, build_demo
+from core.store import Store
+
+RUBRIC = "authtrace-correctness"
+
+
+@pytest.fixture(scope="module")
+def judged_db(tmp_path_factory) -> Path:
+    """The demo store with two correctness judge runs and one evidence judge run."""
+    db = tmp_path_factory.mktemp("annotate_judged") / "demo.duckdb"
+    store = Store(db)
+    build_demo(store)
+    run_judge(store, RUBRIC, make_judge("embedded"), name="j-lexical", run=DEMO_RUN)
+    with ModelStub() as stub:
+        stub.answer_for = lambda messages: "2"
+        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
+                             options={"temperature": 0, "seed": 0})  # fmt: skip
+        done = run_judge(store, RUBRIC, judge, name="j-model", run=DEMO_RUN,
+                         conditions=["retrieved"])  # fmt: skip
+        assert done.errors == 0 and done.executed == 200
+    run_judge(store, "authtrace-evidence", make_judge("embedded"), name="j-ev", run=DEMO_RUN,
+              conditions=["retrieved"])  # fmt: skip
+    return db
+
+
+@pytest.fixture
+def db(judged_db: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "store.duckdb"
+    shutil.copy(judged_db, copy)
+    return copy
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> None:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _judge_labels(db: Path, judge: str) -> dict[str, str]:
+    """item_id -> the judge run's rating as text, straight from the store (independent of core)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT i.item_id, j.rating FROM annotation_items i JOIN judgments j "
+            "ON j.target_run = i.run_id AND j.instance_id = i.instance_id "
+            "AND j.condition = i.condition AND j.item = i.variant AND j.rubric = i.rubric "
+            "WHERE j.run_id = ? AND j.error IS NULL AND j.rating IS NOT NULL",
+            [judge],
+        ).fetchall()
+    finally:
+        con.close()
+    return {item: str(int(r)) for item, r in rows}
+
+
+def _kappa(a: list[str], b: list[str]) -> float:
+    """Cohen's kappa by the plain formula: (p_o - p_e) / (1 - p_e)."""
+    n = len(a)
+    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    ca, cb = Counter(a), Counter(b)
+    pe = sum(ca[k] * cb[k] for k in set(ca) | set(cb)) / n**2
+    return (po - pe) / (1 - pe)
+
+
+def test_judge_rubric_round_trip_reproduces_an_independent_kappa(db, tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    code, stdout, err = _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric", RUBRIC,
+                             "--sample", 40, "--seed", 5, "--out", out, "--db", db)  # fmt: skip
+    assert code == 0, err
+    assert "judgment items" in stdout and "condition x judge:j-lexical rating" in stdout
+    rows = _rows(out)
+    assert list(rows[0]) == [*CSV_COLUMNS[:-1], JUDGE_ITEM_COLUMN, "label"]
+    assert len(rows) == 40 and all(r["label"] == "" for r in rows)
+    # the annotator reads what the judge read: the rubric's system turn and the answer
+    assert all(r["item"].startswith(AUTHTRACE_AC_SYSTEM[:60]) for r in rows)
+    assert all(r["answer"] in r["item"] for r in rows if r["answer"])
+    # blind: the sample spans the four conditions (strata condition x judge rating)
+    assert {r["condition"] for r in rows} == {"no_evidence", "full_context", "retrieved", "oracle"}
+
+    lexical = _judge_labels(db, "j-lexical")
+    model = _judge_labels(db, "j-model")
+    assert set(lexical) == {r["item_id"] for r in rows}  # the embedded judge judged every answer
+    # the annotator: the lexical judge's label, except every 4th item one point higher (mod 4)
+    given = {}
+    for k, row in enumerate(rows):
+        label = lexical[row["item_id"]]
+        if k % 4 == 0:
+            label = str((int(label) + 1) % 4)
+        row["label"] = given[row["item_id"]] = label
+    filled = tmp_path / "bob.csv"
+    _write(filled, rows)
+    code, stdout, err = _cli(capsys, "annotate", "import", filled, "--run", DEMO_RUN,
+                             "--rubric", RUBRIC, "--annotator", "bob", "--db", db)  # fmt: skip
+    assert code == 0, err and "40 new" in stdout
+    code, stdout, err = _cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric", RUBRIC,
+                             "--json", "--db", db)  # fmt: skip
+    assert code == 0, err
+    rep = json.loads(stdout)
+    assert rep["labels"] == ["0", "1", "2", "3"]
+    assert rep["raters"] == {"bob": 40, "judge:j-lexical": 40, "judge:j-model": len(model)}
+    pairs = {(p["rater_a"], p["rater_b"]): p for p in rep["pairs"]}
+    pair = pairs[("bob", "judge:j-lexical")]
+    items = sorted(given)
+    a, b = [given[i] for i in items], [lexical[i] for i in items]
+    assert pair["n"] == 40 and pair["agreed"] == 30
+    assert pair["kappa"] == pytest.approx(_kappa(a, b), abs=1e-12)
+    # the model judge judged the retrieved answers only: its pairs are over those items
+    both = sorted(set(given) & set(model))
+    assert pairs[("bob", "judge:j-model")]["n"] == len(both) > 0
+    assert set(model.values()) == {"2"}
+    # three raters: Fleiss and ordinal Krippendorff over the items every one rated
+    multi = rep["all_raters"]
+    assert multi["n"] == len(both) and multi["alpha_level"] == "ordinal"
+
+    # a second import of the same file adds nothing
+    code, stdout, _ = _cli(capsys, "annotate", "import", filled, "--run", DEMO_RUN,
+                           "--rubric", RUBRIC, "--annotator", "bob", "--db", db)  # fmt: skip
+    assert code == 0 and "0 new, 40 unchanged" in stdout
+
+
+def test_a_label_off_the_judge_scale_is_one_line_and_changes_nothing(db, tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    assert _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric", RUBRIC, "--sample",
+                10, "--seed", 1, "--out", out, "--db", db)[0] == 0  # fmt: skip
+    rows = _rows(out)
+    for row in rows:
+        row["label"] = "2"
+    rows[3]["label"] = "4"  # the 0-3 claim rubric has no 4
+    _write(out, rows)
+    code, _, err = _cli(capsys, "annotate", "import", out, "--run", DEMO_RUN, "--rubric", RUBRIC,
+                        "--annotator", "carol", "--db", db)  # fmt: skip
+    assert code == 1 and err.count("\n") == 1
+    assert f"{out}: record 4: field 'label'" in err and "expected one of: 0, 1, 2, 3" in err
+    code, stdout, _ = _cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric", RUBRIC,
+                           "--json", "--db", db)  # fmt: skip
+    assert "carol" not in json.loads(stdout)["raters"]
+
+
+def test_evidence_items_are_units_and_segments_with_binary_labels(db, tmp_path, capsys):
+    out = tmp_path / "ev.csv"
+    code, _, err = _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric",
+                        "authtrace-evidence", "--sample", 12, "--seed", 2, "--out", out,
+                        "--db", db)  # fmt: skip
+    assert code == 0, err
+    rows = _rows(out)
+    assert len(rows) == 12 and {r["condition"] for r in rows} == {"retrieved"}
+    assert all(r["item"] for r in rows)  # each row names the unit or segment to match
+    judge = _judge_labels(db, "j-ev")
+    for row in rows:
+        row["label"] = judge[row["item_id"]]  # agreeing with the judge on every item
+    _write(out, rows)
+    assert _cli(capsys, "annotate", "import", out, "--run", DEMO_RUN, "--rubric",
+                "authtrace-evidence", "--annotator", "dan", "--db", db)[0] == 0  # fmt: skip
+    code, stdout, _ = _cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric",
+                           "authtrace-evidence", "--json", "--db", db)  # fmt: skip
+    rep = json.loads(stdout)
+    assert rep["labels"] == ["0", "1"]
+    (pair,) = rep["pairs"]
+    assert (pair["rater_a"], pair["rater_b"], pair["n"], pair["agreed"]) == (
+        "dan", "judge:j-ev", 12, 12)  # fmt: skip
+
+
+def test_a_judge_rubric_without_judge_runs_is_one_line(tmp_path, capsys):
+    db = tmp_path / "plain.duckdb"
+    build_demo(Store(db))
+    code, _, err = _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric",
+                        "crux-coverage", "--sample", 5, "--seed", 1, "--out", tmp_path / "x.csv",
+                        "--db", db)  # fmt: skip
+    assert code == 1 and err.count("\n") == 1
+    assert f"no crux-coverage judge run judged run '{DEMO_RUN}'" in err
+    assert not (tmp_path / "x.csv").exists()
