@@ -308,17 +308,7 @@ def export_sample(
             key=lambda kv: (kv[0][0], order.get(kv[0][1], len(order)), kv[0][1]),
         )
     }
-    counts = allocate({k: len(f) for k, f in groups.items()}, n)
-    rng = random.Random(seed)
-    keys: list[tuple[str, str, str]] = []
-    for key, frame in groups.items():
-        rows = list(frame[["instance_id", "condition", "variant"]].itertuples(index=False))
-        keys += [tuple(r) for r in rng.sample(rows, counts[key])]
-    items = [
-        {"item_id": item_id(run, i, c, v, rubric), "run_id": run, "instance_id": i,
-         "condition": c, "variant": v, "rubric": rubric, "seed": int(seed)}
-        for i, c, v in keys
-    ]  # fmt: skip
+    counts, keys, items = _draw(groups, n, seed, run, rubric, "variant")
     n_new = record_items(store, items)
     _write_csv(out, _csv_rows(store, run, items, passage_chars), CSV_COLUMNS)
     return ExportSummary(
@@ -330,6 +320,29 @@ def export_sample(
         n_success=0 if include_success else n_success,
         strata={k: (len(f), counts[k]) for k, f in groups.items()},
     )
+
+
+def _draw(
+    groups: Mapping[Any, Any], n: int, seed: int, run: str, rubric: str, third: str
+) -> tuple[dict[Any, int], list[tuple[str, str, str]], list[dict[str, Any]]]:
+    """The seeded stratified draw: ``(counts per stratum, keys, item records)``.
+
+    :func:`allocate` sizes each stratum; within one, ``n_h`` rows ``(instance_id, condition,
+    <third>)`` are drawn with one ``random.Random(seed)``, strata in the given order. The
+    third key (the prediction's variant, or the judged item) is stored as ``variant``.
+    """
+    counts = allocate({k: len(f) for k, f in groups.items()}, n)
+    rng = random.Random(seed)
+    keys: list[tuple[str, str, str]] = []
+    for key, frame in groups.items():
+        rows = list(frame[["instance_id", "condition", third]].itertuples(index=False))
+        keys += [tuple(r) for r in rng.sample(rows, counts[key])]
+    items = [
+        {"item_id": item_id(run, i, c, v, rubric), "run_id": run, "instance_id": i,
+         "condition": c, "variant": v, "rubric": rubric, "seed": int(seed)}
+        for i, c, v in keys
+    ]  # fmt: skip
+    return counts, keys, items
 
 
 def _export_judged(
@@ -352,17 +365,7 @@ def _export_judged(
         )
     groups = dict(sorted(pool.groupby(["condition", "stratum"], sort=False),
                          key=lambda kv: (kv[0][0], kv[0][1])))  # fmt: skip
-    counts = allocate({k: len(f) for k, f in groups.items()}, n)
-    rng = random.Random(seed)
-    keys: list[tuple[str, str, str]] = []
-    for key, frame in groups.items():
-        rows = list(frame[["instance_id", "condition", "item"]].itertuples(index=False))
-        keys += [tuple(r) for r in rng.sample(rows, counts[key])]
-    items = [
-        {"item_id": item_id(run, i, c, v, rubric), "run_id": run, "instance_id": i,
-         "condition": c, "variant": v, "rubric": rubric, "seed": int(seed)}
-        for i, c, v in keys
-    ]  # fmt: skip
+    counts, keys, items = _draw(groups, n, seed, run, rubric, "item")
     n_new = record_items(store, items)
     prompts = judged_prompts(store, run, rubric, keys)
     rows = _csv_rows(store, run, items, passage_chars, prompts)

@@ -11,19 +11,17 @@ plain formula from the judgments read straight from the store. Also ``authtrace-
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
-from collections import Counter
 from pathlib import Path
 
 import duckdb
 import pytest
 from model_stub import ModelStub
+from test_annotate import _cli, _kappa, _rows, _write
 
 from core.annotate import CSV_COLUMNS, JUDGE_ITEM_COLUMN
 from core.backends import make_backend
-from core.cli import main
 from core.judge_runs import make_judge, run_judge
 from core.judges import AUTHTRACE_AC_SYSTEM
 from core.runs import DEMO_RUN, build_demo
@@ -58,24 +56,6 @@ def db(judged_db: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _write(path: Path, rows: list[dict[str, str]]) -> None:
-    with path.open("w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def _judge_labels(db: Path, judge: str) -> dict[str, str]:
     """item_id -> the judge run's rating as text, straight from the store (independent of core)."""
     con = duckdb.connect(str(db), read_only=True)
@@ -90,15 +70,6 @@ def _judge_labels(db: Path, judge: str) -> dict[str, str]:
     finally:
         con.close()
     return {item: str(int(r)) for item, r in rows}
-
-
-def _kappa(a: list[str], b: list[str]) -> float:
-    """Cohen's kappa by the plain formula: (p_o - p_e) / (1 - p_e)."""
-    n = len(a)
-    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    ca, cb = Counter(a), Counter(b)
-    pe = sum(ca[k] * cb[k] for k in set(ca) | set(cb)) / n**2
-    return (po - pe) / (1 - pe)
 
 
 def test_judge_rubric_round_trip_reproduces_an_independent_kappa(db, tmp_path, capsys):
