@@ -23,11 +23,11 @@ Raters come from sources (:func:`register_rater_source`): a function ``(store, r
 -> {rater: {item_id: label}}``; the rule labels, the annotators and the judge runs are the
 built-in ones.
 
-The same commands serve the judge rubrics that judge a run (``crux-coverage``,
-``authtrace-correctness``, ``authtrace-evidence``; :mod:`core.annotate_judged`): an item is
-one judgment item, the strata are condition × the stratifying judge's rating, the CSV adds a
+The same commands serve every judge rubric (:mod:`core.annotate_judged`): an item is one
+judgment item, the strata are condition × the stratifying judge's rating, the CSV adds a
 column ``item`` with the judge's own prompt (no rating), labels are the rubric's scale, and
-every judge run of the rubric is a rater ``judge:<run id>``.
+every judge run of the rubric is a rater ``judge:<run id>``. ``crux-answerability`` rates a
+dataset's passages: its ``run`` is the judge run the sample is drawn from.
 """
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import duckdb
 
 from core.agreement import UndefinedAgreement, fleiss_kappa, krippendorff_alpha, pair_agreement
 from core.annotate_judged import (
+    PASSAGE_RUBRIC,
     SAMPLED_RUBRICS,
     judge_raters,
     judged_pool,
@@ -358,6 +360,12 @@ def _export_judged(
         ValueError: no judge run of the rubric judged the run.
     """
     pool, judge = judged_pool(store, run, rubric)
+    if pool.empty and rubric == PASSAGE_RUBRIC:
+        raise ValueError(
+            f"'{run}' is not a {rubric} judge run with judgments: {rubric} rates a dataset's "
+            f"passages, so --run names its judge run (python -m core judge {rubric} --dataset "
+            "D --name RUN ...)"
+        )
     if pool.empty:
         raise ValueError(
             f"no {rubric} judge run judged run '{run}': run `python -m core judge {rubric} "
@@ -392,6 +400,8 @@ def _csv_rows(
     judged = prompts is not None
     keys = [(it["instance_id"], it["condition"], "" if judged else it["variant"]) for it in items]
     preds, passages = export_fields(store, run, keys)
+    # a passage rubric's items are no prediction: the instance's question and gold answer
+    questions = {} if len(preds) == len(set(keys)) else _questions(store, run)
     texts: dict[str, dict[str, tuple[str, str]]] = {}
     for row in passages.itertuples(index=False):
         texts.setdefault(row.instance_id, {})[row.passage_id] = (
@@ -400,7 +410,7 @@ def _csv_rows(
     by_key = {(r.instance_id, r.condition, r.variant): r for r in preds.itertuples(index=False)}
     rows = []
     for it, key in sorted(zip(items, keys, strict=True), key=lambda x: x[0]["item_id"]):
-        p = by_key[key]
+        p = by_key.get(key) or _passage_item(it, questions)
         cited = [] if p.cited_ids is None else list(p.cited_ids)
         cells = [
             it["item_id"], run, key[0], key[1], _text(p.question), _text(p.gold_answer),
@@ -411,6 +421,27 @@ def _csv_rows(
             cells.insert(-1, prompts.get((key[0], key[1], it["variant"]), ""))
         rows.append([_neutral(c) for c in cells])
     return rows
+
+
+def _questions(store: Store, run: str) -> dict[str, tuple[str, str]]:
+    """``instance_id -> (question, gold answer)`` of the run's dataset."""
+    row = store.run_row(run) or {}
+    frame = store.instances_frame(str(row.get("dataset_id") or ""))
+    return {
+        str(r.instance_id): (_text(r.question), _text(r.gold_answer))
+        for r in frame.itertuples(index=False)
+    }
+
+
+def _passage_item(it: Mapping[str, Any], questions: Mapping[str, tuple[str, str]]) -> Any:
+    """The CSV fields of a passage rubric's item (``<sq id>|<passage id>``).
+
+    The instance's question and gold answer, no answer, the judged passage shown.
+    """
+    question, gold = questions.get(str(it["instance_id"]), ("", ""))
+    passage = str(it["variant"]).rpartition("|")[2]
+    return SimpleNamespace(question=question, gold_answer=gold, answer="", cited_ids=None,
+                           input_passage_ids=[passage] if passage else [])  # fmt: skip
 
 
 def _text(value: Any) -> str:

@@ -19,8 +19,12 @@ Here:
   over the sampled items (failed or unparsed judgments left out: never a label).
 
 The judged item is kept in ``annotation_items.variant`` (judgments are of plain predictions,
-whose variant is empty). ``crux-answerability`` rates a dataset's passages, not a run's
-predictions, and has no sample here; ``report agreement --judges`` compares its judge runs.
+whose variant is empty).
+
+``crux-answerability`` rates a dataset's (sub-question, passage) pairs, not a run's
+predictions: its sample is drawn from one *judge run* (``--run`` names the judge run, which
+is also the stratifying judge), items are ``<sq id>|<passage id>`` with an empty condition,
+and every ``crux-answerability`` judge run of the same dataset is a rater.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from core.store import Store
 
 __all__ = [
     "JUDGE_PREFIX",
+    "PASSAGE_RUBRIC",
     "SAMPLED_RUBRICS",
     "UNRATED",
     "judge_raters",
@@ -45,8 +50,10 @@ __all__ = [
     "rubric_labels",
 ]
 
-#: Judge rubrics a run's sample can be drawn under (every registered one that judges a run).
-SAMPLED_RUBRICS = tuple(name for name in JUDGE_RUBRICS if name != "crux-answerability")
+#: Judge rubrics a sample can be drawn under: every registered one.
+SAMPLED_RUBRICS = tuple(JUDGE_RUBRICS)
+#: The rubric that rates a dataset's passages: its sample comes from one judge run.
+PASSAGE_RUBRIC = "crux-answerability"
 #: The stratum of an item whose stratifying judgment failed or did not parse.
 UNRATED = "unrated"
 #: Rater names of judge runs: ``judge:<run id>``.
@@ -75,18 +82,39 @@ def _label(rating: Any, error: Any) -> str | None:
     return str(int(round(float(rating))))
 
 
+def _judgments(store: Store, run: str, rubric: str) -> pd.DataFrame:
+    """The judgments the raters of a sample come from.
+
+    A run's rubric: every judgment of ``rubric`` whose judged run is ``run``. The passage
+    rubric: every judgment of it over the dataset of the judge run ``run`` (empty when
+    ``run`` is not a judge run of that rubric).
+    """
+    if rubric != PASSAGE_RUBRIC:
+        return store.judgments_frame(rubric=rubric, target_runs=[run])
+    mine = store.judgments_frame(rubric=rubric, runs=[run])
+    if mine.empty:
+        return mine
+    every = store.judgments_frame(rubric=rubric)
+    return every[(every["dataset_id"] == mine["dataset_id"].iloc[0]) & (every["target_run"] == "")]
+
+
 def judged_pool(store: Store, run: str, rubric: str) -> tuple[pd.DataFrame, str | None]:
     """The items a rubric's judge runs judged for ``run``, with their strata.
+
+    For :data:`PASSAGE_RUBRIC`, ``run`` is the judge run: its items, stratified by its own
+    ratings.
 
     Returns:
         ``(frame, judge)``: one row per distinct ``instance_id, condition, item`` with
         ``stratum`` (the stratifying judge's label, or :data:`UNRATED`), sorted by that key;
         and the stratifying judge run (None when no judge run judged the run).
     """
-    j = store.judgments_frame(rubric=rubric, target_runs=[run])
+    j = _judgments(store, run, rubric)
     cols = ["instance_id", "condition", "item", "stratum"]
     if j.empty:
         return pd.DataFrame(columns=cols), None
+    if rubric == PASSAGE_RUBRIC:
+        j = j[j["run_id"] == run]
     judge = str(min(j["run_id"].astype(str)))
     keys = j[["instance_id", "condition", "item"]].drop_duplicates()
     mine = j[j["run_id"] == judge]
@@ -117,7 +145,12 @@ def judged_prompts(
     conds = sorted({k[1] for k in wanted})
     if not wanted:
         return {}
-    _, planned, _ = plan_judgments(store, rubric, run=run, conditions=conds)
+    if rubric == PASSAGE_RUBRIC:
+        row = store.run_row(run) or {}
+        _, planned, _ = plan_judgments(store, rubric, dataset=str(row.get("dataset_id") or ""),
+                                       passages="all")  # fmt: skip
+    else:
+        _, planned, _ = plan_judgments(store, rubric, run=run, conditions=conds)
     out: dict[tuple[str, str, str], str] = {}
     for p in planned:
         key = (p.instance_id, p.condition, p.item)
@@ -142,7 +175,7 @@ def judge_raters(
     """
     if rubric not in SAMPLED_RUBRICS or items.empty:
         return {}
-    j = store.judgments_frame(rubric=rubric, target_runs=[run])
+    j = _judgments(store, run, rubric)
     if j.empty:
         return {}
     ids: Mapping[tuple[str, str, str], str] = {

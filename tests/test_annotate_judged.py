@@ -19,12 +19,13 @@ import duckdb
 import pytest
 from model_stub import ModelStub
 from test_annotate import _cli, _kappa, _rows, _write
+from test_judges import tiny  # noqa: F401 - the fixture
 
 from core.annotate import CSV_COLUMNS, JUDGE_ITEM_COLUMN
 from core.backends import make_backend
 from core.judge_runs import make_judge, run_judge
 from core.judges import AUTHTRACE_AC_SYSTEM
-from core.runs import DEMO_RUN, build_demo
+from core.runs import DEMO_RUN, build_demo, run_conditions
 from core.store import Store
 
 RUBRIC = "authtrace-correctness"
@@ -179,3 +180,73 @@ def test_a_judge_rubric_without_judge_runs_is_one_line(tmp_path, capsys):
     assert code == 1 and err.count("\n") == 1
     assert f"no crux-coverage judge run judged run '{DEMO_RUN}'" in err
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_crux_answerability_sample_comes_from_a_judge_run_of_the_dataset(tiny, tmp_path, capsys):  # noqa: F811
+    """The passage rubric: --run names a crux-answerability judge run; items are its
+    (sub-question, passage) pairs; every judge run of the rubric on the dataset is a rater."""
+    store = Store(tiny)
+    run_judge(store, "crux-answerability", make_judge("embedded"), name="ja-lex", dataset="tiny")
+    with ModelStub() as stub:
+        stub.answer_for = lambda messages: "4"
+        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
+                             options={"temperature": 0, "seed": 0})  # fmt: skip
+        run_judge(store, "crux-answerability", judge, name="ja-model", dataset="tiny")
+    out = tmp_path / "ans.csv"
+    code, stdout, err = _cli(capsys, "annotate", "export", "--run", "ja-lex", "--rubric",
+                             "crux-answerability", "--sample", 50, "--seed", 1, "--out", out,
+                             "--db", tiny)  # fmt: skip
+    assert code == 0, err and "judge:ja-lex" in stdout
+    rows = _rows(out)
+    pairs = {r["item_id"]: r for r in rows}
+    lex = {}
+    for r in store.judgments_frame(runs=["ja-lex"]).itertuples(index=False):
+        lex[(r.instance_id, r.item)] = str(int(r.rating))
+    assert len(rows) == len(lex) == 6  # the whole pool: 3 sub-questions x 2 gold passages
+    for r in rows:
+        assert r["condition"] == "" and r["answer"] == "" and r["question"]
+        assert r["item"].startswith("Instruction: Determine whether")
+        assert r["shown_passages"].startswith("[p")  # the judged passage, shown
+    # the annotator says 4 everywhere except the first item
+    given = {i: ("1" if k == 0 else "4") for k, i in enumerate(sorted(pairs))}
+    for r in rows:
+        r["label"] = given[r["item_id"]]
+    _write(out, rows)
+    code, _, err = _cli(capsys, "annotate", "import", out, "--run", "ja-lex", "--rubric",
+                        "crux-answerability", "--annotator", "erin", "--db", tiny)  # fmt: skip
+    assert code == 0, err
+    code, stdout, _ = _cli(capsys, "report", "agreement", "--run", "ja-lex", "--rubric",
+                           "crux-answerability", "--json", "--db", tiny)  # fmt: skip
+    rep = json.loads(stdout)
+    assert rep["raters"] == {"erin": 6, "judge:ja-lex": 6, "judge:ja-model": 6}
+    by = {(p["rater_a"], p["rater_b"]): p for p in rep["pairs"]}
+    model = by[("erin", "judge:ja-model")]
+    assert (model["n"], model["agreed"]) == (6, 5)  # the model judge said 4 everywhere
+    items = sorted(given)
+    lex_labels = [lex[(pairs[i]["instance_id"], _answerability_item(store, i))] for i in items]
+    a = [given[i] for i in items]
+    pair = by[("erin", "judge:ja-lex")]
+    assert pair["agreed"] == sum(x == y for x, y in zip(a, lex_labels, strict=True))
+    if len(set(a)) > 1 or len(set(lex_labels)) > 1:
+        assert pair["kappa"] == pytest.approx(_kappa(a, lex_labels), abs=1e-12)
+
+
+def _answerability_item(store: Store, item_id: str) -> str:
+    """The judged ``<sq>|<passage>`` of a sampled item, read from the store."""
+    con = duckdb.connect(str(store.path), read_only=True)
+    try:
+        return con.execute("SELECT variant FROM annotation_items WHERE item_id = ?",
+                           [item_id]).fetchall()[0][0]  # fmt: skip
+    finally:
+        con.close()
+
+
+def test_crux_answerability_needs_a_judge_run(tiny, tmp_path, capsys):  # noqa: F811
+    store = Store(tiny)
+    run_conditions(store, "tiny", make_backend("embedded"), ("retrieved",), name="r1", top_k=2,
+                   chunk_size=10, overlap=0)  # fmt: skip
+    code, _, err = _cli(capsys, "annotate", "export", "--run", "r1", "--rubric",
+                        "crux-answerability", "--sample", 5, "--seed", 1, "--out",
+                        tmp_path / "x.csv", "--db", tiny)  # fmt: skip
+    assert code == 1 and err.count("\n") == 1
+    assert "'r1' is not a crux-answerability judge run" in err

@@ -33,7 +33,8 @@ _RUBRIC_HELP = (
     f"the rubric whose labels are sampled and read (default {DEFAULT_RUBRIC}: the failure "
     "taxonomy, rule rater scores.failure_label); a judge rubric (crux-coverage, "
     "authtrace-correctness, authtrace-evidence) samples the items its judge runs judged, its "
-    "judge runs being the raters judge:RUN"
+    "judge runs being the raters judge:RUN; with crux-answerability --run names the judge run "
+    "whose (sub-question, passage) pairs are sampled"
 )
 
 
