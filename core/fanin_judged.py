@@ -163,8 +163,39 @@ def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def _one_judge(frame: pd.DataFrame, rubric: str, judges: Sequence[str] | None) -> tuple[
+    pd.DataFrame, str | None
+]:  # fmt: skip
+    """The judgments of one judge run per judged run: ``judges`` when given, else the newest.
+
+    Two judge runs of a rubric over one run are never mixed (a mean over both would be
+    neither judge's number). Returns the kept rows and a note when a choice was made.
+    """
+    if frame.empty:
+        return frame, None
+    if judges:
+        kept = frame[frame["run_id"].isin(list(judges))]
+        return kept, None
+    parts, dropped = [], []
+    for _, g in frame.groupby("target_run", sort=True):
+        ids = list(dict.fromkeys(g["run_id"].astype(str)))  # newest judge run first
+        parts.append(g[g["run_id"] == ids[0]])
+        dropped += [(ids[0], other) for other in ids[1:]]
+    if not dropped:
+        return frame, None
+    used = sorted({a for a, _ in dropped})
+    other = sorted({b for _, b in dropped})
+    return pd.concat(parts, ignore_index=True), (
+        f"{rubric}: judged by {', '.join(used)} (the newest judge run); "
+        f"{', '.join(other)} also judged these runs and are not used (choose with --judge-runs)"
+    )
+
+
 def fanin_judged(
-    store: Store, runs: Sequence[str], score_field: str = "f1_relaxed"
+    store: Store,
+    runs: Sequence[str],
+    score_field: str = "f1_relaxed",
+    judges: Sequence[str] | None = None,
 ) -> JudgedFanin | None:
     """Judged AC / ER / EP of the runs beside the proxies; None when none is judged.
 
@@ -172,11 +203,16 @@ def fanin_judged(
         store: the store.
         runs: the four-condition runs of the fan-in view.
         score_field: the proxy AC's answer score.
+        judges: the judge runs to use (None: per rubric and judged run, the newest judge
+            run; a note names the others).
     """
-    frames = [
-        store.judgments_frame(rubric=r, target_runs=list(runs))
-        for r in ("authtrace-correctness", "authtrace-evidence")
-    ]
+    frames, choice = [], []
+    for rubric in ("authtrace-correctness", "authtrace-evidence"):
+        kept, note = _one_judge(
+            store.judgments_frame(rubric=rubric, target_runs=list(runs)), rubric, judges
+        )
+        frames.append(kept)
+        choice += [note] if note else []
     judgments = pd.concat([f for f in frames if not f.empty] or [frames[0]], ignore_index=True)
     if judgments.empty:
         return None
@@ -207,6 +243,7 @@ def fanin_judged(
     ]
     if any(m.startswith("embedded:") for m in models):
         notes.append("judged by the lexical baseline judge (token overlap; not a language model)")
+    notes += choice
     return JudgedFanin(per, pd.DataFrame(groups), corr, models, tuple(notes))
 
 
@@ -261,14 +298,17 @@ def fanin_from_judged(
 
 
 def require_judged(
-    store: Store, runs: Sequence[str], score_field: str = "f1_relaxed"
+    store: Store,
+    runs: Sequence[str],
+    score_field: str = "f1_relaxed",
+    judges: Sequence[str] | None = None,
 ) -> JudgedFanin:
     """:func:`fanin_judged` for the score source ``judged``: one line when nothing is judged.
 
     Raises:
         ValueError: no AuthTrace judge run judged the runs (says which command fills them).
     """
-    judged = fanin_judged(store, runs, score_field)
+    judged = fanin_judged(store, runs, score_field, judges)
     if judged is None:
         raise ValueError(
             f"score source 'judged': no authtrace-correctness or authtrace-evidence judge run "

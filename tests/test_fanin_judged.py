@@ -151,3 +151,31 @@ def test_judged_score_source_without_judgments_is_one_line(tiny):  # noqa: F811
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0
     assert "no authtrace-correctness or authtrace-evidence judge run judged run(s) r1" in out.stderr
+
+
+def test_two_judges_of_one_rubric_are_never_mixed(tiny):  # noqa: F811
+    """Two correctness judge runs over one run: the judged AC is one judge's, the newest by
+    default (a note names the other), the other with --judge-runs; never a mean of both."""
+    store = Store(tiny)
+    run_conditions(store, "tiny", make_backend("embedded"), ("retrieved", "oracle"), name="r1",
+                   top_k=2, chunk_size=10, overlap=0)  # fmt: skip
+    run_judge(store, "authtrace-correctness", make_judge("embedded"), name="j-lex", run="r1")
+    with ModelStub() as stub:
+        stub.answer_for = lambda messages: "2"
+        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
+                             options={"temperature": 0, "seed": 0})  # fmt: skip
+        run_judge(store, "authtrace-correctness", judge, name="j-model", run="r1")
+    newest = fanin_judged(store, ["r1"])
+    assert newest.per_instance["ac_judged"].to_numpy() == pytest.approx(200 / 3)  # 2 of 3
+    assert any("j-model (the newest judge run); j-lex also judged" in n for n in newest.notes)
+    lex = store.judgments_frame(runs=["j-lex"]).set_index(["condition", "instance_id"])["rating"]
+    chosen = fanin_judged(store, ["r1"], judges=["j-lex"]).per_instance
+    for r in chosen.itertuples(index=False):
+        assert r.ac_judged == pytest.approx(lex.loc[(r.condition, r.instance_id)] / 3 * 100)
+    out = run_cli("report", "fanin", "--runs", "r1", "--score-source", "judged", "--judge-runs",
+                  "j-lex", "--resamples", "50", "--json", "--db", tiny)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    got = {(r["condition"], r["fan_in"]): r["ac"] for r in json.loads(out.stdout)["by_fan_in"]}
+    for (cond, f), ac in got.items():
+        rows = chosen[(chosen["condition"] == cond) & (chosen["fan_in"] == f)]
+        assert ac == pytest.approx(rows["ac_judged"].mean())

@@ -83,6 +83,7 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
     if not runs:
         raise ValueError("--runs needs at least one run id (comma-separated)")
     store = open_store(args)
+    judges = split_csv(args.judge_runs) or None
     options = {"points": args.points, "include_oracle": args.r_include_oracle,
                "include_full_context": args.r_include_full_context,
                "n_resamples": args.resamples}  # fmt: skip
@@ -90,12 +91,12 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
         ids = store_runs(store, runs)
         if not ids:
             raise ValueError("no runs given")
-        judged = require_judged(store, ids, args.score_field)
+        judged = require_judged(store, ids, args.score_field, judges)
         res = fanin_from_judged(judged_rows(judged.per_instance), args.score_field, **options)
         if args.no_instances or not args.json:
             res = replace(res, per_instance=res.per_instance.iloc[0:0])
     else:
-        judged = fanin_judged(store, store_runs(store, runs), args.score_field)
+        judged = fanin_judged(store, store_runs(store, runs), args.score_field, judges)
         with_rows = bool(args.json and not args.no_instances)
         res = fanin_report(store, runs, args.score_field, instances=with_rows, **options)
     if args.json:
@@ -224,6 +225,11 @@ def register(groups: Groups) -> None:
         help="answer score giving AC = 100 x score (default f1_relaxed)",
     )
     add_arguments(fan, (POINTS, R_INCLUDE_ORACLE, R_INCLUDE_FULL_CONTEXT, SCORE_SOURCE))
+    fan.add_argument(
+        "--judge-runs",
+        help="AuthTrace judge runs whose judgments give the judged AC / ER / EP, comma-separated "
+        "(default: per rubric the newest judge run of the runs; two judges are never mixed)",
+    )
     fan.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (5000)")
     fan.add_argument("--no-instances", action="store_true", help="leave per-instance rows out")
     fan.add_argument("--json", action="store_true", help="print JSON")
