@@ -21,10 +21,11 @@ Each page is measured in **fresh processes** (one subprocess per measurement, ``
 ``--fresh N`` of them per page, default ``--repeats``: first load and changed selection are the
 median of the N, with every run listed):
 
-* before the clock: Python, Streamlit, ``AppTest``, pandas, plotly, DuckDB and
-  :mod:`core.catalog` (which imports every figure and view module) are imported, so module
-  import time is left out (a running dashboard server has them loaded); no store data is read
-  and every cache (Streamlit's, the views', DuckDB's) is empty;
+* before the clock: Python, Streamlit, ``AppTest``, pandas, plotly, DuckDB,
+  :mod:`core.catalog` (which imports every figure and view module) and the dashboard's
+  shared modules (``pages/*.py`` that are not page scripts: ``pages.common`` ...) are
+  imported, so module import time is left out (a running dashboard server has them loaded);
+  no store data is read and every cache (Streamlit's, the views', DuckDB's) is empty;
 * **first load**: the first ``AppTest.run()`` of ``app.py`` routed to the page (the page's own
   script, its sidebar, every query, figure, table and bootstrap CI it shows);
 * **changed selection**: one widget the user would change set to a value not seen before in
@@ -43,8 +44,10 @@ Usage: ``python bench/bench_dashboard.py [--db PATH] [--instances N] [--repeats 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -215,6 +218,13 @@ def measure_page(name: str, repeats: int) -> dict:
     from streamlit.testing.v1 import AppTest
 
     import core.catalog  # noqa: F401
+
+    # the dashboard's shared modules (pages/*.py that are not page scripts: pages.common,
+    # pages.widgets ...): a running server imported them on its first page
+    scripts = set(re.findall(r'"(pages/[a-z_]+\.py)"', (ROOT / "app.py").read_text()))
+    for path in sorted((ROOT / "pages").glob("*.py")):
+        if f"pages/{path.name}" not in scripts and path.name != "__init__.py":
+            importlib.import_module(f"pages.{path.stem}")
 
     script, dataset, change = PAGES[name]
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)

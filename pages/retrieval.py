@@ -18,7 +18,7 @@ from pages.common import (
     with_options,
 )
 from pages.dense_progress import embeddings_ready
-from pages.judge_agreement_panel import show_judge_agreement
+from pages.judge_agreement_panel import show_human_agreement, show_judge_agreement
 from pages.widgets import param_widget
 
 selection = sidebar("retrieval", runs=False)
@@ -93,3 +93,9 @@ if has_crux and st.toggle("CRUX: coverage, ranked coverage, density", key="retri
         show_judge_agreement((CRUX_COVERAGE_RUBRIC, "crux-answerability"),
                              dataset=selection.dataset, targets=None,
                              key="retrieval.judge_agreement")  # fmt: skip
+        # people's labels against the CRUX judges (annotate export --rubric crux-coverage |
+        # crux-answerability): runs of the dataset with labels, judge runs included
+        frame = cached_call("runs")
+        dataset_runs = list(frame.loc[frame["dataset_id"] == selection.dataset, "run_id"])
+        for rubric in (CRUX_COVERAGE_RUBRIC, "crux-answerability"):
+            show_human_agreement(get_store(), dataset_runs, rubric, key="retrieval")

@@ -55,18 +55,20 @@ def stores(tmp_path_factory) -> dict[str, Path]:
         writer.writeheader()
         writer.writerows(rows)
     import_labels(store, sample, DEMO_RUN, "alice")
-    # alice also rates 12 items of the correctness judge: every answer 3 of 3
-    rated = root / "correctness.csv"
-    export_sample(store, DEMO_RUN, 12, 7, rated, rubric="authtrace-correctness")
-    with rated.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    for row in rows:
-        row["label"] = "3"
-    with rated.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    import_labels(store, rated, DEMO_RUN, "alice", rubric="authtrace-correctness")
+    # alice also rates 12 items of the correctness judge (every answer 3 of 3) and 8 of the
+    # CRUX coverage judge (every sub-question fully covered, 5)
+    for rubric, n, label in (("authtrace-correctness", 12, "3"), ("crux-coverage", 8, "5")):
+        rated = root / f"{rubric}.csv"
+        export_sample(store, DEMO_RUN, n, 7, rated, rubric=rubric)
+        with rated.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        for row in rows:
+            row["label"] = label
+        with rated.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        import_labels(store, rated, DEMO_RUN, "alice", rubric=rubric)
     return {"plain": plain, "judged": judged}
 
 
@@ -248,6 +250,20 @@ def test_fanin_page_shows_people_against_the_correctness_judge(stores, monkeypat
     assert len(ratings) == 12 and len(set(ratings)) > 1
     assert got["agreed"] == want["agreed"] == sum(r == 3 for r in ratings)
     assert _close(got["kappa"], want["kappa"]) and want["kappa"] == pytest.approx(0.0)
+
+
+def test_retrieval_page_shows_people_against_the_coverage_judge(stores, monkeypatch, capsys):
+    rep = _json(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric", "crux-coverage",
+                "--json", "--db", stores["judged"])  # fmt: skip
+    (want,) = rep["pairs"]
+    assert (want["rater_a"], want["rater_b"], want["n"]) == ("alice", "judge:j-crux-coverage", 8)
+    at = _page(monkeypatch, stores["judged"], "pages/retrieval.py")
+    at.toggle(key="retrieval.crux").set_value(True).run()  # the CRUX section
+    labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
+    assert labelled == [f"Human labels and agreement: run {DEMO_RUN} (crux-coverage)"]
+    got = _frame(at, "agreement").iloc[0]
+    assert (got["rater_a"], got["rater_b"], got["n"]) == ("alice", "judge:j-crux-coverage", 8)
+    assert got["agreed"] == want["agreed"] and _close(got["raw_agreement"], want["raw_agreement"])
 
 
 @pytest.mark.parametrize("page", ["pages/fanin.py", "pages/retrieval.py", "pages/failures.py"])
