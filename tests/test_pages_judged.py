@@ -159,7 +159,8 @@ def test_fanin_page_switched_to_judged_scores_draws_report_fanin_judged(
     """The researcher switches the Fan-in page's AC / ER / EP source to the judges: the
     bucket table shows what ``report fanin --score-source judged`` prints."""
     rep = _json(capsys, "report", "fanin", "--runs", DEMO_RUN, "--score-source", "judged",
-                "--resamples", "200", "--no-instances", "--json", "--db", stores["judged"])  # fmt: skip
+                "--resamples", "200", "--no-instances", "--json",
+                "--db", stores["judged"])  # fmt: skip
     assert rep["source"] == "judged"
     at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
     assert not any("AC judged" in df.value.columns for df in at.dataframe)  # proxies first
