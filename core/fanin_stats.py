@@ -245,6 +245,7 @@ class StoreSummaries:
             "has_pack": np.asarray(rows["has_pack"], dtype=bool),
             **{k: np.asarray(rows[k]) for k in ("n_hits", "n_gold", "n_pack")},
         }  # fmt: skip
+        self._arrays["pack_state"] = _pack_state(self._arrays)
         self.fields = tuple(fields)
         self._done: dict[str, FaninSummaries] = {}
         self._pack_items: dict[bytes, list[pd.DataFrame]] = {}  # ER / EP items per mask
@@ -280,16 +281,13 @@ class StoreSummaries:
         ok = ~missing
         ac = np.where(ok, 100.0 * score, np.nan)
         fail = ok & (ac < 33.0)
-        # ER = hits / gold is finite exactly with a pack and gold, and below 0.5 exactly when
-        # 2 hits < gold (the quotient of small integers is not rounded across 0.5)
-        packed = arr["has_pack"] & (arr["n_gold"] > 0)
-        low = packed & (2 * arr["n_hits"] < arr["n_gold"])
+        # one integer count per (cell, row state): 0 answered, 1 missing, 2 + pack state a
+        # failure (AC < 33) without a pack, with one, with one and ER < 0.5 (_pack_state)
+        state = np.where(missing, 1, np.where(fail, 2 + arr["pack_state"], 0))
+        by = np.bincount(cell * 5 + state, minlength=n_cells * 5).reshape(n_cells, 5)
         counts = {
-            "n_rows": np.bincount(cell, minlength=n_cells),
-            "n_missing": np.bincount(cell, weights=missing, minlength=n_cells),
-            "n_fail": np.bincount(cell, weights=fail, minlength=n_cells),
-            "n_fail_packed": np.bincount(cell, weights=fail & packed, minlength=n_cells),
-            "n_fail_low": np.bincount(cell, weights=fail & low, minlength=n_cells),
+            "n_rows": by.sum(axis=1), "n_missing": by[:, 1], "n_fail": by[:, 2:].sum(axis=1),
+            "n_fail_packed": by[:, 3:].sum(axis=1), "n_fail_low": by[:, 4],
         }  # fmt: skip
         held = np.flatnonzero(counts["n_rows"])
         cells = pd.DataFrame(
@@ -310,10 +308,26 @@ class StoreSummaries:
                   *self._pack_items[mask]]  # fmt: skip
         items = pd.concat(frames, ignore_index=True)
         items = items.sort_values(["sys", "fan_in", "metric", "bin"], kind="stable")
-        state = np.where(missing, 0, np.where(fail, 2, 1))
-        pairs = pair_counts(arr["code"], arr["sys"], state, len(self.systems))
+        # pair_counts' states: 0 missing, 1 answered, 2 answered with AC < 33
+        pairs = pair_counts(arr["code"], arr["sys"], _PAIR_STATE[state], len(self.systems))
         return FaninSummaries(self.systems, cells, items.reset_index(drop=True), pairs,
                               self.n_no_gold)  # fmt: skip
+
+
+#: :func:`pair_counts`' state of each row state of :meth:`StoreSummaries._summarize`.
+_PAIR_STATE = np.array([1, 0, 2, 2, 2], dtype=np.int64)
+
+
+def _pack_state(arr: dict[str, np.ndarray]) -> np.ndarray:
+    """Per row: 0 no pack (or no gold), 1 a pack, 2 a pack with ER < 0.5 (int64).
+
+    ER = hits / gold is finite exactly with a pack and gold, and below 0.5 exactly when
+    2 hits < gold (the quotient of small integers is not rounded across 0.5). The same for
+    every score field: computed once.
+    """
+    packed = arr["has_pack"] & (arr["n_gold"] > 0)
+    low = packed & (2 * arr["n_hits"] < arr["n_gold"])
+    return packed.astype(np.int64) + low
 
 
 def _group_items(

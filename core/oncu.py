@@ -745,55 +745,71 @@ def _sample_level_means(
     unit = _unit_keys(df)
     keys = unit + ["condition"]
     scores = [c for c in (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error") if c in df.columns]
-    rank = None
+    order = None
     if ci and "instance_id" in df.columns and len(df) > 1:
         # canonical row order (issue 17 item 7): the resamples of one seed draw the same
         # examples whatever the order of the input rows (each cell's rows are taken in
         # instance order; nothing else is reordered)
-        ids = df["instance_id"]
+        iid = df["instance_id"]
         order = np.argsort(sorted_codes(df, "instance_id") if isinstance(
-            ids.dtype, pd.StringDtype) else ids.astype(str).to_numpy(), kind="stable")  # fmt: skip
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-    rows = []
-    blocks = []
-    # the score columns (views, not one copy of them all): each cell's block is gathered
-    cols = [pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float) for c in scores]
-    perr = _error_mask(df["parse_error"]) if "parse_error" in df.columns else None
-    failed = _error_mask(df["error"]) if "error" in df.columns else None
+            iid.dtype, pd.StringDtype) else iid.astype(str).to_numpy(), kind="stable")  # fmt: skip
     # the (unit, condition) cells shared with the other tables, in sorted key order
     ids, index = _memo(df, ("unit_cells",), lambda: _cell_ids(df, keys))
-    by_cell = np.argsort(ids, kind="stable")
-    bounds = np.searchsorted(ids[by_cell], np.arange(len(index) + 1))
+    # every cell's rows, one cell after the other (cells in key order; within a cell the
+    # rows in frame order, or in instance order for the CIs): one gather per column
+    # instead of a row-major block per cell
+    if order is None:
+        rows_of = np.argsort(ids, kind="stable")
+    else:
+        rows_of = order[np.argsort(ids[order], kind="stable")]
+    cell_of = ids[rows_of]
+    bounds = np.searchsorted(cell_of, np.arange(len(index) + 1))
+    n_cells = len(index)
+    cols, sums, counts = [], [], []
+    for c in scores:
+        col = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)[rows_of]
+        scored = ~np.isnan(col)
+        filled = np.where(scored, col, 0.0)
+        if len(scores) > 1:
+            # each cell's sum accumulated row by row in the cell's order: the bits of the
+            # nansum down the columns of a cell's (rows x scores) block
+            sums.append(np.bincount(cell_of, weights=filled, minlength=n_cells))
+        else:  # a one-column block is summed pairwise, as a contiguous column
+            sums.append(np.array([filled[bounds[g] : bounds[g + 1]].sum()
+                                  for g in range(n_cells)]))  # fmt: skip
+        counts.append(np.bincount(cell_of[np.isfinite(col)], minlength=n_cells))
+        cols.append(col)
+    perr = _error_mask(df["parse_error"]) if "parse_error" in df.columns else None
+    failed = _error_mask(df["error"]) if "error" in df.columns else None
+    n_failed = np.bincount(ids[failed], minlength=n_cells) if failed is not None else None
+    n_perr = np.bincount(ids[perr], minlength=n_cells) if perr is not None else None
+    rows = []
     for g, key in enumerate(index):
-        idx = by_cell[bounds[g] : bounds[g + 1]]
         key = key if isinstance(key, tuple) else (key,)
-        if rank is not None:
-            idx = order[np.sort(rank[idx])]
-        block = np.empty((len(idx), len(cols)))
-        for j, col in enumerate(cols):
-            block[:, j] = col[idx]
         row = dict(zip(keys, key, strict=True))
-        row["n"] = int(len(idx))
-        if failed is not None:
-            row["missing"] = int(failed[idx].sum())
-        if perr is not None:
-            row["n_parse_error"] = int(perr[idx].sum())
-        counts = np.isfinite(block).sum(axis=0)
-        with np.errstate(invalid="ignore"):
-            means = np.where(counts > 0, np.nansum(block, axis=0) / np.maximum(counts, 1), np.nan)
-        row.update(dict(zip(scores, means.tolist(), strict=True)))
+        row["n"] = int(bounds[g + 1] - bounds[g])
+        if n_failed is not None:
+            row["missing"] = int(n_failed[g])
+        if n_perr is not None:
+            row["n_parse_error"] = int(n_perr[g])
+        means = [float(s[g] / k[g]) if k[g] > 0 else math.nan
+                 for s, k in zip(sums, counts, strict=True)]  # fmt: skip
+        row.update(dict(zip(scores, means, strict=True)))
         rows.append(row)
-        blocks.append(block)
     if ci and rows:
-        fast = {i for i, b in enumerate(blocks) if stats_ci_method(ci_method, len(b)) != "resample"}
-        slow = [i for i in range(len(blocks)) if i not in fast]
-        _add_mean_cis([rows[i] for i in slow], [blocks[i] for i in slow], scores, n_resamples,
-                      seed, level)  # fmt: skip
-        for i in slow:
-            rows[i]["ci_method"] = "resample"
-        for i in sorted(fast):
-            _add_multinomial_cis(rows[i], blocks[i], scores, n_resamples, seed, level)
+        sizes = np.diff(bounds)
+        method = [stats_ci_method(ci_method, int(size)) for size in sizes]
+        slow = [g for g in range(n_cells) if method[g] == "resample"]
+        fast = [g for g in range(n_cells) if method[g] != "resample"]
+        # a resampled cell's block: its rows (in order) by its score columns
+        blocks = [np.column_stack([col[bounds[g] : bounds[g + 1]] for col in cols])
+                  if cols else np.empty((int(sizes[g]), 0)) for g in slow]  # fmt: skip
+        _add_mean_cis([rows[g] for g in slow], blocks, scores, n_resamples, seed, level)
+        for g in slow:
+            rows[g]["ci_method"] = "resample"
+        for g in fast:
+            _add_multinomial_cis(rows[g], [col[bounds[g] : bounds[g + 1]] for col in cols],
+                                 scores, n_resamples, seed, level)  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -8,6 +8,7 @@ the multinomial counts of each column's distinct values (:mod:`core.stats`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,22 +18,45 @@ __all__ = ["add_mean_cis", "add_multinomial_cis"]
 
 
 def add_multinomial_cis(
-    row: dict, block: np.ndarray, scores: list[str], n_resamples: int, seed: int, level: float
+    row: dict,
+    columns: Sequence[np.ndarray],
+    scores: list[str],
+    n_resamples: int,
+    seed: int,
+    level: float,
 ) -> None:
-    """Percentile CIs of one cell's column means by :func:`core.stats.multinomial_means`."""
+    """Percentile CIs of one cell's column means by :func:`core.stats.multinomial_means`.
+
+    ``columns``: the cell's values of each score (in the cell's row order). Columns with the
+    same values in the same order (EM strict and relaxed, say) have the same resampled means
+    with one seed: they are drawn once.
+    """
     q = [100 * (1.0 - level) / 2.0, 100 * (1.0 + level) / 2.0]
     used = set()
-    for c, name in enumerate(scores):
-        col = block[:, c]
+    done: list[tuple[np.ndarray, tuple[float, float]]] = []
+    for col, name in zip(columns, scores, strict=True):
         lo = hi = math.nan
-        if np.isfinite(col).any():
+        same = next((b for a, b in done if _same(a, col)), None)
+        if same is not None:
+            lo, hi = same
+        elif np.isfinite(col).any():
             boot, label = multinomial_means(col, n_resamples, seed)
             used.add(label)
             boot = boot[np.isfinite(boot)]
             if boot.size:
                 lo, hi = (float(x) for x in np.percentile(boot, q))
+            done.append((col, (lo, hi)))
         row[f"{name}_ci_low"], row[f"{name}_ci_high"] = lo, hi
     row["ci_method"] = "multinomial-binned" if "multinomial-binned" in used else "multinomial"
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two columns hold the same values in the same order (NaN equal to NaN)."""
+    if a.shape != b.shape:
+        return False
+    step = max(1, a.size // 64)  # a few values first: most different columns differ there
+    return bool(np.array_equal(a[::step], b[::step], equal_nan=True)) and bool(
+        np.array_equal(a, b, equal_nan=True))  # fmt: skip
 
 
 def add_mean_cis(

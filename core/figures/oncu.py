@@ -371,7 +371,10 @@ def oncu_audit_figure(
     keys = drill.group_keys(pts, group_key)
     for cond in [c for c in CONDITIONS if c in set(pts["condition"])]:
         d = pts[pts["condition"] == cond]
-        text = d[key_cols].astype(str).agg(" | ".join, axis=1)
+        cells = d[key_cols].astype(str)  # one hover line per point, joined row by row
+        lines = zip(*(cells[c].tolist() for c in key_cols), strict=True)
+        text = pd.Series([" | ".join(r) for r in lines], index=d.index, dtype=object) if (
+            key_cols) else cells.agg(" | ".join, axis=1)  # fmt: skip
         fig.add_trace(
             go.Scatter(
                 x=d["oncu_raw"], y=d["oncu_clipped"], mode="markers",
