@@ -25,7 +25,9 @@ median of the N, with every run listed):
   :mod:`core.catalog` (which imports every figure and view module) and the dashboard's
   shared modules (``pages/*.py`` that are not page scripts: ``pages.common`` ...) are
   imported, so module import time is left out (a running dashboard server has them loaded);
-  no store data is read and every cache (Streamlit's, the views', DuckDB's) is empty;
+  Streamlit's component registry is built (a server builds it when it starts; AppTest
+  would inside its first run); no store data is read and every cache (Streamlit's, the
+  views', DuckDB's) is empty;
 * **first load**: the first ``AppTest.run()`` of ``app.py`` routed to the page (the page's own
   script, its sidebar, every query, figure, table and bootstrap CI it shows);
 * **changed selection**: one widget the user would change set to a value not seen before in
@@ -228,6 +230,14 @@ def measure_page(name: str, repeats: int) -> dict:
 
     script, dataset, change = PAGES[name]
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    # the component registry: a server discovers installed components once, when its Runtime
+    # starts (streamlit/runtime/runtime.py); AppTest does it inside its first run() (0.3 s of
+    # package-metadata scanning), so it is built here, as the server had it, before the clock
+    from streamlit.components.v2.component_manager import BidiComponentManager
+
+    registry = BidiComponentManager()
+    registry.discover_and_register_components(start_file_watching=False)
+    at._bidi_component_manager = registry  # AppTest's own slot for it (app_test.py)
     if dataset is not None:
         at.session_state["global.dataset"] = dataset
     if script != "pages/overview.py":

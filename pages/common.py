@@ -54,6 +54,7 @@ from core.runs import build_demo
 from core.selection import Selection
 from core.store import CONDITION_KINDS, Store, StoreError, default_db_path
 from core.views.case import md_escape
+from core.views.common import begin_page_run
 from core.views.oncu import plain_predictions
 from pages import url_state
 
@@ -266,8 +267,13 @@ def _version(store: Store, fn_name: str, kwargs: Mapping[str, Any]) -> tuple[int
 
 
 def _new_page_run() -> None:
-    """Forget the data versions read by the previous page run (:func:`_version`)."""
+    """Forget the data versions read by the previous page run.
+
+    Both memos: the calls' (:func:`_version`) and the views' own
+    (:func:`core.views.common.begin_page_run`).
+    """
     st.session_state["global.version_memo"] = {}
+    begin_page_run()
 
 
 def first_start() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -26,6 +27,7 @@ from core.selection import Selection, selection_to_json
 from core.store import CELL_COLUMNS, CONDITION_KINDS, Store
 
 __all__ = [
+    "begin_page_run",
     "error_digest",
     "error_pattern",
     "condition_runs",
@@ -56,6 +58,24 @@ _CACHE: OrderedDict[tuple, Any] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
+#: Seconds a data version read inside a page run is reused by the run's later views
+#: (:func:`begin_page_run`); the dashboard's own call memo uses the same span.
+VERSION_MEMO_S = 1.0
+_VERSIONS = threading.local()
+
+
+def begin_page_run() -> None:
+    """Start a page run in this thread: each data version is read once, then reused.
+
+    A page's views each ask for the version their cache entry is keyed by (a read costs a
+    few ms; a page asks a few dozen times). After this call, and for :data:`VERSION_MEMO_S`
+    seconds per read (a fragment's reruns do not start a new page run), this thread reads
+    each (store, scope, runs) version once. Outside a page run (the CLI, tests, exports)
+    every call reads the store.
+    """
+    _VERSIONS.memo = {}
+
+
 def store_version(store: Store, selection: Selection | None = None) -> tuple[int, ...]:
     """The store's data version a view reads (:meth:`core.store.Store.data_version`).
 
@@ -64,11 +84,22 @@ def store_version(store: Store, selection: Selection | None = None) -> tuple[int
     lock file would otherwise invalidate every page). With a selection naming a dataset it is
     that dataset's counter (a run writing predictions on another dataset leaves it alone),
     plus the counters of the datasets of the selection's explicit runs; else the whole
-    store's counter.
+    store's counter. Inside a page run, read once per :data:`VERSION_MEMO_S`
+    (:func:`begin_page_run`).
     """
-    if selection is None or selection.dataset is None:
-        return store.data_version()
-    return store.data_version(selection.dataset, tuple(selection.runs))
+    scope = None if selection is None else selection.dataset
+    runs = () if scope is None else tuple(selection.runs)  # type: ignore[union-attr]
+    memo = getattr(_VERSIONS, "memo", None)
+    key = (str(store.path), scope, runs)
+    now = time.monotonic()
+    if memo is not None:
+        hit = memo.get(key)
+        if hit is not None and now - hit[0] < VERSION_MEMO_S:
+            return hit[1]
+    version = store.data_version() if scope is None else store.data_version(scope, runs)
+    if memo is not None:
+        memo[key] = (now, version)
+    return version
 
 
 def cached(
