@@ -83,10 +83,17 @@ def _store(tmp: Path, name: str, dataset: Dataset) -> Store:
     return store
 
 
-def _engine_run(store, dataset, instances, conditions, backend, run_id, options, concurrency=1):
-    """Start a run (not timed), then plan + execute it; returns (wall seconds, summary)."""
+def _engine_run(store, dataset, instances, conditions, backend, run_id, options, concurrency=1,
+                started=None):  # fmt: skip
+    """Start a run (not timed), then plan + execute it; returns (wall seconds, summary).
+
+    ``started``, when given, is called once the run row is created, just before the clock
+    starts (the CPU-time figure reads its counters there).
+    """
     spec = RunSpec(run_id, dataset, backend.name, backend.model, options, {}, tuple(conditions))
     start_run(store, spec, backend)
+    if started is not None:
+        started()
     t0 = time.perf_counter()
     with store.attached(read_only=True) as con:  # as core.runs.run_conditions does
         stored = store.prediction_keys(run_id, ok_only=True, con=con)
@@ -150,9 +157,9 @@ def embedded_runs(tmp: Path, repeats: int) -> dict[str, list[float] | int]:
     n = len(calls)
 
     def engine(backend, tag):
-        def run(i):
+        def run(i, started=None):
             wall, s = _engine_run(store, "ovh", instances, conds, backend, f"{tag}{i}",
-                                  {"rep": f"{tag}{i}"})  # fmt: skip
+                                  {"rep": f"{tag}{i}"}, started=started)  # fmt: skip
             if (s.executed, s.errors) != (n, 0):
                 raise RuntimeError(f"run {tag}{i}: expected {n} executed calls and no error, {s}")
             return wall
@@ -171,9 +178,10 @@ def embedded_runs(tmp: Path, repeats: int) -> dict[str, list[float] | int]:
     overheads = []
     for i in range(repeats):
         pids = [w.proc.pid for w in pool._workers]
-        e0, w0 = time.process_time(), _cpu_s(pids)
-        wall = run(i)
+        marks: list[tuple[float, float]] = []  # CPU times once the run row exists
+        wall = run(i, started=lambda m=marks, p=pids: m.append((time.process_time(), _cpu_s(p))))
         e1, w1 = time.process_time(), _cpu_s(pids)
+        [(e0, w0)] = marks
         overheads.append(100.0 * (e1 - e0) / (w1 - w0))
         print(f"reader in its worker, {n} x 8K full context: {wall:.2f} s; engine CPU "
               f"{e1 - e0:.2f} s, reader CPU {w1 - w0:.2f} s: overhead {overheads[-1]:.1f}%",

@@ -32,8 +32,8 @@ lock (:meth:`core.store.Store.run_lock`: one process per run name).
    :data:`MIN_GAP_S` to :data:`MAX_GAP_S` (the write's duration over :data:`WRITE_SHARE`;
    :data:`FIRST_GAP_S` before the first write), so a read-only process (the dashboard) can
    open the store between batches and writing stays a small share of the run (with worker
-   processes :data:`POOL_WRITE_SHARE`; once every call is sent, the writer writes what it
-   has and then waits for the end, so the run ends with one small write). Whatever the gap,
+   processes :data:`POOL_WRITE_SHARE`; once every call is sent, the writer waits for the
+   end, so the last calls and what came before them share one write). Whatever the gap,
    a batch's write starts early enough to end :data:`COMMIT_S` (1 s) after its first row
    completed (the last write's duration, scaled to the rows queued, tells how early), in
    every mode: this thread, a thread pool, worker processes, the last calls. Killing the
@@ -389,16 +389,21 @@ def _write(
     again = [replace is None or _key_of(r) in replace for r in rows]
     parts = [[r for r, a in zip(rows, again, strict=True) if a == flag] for flag in (False, True)]
     cache = [r["_cache"] for r in rows if r["_cache"] is not None]
+    # One data-version bump a batch (each costs ~4 ms): record_progress and finish_run bump
+    # the run's; a batch that records no progress bumps it with its first predictions.
+    bump = not progress
     with store.write_batch() as con:
         for flag, part in zip((False, True), parts, strict=True):
-            store.write_predictions(con, part, replace=flag)
+            if part:
+                store.write_predictions(con, part, replace=flag, bump=bump)
+                bump = False
         store.write_cache(con, cache)
         cited = [(r["instance_id"], r["cited_ids"]) for r in rows]
         info = (inputs or ScoringInputs(ctx.dataset)).get(store, con, cited)
         for flag, part in zip((False, True), parts, strict=True):
             scores = batch_scores(part, info)
             if scores is not None:
-                store.write_scores(con, scores, replace=flag)
+                store.write_scores(con, scores, replace=flag, bump=False)
         if finish is not None:  # one update: the progress and the final status
             timing = (model_s, wall_s) if progress else (None, None)
             return store.finish_run(ctx.run_id, finish, n_planned, con, *timing)
@@ -438,11 +443,11 @@ class _Writer(threading.Thread):
         self.inputs = ScoringInputs(ctx.dataset, planned)  # read in the first write
         self.q: queue.Queue[Any] = queue.Queue()
         self.closing = threading.Event()
-        # drain(): every call has been sent. The writer then writes what it has at once (while
-        # the last calls are being made) and after that waits for close() (or COMMIT_S), so the
-        # last reply seldom waits behind a write, and the last write is small.
+        # drain(): every call has been sent. The writer then waits for close() (or COMMIT_S)
+        # instead of its gap: the last calls are a few milliseconds away, and one last write
+        # costs less than a write now and a small one at the end (each ~50 ms of CPU
+        # whatever its size).
         self.draining = threading.Event()
-        self._drain_written = False
         self._wake = threading.Event()  # set by drain() and close()
         self.done = self.errors = self.parse_errors = 0
         self.model_ns = 0
@@ -526,25 +531,24 @@ class _Writer(threading.Thread):
         :data:`MIN_GAP_S`), and rows completing within :data:`COALESCE_S` of the first share
         its write; but the write starts early enough to end :data:`COMMIT_S` after ``first``:
         the last write's duration, scaled to the rows queued now (the batch grows while the
-        writer waits, and so does its write), plus :data:`_COMMIT_MARGIN_S`. Only drain()
-        and close() wake the writer early; once every call is sent and that batch written,
-        it waits for close() or that deadline.
+        writer waits, and so does its write), plus :data:`_COMMIT_MARGIN_S`. Only close()
+        wakes the writer early; once every call is sent (drain()) it waits for close() or
+        that deadline, whatever the gap.
         """
-        event = self.closing if self._drain_written else self._wake
         floor = last_write + MIN_GAP_S
-        while True:
+        while not self.closing.is_set():
             now = time.monotonic()
             rows = self.q.qsize() + 1
             est = min(COMMIT_S / 2, max(2 * took, took * rows / took_rows))
             due = first + COMMIT_S - _COMMIT_MARGIN_S - est
-            if self._drain_written:
+            draining = self.draining.is_set()
+            if draining:
                 until = max(floor, due)
             else:
                 until = max(floor, min(last_write + gap, due), first + COALESCE_S)
-            if until <= now or event.wait(min(until - now, _POLL_S)):
+            if until <= now:
                 break
-        if not self._drain_written:
-            self._drain_written = self.draining.is_set()
+            (self.closing if draining else self._wake).wait(min(until - now, _POLL_S))
 
 
 # --------------------------------------------------------------------------- execute
