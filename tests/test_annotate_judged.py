@@ -27,6 +27,8 @@ from core.judge_runs import make_judge, run_judge
 from core.judges import AUTHTRACE_AC_SYSTEM
 from core.runs import DEMO_RUN, build_demo, run_conditions
 from core.store import Store
+from core.store.annotations import annotation_labels, sampled_items
+from core.views.judged import annotated_runs
 
 RUBRIC = "authtrace-correctness"
 
@@ -250,3 +252,21 @@ def test_crux_answerability_needs_a_judge_run(tiny, tmp_path, capsys):  # noqa: 
                         tmp_path / "x.csv", "--db", tiny)  # fmt: skip
     assert code == 1 and err.count("\n") == 1
     assert "'r1' is not a crux-answerability judge run" in err
+
+
+def test_a_store_from_before_the_annotation_tables_reads_as_unannotated(tmp_path):
+    """A read-only open does not migrate: the missing tables mean no labels. DuckDB's
+    replacement scans are off, so the name ``annotations`` (a global of this module, from
+    ``from __future__ import annotations``) is never read as a table."""
+    db = tmp_path / "old.duckdb"
+    build_demo(Store(db))
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE annotations")
+    con.execute("DROP TABLE annotation_items")
+    con.execute("DELETE FROM schema_version WHERE version >= 5")
+    con.close()
+    store = Store(db)
+    assert annotations is not None  # the module global DuckDB once picked up
+    assert annotation_labels(store, DEMO_RUN, "failure_taxonomy").empty
+    assert sampled_items(store, DEMO_RUN, "authtrace-correctness").empty
+    assert annotated_runs(store, [DEMO_RUN]) == []

@@ -45,7 +45,14 @@ class StoreError(RuntimeError):
 
 #: Settings of every connection: DuckDB never loads or downloads an extension by itself (given
 #: a SQLite file as the store it would otherwise fetch its SQLite reader from the network).
-_CONFIG = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+_CONFIG = {
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    # no replacement scans: a table missing from an older store is a CatalogException, never
+    # a Python variable of the same name found in a caller's frame (`annotations` is one
+    # in every module with `from __future__ import annotations`)
+    "python_enable_replacements": False,
+}
 
 #: A DuckDB file: a 4096-byte main header with ``DUCK`` at byte 8, then two 4096-byte database
 #: headers (the one with the valid checksum and the higher iteration is current), then
