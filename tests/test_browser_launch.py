@@ -64,7 +64,18 @@ def _launch_and_follow(page, name: str, label: str) -> tuple[bool, str]:
         pytest.fail(f"{name} did not finish: {box.first.inner_text()}")
     bar = box.first.get_by_test_id("stProgress")
     bar.first.wait_for(timeout=10_000)
-    return seen_running, bar.first.inner_text()
+    # the box's status line and its bar are two elements of one fragment run: the status can
+    # be drawn a moment before the bar of the same run, so read the bar once it is redrawn
+    # (a done job's bar is full; a bar that never fills fails the caller's assertion)
+    text = bar.first.inner_text()
+    until = time.time() + 10
+    while time.time() < until:
+        counts = re.search(r"(\d+)/(\d+)", text)
+        if counts and counts.group(1) == counts.group(2):
+            break
+        page.wait_for_timeout(200)
+        text = bar.first.inner_text()
+    return seen_running, text
 
 
 def _run_row(page, name: str) -> list[str]:
