@@ -173,9 +173,7 @@ def test_evidence_items_are_units_and_segments_with_binary_labels(db, tmp_path, 
         "dan", "judge:j-ev", 12, 12)  # fmt: skip
 
 
-def test_a_judge_rubric_without_judge_runs_is_one_line(tmp_path, capsys):
-    db = tmp_path / "plain.duckdb"
-    build_demo(Store(db))
+def test_a_judge_rubric_without_judge_runs_is_one_line(db, tmp_path, capsys):
     code, _, err = _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric",
                         "crux-coverage", "--sample", 5, "--seed", 1, "--out", tmp_path / "x.csv",
                         "--db", db)  # fmt: skip
@@ -254,12 +252,10 @@ def test_crux_answerability_needs_a_judge_run(tiny, tmp_path, capsys):  # noqa: 
     assert "'r1' is not a crux-answerability judge run" in err
 
 
-def test_a_store_from_before_the_annotation_tables_reads_as_unannotated(tmp_path):
+def test_a_store_from_before_the_annotation_tables_reads_as_unannotated(db):
     """A read-only open does not migrate: the missing tables mean no labels. DuckDB's
     replacement scans are off, so the name ``annotations`` (a global of this module, from
     ``from __future__ import annotations``) is never read as a table."""
-    db = tmp_path / "old.duckdb"
-    build_demo(Store(db))
     con = duckdb.connect(str(db))
     con.execute("DROP TABLE annotations")
     con.execute("DROP TABLE annotation_items")
