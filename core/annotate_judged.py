@@ -9,7 +9,8 @@ Here:
 
 * :func:`judged_pool` lists the items the rubric's judge runs judged for the run, with the
   stratum of each: the condition and the rating the *stratifying judge* gave (the judge run
-  with the smallest run id; ``unrated`` where its call failed or did not parse), as the rule
+  with the smallest run id; ``unrated`` where it gave no rating: its call failed, its reply
+  did not parse, or only another judge run judged the item), as the rule
   label stratifies the failure-taxonomy sample;
 * :func:`judged_prompts` gives each item the text an annotator rates: the judge's own chat
   turns (system rubric, then the user turn with the question, answer, sub-question, unit or
@@ -54,7 +55,7 @@ __all__ = [
 SAMPLED_RUBRICS = tuple(JUDGE_RUBRICS)
 #: The rubric that rates a dataset's passages: its sample comes from one judge run.
 PASSAGE_RUBRIC = "crux-answerability"
-#: The stratum of an item whose stratifying judgment failed or did not parse.
+#: The stratum of an item the stratifying judge gave no rating (failed, unparsed, not judged).
 UNRATED = "unrated"
 #: Rater names of judge runs: ``judge:<run id>``.
 JUDGE_PREFIX = "judge:"

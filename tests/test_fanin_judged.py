@@ -179,3 +179,12 @@ def test_two_judges_of_one_rubric_are_never_mixed(tiny):  # noqa: F811
     for (cond, f), ac in got.items():
         rows = chosen[(chosen["condition"] == cond) & (chosen["fan_in"] == f)]
         assert ac == pytest.approx(rows["ac_judged"].mean())
+
+
+def test_judge_runs_that_are_not_judge_runs_are_one_line(tiny):  # noqa: F811
+    store = Store(tiny)
+    run_conditions(store, "tiny", make_backend("embedded"), ("retrieved",), name="r1", top_k=2,
+                   chunk_size=10, overlap=0)  # fmt: skip
+    out = run_cli("report", "fanin", "--runs", "r1", "--judge-runs", "r1,nope", "--db", tiny)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert "--judge-runs: not a stored judge run: r1, nope" in out.stderr

@@ -84,6 +84,12 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
         raise ValueError("--runs needs at least one run id (comma-separated)")
     store = open_store(args)
     judges = split_csv(args.judge_runs) or None
+    if judges:
+        frame = store.runs_frame(live=False)
+        kinds = dict(zip(frame["run_id"], frame["kind"], strict=True))
+        bad = [j for j in judges if kinds.get(j) != "judge"]
+        if bad:
+            raise ValueError(f"--judge-runs: not a stored judge run: {', '.join(bad)}")
     options = {"points": args.points, "include_oracle": args.r_include_oracle,
                "include_full_context": args.r_include_full_context,
                "n_resamples": args.resamples}  # fmt: skip
