@@ -235,13 +235,18 @@ def _domain_width(fig: Any, axis: str) -> float:
 
 
 def _categories(fig: Any, axis: str) -> list[str]:
-    """String x values drawn on ``axis`` (``xaxis``, ``xaxis2`` ...), in first-seen order."""
+    """String x values drawn on ``axis`` (``xaxis``, ``xaxis2`` ...), in first-seen order.
+
+    A box or violin trace without x values is drawn at its name (one category each).
+    """
     ref = "x" + axis[5:]
     seen: dict[str, None] = {}
     for tr in fig.data:
         if (getattr(tr, "xaxis", None) or "x") != ref or getattr(tr, "orientation", None) == "h":
             continue
         xs = getattr(tr, "x", None)
+        if xs is None and tr.type in ("box", "violin") and isinstance(tr.name, str):
+            xs = [tr.name]
         if xs is None:
             continue
         for v in xs:

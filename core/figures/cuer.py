@@ -302,14 +302,24 @@ def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFram
     ].reset_index(drop=True)  # fmt: skip
     fig = go.Figure()
     colors = _comparison_colors(result)
-    for label, grp in data.groupby("comparison", sort=False):
+    # boxes in a canonical order (run, operator as planned, parameter), not the order the
+    # pairs happen to be stored in: the same store gives the same figure
+    rank = {op: i for i, op in enumerate(("remove", "replace", "duplicate", "move"))}
+    first = data.drop_duplicates("comparison")
+    order = sorted(
+        zip(first["comparison"], first["run"], first["operator"], first["variant"], strict=True),
+        key=lambda r: (str(r[1]), rank.get(str(r[2]), len(rank)), str(r[2]), str(r[3])),
+    )
+    groups = dict(list(data.groupby("comparison", sort=False)))
+    for label in (r[0] for r in order):
+        grp = groups[label]
         color = colors.get(str(label)) or color_for(label)
         m = int(gone.get(label, 0))
         fig.add_box(y=grp["trace_divergence"], name=label, boxpoints="all", jitter=0.4,
                     hovertext=f"{label}: n={len(grp)}" + (f", missing={m}" if m else ""),
                     pointpos=0, customdata=grp.index.to_numpy(), marker={"size": 3},
                     marker_color=color, line_color=color)  # fmt: skip
-    fig.update_layout(yaxis_title="trace divergence D", showlegend=False)
+    fig.update_layout(yaxis_title="divergence D", showlegend=False)  # the trace divergence
     fig.update_yaxes(range=[-0.02, 1.02])
     titled(fig, "intervention", legend_below=False)
     return fig, data
