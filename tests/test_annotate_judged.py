@@ -19,6 +19,7 @@ import duckdb
 import pytest
 from model_stub import ModelStub
 from test_annotate import _cli, _kappa, _rows, _write
+from test_fanin_judged import stub_judge_run
 from test_judges import tiny  # noqa: F401 - the fixture
 
 from core.annotate import CSV_COLUMNS, JUDGE_ITEM_COLUMN
@@ -187,11 +188,7 @@ def test_crux_answerability_sample_comes_from_a_judge_run_of_the_dataset(tiny, t
     (sub-question, passage) pairs; every judge run of the rubric on the dataset is a rater."""
     store = Store(tiny)
     run_judge(store, "crux-answerability", make_judge("embedded"), name="ja-lex", dataset="tiny")
-    with ModelStub() as stub:
-        stub.answer_for = lambda messages: "4"
-        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
-                             options={"temperature": 0, "seed": 0})  # fmt: skip
-        run_judge(store, "crux-answerability", judge, name="ja-model", dataset="tiny")
+    stub_judge_run(store, "crux-answerability", "ja-model", "4", dataset="tiny")
     out = tmp_path / "ans.csv"
     code, stdout, err = _cli(capsys, "annotate", "export", "--run", "ja-lex", "--rubric",
                              "crux-answerability", "--sample", 50, "--seed", 1, "--out", out,

@@ -160,11 +160,7 @@ def test_two_judges_of_one_rubric_are_never_mixed(tiny):  # noqa: F811
     run_conditions(store, "tiny", make_backend("embedded"), ("retrieved", "oracle"), name="r1",
                    top_k=2, chunk_size=10, overlap=0)  # fmt: skip
     run_judge(store, "authtrace-correctness", make_judge("embedded"), name="j-lex", run="r1")
-    with ModelStub() as stub:
-        stub.answer_for = lambda messages: "2"
-        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
-                             options={"temperature": 0, "seed": 0})  # fmt: skip
-        run_judge(store, "authtrace-correctness", judge, name="j-model", run="r1")
+    stub_judge_run(store, "authtrace-correctness", "j-model", "2", run="r1")
     newest = fanin_judged(store, ["r1"])
     assert newest.per_instance["ac_judged"].to_numpy() == pytest.approx(200 / 3)  # 2 of 3
     assert any("j-model (the newest judge run); j-lex also judged" in n for n in newest.notes)
@@ -188,3 +184,12 @@ def test_judge_runs_that_are_not_judge_runs_are_one_line(tiny):  # noqa: F811
     out = run_cli("report", "fanin", "--runs", "r1", "--judge-runs", "r1,nope", "--db", tiny)
     assert out.returncode == 1 and out.stderr.count("\n") == 1
     assert "--judge-runs: not a stored judge run: r1, nope" in out.stderr
+
+
+def stub_judge_run(store: Store, rubric: str, name: str, reply: str, **where: object):
+    """A judge run of ``rubric`` through the Ollama stub, every reply ``reply``."""
+    with ModelStub() as stub:
+        stub.answer_for = lambda messages: reply
+        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
+                             options={"temperature": 0, "seed": 0})  # fmt: skip
+        return run_judge(store, rubric, judge, name=name, **where)

@@ -44,20 +44,10 @@ def stores(tmp_path_factory) -> dict[str, Path]:
     store = Store(judged)
     for rubric in ("authtrace-correctness", "authtrace-evidence", "crux-coverage"):
         run_judge(store, rubric, make_judge("embedded"), name=f"j-{rubric}", run=DEMO_RUN)
-    sample = root / "sample.csv"
-    export_sample(store, DEMO_RUN, 20, 7, sample)
-    with sample.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    for row in rows:
-        row["label"] = LABEL
-    with sample.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    import_labels(store, sample, DEMO_RUN, "alice")
-    # alice also rates 12 items of the correctness judge (every answer 3 of 3) and 8 of the
-    # CRUX coverage judge (every sub-question fully covered, 5)
-    for rubric, n, label in (("authtrace-correctness", 12, "3"), ("crux-coverage", 8, "5")):
+    # alice labels 20 failures (one label for all), 12 items of the correctness judge (every
+    # answer 3 of 3) and 8 of the CRUX coverage judge (every sub-question fully covered, 5)
+    for rubric, n, label in ((DEFAULT_RUBRIC, 20, LABEL), ("authtrace-correctness", 12, "3"),
+                             ("crux-coverage", 8, "5")):  # fmt: skip
         rated = root / f"{rubric}.csv"
         export_sample(store, DEMO_RUN, n, 7, rated, rubric=rubric)
         with rated.open(newline="", encoding="utf-8") as fh:
