@@ -17,6 +17,9 @@ from pages.common import (
 
 #: Largest selection (contextual predictions) whose per-instance ONCU table shows on load.
 _PER_INSTANCE_AUTO = 20_000
+#: The tabs below the summary, and the session-state key of the open one (its label).
+TABS = ("Four-condition matrix", "ONCU audit", "Paired contrasts", "Failure labels", "Calibration")
+TAB_KEY = "conditions.tab"
 selection = sidebar("conditions")
 st.title("Conditions & ONCU")
 _ESTIMATORS = {
@@ -81,14 +84,16 @@ if not summary.empty:
             help=HELP["oncu_clipped"],
         )
 
-tab_matrix, tab_audit, tab_contrast, tab_fail, tab_cal = st.tabs(
-    ["Four-condition matrix", "ONCU audit", "Paired contrasts", "Failure labels", "Calibration"]
-)
-with tab_matrix:
+
+def _matrix_tab() -> None:
+    """The four-condition matrix: means with CIs per run and condition."""
     cell = show_figure("condition_matrix", selection)
     show_instances(selection, cell, key="conditions.matrix_instances")
     show_table("condition_matrix", selection, key="tab.condition_matrix")
-with tab_audit:
+
+
+def _audit_tab() -> None:
+    """The ONCU audit: raw against clipped ONCU per group, the groups, per-instance ONCU."""
     cell = show_figure("oncu_audit", selection)
     groups, row = show_table(
         "oncu_groups", selection, drill=True,
@@ -122,15 +127,34 @@ with tab_audit:
                 columns=["run", "condition", "instance_id", "n", "missing", "s_none", "s_oracle",
                          "s_c", "oncu_raw", "oncu_clipped", "status", "valid", "invalid_reason"],
             )  # fmt: skip
-with tab_contrast:
+
+
+def _contrast_tab() -> None:
+    """Paired contrasts between conditions."""
     show_table("paired_contrasts", selection)
-with tab_fail:
+
+
+def _failure_tab() -> None:
+    """Failure labels per condition."""
     cell = show_figure("failure_breakdown", selection)
     show_instances(selection, cell, key="conditions.failure_instances")
     show_table("failure_breakdown", selection)
-with tab_cal:
+
+
+def _calibration_tab() -> None:
+    """Calibration of the confidences."""
     cal, _ = show_table("calibration", selection)
     if cal.empty:
         st.info("These predictions carry no confidences (imported results may lack them).")
     else:
         show_figure("calibration", selection, drill=False)
+
+
+# only the open tab is computed (issue 17 item 6: a tab takes up to a second at 1,000,000
+# predictions); switching tabs reruns the page, with the frame and its ONCU grouping cached
+tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun")
+for tab, draw in zip(tabs, (_matrix_tab, _audit_tab, _contrast_tab, _failure_tab,
+                            _calibration_tab), strict=True):  # fmt: skip
+    with tab:
+        if tab.open:
+            draw()
