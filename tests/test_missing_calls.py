@@ -158,6 +158,31 @@ def test_cuer_figures_show_missing_beside_n():
     assert len(data) == 3 and "missing=1" in fig.data[0].hovertext
 
 
+def test_cuer_figures_do_not_depend_on_the_order_pairs_are_stored_in():
+    """Two builds of one store may return the pairs in another order: the profile and the
+    divergence figures keep their boxes, colours and CIs (colours depend on the set of
+    labels, CIs resample each group in instance order)."""
+    dirty = _with_failed_intervention()
+
+    def figures(rows: pd.DataFrame) -> list:
+        pairs = intervention_pairs(rows)
+        result = {
+            "pairs": pairs.assign(dataset="d"),
+            "profile": utility_profile(rows, pairs, n_resamples=100),
+            "deltas": paired_deltas(pairs, n_resamples=100),
+        }
+        out = []
+        for make in (utility_profile_figure, divergence_figure):
+            fig, _ = make(result)
+            out.append([(t.name, t.marker.color, tuple(t.y),
+                         tuple(t.error_y.array) if t.type == "bar" else None)
+                        for t in fig.data])  # fmt: skip
+        return out
+
+    reversed_rows = dirty.iloc[::-1].reset_index(drop=True)
+    assert figures(reversed_rows) == figures(dirty)
+
+
 # ====================================================================== DOLCE
 
 

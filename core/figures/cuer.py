@@ -299,19 +299,27 @@ def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFram
     data = single[~missing][
         ["run", "dataset", "instance_id", "operator", "variant", "comparison",
          "trace_divergence", "correctness_orig", "correctness"]
-    ].reset_index(drop=True)  # fmt: skip
+    ]  # fmt: skip
     fig = go.Figure()
     colors = _comparison_colors(result)
-    # boxes in a canonical order (run, operator as planned, parameter), not the order the
-    # pairs happen to be stored in: the same store gives the same figure
+    # boxes in a canonical order (run, operator as planned, parameter) and each box's points
+    # (and the CSV rows) in instance order, not the order the pairs happen to be stored in:
+    # the same store gives the same figure
     rank = {op: i for i, op in enumerate(("remove", "replace", "duplicate", "move"))}
     first = data.drop_duplicates("comparison")
     order = sorted(
         zip(first["comparison"], first["run"], first["operator"], first["variant"], strict=True),
         key=lambda r: (str(r[1]), rank.get(str(r[2]), len(rank)), str(r[2]), str(r[3])),
     )
+    box = {label: i for i, (label, *_) in enumerate(order)}
+    data = (
+        data.assign(_box=data["comparison"].map(box), _iid=data["instance_id"].astype(str))
+        .sort_values(["_box", "_iid"], kind="stable")
+        .drop(columns=["_box", "_iid"])
+        .reset_index(drop=True)
+    )
     groups = dict(list(data.groupby("comparison", sort=False)))
-    for label in (r[0] for r in order):
+    for label in box:
         grp = groups[label]
         color = colors.get(str(label)) or color_for(label)
         m = int(gone.get(label, 0))
