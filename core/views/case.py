@@ -22,7 +22,7 @@ from core.selection import Selection
 from core.store import Store
 from core.store.analysis import GROUP_CELLS
 from core.types import Instance
-from core.views.common import analysis, pair_runs, resolve_selection
+from core.views.common import analysis, pair_runs, resolve_selection, stored_runs
 from core.views.transcript import transcript
 
 __all__ = [
@@ -162,7 +162,7 @@ def _group_rows(store: Store, sel: Selection, inst: Instance, key: Sequence[str]
         return analysis(store, replace(sel, filters={}))
     dataset = sel.dataset or ""
     df = store.analysis_frame(sel.runs, same_cells=(dataset, inst.instance_id, cells))
-    runs = store.runs_frame(live=False)
+    runs = stored_runs(store)
     runs = runs[runs["run_id"].isin(list(sel.runs))]
     scored = runs[pd.to_numeric(runs["n_predictions"], errors="coerce").fillna(0) > 0]
     if len(scored) >= 2 and scored["dataset_id"].nunique() == 1:

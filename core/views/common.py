@@ -46,6 +46,7 @@ __all__ = [
     "selected_runs",
     "selection_key",
     "store_version",
+    "stored_runs",
 ]
 
 #: Metadata cells offered as sidebar filters.
@@ -146,6 +147,16 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
+def stored_runs(store: Store) -> pd.DataFrame:
+    """:meth:`core.store.Store.runs_frame` with stored statuses (``live=False``), cached.
+
+    Read once per store version (every write to runs, predictions or scores bumps it): a
+    page's views resolve their runs from it several times a page run, and each read counts
+    every stored prediction. A copy: callers may modify it.
+    """
+    return cached(store, "stored_runs", None, lambda: store.runs_frame(live=False)).copy()
+
+
 def resolve_selection(
     store: Store, selection: Selection, runs: pd.DataFrame | None = None
 ) -> Selection:
@@ -156,7 +167,7 @@ def resolve_selection(
     Raises:
         ValueError: a selected run is not in the store.
     """
-    runs = store.runs_frame(live=False) if runs is None else runs
+    runs = stored_runs(store) if runs is None else runs
     known = set(runs["run_id"]) if not runs.empty else set()
     bad = [r for r in selection.runs if r not in known]
     if bad:
@@ -185,7 +196,7 @@ def condition_runs(store: Store, selection: Selection) -> tuple[str, ...]:
     Raises:
         ValueError: a selected run is not in the store.
     """
-    runs = store.runs_frame(live=False)
+    runs = stored_runs(store)
     chosen = resolve_selection(store, selection, runs).runs
     if runs.empty or not chosen:
         return ()
@@ -381,7 +392,7 @@ def error_digest(store: Store, runs: Sequence[str]) -> dict[str, Any]:
                            "patterns": []}  # fmt: skip
     if not runs:
         return out
-    frame = store.runs_frame(live=False)
+    frame = stored_runs(store)
     frame = frame[frame["run_id"].isin(list(runs))]
     out["calls"] = int(pd.to_numeric(frame.get("n_predictions"), errors="coerce").fillna(0).sum())
     summary = store.error_summary(list(runs))

@@ -38,6 +38,7 @@ from core.views.common import (
     cached,
     condition_runs,
     pair_runs,
+    stored_runs,
 )
 
 __all__ = ["crux_result", "fanin_judged_result", "fanin_result"]
@@ -130,7 +131,7 @@ def _judged_result(
 
 def _allowed(store: Store, runs: list[str], selection: Selection) -> pd.DataFrame:
     """``dataset, instance_id`` of the runs' instances that pass the selection's filters."""
-    frame = store.runs_frame(live=False)
+    frame = stored_runs(store)
     names = sorted(set(frame.loc[frame["run_id"].isin(runs), "dataset_id"].dropna()))
     parts = [
         apply_filters(store.instances_frame(name), selection.filters)[["instance_id"]].assign(
