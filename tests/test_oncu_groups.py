@@ -300,7 +300,10 @@ def test_conditions_page_warns_and_one_click_switches_to_the_coarser_key(
     assert not at.exception, [e.value for e in at.exception]
     assert "evidence_position" not in at.multiselect(key="global.group_key").value
     assert not any("Most valid ONCU groups are tiny" in w.value for w in at.warning)
-    # per-instance ONCU: one row per (instance, contextual condition)
+    # per-instance ONCU, in the audit tab: one row per (instance, contextual condition)
+    at.session_state["conditions.tab"] = "ONCU audit"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
     per = next(d.value for d in at.dataframe if "instance_id" in d.value.columns
                and "oncu_raw" in d.value.columns)  # fmt: skip
     assert len(per) == 2 * 53
