@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["SHARED", "cell_ids", "frame_memo", "paired_columns", "share_frame", "sorted_codes"]
 
@@ -101,11 +103,27 @@ def sorted_codes(df: pd.DataFrame, column: str) -> np.ndarray:
 
 def _sorted_codes(col: pd.Series) -> tuple[np.ndarray, int]:
     """``(codes in sorted value order with missing values last, number of codes)``."""
+    if _one_text_value(col):  # what the factorize gives, without hashing every value
+        return np.zeros(len(col), dtype=np.int64), 2
     codes, uniques = pd.factorize(col, sort=True, use_na_sentinel=True)
     size = len(uniques) + 1
     codes = codes.astype(np.int64)
     codes[codes < 0] = size - 1
     return codes, size
+
+
+def _one_text_value(col: pd.Series) -> bool:
+    """Whether ``col`` is Arrow-backed text holding one value in every row (none missing).
+
+    A selection's run, model, dataset, source and variant columns usually are: comparing
+    each value with the first costs a tenth of factorizing the column.
+    """
+    if not len(col) or not isinstance(col.array, pd.arrays.ArrowStringArray):
+        return False
+    values = pa.array(col.array)  # the column's own Arrow buffers (no copy)
+    if values.null_count:
+        return False
+    return bool(pc.all(pc.equal(values, values[0])).as_py())
 
 
 def _grouped_ids(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.Index]:

@@ -249,6 +249,21 @@ def test_cell_ids_order_missing_values_last():
     assert index.get_level_values("a").tolist()[:2] == ["x", "y"]
 
 
+@pytest.mark.parametrize("values", [["x"] * 4, [""] * 3, ["x", "x", None], ["b", "a", "b"],
+                                    ["x"], []])  # fmt: skip
+def test_sorted_codes_of_one_text_value_equal_the_factorize(values):
+    """A column holding one value (checked without hashing it) gets the factorize's codes."""
+    from core.oncu_share import _sorted_codes
+
+    for col in (pd.Series(values, dtype="str"),
+                pd.concat([pd.Series(values, dtype="str")] * 3, ignore_index=True)):  # fmt: skip
+        codes, uniques = pd.factorize(col, sort=True, use_na_sentinel=True)
+        want = np.where(codes < 0, len(uniques), codes).astype(np.int64)
+        got, size = _sorted_codes(col)
+        assert size == len(uniques) + 1 and got.dtype == np.int64
+        assert np.array_equal(got, want), (values, got, want)
+
+
 def test_release_store_page_tables_match_the_previous_code(tmp_path):
     store = build_release_store(tmp_path / "release.duckdb", hotpotqa=True)
     frame = plain_predictions(store, Selection())
