@@ -339,7 +339,8 @@ _CALLS = {
     "instances": _instances,
     "overview": lambda store: views.overview(store),
     "cells": lambda store, dataset: store.cell_values(dataset),
-    "runs": lambda store: store.runs_frame(),
+    # stored statuses, cached per store version; live_runs() looks at each run's process
+    "runs": lambda store: views.stored_runs(store),
     "errors": lambda store, runs: views.error_digest(store, runs),
     "datasets": lambda store: store.dataset_names(),
     "instance_ids": lambda store, dataset: store.list_instance_ids(dataset),

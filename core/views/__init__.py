@@ -23,6 +23,7 @@ from core.views.common import (
     overview,
     resolve_selection,
     store_version,
+    stored_runs,
 )
 
 __all__ = [
@@ -39,4 +40,5 @@ __all__ = [
     "selection_from_json",
     "selection_to_json",
     "store_version",
+    "stored_runs",
 ]
