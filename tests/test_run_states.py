@@ -222,6 +222,7 @@ def test_a_version_2_store_is_migrated_to_errors_that_are_not_answers(tmp_path):
         con.execute("DELETE FROM schema_version WHERE version >= 3")
         for table in ("judgments", "annotations", "annotation_items"):  # migrations 4 and 5
             con.execute(f"DROP TABLE {table}")
+        con.execute("ALTER TABLE instances DROP COLUMN n_gold")  # migration 6
     store = Store(db)
     assert store.schema_version() == SCHEMA_VERSION == len(store_mod._MIGRATIONS)
     run = store.run_row("old")

@@ -6,6 +6,7 @@ import textwrap
 import time
 
 import duckdb
+import pandas as pd
 import pytest
 
 from core.store import SCHEMA_VERSION, Store, StoreError
@@ -54,7 +55,7 @@ def _snapshot(path) -> dict[str, list]:
 
 
 def test_new_store_is_migrated_to_current_version(db_path):
-    assert Store(db_path).schema_version() == SCHEMA_VERSION == len(store_mod._MIGRATIONS) == 5
+    assert Store(db_path).schema_version() == SCHEMA_VERSION == len(store_mod._MIGRATIONS) == 6
     con = duckdb.connect(str(db_path), read_only=True)
     rows = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
     tables = {r[0] for r in rows}
@@ -200,3 +201,49 @@ def test_fetch_frame_gives_the_frame_df_gives():
     )
     sql = "SELECT * FROM t WHERE i >= ? ORDER BY i"
     assert_frame_equal(_fetch_frame(con, sql, [5]), con.execute(sql, [5]).df())
+
+
+def _gold_counts(db) -> dict[str, int]:
+    """Gold passages per instance, counted from the passages (the reference)."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT instance_id, count(*) FILTER (WHERE is_gold) FROM passages GROUP BY ALL"
+        ).fetchall()
+    return {iid: int(n) for iid, n in rows}
+
+
+def test_n_gold_is_kept_with_each_instance_and_counted_for_older_stores(db_path):
+    """Schema 6 keeps each instance's gold-passage count (the analysis frame's ``n_gold``,
+    which decides oracle applicability) instead of counting the passages on every read: a new
+    dataset writes it, the migration counts it, and an older store opened read-only (never
+    migrated) gives the same frame by counting."""
+    from core.backends import make_backend
+    from core.datasets.controlled import build_controlled
+    from core.runs import run_conditions
+
+    store = Store(db_path)
+    ds = build_controlled("controlled-200", seed=42, limit=6)
+    store.write_dataset(Dataset("ctl", ds.source, ds.builder, {}, ds.instances))
+    run_conditions(store, "ctl", make_backend("embedded"), ("no_evidence", "oracle"), name="r")
+    want = _gold_counts(db_path)
+    assert len(want) == 6 and min(want.values()) >= 1
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        kept = dict(con.execute("SELECT instance_id, n_gold FROM instances").fetchall())
+    assert kept == want
+    frame = store.analysis_frame(["r"])
+    assert len(frame) == 12
+    assert dict(zip(frame["instance_id"], frame["n_gold"], strict=True)) == want
+
+    # the store as schema 5 left it, with the first instance's gold passages taken away
+    first = sorted(want)[0]
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("ALTER TABLE instances DROP COLUMN n_gold")
+        con.execute("DELETE FROM schema_version WHERE version >= 6")
+        con.execute("UPDATE passages SET is_gold = false WHERE instance_id = ?", [first])
+    want[first] = 0
+    old = store.analysis_frame(["r"])  # read-only: not migrated, counted from the passages
+    assert store.schema_version() == SCHEMA_VERSION  # a read-write open migrates
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        kept = dict(con.execute("SELECT instance_id, n_gold FROM instances").fetchall())
+    assert kept == want and dict(zip(old["instance_id"], old["n_gold"], strict=True)) == want
+    pd.testing.assert_frame_equal(store.analysis_frame(["r"]), old)

@@ -11,9 +11,15 @@ import pyarrow as pa
 
 from core.store.connection import StoreBase
 from core.store.frames import fetch_frame
-from core.store.schema import SCORE_COLUMNS
+from core.store.schema import N_GOLD_VERSION, SCORE_COLUMNS, stored_version
 
 __all__ = ["GROUP_CELLS", "AnalysisMixin"]
+
+#: The gold passages of each instance counted from the passages (stores before schema 6).
+_GOLD_COUNT_JOIN = """LEFT JOIN (
+                    SELECT dataset_id, instance_id, count(*) AS n_gold FROM passages
+                    WHERE is_gold GROUP BY ALL
+                ) g ON g.dataset_id = r.dataset_id AND g.instance_id = s.instance_id"""
 
 #: Instance cells :meth:`AnalysisMixin.analysis_frame` can match an instance on.
 GROUP_CELLS = ("instance_id", "source", "reasoning_type", "answer_type", "context_length",
@@ -174,6 +180,10 @@ class AnalysisMixin(StoreBase):
             )
             params = [v for _ in columns for v in (dataset, instance_id)]
         with self.connect(read_only=True) as con:
+            # n_gold: kept with each instance since schema 6; an older store opened read-only
+            # (never migrated) counts its gold passages here
+            kept = stored_version(con) >= N_GOLD_VERSION
+            n_gold, gold = ("i.n_gold", "") if kept else ("g.n_gold", _GOLD_COUNT_JOIN)
             return fetch_frame(
                 con,
                 f"""
@@ -181,16 +191,13 @@ class AnalysisMixin(StoreBase):
                        s.condition, s.variant, i.source, i.reasoning_type, i.answer_type,
                        i.context_length, i.evidence_position, i.evidence_density,
                        i.distractor_similarity, i.fan_in, i.oracle_applicable,
-                       coalesce(g.n_gold, 0) AS n_gold, p.parse_error, p.error, p.confidence,
+                       coalesce({n_gold}, 0) AS n_gold, p.parse_error, p.error, p.confidence,
                        p.logprob_confidence, s.* EXCLUDE (run_id, instance_id, condition, variant)
                 FROM scores s
                 JOIN runs r USING (run_id)
                 JOIN predictions p USING (run_id, instance_id, condition, variant)
                 JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
-                LEFT JOIN (
-                    SELECT dataset_id, instance_id, count(*) AS n_gold FROM passages
-                    WHERE is_gold GROUP BY ALL
-                ) g ON g.dataset_id = r.dataset_id AND g.instance_id = s.instance_id
+                {gold}
                 WHERE list_contains(?, s.run_id){only}
                 ORDER BY s.run_id, i.ord, s.condition, s.variant
                 """,

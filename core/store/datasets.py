@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from core.store.connection import StoreBase, StoreError
@@ -83,7 +84,7 @@ class DatasetsMixin(StoreBase):
                 len(dataset.instances),
             ],
         )
-        insert_frame(con, "instances", instances_df, _INSTANCE_COLUMNS)
+        insert_frame(con, "instances", instances_df, (*_INSTANCE_COLUMNS, "n_gold"))
         insert_frame(con, "passages", passages_df, _PASSAGE_COLUMNS)
         bump_data_version(con, datasets=[dataset.name])
         return len(dataset.instances)
@@ -395,5 +396,10 @@ def _frames(dataset: Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
         for col in int_cols:
             df[col] = df[col].astype("int64")
     instances_df["oracle_applicable"] = instances_df["oracle_applicable"].astype(bool)
+    # gold passages per instance, kept with it (what the analysis frame reads as n_gold)
+    instances_df["n_gold"] = np.array(
+        [sum(bool(p.is_gold) for p in inst.passages) for inst in dataset.instances],
+        dtype="int64",
+    )
     passages_df["is_gold"] = passages_df["is_gold"].astype(bool)
     return instances_df, passages_df
