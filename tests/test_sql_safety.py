@@ -20,7 +20,10 @@ _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER)\b", re.I)
 _ALLOWED = {"cols", "verb", "table", "view", "placeholders", "_RUN_COLUMNS", "columns", "c",
             "col", "name", "k", "order", "sets", "only",
             # constant SQL fragments of core/store/runs.py (module-level string literals)
-            "_COUNTS", "_FINAL_STATUS"}  # fmt: skip
+            "_COUNTS", "_FINAL_STATUS",
+            # core/store/analysis.py: the gold-count column and join, one of two literals
+            # picked by the store's schema version
+            "n_gold", "gold"}  # fmt: skip
 #: The store package, the one home of SQL.
 _STORE = ROOT / "core" / "store"
 
