@@ -185,15 +185,26 @@ def choose(page, scope, label: str, option: str, settle_page=settle) -> None:
     A click that lands while Streamlit re-renders the box does not open it: try again.
     ``settle_page(page)`` waits for the page between tries.
     """
+    box = scope.get_by_test_id("stSelectbox").filter(has_text=label).first
+    pick(page, box, option, f"selectbox {label!r}", settle_page=settle_page)
+
+
+def pick(page, box, option: str, what: str, *, typed: bool = False, settle_page=settle,
+         timeout_ms: int = 5_000) -> None:  # fmt: skip
+    """Open ``box`` (a selectbox or multiselect), optionally type ``option`` into it, and
+    click the option; three tries, ``settle_page(page)`` before each (a click that lands
+    while Streamlit draws the page anew finds the box or its option list replaced)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    box = scope.get_by_test_id("stSelectbox").filter(has_text=label).first
     for _ in range(3):
         settle_page(page)
         box.click()
+        if typed:
+            box.locator("input").fill("")  # what an earlier try typed
+            page.keyboard.type(option)
         try:
-            page.get_by_role("option", name=option, exact=True).click(timeout=5_000)
+            page.get_by_role("option", name=option, exact=True).click(timeout=timeout_ms)
             return
         except PlaywrightTimeout:
             page.keyboard.press("Escape")
-    raise AssertionError(f"selectbox {label!r} offers no option {option!r}")
+    raise AssertionError(f"{what} offers no option {option!r}")

@@ -26,6 +26,7 @@ from conftest import (
     SHOTS,
     assert_no_exception,
     choose,
+    pick,
     settle,
     shared_fixture,
     streamlit_server,
@@ -89,25 +90,6 @@ def _check(page, step: str) -> None:
 
 def _choose(page, scope, label: str, option: str) -> None:
     choose(page, scope, label, option)
-
-
-def _pick(page, box, option: str) -> None:  # noqa: ANN001 - Playwright objects
-    """Type ``option`` into the multiselect ``box`` and pick it. A click that lands while
-    Streamlit draws the page anew finds the option list replaced (as ``conftest.choose``
-    says of selectboxes): wait for the page and try again."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    for _ in range(3):
-        settle(page)
-        box.click()
-        box.locator("input").fill("")  # what an earlier try typed
-        page.keyboard.type(option)
-        try:
-            page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
-            return
-        except PlaywrightTimeout:
-            page.keyboard.press("Escape")
-    raise AssertionError(f"the multiselect offers no option {option!r}")
 
 
 def _show_audit(page, caption: str) -> None:
@@ -209,8 +191,8 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
     # 7. drill down: narrow to the failure case's group, select it, list its predictions
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text("Filters (metadata cells)").click()
-    _pick(page, sidebar.get_by_test_id("stMultiSelect").filter(has_text="context length"),
-          CASE_LENGTH)  # fmt: skip
+    pick(page, sidebar.get_by_test_id("stMultiSelect").filter(has_text="context length"),
+         CASE_LENGTH, "the context-length filter", typed=True, timeout_ms=10_000)
     page.keyboard.press("Escape")
     # the filtered audit: 2 groups x 2 conditions, all valid
     _show_audit(page, "below baseline (raw < 0), 0 invalid")
