@@ -123,6 +123,15 @@ def streamlit_server(db: Path, logdir: Path) -> Iterator[str]:
         log.close()
 
 
+def open_tab(at, label: str, key: str = "conditions.tab"):  # noqa: ANN001, ANN201 - AppTest
+    """Open the tab ``label`` of the tabs kept under ``key`` (a page computes its open tab
+    only; AppTest has no tab click, the widget's state is its label) and run the page."""
+    at.session_state[key] = label
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def open_page(monkeypatch: pytest.MonkeyPatch, db: Path, page: str, dataset: str):
     """Streamlit's ``AppTest`` of ``app.py`` on the store ``db`` (no demo build), switched to
     ``page`` with ``dataset`` chosen in the sidebar; fails on an exception."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import RELEASE_CONTROLLED, ROOT, build_release_store, shared_fixture
+from conftest import RELEASE_CONTROLLED, ROOT, build_release_store, open_tab, shared_fixture
 from streamlit.testing.v1 import AppTest
 
 from core.cuer import trace_divergence
@@ -57,14 +57,6 @@ def _table(at: AppTest, column: str) -> pd.DataFrame:
     raise AssertionError(f"no table with column {column!r}")
 
 
-def _open_tab(at: AppTest, label: str) -> AppTest:
-    """Switch the Conditions page to the tab ``label`` (only the open tab is computed)."""
-    at.session_state["conditions.tab"] = label
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 # --------------------------------------------------------------------------------- pages
 def test_overview_lists_store_contents_and_baseline(app):
     at = app()
@@ -90,16 +82,16 @@ def test_conditions_page_controlled_release_reproduces_published_oncu(app):
     assert round(summary.loc["retrieved", "oncu_weighted"], 3) == 1.080  # 1.0798 (pub. 1.079)
     metric = {m.label: m.value for m in at.metric}
     assert metric["controlled · full_context ONCU"] == "0.583"
-    groups = _table(_open_tab(at, "ONCU audit"), "invalid_reason")
+    groups = _table(open_tab(at, "ONCU audit"), "invalid_reason")
     assert len(groups) == 268 and groups["valid"].all()
     assert (groups["status"] == "above_oracle").sum() == 12 + 37
     captions = " ".join(c.value for c in at.caption)
     assert "49 group(s) above oracle (raw > 1), 0 below baseline (raw < 0), 0 invalid" in captions
-    failures = _table(_open_tab(at, "Failure labels"), "localization").set_index("condition")
+    failures = _table(open_tab(at, "Failure labels"), "localization").set_index("condition")
     assert failures.loc["full_context", ["localization", "selection", "integration",
                                          "conversion", "success"]].tolist() == [
         36.0, 0.5, 10.0, 38.5, 15.0]  # fmt: skip
-    contrasts = _table(_open_tab(at, "Paired contrasts"), "contrast").set_index("contrast")
+    contrasts = _table(open_tab(at, "Paired contrasts"), "contrast").set_index("contrast")
     row = contrasts.loc["retrieved - full_context"]
     assert round(row["mean"], 3) == 0.438 and round(row["effect"], 3) == 0.920
 
@@ -112,7 +104,7 @@ def test_conditions_page_hotpotqa_has_29_of_38_valid_groups(app):
     assert round(summary.loc["full_context", "oncu_clipped"], 3) == 0.906
     assert round(summary.loc["retrieved", "oncu_clipped"], 3) == 0.639
     assert summary.loc["full_context", "invalid_reasons"] == "oracle_not_above_no_evidence: 9"
-    groups = _table(_open_tab(at, "ONCU audit"), "invalid_reason")
+    groups = _table(open_tab(at, "ONCU audit"), "invalid_reason")
     invalid = groups[~groups["valid"]]
     assert len(invalid) == 18 and set(invalid["reasoning_type"]) == {"comparison"}
 
@@ -129,21 +121,21 @@ def test_conditions_page_group_key_setting_regroups_oncu(app):
     assert not at.exception, [e.value for e in at.exception]
     summary = _table(at, "oncu_clipped").set_index("condition")
     assert summary["total_groups"].tolist() == [2, 2]
-    groups = _table(_open_tab(at, "ONCU audit"), "invalid_reason")
+    groups = _table(open_tab(at, "ONCU audit"), "invalid_reason")
     assert sorted(set(groups["reasoning_type"])) == ["comparison", "multi_hop"]
     assert "context_length" not in groups.columns
 
 
 def test_conditions_page_calibration_for_runs_with_confidences(app):
     at = app("pages/conditions.py", dataset="controlled-200")
-    cal = _table(_open_tab(at, "Calibration"), "ece")
+    cal = _table(open_tab(at, "Calibration"), "ece")
     assert set(cal["condition"]) == {"no_evidence", "full_context", "retrieved", "oracle"}
     assert ((cal["ece"] >= 0) & (cal["ece"] <= 1)).all()
     summary = _table(at, "oncu_clipped")
     assert summary["total_groups"].tolist() == [192, 192]
 
 
-def test_conditions_page_computes_only_the_open_tab(app):
+def test_conditions_page_computes_only_theopen_tab(app):
     """Issue 17 item 6: the page computes the open tab only (each tab is up to a second at
     1,000,000 predictions); another tab is computed when opened, and the summary stays."""
     at = app("pages/conditions.py", dataset="controlled-200")
@@ -154,7 +146,7 @@ def test_conditions_page_computes_only_the_open_tab(app):
     assert any({"condition", "n", "missing"} <= c and "ci_method" in c for c in columns)
     for other in ("invalid_reason", "ece", "localization", "contrast"):
         assert not any(other in c for c in columns), other
-    _open_tab(at, "Calibration")
+    open_tab(at, "Calibration")
     columns = [set(d.value.columns) for d in at.dataframe]
     assert any("ece" in c for c in columns) and any("oncu_clipped" in c for c in columns)
     assert not any("ci_method" in c for c in columns)  # the matrix is not computed now

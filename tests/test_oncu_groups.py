@@ -288,7 +288,7 @@ def test_report_oncu_shows_sizes_warning_and_coarser_key(hotpot_store, capsys):
 def test_conditions_page_warns_and_one_click_switches_to_the_coarser_key(
     hotpot_store: Path, monkeypatch
 ):
-    from conftest import open_page
+    from conftest import open_page, open_tab
 
     at = open_page(monkeypatch, hotpot_store, "pages/conditions.py", "hp")
     assert any("Most valid ONCU groups are tiny" in w.value for w in at.warning)
@@ -301,9 +301,7 @@ def test_conditions_page_warns_and_one_click_switches_to_the_coarser_key(
     assert "evidence_position" not in at.multiselect(key="global.group_key").value
     assert not any("Most valid ONCU groups are tiny" in w.value for w in at.warning)
     # per-instance ONCU, in the audit tab: one row per (instance, contextual condition)
-    at.session_state["conditions.tab"] = "ONCU audit"
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    open_tab(at, "ONCU audit")
     per = next(d.value for d in at.dataframe if "instance_id" in d.value.columns
                and "oncu_raw" in d.value.columns)  # fmt: skip
     assert len(per) == 2 * 53

@@ -370,6 +370,7 @@ def _frames(dataset: Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Instances and passages of a dataset as DataFrames ready for a bulk insert."""
     inst_rows = []
     pas_rows = []
+    n_gold = []  # gold passages per instance, kept with it (the analysis frame's n_gold)
     for i, inst in enumerate(dataset.instances):
         inst_rows.append(
             (
@@ -380,7 +381,9 @@ def _frames(dataset: Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
                 inst.source, json.dumps(dict(inst.metadata), sort_keys=True, default=str),
             )
         )  # fmt: skip
+        n_gold.append(0)
         for p in inst.passages:
+            n_gold[-1] += bool(p.is_gold)
             pas_rows.append(
                 (
                     dataset.name, inst.instance_id, p.passage_id, int(p.ord), p.title, p.text,
@@ -396,10 +399,6 @@ def _frames(dataset: Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
         for col in int_cols:
             df[col] = df[col].astype("int64")
     instances_df["oracle_applicable"] = instances_df["oracle_applicable"].astype(bool)
-    # gold passages per instance, kept with it (what the analysis frame reads as n_gold)
-    instances_df["n_gold"] = np.array(
-        [sum(bool(p.is_gold) for p in inst.passages) for inst in dataset.instances],
-        dtype="int64",
-    )
+    instances_df["n_gold"] = np.array(n_gold, dtype="int64")
     passages_df["is_gold"] = passages_df["is_gold"].astype(bool)
     return instances_df, passages_df
