@@ -299,7 +299,9 @@ def gpu_speed_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
     """Figures 6-8 (issue 17): the engine at a GPU server's speed.
 
     The ``ollama`` backend against ``tests/model_stub.py`` in its own process (answering after
-    50 ms, accept backlog 1,024, replies remembered per prompt so the stub is not the limit),
+    50 ms, accept backlog 1,024, replies, prompt token counts and log-probabilities remembered
+    per prompt so the stub is not the limit: alone, against a client of 0.13 ms a call, it
+    serves 95-97 % of the ideal 640 calls/s at 0.4 ms of its own CPU a call),
     the four conditions of the 200 instances of ``controlled-200`` (800 calls), concurrency
     32, a fresh run (new seed: no cache hit) each time. Per run:
 

@@ -5,17 +5,52 @@ call, makes it, builds its row (parsing the reply) and hands it to the writer it
 call costs no future, no waiter on every pending future and no switch to a collecting thread;
 a thread waits only for the server. At a GPU server's speed (hundreds of calls a second) that
 bookkeeping was a large share of the engine's CPU time per call.
+
+While the threads run, the heap that existed before the run is frozen (:func:`frozen_heap`):
+Python's full garbage collections stop every thread while they walk every tracked object, and
+in a process that has loaded the dataset, pandas, DuckDB and (in the dashboard) Streamlit and
+plotly, one walk took tens of milliseconds: the calls in flight then, answered by the server,
+waited for it (slowest call 2.6-3.0x the server's 50 ms against 1.6-2.1x frozen, 800 calls at
+concurrency 32; docs/BENCHMARKS.md). What the run itself allocates is collected as usual.
 """
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["run_threads"]
+__all__ = ["frozen_heap", "run_threads"]
 
 C = TypeVar("C")
+#: Runs inside :func:`frozen_heap` now (several runs may share a process): the first freezes,
+#: the last one out unfreezes.
+_FROZEN = {"depth": 0}
+_FROZEN_LOCK = threading.Lock()
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Keep the objects that exist now out of full garbage collections until the block ends.
+
+    ``gc.freeze()`` moves every tracked object to the permanent generation, which collections
+    skip; ``gc.unfreeze()`` moves them back to the oldest generation when the last block
+    inside one process ends. Nothing is collected less in the end: garbage among the frozen
+    objects is collected by the first full collection after the block.
+    """
+    with _FROZEN_LOCK:
+        if _FROZEN["depth"] == 0:
+            gc.freeze()
+        _FROZEN["depth"] += 1
+    try:
+        yield
+    finally:
+        with _FROZEN_LOCK:
+            _FROZEN["depth"] -= 1
+            if _FROZEN["depth"] == 0:
+                gc.unfreeze()
 
 
 def run_threads(
@@ -78,16 +113,17 @@ def run_threads(
     threads = [
         threading.Thread(target=loop, name=f"engine-call-{i}", daemon=True) for i in range(n)
     ]
-    for t in threads:
-        t.start()
-    try:
+    with frozen_heap():
         for t in threads:
-            while t.is_alive():
-                t.join(0.5)
-    except BaseException:
-        cancel.set()
-        for t in threads:
-            t.join()
-        raise
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
+        except BaseException:
+            cancel.set()
+            for t in threads:
+                t.join()
+            raise
     if failures:
         raise failures[0]

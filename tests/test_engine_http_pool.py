@@ -102,3 +102,32 @@ def test_openai_calls_take_lanes_of_one_connection_up_to_the_pool_size(db):
         assert sorted(backend._free, key=id) == sorted(backend._lanes, key=id)
         assert {c._transport._pool._max_connections for c in backend._lanes} == {1}
         assert stub.connections <= 8 + 4, stub.connections
+
+
+def test_the_heap_is_frozen_while_the_calling_threads_run(db, monkeypatch):
+    """Full garbage collections skip the objects that existed before the run while its calls
+    are in flight (a walk of the whole heap stalled every call; issue 17 item 8), nested runs
+    keep it frozen until the last ends, and afterwards nothing stays frozen."""
+    import gc
+
+    from core import engine_threads
+
+    seen: list[int] = []
+    with ModelStub() as stub:
+        backend = make_backend("ollama", "stub-model", hosts=[stub.url])
+        real = backend.generate
+
+        def generate(messages, *args, **kwargs):
+            seen.append(gc.get_freeze_count())
+            return real(messages, *args, **kwargs)
+
+        monkeypatch.setattr(backend, "generate", generate)
+        assert gc.get_freeze_count() == 0
+        with engine_threads.frozen_heap():  # another run of this process, still going
+            s = run_conditions(Store(db), "d", backend, ["oracle"], name="r", concurrency=4)
+            assert gc.get_freeze_count() > 0  # the inner run's end did not unfreeze
+        assert gc.get_freeze_count() == 0
+        s2 = run_conditions(Store(db), "d", backend, ["no_evidence"], name="r2", concurrency=4)
+    assert (s.executed, s.errors, s2.executed, s2.errors) == (N, 0, N, 0)
+    assert len(seen) == 2 * N and min(seen) > 0
+    assert gc.get_freeze_count() == 0

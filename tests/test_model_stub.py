@@ -77,6 +77,24 @@ def test_logprobs_cover_the_reply_and_mark_the_answer_tokens():
     }
 
 
+def test_remembered_answers_equal_fresh_ones():
+    """Token counts and log-probabilities are remembered per prompt and reply (the stub is no
+    benchmark's limit): a repeated chat gets the same numbers, another ``top_logprobs`` its own."""
+    body = {"model": "stub-model", "messages": MESSAGES, "logprobs": True, "top_logprobs": 2}
+    with ModelStub() as stub:
+        first = httpx.post(stub.url + "/api/chat", json=body).json()
+        again = httpx.post(stub.url + "/api/chat", json=body).json()
+        wider = httpx.post(stub.url + "/api/chat", json=dict(body, top_logprobs=3)).json()
+    with ModelStub() as other:  # nothing remembered yet
+        fresh = httpx.post(other.url + "/api/chat", json=body).json()
+    assert first["prompt_eval_count"] == again["prompt_eval_count"] == ModelStub.count_tokens(
+        MESSAGES)
+    assert first["logprobs"] == again["logprobs"] == fresh["logprobs"]
+    assert [len(e["top_logprobs"]) for e in wider["logprobs"]] == [3] * len(wider["logprobs"])
+    assert [e["top_logprobs"] for e in wider["logprobs"]][0][:2] == first["logprobs"][0][
+        "top_logprobs"]
+
+
 def test_model_info_endpoints():
     with ModelStub(model="m1", digest="sha256:" + "cd" * 32) as stub:
         assert httpx.get(stub.url + "/api/version").json() == {"version": "0.12.11"}
