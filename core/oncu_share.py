@@ -80,14 +80,16 @@ def cell_ids(
         combined = combined * size + codes
     if total <= 4 * len(df) + 1024:
         present = np.bincount(combined, minlength=total) > 0
-        ids = (np.cumsum(present) - 1)[combined]
+        ids = (np.cumsum(present) - 1)[combined].astype(np.int64, copy=False)
+        if not index:
+            return ids, None
         first = np.full(int(present.sum()), len(df), dtype=np.int64)
         np.minimum.at(first, ids, np.arange(len(df)))
     else:
         _, first, ids = np.unique(combined, return_index=True, return_inverse=True)
-    ids = ids.astype(np.int64, copy=False)
-    if not index:
-        return ids, None
+        ids = ids.astype(np.int64, copy=False)
+        if not index:
+            return ids, None
     # the cells' key values exactly as the groupby makes them: grouped from one row per cell
     return ids, df[keys].iloc[first].groupby(keys, dropna=False, sort=True).size().index
 
