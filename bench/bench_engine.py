@@ -31,7 +31,9 @@ Figures (``results()``, for ``bench/run_all.py``):
    (paired run by run). Bound >= 6x.
 6. **engine CPU per call at a GPU server's speed** (issue 17), 7. **throughput at concurrency
    32 vs a 50 ms server** (% of ideal) and 8. **slowest call / server latency**: see
-   :func:`gpu_speed_runs`. Bounds < 0.7 ms, >= 85 %, < 2x.
+   :func:`gpu_speed_runs`. Bounds < 0.7 ms, >= 85 %, < 2x. Beside (6), informational: the
+   CPU per call of the ``ollama`` backend's client alone on the same prompts
+   (:func:`client_alone_runs`), the share of (6) that no change to the engine can remove.
 
 (1), the in-process overhead and (4) run pinned to one core (the embedded reader's target is
 per core); (2), (3) and (5) on every core, the reader's worker and the stub being processes of
@@ -357,6 +359,42 @@ def gpu_speed_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
     finally:
         server.stdin.close()
         server.wait(timeout=30)
+    out["client_ms"] = client_alone_runs(instances, repeats)
+    return out
+
+
+def client_alone_runs(instances, repeats: int, n_calls: int = 400) -> list[float]:
+    """CPU per call of the ``ollama`` backend alone: ``generate`` from one thread, nothing else.
+
+    The first ``n_calls`` planned calls of the four conditions (the prompts of
+    :func:`gpu_speed_runs`, log-probabilities requested as there), sent one after another to a
+    stub in its own process that answers at once (its replies remembered by a warm-up pass);
+    this process's CPU time (``time.process_time``) per call. The client's share of the
+    engine's CPU per call, with no planning, parsing, scoring, storing or other thread.
+    """
+    calls = plan_conditions(instances, CONDITIONS)[:n_calls]
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", "0"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out: list[float] = []
+    try:
+        url = server.stdout.readline().strip()
+        opts = {"temperature": 0, "seed": 7, "num_ctx": 32768}
+        backend = make_backend("ollama", "stub-model", hosts=[url], options=opts)
+        for i in range(repeats + 1):  # the first pass warms the client and the stub
+            c0 = time.process_time()
+            for call in calls:
+                reply = backend.generate(list(call.messages))
+                if not reply.ok:
+                    raise RuntimeError(f"client-alone call failed: {reply.error}")
+            if i > 0:
+                out.append(1e3 * (time.process_time() - c0) / len(calls))
+        print(f"ollama client alone: {', '.join(f'{x:.3f}' for x in out)} ms of CPU a call",
+              file=sys.stderr)  # fmt: skip
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
     return out
 
 
@@ -407,6 +445,11 @@ def results(repeats: int = 5) -> list[dict]:
         figure(
             "of which planning (retrieval, prompts, hashes), informational",
             gpu["plan_ms"], "ms", SCRIPT,
+        ),
+        figure(
+            "the ollama backend's client alone, CPU per call (generate from one thread, the "
+            "same prompts, a stub answering at once), informational",
+            gpu["client_ms"], "ms", SCRIPT,
         ),
         figure(
             f"throughput at concurrency {GPU_CONCURRENCY} vs a {stub_ms:.0f} ms server, % of "
