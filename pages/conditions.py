@@ -5,6 +5,7 @@ core/figures/oncu.py)."""
 import streamlit as st
 
 from core.stats import RESAMPLE_MAX
+from pages import url_state
 from pages.common import (
     HELP,
     oncu_group_guard,
@@ -20,7 +21,13 @@ _PER_INSTANCE_AUTO = 20_000
 #: The tabs below the summary, and the session-state key of the open one (its label).
 TABS = ("Four-condition matrix", "ONCU audit", "Paired contrasts", "Failure labels", "Calibration")
 TAB_KEY = "conditions.tab"
+#: The open tab's name in the URL (``tab=``; the first, the default, is not written).
+TAB_NAMES = dict(zip(("matrix", "audit", "contrasts", "failures", "calibration"), TABS,
+                     strict=True))  # fmt: skip
+url = url_state.applying()  # before the sidebar writes its part of the URL
 selection = sidebar("conditions")
+if url:
+    url_state.adopt_named("tab", TAB_KEY, TAB_NAMES)
 st.title("Conditions & ONCU")
 _ESTIMATORS = {
     "auto": f"auto (index resampling up to {RESAMPLE_MAX:,} examples a cell, else counts)",
@@ -158,3 +165,7 @@ for tab, draw in zip(tabs, (_matrix_tab, _audit_tab, _contrast_tab, _failure_tab
     with tab:
         if tab.open:
             draw()
+# the open tab in the URL, so a link opens it (cleared when another page is opened)
+_open = next((label for label, tab in zip(TABS, tabs, strict=True) if tab.open), TABS[0])
+url_state.set_param("tab", next((n for n, t in TAB_NAMES.items() if t == _open and t != TABS[0]),
+                                None))  # fmt: skip

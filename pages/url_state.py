@@ -8,6 +8,8 @@ Parameters (only values other than the defaults are written, so links stay short
 * ``group`` — the ONCU group key, comma-separated (Conditions & ONCU, Case view);
 * ``f.<column>`` — a metadata filter, values comma-separated (e.g. ``f.reasoning_type=bridge``);
 * ``instance`` — the Case view's instance (written by the Case view itself);
+* ``tab`` — the open tab of Conditions & ONCU (``audit``, ``contrasts``, ``failures``,
+  ``calibration``; the matrix, the default, is left out; written by that page);
 * the failure browser's own list (written by that page): ``cond``, ``label``, ``outcome``
   (comma-separated), ``sort``, ``q`` (the search text), ``only=0`` (failures only off) and
   ``page`` (1-based).
@@ -30,7 +32,8 @@ import streamlit as st
 
 from core.views.case import md_escape
 
-__all__ = ["adopt", "adopt_filters", "applying", "copy_link", "set_param", "write_back"]
+__all__ = ["adopt", "adopt_filters", "adopt_named", "applying", "copy_link", "set_param",
+           "write_back"]
 
 #: URL path of each page (``sidebar(page)`` name -> the ``st.navigation`` path).
 PAGE_PATHS = {
@@ -91,6 +94,18 @@ def adopt(param: str, key: str, allowed: Sequence[Any], *, multi: bool = False) 
     if bad:
         _warn(param, bad)
     st.session_state[key] = [by_text[p] for p in dict.fromkeys(parts) if p in by_text]
+
+
+def adopt_named(param: str, key: str, names: Mapping[str, Any]) -> None:
+    """Set session key ``key`` to ``names[value]`` of URL parameter ``param`` (a short name
+    for an option, such as a tab's); an unknown name is one warning. Absent: nothing changes."""
+    raw = st.query_params.get(param)
+    if raw is None:
+        return
+    if raw in names:
+        st.session_state[key] = names[raw]
+    else:
+        _warn(param, [raw])
 
 
 def adopt_filters(values: Mapping[str, Sequence[Any]]) -> None:

@@ -95,6 +95,28 @@ def test_filter_parameter_and_unknown_run(monkeypatch, store_path):
     assert again.multiselect(key=f"global.f.{col}").value == [box.value[0]]
 
 
+def test_conditions_tab_is_in_the_url(monkeypatch, store_path):
+    """A link opens the tab it names (only that tab is computed); opening another tab writes
+    it; the matrix, the default, is not written; an unknown name is one warning."""
+    from conftest import open_tab
+
+    at = _open(monkeypatch, store_path, "pages/conditions.py", tab="contrasts")
+    assert at.session_state["conditions.tab"] == "Paired contrasts"
+    assert at.query_params["tab"] == "contrasts"
+    columns = [set(d.value.columns) for d in at.dataframe]
+    assert any("contrast" in c for c in columns)  # the linked tab is the one computed
+    assert not any({"condition", "n", "missing", "ci_method"} <= c for c in columns)  # matrix
+    open_tab(at, "Calibration")
+    assert at.query_params["tab"] == "calibration"
+    assert any("ece" in set(d.value.columns) for d in at.dataframe)
+    open_tab(at, "Four-condition matrix")
+    assert "tab" not in at.query_params
+    bad = _open(monkeypatch, store_path, "pages/conditions.py", tab="nope")
+    warnings = [w.value for w in bad.warning if "URL parameter" in w.value]
+    assert len(warnings) == 1 and "tab" in warnings[0] and "nope" in warnings[0]
+    assert "tab" not in bad.query_params
+
+
 def test_case_view_instance_follows_the_picker(monkeypatch, store_path):
     at = _open(monkeypatch, store_path, "pages/case_view.py", dataset="hotpotqa")
     first = at.selectbox(key="case.instance").value
@@ -145,6 +167,10 @@ def test_url_round_trip_in_the_browser(server, page, context):
     choose(page, page.get_by_test_id("stSidebar"), "Dataset", "hotpotqa", _settle)
     page.wait_for_url(lambda u: "dataset=hotpotqa" in u and "score=f1_strict" in u,
                       timeout=30_000)  # fmt: skip
+    _settle(page)
+    page.get_by_role("tab", name="Paired contrasts").click()  # the open tab joins the link
+    page.wait_for_url(lambda u: "tab=contrasts" in u and "dataset=hotpotqa" in u, timeout=30_000)
+    _settle(page)
     url = page.url
     fresh = context.new_page()  # a new tab: a new session
     fresh.set_viewport_size({"width": 1400, "height": 1000})
@@ -153,5 +179,7 @@ def test_url_round_trip_in_the_browser(server, page, context):
     assert_no_exception(fresh, "conditions (reopened)")
     assert _sidebar_value(fresh, "Dataset") == "hotpotqa"
     assert _sidebar_value(fresh, "Score field") == "f1_strict"
+    tab = fresh.get_by_role("tab", name="Paired contrasts")
+    assert tab.get_attribute("aria-selected") == "true"  # the link reopens the tab it names
     link = fresh.get_by_test_id("stSidebar").get_by_test_id("stCode").first.inner_text()
     assert link.strip() == url, (link, url)  # "Copy link" holds the address of this view
