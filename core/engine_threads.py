@@ -10,8 +10,8 @@ While the threads run, the heap that existed before the run is frozen (:func:`fr
 Python's full garbage collections stop every thread while they walk every tracked object, and
 in a process that has loaded the dataset, pandas, DuckDB and (in the dashboard) Streamlit and
 plotly, one walk took tens of milliseconds: the calls in flight then, answered by the server,
-waited for it (slowest call 2.6-3.0x the server's 50 ms against 1.6-2.1x frozen, 800 calls at
-concurrency 32; docs/BENCHMARKS.md). What the run itself allocates is collected as usual.
+waited for it (slowest call 2.7x the server's 50 ms before, 1.7x frozen; 800 calls at
+concurrency 32, docs/BENCHMARKS.md). What the run itself allocates is collected as usual.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ __all__ = ["frozen_heap", "run_threads"]
 
 C = TypeVar("C")
 #: Runs inside :func:`frozen_heap` now (several runs may share a process): the first freezes,
-#: the last one out unfreezes.
-_FROZEN = {"depth": 0}
+#: the last one out unfreezes; ``ours`` is False when the heap was frozen by someone else
+#: already (a server that froze its startup heap), which is then left as it was.
+_FROZEN = {"depth": 0, "ours": False}
 _FROZEN_LOCK = threading.Lock()
 
 
@@ -38,18 +39,21 @@ def frozen_heap() -> Iterator[None]:
     ``gc.freeze()`` moves every tracked object to the permanent generation, which collections
     skip; ``gc.unfreeze()`` moves them back to the oldest generation when the last block
     inside one process ends. Nothing is collected less in the end: garbage among the frozen
-    objects is collected by the first full collection after the block.
+    objects is collected by the first full collection after the block. A heap that something
+    else froze before the first block is neither frozen again nor unfrozen.
     """
     with _FROZEN_LOCK:
         if _FROZEN["depth"] == 0:
-            gc.freeze()
+            _FROZEN["ours"] = gc.get_freeze_count() == 0
+            if _FROZEN["ours"]:
+                gc.freeze()
         _FROZEN["depth"] += 1
     try:
         yield
     finally:
         with _FROZEN_LOCK:
             _FROZEN["depth"] -= 1
-            if _FROZEN["depth"] == 0:
+            if _FROZEN["depth"] == 0 and _FROZEN["ours"]:
                 gc.unfreeze()
 
 

@@ -131,3 +131,11 @@ def test_the_heap_is_frozen_while_the_calling_threads_run(db, monkeypatch):
     assert (s.executed, s.errors, s2.executed, s2.errors) == (N, 0, N, 0)
     assert len(seen) == 2 * N and min(seen) > 0
     assert gc.get_freeze_count() == 0
+    # a heap frozen by someone else (a server's startup heap) stays frozen after a run
+    gc.freeze()
+    try:
+        with engine_threads.frozen_heap():
+            pass
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
