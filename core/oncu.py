@@ -766,10 +766,16 @@ def _sample_level_means(
     bounds = np.searchsorted(cell_of, np.arange(len(index) + 1))
     n_cells = len(index)
     cols, sums, counts = [], [], []
+    # one mask and one zero-filled copy reused by every column (fresh 1M-row temporaries cost
+    # page faults on each column of a first load)
+    missing_ = np.empty(len(rows_of), dtype=bool)
+    finite = np.empty(len(rows_of), dtype=bool)
+    filled = np.empty(len(rows_of))
     for c in scores:
         col = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)[rows_of]
-        scored = ~np.isnan(col)
-        filled = np.where(scored, col, 0.0)
+        np.isnan(col, out=missing_)
+        np.copyto(filled, col)
+        np.copyto(filled, 0.0, where=missing_)  # the scored values, 0 where NaN
         if len(scores) > 1:
             # each cell's sum accumulated row by row in the cell's order: the bits of the
             # nansum down the columns of a cell's (rows x scores) block
@@ -777,7 +783,10 @@ def _sample_level_means(
         else:  # a one-column block is summed pairwise, as a contiguous column
             sums.append(np.array([filled[bounds[g] : bounds[g + 1]].sum()
                                   for g in range(n_cells)]))  # fmt: skip
-        counts.append(np.bincount(cell_of[np.isfinite(col)], minlength=n_cells))
+        # finite values per cell: the cells' rows are consecutive (cell_of is sorted)
+        np.isfinite(col, out=finite)
+        running = np.concatenate(([0], np.cumsum(finite, dtype=np.int64)))
+        counts.append(np.diff(running[bounds]))
         cols.append(col)
     perr = _error_mask(df["parse_error"]) if "parse_error" in df.columns else None
     failed = _error_mask(df["error"]) if "error" in df.columns else None
