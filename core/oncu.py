@@ -768,14 +768,14 @@ def _sample_level_means(
     cols, sums, counts = [], [], []
     # one mask and one zero-filled copy reused by every column (fresh 1M-row temporaries cost
     # page faults on each column of a first load)
-    missing_ = np.empty(len(rows_of), dtype=bool)
+    nan = np.empty(len(rows_of), dtype=bool)
     finite = np.empty(len(rows_of), dtype=bool)
     filled = np.empty(len(rows_of))
     for c in scores:
         col = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)[rows_of]
-        np.isnan(col, out=missing_)
+        np.isnan(col, out=nan)
         np.copyto(filled, col)
-        np.copyto(filled, 0.0, where=missing_)  # the scored values, 0 where NaN
+        np.copyto(filled, 0.0, where=nan)  # the scored values, 0 where NaN
         if len(scores) > 1:
             # each cell's sum accumulated row by row in the cell's order: the bits of the
             # nansum down the columns of a cell's (rows x scores) block

@@ -78,18 +78,18 @@ def cell_ids(
     combined = np.zeros(len(df), dtype=np.int64)
     for codes, size in parts:
         combined = combined * size + codes
+    first = None  # each cell's first row, found only when the key values are wanted
     if total <= 4 * len(df) + 1024:
         present = np.bincount(combined, minlength=total) > 0
-        ids = (np.cumsum(present) - 1)[combined].astype(np.int64, copy=False)
-        if not index:
-            return ids, None
-        first = np.full(int(present.sum()), len(df), dtype=np.int64)
-        np.minimum.at(first, ids, np.arange(len(df)))
+        ids = (np.cumsum(present) - 1)[combined]
     else:
         _, first, ids = np.unique(combined, return_index=True, return_inverse=True)
-        ids = ids.astype(np.int64, copy=False)
-        if not index:
-            return ids, None
+    ids = ids.astype(np.int64, copy=False)
+    if not index:
+        return ids, None
+    if first is None:
+        first = np.full(int(present.sum()), len(df), dtype=np.int64)
+        np.minimum.at(first, ids, np.arange(len(df)))
     # the cells' key values exactly as the groupby makes them: grouped from one row per cell
     return ids, df[keys].iloc[first].groupby(keys, dropna=False, sort=True).size().index
 

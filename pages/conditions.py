@@ -160,12 +160,12 @@ def _calibration_tab() -> None:
 # only the open tab is computed (issue 17 item 6: a tab takes up to a second at 1,000,000
 # predictions); switching tabs reruns the page, with the frame and its ONCU grouping cached
 tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun")
-for tab, draw in zip(tabs, (_matrix_tab, _audit_tab, _contrast_tab, _failure_tab,
-                            _calibration_tab), strict=True):  # fmt: skip
+opened = "matrix"
+_DRAW = (_matrix_tab, _audit_tab, _contrast_tab, _failure_tab, _calibration_tab)
+for name, tab, draw in zip(TAB_NAMES, tabs, _DRAW, strict=True):
     with tab:
         if tab.open:
+            opened = name
             draw()
 # the open tab in the URL, so a link opens it (cleared when another page is opened)
-_open = next((label for label, tab in zip(TABS, tabs, strict=True) if tab.open), TABS[0])
-url_state.set_param("tab", next((n for n, t in TAB_NAMES.items() if t == _open and t != TABS[0]),
-                                None))  # fmt: skip
+url_state.set_param("tab", None if opened == "matrix" else opened)

@@ -84,10 +84,7 @@ def adopt(param: str, key: str, allowed: Sequence[Any], *, multi: bool = False) 
         return
     by_text = {ALL_DATASETS if a is None else str(a): a for a in allowed}
     if not multi:
-        if raw in by_text:
-            st.session_state[key] = by_text[raw]
-        else:
-            _warn(param, [raw])
+        adopt_named(param, key, by_text)
         return
     parts = [p for p in raw.split(",") if p]
     bad = [p for p in parts if p not in by_text]

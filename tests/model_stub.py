@@ -124,6 +124,11 @@ _PROMPT_NS_PER_TOKEN = 20_000
 _EVAL_NS_PER_TOKEN = 1_000_000
 
 
+def _prompt_key(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The key a chat's prompt is remembered by (computed once per chat)."""
+    return json.dumps(messages, sort_keys=True)
+
+
 def split_tokens(text: str) -> list[str]:
     """Split ``text`` into the stub's reply tokens (they concatenate back to ``text``)."""
     return _REPLY_PIECE.findall(text)
@@ -277,7 +282,8 @@ class ModelStub:
                 self.mode = "ok"
         return mode
 
-    def _reply(self, messages: Sequence[Mapping[str, Any]]) -> tuple[str, float, str]:
+    def _reply(self, messages: Sequence[Mapping[str, Any]], key: str) -> tuple[str, float, str]:
+        """The chat's answer: ``(reply text, confidence, answer)``; ``key``: :func:`_prompt_key`."""
         if self.answer_for is not None:  # a test's scripted answer (e.g. a judge's rating)
             forced = self.answer_for(messages)
             if forced is not None:
@@ -285,7 +291,6 @@ class ModelStub:
                 return json.dumps(obj), 1.0, forced
         # The reader is deterministic: a prompt seen before gets its remembered reply (a
         # benchmark sends the same prompts run after run; the stub should not be its limit).
-        key = json.dumps(messages, sort_keys=True)
         hit = self._replies.get(key)
         if hit is None:
             reply = self._reader.generate(messages)
@@ -297,10 +302,9 @@ class ModelStub:
                 self._replies[key] = hit
         return hit
 
-    def _prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+    def _prompt_tokens(self, messages: Sequence[Mapping[str, Any]], key: str) -> int:
         """:meth:`count_tokens`, remembered per prompt as replies are (the regex over a 32K-token
         prompt cost 0.4 ms a chat: most of a remembered chat's answer)."""
-        key = json.dumps(messages, sort_keys=True)
         n = self._tokens.get(key)
         if n is None:
             n = self.count_tokens(messages)
@@ -356,8 +360,9 @@ class ModelStub:
         with self._lock:
             reload = self._num_ctx != num_ctx
             self._num_ctx = num_ctx
-        text, conf, answer = self._reply(messages)
-        n_prompt = min(self._prompt_tokens(messages), num_ctx)
+        key = _prompt_key(messages)
+        text, conf, answer = self._reply(messages, key)
+        n_prompt = min(self._prompt_tokens(messages, key), num_ctx)
         n_eval = len(split_tokens(text))
         load = _LOAD_NS if reload else _WARM_LOAD_NS
         prompt_ns = _PROMPT_NS_PER_TOKEN * n_prompt
@@ -399,7 +404,8 @@ class ModelStub:
                 }
             }
         messages = body.get("messages") or []
-        n_prompt = self._prompt_tokens(messages)
+        key = _prompt_key(messages)
+        n_prompt = self._prompt_tokens(messages, key)
         max_tokens = int(body.get("max_tokens") or 0)
         if n_prompt + max_tokens > self.context_length:
             return 400, {
@@ -413,7 +419,7 @@ class ModelStub:
                     "code": 400,
                 }
             }
-        text, conf, answer = self._reply(messages)
+        text, conf, answer = self._reply(messages, key)
         n_eval = len(split_tokens(text))
         choice: dict[str, Any] = {
             "index": 0,
