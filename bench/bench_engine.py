@@ -54,6 +54,8 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,14 +320,9 @@ def gpu_speed_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
     ds = build_controlled("controlled-200", seed=42)
     store = _store(tmp, "gpu", ds)
     instances = store.load_instances("gpu")
-    server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", str(STUB_LATENCY_S)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
     out: dict[str, list[float]] = {"cpu_ms": [], "pct": [], "stall": [], "plan_ms": []}
     ideal = GPU_CONCURRENCY / STUB_LATENCY_S
-    try:
-        url = server.stdout.readline().strip()
+    with _stub_server(STUB_LATENCY_S) as url:
         for i in range(repeats + 1):  # the first run warms the client, the stub and the store
             opts = {"temperature": 0, "seed": 7000 + i, "num_ctx": 32768}
             backend = make_backend("ollama", "stub-model", hosts=[url], options=opts)
@@ -356,9 +353,6 @@ def gpu_speed_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
                 out["plan_ms"].append(1e3 * (c1 - c0) / s.executed)
                 out["pct"].append(pct)
                 out["stall"].append(stall)
-    finally:
-        server.stdin.close()
-        server.wait(timeout=30)
     out["client_ms"] = client_alone_runs(instances, repeats)
     return out
 
@@ -373,13 +367,8 @@ def client_alone_runs(instances, repeats: int, n_calls: int = 400) -> list[float
     engine's CPU per call, with no planning, parsing, scoring, storing or other thread.
     """
     calls = plan_conditions(instances, CONDITIONS)[:n_calls]
-    server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", "0"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
     out: list[float] = []
-    try:
-        url = server.stdout.readline().strip()
+    with _stub_server(0.0) as url:
         opts = {"temperature": 0, "seed": 7, "num_ctx": 32768}
         backend = make_backend("ollama", "stub-model", hosts=[url], options=opts)
         for i in range(repeats + 1):  # the first pass warms the client and the stub
@@ -392,10 +381,24 @@ def client_alone_runs(instances, repeats: int, n_calls: int = 400) -> list[float
                 out.append(1e3 * (time.process_time() - c0) / len(calls))
         print(f"ollama client alone: {', '.join(f'{x:.3f}' for x in out)} ms of CPU a call",
               file=sys.stderr)  # fmt: skip
+    return out
+
+
+@contextmanager
+def _stub_server(latency_s: float) -> Iterator[str]:
+    """``tests/model_stub.py`` in its own process, answering after ``latency_s``; its URL.
+
+    The stub stops when its stdin closes (on leaving the block).
+    """
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", str(latency_s)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        yield server.stdout.readline().strip()
     finally:
         server.stdin.close()
         server.wait(timeout=30)
-    return out
 
 
 def results(repeats: int = 5) -> list[dict]:

@@ -62,7 +62,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -291,40 +291,35 @@ class ModelStub:
                 return json.dumps(obj), 1.0, forced
         # The reader is deterministic: a prompt seen before gets its remembered reply (a
         # benchmark sends the same prompts run after run; the stub should not be its limit).
-        hit = self._replies.get(key)
-        if hit is None:
-            reply = self._reader.generate(messages)
-            obj = json.loads(reply.text)
-            hit = (reply.text, float(obj["confidence"]), str(obj["answer"]))
+        return self._remembered(self._replies, key, lambda: self._read(messages))
+
+    def _read(self, messages: Sequence[Mapping[str, Any]]) -> tuple[str, float, str]:
+        """The embedded reader's answer to the chat: ``(reply text, confidence, answer)``."""
+        reply = self._reader.generate(messages)
+        obj = json.loads(reply.text)
+        return reply.text, float(obj["confidence"]), str(obj["answer"])
+
+    def _remembered(self, memo: dict, key: Any, make: Callable[[], Any]) -> Any:
+        """``memo[key]``, made by ``make()`` and remembered when missing (at most
+        :data:`_MAX_REMEMBERED` entries: a full memo is emptied first)."""
+        value = memo.get(key)
+        if value is None:
+            value = make()
             with self._lock:
-                if len(self._replies) >= _MAX_REMEMBERED:
-                    self._replies.clear()
-                self._replies[key] = hit
-        return hit
+                if len(memo) >= _MAX_REMEMBERED:
+                    memo.clear()
+                memo[key] = value
+        return value
 
     def _prompt_tokens(self, messages: Sequence[Mapping[str, Any]], key: str) -> int:
         """:meth:`count_tokens`, remembered per prompt as replies are (the regex over a 32K-token
         prompt cost 0.4 ms a chat: most of a remembered chat's answer)."""
-        n = self._tokens.get(key)
-        if n is None:
-            n = self.count_tokens(messages)
-            with self._lock:
-                if len(self._tokens) >= _MAX_REMEMBERED:
-                    self._tokens.clear()
-                self._tokens[key] = n
-        return n
+        return self._remembered(self._tokens, key, lambda: self.count_tokens(messages))
 
     def _logprobs(self, text: str, conf: float, answer: str, top: int) -> list[dict[str, Any]]:
         """The reply's log-probability entries (remembered per reply; never modified)."""
-        key = (text, conf, answer, top)
-        out = self._entries.get(key)
-        if out is None:
-            out = self._logprob_entries(text, conf, answer, top)
-            with self._lock:
-                if len(self._entries) >= _MAX_REMEMBERED:
-                    self._entries.clear()
-                self._entries[key] = out
-        return out
+        return self._remembered(self._entries, (text, conf, answer, top),
+                                lambda: self._logprob_entries(text, conf, answer, top))  # fmt: skip
 
     @staticmethod
     def _logprob_entries(text: str, conf: float, answer: str, top: int) -> list[dict[str, Any]]:
