@@ -525,9 +525,12 @@ _figure(
         "(lambda <= lambda_p, k > k_p), III retrieval (lambda <= lambda_p, k <= k_p), IV "
         "balanced (lambda_p < lambda <= lambda_q), V holistic (lambda > lambda_q). Dashed "
         "lines: the thresholds each problem's category was assigned with, one panel per "
-        "threshold set; open markers: PIG fits of the published Algorithm 2 (lambda not "
-        "identified); crosses: COW fits with k = 0 (not covered by the model). Hover shows "
-        "the question; click a point to list its probes."
+        "threshold set (defaults, §4: lambda_p = k_p = the observed length at index "
+        "floor(N/3) counted from 0 among the N other than 0 and L, 5 on the ladder 0, 1, 2, "
+        "5, ..., 100, L; lambda_q = the longest span shorter than L); open markers: PIG fits "
+        "of the published Algorithm 2 (lambda not identified); crosses: COW fits with k = 0 "
+        "(not covered by the model: a class this tool adds, not one of the paper's). Hover "
+        "shows the question; click a point to list its probes."
     ),
     reference=_DOLCE,
     view=dolce_result,
@@ -540,7 +543,8 @@ _figure(
         "Share of problems in each focus category I-V per task (a dataset, or a run | dataset "
         "when several runs are selected); the hover gives counts. Categories from the fitted "
         "lambda and k with the thresholds shown on the lambda-k map; hatched: not identified "
-        "(PIG under the published estimator); grey crossed segment: not covered (COW k = 0)."
+        "(PIG under the published estimator); grey crossed segment: not covered (COW k = 0; "
+        "this tool's class, not one of the paper's)."
     ),
     reference=_DOLCE,
     view=dolce_result,

@@ -51,6 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.dolce.params import THRESHOLD_RULE
 from core.params import Param
 from core.prompts import build_messages, prompt_hash
 from core.types import Instance, PlannedCall
@@ -142,14 +143,14 @@ PARAMS = (UNITS_PARAM, PER_LENGTH, STRATEGY, MAX_SPANS, SEED)
 _FIT_SECTION = "seed dolce_lambda_k §4"
 #: II/III vs IV boundary (default per problem: the first tertile of observed lengths).
 LAM_P = Param(
-    "lam_p", float, None, "lambda_p, the II/III vs IV boundary (default per problem: the first "
-    "tertile, p = floor(N/3)-th smallest, of the N observed lengths other than 0 and L)",
-    minimum=0.0, section=_FIT_SECTION,
+    "lam_p", float, None, "lambda_p, the II/III vs IV boundary (default per problem: "
+    + THRESHOLD_RULE + ")", minimum=0.0, section=_FIT_SECTION,
 )  # fmt: skip
 #: II vs III boundary (default per problem: the first tertile).
 K_P = Param(
     "k_p", float, None, "k_p, the II (k > k_p) vs III (k <= k_p) boundary (default per "
-    "problem: the same first tertile)", minimum=-1.0, section=_FIT_SECTION,
+    "problem: the same value as lambda_p, " + THRESHOLD_RULE + ")", minimum=-1.0,
+    section=_FIT_SECTION,
 )  # fmt: skip
 #: IV vs V boundary (default: the longest observed span shorter than L).
 LAM_Q = Param(

@@ -43,7 +43,7 @@ CHAOS = (0.2, 0.1, 0.7)
 
 
 def _truth(rng: np.random.Generator, L: int) -> tuple[int, int]:
-    # lambda away from the category thresholds (lam_p = k_p = 5 for these ladders), so the
+    # lambda away from the category thresholds (lam_p = k_p = 5 or 10 here), so the
     # true category is well defined: I, II/III, IV and V (L + 1: never answerable from a span;
     # under PIG, which needs k * lambda <= L, simulate() turns it into lambda = L, k = 1).
     lam = int(rng.choice([0, 1, 2, 20, 50, 200, L + 1]))
@@ -136,11 +136,12 @@ def test_assign_category_follows_figure_1():
 
 
 def test_default_thresholds_first_tertile_and_longest_span():
-    # Exponential candidates without 0 and L: 1 2 5 10 20 50 100 200 500 (N=9, p=3 -> 5).
-    assert default_thresholds(exponential_ladder(700), 700) == (5.0, 5.0, 500.0)
-    # N = 8 (1..200), p = 2 -> 2; the longest span below L = 350 is 200.
-    assert default_thresholds(exponential_ladder(350), 350) == (2.0, 2.0, 200.0)
-    # Fewer than 3 candidates: p = 1.
+    # The candidate at index floor(N/3) counted from 0 (seed §4; Table 2: tests/
+    # test_dolce_table2.py). Without 0 and L: 1 2 5 10 20 50 100 200 500 (N=9, p=3 -> 10).
+    assert default_thresholds(exponential_ladder(700), 700) == (10.0, 10.0, 500.0)
+    # N = 8 (1..200), p = 2 -> 5; the longest span below L = 350 is 200.
+    assert default_thresholds(exponential_ladder(350), 350) == (5.0, 5.0, 200.0)
+    # Fewer than 3 candidates: p = 0, the smallest.
     assert default_thresholds([0, 1, 2, 3], 3) == (1.0, 1.0, 2.0)
 
 

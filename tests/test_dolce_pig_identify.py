@@ -69,14 +69,18 @@ def recovery(noise: float, estimator: str, seed: int = 16) -> tuple[float, float
     return float(exact.mean()), float(np.mean(got["category"] == true_cat)), len(got)
 
 
-def test_truth_spans_categories_ii_iii_and_iv():
-    # lambda_p = k_p = 2 (N = 7 exponential lengths 1..100, p = floor(7 / 3) = 2 -> the 2nd,
-    # 2), lambda_q = 100: lambda 1-2 with k 1-2 are III, with k = 5 II, lambda 5-20 IV.
+def test_truth_spans_categories_iii_and_iv():
+    # The default thresholds (seed §4, the candidate at index floor(N / 3) counted from 0):
+    # N = 7 exponential lengths 1..100, p = 2 -> lambda_p = k_p = 5; lambda_q = 100. lambda
+    # 1-5 (k <= 5) are III, lambda 10-20 IV.
     outcomes, truth = simulate_pig(0.0, 16)
     assert len(truth) == 60 and len(outcomes) == 60 * 9 * 30
-    cats = assign_category(truth["lam_true"], truth["k_true"], 2, 2, 100)
+    fit = fit_dolce(outcomes, scenario="PIG")
+    assert set(zip(fit.problems["lam_p"], fit.problems["k_p"], fit.problems["lam_q"],
+                   strict=True)) == {(5.0, 5.0, 100.0)}  # fmt: skip
+    cats = assign_category(truth["lam_true"], truth["k_true"], 5, 5, 100)
     assert {c: int(np.sum(cats == c)) for c in ("II", "III", "IV")} == {
-        "II": 8, "III": 16, "IV": 36,
+        "II": 0, "III": 36, "IV": 24,
     }  # fmt: skip
 
 

@@ -174,8 +174,8 @@ def test_report_lines_flag_not_identified_and_not_covered():
 
 # ------------------------------------------------------------------ item 5: the lambda-k map
 def _two_lengths_fit():
-    # L = 150: ladder 0 1 2 5 10 20 50 100 150 -> N = 7 lengths besides 0 and L, p = 2:
-    # lambda_p = k_p = 2, lambda_q = 100. L = 700: N = 9 (1 .. 500), p = 3: 5, 5, 500.
+    # L = 150: ladder 0 1 2 5 10 20 50 100 150 -> N = 7 lengths besides 0 and L, p = 2 (from
+    # 0): lambda_p = k_p = 5, lambda_q = 100. L = 700: N = 9 (1 .. 500), p = 3: 10, 10, 500.
     frame, _ = simulate(16, scenario="COW", per_length=8, seed=4, lengths=(150, 700))
     return fit_dolce(_outcomes_from(frame), scenario="COW")
 
@@ -186,19 +186,19 @@ def test_map_draws_each_threshold_set_in_its_own_facet():
     assert len(data) == 16 and sum(len(t.x) for t in fig.data) == 16
     facets = {(a.text) for a in fig.layout.annotations if a.text.endswith(" problems")}
     n150 = int((fit.problems["L"] == 150).sum())
-    assert facets == {f"λ_p=2, k_p=2, λ_q=100: {n150} problems",
-                      f"λ_p=5, k_p=5, λ_q=500: {16 - n150} problems"}  # fmt: skip
+    assert facets == {f"λ_p=5, k_p=5, λ_q=100: {n150} problems",
+                      f"λ_p=10, k_p=10, λ_q=500: {16 - n150} problems"}  # fmt: skip
     # Dashed lines (shapes take data values on log axes): lambda_p and lambda_q upright from
     # the bottom (0.4) to the top, k_p flat from the left edge to lambda_p.
     lines = {}
     for s in fig.layout.shapes:
         lines.setdefault(s.xref, []).append((s.x0, s.x1, s.y0, s.y1))
     top = lines["x"][0][3]
-    assert lines["x"] == [(2, 2, 0.4, top), (100, 100, 0.4, top), (0.4, 2, 2, 2)]
-    assert lines["x2"] == [(5, 5, 0.4, top), (500, 500, 0.4, top), (0.4, 5, 5, 5)]
+    assert lines["x"] == [(5, 5, 0.4, top), (100, 100, 0.4, top), (0.4, 5, 5, 5)]
+    assert lines["x2"] == [(10, 10, 0.4, top), (500, 500, 0.4, top), (0.4, 10, 10, 10)]
     assert {s.line.dash for s in fig.layout.shapes} == {"dash"}
     # Every point's category is what its facet's lines say.
-    th = {"x": (2, 2, 100), "x2": (5, 5, 500)}
+    th = {"x": (5, 5, 100), "x2": (10, 10, 500)}
     for tr in fig.data:
         ids = [int(s.split("<br>")[0]) for s in tr.text]  # simulated problems are 0, 1, ...
         p = data.set_index("problem").loc[ids]
@@ -222,7 +222,7 @@ def test_map_single_threshold_set_has_no_facet_titles_and_export_keeps_everythin
     fit = fit_dolce(_outcomes_from(frame), scenario="COW")
     fig, _ = lambda_k_map(fit)
     texts = sorted(a.text for a in fig.layout.annotations)
-    assert texts == ["k_p=5", "λ_p=5", "λ_q=500"]
+    assert texts == ["k_p=10", "λ_p=10", "λ_q=500"]
     out = style_figure(fig)  # the export path (PNG / SVG / PDF) lays this copy out
     assert out.layout.legend.orientation == "h" and out.layout.legend.y < 0
     assert len(out.layout.shapes) == 3 and len(out.layout.annotations) == 3

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from core.params import Param
 
-__all__ = ["LIKELIHOOD_STEPS", "PIG_ESTIMATOR", "PIG_ESTIMATORS", "PUBLISHED"]
+__all__ = [
+    "LIKELIHOOD_STEPS", "PIG_ESTIMATOR", "PIG_ESTIMATORS", "PUBLISHED", "THRESHOLD_RULE",
+]  # fmt: skip
+
+#: The default lambda_p = k_p rule in words (help texts and tooltips;
+#: :func:`core.dolce.categories.default_thresholds` computes it).
+THRESHOLD_RULE = (
+    "the first tertile of the N observed lengths other than 0 and L: the one at index "
+    "floor(N/3) counted from 0 (the 1/3-quantile; 5 on the ladder 0, 1, 2, 5, 10, 20, 50, "
+    "100, L)"
+)
 
 #: The published PIG estimator's name (Algorithm 2 as printed; does not identify lambda).
 PUBLISHED = "published"

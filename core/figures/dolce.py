@@ -29,7 +29,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.dolce import CATEGORIES, CATEGORY_NAMES, NOT_COVERED, DolceFit, mixture_curve
-from core.dolce.params import PIG_ESTIMATOR
+from core.dolce.params import PIG_ESTIMATOR, THRESHOLD_RULE
 from core.figures import (
     BLACK,
     BLUE,
@@ -80,7 +80,8 @@ _S = "seed dolce_lambda_k"
 COLUMN_HELP: dict[str, str] = {
     "category": "Focus category (Figure 1, §4): I closed-book (λ = 0), II easy (λ <= λ_p, "
     "k > k_p), III retrieval (λ <= λ_p, k <= k_p), IV balanced (λ_p < λ <= λ_q), V holistic "
-    "(λ > λ_q); 'not covered' for a COW fit with k = 0 (no span answers, λ > L; issue 16).",
+    "(λ > λ_q); 'not covered' for a COW fit with k = 0 (no span answers, λ > L): this tool's "
+    "addition, not one of the paper's categories (issue 16).",
     "identified": "False where the estimator does not identify λ: PIG under the published "
     f"Algorithm 2, which scores only the per-length mean score ({_S} App. C, App. L); its λ "
     "and category are the algorithm's output, not an estimate (issue 16).",
@@ -102,9 +103,9 @@ COLUMN_HELP: dict[str, str] = {
     "log_likelihood": "Log-likelihood of the fitted mixture over the problem's probes (COW: "
     "Eq. 1; PIG likelihood: probabilities of the observed outcomes, an interior score as the "
     f"±0.005 window around it; PIG published: Algorithm 2's density). {_S} App. C.",
-    "lam_p": f"λ_p: II/III vs IV boundary; default the first tertile of the observed lengths "
-    f"other than 0 and L ({_S} §4).",
-    "k_p": f"k_p: II (k > k_p) vs III boundary; default the same first tertile ({_S} §4).",
+    "lam_p": f"λ_p: II/III vs IV boundary; default {THRESHOLD_RULE} ({_S} §4).",
+    "k_p": f"k_p: II (k > k_p) vs III boundary; default the same value as λ_p, "
+    f"{THRESHOLD_RULE} ({_S} §4).",
     "lam_q": f"λ_q: IV vs V boundary; default the longest observed span shorter than L ({_S} §4).",
     "n_obs": "Answered probes the fit used (SPEC §8).",
     "missing": "Probes whose call failed: missing, left out of the fit (SPEC §8).",
@@ -116,8 +117,8 @@ COLUMN_HELP: dict[str, str] = {
     f"deciding an unsplit task ({_S} App. H).",
     "n_not_identified": "Problems whose λ and category are not identified (PIG, published "
     "Algorithm 2); counted in their category too (issue 16).",
-    "n_not_covered": "COW problems with k = 0: not covered by the model, in no category "
-    "(issue 16).",
+    "n_not_covered": "COW problems with k = 0: not covered by the model, in no category; a "
+    "class this tool adds, not one of the paper's (issue 16).",
 }
 #: The options the fit depends on (the view's cache key).
 FIT_OPTIONS = (LAM_P, K_P, LAM_Q, SCENARIO, THRESHOLD, TASK_BY, PIG_ESTIMATOR)
@@ -216,7 +217,11 @@ def _marker_kind(p: pd.DataFrame) -> pd.Series:
 #: Short legend labels (the full definitions are in the hover and the figure's tooltip).
 _SHORT = {"I": "I: closed-book", "II": "II: easy", "III": "III: retrieval",
           "IV": "IV: balanced", "V": "V: holistic",
-          NOT_COVERED: "not covered: COW k = 0"}  # fmt: skip
+          NOT_COVERED: "not covered: COW k = 0 (this tool's class)"}  # fmt: skip
+
+
+#: The category bars' name of the not-covered segment.
+_NOT_COVERED_NAME = "not covered (COW k = 0; this tool's class)"
 
 
 def _legend_name(cat: str, kind: str) -> str:
@@ -359,7 +364,7 @@ def category_bars(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
             if (suffix or cat == NOT_COVERED) and not n.any():
                 continue
             share = n / tasks["n"].where(tasks["n"] > 0)
-            name = f"{cat}{suffix}" if cat in CATEGORIES else "not covered (COW k = 0)"
+            name = f"{cat}{suffix}" if cat in CATEGORIES else _NOT_COVERED_NAME
             fig.add_trace(
                 go.Bar(
                     y=tasks["task"], x=share, orientation="h", name=name,
@@ -460,8 +465,8 @@ def fit_notes(problems: pd.DataFrame, tasks: pd.DataFrame) -> list[tuple[str, st
     n_nc = int((problems["category"] == NOT_COVERED).sum())
     if n_nc:
         notes.append(("warning", f"{n_nc} COW problem(s) NOT COVERED by the model: k = 0, no "
-                      "span of any length answers (λ > L). In no category; crosses on the "
-                      "map."))  # fmt: skip
+                      "span of any length answers (λ > L). In none of the paper's categories "
+                      "I-V (a class this tool adds); crosses on the map."))  # fmt: skip
     for _, t in tasks.iterrows():
         rule = str(t.get("scenario_rule", ""))
         if rule.endswith(" only"):
