@@ -18,6 +18,8 @@ __all__ = [
     "arrow_table",
     "fetch_frame",
     "insert_frame",
+    "target_schema",
+    "typed_table",
     "with_columns",
 ]
 
@@ -41,9 +43,16 @@ def insert_frame(
     columns: Sequence[str],
     on_conflict: OnConflict = "fail",
 ) -> None:
-    """Bulk-insert the named columns of a DataFrame or Arrow table (identifiers are ours)."""
+    """Bulk-insert the named columns of a DataFrame or Arrow table (identifiers are ours).
+
+    A DataFrame goes to DuckDB as an Arrow table typed like the target columns
+    (:func:`typed_table`): DuckDB's own scan of a DataFrame types an object column from a
+    sample of its rows, and a sample of only empty lists or only NULLs fails the insert
+    ("Unimplemented type for cast (VARCHAR -> NULL)") on the rows it did not see.
+    """
     view = f"_insert_{table}"
-    con.register(view, df)
+    data = typed_table(con, table, df, columns) if isinstance(df, pd.DataFrame) else df
+    con.register(view, data)
     try:
         cols = ", ".join(columns)
         verb = _VERBS[on_conflict]
@@ -53,6 +62,55 @@ def insert_frame(
             con.unregister(view)
         except duckdb.Error:
             pass  # an aborted transaction refuses it; the view dies with the connection
+
+
+def target_schema(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str]) -> pa.Schema:
+    """The Arrow types of ``table``'s named columns, as DuckDB itself maps them."""
+    cols = ", ".join(columns)
+    return con.sql(f"SELECT {cols} FROM {table} LIMIT 0").to_arrow_table().schema
+
+
+def typed_table(
+    con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame, columns: Sequence[str]
+) -> pa.Table:
+    """The named columns of ``df`` as an Arrow table typed like ``table``'s columns.
+
+    Every value of a column is converted, none guessed from a sample. A column whose values
+    do not fit the stored type as they are (a float 1.5 for an integer column, a timestamp in
+    nanoseconds) is passed with the type Arrow infers from all its values, and DuckDB casts
+    it on insert; a column of mixed values (numbers and text) is passed as text, which DuckDB
+    casts or refuses. Raises ``ValueError`` naming the column when none of these works.
+    """
+    schema = target_schema(con, table, columns)
+    arrays = []
+    for field in schema:
+        values = df[field.name]
+        try:
+            arrays.append(pa.array(values, type=field.type, from_pandas=True))
+            continue
+        except ARROW_ERRORS:
+            pass
+        if not _is_text(field.type):
+            try:
+                arrays.append(pa.array(values, from_pandas=True))
+                continue
+            except ARROW_ERRORS:
+                pass
+        try:
+            arrays.append(pa.array([None if _missing(v) else str(v) for v in values], pa.string()))
+        except ARROW_ERRORS as exc:
+            raise ValueError(f"column {field.name} of {table}: {exc}") from exc
+    return pa.Table.from_arrays(arrays, names=[f.name for f in schema])
+
+
+def _missing(value: Any) -> bool:
+    """Whether a scalar cell is missing (None, NaN, NA); containers never are."""
+    if isinstance(value, list | tuple | dict | set):
+        return False
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def arrow_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

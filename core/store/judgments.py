@@ -17,6 +17,7 @@ import duckdb
 import pandas as pd
 
 from core.store.connection import StoreBase
+from core.store.frames import insert_frame
 from core.store.schema import bump_data_version
 
 __all__ = ["JUDGMENT_COLUMNS", "JudgmentsMixin", "delete_judgments"]
@@ -71,14 +72,7 @@ class JudgmentsMixin(StoreBase):
         frame["latency_ms"] = pd.to_numeric(frame["latency_ms"], errors="coerce")
         frame["cache_hit"] = frame["cache_hit"].fillna(False).astype(bool)
         bump_data_version(con, runs=[run_id])
-        con.register("_judgments_in", frame)
-        try:
-            cols = ", ".join(JUDGMENT_COLUMNS)
-            con.execute(
-                f"INSERT OR REPLACE INTO judgments ({cols}) SELECT {cols} FROM _judgments_in"
-            )
-        finally:
-            con.unregister("_judgments_in")
+        insert_frame(con, "judgments", frame, JUDGMENT_COLUMNS, "replace")  # typed columns
         return len(frame)
 
     def judgment_keys(
