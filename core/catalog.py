@@ -435,8 +435,9 @@ _table(
     "cuer_role_examples",
     title="Role examples",
     description="Each item intervention with its role flags (flags: every flag it carries; "
-    "primary_role: one label for colouring, the first of distractive > constructive > "
-    "confidence-distorting > redundant that holds), the original and perturbed answers, the "
+    "primary_role: one label for colouring, the first of constructive > distractive > "
+    "confidence-distorting > redundant that holds, as the paper's Table 10 labels its "
+    "exemplars), the original and perturbed answers, the "
     "deltas, the trace and evidence divergence; select one to open the instance in the Case "
     "view.",
     reference="SPEC §7; CUE-R §3.5, §6.9",

@@ -120,11 +120,13 @@ _DELTA = {
 #: The paper's operational roles (seed 004 §3.5), one flag each: an item can carry several.
 ROLE_FLAGS = ("constructive", "redundant", "distractive", "confidence_distorting")
 #: Precedence of the single ``primary_role`` label (colouring and filtering only; counts are
-#: per flag): distractive first (under the paper's rules every distractive item is
-#: constructive, and the primary label names the more specific role), then constructive (a
-#: correctness or grounding harm outranks a confidence change), confidence-distorting, and
-#: redundant last (with eps > 0 it can overlap a positive change within eps).
-PRIMARY_ROLE_ORDER = ("distractive", "constructive", "confidence_distorting", "redundant")
+#: per flag): constructive first, then distractive, as the paper labels its exemplars (seed
+#: 004 Table 10: the "Constructive" item has Δcorr = +1 and D = 0.98, so it also carries the
+#: distractive flag; every distractive item is constructive under §3.5, so the distractive
+#: flag is counted but never the primary label), then confidence-distorting (a correctness
+#: or grounding harm outranks a confidence change), and redundant last (with eps > 0 it can
+#: overlap a positive change within eps).
+PRIMARY_ROLE_ORDER = ("constructive", "distractive", "confidence_distorting", "redundant")
 #: Every ``primary_role`` value, in display order (``unassigned``: no flag holds).
 ROLES = (*ROLE_FLAGS, "unassigned")
 #: Default threshold for "negligible" (|delta| <= eps, D <= eps), as declared.

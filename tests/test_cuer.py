@@ -115,7 +115,7 @@ _ITEMS = [
     # A: Brown County (§6.9): removal kills the answer. Δcorr 1 > 0 -> constructive; D 0.94 >=
     #    0.5 with Δcorr > 0 -> distractive; |Δcorr| 1 > eps -> not confidence-distorting.
     ("A", {"delta_corr": 1.0, "delta_f1": 1.0, "delta_grnd": 1.0, "delta_cal": -0.8}, 0.94,
-     {"constructive", "distractive"}, "distractive"),
+     {"constructive", "distractive"}, "constructive"),
     # B: Derrickson duplicate (§6.9): every Δ 0 and D 0 -> redundant only.
     ("B", _ZERO, 0.0, {"redundant"}, "redundant"),
     # C: Badly Drawn Boy (§6.9): CE 0.1 -> 0.5, Δcal -0.4, Δcorr 0, D 0.08 -> conf.-distorting.
@@ -124,7 +124,7 @@ _ITEMS = [
     # D: grounding lost (Δgrnd 0.5 > 0), D 0.6 >= tau, |Δcal| 0.3 > eps with Δcorr 0 ->
     #    constructive, distractive and confidence-distorting at once.
     ("D", {**_ZERO, "delta_grnd": 0.5, "delta_cal": 0.3}, 0.6,
-     {"constructive", "distractive", "confidence_distorting"}, "distractive"),
+     {"constructive", "distractive", "confidence_distorting"}, "constructive"),
     # E: grounding improved (Δgrnd -0.5), D 0.3: no rule holds (|Δgrnd| > eps, D < tau).
     ("E", {**_ZERO, "delta_grnd": -0.5}, 0.3, set(), "unassigned"),
     # F: Δgrnd 0.03 > 0 -> constructive; every |Δ| <= 0.05 and D 0.02 <= 0.05 -> redundant.
@@ -170,7 +170,9 @@ def test_role_thresholds_and_precedence():
     # with 0.05.
     assert role_flags({**_ZERO, "delta_cal": 0.1}, 0.1, eps=0.1)["redundant"] is True
     assert evidence_role({**_ZERO, "delta_cal": 0.1}, 0.1) == "confidence_distorting"
-    assert PRIMARY_ROLE_ORDER == ("distractive", "constructive", "confidence_distorting",
+    # Constructive before distractive, as the paper's Table 10 labels its exemplars
+    # (tests/test_cuer_table10.py).
+    assert PRIMARY_ROLE_ORDER == ("constructive", "distractive", "confidence_distorting",
                                   "redundant")  # fmt: skip
     assert primary_role({}) == "unassigned" and ROLES[-1] == "unassigned"
 
@@ -238,7 +240,7 @@ def test_intervention_pairs_deltas_divergence_roles():
     assert (rm["is_constructive"], rm["is_distractive"]) == (True, True)
     assert (rm["is_redundant"], rm["is_confidence_distorting"]) == (False, False)
     assert (rm["flags"], rm["n_flags"], rm["primary_role"]) == (
-        "constructive+distractive", 2, "distractive",
+        "constructive+distractive", 2, "constructive",
     )  # fmt: skip
     dup_b = pairs.iloc[4]
     # {p1, p2} vs {p2}: 0.5 * 0.5 = 0.25; same answer, same confidence
@@ -368,7 +370,7 @@ def test_hand_built_items_flags_and_counts():
         "i4": "constructive", "i6": "unassigned",
     }  # fmt: skip
     assert answered["primary_role"].to_dict() == {
-        "i1": "distractive", "i2": "redundant", "i3": "confidence_distorting",
+        "i1": "constructive", "i2": "redundant", "i3": "confidence_distorting",
         "i4": "constructive", "i6": "unassigned",
     }  # fmt: skip
     agg = role_counts(intervention_pairs(_hand_items())).aggregate.iloc[0].to_dict()
@@ -507,7 +509,7 @@ def test_role_table_figure_and_examples_show_overlapping_flags():
     assert role_table(result).iloc[0]["several_flags"] == 1
     ex = role_examples(result).set_index("instance_id")
     assert ex.loc["i1", ["flags", "is_constructive", "is_distractive", "primary_role"]].tolist() \
-        == ["constructive+distractive", True, True, "distractive"]
+        == ["constructive+distractive", True, True, "constructive"]
 
 
 def test_every_column_of_the_cuer_tables_has_a_tooltip_with_a_section():

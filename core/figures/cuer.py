@@ -93,14 +93,15 @@ COLUMN_HELP: dict[str, str] = {
     "correctness": "Correctness on the chosen axis: soft (App. B) or strict normalized "
     "exact match (CUE-R §3.3, §4.6, §5.8).",
     "answer_f1": "Answer F1: token F1 = 2PR/(P+R) after normalization (CUE-R §5.8, App. B).",
-    "grounding": "Grounding G = |{u in U: title(u) in S}| / |U|, U the cited chunk ids, S "
-    "the gold support titles, 0 when U is empty (CUE-R eq. 11, §5.8).",
+    "grounding": "Grounding G = |{u in U: title(u) in S}| / |U|, U the cited passage ids "
+    "(the model cites passages; the paper's chunks are HotpotQA paragraphs), S the gold "
+    "support titles, 0 when U is empty (CUE-R eq. 11, §5.8).",
     "confidence_error": "Confidence error CE = |c - 1[correct]|, c the self-reported "
     "confidence clamped to [0, 1], correct on the chosen axis (CUE-R §5.8, App. B).",
     "trace_divergence": "Trace divergence D = 0.5 d_Jaccard(E, E') + 0.3 1[y != y'] + 0.2 "
     "|c - c'| (CUE-R §3.4 eq. 9); 0 for the original.",
     "evidence_divergence": "Evidence divergence d_Jaccard(E, E') = 1 - |E ∩ E'| / |E ∪ "
-    "E'|, E and E' the cited (used) chunk ids of the original and the intervened run, 0 when "
+    "E'|, E and E' the cited (used) passage ids of the original and the intervened run, 0 when "
     "both are empty (CUE-R §3.4 eq. 9, App. B; App. C Table 13 'Evid. Div.').",
     "answers_changed": "Answered pairs whose answer differs from the original's after relaxed "
     "normalization: 1[y != y'] of CUE-R §3.4 eq. 9.",
