@@ -70,10 +70,15 @@ import pandas as pd
 from core.backends.base import Backend, Reply
 from core.batch_scores import ScoringInputs, batch_scores
 from core.conditions import plan_conditions, planned_keys
-from core.engine_limits import cap_concurrency, cap_reply
+from core.engine_limits import (
+    REPLY_NUMBER_RANGES,
+    cap_concurrency,
+    cap_reply,
+    checked_numbers,
+)
 from core.engine_threads import run_threads
 from core.parsing import ParsedAnswer, parse_reply
-from core.store import Store, StoreError
+from core.store import PREDICTION_COLUMNS, Store, StoreError
 from core.types import Instance, PlannedCall
 
 __all__ = [
@@ -275,12 +280,16 @@ def _row(
     # whatever text came with the error.
     parsed = parse_reply(reply.text, call.input_passage_ids) if ok else _NOT_PARSED
     meta = dict(call.meta)
-    if parsed.unknown_ids:
-        meta["parse"] = {"unknown_ids": list(parsed.unknown_ids)}
+    if ok and parsed.record():  # cited ids set aside (not shown, over the cap), salvaged text
+        meta["parse"] = parsed.record()
     # Parsed whole above; stored cut to MAX_REPLY_BYTES (core.engine_limits), and flagged.
     raw, truncated = cap_reply(reply.text)
     if truncated is not None:
         meta["raw_response_truncated"] = truncated
+    # A server's numbers are data: one out of its column's range is stored missing, noted.
+    nums, dropped = checked_numbers({k: getattr(reply, k, None) for k in REPLY_NUMBER_RANGES})
+    if dropped:
+        meta["out_of_range"] = dropped
     row: dict[str, Any] = {
         "run_id": ctx.run_id,
         "instance_id": call.instance_id,
@@ -292,17 +301,17 @@ def _row(
         "answer": parsed.answer,
         "cited_ids": list(parsed.evidence_ids),
         "confidence": parsed.confidence,
-        "logprob_confidence": getattr(reply, "logprob_confidence", None),
+        "logprob_confidence": nums["logprob_confidence"],
         "explanation": parsed.explanation,
         "parse_error": parsed.parse_error,
         "error": reply.error,
         "latency_ms": float(latency_ms),
-        "prompt_tokens": reply.prompt_tokens,
-        "completion_tokens": reply.completion_tokens,
-        "total_duration_ns": None if cache_hit else reply.total_duration_ns,
-        "load_duration_ns": None if cache_hit else reply.load_duration_ns,
-        "prompt_eval_duration_ns": None if cache_hit else reply.prompt_eval_duration_ns,
-        "eval_duration_ns": None if cache_hit else reply.eval_duration_ns,
+        "prompt_tokens": nums["prompt_tokens"],
+        "completion_tokens": nums["completion_tokens"],
+        "total_duration_ns": None if cache_hit else nums["total_duration_ns"],
+        "load_duration_ns": None if cache_hit else nums["load_duration_ns"],
+        "prompt_eval_duration_ns": None if cache_hit else nums["prompt_eval_duration_ns"],
+        "eval_duration_ns": None if cache_hit else nums["eval_duration_ns"],
         "cache_hit": bool(cache_hit),
         "meta": json.dumps(meta, sort_keys=True, default=str, ensure_ascii=False),
     }
@@ -354,7 +363,39 @@ def _is_set(value: Any) -> bool:
     return bool(str(value).strip())
 
 
-def _write(
+def _write(store: Store, ctx: _Context, rows: Sequence[dict[str, Any]], *args, **kw) -> Any:
+    """:func:`_write_batch`, sure to keep a batch's answers that can be stored.
+
+    A batch the store refuses is written again with every row that cannot be stored
+    (:meth:`core.store.Store.unstorable`) made that call's recorded error, so one odd reply
+    never loses the batch's other answers; a refusal no row explains, or a store error, is
+    raised.
+    """
+    try:
+        return _write_batch(store, ctx, rows, *args, **kw)
+    except StoreError:
+        raise
+    except Exception:
+        reasons = [store.unstorable(r) for r in rows]
+        if not any(reasons):
+            raise
+    kept = [r if w is None else _unstorable_row(r, w) for r, w in zip(rows, reasons, strict=True)]
+    return _write_batch(store, ctx, kept, *args, **kw)
+
+
+def _unstorable_row(row: dict[str, Any], why: str) -> dict[str, Any]:
+    """A row that cannot be stored as the call's error: its key, prompt and timing kept."""
+    why = " ".join(why.split())[:200]
+    out = {k: row.get(k) for k in ("run_id", "instance_id", "condition", "variant",
+                                    "prompt_hash", "input_passage_ids", "latency_ms")}  # fmt: skip
+    out.update({k: None for k in PREDICTION_COLUMNS if k not in out})
+    out.update(cited_ids=[], cache_hit=bool(row.get("cache_hit")), _cache=None,
+               error=f"reply could not be stored: {why}",
+               meta=json.dumps({"unstorable": why}, ensure_ascii=True))  # fmt: skip
+    return out
+
+
+def _write_batch(
     store: Store,
     ctx: _Context,
     rows: Sequence[dict[str, Any]],

@@ -1,36 +1,50 @@
-"""Tolerant parsing of model replies into the answer contract (SPEC §5.1).
+"""Replies read into the answer contract as the ONCU protocol reads them (SPEC §5.1).
 
-:func:`parse_reply` never raises. It looks for one JSON object, in this order:
+:func:`parse_reply` never raises. The contract is the published one (seed
+``oncu_four_condition_protocol.txt`` §3 and its released parser, whose reading of the
+release's 1,600 raw replies ``tests/test_parsing_protocol.py`` reproduces):
 
-1. the whole reply (surrounding whitespace ignored);
-2. the first Markdown code fence (```json ... ``` or ``` ... ```) whose content is an object;
-3. the first balanced ``{...}`` (brace matching that skips braces inside JSON strings) that
-   parses; at most :data:`MAX_CANDIDATES` opening braces are tried.
-
-Each candidate is read as strict JSON, then as JSON with trailing commas removed, then as a
-Python literal (``{'answer': 'x'}``, ``True``/``None``), which small models sometimes emit.
-
-Coercion (decisions, documented here because scores depend on them):
-
-- keys are matched case-insensitively, with a few aliases (``final_answer``; ``evidence``,
-  ``citations``, ``cited_ids``, ``passage_ids``, ``evidence_id``); a missing ``answer`` is a
-  parse error (the contract's one required field), other missing fields take empty values;
-- ``answer``: strings are stripped; numbers become text (``3.0`` -> ``"3"``); booleans become
-  ``"yes"`` / ``"no"``; a list becomes its items joined by ``", "``; null is a parse error;
-- ``evidence_ids``: a list or a string split on commas, semicolons and whitespace; each item
-  naming a passage (``p3``, ``P0003``, ``[passage_id: p0003]``) becomes the neutral form
-  ``p0003`` (at least four digits); other non-empty items are kept as given; duplicates are
-  dropped, order kept;
-- ``unknown_ids``: the ids not in ``known_ids`` (the ids shown in the prompt); without
-  ``known_ids``, the ids not of the neutral form ``p`` + four or more digits. They stay in
-  ``evidence_ids`` (scored as wrong citations) and are flagged here;
-- ``confidence``: a number or numeric string; ``"80%"`` -> 0.8; a value in (1, 100] is read as
-  a percentage (80 -> 0.8); then clamped to [0, 1] (150 -> 1.0, -0.2 -> 0.0). Booleans, NaN,
-  infinities and words (``"high"``) are invalid and give None, without a parse error;
-- ``explanation``: text (non-strings are JSON-encoded); missing -> ``""``.
+1. **Reasoning apart.** Reasoning blocks are removed before the answer is looked for and kept
+   in :attr:`ParsedAnswer.reasoning`, never parsed as the answer: leading
+   ``<think>...</think>`` / ``<thinking>`` / ``<reasoning>`` blocks (qwen3, deepseek-r1), text
+   ended by a closing tag whose opening tag the chat template wrote (deepseek-r1 on vLLM), and
+   the harmony format's analysis / commentary channels (gpt-oss on raw servers: the answer is
+   the ``final`` channel). A reply that ends inside its reasoning (an opening tag never
+   closed, harmony without a final channel) is the parse error :data:`REASONING_UNCLOSED`.
+   Reasoning the server returns apart (Ollama ``thinking``, OpenAI-compatible
+   ``reasoning_content``) never reaches this function (:attr:`core.backends.base.Reply.
+   reasoning`).
+2. **One complete JSON object.** The answer object is the first ``{`` of the reply at which a
+   complete, strict JSON object starts (prose or a Markdown fence around it is fine; at most
+   :data:`MAX_CANDIDATES` opening braces are tried). The reply is read whole, however long.
+   A reply without one (cut off mid-JSON, Python-style ``{'answer': 'x'}``, trailing commas)
+   is a parse error with an empty answer, as published; what a lenient reading finds there is
+   kept in :attr:`ParsedAnswer.salvaged`, shown in the transcript, never scored.
+3. **Fields.** ``answer`` is the one required key (exactly ``answer``; an object without it is
+   the parse error ``missing field 'answer'``, and a value under another key such as
+   ``final_answer`` is only salvaged). Its value: strings are stripped; null is ``""`` (as the
+   release reads it, no parse error); numbers become text (``3.0`` -> ``"3"``, where the
+   release would write ``"3.0"``); booleans ``"yes"`` / ``"no"``; a list its items joined by
+   ``", "``. An answer that only names a passage (``passage_3``, ``section_78``) is blanked,
+   as the release does, and salvaged. ``confidence`` (this tool's addition: ``"80%"`` -> 0.8,
+   a value in (1, 100] is a percentage, clamped to [0, 1]; booleans, NaN and words give None)
+   and ``explanation`` (text; missing -> ``""``) also accept a few aliases (``probability``,
+   ``rationale``, ...): they are not scored.
+4. **Evidence ids** (``evidence_ids``, exactly; scored): a list (a single string or integer is
+   one item); an item is a passage id when, stripped, it is ``p`` + digits or digits, any
+   case (``P3``, ``3``, ``p00003``), normalized to ``p`` + at least four digits (``p0003``).
+   :attr:`ParsedAnswer.evidence_ids` keeps the passage ids that were shown (``known_ids``),
+   de-duplicated in order, at most ``max_cited`` (3, the prompt's "zero to three"). Cited ids
+   that were not shown and items that are not passage ids (``evaluation_754``,
+   ``passage_id: p0004``) go to :attr:`ParsedAnswer.unshown_ids`, shown ids past the cap to
+   :attr:`ParsedAnswer.over_cap_ids`; neither is scored. ``known_ids=None`` (the caller does
+   not know what was shown) keeps every passage id, still capped.
 
 An unparseable reply gives ``answer=""`` and a short ``parse_error``; it is scored as incorrect
-and kept in every denominator (seed 000 §8.1).
+and kept in every denominator (seed 000 §8.1). Differences from the release, all outside its
+prompt's contract: the release records ``missing_fields:evidence_ids`` /
+``missing_fields:explanation`` as a parse error while scoring the answer (here: no parse error,
+the same answer and ids); non-string answers are coerced as above, not by Python's ``str``.
 """
 
 from __future__ import annotations
@@ -43,19 +57,40 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INTERNAL_ERROR", "MAX_CANDIDATES", "ParsedAnswer", "parse_reply"]
+__all__ = [
+    "DEFAULT_MAX_CITED",
+    "INTERNAL_ERROR",
+    "MAX_CANDIDATES",
+    "REASONING_UNCLOSED",
+    "ParsedAnswer",
+    "parse_reply",
+    "split_reasoning",
+]
 
-#: Opening braces tried by the balanced-object search before giving up.
+#: Opening braces tried by the object search before giving up.
 MAX_CANDIDATES = 64
-# Replies longer than this are cut before searching (a contract reply is a few hundred bytes).
-_MAX_CHARS = 200_000
+#: Evidence ids kept for scoring: the ONCU prompt asks for "zero to three" (``--max-cited``).
+DEFAULT_MAX_CITED = 3
+#: The parse error of a reply that ends inside its reasoning block.
+REASONING_UNCLOSED = "reply ended inside its reasoning"
+#: Prefix of the ``parse_error`` of a reply the parser itself failed on (a bug, not the
+#: reply's fault): ``internal parser error: <exception type>``. No reply-caused error starts so.
+INTERNAL_ERROR = "internal parser error: "
 
+_STRICT = json.JSONDecoder()  # strict: no control characters inside strings, as json.loads
+_PASSAGE_ID_RE = re.compile(r"[pP]?(\d{1,18})")  # fullmatch on the stripped item
+_PASSAGE_ANSWER_RE = re.compile(r"(?:section|passage)_\d+", re.IGNORECASE)
+_THINK_TAGS = ("think", "thinking", "reasoning")
+_OPEN_RE = re.compile(r"\s*<(think|thinking|reasoning)>", re.IGNORECASE)
+_CLOSE_RE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
+_HARMONY_RE = re.compile(
+    r"<\|channel\|>\s*(\w+)[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)"
+    r"(?=<\|end\|>|<\|return\|>|<\|call\|>|<\|start\|>|\Z)",
+    re.DOTALL,
+)
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[^\n]*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA_RE = re.compile(r",(\s*[}\]])")
-_PID_RE = re.compile(r"(?<![A-Za-z0-9])[pP]\s*0*(\d{1,9})(?![0-9])")
-_NEUTRAL_RE = re.compile(r"p\d{4,}")
-_SPLIT_RE = re.compile(r"[,;\s]+")
-_NONE_WORDS = frozenset({"none", "null", "n/a", "na", "nil", "-", "[]"})
+_CUT_ANSWER_RE = re.compile(r'"answer"\s*:\s*"((?:[^"\\]|\\.){0,500})"', re.IGNORECASE)
 
 _ALIASES = {
     "answer": ("answer", "final_answer", "finalanswer"),
@@ -68,15 +103,10 @@ _ALIASES = {
         "cited_ids",
         "passage_ids",
         "supporting_ids",
-    ),
+    ),  # fmt: skip
     "confidence": ("confidence", "confidence_score", "probability"),
     "explanation": ("explanation", "rationale", "reasoning", "reason"),
 }
-
-
-#: Prefix of the ``parse_error`` of a reply the parser itself failed on (a bug, not the
-#: reply's fault): ``internal parser error: <exception type>``. No reply-caused error starts so.
-INTERNAL_ERROR = "internal parser error: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +115,18 @@ class ParsedAnswer:
 
     Attributes:
         answer: the answer text (``""`` when unparseable).
-        evidence_ids: cited passage ids, normalized (``p0003``), de-duplicated, in order.
+        evidence_ids: the cited passage ids that are scored: shown in the call, normalized
+            (``p0003``), de-duplicated, in order, at most ``max_cited``.
         confidence: self-reported confidence in [0, 1], or None when absent or invalid.
         explanation: the explanation text (``""`` when absent).
         parse_error: None, or a short reason the reply does not meet the contract.
-        unknown_ids: cited ids that were not shown (see module docstring); kept in
-            ``evidence_ids`` too.
+        unshown_ids: cited ids that were not shown, or are not passage ids (as written), in
+            order; not scored.
+        over_cap_ids: shown ids cited past the ``max_cited`` cap, in order; not scored.
+        salvaged: what a lenient reading found that the contract does not score (an answer
+            in a reply that is not strict JSON, under another key, or naming a passage), one
+            line for the transcript; ``""`` when nothing.
+        reasoning: the reasoning removed from the reply before parsing (``""`` when none).
     """
 
     answer: str
@@ -98,95 +134,180 @@ class ParsedAnswer:
     confidence: float | None = None
     explanation: str = ""
     parse_error: str | None = None
-    unknown_ids: tuple[str, ...] = ()
+    unshown_ids: tuple[str, ...] = ()
+    over_cap_ids: tuple[str, ...] = ()
+    salvaged: str = ""
+    reasoning: str = ""
+
+    @property
+    def unknown_ids(self) -> tuple[str, ...]:
+        """The former name of :attr:`unshown_ids`."""
+        return self.unshown_ids
+
+    def record(self) -> dict[str, Any]:
+        """What a prediction's ``meta["parse"]`` keeps: the non-empty side fields."""
+        out: dict[str, Any] = {}
+        if self.unshown_ids:
+            out["unshown_ids"] = list(self.unshown_ids)
+        if self.over_cap_ids:
+            out["over_cap_ids"] = list(self.over_cap_ids)
+        if self.salvaged:
+            out["salvaged"] = self.salvaged
+        return out
 
 
-def parse_reply(text: Any, known_ids: Iterable[str] | None = None) -> ParsedAnswer:
+def parse_reply(
+    text: Any,
+    known_ids: Iterable[str] | None = None,
+    *,
+    max_cited: int | None = DEFAULT_MAX_CITED,
+) -> ParsedAnswer:
     """Parse a model reply into the answer contract; never raises.
 
     Args:
         text: the raw reply (non-strings are converted with ``str``; None is empty).
-        known_ids: passage ids shown in the prompt, to flag citations of anything else.
+        known_ids: passage ids shown in the call (``()`` when none was shown: then no id is
+            scored); None when the caller does not know (every passage id is kept).
+        max_cited: evidence ids kept for scoring (None: no cap).
 
     Returns:
         The parsed answer; ``parse_error`` says why it does not meet the contract.
     """
     try:
-        return _parse(text, known_ids)
+        return _parse(text, known_ids, max_cited)
     except Exception as exc:  # noqa: BLE001 - the contract: a reply never crashes a run
         return ParsedAnswer(answer="", parse_error=f"{INTERNAL_ERROR}{type(exc).__name__}")
 
 
-def _parse(text: Any, known_ids: Iterable[str] | None) -> ParsedAnswer:
+def split_reasoning(text: str) -> tuple[str, str, bool]:
+    """``(reasoning, rest, unclosed)``: a reply's reasoning blocks and the text after them.
+
+    ``unclosed`` is True when the reply ends inside its reasoning (``rest`` is then ``""``).
+    A reply without reasoning gives ``("", text, False)``. See the module docstring (1).
+    """
+    if "<|channel|>" in text:
+        parts = _HARMONY_RE.findall(text)
+        if parts:
+            final = [body for channel, body in parts if channel.lower() == "final"]
+            thought = "\n".join(b.strip() for c, b in parts if c.lower() != "final")
+            if not final:
+                return thought, "", True
+            return thought, final[-1], False
+    thoughts: list[str] = []
+    rest = text
+    while (m := _OPEN_RE.match(rest)) is not None:
+        close = re.compile(rf"</{m.group(1)}>", re.IGNORECASE).search(rest, m.end())
+        if close is None:
+            thoughts.append(rest[m.end() :].strip())
+            return "\n".join(thoughts), "", True
+        thoughts.append(rest[m.end() : close.start()].strip())
+        rest = rest[close.end() :]
+    if not thoughts:
+        close = _CLOSE_RE.search(rest)
+        # an opening tag the chat template wrote: only its closing tag is in the reply
+        if close is not None and f"<{close.group(1).lower()}>" not in rest[: close.start()].lower():
+            thoughts.append(rest[: close.start()].strip())
+            rest = rest[close.end() :]
+    return "\n".join(thoughts), rest, False
+
+
+def _parse(text: Any, known_ids: Iterable[str] | None, max_cited: int | None) -> ParsedAnswer:
     if text is None:
         text = ""
     if not isinstance(text, str):
         text = str(text)
-    text = text.strip()[:_MAX_CHARS]
-    if not text:
-        return ParsedAnswer(answer="", parse_error="empty reply")
-    obj = _find_object(text)
+    reasoning, rest, unclosed = split_reasoning(text)
+    if unclosed:
+        return ParsedAnswer(answer="", parse_error=REASONING_UNCLOSED, reasoning=reasoning)
+    rest = rest.strip()
+    if not rest:
+        error = "no answer after the reasoning" if reasoning else "empty reply"
+        return ParsedAnswer(answer="", parse_error=error, reasoning=reasoning)
+    obj = _first_object(rest)
     if obj is None:
-        return ParsedAnswer(answer="", parse_error="no JSON object found")
-    fields = {str(k).strip().lower(): v for k, v in obj.items()}
-
-    def pick(name: str) -> tuple[bool, Any]:
-        for alias in _ALIASES[name]:
-            if alias in fields:
-                return True, fields[alias]
-        return False, None
-
-    has_answer, raw_answer = pick("answer")
-    _, raw_ids = pick("evidence_ids")
-    _, raw_conf = pick("confidence")
-    _, raw_expl = pick("explanation")
-    known = None if known_ids is None else {str(k) for k in known_ids}
-    ids = _ids(raw_ids)
-    if known is None:
-        unknown = tuple(i for i in ids if not _NEUTRAL_RE.fullmatch(i))
+        return ParsedAnswer(answer="", parse_error="no JSON object found",
+                            salvaged=_salvage(rest), reasoning=reasoning)  # fmt: skip
+    salvaged = ""
+    if "answer" in obj:
+        answer = "" if obj["answer"] is None else _text(obj["answer"])
+        if _PASSAGE_ANSWER_RE.fullmatch(answer):
+            salvaged, answer = f"answer {answer!r} names a passage, not an answer", ""
+        error = None
     else:
-        unknown = tuple(i for i in ids if i not in known)
-    error = None
-    if not has_answer:
-        error = "missing field 'answer'"
-    elif raw_answer is None:
-        error = "field 'answer' is null"
+        answer, error = "", "missing field 'answer'"
+        found, value = _pick(obj, "answer")
+        if found and value is not None:
+            salvaged = f"answer {_text(value)[:300]!r} under another key than 'answer'"
+    known = None if known_ids is None else {_passage_id(k) for k in known_ids} - {None}
+    ids, unshown, over = _evidence(obj.get("evidence_ids"), known, max_cited)
+    if "evidence_ids" not in obj and not salvaged:
+        found, value = _pick(obj, "evidence_ids")
+        if found and value:
+            salvaged = f"evidence under another key than 'evidence_ids': {_text(value)[:300]}"
+    _, raw_conf = _pick(obj, "confidence")
+    _, raw_expl = _pick(obj, "explanation")
     return ParsedAnswer(
-        answer=_text(raw_answer) if error is None else "",
+        answer=answer,
         evidence_ids=ids,
         confidence=_confidence(raw_conf),
         explanation="" if raw_expl is None else _text(raw_expl),
         parse_error=error,
-        unknown_ids=unknown,
+        unshown_ids=unshown,
+        over_cap_ids=over,
+        salvaged=salvaged,
+        reasoning=reasoning,
     )
+
+
+def _pick(obj: dict[str, Any], name: str) -> tuple[bool, Any]:
+    """The value of field ``name`` under its exact key or an alias (any case)."""
+    if name in obj:
+        return True, obj[name]
+    fields = {str(k).strip().lower(): v for k, v in obj.items()}
+    for alias in _ALIASES[name]:
+        if alias in fields:
+            return True, fields[alias]
+    return False, None
 
 
 # ----------------------------------------------------------------------- finding the object
 
 
-def _load(candidate: str) -> dict[str, Any] | None:
-    candidate = candidate.strip()
-    if not candidate:
-        return None
-    value: Any = None
-    for attempt in (candidate, _TRAILING_COMMA_RE.sub(r"\1", candidate)):
+def _first_object(text: str) -> dict[str, Any] | None:
+    """The first complete strict JSON object at an opening brace (the release's search)."""
+    start = text.find("{")
+    tries = 0
+    while start != -1 and tries < MAX_CANDIDATES:
+        tries += 1
         try:
-            value = json.loads(attempt, strict=False)
-            break
+            value, _ = _STRICT.raw_decode(text, start)
         except (ValueError, RecursionError):
-            continue
-    else:
-        if candidate[:1] in "{[" and len(candidate) < 20_000:
-            try:
-                value = ast.literal_eval(candidate)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                return None
-    if isinstance(value, list):
-        value = next((v for v in value if isinstance(v, dict)), None)
-    return value if isinstance(value, dict) else None
+            value = None
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None
 
 
-def _find_object(text: str) -> dict[str, Any] | None:
+def _salvage(text: str) -> str:
+    """What a lenient reading finds in a reply without a strict JSON object (not scored)."""
+    obj = _lenient_object(text)
+    if obj is not None:
+        found, value = _pick(obj, "answer")
+        if found and value is not None:
+            return f"answer {_text(value)[:300]!r} in a reply that is not strict JSON"
+        return ""
+    m = _CUT_ANSWER_RE.search(text)
+    if m is not None:
+        try:
+            value = json.loads(f'"{m.group(1)}"')
+        except ValueError:
+            value = m.group(1)
+        return f"answer {value!r} in an incomplete JSON object"
+    return ""
+
+
+def _lenient_object(text: str) -> dict[str, Any] | None:
     obj = _load(text)
     if obj is not None:
         return obj
@@ -207,12 +328,35 @@ def _find_object(text: str) -> dict[str, Any] | None:
     return None
 
 
+def _load(candidate: str) -> dict[str, Any] | None:
+    """``candidate`` read leniently: JSON with control characters, trailing commas, Python."""
+    candidate = candidate.strip()
+    if not candidate or len(candidate) > 100_000:
+        return None
+    value: Any = None
+    for attempt in (candidate, _TRAILING_COMMA_RE.sub(r"\1", candidate)):
+        try:
+            value = json.loads(attempt, strict=False)
+            break
+        except (ValueError, RecursionError):
+            continue
+    else:
+        if candidate[:1] in "{[" and len(candidate) < 20_000:
+            try:
+                value = ast.literal_eval(candidate)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return None
+    if isinstance(value, list):
+        value = next((v for v in value if isinstance(v, dict)), None)
+    return value if isinstance(value, dict) else None
+
+
 def _balanced_end(text: str, start: int) -> int | None:
     """Index of the brace closing the one at ``start``; braces inside strings are skipped."""
     depth = 0
     quote = ""
     escaped = False
-    for i in range(start, len(text)):
+    for i in range(start, min(len(text), start + 100_000)):
         ch = text[i]
         if quote:
             if escaped:
@@ -265,34 +409,45 @@ def _text(value: Any) -> str:
         return str(value)
 
 
-def _ids(raw: Any) -> tuple[str, ...]:
+def _passage_id(item: Any) -> str | None:
+    """``item`` as a neutral passage id (``p0003``), or None when it is not one."""
+    m = _PASSAGE_ID_RE.fullmatch(str(item).strip())
+    return None if m is None else f"p{int(m.group(1)):04d}"
+
+
+def _evidence(
+    raw: Any, known: set[str] | None, cap: int | None
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``(scored, unshown, over_cap)`` ids of an ``evidence_ids`` value (module docstring 4)."""
     if raw is None:
-        return ()
-    if isinstance(raw, str):
-        items: list[Any] = [raw]
-    elif isinstance(raw, (list, tuple)):
+        items: list[Any] = []
+    elif isinstance(raw, (str, int)):  # one id (bool is an int: never a passage id)
+        items = [raw]
+    elif isinstance(raw, (list, tuple, dict)):
         items = list(raw)
     else:
-        items = [raw]
-    out: dict[str, None] = {}
+        items = []
+    kept: dict[str, None] = {}
+    unshown: dict[str, None] = {}
+    over: dict[str, None] = {}
     for item in items:
-        if item is None or isinstance(item, bool):
+        if item is None:
             continue
-        if isinstance(item, dict):
-            item = next((v for k, v in item.items() if "id" in str(k).lower()), None)
-            if item is None:
-                continue
-        text = _text(item)
-        found = [f"p{int(d):04d}" for d in _PID_RE.findall(text)]
-        if found:
-            for pid in found:
-                out.setdefault(pid, None)
+        pid = _passage_id(item)
+        if pid is None:
+            written = item if isinstance(item, str) else json.dumps(item, default=str)
+            written = written.strip()[:200]
+            if written:
+                unshown.setdefault(written, None)
+        elif known is not None and pid not in known:
+            unshown.setdefault(pid, None)
+        elif pid in kept:
             continue
-        for part in _SPLIT_RE.split(text.strip("[](){}\"' ")):
-            part = part.strip("[](){}\"' ")
-            if part and part.lower() not in _NONE_WORDS:
-                out.setdefault(part, None)
-    return tuple(out)
+        elif cap is not None and len(kept) >= cap:
+            over.setdefault(pid, None)
+        else:
+            kept[pid] = None
+    return tuple(kept), tuple(unshown), tuple(over)
 
 
 def _confidence(raw: Any) -> float | None:

@@ -540,8 +540,12 @@ def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(
         return df.astype(object).where(df.notna(), None)
 
     pd.testing.assert_frame_equal(plain(stored), plain(again))
-    row = stored.loc[("t1", "full_context", "")]  # one of three cited ids is gold
-    assert row["ev_precision"] == row["title_grounding"] == pytest.approx(1 / 3)
+    # one of the two scored cited ids is gold; p9999 was never shown: set aside, not scored
+    row = stored.loc[("t1", "full_context", "")]
+    assert row["ev_precision"] == row["title_grounding"] == pytest.approx(1 / 2)
+    preds = toy_store.prediction_rows("t").set_index(["instance_id", "condition", "variant"])
+    assert json.loads(preds.loc[("t1", "full_context", ""), "meta"])["parse"] == {
+        "unshown_ids": ["p9999"]}
     assert (row["em_strict"], row["ev_recall"]) == (0.0, 1.0)
     # the failed call: no scores, no label, in the engine's write and in a rescoring alike
     assert stored.loc[("t3", "oracle", "")].isna().all()

@@ -1,4 +1,4 @@
-"""Tolerant parsing of replies into the answer contract (core/parsing.py)."""
+"""Replies read into the answer contract as the ONCU protocol reads them (core/parsing.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ GOOD = '{"answer": "Velka", "evidence_ids": ["p0002"], "confidence": 0.8, "expla
 
 
 def test_bare_object():
-    assert parse_reply(GOOD) == ParsedAnswer("Velka", ("p0002",), 0.8, "p2", None, ())
+    assert parse_reply(GOOD) == ParsedAnswer("Velka", ("p0002",), 0.8, "p2", None)
     assert parse_reply("  \n" + GOOD + "\n ") == parse_reply(GOOD)
 
 
@@ -35,11 +35,17 @@ def test_first_balanced_object_with_braces_inside_strings():
     assert parse_reply(two).answer == "second"
 
 
-def test_python_style_and_trailing_commas():
-    assert parse_reply("{'answer': 'Paris', 'evidence_ids': ['p0001'],}").answer == "Paris"
+def test_python_style_and_trailing_commas_are_salvaged_not_scored():
+    # Not strict JSON: a parse error with an empty answer, as the protocol's parser records it
+    got = parse_reply("{'answer': 'Paris', 'evidence_ids': ['p0001'],}")
+    assert (got.answer, got.evidence_ids, got.parse_error) == ("", (), "no JSON object found")
+    assert got.salvaged == "answer 'Paris' in a reply that is not strict JSON"
     got = parse_reply('{"answer": "x", "evidence_ids": ["p0001",], "confidence": 0.5,}')
-    assert got.evidence_ids == ("p0001",) and got.confidence == 0.5
-    assert parse_reply("{'answer': None}").parse_error == "field 'answer' is null"
+    assert got.answer == "" and got.parse_error and "'x'" in got.salvaged
+    # a raw control character inside a string is not strict JSON either
+    got = parse_reply('{"answer": "two\nlines"}')  # a real line break inside the string
+    assert got.parse_error
+    assert got.salvaged == "answer 'two\\nlines' in a reply that is not strict JSON"
 
 
 def test_unparseable_replies():
@@ -48,8 +54,8 @@ def test_unparseable_replies():
         assert got.answer == "" and got.parse_error, text
     assert parse_reply("").parse_error == "empty reply"
     assert parse_reply("Paris").parse_error == "no JSON object found"
-    assert parse_reply('{"evidence_ids": ["p0001"]}').parse_error == "missing field 'answer'"
-    assert parse_reply('{"evidence_ids": ["p0001"]}').evidence_ids == ("p0001",)
+    got = parse_reply('{"evidence_ids": ["p0001"]}')
+    assert (got.parse_error, got.evidence_ids) == ("missing field 'answer'", ("p0001",))
 
 
 def test_answer_coercion():
@@ -63,37 +69,72 @@ def test_answer_coercion():
     assert ans(["Paris", "Lyon"]) == "Paris, Lyon"
     assert ans("  padded ") == "padded"
     assert ans({"name": "x"}) == '{"name": "x"}'
-    assert parse_reply('{"Answer": "caps", "Evidence": "p0001"}').answer == "caps"
-    assert parse_reply('{"final_answer": "alias"}').answer == "alias"
+    # null is an empty answer, not a parse error (the release reads it so)
+    assert parse_reply('{"answer": null}') == ParsedAnswer("", ())
+    # an answer naming a passage is blanked (the release's sanitize rule) and salvaged
+    got = parse_reply('{"answer": "section_78", "evidence_ids": []}')
+    assert (got.answer, got.parse_error) == ("", None) and "section_78" in got.salvaged
+    assert parse_reply('{"answer": "Passage_3"}').answer == ""
+    assert parse_reply('{"answer": "passage 3"}').answer == "passage 3"
+
+
+def test_the_answer_key_is_exact():
+    for text in ('{"Answer": "caps", "Evidence": "p0001"}', '{"final_answer": "alias"}'):
+        got = parse_reply(text)
+        assert (got.answer, got.parse_error) == ("", "missing field 'answer'"), text
+        assert "under another key" in got.salvaged
+    got = parse_reply('{"answer": "a", "citations": ["p0001"]}', ["p0001"])
+    assert got.evidence_ids == () and got.salvaged.startswith("evidence under another key")
 
 
 @pytest.mark.parametrize(
-    ("raw", "ids"),
+    ("raw", "ids", "unshown"),
     [
-        (["p0001", "p0003"], ("p0001", "p0003")),
-        ("p0001, p0003", ("p0001", "p0003")),
-        ("p0001;p0003 p0004", ("p0001", "p0003", "p0004")),
-        (["P0003", "p3", "[passage_id: p0003]"], ("p0003",)),
-        (["p12", "p00012"], ("p0012",)),
-        ([{"id": "p0002"}], ("p0002",)),
-        ([], ()),
-        ("", ()),
-        ("none", ()),
-        (None, ()),
-        ([3, "c0001"], ("3", "c0001")),
+        (["p0001", "p0003"], ("p0001", "p0003"), ()),
+        ("p0001", ("p0001",), ()),
+        (3, ("p0003",), ()),
+        ("p0001, p0003", (), ("p0001, p0003",)),  # one item, not a passage id
+        (["P0003", "p3", "3", " p00003 "], ("p0003",), ()),
+        (
+            ["[passage_id: p0003]", "passage_id: p0003"],
+            (),
+            ("[passage_id: p0003]", "passage_id: p0003"),
+        ),
+        (["p12", "p00012"], ("p0012",), ()),
+        ([{"id": "p0002"}], (), ('{"id": "p0002"}',)),
+        ([], (), ()),
+        ("", (), ()),
+        (None, (), ()),
+        ([3, "c0001", 2.0, True, None], ("p0003",), ("c0001", "2.0", "true")),
+        (["evaluation_754", "evaluation_754"], (), ("evaluation_754",)),
     ],
 )
-def test_evidence_id_coercion(raw, ids):
-    assert parse_reply(json.dumps({"answer": "a", "evidence_ids": raw})).evidence_ids == ids
+def test_evidence_id_normalization(raw, ids, unshown):
+    got = parse_reply(json.dumps({"answer": "a", "evidence_ids": raw}))
+    assert (got.evidence_ids, got.unshown_ids, got.over_cap_ids) == (ids, unshown, ())
 
 
-def test_unknown_ids_are_kept_and_flagged():
-    text = json.dumps({"answer": "a", "evidence_ids": ["p0001", "p0009", "doc7"]})
-    got = parse_reply(text, known_ids=["p0001", "p0002"])
-    assert got.evidence_ids == ("p0001", "p0009", "doc7")
-    assert got.unknown_ids == ("p0009", "doc7")
-    # without known ids only non-neutral ids are flagged
-    assert parse_reply(text).unknown_ids == ("doc7",)
+def test_only_shown_ids_are_scored_at_most_three():
+    text = json.dumps(
+        {
+            "answer": "a",
+            "evidence_ids": ["p0001", "p0009", "doc7", "p2", "p0001", "p3", "p4", "p0009", "p5"],
+        }
+    )
+    got = parse_reply(text, known_ids=["p0001", "p0002", "p0003", "p0004", "p0005"])
+    assert got.evidence_ids == ("p0001", "p0002", "p0003")
+    assert got.unshown_ids == ("p0009", "doc7")
+    assert got.over_cap_ids == ("p0004", "p0005")
+    assert got.record() == {"unshown_ids": ["p0009", "doc7"], "over_cap_ids": ["p0004", "p0005"]}
+    # nothing shown: nothing scored
+    assert parse_reply(text, known_ids=()).evidence_ids == ()
+    # --max-cited changes the cap; None lifts it
+    assert parse_reply(text, ["p0001", "p0002"], max_cited=1).over_cap_ids == ("p0002",)
+    assert len(parse_reply(text, None, max_cited=None).evidence_ids) == 6
+    # known ids not known: every passage id kept (capped), non-passage ids still set aside
+    got = parse_reply(text)
+    assert (got.evidence_ids, got.unshown_ids) == (("p0001", "p0009", "p0002"), ("doc7",))
+    assert got.unknown_ids == got.unshown_ids  # the former name
 
 
 @pytest.mark.parametrize(
@@ -126,7 +167,7 @@ def test_confidence_coercion(raw, conf):
 
 def test_missing_fields_take_empty_values():
     got = parse_reply('{"answer": "a"}')
-    assert got == ParsedAnswer("a", (), None, "", None, ())
+    assert got == ParsedAnswer("a", (), None, "", None, (), (), "", "")
 
 
 @settings(max_examples=300, deadline=None)
@@ -162,7 +203,8 @@ def test_never_raises_on_json_shaped_replies(value, wrapper):
     got = parse_reply(text, known_ids=["p0001"])
     assert got.confidence is None or 0.0 <= got.confidence <= 1.0
     assert all(isinstance(i, str) for i in got.evidence_ids)
-    assert set(got.unknown_ids) <= set(got.evidence_ids)
+    assert set(got.evidence_ids) <= {"p0001"} and len(got.evidence_ids) <= 3
+    assert not set(got.unshown_ids) & set(got.evidence_ids)
     if isinstance(value, dict) and "answer" in value and value["answer"] is not None:
         if wrapper != "{}}}}":
             assert got.parse_error is None

@@ -1,0 +1,84 @@
+"""Thinking models' output: reasoning kept apart, never parsed as the answer (issue 35 items 2, 4).
+
+Reasoning inside the reply (``<think>`` blocks of qwen3 / deepseek-r1, gpt-oss's harmony
+channels) is removed by :func:`core.parsing.parse_reply` before the answer is looked for;
+reasoning the server returns apart (Ollama ``message.thinking``, OpenAI-compatible
+``message.reasoning_content`` / ``message.reasoning``) lands in ``Reply.reasoning``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.parsing import REASONING_UNCLOSED, parse_reply, split_reasoning
+
+DRAFT = '{"answer":"Bridgetown"}'
+FINAL = '{"answer":"Keltbridge"}'
+
+
+def test_the_answer_after_the_reasoning_is_parsed_not_the_draft_inside_it():
+    got = parse_reply(f"<think>draft {DRAFT}</think>{FINAL}")
+    assert (got.answer, got.parse_error) == ("Keltbridge", None)
+    assert got.reasoning == f"draft {DRAFT}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"<think>\nLet me see. {DRAFT}\n</think>\n\n{FINAL}",  # qwen3, deepseek-r1
+        f"<thinking>{DRAFT}</thinking>{FINAL}",
+        f"<reasoning>{DRAFT}</reasoning>\n```json\n{FINAL}\n```",
+        f"  <THINK>{DRAFT}</THINK>{FINAL}",
+        f"<think>a</think><think>{DRAFT}</think>{FINAL}",  # two blocks
+        f"Okay, the question asks... {DRAFT}\n</think>\n\n{FINAL}",  # template wrote <think>
+        # gpt-oss, harmony format on a raw completion server
+        f"<|channel|>analysis<|message|>draft {DRAFT}<|end|><|start|>assistant"
+        f"<|channel|>final<|message|>{FINAL}<|return|>",
+        f"<|start|>assistant<|channel|>analysis<|message|>{DRAFT}<|end|><|start|>assistant"
+        f"<|channel|>final <|constrain|>json<|message|>{FINAL}",
+    ],
+)
+def test_reasoning_formats(text):
+    got = parse_reply(text)
+    assert (got.answer, got.parse_error) == ("Keltbridge", None), text
+    assert "Bridgetown" in got.reasoning
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"<think>draft {DRAFT}",  # cut off at the token limit inside its reasoning
+        f"<think>a</think><think>draft {DRAFT}",
+        f"<|channel|>analysis<|message|>draft {DRAFT}",
+        f"<|channel|>analysis<|message|>draft {DRAFT}<|end|>",
+    ],
+)
+def test_a_reply_that_ends_inside_its_reasoning_is_a_parse_error(text):
+    got = parse_reply(text, ["p0001"])
+    assert (got.answer, got.evidence_ids, got.parse_error) == ("", (), REASONING_UNCLOSED)
+    assert "Bridgetown" in got.reasoning and got.salvaged == ""  # the draft is never salvaged
+
+
+def test_reasoning_without_an_answer_and_an_empty_think_block():
+    assert parse_reply("<think>hmm</think>  ").parse_error == "no answer after the reasoning"
+    got = parse_reply(f"<think>\n\n</think>\n\n{FINAL}")  # qwen3 with thinking off
+    assert (got.answer, got.reasoning) == ("Keltbridge", "")
+
+
+def test_tags_inside_the_answer_object_are_text():
+    text = json.dumps({"answer": "a", "explanation": "the <think> tag </think> is text"})
+    got = parse_reply(text)
+    assert (got.answer, got.reasoning) == ("a", "")
+    assert got.explanation == "the <think> tag </think> is text"
+    assert split_reasoning("plain") == ("", "plain", False)
+
+
+def test_a_long_reply_is_parsed_whole():
+    # a valid answer followed by 300,000 characters of explanation (issue 35 item 4)
+    text = FINAL + "\n" + "Because " * 37_500
+    assert len(text) > 300_000
+    assert parse_reply(text).answer == "Keltbridge"
+    got = parse_reply("<think>" + "x" * 300_000 + "</think>" + FINAL)
+    assert got.answer == "Keltbridge" and len(got.reasoning) == 300_000
