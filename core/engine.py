@@ -77,7 +77,7 @@ from core.engine_limits import (
     checked_numbers,
 )
 from core.engine_threads import run_threads
-from core.parsing import ParsedAnswer, parse_reply
+from core.parsing import DEFAULT_MAX_CITED, ParsedAnswer, parse_reply, run_max_cited
 from core.store import PREDICTION_COLUMNS, Store, StoreError
 from core.types import Instance, PlannedCall
 
@@ -226,6 +226,7 @@ class _Context:
     model_id: str
     options: Mapping[str, Any]
     options_hash: str
+    max_cited: int = DEFAULT_MAX_CITED
 
     @classmethod
     def of(cls, store: Store, run_id: str, con: Any = None) -> _Context:
@@ -243,6 +244,7 @@ class _Context:
             model_id=run.get("model_digest") or run.get("model") or "",
             options=options,
             options_hash=options_hash(options),
+            max_cited=run_max_cited(options),
         )
 
     def key(self, call: PlannedCall) -> str:
@@ -278,10 +280,18 @@ def _row(
     ok = reply.error is None
     # A failed call is an error, not an answer: nothing is parsed (no parse error, no answer),
     # whatever text came with the error.
-    parsed = parse_reply(reply.text, call.input_passage_ids) if ok else _NOT_PARSED
+    parsed = (
+        parse_reply(reply.text, call.input_passage_ids, max_cited=ctx.max_cited)
+        if ok
+        else _NOT_PARSED
+    )
     meta = dict(call.meta)
     if ok and parsed.record():  # cited ids set aside (not shown, over the cap), salvaged text
         meta["parse"] = parsed.record()
+    if ok and reply.reasoning:  # returned apart by the server: stored apart, capped alike
+        meta["reasoning"], cut = cap_reply(reply.reasoning)
+        if cut is not None:
+            meta["reasoning_truncated"] = cut
     # Parsed whole above; stored cut to MAX_REPLY_BYTES (core.engine_limits), and flagged.
     raw, truncated = cap_reply(reply.text)
     if truncated is not None:
@@ -342,6 +352,7 @@ def _cached_text(reply: Reply) -> str:
             "completion_tokens": reply.completion_tokens,
             "logprob_confidence": getattr(reply, "logprob_confidence", None),
             "model_digest": reply.model_digest,
+            "reasoning": reply.reasoning,
         },
         ensure_ascii=False,
     )
@@ -352,7 +363,7 @@ def _from_cache(response: str) -> Reply:
     kwargs = {k: obj.get(k) for k in ("prompt_tokens", "completion_tokens", "model_digest")}
     if "logprob_confidence" in Reply.__dataclass_fields__:  # the field lands with the backends
         kwargs["logprob_confidence"] = obj.get("logprob_confidence")
-    return Reply(text=obj.get("text") or "", **kwargs)
+    return Reply(text=obj.get("text") or "", reasoning=obj.get("reasoning"), **kwargs)
 
 
 def _is_set(value: Any) -> bool:

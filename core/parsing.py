@@ -53,17 +53,21 @@ import ast
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from core.params import Param
 
 __all__ = [
     "DEFAULT_MAX_CITED",
     "INTERNAL_ERROR",
     "MAX_CANDIDATES",
+    "MAX_CITED",
     "REASONING_UNCLOSED",
     "ParsedAnswer",
     "parse_reply",
+    "run_max_cited",
     "split_reasoning",
 ]
 
@@ -71,6 +75,12 @@ __all__ = [
 MAX_CANDIDATES = 64
 #: Evidence ids kept for scoring: the ONCU prompt asks for "zero to three" (``--max-cited``).
 DEFAULT_MAX_CITED = 3
+#: ``--max-cited``: the cap, recorded in the run's ``options`` (as ``max_cited``) when not 3.
+MAX_CITED = Param(
+    "max_cited", int, DEFAULT_MAX_CITED, "cited passage ids scored per reply (the prompt's "
+    "'zero to three'); shown ids cited past it are kept apart, not scored", minimum=1,
+    section="seed 000 §3",
+)  # fmt: skip
 #: The parse error of a reply that ends inside its reasoning block.
 REASONING_UNCLOSED = "reply ended inside its reasoning"
 #: Prefix of the ``parse_error`` of a reply the parser itself failed on (a bug, not the
@@ -177,6 +187,15 @@ def parse_reply(
         return _parse(text, known_ids, max_cited)
     except Exception as exc:  # noqa: BLE001 - the contract: a reply never crashes a run
         return ParsedAnswer(answer="", parse_error=f"{INTERNAL_ERROR}{type(exc).__name__}")
+
+
+def run_max_cited(options: Any) -> int:
+    """The evidence-id cap a run recorded in its ``options`` (3 when none or unreadable)."""
+    value = options.get("max_cited") if isinstance(options, Mapping) else None
+    try:
+        return DEFAULT_MAX_CITED if value is None else int(MAX_CITED.coerce(value))
+    except ValueError:
+        return DEFAULT_MAX_CITED
 
 
 def split_reasoning(text: str) -> tuple[str, str, bool]:

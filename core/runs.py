@@ -45,6 +45,7 @@ from core.datasets.controlled import build_controlled
 from core.engine import Progress, RunSummary, cache_key, execute, options_hash, plan_and_execute
 from core.interventions import check_plan_options, plan_interventions
 from core.names import check_name
+from core.parsing import DEFAULT_MAX_CITED, MAX_CITED
 from core.probes import (
     MAX_SPANS,
     PER_LENGTH,
@@ -129,6 +130,7 @@ def run_spec(
     conditions: Iterable[str] = (),
     notes: str = "",
     kind: str = "conditions",
+    max_cited: int = DEFAULT_MAX_CITED,
 ) -> RunSpec:
     """The :class:`RunSpec` of a run of ``backend`` (kind and model read from the backend).
 
@@ -143,6 +145,8 @@ def run_spec(
         conditions: the conditions planned.
         notes: free text stored on the run.
         kind: the run's kind (:data:`core.store.RUN_KINDS`).
+        max_cited: evidence ids scored per reply (:data:`core.parsing.MAX_CITED`); recorded
+            in ``options`` as ``max_cited`` when not the default 3.
 
     Raises:
         ValueError: an unknown kind, or a ``name`` that :func:`core.names.check_name` refuses.
@@ -152,12 +156,15 @@ def run_spec(
         raise ValueError(f"unknown run kind {kind!r}; choose from {', '.join(RUN_KINDS)}")
     desc = backend.describe()
     reported = desc.get("options") if reported_options else None
+    recorded = dict(reported or options or {})
+    if max_cited != DEFAULT_MAX_CITED:
+        recorded["max_cited"] = MAX_CITED.coerce(max_cited)
     return RunSpec(
         run_id=name,
         dataset=dataset,
         backend=getattr(backend, "name", desc.get("kind", "")),
         model=getattr(backend, "model", desc.get("model", "")),
-        options=dict(reported or options or {}),
+        options=recorded,
         retrieval=dict(retrieval or {}),
         conditions=tuple(conditions),
         notes=notes,
@@ -276,6 +283,7 @@ def run_conditions(
     cancel: threading.Event | None = None,
     options: Mapping[str, Any] | None = None,
     notes: str = "",
+    max_cited: int = DEFAULT_MAX_CITED,
 ) -> RunSummary:
     """Plan and run the four-condition protocol on a stored dataset (resumable by ``name``).
 
@@ -301,6 +309,8 @@ def run_conditions(
         options: generation options to record when the backend's ``describe()`` does not
             report its effective ``options``.
         notes: free text stored on the run.
+        max_cited: evidence ids scored per reply (``--max-cited``; the protocol's 3),
+            recorded with the run; another value is another run configuration.
 
     Returns:
         The execution's summary.
@@ -323,7 +333,7 @@ def run_conditions(
     with store.run_lock(name):
         open_run(
             store, backend, name, dataset, options=options, conditions=conds, notes=notes,
-            retrieval=retrieval if "retrieved" in conds else {},
+            retrieval=retrieval if "retrieved" in conds else {}, max_cited=max_cited,
         )  # fmt: skip
         with store.attached(read_only=True) as con:  # ~10x cheaper to open than connect()
             stored = store.prediction_keys(name, ok_only=True, con=con)

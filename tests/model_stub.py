@@ -161,6 +161,8 @@ class ModelStub:
         version: the Ollama version ``/api/version`` reports.
         connections: TCP connections accepted so far (a client that keeps its connections
             alive opens one per concurrent call, and no more).
+        thinking: when set, a thinking model's reasoning returned apart from the reply text
+            (Ollama ``message.thinking``; OpenAI-compatible ``message.reasoning_content``).
     """
 
     def __init__(
@@ -185,6 +187,7 @@ class ModelStub:
         self.connections = 0
         self.headers: list[dict[str, str]] = []
         self.openai_logprobs = True
+        self.thinking: str | None = None
         #: ``callable(messages) -> str | None``: when it returns text, the chat is answered
         #: with that text as the answer contract's ``answer`` (tests script a judge's rating);
         #: None (default) or a None return: the embedded reader answers.
@@ -344,6 +347,10 @@ class ModelStub:
             )
         return out
 
+    def _thought(self, key: str) -> dict[str, str]:
+        """The reasoning field of a reply message (empty unless :attr:`thinking` is set)."""
+        return {} if self.thinking is None else {key: self.thinking}
+
     def ollama_chat(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         """Answer an ``/api/chat`` body: ``(status, json)``."""
         model = body.get("model")
@@ -365,7 +372,7 @@ class ModelStub:
         out: dict[str, Any] = {
             "model": model,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "message": {"role": "assistant", "content": text},
+            "message": {"role": "assistant", "content": text, **self._thought("thinking")},
             "done": True,
             "done_reason": "stop",
             "total_duration": load + prompt_ns + eval_ns + int(self.latency_s * 1e9),
@@ -418,7 +425,8 @@ class ModelStub:
         n_eval = len(split_tokens(text))
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text},
+            "message": {"role": "assistant", "content": text,
+                        **self._thought("reasoning_content")},  # fmt: skip
             "finish_reason": "stop",
             "logprobs": None,
         }

@@ -82,3 +82,49 @@ def test_a_long_reply_is_parsed_whole():
     assert parse_reply(text).answer == "Keltbridge"
     got = parse_reply("<think>" + "x" * 300_000 + "</think>" + FINAL)
     assert got.answer == "Keltbridge" and len(got.reasoning) == 300_000
+
+
+# ------------------------------------------------------- reasoning returned apart, the engine
+
+
+def test_the_reasoning_fields_of_both_apis_reach_the_reply(stub):
+    from model_stub import MESSAGES
+
+    from core.backends.ollama import OllamaBackend
+    from core.backends.openai_compat import OpenAIBackend
+
+    plain = OllamaBackend("stub-model", hosts=[stub.url]).generate(MESSAGES)
+    assert plain.reasoning is None
+    stub.thinking = f"Let me think. {DRAFT}"
+    for backend in (OllamaBackend("stub-model", hosts=[stub.url]),
+                    OpenAIBackend("stub-model", base_url=stub.url)):  # fmt: skip
+        reply = backend.generate(MESSAGES)
+        assert reply.error is None and reply.reasoning == stub.thinking
+        assert reply.text == plain.text  # the content alone: the reasoning is not in it
+        assert "Bridgetown" not in parse_reply(reply.text).answer
+
+
+def test_the_engine_stores_reasoning_apart_and_the_run_records_its_cap(db_path, stub):
+    from test_engine import TOY
+
+    from core.backends.ollama import OllamaBackend
+    from core.runs import run_conditions
+    from core.store import Store
+
+    store = Store(db_path)
+    store.write_dataset(TOY)
+    stub.thinking = f"Let me think. {DRAFT}"
+    backend = OllamaBackend("stub-model", hosts=[stub.url])
+    run_conditions(store, "toy", backend, ("oracle",), name="r", max_cited=2)
+    run_conditions(store, "toy", backend, ("oracle",), name="again", max_cited=2)
+    assert store.run_row("r")["options"]["max_cited"] == 2
+    for run, cached in (("r", False), ("again", True)):  # the cache keeps the reasoning too
+        rows = store.prediction_rows(run)
+        assert len(rows) == 3 and list(rows["cache_hit"]) == [cached] * 3
+        for meta in rows["meta"]:
+            assert json.loads(meta)["reasoning"] == stub.thinking
+        assert not rows["answer"].eq("Bridgetown").any()
+    run_conditions(store, "toy", backend, ("oracle",), name="plain")
+    assert "max_cited" not in store.run_row("plain")["options"]  # the default is not written
+    with pytest.raises(ValueError, match="max_cited"):  # a run's cap is fixed
+        run_conditions(store, "toy", backend, ("oracle",), name="r", max_cited=3)

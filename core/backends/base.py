@@ -53,6 +53,9 @@ class Reply:
             the tokens that spell the ``"answer"`` value
             (:func:`core.backends.support.answer_logprob_confidence`), or None when the
             server gave no log-probabilities.
+        reasoning: the model's reasoning as the server returned it apart from the reply text
+            (Ollama ``message.thinking``; OpenAI-compatible ``message.reasoning_content`` or
+            ``message.reasoning``), or None. Stored apart, never parsed as the answer.
     """
 
     text: str
@@ -67,10 +70,12 @@ class Reply:
     model_digest: str | None = None
     error: str | None = None
     logprob_confidence: float | None = None
+    reasoning: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", _text(self.text))
         object.__setattr__(self, "error", _text(self.error))
+        object.__setattr__(self, "reasoning", _text(self.reasoning))
 
     @property
     def ok(self) -> bool:

@@ -111,6 +111,12 @@ _SETTINGS = (
 )
 
 
+def _thinking(message: Any) -> str | None:
+    """A thinking model's reasoning, which Ollama returns apart (``message.thinking``)."""
+    value = getattr(message, "thinking", None)
+    return value if isinstance(value, str) and value else None
+
+
 def _normalize_host(raw: str) -> str:
     text = raw.strip().rstrip("/")
     if not text:
@@ -513,6 +519,7 @@ class OllamaBackend:
             )
         return Reply(
             text="" if error else (resp.message.content or ""),
+            reasoning=None if error else _thinking(resp.message),
             prompt_tokens=n_prompt,
             completion_tokens=resp.eval_count,
             latency_ms=latency_ms,

@@ -402,6 +402,7 @@ class OpenAIBackend:
         timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
         return Reply(
             text=message["content"],
+            reasoning=_reasoning(message),
             prompt_tokens=_int(usage.get("prompt_tokens")),
             completion_tokens=_int(usage.get("completion_tokens")),
             latency_ms=latency_ms,
@@ -502,4 +503,17 @@ def _int(value: Any) -> int | None:
 def _ms_to_ns(value: Any) -> int | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(round(value * 1e6))
+    return None
+
+
+def _reasoning(message: Mapping[str, Any]) -> str | None:
+    """A reasoning model's thoughts returned apart from the content, or None.
+
+    vLLM, DeepSeek and llama.cpp name them ``reasoning_content``; OpenRouter and newer vLLM
+    ``reasoning``.
+    """
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
     return None

@@ -37,6 +37,7 @@ from core.engine_limits import TIMEOUT, cap_concurrency
 from core.jsonable import json_plain
 from core.names import check_name
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
+from core.parsing import MAX_CITED
 from core.retrieval import (
     CHUNK_SIZE,
     OVERLAP,
@@ -314,7 +315,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 store, args.dataset, backend, split_csv(args.conditions), name=args.name,
                 retriever=args.retriever, top_k=args.top_k, chunk_size=args.chunk_size,
                 overlap=args.overlap, rerank=args.rerank, rerank_model=args.rerank_model,
-                concurrency=args.concurrency, **kw,
+                concurrency=args.concurrency, max_cited=args.max_cited, **kw,
             ),
         )  # fmt: skip
 
@@ -455,7 +456,8 @@ def register(groups: Groups) -> None:
     add_argument(run, retriever_param())
     add_argument(run, TOP_K, flag="--top-k", dest="top_k")
     add_arguments(
-        run, (RERANK, RERANK_MODEL, CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX, SEED, TIMEOUT)
+        run,
+        (RERANK, RERANK_MODEL, CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX, SEED, TIMEOUT, MAX_CITED),
     )
     run.add_argument("--name", required=True, help="run name; rerun it to continue the run")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
