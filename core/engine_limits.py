@@ -16,10 +16,16 @@
   ``meta.raw_response_truncated = {"bytes": <full size>, "kept_bytes": <stored size>}`` on the
   prediction. Such a reply is not put in the response cache (a cache hit would parse the cut
   text), so a rerun of that call asks the model again.
+- **Reply numbers.** Token counts and durations a server reports are range-checked
+  (:func:`checked_numbers`, :data:`REPLY_NUMBER_RANGES`): one outside its column (3e9 or 1e20
+  prompt tokens, a negative duration, NaN) is stored missing and named in the prediction's
+  ``meta.out_of_range``, never a crash; a row the store still refuses becomes that call's
+  recorded error and the rest of its write batch is written (:func:`core.engine._write`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -28,9 +34,11 @@ from core.params import Param
 __all__ = [
     "MAX_REPLY_BYTES",
     "MAX_SERVER_CONCURRENCY",
+    "REPLY_NUMBER_RANGES",
     "TIMEOUT",
     "cap_concurrency",
     "cap_reply",
+    "checked_numbers",
     "concurrency_limit",
     "usable_cores",
 ]
@@ -115,3 +123,55 @@ def cap_reply(text: str) -> tuple[str, dict[str, int] | None]:
         return text, None
     kept = data[:MAX_REPLY_BYTES].decode("utf-8", "ignore")  # a cut character is dropped
     return kept, {"bytes": len(data), "kept_bytes": len(kept.encode("utf-8", "surrogatepass"))}
+
+
+#: The range stored of each number a server reports on a reply (the ``predictions`` columns'
+#: types: token counts INTEGER, durations BIGINT nanoseconds; the confidence a probability).
+REPLY_NUMBER_RANGES: dict[str, tuple[float, float]] = {
+    "prompt_tokens": (0, 2**31 - 1),
+    "completion_tokens": (0, 2**31 - 1),
+    "total_duration_ns": (0, 2**63 - 1),
+    "load_duration_ns": (0, 2**63 - 1),
+    "prompt_eval_duration_ns": (0, 2**63 - 1),
+    "eval_duration_ns": (0, 2**63 - 1),
+    "logprob_confidence": (0.0, 1.0),
+}
+
+
+def _shown(value: Any) -> str:
+    """A short text of a rejected number (a huge integer by its size, not its digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def checked_numbers(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The reply numbers of :data:`REPLY_NUMBER_RANGES` that can be stored, and the rest noted.
+
+    A server's reply is data: a token count of 3e9 or 1e20, a negative or non-integer count,
+    NaN or infinity do not fit their columns. Each such value becomes None (missing) and is
+    named in the notes (``{"prompt_tokens": "3000000000 outside 0..2147483647"}``), which the
+    engine keeps in the prediction's ``meta.out_of_range``; an integral float (``12.0``) is
+    the integer. Keys not in the table pass through unchanged.
+
+    Returns:
+        ``(values, notes)``: a copy of ``values`` with the rejected numbers set to None.
+    """
+    out = dict(values)
+    notes: dict[str, str] = {}
+    for key, (low, high) in REPLY_NUMBER_RANGES.items():
+        value = out.get(key)
+        if value is None:
+            continue
+        integer = isinstance(high, int)
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok and isinstance(value, float):
+            ok = math.isfinite(value) and (not integer or value.is_integer())
+        if ok and low <= value <= high:
+            out[key] = int(value) if integer else float(value)
+            continue
+        kind = "an integer" if integer else "a number"
+        notes[key] = f"{_shown(value)} is not {kind} in {low}..{high}"
+        out[key] = None
+    return out, notes

@@ -111,6 +111,47 @@ _SETTINGS = (
 )
 
 
+#: The reply's numbers the ``ollama`` client checks as integers (pydantic refuses one beyond
+#: 64 bits or with a fraction): kept aside as given, for the engine's range check.
+_COUNTS = ("prompt_eval_count", "eval_count", "total_duration", "load_duration",
+           "prompt_eval_duration", "eval_duration")  # fmt: skip
+
+
+def _odd_count(value: Any) -> bool:
+    """Whether a count is one the client's pydantic model would refuse (not a 64-bit int)."""
+    if value is None:
+        return False
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    return not (is_int and -(2**63) <= value < 2**63)
+
+
+class _Client(ollama.Client):
+    """``ollama.Client`` whose non-streaming replies keep odd counts instead of failing.
+
+    A count the client's model refuses (1e20, 2.5, "x") would fail the whole call; it is
+    taken out before the model checks the rest and kept on the response as ``odd_counts``,
+    so the engine stores it missing with a note (:func:`core.engine_limits.checked_numbers`).
+    """
+
+    def _request(self, cls: Any, *args: Any, stream: bool = False, **kwargs: Any) -> Any:
+        if stream:
+            return super()._request(cls, *args, stream=stream, **kwargs)
+        data = self._request_raw(*args, **kwargs).json()
+        odd = {}
+        if isinstance(data, dict):
+            odd = {k: data.pop(k) for k in _COUNTS if _odd_count(data.get(k))}
+        resp = cls(**data)  # a list or null: the TypeError _chat reports
+        if odd:
+            object.__setattr__(resp, "odd_counts", odd)
+        return resp
+
+
+def _count(resp: Any, name: str) -> Any:
+    """A reply count: the checked value, else the odd one kept aside (:class:`_Client`)."""
+    odd = getattr(resp, "odd_counts", None) or {}
+    return odd.get(name, getattr(resp, name, None))
+
+
 def _thinking(message: Any) -> str | None:
     """A thinking model's reasoning, which Ollama returns apart (``message.thinking``)."""
     value = getattr(message, "thinking", None)
@@ -322,7 +363,7 @@ class OllamaBackend:
 
     def _client(self, url: str, size: int | None = None) -> ollama.Client:
         limits = pool_limits(self.pool_size if size is None else size)
-        return ollama.Client(host=url, timeout=self._timeout, limits=limits, verify=self._tls)
+        return _Client(host=url, timeout=self._timeout, limits=limits, verify=self._tls)
 
     def size_pool(self, size: int) -> None:
         """Keep ``size`` HTTP connections per host (the engine passes its concurrency).
@@ -510,8 +551,8 @@ class OllamaBackend:
         host = used[-1]
         tokens = [_token_dict(lp) for lp in (resp.logprobs or [])] or None
         error = None
-        n_prompt = resp.prompt_eval_count
-        if n_prompt is not None and n_prompt >= self.num_ctx:
+        n_prompt = _count(resp, "prompt_eval_count")
+        if isinstance(n_prompt, int) and self.num_ctx <= n_prompt < 2**31:  # else: range check
             error = (
                 f"prompt filled the context: prompt_eval_count={n_prompt} >= "
                 f"num_ctx={self.num_ctx}, so {host.url} truncated it (lower bound was {bound}); "
@@ -521,12 +562,12 @@ class OllamaBackend:
             text="" if error else (resp.message.content or ""),
             reasoning=None if error else _thinking(resp.message),
             prompt_tokens=n_prompt,
-            completion_tokens=resp.eval_count,
+            completion_tokens=_count(resp, "eval_count"),
             latency_ms=latency_ms,
-            total_duration_ns=resp.total_duration,
-            load_duration_ns=resp.load_duration,
-            prompt_eval_duration_ns=resp.prompt_eval_duration,
-            eval_duration_ns=resp.eval_duration,
+            total_duration_ns=_count(resp, "total_duration"),
+            load_duration_ns=_count(resp, "load_duration"),
+            prompt_eval_duration_ns=_count(resp, "prompt_eval_duration"),
+            eval_duration_ns=_count(resp, "eval_duration"),
             logprobs=tokens,
             model_digest=host.digest,
             error=error,

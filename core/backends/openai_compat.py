@@ -496,13 +496,24 @@ class OpenAIBackend:
         return out
 
 
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _int(value: Any) -> int | float | None:
+    """A reply's count as given (not a number: None).
+
+    An integral float is the integer; any other float (1.5, NaN, infinity) is kept as it is,
+    for the engine's range check to note (:func:`core.engine_limits.checked_numbers`).
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return value
+    return int(value)
 
 
-def _ms_to_ns(value: Any) -> int | None:
+def _ms_to_ns(value: Any) -> int | float | None:
+    """Milliseconds as nanoseconds (a non-finite value as it is, for the range check)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(round(value * 1e6))
+        ns = value * 1e6
+        return int(round(ns)) if math.isfinite(ns) else ns
     return None
 
 

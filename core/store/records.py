@@ -99,6 +99,21 @@ class RecordsMixin(StoreBase):
         return len(frame)
 
     @staticmethod
+    def unstorable(row: Mapping[str, Any]) -> str | None:
+        """Why a prediction row (and its ``_cache`` entry, if any) cannot be stored, or None.
+
+        A value its column's type cannot hold (text that is not valid Unicode, a number out
+        of range), as the writer's own typed conversion finds it.
+        """
+        try:
+            arrow_table([row], _PREDICTION_ARROW)
+            if row.get("_cache") is not None:
+                arrow_table([row["_cache"]], _CACHE_ARROW)
+        except ARROW_ERRORS as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    @staticmethod
     def write_scores(
         con: duckdb.DuckDBPyConnection,
         frame: pd.DataFrame | pa.Table,
