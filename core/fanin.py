@@ -10,7 +10,10 @@ instance is:
 - ``retrieved`` / ``oracle``: the passages shown (the prediction's ``input_passage_ids``);
 - ``full_context``: the passages the model cited (``cited_ids``) -- showing everything is no
   selection, so the citations are the pack;
-- ``no_evidence``: no pack (ER / EP are NaN; AC is still reported, the closed-book baseline).
+- ``no_evidence``: no pack (ER / EP are NaN; AC is still reported, the closed-book baseline);
+- a retrieved / oracle prediction whose shown passages are not stored (an imported release
+  keeps no ids of what its retrieved calls showed) has no pack either: ER / EP are NaN and
+  counted per cell in ``no_pack`` -- never measured as 0.
 
 Metrics per instance (seed 003 §3), over passage-id *sets* -- a pack listing an id twice
 (e.g. two overlapping chunks of one passage, or a CUE-R duplicate) counts that id once in both
@@ -135,13 +138,18 @@ def fan_in_bucket(f: int) -> str | None:
 
 
 def evidence_pack(condition: str, input_passage_ids: Any, cited_ids: Any) -> list[str] | None:
-    """The evidence pack of one prediction (None for ``no_evidence``: no pack).
+    """The evidence pack of one prediction (None: no pack, ER / EP missing).
+
+    None for ``no_evidence``, and for a retrieved / oracle prediction whose shown passages
+    are not stored (``input_passage_ids`` NULL).
 
     Raises:
         ValueError: a condition other than the four plain ones.
     """
     if condition in PACK_CONDITIONS:
-        return _as_list(input_passage_ids)
+        # not stored (an imported release does not say what a retrieved call showed): no
+        # pack, so ER / EP are missing -- an empty list would measure them as 0
+        return None if _absent(input_passage_ids) else _as_list(input_passage_ids)
     if condition == "full_context":
         return _as_list(cited_ids)
     if condition == "no_evidence":
@@ -171,6 +179,10 @@ def evidence_precision(pack: Iterable[str], gold: Iterable[str]) -> float:
 def answer_correctness(score: float) -> float:
     """AC on 0-100 from an answer score in [0, 1] (default field: relaxed F1)."""
     return 100.0 * float(score)
+
+
+def _absent(x: Any) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
 
 def _as_list(x: Any) -> list[str]:
@@ -391,8 +403,10 @@ class FaninResult:
     Attributes:
         per_instance: see :func:`per_instance`.
         by_fan_in: per (system, exact fan-in): ``n`` (answered predictions), ``missing``
-            (failed calls, left out) and ``ac``/``er``/``ep`` means with
-            ``_ci_low``/``_ci_high`` (AC on 0-100; ER and EP as fractions in [0, 1]).
+            (failed calls, left out), ``no_pack`` (answered predictions without an evidence
+            pack: ER / EP left out of their means; see the module docstring) and
+            ``ac``/``er``/``ep`` means with ``_ci_low``/``_ci_high`` (AC on 0-100; ER and EP
+            as fractions in [0, 1]).
         by_bucket: the same per (system, bucket), plus ``bucket == "all"``.
         degradation: per system: ``ac_single``, ``ac_high`` (with ``n_single``,
             ``missing_single``, ``n_high``, ``missing_high``), ``rel_degradation`` (with a
@@ -500,6 +514,14 @@ class _Cells:
         sel = np.isin(c["fan_in"], np.asarray(list(fans), dtype=np.int64))
         return {k: int(c[k][sel].sum()) for k in _CELL_ARRAYS[1:]}
 
+    def no_pack(self, sys: int, fans: Sequence[int]) -> int:
+        """Answered rows without an evidence pack (NaN ER) at ``fans``; 0 for no evidence."""
+        items = self.items.get((sys, "er"))
+        if items is None or self.heads[sys]["condition"] == "no_evidence":
+            return 0
+        sel = np.isin(items["fan_in"], np.asarray(list(fans), dtype=np.int64)) & (items["bin"] < 0)
+        return int(items["count"][sel].sum())
+
     def stat(
         self, sys: int, metric: str, fans: Sequence[int], seed: int
     ) -> tuple[float, np.ndarray]:
@@ -530,7 +552,8 @@ class _Cells:
         (:mod:`core.fanin_stats`).
         """
         c = self.counts(sys, fans)
-        out: dict[str, Any] = {"n": c["n_rows"] - c["n_missing"], "missing": c["n_missing"]}
+        out: dict[str, Any] = {"n": c["n_rows"] - c["n_missing"], "missing": c["n_missing"],
+                               "no_pack": self.no_pack(sys, fans)}  # fmt: skip
         hows = set()
         for m in _METRICS:
             mean, draws, how = self.stat_with_method(sys, m, fans, self.seed)
@@ -556,7 +579,8 @@ def _by(cells: _Cells, col: str) -> pd.DataFrame:
             if chosen:
                 rows.append({**head, "bucket": bucket, **cells.row(sys, chosen)})
         rows.append({**head, "bucket": "all", **cells.row(sys, fans)})
-    return pd.DataFrame(rows, columns=[*_KEYS, col, "n", "missing", *_STAT_COLS, "ci_method"])
+    return pd.DataFrame(rows, columns=[*_KEYS, col, "n", "missing", "no_pack", *_STAT_COLS,
+                                       "ci_method"])  # fmt: skip
 
 
 def _degradation(cells: _Cells) -> pd.DataFrame:
@@ -635,6 +659,8 @@ def _correlation(
     finite = np.isfinite(vals).all(axis=1) if len(cells) else np.zeros(0, dtype=bool)
     chosen = cells["condition"].isin(sorted(use)).to_numpy()
     pts = cells[chosen & finite]
+    # answered, but no pack: ER / EP not measured (the shown passages are not stored)
+    no_pack = np.isfinite(vals[:, 0]) & ~np.isfinite(vals[:, 1]) if len(cells) else finite
     excluded = {
         cond: int((cells["condition"] == cond).sum())
         for cond in R_LEFT_OUT
@@ -674,7 +700,8 @@ def _correlation(
         "systems": list(dict.fromkeys(pts["system"])),
         "levels": [lv for lv in order if lv in present],
         "excluded": excluded,
-        "n_empty": int((chosen & ~finite).sum()),
+        "n_empty": int((chosen & ~finite & ~no_pack).sum()),
+        "n_no_pack": int((chosen & ~finite & no_pack).sum()),
     }
 
 
@@ -705,6 +732,9 @@ def correlation_note(corr: dict[str, Any]) -> str:
         )
     if corr.get("n_empty"):
         text += f"; {corr['n_empty']} point(s) without a value (every call failed) skipped"
+    if corr.get("n_no_pack"):
+        text += (f"; {corr['n_no_pack']} point(s) without ER / EP skipped (the store does not "
+                 "say which passages those calls showed)")  # fmt: skip
     return text + "."
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "RERUN_CONDITIONS",
     "RerunRequest",
     "base_shown_ids",
+    "missing_text",
     "plan_perturbation",
     "rerun",
     "shown_context",
@@ -197,6 +198,26 @@ def _backend(kind: str, model: str | None, host: str | None) -> Backend:
     return make_backend(kind, model)  # the embedded reader has no server
 
 
+def missing_text(instance: Instance) -> str | None:
+    """Why ``instance`` cannot be rerun (one line), or None when it can.
+
+    A model can only be asked again what it was asked: with no question text, or no passage
+    text at all (an instance built from a results file: ids, gold answer and metadata only),
+    a rerun would send empty passages and report them as shown.
+    """
+    lacks = [what for what, empty in (
+        ("question", not instance.question.strip()),
+        ("passage", not any(p.text.strip() for p in instance.passages)),
+    ) if empty]  # fmt: skip
+    if not lacks:
+        return None
+    source = instance.metadata.get("imported_from") if instance.metadata else None
+    where = f" (imported from {source}, which keeps ids and answers only)" if source else ""
+    return (f"cannot rerun {instance.instance_id}: the store holds no {' or '.join(lacks)} text "
+            f"for it{where}; import the dataset's instances (import dataset) and attach the "
+            "results to them with import results --dataset NAME")  # fmt: skip
+
+
 def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     """Run one perturbation now and return it beside the original.
 
@@ -211,7 +232,8 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     run's row is never changed.
 
     Raises:
-        ValueError: unknown run or instance, bad request.
+        ValueError: unknown run or instance, bad request, or an instance without question
+            or passage text (:func:`missing_text`).
         RunBusyError: the target run is running in another process (nothing is called).
     """
     req.checked()
@@ -222,6 +244,9 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     if not found:
         raise ValueError(f"no instance {req.instance_id!r} in dataset {req.dataset!r}")
     instance = found[0]
+    missing = missing_text(instance)
+    if missing:
+        raise ValueError(missing)
     run_id, backend, companion = _target_run(store, req, base)
     imported = None
     with store.run_lock(run_id):

@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -29,15 +29,18 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from core.datasets._io import (
-    MAX_CONTEXT_LENGTH,
-    MAX_FIELD_BYTES,
-    check_record,
-    check_text,
-    expect_object,
-    jsonl_records,
-)
+from core.datasets._io import MAX_CONTEXT_LENGTH, MAX_FIELD_BYTES, check_text
 from core.names import check_name
+from core.results_release import (
+    PARSE_FIELDS,
+    ReleaseFiles,
+    group_release_files,
+    parse_differences,
+    read_config,
+    read_parsed,
+    read_replies,
+    shown_ids,
+)
 from core.scoring import SCORE_COLUMNS, score_arrow, stored_differs_by_column
 from core.scoring_vector import AnswerForms, inputs_from_arrow, score_table
 from core.store import Store, StoreError
@@ -50,7 +53,9 @@ __all__ = [
     "RESULT_FORMATS",
     "ResultsImport",
     "default_name",
+    "group_release_files",
     "import_results",
+    "parse_check_text",
     "score_runs",
 ]
 
@@ -80,7 +85,6 @@ INSTANCE_COLUMNS = (
     "cue_applicable",
 )  # fmt: skip
 _SUFFIX = ".per_sample_metrics.csv"
-_SIDE_SUFFIX = ".parsed_predictions.jsonl"
 # ASCII digits only: str.isdigit() also takes "²" or "٣", which are not a length.
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -95,6 +99,10 @@ class ResultsImport:
         runs: run ids written (one per model).
         n_rows: prediction rows read.
         n_instances: distinct instances.
+        n_explained: predictions given an explanation by the side files.
+        n_replies: predictions given their raw reply (``raw_model_responses.jsonl``).
+        parse_check: this tool's parse of the raw replies against the release's
+            (:func:`parse_check_text`); empty without raw replies.
     """
 
     dataset: str
@@ -102,14 +110,36 @@ class ResultsImport:
     runs: tuple[str, ...]
     n_rows: int
     n_instances: int
+    n_explained: int = 0
+    n_replies: int = 0
+    parse_check: dict = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for the CLI."""
         made = "created" if self.created_dataset else "reused"
-        return (
+        line = (
             f"read {self.n_rows} predictions of {self.n_instances} instances; {made} dataset "
             f"'{self.dataset}'; runs: {', '.join(self.runs)} (re-scored)"
         )
+        if self.n_explained:
+            line += f"; explanations: {self.n_explained}"
+        if self.parse_check:
+            line += "; " + parse_check_text(self.parse_check)
+        return line
+
+
+def parse_check_text(check: dict) -> str:
+    """One phrase: raw replies read and on how many this tool's parse differs, by field.
+
+    ``check``: ``n_rows``, ``n_replies``, ``n_differs`` and ``by_field`` (field -> count), as
+    an import stores it in the run's ``options["parse_check"]``.
+    """
+    by = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in check["by_field"].items() if v)
+    text = f"raw replies: {check['n_replies']} of {check['n_rows']}"
+    text += (f"; this tool's parser differs from the release's parse on {check['n_differs']} "
+             f"({by})" if check["n_differs"] else
+             "; this tool's parser agrees with the release's parse on every reply")  # fmt: skip
+    return text
 
 
 def default_name(path: str | Path) -> str:
@@ -383,69 +413,80 @@ def _instances_from_rows(df: pd.DataFrame) -> list[Instance]:
     return out
 
 
-def _attachments(path: Path) -> dict[tuple[str, str], dict]:
-    """``<prefix>.parsed_predictions.jsonl`` beside the CSV: explanations by (sample, method).
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """What a run's side files add: per (sample_id, method) the release's parse and reply."""
 
-    Each non-blank line must be a JSON object whose strings obey the importers' limits and
-    whose ``explanation`` is a string or null; an empty side file holds no explanations.
+    parsed: dict[tuple[str, str], dict]
+    replies: dict[tuple[str, str], dict]
+    config: dict
+
+
+def _side_files(files: ReleaseFiles, df: pd.DataFrame) -> _Side:
+    """Read the side files of a run and check each line names a row of the metrics CSV.
 
     Raises:
-        DataError: naming the side file, its line and the field.
+        DataError: a bad line (file, line, field), a line whose (sample_id, method) is not in
+            the metrics file, or a reply whose ``model_name`` differs from its row's.
     """
-    prefix = path.name.removesuffix(_SUFFIX)
-    side = path.with_name(prefix + _SIDE_SUFFIX)
-    found: dict[tuple[str, str], dict] = {}
-    if prefix == path.name or not side.is_file():
-        return found
-    file = str(side)
-    try:
-        for line, obj in jsonl_records(side):
-            check_record(file, line, obj)
-            rec = expect_object(file, line, obj)
-            if rec.has("explanation"):
-                rec["explanation"].text()
-            found[(str(obj.get("sample_id")), str(obj.get("method")))] = obj
-    except DataError as err:
-        if err.record is None and err.reason.startswith("empty file"):
-            return {}
-        raise
-    return found
+    parsed = read_parsed(files.parsed) if files.parsed else {}
+    replies = read_replies(files.replies) if files.replies else {}
+    config = read_config(files.config) if files.config else {}
+    model_of = dict(zip(zip(df["sample_id"], df["method"], strict=True), df["model_name"],
+                        strict=True))  # fmt: skip
+    for path, found in ((files.parsed, parsed), (files.replies, replies)):
+        for key, rec in found.items():
+            if key not in model_of:
+                raise DataError(str(path), rec["line"], "sample_id",
+                                f"(sample_id, method) {key!r} is not in {files.metrics.name}")
+            model = rec.get("model_name")
+            if model is not None and model != model_of[key]:
+                raise DataError(str(path), rec["line"], "model_name",
+                                f"{_short(model)} here but {_short(model_of[key])} in "
+                                f"{files.metrics.name} for {key!r}")  # fmt: skip
+    return _Side(parsed, replies, config)
 
 
 def import_results(
     store: Store,
-    path: str | Path,
+    path: str | Path | ReleaseFiles,
     name: str | None = None,
     fmt: str = "oncu-release",
     dataset: str | None = None,
     replace: bool = False,
 ) -> ResultsImport:
-    """Import a results file as runs (one per model), re-scored, in one transaction.
+    """Import one released run as runs (one per model), re-scored, in one transaction.
 
     Args:
         store: the target store.
-        path: the results file (``*.per_sample_metrics.csv`` of the ONCU release); a
-            ``*.parsed_predictions.jsonl`` beside it adds the explanations.
+        path: the run's ``per_sample_metrics.csv`` (its side files beside it are read too),
+            its ``results/`` folder, or its files grouped
+            (:func:`core.results_release.group_release_files`). ``parsed_predictions.jsonl``
+            adds the explanations; ``raw_model_responses.jsonl`` the raw replies, which are
+            parsed again by :func:`core.parsing.parse_reply` and compared with the release's
+            parse (counted per run in ``options["parse_check"]`` and the run's notes).
+            Answers and cited ids are the metrics file's (the release's scored values).
         name: import name: the dataset name when instances are created, and the run id (or
-            ``NAME/MODEL`` when the file holds several models); None -> ``default_name(path)``.
+            ``NAME/MODEL`` when the file holds several models); None -> the run's name (the
+            file name less ``.per_sample_metrics.csv``, or the folder's name).
         fmt: ``oncu-release``.
         dataset: attach the predictions to this stored dataset instead of creating one; every
             sample id must exist in it.
         replace: replace existing runs / a created dataset of the same name.
 
     Raises:
-        DataError: the file (or its side file) is malformed (names file, record and field);
-            nothing is written.
+        DataError: a file is malformed (names file, record and field); nothing is written.
         ValueError: unknown format, or a name ``core.names.check_name`` refuses.
         StoreError: names are taken (without ``replace``) or the dataset is missing.
     """
     if fmt not in RESULT_FORMATS:
         raise ValueError(f"unknown results format '{fmt}' (allowed: {', '.join(RESULT_FORMATS)})")
-    path = Path(path)
-    name = default_name(path) if name is None else name
+    files = path if isinstance(path, ReleaseFiles) else _one_run(Path(path))
+    path = files.metrics
+    name = files.name if name is None else name
     check_name("dataset" if dataset is None else "run", name)
     df = _read_oncu_csv(path)
-    extra = _attachments(path)
+    side = _side_files(files, df)
     models = list(dict.fromkeys(df["model_name"]))
     run_ids = {m: name if len(models) == 1 else f"{name}/{m}" for m in models}
     for model, run_id in run_ids.items():
@@ -456,6 +497,9 @@ def import_results(
             raise DataError(str(path), first, "model_name", str(exc)) from None
     target = dataset or name
     created = dataset is None
+    frames = {m: _prediction_frame(df[df["model_name"] == m], r, side)
+              for m, r in run_ids.items()}  # fmt: skip
+    checks = {m: _parse_check(f) for m, (f, _) in frames.items()}
     with store.transaction() as con:
         if created:
             ds = Dataset(
@@ -475,7 +519,16 @@ def import_results(
                     "or pass --replace"
                 )
             store.delete_run_results(con, [run_id])
-            part = df[df["model_name"] == model]
+            frame, _ = frames[model]
+            notes = f"imported from {path.name}; scores recomputed"
+            if checks[model]:
+                notes += "; " + parse_check_text(checks[model])
+            options = {"source_file": str(path), "format": fmt,
+                       "files": [str(p) for p in files.files()]}  # fmt: skip
+            if checks[model]:
+                options["parse_check"] = checks[model]
+            if side.config:
+                options["release_config"] = side.config
             store.insert_run(
                 con,
                 {
@@ -483,16 +536,16 @@ def import_results(
                     "dataset_id": target,
                     "backend": "imported",
                     "model": model,
-                    "options": {"source_file": str(path), "format": fmt},
+                    "options": options,
                     "kind": "imported",
                     "status": "running",  # finished below, once its predictions are in
-                    "n_planned": len(part),
-                    "n_done": len(part),
-                    "notes": f"imported from {path.name}; scores recomputed",
+                    "n_planned": len(frame),
+                    "n_done": len(frame),
+                    "notes": notes,
                 },
             )
-            store.write_predictions(con, _prediction_frame(part, run_id, extra), replace=True)
-            store.finish_run(run_id, "done", len(part), con=con)  # partial/failed on errors
+            store.write_predictions(con, frame, replace=True)
+            store.finish_run(run_id, "done", len(frame), con=con)  # partial/failed on errors
         score_runs(store, list(run_ids.values()), con=con)
     return ResultsImport(
         dataset=target,
@@ -500,7 +553,41 @@ def import_results(
         runs=tuple(run_ids.values()),
         n_rows=len(df),
         n_instances=int(df["sample_id"].nunique()),
+        n_explained=sum(n for _, n in frames.values()),
+        n_replies=sum(c.get("n_replies", 0) for c in checks.values()),
+        parse_check=_merged_checks(list(checks.values()), len(df)),
     )
+
+
+def _one_run(path: Path) -> ReleaseFiles:
+    """The run of a metrics CSV (with its side files) or of a folder holding one run."""
+    groups = group_release_files([path])
+    if len(groups) != 1:
+        names = ", ".join(g.name for g in groups)
+        raise DataError(str(path), None, None, f"holds {len(groups)} runs ({names}): import "
+                        "each one (the command line takes the folder and imports every run)")
+    return groups[0]
+
+
+def _parse_check(frame: pd.DataFrame) -> dict:
+    """Raw replies of a run's predictions and where this tool's parse differs (per field)."""
+    metas = [json.loads(m) for m in frame["meta"] if m]
+    checked = [m["release"] for m in metas if "reply_line" in m.get("release", {})]
+    if not checked:
+        return {}
+    by_field = {f: sum(f in m["parse_differs"] for m in checked) for f in PARSE_FIELDS}
+    return {"n_rows": len(frame), "n_replies": len(checked),
+            "n_differs": sum(bool(m["parse_differs"]) for m in checked),
+            "by_field": by_field}  # fmt: skip
+
+
+def _merged_checks(checks: list[dict], n_rows: int) -> dict:
+    done = [c for c in checks if c]
+    if not done:
+        return {}
+    return {"n_rows": n_rows, "n_replies": sum(c["n_replies"] for c in done),
+            "n_differs": sum(c["n_differs"] for c in done),
+            "by_field": {f: sum(c["by_field"][f] for c in done) for f in PARSE_FIELDS}}  # fmt: skip
 
 
 def _check_instances(
@@ -515,13 +602,41 @@ def _check_instances(
             raise DataError(str(path), int(n), "sample_id", reason)
 
 
-def _prediction_frame(
-    part: pd.DataFrame, run_id: str, extra: dict[tuple[str, str], dict]
-) -> pd.DataFrame:
+def _prediction_frame(part: pd.DataFrame, run_id: str, side: _Side) -> tuple[pd.DataFrame, int]:
+    """The run's prediction rows and how many carry an explanation.
+
+    Answer and cited ids are the metrics file's. ``explanation``: the parsed predictions'
+    (else the reply's parse); ``raw_response``: the reply as the model wrote it (None without
+    ``raw_model_responses.jsonl``); ``input_passage_ids``: what the release says was shown
+    (:func:`core.results_release.shown_ids`: nothing for no evidence, the gold ids for the
+    oracle, NULL where the release does not say). ``meta["release"]``: the release's parse,
+    where it came from, this tool's parse of the reply and the fields that differ.
+    """
     rows = []
+    explained = 0
     for row in part.itertuples(index=False):
-        side = extra.get((row.sample_id, row.method), {})
+        key = (row.sample_id, row.method)
+        parsed, reply = side.parsed.get(key), side.replies.get(key)
         parse_error = getattr(row, "parse_error", "") or None
+        gold = _ids(row.gold_evidence_ids)
+        shown = shown_ids(row.method, gold)
+        explanation = None
+        release: dict = {}
+        if parsed is not None:
+            explanation = parsed["explanation"]
+            release["parsed_line"] = parsed["line"]
+        if reply is not None:
+            if explanation is None:
+                explanation = reply["prediction"]["explanation"]
+            mine, differs = parse_differences(reply["raw_response"], reply["prediction"],
+                                              parse_error, shown)  # fmt: skip
+            release.update({
+                "reply_line": reply["line"], "parse": reply["prediction"],
+                "prompt_hash": reply["prompt_hash"], "protocol": reply["protocol"],
+                "intermediate": reply["intermediate"], "tool_parse": mine,
+                "parse_differs": differs,
+            })  # fmt: skip
+        explained += bool(explanation)
         rows.append(
             {
                 "run_id": run_id,
@@ -530,12 +645,14 @@ def _prediction_frame(
                 "variant": "",
                 "answer": row.predicted_answer,
                 "cited_ids": _ids(row.predicted_evidence_ids),
-                "explanation": side.get("explanation"),
-                "raw_response": json.dumps(side, ensure_ascii=False) if side else None,
+                "input_passage_ids": None if shown is None else list(shown),
+                "explanation": explanation,
+                "raw_response": None if reply is None else reply["raw_response"],
                 "parse_error": parse_error,
+                "meta": json.dumps({"release": release}, ensure_ascii=False) if release else None,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), explained
 
 
 def score_runs(

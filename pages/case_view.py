@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from core.results_release import release_parse
 from core.views.case import compare_predictions, md_escape
 from pages import failure_trail
 from pages.case_card_panel import show_card_downloads
@@ -79,6 +80,10 @@ case = cached_call("case", dataset=dataset, instance_id=iid, runs=list(runs),
 inst, passages, preds = case["instance"], case["passages"], case["predictions"]
 
 heading.markdown("### " + md_escape(inst["question"] or "(question not in the imported file)"))
+if not inst["question"].strip() or not passages["text"].str.strip().any():
+    st.info("The store holds no question or passage text for this instance: it was built from "
+            "a results file (ids, gold answer and metadata only). The answers, explanations and "
+            "raw replies below are the release's; a rerun is refused (nothing to show a model).")
 st.markdown("**Gold answer** (never shown to a model)")
 st.code(inst["gold_answer"], language=None, wrap_lines=True)
 if inst["answer_aliases"]:
@@ -115,6 +120,12 @@ if not preds.empty:
     k = st.selectbox("Prediction", range(len(rows)), key="case.transcript",
                      format_func=lambda i: prediction_label(rows[i]))  # fmt: skip
     show_transcript(rows[k], case["transcripts"][k])
+    if (parse := release_parse(rows[k].get("meta"))) is not None:  # an imported release
+        st.markdown("**The release's parse and this tool's parse of the raw reply**")
+        st.caption("Scores use the release's parse (its answer and cited ids). "
+                   + ("This tool's parser differs on: " + ", ".join(parse["differs"]) + "."
+                      if parse["differs"] else "Both parsers agree."))  # fmt: skip
+        st.dataframe(parse["rows"], hide_index=True, key="case.release_parse")
     if len(rows) >= 2 and st.toggle("Compare two predictions side by side", key="case.compare",
                                     help="Any two predictions of this instance (two runs, two "
                                     "conditions): answers, word diff and trace divergence D."):

@@ -32,6 +32,7 @@ st.caption(
     "Build a fan-in grid with `python -m core generate controlled --preset fanin-grid`.",
     help="AuthTrace (seed 003) §2-3 and §6; SPEC §9.",
 )
+no_pack_note = st.empty()  # filled below once the buckets table is known
 # Judged scores (issue 20): only when an AuthTrace judge run judged the selection; the check
 # reads the runs frame the sidebar already holds, so a store without judges pays nothing.
 has_judges = has_judge_runs(cached_call("runs"), AUTHTRACE_RUBRICS, dataset=selection.dataset,
@@ -70,7 +71,19 @@ with curves:
 with scatter:
     show_figure("fanin_scatter", selection, drill=False)
 show_table("fanin_degradation", selection)
-show_table("fanin_buckets", selection)
+buckets, _ = show_table("fanin_buckets", selection)
+_NO_PACK = "no pack (ER/EP missing)"
+if _NO_PACK in buckets.columns:  # never a 0 that is not a measurement (issue 36.1)
+    gone = buckets[(buckets["bucket"] == "all") & (buckets[_NO_PACK] > 0)]
+    no_pack_note.warning(
+        "ER / EP not measured for "
+        + md_escape("; ".join(f"{r['run']} · {r['condition']}: {r[_NO_PACK]} of {r['n']}"
+                              for r in gone.to_dict("records")))
+        + " answered predictions: the store does not say which passages those calls showed "
+        "(an imported release keeps no ids of its retrieved passages), so they have no "
+        "evidence pack. They are left out of the ER / EP means and of Pearson r, and counted "
+        "in the buckets table's column `no pack`. AC is measured as usual."
+    )  # fmt: skip
 show_table("fanin_pairs", selection)
 
 # The judged values beside the proxies, with their correlation (issue 20 item 2).

@@ -5,7 +5,10 @@ rows pair up with the predictions row by row (every pair's key checked), else by
 reference below is the previous implementation written out: its query, and its score rows
 keyed by (run, instance rowid, condition) matched with a pandas merge. Every column of every
 row must be equal (NaN where a score is NULL or has no row), on stores whose score rows pair
-up by position and on stores where they do not (missing, reordered).
+up by position and on stores where they do not (missing, reordered). One change of meaning since
+(issue 36.1): a retrieved / oracle prediction without stored ``input_passage_ids`` has no pack
+(ER / EP missing), where the previous query measured an empty pack (ER = EP = 0); the reference
+carries that change.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ pred AS {materialized} (
 paired AS ({paired}),
 packed AS (
     SELECT *,
-           CASE WHEN condition IN ('retrieved', 'oracle') THEN coalesce(input_passage_ids, [])
+           CASE WHEN condition IN ('retrieved', 'oracle') THEN input_passage_ids
                 WHEN condition = 'full_context' THEN coalesce(cited_ids, [])
            END AS pack
     FROM paired

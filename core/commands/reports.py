@@ -28,7 +28,7 @@ from core.oncu import (
     oncu_summary,
     scaling_report,
 )
-from core.results import RESULT_FORMATS, default_name, import_results, score_runs
+from core.results import RESULT_FORMATS, group_release_files, import_results, score_runs
 from core.scoring import FAILURE_LABELS
 from core.store import Store, StoreError
 from core.types import DataError
@@ -161,27 +161,32 @@ def _finite(row: dict) -> dict:
 
 # ---------------------------------------------------------------------------- handlers
 def _cmd_import_results(args: argparse.Namespace) -> int:
-    """Import each file in turn, each all-or-nothing; stop at the first bad one."""
+    """Import each run in turn (files grouped by run), each all-or-nothing; stop at a bad one."""
     files: list[Path] = args.file
-    if args.name is not None and len(files) > 1:
+    groups = group_release_files(files)
+    # one CSV per run, each given by name: the messages speak of files, as they always did
+    unit = "file" if len(groups) == len(files) else "run"
+    if args.name is not None and len(groups) > 1:
+        given = (f"{len(files)} files were given" if unit == "file" else
+                 f"the files hold {len(groups)} runs ({', '.join(g.name for g in groups)})")
         raise ValueError(
-            f"--name names one import, but {len(files)} files were given: drop --name and each "
+            f"--name names one import, but {given}: drop --name and each "
             f"file's runs (and dataset) are named after the file (less {_RESULTS_SUFFIX!r})"
         )
-    names = [args.name if args.name is not None else default_name(f) for f in files]
+    names = [args.name if args.name is not None else g.name for g in groups]
     for i, name in enumerate(names):
         if name in names[:i]:
             j = names.index(name)
             raise ValueError(
-                f"{files[j]} and {files[i]} would both be imported as '{name}'; "
-                "import them one at a time with --name"
+                f"{groups[j].metrics} and {groups[i].metrics} would both be imported as "
+                f"'{name}'; import them one at a time with --name"
             )
     store = open_store(args)
     done: list[str] = []
-    for path, name in zip(files, names, strict=True):
+    for group, name in zip(groups, names, strict=True):
         try:
             res = import_results(
-                store, path, name=name, fmt=args.format, dataset=args.dataset,
+                store, group, name=name, fmt=args.format, dataset=args.dataset,
                 replace=args.replace,
             )  # fmt: skip
         except (DataError, StoreError, ValueError) as exc:
@@ -189,14 +194,14 @@ def _cmd_import_results(args: argparse.Namespace) -> int:
                 raise
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             print(
-                f"error: {why} (nothing of this file was stored; stopped at file "
-                f"{len(done) + 1} of {len(files)}; the {len(done)} file(s) before it stay "
+                f"error: {why} (nothing of this {unit} was stored; stopped at {unit} "
+                f"{len(done) + 1} of {len(groups)}; the {len(done)} {unit}(s) before it stay "
                 f"imported: {', '.join(done)})",
                 file=sys.stderr,
             )
             return 1
-        print(f"{path}: {res.summary()}", flush=True)
-        done.append(str(path))
+        print(f"{group.metrics}: {res.summary()}", flush=True)
+        done.append(str(group.metrics))
     return 0
 
 
@@ -401,8 +406,11 @@ def register(groups: Groups) -> None:
     imp.add_argument("--format", required=True, choices=RESULT_FORMATS, help="file format")
     imp.add_argument(
         "file", type=Path, nargs="+",
-        help="one or more *.per_sample_metrics.csv of the ONCU release (each imported "
-        "all-or-nothing, in order; the first bad file stops the command)",
+        help="the ONCU release's outputs: *.per_sample_metrics.csv files, a run's results/ "
+        "folder, or several files at once (<run>.per_sample_metrics.csv, "
+        "<run>.parsed_predictions.jsonl, <run>.raw_model_responses.jsonl: grouped by run; a "
+        "CSV's side files beside it are read too). Each run is imported all-or-nothing, in "
+        "order; the first bad one stops the command",
     )  # fmt: skip
     imp.add_argument(
         "--name",

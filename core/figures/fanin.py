@@ -294,6 +294,9 @@ def fanin_buckets_table(res: FaninResult) -> pd.DataFrame:
         ]
     if "ci_method" in b.columns:
         out["CI method"] = b["ci_method"]
+    if "no_pack" in b.columns and b["no_pack"].gt(0).any():
+        # answered, but which passages the call showed is not stored: ER / EP not measured
+        out.insert(5, "no pack (ER/EP missing)", b["no_pack"])
     return out
 
 

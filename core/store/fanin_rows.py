@@ -38,6 +38,8 @@ _WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 # :func:`core.views.common.pair_runs`; ``_PAIRED``); the plain-condition filter comes after.
 # Gold ids are distinct (the passages' key): |set(pack) ∩ gold| counts the gold ids in the
 # pack; the pack's size counts each id at its first position only (NULL included, as a set).
+# A retrieved / oracle call whose shown passages are not stored (NULL input_passage_ids: an
+# imported release's retrieved calls) has no pack: ER / EP missing, never 0 (issue 36.1).
 _SQL = """
 WITH sel AS (
     SELECT run_id, dataset_id, list_position($runs, run_id) - 1 AS run_no FROM runs
@@ -68,7 +70,7 @@ pred AS {materialized} (
 paired AS ({paired}),
 packed AS (
     SELECT *,
-           CASE WHEN condition IN ('retrieved', 'oracle') THEN coalesce(input_passage_ids, [])
+           CASE WHEN condition IN ('retrieved', 'oracle') THEN input_passage_ids
                 WHEN condition = 'full_context' THEN coalesce(cited_ids, [])
            END AS pack
     FROM paired
