@@ -318,10 +318,10 @@ def parse_differences(
 
     Returns:
         ``(parse, differs)``: this tool's parse as plain JSON (``answer``, ``evidence_ids``,
-        ``explanation``, ``parse_error``, and ``unshown_ids`` / ``over_cap_ids`` when the
-        parser gives them) and the names of :data:`PARSE_FIELDS` that differ (answers and
-        explanations compared after stripping surrounding blanks; evidence ids in order;
-        parse errors by whether there is one).
+        ``explanation``, ``parse_error``, and ``unshown_ids`` / ``over_cap_ids`` /
+        ``salvaged`` when the parser gives them) and the names of :data:`PARSE_FIELDS` that
+        differ (answers and explanations compared after stripping surrounding blanks;
+        evidence ids in order; parse errors by whether there is one).
     """
     got = parse_reply(raw_response, known_ids=known_ids)
     mine: dict[str, Any] = {
@@ -330,7 +330,7 @@ def parse_differences(
         "explanation": got.explanation,
         "parse_error": got.parse_error,
     }
-    for extra in ("unshown_ids", "over_cap_ids"):
+    for extra in ("unshown_ids", "over_cap_ids", "salvaged"):
         value = getattr(got, extra, None)
         if value:
             mine[extra] = list(value)
@@ -374,7 +374,7 @@ def release_parse(meta: Any) -> dict[str, Any] | None:
 
     rows = [{"field": f.replace("_", " "), "release": text(theirs.get(f)),
              "this tool": text(mine.get(f))} for f in PARSE_FIELDS]  # fmt: skip
-    for extra in ("unshown_ids", "over_cap_ids"):
+    for extra in ("unshown_ids", "over_cap_ids", "salvaged"):
         if mine.get(extra):
             rows.append({"field": extra.replace("_", " "), "release": "-",
                          "this tool": text(mine[extra])})  # fmt: skip

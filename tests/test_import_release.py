@@ -117,6 +117,19 @@ def test_toy_run_stores_reply_explanation_and_both_parses(tmp_path):
     assert "raw replies: 4 of 4" in run["notes"]
 
 
+def test_the_no_evidence_reply_citing_an_unshown_id_matches_the_release(tmp_path):
+    """Nothing was shown, so the protocol's parse keeps no id: as the release's parse."""
+    files = _toy_run(tmp_path / "in", "toy")
+    store = Store(tmp_path / "s.duckdb")
+    import_results(store, group_release_files(files)[0])
+    (pred,) = store.instance_predictions(["toy"], "s1").query(
+        "condition == 'no_evidence'").to_dict("records")
+    parse = json.loads(pred["meta"])["release"]
+    assert parse["parse"]["evidence_ids"] == []
+    assert parse["tool_parse"]["evidence_ids"] == []
+    assert "evidence_ids" not in parse["parse_differs"]
+
+
 def test_cli_imports_a_results_folder(tmp_path, capsys):
     _toy_run(tmp_path / "myrun" / "results", prefix="")
     db = tmp_path / "s.duckdb"
