@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from core.store import Store, default_db_path
+from core.store.datasets import WITH_RUNS
 
-__all__ = ["Groups", "MODULES", "add_db", "open_store", "print_json", "split_csv"]
+__all__ = [
+    "Groups", "MODULES", "add_db", "add_with_runs", "open_store", "print_json", "split_csv",
+]  # fmt: skip
 
 #: Command modules, registered in this order (``core.commands.<name>``).
 MODULES = (
     "reports", "engine", "interventions", "dolce", "coverage", "crux_judge", "export", "serve",
-    "setup", "batch", "annotate", "store_admin",
+    "setup", "batch", "annotate", "store_admin", "paper",
 )
 
 
@@ -54,6 +57,16 @@ def add_db(p: argparse.ArgumentParser) -> None:
         default=None,
         help="DuckDB store file (default: $EVIDENCE_DB, else data/evidence.duckdb)",
     )
+
+
+def add_with_runs(p: argparse.ArgumentParser) -> None:
+    """Add ``--with-runs``: what ``--replace`` does to a replaced dataset's runs (issue 35)."""
+    p.add_argument(
+        "--with-runs", choices=WITH_RUNS, default=None,
+        help="with --replace, when the dataset has runs: drop (delete them with it) or "
+        "keep-orphans (keep them; `score` lists them as run on a changed dataset); "
+        "without it such a replace is refused",
+    )  # fmt: skip
 
 
 def open_store(args: argparse.Namespace) -> Store:

@@ -52,7 +52,19 @@ PACKAGES: tuple[tuple[str, str, Callable[[], str | None]], ...] = (
     ("chromium", "figure export and browser tests", chromium_path),
     ("fonts-liberation", "the export font, Liberation Serif", _font_path),
     ("poppler-utils", "the export tests (pdfinfo, pdffonts)", lambda: shutil.which("pdfinfo")),
+    ("texlive-latex-base", "pdflatex, to compile exported LaTeX in the tests",
+     lambda: shutil.which("pdflatex")),
+    ("texlive-latex-recommended", "booktabs, for the exported LaTeX tables",
+     lambda: _kpse("booktabs.sty")),
 )
+
+
+def _kpse(name: str) -> str | None:
+    """Where TeX finds ``name`` (``kpsewhich``), or None."""
+    if shutil.which("kpsewhich") is None:
+        return None
+    found = subprocess.run(["kpsewhich", name], capture_output=True, text=True).stdout.strip()
+    return found or None
 
 
 def _apt(*args: str) -> int:
@@ -94,6 +106,6 @@ def register(groups: Groups) -> None:
     p = groups.top.add_parser(
         "setup",
         help="install missing system packages (Debian chromium, fonts-liberation, "
-        "poppler-utils for export and its tests)",
+        "poppler-utils, texlive-latex-base and -recommended for export and its tests)",
     )
     p.set_defaults(handler=_cmd_setup)
