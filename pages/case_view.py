@@ -8,12 +8,13 @@ from pages import failure_trail
 from pages.case_card_panel import show_card_downloads
 from pages.common import HELP, cached_call, init_page_state, sidebar
 from pages.rerun_panel import show_rerun
+from pages.selection_state import set_value
 from pages.transcript import prediction_label, show_comparison, show_passages, show_transcript
 from pages.url_state import set_param
 
 qp = st.query_params
 if qp.get("dataset") and st.session_state.get("case.last_ds") != qp["dataset"]:
-    st.session_state["global.dataset"] = qp["dataset"]  # the sidebar follows a drill-down
+    set_value("global.dataset", qp["dataset"])  # the sidebar follows a drill-down
     st.session_state["case.last_ds"] = qp["dataset"]
 selection = sidebar("case", filters=False)
 dataset = qp.get("dataset") or selection.dataset
@@ -67,7 +68,7 @@ if trail is None:
 else:
     failure_trail.step_buttons(pick[1], pick[2], trail)
     st.caption(f"Instance {trail['position']:,} of {trail['total']:,} (failure browser filter)")
-    st.page_link("pages/failures.py", label="Back to the failure browser", icon=":material/list:")
+    failure_trail.back_link()
 failure_trail.step_keys()
 st.session_state["case.last_qp"] = iid  # the URL holds the picked instance (pages.url_state)
 set_param("instance", iid)

@@ -56,7 +56,8 @@ from core.store import CONDITION_KINDS, Store, StoreError, default_db_path
 from core.views.case import md_escape
 from core.views.common import begin_page_run
 from core.views.oncu import plain_predictions
-from pages import url_state
+from pages import selection_state, url_state
+from pages.selection_state import keep
 
 __all__ = [
     "CASE_PAGE",
@@ -484,22 +485,26 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
     _leave_directory_mode()
     _new_page_run()
     init_page_state(page)
+    selection_state.restore(page)  # the values of the last page's sidebar (issue 36 item 2)
     ss = st.session_state
     sb = st.sidebar
-    sb.text_input("Store (DuckDB file)", key="global.db", help="Path of the DuckDB store. A "
-                  "path that does not exist is not created unless you ask for it.")  # fmt: skip
+    url = url_state.applying()  # the URL's view is applied before each widget is drawn
+    if url and st.query_params.get("db"):
+        ss["global.db"] = st.query_params["db"]
+    keep(sb.text_input("Store (DuckDB file)", key="global.db", help="Path of the DuckDB "
+                       "store. A path that does not exist is not created unless you ask for "
+                       "it."), "global.db")  # fmt: skip
     _require_store(sb)
     datasets = cached_call("datasets")
     options = [None, *datasets]
-    url = url_state.applying()  # the URL's view is applied before each widget is drawn
     if url:
         url_state.adopt("dataset", "global.dataset", options)
     if "global.dataset" not in ss or ss["global.dataset"] not in options:
         ss["global.dataset"] = datasets[0] if datasets else None
-    dataset = sb.selectbox(
+    dataset = keep(sb.selectbox(
         "Dataset", options, key="global.dataset",
         format_func=lambda d: "(all datasets)" if d is None else d,
-    )  # fmt: skip
+    ), "global.dataset")  # fmt: skip
     chosen: tuple[str, ...] = ()
     shown: list[str] = []
     if runs:
@@ -521,11 +526,12 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
                  + ("This page shows " + what + " only; the others have their own pages."
                     if kinds is not None else ""),
         ))  # fmt: skip
+        selection_state.keep_runs(chosen, ids)
         shown = list(chosen or ids)
     if url:
         url_state.adopt("score", "global.score_field", SCORE_FIELD.choices)
-    sb.selectbox("Score field", SCORE_FIELD.choices, key="global.score_field",
-                 help=HELP["f1_relaxed"])  # fmt: skip
+    keep(sb.selectbox("Score field", SCORE_FIELD.choices, key="global.score_field",
+                      help=HELP["f1_relaxed"]), "global.score_field")  # fmt: skip
     chosen_filters: dict[str, tuple[str, ...]] = {}
     if filters:
         values = cached_call("cells", dataset=dataset)
@@ -534,23 +540,30 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         with sb.expander("Filters (metadata cells)"):
             for col, vals in values.items():
                 if len(vals) > 1:
-                    picked = st.multiselect(col.replace("_", " "), vals, key=f"global.f.{col}")
+                    picked = keep(st.multiselect(col.replace("_", " "), vals,
+                                                 key=f"global.f.{col}"), f"global.f.{col}")
                     if picked:
                         chosen_filters[col] = tuple(picked)
     options: dict[str, Any] = {}
     if page in ("conditions", "case"):
         options = _group_key_setting(sb, url)
+    if url:
+        selection_state.adopt_export()
     with sb.expander("Export settings"):
-        st.number_input("width (px)", 100, 5000, step=50, key="global.width")
-        st.number_input("height (px)", 100, 5000, step=50, key="global.height")
-        st.number_input("font size", 4, 72, key="global.font_size")
-        st.selectbox("template", TEMPLATES, key="global.template")
-        st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale")
-        st.selectbox("Venue preset", [None, *PRESETS], key="global.preset",
-                     format_func=lambda p: "none (pixel sizes)" if p is None else p,
-                     help="A venue's width in inches and font in points; replaces width, "
-                     "height and font size (height from the figure's aspect).")  # fmt: skip
-    _url_write_back(page, datasets, chosen, chosen_filters, sb)
+        for label, k, lo, hi, step in (("width (px)", "width", 100, 5000, 50),
+                                        ("height (px)", "height", 100, 5000, 50),
+                                        ("font size", "font_size", 4, 72, 1)):  # fmt: skip
+            keep(st.number_input(label, lo, hi, step=step, key=f"global.{k}"), f"global.{k}")
+        keep(st.selectbox("template", TEMPLATES, key="global.template"), "global.template")
+        keep(st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale"),
+             "global.scale")
+        keep(st.selectbox("Venue preset", [None, *PRESETS], key="global.preset",
+                          format_func=lambda p: "none (pixel sizes)" if p is None else p,
+                          help="A venue's width in inches and font in points; replaces width, "
+                          "height and font size (height from the figure's aspect)."),
+             "global.preset")  # fmt: skip
+    selection_state.write_url(page, datasets, chosen, chosen_filters, sb,
+                              default_db=configured_store_path())  # fmt: skip
     if shown:
         error_banner(shown)
     return Selection(
@@ -623,37 +636,6 @@ def error_banner(runs: Sequence[str]) -> None:
     (st.error if every else st.warning)(text, icon="⚠️")
 
 
-def _url_write_back(
-    page: str,
-    datasets: Sequence[str],
-    runs: Sequence[str],
-    filters: Mapping[str, Sequence[Any]],
-    sb: Any,
-) -> None:
-    """Write the sidebar's selection to the URL (non-default values only) and show its link."""
-    ss = st.session_state
-    wanted: dict[str, str] = {}
-    dataset = ss.get("global.dataset")
-    if dataset != (datasets[0] if datasets else None):
-        wanted["dataset"] = url_state.ALL_DATASETS if dataset is None else str(dataset)
-    if runs:
-        wanted["runs"] = ",".join(runs)
-    if ss.get("global.score_field") != _GLOBAL_DEFAULTS["global.score_field"]:
-        wanted["score"] = str(ss["global.score_field"])
-    group = ss.get("global.group_key")
-    if page in ("conditions", "case") and group and list(group) != list(GROUP_KEY.default):
-        wanted["group"] = ",".join(group)
-    for col, vals in filters.items():
-        wanted[f"f.{col}"] = ",".join(str(v) for v in vals)
-    # the Case view's instance belongs to the URL's dataset: dropped when the dataset changed
-    linked = st.query_params.get("dataset", datasets[0] if datasets else None)
-    linked = None if linked == url_state.ALL_DATASETS else linked
-    keep = page == "case" and linked == dataset
-    owned = ["dataset", "runs", "score", "group"] + ([] if keep else ["instance"])
-    url_state.write_back(wanted, owned)
-    url_state.copy_link(sb, page)
-
-
 def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:
     """The ONCU group key control; ``{"group_key": (...)}`` when it differs from the default.
 
@@ -666,8 +648,8 @@ def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:
     if url:
         url_state.adopt("group", "global.group_key", choices, multi=True)
     with sb.expander("ONCU groups"):
-        key = st.multiselect("Group key", choices, key="global.group_key",
-                             help=HELP["group_key"])  # fmt: skip
+        key = keep(st.multiselect("Group key", choices, key="global.group_key",
+                                  help=HELP["group_key"]), "global.group_key")  # fmt: skip
     key = tuple(k for k in choices if k in key)
     return {} if key == tuple(GROUP_KEY.default) else {"group_key": key}
 
@@ -944,6 +926,7 @@ def oncu_group_guard(selection: Selection, summary: pd.DataFrame | None = None) 
                          "exact": "exact length", "bucket": "length bucket"}.get,
             help=LENGTH_RULE,
         )  # fmt: skip
+    keep(rule, "global.length_cell")
     base = selection.options.get("group_key") or ss.get("global.group_key") or DEFAULT_GROUP_KEY
     key = tuple(rules[rule] if k == "context_length" else k for k in base)
     if key != tuple(DEFAULT_GROUP_KEY):

@@ -7,7 +7,12 @@ Parameters (only values other than the defaults are written, so links stay short
 * ``score`` — the score field;
 * ``group`` — the ONCU group key, comma-separated (Conditions & ONCU, Case view);
 * ``f.<column>`` — a metadata filter, values comma-separated (e.g. ``f.reasoning_type=bridge``);
-* ``instance`` — the Case view's instance (written by the Case view itself);
+* ``db`` — the store path, when it is not the one the dashboard was started on;
+* ``preset``, ``template``, ``width``, ``height``, ``font``, ``scale`` — the export settings
+  (:mod:`pages.selection_state`, which also keeps every sidebar value across page changes);
+* ``instance`` — the Case view's instance (written by the Case view itself); ``from=failures``,
+  ``list`` (the failure browser's list, packed) and ``condition`` — a case opened from the
+  failure browser (:mod:`pages.failure_trail`);
 * ``tab`` — the open tab of Conditions & ONCU (``audit``, ``contrasts``, ``failures``,
   ``calibration``; the matrix, the default, is left out; written by that page);
 * the failure browser's own list (written by that page): ``cond``, ``label``, ``outcome``
@@ -33,7 +38,7 @@ import streamlit as st
 from core.views.case import md_escape
 
 __all__ = ["adopt", "adopt_filters", "adopt_named", "applying", "copy_link", "set_param",
-           "write_back"]
+           "warn", "write_back"]
 
 #: URL path of each page (``sidebar(page)`` name -> the ``st.navigation`` path).
 PAGE_PATHS = {
@@ -66,7 +71,8 @@ def applying() -> bool:
     return st.session_state.get(_LAST) != _current()
 
 
-def _warn(param: str, bad: Sequence[str]) -> None:
+def warn(param: str, bad: Sequence[str]) -> None:
+    """One warning naming the URL parameter and its unknown value(s), ignored."""
     shown = ", ".join(bad)
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
     st.warning(f"URL parameter {md_escape(param)}: unknown value {md_escape(shown)} ignored.")
@@ -89,7 +95,7 @@ def adopt(param: str, key: str, allowed: Sequence[Any], *, multi: bool = False) 
     parts = [p for p in raw.split(",") if p]
     bad = [p for p in parts if p not in by_text]
     if bad:
-        _warn(param, bad)
+        warn(param, bad)
     st.session_state[key] = [by_text[p] for p in dict.fromkeys(parts) if p in by_text]
 
 
@@ -102,7 +108,7 @@ def adopt_named(param: str, key: str, names: Mapping[str, Any]) -> None:
     if raw in names:
         st.session_state[key] = names[raw]
     else:
-        _warn(param, [raw])
+        warn(param, [raw])
 
 
 def adopt_filters(values: Mapping[str, Sequence[Any]]) -> None:
@@ -115,7 +121,7 @@ def adopt_filters(values: Mapping[str, Sequence[Any]]) -> None:
         if col in values and len(values[col]) > 1:
             adopt(param, f"global.f.{col}", list(values[col]), multi=True)
         else:
-            _warn(param, [col + " (no such filter)"])
+            warn(param, [col + " (no such filter)"])
 
 
 def write_back(wanted: Mapping[str, str], owned: Sequence[str]) -> None:
