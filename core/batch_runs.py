@@ -44,7 +44,7 @@ from core.batchfile import (
 )
 from core.conditions import check_conditions, plan_conditions, planned_keys, retrieval_config
 from core.engine import _Context, _row, _write
-from core.interventions import check_plan_options, plan_interventions
+from core.interventions import check_plan_options, plan_interventions, plan_settings
 from core.probes import PROBE_CONDITION, parse_strategy, plan_probes
 from core.retrieval import reranker
 from core.runs import _base_citations, open_run
@@ -291,7 +291,7 @@ def _plan_interventions(
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
     top_k, retriever = s.get("top_k", 5), s.get("retriever", "lexical")
     chunk_size, overlap = s.get("chunk_size", 220), s.get("overlap", 40)
-    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
+    retrieval = plan_settings(retrieval_config(retriever, top_k, chunk_size, overlap))
     open_run(
         store,
         backend,

@@ -373,7 +373,9 @@ _table(
     "divergence d_Jaccard(E, E') = 1 - |E ∩ E'| / |E ∪ E'| of the cited ids, with 95% "
     "percentile bootstrap intervals (5,000 resamples, seed 42), and the answers (relaxed "
     "y != y') and correctness labels changed, count and % of n. n = answered pairs; missing = "
-    "pairs whose call failed (not wrong). Original = the retrieved base trace (BM25 top-5).",
+    "pairs whose call failed (not wrong); not_applicable = targeted instances the "
+    "intervention could not apply to (replace: no non-support passage besides the target). "
+    "Original = the retrieved base trace (BM25 top-5).",
     reference="SPEC §7, §6.6; CUE-R Table 2, §3.4 eq. 9, §4.6, App. A-C",
     view=cuer_result,
     plot=cuer_fig.utility_profile_table,
@@ -467,9 +469,10 @@ _table(
 _figure(
     "cuer_hardness",
     title="Replacement-hardness sweep",
-    description="Each metric per replacement hardness: easy (seeded random non-support unit), "
-    "medium (highest BM25 vs the question), hard (highest BM25 vs the target text); dashed: "
-    "the original.",
+    description="Each metric per replacement hardness, the replacement a whole non-support "
+    "passage of the instance (shown or not; the target left out): easy (seeded random), "
+    "medium (highest BM25 vs the question), hard (highest BM25 vs the target passage); "
+    "dashed: the original.",
     reference="SPEC §7; CUE-R §5.6, §6.7, Figure 6",
     view=cuer_result,
     plot=cuer_fig.hardness_figure,
@@ -477,7 +480,8 @@ _figure(
 _table(
     "cuer_hardness",
     title="Replacement-hardness sweep table",
-    description="The original and each replacement hardness: n, missing, the mean metrics, "
+    description="The original and each replacement hardness: n, missing, not_applicable "
+    "(instances without a non-support passage besides the target), the mean metrics, "
     "evidence divergence d_Jaccard(E, E') of the cited ids, and the answers (relaxed "
     "y != y') and correctness labels changed, count and % of n.",
     reference="SPEC §7; CUE-R §5.6, §6.7, Table 8",

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.cuer_coverage import with_not_applicable
 from core.interventions import EPS, SYNERGY_METRIC, TAU, parse_variant
 from core.jsonable import json_plain
 from core.params import Param
@@ -587,7 +588,9 @@ def utility_profile(
         (the original's trace and evidence divergence are 0), ``answer_changed``,
         ``correctness_changed`` and ``missing``; ``aggregate``: one row per (run, operator,
         variant) with ``correctness_axis``, ``n`` (the answered pairs behind the means),
-        ``missing`` (pairs whose base or intervention call failed, left out), per metric the
+        ``missing`` (pairs whose base or intervention call failed, left out),
+        ``not_applicable`` (targeted instances it could not apply to: a replace without a
+        non-support passage, :mod:`core.cuer_coverage`), per metric the
         mean, ``<metric>_ci_low`` and ``<metric>_ci_high``, and ``answers_changed`` /
         ``pct_answer_changed`` (answers that differ relaxed-normalized, count and percent of
         ``n``) and ``correctness_changed`` / ``pct_correctness_changed`` (correctness label
@@ -636,9 +639,8 @@ def utility_profile(
             row[count] = sum(known)
             row[pct] = 100.0 * sum(known) / len(known) if known else math.nan
         rows.append(row)
-    agg = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
-    agg = _in_operator_order(agg)
-    return CuerResult(per_instance=per, aggregate=agg)
+    agg = with_not_applicable(pd.DataFrame(rows, columns=list(PROFILE_COLUMNS)), single)
+    return CuerResult(per_instance=per, aggregate=_in_operator_order(agg))
 
 
 def _canonical(grp: pd.DataFrame) -> pd.DataFrame:
@@ -673,7 +675,7 @@ def paired_deltas(
     Returns:
         ``per_instance``: the pairs' deltas in long form (``run, instance_id, operator,
         variant, metric, original, perturbed, delta``); ``aggregate``: ``run, operator,
-        variant, metric, n, missing, delta, ci_low, ci_high, p, effect``.
+        variant, metric, n, missing, not_applicable, delta, ci_low, ci_high, p, effect``.
     """
     single = pairs[pairs["operator"] != "two_support"]
     long_rows = []
@@ -710,6 +712,7 @@ def paired_deltas(
         columns=["run", "operator", "variant", "metric", "n", "missing", "delta", "ci_low",
                  "ci_high", "p", "effect"],
     )  # fmt: skip
+    agg = with_not_applicable(agg, single)
     agg = _in_operator_order(agg, [METRICS.index(m) for m in agg["metric"]])
     per = (
         pd.concat(long_rows, ignore_index=True)
@@ -936,7 +939,8 @@ def intervention_report(
         ``roles_by_operator`` the same per comparison, ``role_combinations`` ``{flags: n}``,
         ``role_precedence`` (of the primary label), ``roles_missing`` (= ``roles["missing"]``);
         ``synergy``: :func:`synergy`'s aggregate. ``n`` counts the answered pairs, ``missing``
-        the pairs left out because the base or the intervention call failed.
+        the pairs left out because the base or the intervention call failed,
+        ``not_applicable`` the targeted instances the intervention could not apply to.
 
     Raises:
         ValueError: no such run, a run without a base trace, or an unknown correctness axis.
@@ -966,15 +970,16 @@ def intervention_report(
         if len(syn)
         else {"n": 0, "missing": 0, "metric": synergy_metric}
     )
-    op_keys = ("operator", "variant", "n", "missing", *PROFILE_METRICS, "answers_changed",
+    op_keys = ("operator", "variant", "n", "missing", "not_applicable", *PROFILE_METRICS,
+               "answers_changed",
                "pct_answer_changed", "correctness_changed", "pct_correctness_changed")  # fmt: skip
     return json_plain(
         {
             "correctness_axis": correctness,
             "operators": [{k: r[k] for k in op_keys} for r in prof.to_dict("records")],
             "paired": [
-                {k: r[k] for k in ("operator", "variant", "metric", "n", "missing", "delta",
-                                    "ci_low", "ci_high", "p")}
+                {k: r[k] for k in ("operator", "variant", "metric", "n", "missing",
+                                    "not_applicable", "delta", "ci_low", "ci_high", "p")}
                 for r in deltas.to_dict("records")
             ],  # fmt: skip
             "roles": totals,

@@ -13,14 +13,13 @@ An operator changes only the target's segments and leaves every other segment wh
 
 - ``remove``: drop every segment of the target (and of every id given, for the two-support
   ablation); "delete the target item from the context entirely" (seed 004 §4.3);
-- ``replace``: put a replacement unit in place of the target's first segment and drop its other
-  segments. Candidates are the instance's units of the kind shown (chunks of the same
-  chunking for a retrieved context, passages for a passage context) that overlap no gold
-  passage and are not shown; those that also overlap no shown passage are preferred (see
-  :func:`replacement_candidates`). Hardness (seed 004 §5.6): ``easy`` a seeded random
+- ``replace``: put a replacement passage in place of the target's first segment and drop its
+  other segments. Candidates are the instance's non-support passages other than the target,
+  whole (the paper's paragraphs; an instance with a single passage uses its unshown chunks),
+  see :func:`replacement_candidates`. Hardness (seed 004 §5.6): ``easy`` a seeded random
   candidate, ``medium`` the candidate with the highest BM25 score against the question,
-  ``hard`` the candidate with the highest BM25 score against the target's shown text (BM25
-  Okapi k1=1.5, b=0.75 over all units of the instance, ties to the earlier unit);
+  ``hard`` the candidate with the highest BM25 score against the target's passage (BM25
+  Okapi k1=1.5, b=0.75 over all passages of the instance, ties to the earlier passage);
 - ``duplicate``: insert a copy of the target's segments at the ``front``, right ``after`` the
   target's last segment, or at the ``end`` (default) (seed 004 App. C);
 - ``move`` (the Case view's rerun): take the target's segments out and insert them, as one
@@ -77,6 +76,7 @@ __all__ = [
     "OPERATORS",
     "OPERATORS_PARAM",
     "OPERATOR_PARAMS",
+    "PLANNER_VERSION",
     "PLAN_OPERATORS",
     "REPLACE_HARDNESS",
     "REPLACE_HARDNESS_PARAM",
@@ -95,6 +95,7 @@ __all__ = [
     "format_variant",
     "parse_variant",
     "perturb",
+    "plan_settings",
     "plan_interventions",
     "plan_rerun",
     "replacement_candidates",
@@ -176,6 +177,23 @@ RUN_PARAMS = (
     OPERATORS_PARAM, REPLACE_HARDNESS_PARAM, DUPLICATE_POSITIONS_PARAM, TWO_SUPPORT,
     ZERO_RETRIEVAL, REPLACE_SEED,
 )  # fmt: skip
+#: Version of the CUE-R plan. 2 (issue 34): replacements are whole non-support passages
+#: (seed 004 §5.6), no longer chunks that touch no gold passage. An interventions run records
+#: it with its retrieval settings (:func:`plan_settings`), so a run planned by another
+#: version is refused on resume instead of mixing old and new replacement prompts under the
+#: same variant ids; each replace call's meta carries it too (``planner``; absent: 1).
+PLANNER_VERSION = 2
+
+
+def plan_settings(retrieval: Mapping[str, Any]) -> dict[str, Any]:
+    """An interventions run's recorded settings: retrieval configuration and plan version.
+
+    The plan's version (:data:`PLANNER_VERSION`, key ``cuer_planner``) is checked with the
+    retrieval settings when the run is resumed.
+    """
+    return {**retrieval, "cuer_planner": PLANNER_VERSION}
+
+
 #: Role threshold: a change is negligible when |delta| <= eps (and D <= eps).
 EPS = Param(
     "eps", float, 0.05, "negligible change. Redundant: every |Δ| <= eps and D <= eps. "
@@ -200,7 +218,6 @@ REPORT_PARAMS = (EPS, TAU)
 _BM25_K1 = 1.5
 _BM25_B = 0.75
 _SEGMENT_RE = re.compile(r"\[passage_id:\s*(p\d+)\]")
-_CHUNK_ID_RE = re.compile(r"c\d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,11 +346,12 @@ def select_target(
 
 
 class _Pool:
-    """An instance's replaceable units of the kind shown, with one BM25 index over them.
+    """An instance's replacement units, with one BM25 index over them (seed 004 §5.6).
 
-    Units are ``(id, passage ids, text)``: chunks of the instance (same chunking) when the
-    shown evidence holds chunks, else passages. Built once per instance and reused for every
-    hardness level (tokenizing and indexing dominate planning time).
+    Units are ``(id, passage ids, text)``: the instance's passages, whole (the paper's
+    candidate paragraphs), or, for an instance with a single passage, its chunks (same
+    chunking as the base retrieval). Built once per instance and reused for every hardness
+    level (tokenizing and indexing dominate planning time).
     """
 
     def __init__(
@@ -344,7 +362,11 @@ class _Pool:
         overlap: int,
         chunks: Sequence[Chunk] | None = None,
     ):
-        if _has_chunks(shown):
+        self.instance = instance
+        self.items = evidence_items(shown)
+        self.shown_ids = set(shown_passage_ids(self.items))
+        self.by_chunk = len(instance.passages) == 1
+        if self.by_chunk:
             if chunks is None:
                 chunks = chunk_instance(instance, chunk_size, overlap)
             self.units = [(c.chunk_id, tuple(c.passage_ids), c.text) for c in chunks]
@@ -352,12 +374,14 @@ class _Pool:
             self.units = [
                 (p.passage_id, (p.passage_id,), render_passage(p)) for p in instance.passages
             ]
-        self.instance = instance
-        self.shown_ids = set(shown_passage_ids(shown))
-        self.items = evidence_items(shown)
-        # Units shown as such: chunk ids for a chunked context, passage ids otherwise.
-        self.shown_units = {it.source for it in self.items} | self.shown_ids
+        # Chunks shown as such (a single passage's windows: shown is not eligible).
+        self.shown_units = {it.source for it in self.items}
         self._bm25: Any = None
+
+    @property
+    def pool(self) -> str:
+        """``passages`` or ``chunks`` (a single-passage instance)."""
+        return "chunks" if self.by_chunk else "passages"
 
     def scores(self, query: str) -> list[float]:
         """BM25 Okapi (k1=1.5, b=0.75) of every unit against ``query``."""
@@ -369,6 +393,22 @@ class _Pool:
             return [0.0] * len(self.units)
         return [float(x) for x in self._bm25.get_scores(q)]
 
+    def eligible(self, target_id: str) -> list[int]:
+        """Indexes of the units that may replace ``target_id`` (the band), in unit order."""
+        if self.by_chunk:
+            # One passage: its gold label cannot tell its windows apart; any unshown one.
+            return [i for i, u in enumerate(self.units) if u[0] not in self.shown_units]
+        gold = set(self.instance.gold_ids)
+        return [i for i, u in enumerate(self.units) if u[0] not in gold and u[0] != target_id]
+
+    def target_text(self, target_id: str) -> str:
+        """The target evidence's text: its whole passage (chunks: its shown segments)."""
+        if not self.by_chunk:
+            for p in self.instance.passages:
+                if p.passage_id == target_id:
+                    return render_passage(p)
+        return "\n".join(it.text for it in self.items if target_id in it.passage_ids)
+
     def candidates(
         self, target_id: str, hardness: str, seed: int
     ) -> list[tuple[str, tuple[str, ...], str]]:
@@ -378,30 +418,16 @@ class _Pool:
                 f"unknown replace hardness {hardness!r}; choose from: "
                 f"{', '.join(REPLACE_HARDNESS)}"
             )
-        gold = set(self.instance.gold_ids)
-        novel, overlapping = [], []
-        for i, (uid, pids, _) in enumerate(self.units):
-            ids = set(pids)
-            if ids & gold or target_id in ids or uid in self.shown_units:
-                continue
-            (overlapping if ids & self.shown_ids else novel).append(i)
+        band = self.eligible(target_id)
         if hardness == "easy":
             rng = random.Random(f"{seed}|{self.instance.instance_id}|{target_id}")
-            rng.shuffle(novel)
-            rng.shuffle(overlapping)
-            return [self.units[i] for i in novel + overlapping]
-        if not novel and not overlapping:
+            rng.shuffle(band)
+            return [self.units[i] for i in band]
+        if not band:
             return []
-        if hardness == "medium":
-            query = self.instance.question
-        else:
-            query = "\n".join(it.text for it in self.items if target_id in it.passage_ids)
+        query = self.instance.question if hardness == "medium" else self.target_text(target_id)
         scores = self.scores(query)
-        return [
-            self.units[i]
-            for tier in (novel, overlapping)
-            for i in sorted(tier, key=lambda i: (-scores[i], i))
-        ]
+        return [self.units[i] for i in sorted(band, key=lambda i: (-scores[i], i))]
 
 
 def replacement_candidates(
@@ -416,15 +442,18 @@ def replacement_candidates(
 ) -> list[tuple[str, tuple[str, ...], str]]:
     """Replacement units for ``target_id`` in preference order (the first one is used).
 
-    Units are chunks of the instance (same chunking) when ``shown`` holds chunks, else
-    passages. Eligible: overlapping no gold passage and not the target, and not shown as a
-    unit. Novel units (overlapping no shown passage) come first; units that share a passage
-    with the shown context follow (with windowed chunks over short contexts, such as
-    HotpotQA's ten paragraphs, every unshown chunk may touch a shown passage). Within each
-    tier: ``easy`` a seeded random order (``random.Random(f"{seed}|{instance_id}|
-    {target_id}")``), ``medium`` BM25 against the question, best first, ``hard`` BM25 against
-    the target's shown text (ties keep the earlier unit). The BM25 index covers every unit of
-    the instance.
+    Seed 004 §4.3 / §5.6: the target is replaced by "a topically related but non-supporting
+    passage", drawn from the instance's candidate paragraphs. Units are the instance's
+    passages, whole; the band of eligible ones is every non-support passage (not gold) other
+    than the target, shown or not, so ``replace`` applies to every instance with a
+    non-support passage besides the target. An instance with a single passage (no other
+    passage to draw from) uses its chunks of the base chunking instead: every chunk not shown.
+    Order: ``easy`` a random non-support unit (a seeded order,
+    ``random.Random(f"{seed}|{instance_id}|{target_id}")``), ``medium`` the highest BM25
+    score against the question first, ``hard`` the highest BM25 score against the target's
+    text (its whole passage) first; ties keep the earlier unit. BM25 Okapi (k1=1.5, b=0.75)
+    indexes every unit of the instance (gold ones too), tokens of
+    :func:`core.retrieval.lexical_tokens`.
 
     Returns:
         ``(unit id, passage ids, text)`` tuples; empty when nothing is eligible.
@@ -544,8 +573,8 @@ def _replace(
     """``items`` with the first candidate in place of the target's first segment."""
     if not candidates:
         raise ValueError(
-            f"no replacement for {target_id!r} in instance {instance.instance_id!r}: every "
-            "unit is shown or overlaps a gold passage"
+            f"no replacement for {target_id!r} in instance {instance.instance_id!r}: it has no "
+            "non-support passage besides the target (single passage: no unshown chunk)"
         )
     unit_id, unit_ids, unit_text = candidates[0]
     hit = [i for i, it in enumerate(items) if target_id in it.passage_ids]
@@ -555,17 +584,6 @@ def _replace(
     ]
     return [*items[: hit[0]], *new, *(it for i, it in enumerate(items[hit[0] :], hit[0])
                                        if i not in hit)]
-
-
-def _has_chunks(shown: Sequence[Any]) -> bool:
-    """True when the evidence holds chunks (or items split from chunks, source ``c0001``)."""
-    for x in shown:
-        if isinstance(x, EvidenceItem):
-            if _CHUNK_ID_RE.fullmatch(x.source.rsplit(":", 1)[-1]):
-                return True
-        elif not isinstance(x, Passage) and _chunk_of(x) is not None:
-            return True
-    return False
 
 
 # ------------------------------------------------------------------------------ variants
@@ -745,6 +763,7 @@ def plan_interventions(
                     **tmeta, "operator": "replace", "hardness": level, "seed": seed,
                     "replacement": cands[0][0], "replacement_passages": list(cands[0][1]),
                     "replacement_novel": not set(cands[0][1]) & pool.shown_ids,
+                    "pool": pool.pool, "candidates": len(cands), "planner": PLANNER_VERSION,
                 }  # fmt: skip
                 calls.append(_call(instance, new, format_variant("replace", tid, level), meta))
         if "remove" in ops:

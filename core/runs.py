@@ -43,7 +43,7 @@ from core.conditions import check_conditions, plan_conditions, planned_keys, ret
 from core.crux import JUDGE_TEMPLATE_VERSION, judge_messages, parse_rating
 from core.datasets.controlled import build_controlled
 from core.engine import Progress, RunSummary, cache_key, execute, options_hash, plan_and_execute
-from core.interventions import check_plan_options, plan_interventions
+from core.interventions import check_plan_options, plan_interventions, plan_settings
 from core.names import check_name
 from core.parsing import DEFAULT_MAX_CITED, MAX_CITED
 from core.probes import (
@@ -422,7 +422,9 @@ def run_interventions(
     ops, levels, places = check_plan_options(operators, hardness, positions)
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
-    retrieval = retrieval_config(retriever, top_k, chunk_size, overlap)
+    # the plan's version travels with the retrieval settings: resuming a run planned by
+    # another version is refused (no mix of old and new replacements under one variant id)
+    retrieval = plan_settings(retrieval_config(retriever, top_k, chunk_size, overlap))
     with store.run_lock(name):  # both phases: no other process may start the run between
         open_run(
             store, backend, name, dataset, options=options, retrieval=retrieval,

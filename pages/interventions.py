@@ -25,12 +25,14 @@ st.caption(
     "Which retrieved evidence item did the model depend on? Each instance's base trace is its "
     "retrieved prediction (BM25 top-5); the target passage is chosen by the paper's priority "
     "(cited with a gold title > cited > retrieved with a gold title > top-ranked) and removed, "
-    "replaced (easy / medium / hard) or duplicated (front / after / end). Deltas are "
+    "replaced by a whole non-support passage (easy: random; medium / hard: highest BM25 vs "
+    "the question / the target) or duplicated (front / after / end). Deltas are "
     "original - intervention. A failed call (base or intervention) is not an answer: its pair "
     "is left out of n and counted in `missing`; an unparseable reply scores 0 and stays in "
-    "n. Start a run with `python -m core run-interventions --dataset "
-    "NAME --backend embedded --name RUN` (or from the Runs page, Method: CUE-R "
-    "interventions).",
+    "n; an instance with no non-support passage besides the target gets no replace and is "
+    "counted in `not_applicable` beside the Replace rows. Start a run with `python -m core "
+    "run-interventions --dataset NAME --backend embedded --name RUN` (or from the Runs page, "
+    "Method: CUE-R interventions).",
     help="CUE-R (seed 004) §3-6, App. A-D; SPEC §7.",
 )
 st.page_link("pages/runs.py", label="Launch CUE-R interventions on the Runs page",

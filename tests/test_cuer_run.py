@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from model_stub import ModelStub
 
@@ -43,10 +44,11 @@ def test_controlled_200_intervention_properties(controlled):
     ]  # fmt: skip
     assert {r["n"] for r in rep["operators"]} == {200}
     assert {r["missing"] for r in rep["operators"]} == {0} and rep["roles_missing"] == 0
+    assert {r["not_applicable"] for r in rep["operators"]} == {0}
     assert set(rep["operators"][0]) == {
-        "operator", "variant", "n", "missing", "correctness", "answer_f1", "grounding",
-        "confidence_error", "trace_divergence", "evidence_divergence", "answers_changed",
-        "pct_answer_changed", "correctness_changed", "pct_correctness_changed",
+        "operator", "variant", "n", "missing", "not_applicable", "correctness", "answer_f1",
+        "grounding", "confidence_error", "trace_divergence", "evidence_divergence",
+        "answers_changed", "pct_answer_changed", "correctness_changed", "pct_correctness_changed",
     }  # fmt: skip
     assert rep["correctness_axis"] == "soft"
     orig = ops[("original", "")]["correctness"]
@@ -60,8 +62,9 @@ def test_controlled_200_intervention_properties(controlled):
     assert ops[("zero_retrieval", "")]["correctness"] == 0.0  # synthetic entities
     paired = {(r["operator"], r["variant"], r["metric"]): r for r in rep["paired"]}
     assert set(paired[("remove", "", "correctness")]) == {
-        "operator", "variant", "metric", "n", "missing", "delta", "ci_low", "ci_high", "p",
-    }
+        "operator", "variant", "metric", "n", "missing", "not_applicable", "delta", "ci_low",
+        "ci_high", "p",
+    }  # fmt: skip
     rm = paired[("remove", "", "correctness")]
     assert rm["delta"] == pytest.approx(orig - ops[("remove", "")]["correctness"])
     assert rm["ci_low"] > 0 and rm["p"] < 0.001
@@ -292,7 +295,7 @@ def test_interventions_page(controlled, monkeypatch):
     assert not at.exception
 
 
-def test_real_hotpotqa_sample(tmp_path: Path):
+def test_real_hotpotqa_sample(tmp_path: Path, capsys):
     """The 53 real HotpotQA dev examples: every operator planned where it applies."""
     from conftest import shared_fixture
 
@@ -304,15 +307,37 @@ def test_real_hotpotqa_sample(tmp_path: Path):
     s = run_interventions(store, "hp", EmbeddedReader(), name="h")
     assert s.status == "done" and s.errors == 0
     rep = intervention_report(store, "h", n_resamples=500)
-    n = {(r["operator"], r["variant"]): r["n"] for r in rep["operators"]}
-    # 26 of the 53 contexts fit in 5 chunks of 220 tokens: BM25 top-5 shows everything, so
-    # nothing is left to replace with (checked by counting chunks per instance).
-    assert n == {("original", ""): 53, ("remove", ""): 53, ("replace", "easy"): 26,
-                 ("replace", "medium"): 26, ("replace", "hard"): 26, ("duplicate", "end"): 53,
-                 ("zero_retrieval", ""): 53}  # fmt: skip
+    n = {(r["operator"], r["variant"]): (r["n"], r["not_applicable"]) for r in rep["operators"]}
+    # Replacements are whole non-support passages (seed 004 §5.6): every example with one
+    # besides the target gets all three levels; one example holds only its two supporting
+    # paragraphs, so replace cannot apply there and is counted beside the Replace rows.
+    assert n == {("original", ""): (53, 0), ("remove", ""): (53, 0),
+                 ("replace", "easy"): (52, 1), ("replace", "medium"): (52, 1),
+                 ("replace", "hard"): (52, 1), ("duplicate", "end"): (53, 0),
+                 ("zero_retrieval", ""): (53, 0)}  # fmt: skip
+    paired = {(r["operator"], r["variant"], r["metric"]): r for r in rep["paired"]}
+    assert paired[("replace", "hard", "correctness")]["not_applicable"] == 1
+    assert paired[("remove", "", "correctness")]["not_applicable"] == 0
+    assert main(["report", "interventions", "--db", str(store.path), "--run", "h"]) == 0
+    assert "n/a: replace could not apply to 1 targeted instance(s)" in capsys.readouterr().out
+    out = tmp_path / "profile.csv"
+    assert main(["export", "table", "cuer_profile", "--db", str(store.path), "--runs", "h",
+                 "--format", "csv", "--out", str(out)]) == 0  # fmt: skip
+    table = pd.read_csv(out).fillna({"variant": ""})
+    got = dict(zip(zip(table["operator"], table["variant"]), table["not_applicable"], strict=True))
+    assert got[("replace", "medium")] == 1 and got[("remove", "")] == 0
     gold = {i.instance_id: set(i.gold_ids) for i in store.load_instances("hp")}
     preds = load_pairs(store, ["h"])
     for iid, meta in zip(preds["instance_id"], preds["meta"]):
         m = json.loads(meta)
         if m.get("operator") == "replace":
             assert not set(m["replacement_passages"]) & (gold[iid] | {m["target"]})
+            assert m["pool"] == "passages" and m["planner"] == 2
+    # The plan's version is recorded with the run: a run planned by the earlier planner (no
+    # version) is refused on resume instead of mixing old and new replacements.
+    row = store.run_row("h")
+    assert row["retrieval"]["cuer_planner"] == 2
+    old = {k: v for k, v in row["retrieval"].items() if k != "cuer_planner"}
+    store.save_run({"run_id": "h", "retrieval": old})
+    with pytest.raises(ValueError, match="exists with another retrieval setting"):
+        run_interventions(store, "hp", EmbeddedReader(), name="h")

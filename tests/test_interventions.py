@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.interventions import (
+    PLANNER_VERSION,
     EvidenceItem,
     evidence_items,
     format_variant,
@@ -104,7 +105,8 @@ def test_move(move_to, expected):
 
 def test_replace_hardness_on_passages():
     shown = _shown("p0003", "p0002", "p0001")
-    # Eligible: not gold (p0002, p0004), not shown (p0001-p0003): p0005, p0006, p0007.
+    # Eligible (seed 004 §5.6, the band): the non-support passages besides the target, shown
+    # or not: p0001, p0003, p0005, p0006, p0007 (p0002, p0004 are gold).
     # medium: BM25 vs the question -> p0005 ("lab developed gamma model"); p0007 shares
     # "developed model gamma 01805" but "lab" (idf log(6.5/1.5)) is unique to p0005.
     medium = perturb(INST, shown, "replace", "p0002", hardness="medium")
@@ -122,7 +124,7 @@ def test_replace_easy_is_seeded_random_over_eligible_units():
         perturb(INST, shown, "replace", "p0002", hardness="easy", seed=s)[1].passage_ids[0]
         for s in range(30)
     }
-    assert picks == {"p0005", "p0006", "p0007"}
+    assert picks == {"p0001", "p0003", "p0005", "p0006", "p0007"}
     a = perturb(INST, shown, "replace", "p0002", hardness="easy", seed=7)
     b = perturb(INST, shown, "replace", "p0002", hardness="easy", seed=7)
     assert a == b
@@ -132,12 +134,17 @@ def test_replacement_candidates_order():
     shown = _shown("p0003", "p0002", "p0001")
     hard = replacement_candidates(INST, shown, "p0002", "hard")
     assert [u[0] for u in hard][0] == "p0007"
-    assert sorted(u[0] for u in hard) == ["p0005", "p0006", "p0007"]
-    # Everything shown or gold: no candidate, and perturb says so.
+    assert sorted(u[0] for u in hard) == ["p0001", "p0003", "p0005", "p0006", "p0007"]
+    # Shown passages stay eligible: everything shown still leaves the non-support ones.
     all_shown = _shown("p0001", "p0002", "p0003", "p0005", "p0006", "p0007")
-    assert replacement_candidates(INST, all_shown, "p0002", "medium") == []
-    with pytest.raises(ValueError, match="no replacement for 'p0002'"):
-        perturb(INST, all_shown, "replace", "p0002", hardness="medium")
+    assert [u[0] for u in replacement_candidates(INST, all_shown, "p0002", "medium")][0] == (
+        "p0005"
+    )
+    # No non-support passage besides the target: nothing, and perturb says so.
+    gold_only = Instance("g", "Q?", "a", (BY_ID["p0002"], BY_ID["p0004"], BY_ID["p0001"]))
+    assert replacement_candidates(gold_only, _shown("p0001"), "p0001", "easy") == []
+    with pytest.raises(ValueError, match="no replacement for 'p0001'.*no non-support passage"):
+        perturb(gold_only, _shown("p0001"), "replace", "p0001", hardness="medium")
 
 
 def test_perturb_rejects_bad_input():
@@ -195,40 +202,50 @@ def test_duplicate_on_chunks_copies_every_target_segment():
     ]  # fmt: skip
 
 
-def test_replace_on_chunks_uses_a_chunk_at_the_first_segment():
-    # Chunks without gold (p0002, p0004) or shown (p0001-p0003) passages: c0007 (p0005),
-    # c0008 (p0005, p0006), c0009 (p0006, p0007), c0010 (p0007). Hard = BM25 vs the target's
-    # shown text ("01805 was developed by Draco Labs." + "Title: Model"): c0008 has "Draco
-    # Labs" twice (score 2.83) > c0010 "Model Gamma 01805 was developed by" (1.75) > c0009
-    # (1.42) > c0007 (0.27). Medium (vs the question): c0007 has "lab" (idf 1.22).
+def test_replace_on_chunks_puts_a_whole_passage_at_the_first_segment():
+    # Shown chunks c0003 (p0002, p0003) and c0001 (p0001, p0002); the replacement is a whole
+    # non-support passage (the paper's paragraph), put where p0002's first segment was; its
+    # other segment goes. Hard = BM25 vs p0002's passage ("Model Gamma 01805 ... developed by
+    # Draco Labs"): p0007 ("Model Gamma 01805 was developed by Orion Works"). Medium = BM25
+    # vs the question: p0005 ("lab developed gamma model").
     shown = _chunks("c0003", "c0001")
     out = perturb(INST, shown, "replace", "p0002", hardness="hard", chunk_size=12, overlap=4)
-    assert [(it.passage_ids[0], it.source) for it in out] == [
-        ("p0005", "replacement:c0008"), ("p0006", "replacement:c0008"),
-        ("p0003", "c0003"), ("p0001", "c0001"),
+    assert [(it.passage_ids, it.source) for it in out] == [
+        (("p0007",), "replacement:p0007"), (("p0003",), "c0003"), (("p0001",), "c0001"),
     ]  # fmt: skip
+    assert out[0].text == render_passage(BY_ID["p0007"])
     medium = perturb(INST, shown, "replace", "p0002", hardness="medium", chunk_size=12,
                      overlap=4)  # fmt: skip
-    assert {it.source for it in medium[:1]} == {"replacement:c0007"}
+    assert medium[0].source == "replacement:p0005"
 
 
-def test_replacement_prefers_novel_chunks_then_chunks_touching_shown_passages():
-    # Shown: p0002, p0003, p0001 (c0003, c0001) and p0006, p0007 (c0009). c0007 (p0005) is
-    # novel; c0008 (p0005, p0006) and c0010 (p0007) touch shown passages. By hard BM25
-    # c0008 (2.83) > c0010 (1.75) > c0007 (0.27), but the novel unit comes first.
-    shown = _chunks("c0003", "c0001", "c0009")
+def test_shown_passages_are_not_avoided():
+    # §5.6 takes the highest BM25 in the band: p0007 is shown (in c0009, c0010) and still the
+    # hard choice; no preference for passages absent from the context.
+    shown = _chunks("c0003", "c0001", "c0009", "c0010")
+    assert "p0007" in shown_passage_ids(shown)
     hard = replacement_candidates(INST, shown, "p0002", "hard", chunk_size=12, overlap=4)
-    assert [u[0] for u in hard] == ["c0007", "c0008", "c0010"]
-    # With c0007 shown too, only units touching shown passages are left (as with HotpotQA's
-    # short contexts, where every unshown chunk may touch a shown paragraph).
-    shown = _chunks("c0003", "c0001", "c0007", "c0009")
-    hard = replacement_candidates(INST, shown, "p0002", "hard", chunk_size=12, overlap=4)
-    assert [u[0] for u in hard] == ["c0008", "c0010"]
-    # medium: c0010 shares "model gamma 01805" with the question, c0008 nothing.
-    medium = replacement_candidates(INST, shown, "p0002", "medium", chunk_size=12, overlap=4)
-    assert [u[0] for u in medium] == ["c0010", "c0008"]
-    out = perturb(INST, shown, "replace", "p0002", hardness="hard", chunk_size=12, overlap=4)
-    assert [it.source for it in out][:2] == ["replacement:c0008", "replacement:c0008"]
+    assert hard[0][0] == "p0007"
+    calls = plan_interventions(INST, ["p0002"], shown=shown, operators=["replace"],
+                               hardness=["hard"], two_support=False, zero_retrieval=False,
+                               chunk_size=12, overlap=4)  # fmt: skip
+    meta = calls[0].meta
+    assert (meta["replacement"], meta["replacement_novel"], meta["pool"]) == (
+        "p0007", False, "passages",
+    )  # fmt: skip
+    assert meta["candidates"] == 5 and meta["planner"] == PLANNER_VERSION == 2
+
+
+def test_single_passage_instance_replaces_with_an_unshown_chunk():
+    doc = Passage("p0001", 0, "Report", " ".join(f"w{i}" for i in range(60)), "d", "gold", True)
+    one = Instance("one", "What is w7?", "w8", (doc,))
+    chunks = chunk_instance(one, 12, 4)
+    shown = [chunks[0], chunks[2]]
+    got = replacement_candidates(one, shown, "p0001", "easy", chunk_size=12, overlap=4)
+    assert sorted(u[0] for u in got) == sorted(
+        c.chunk_id for c in chunks if c.chunk_id not in {chunks[0].chunk_id, chunks[2].chunk_id}
+    )
+    assert replacement_candidates(one, chunks, "p0001", "hard", chunk_size=12, overlap=4) == []
 
 
 # ------------------------------------------------------------------ target selection

@@ -13,7 +13,9 @@ runs the base retrieved traces, then the interventions planned from their citati
 per-operator utility means with the evidence divergence and the % of answers changed, paired
 bootstrap deltas (seed 004 Table 3), role flag counts (overlapping: one count per flag, plus
 how many items carry several) and two-support synergy. ``n`` counts the answered pairs;
-``missing`` the pairs left out because the base or the intervention call failed.
+``missing`` the pairs left out because the base or the intervention call failed; ``n/a``
+(``not_applicable``) the targeted instances an intervention could not apply to (a replace
+needs a non-support passage besides the target).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print_json(rep)
         return 0
     print(f"correctness axis: {rep['correctness_axis']}")
-    print(f"{'operator':16} {'variant':8} {'n':>5} {'miss':>5} {'corr':>7} {'F1':>7} "
+    print(f"{'operator':16} {'variant':8} {'n':>5} {'miss':>5} {'n/a':>5} {'corr':>7} {'F1':>7} "
           f"{'ground':>7} {'CE':>7} {'D':>7} {'evid':>7} {'ans chg':>8}")  # fmt: skip
     for r in rep["operators"]:
         cells = " ".join(
@@ -84,8 +86,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
             for m in ("correctness", "answer_f1", "grounding", "confidence_error",
                       "trace_divergence", "evidence_divergence")
         )  # fmt: skip
-        print(f"{r['operator']:16} {r['variant']:8} {r['n']:>5} {r['missing']:>5} {cells} "
+        print(f"{r['operator']:16} {r['variant']:8} {r['n']:>5} {r['missing']:>5} "
+              f"{r['not_applicable']:>5} {cells} "
               f"{_fmt(r['pct_answer_changed'], pct=True):>8}")  # fmt: skip
+    na = max((r["not_applicable"] for r in rep["operators"] if r["operator"] == "replace"),
+             default=0)  # fmt: skip
+    if na:
+        print(f"n/a: replace could not apply to {na} targeted instance(s): no non-support "
+              "passage besides the target (CUE-R §5.6)")
     print(f"\n{'comparison':26} {'metric':18} {'n':>5} {'miss':>5} {'delta':>7} {'95% CI':>17} "
           f"{'p':>7}")  # fmt: skip
     for r in rep["paired"]:

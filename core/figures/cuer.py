@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.cuer import CORRECTNESS_AXIS, METRICS, PRIMARY_ROLE_ORDER, PROFILE_METRICS, ROLE_FLAGS
+from core.cuer_coverage import NOT_APPLICABLE_HELP
 from core.figures import (
     BLACK,
     ORANGE,
@@ -90,6 +91,7 @@ COLUMN_HELP: dict[str, str] = {
     "n": "Pairs with both the base and the intervened call answered (CUE-R §5.9; SPEC §7).",
     "missing": "Pairs left out because the base or the intervened call failed (error set): "
     "missing, not wrong. A parse error is an answer: it stays in n, scored 0 (SPEC §7).",
+    "not_applicable": NOT_APPLICABLE_HELP,
     "correctness": "Correctness on the chosen axis: soft (App. B) or strict normalized "
     "exact match (CUE-R §3.3, §4.6, §5.8).",
     "answer_f1": "Answer F1: token F1 = 2PR/(P+R) after normalization (CUE-R §5.8, App. B).",
@@ -220,9 +222,11 @@ def utility_profile_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Dat
 
 
 def _n(row: Mapping[str, Any]) -> str:
-    """``n=12`` or ``n=12, missing=3`` (failed calls left out of the aggregate)."""
+    """``n=12``, with ``missing=3`` (failed calls) and ``not applicable=1`` when there are any."""
     missing = int(row.get("missing", 0) or 0)
-    return f"n={row['n']}" + (f", missing={missing}" if missing else "")
+    na = int(row.get("not_applicable", 0) or 0)
+    return (f"n={row['n']}" + (f", missing={missing}" if missing else "")
+            + (f", not applicable={na}" if na else ""))  # fmt: skip
 
 
 # ------------------------------------------------------------------------ paired deltas
@@ -399,8 +403,9 @@ def synergy_table(result: Mapping[str, Any]) -> pd.DataFrame:
 
 #: Columns of the sweep tables (seed 004 Table 8 / Table 13 and the changed shares of App. C).
 _SWEEP_COLUMNS = (
-    "run", "operator", "variant", "correctness_axis", "n", "missing", *PROFILE_METRICS,
-    "answers_changed", "pct_answer_changed", "correctness_changed", "pct_correctness_changed",
+    "run", "operator", "variant", "correctness_axis", "n", "missing", "not_applicable",
+    *PROFILE_METRICS, "answers_changed", "pct_answer_changed", "correctness_changed",
+    "pct_correctness_changed",
 )  # fmt: skip
 
 
@@ -462,10 +467,11 @@ def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
                 error_y={"type": "data", "symmetric": False,
                          "array": sub[f"{m}_ci_high"] - sub[m],
                          "arrayminus": sub[m] - sub[f"{m}_ci_low"]},
-                customdata=[f"n={n}, missing={k}, answers changed {p:.1f}%"
-                            if p == p else f"n={n}, missing={k}"
-                            for n, k, p in zip(sub["n"], sub["missing"],
-                                               sub["pct_answer_changed"], strict=True)],
+                customdata=[f"n={n}, missing={k}, not applicable={a:.0f}, answers changed "
+                            f"{p:.1f}%" if p == p else f"n={n}, missing={k}"
+                            for n, k, a, p in zip(sub["n"], sub["missing"],
+                                                  sub["not_applicable"].fillna(0),
+                                                  sub["pct_answer_changed"], strict=True)],
                 hovertemplate="%{x}: %{y:.3f} (%{customdata})<extra>" + str(run) + "</extra>",
                 row=row + 1, col=col + 1,
             )  # fmt: skip
