@@ -109,14 +109,15 @@ def _beside(metrics: Path, prefix: str) -> dict[str, Path]:
     return out
 
 
-def group_release_files(paths: Sequence[str | Path]) -> list[ReleaseFiles]:
+def group_release_files(paths: Sequence[str | Path], beside: bool = True) -> list[ReleaseFiles]:
     """The runs named by ``paths``: folders and files grouped by run, in the order given.
 
     A folder contributes every run in it (``per_sample_metrics.csv`` and
     ``<run>.per_sample_metrics.csv``, with their side files). Files are grouped by folder and
     prefix; a ``per_sample_metrics.csv`` given alone takes the side files beside it (as the
     import always did with ``parsed_predictions.jsonl``). A file of another name is taken as
-    a metrics CSV (its runs named after it, less its extension).
+    a metrics CSV (its runs named after it, less its extension). ``beside=False`` takes only
+    the files given (an upload folder holds other uploads' files too).
 
     Raises:
         DataError: a path that does not exist, a folder without a metrics file, a side file
@@ -167,7 +168,7 @@ def group_release_files(paths: Sequence[str | Path]) -> list[ReleaseFiles]:
             raise DataError(str(side), None, None, f"no {METRICS} of this run among the files "
                             f"(expected {side.with_name(_metrics_name(key[1]))})")  # fmt: skip
         metrics = group[METRICS]
-        if not key[1].startswith("\0"):
+        if beside and not key[1].startswith("\0"):
             for kind, side in _beside(metrics, key[1]).items():
                 group.setdefault(kind, side)
         out.append(ReleaseFiles(name=named[key], metrics=metrics, parsed=group.get(PARSED),

@@ -51,7 +51,8 @@ def _step(by: int) -> None:
 
 
 def _label(i: str) -> str:
-    q = " ".join(str(questions.get(i) or "(opened by link)").split())
+    q = " ".join(str(questions[i] or "(no question text)" if i in questions
+                     else "(opened by link)").split())  # fmt: skip
     return f"{q[:100]}{'…' if len(q) > 100 else ''} · {i}"
 
 

@@ -16,6 +16,7 @@ from core.jobs import (
     save_upload,
 )
 from core.params import CONCURRENCY
+from core.results_release import group_release_files
 from core.retrieval import RERANK, TOP_K, rerank_unavailable, retriever_param
 from core.types import CONDITIONS
 from core.views.case import md_escape
@@ -259,13 +260,36 @@ kind = c[0].selectbox("What", ("results: oncu-release", "dataset: hotpotqa", "da
                                "dataset: oncu-jsonl", "dataset: jsonl"))  # fmt: skip
 iname = c[1].text_input("Name in the store", "", key="runs.import_name")
 replace = c[2].checkbox("Replace existing", key="runs.import_replace")
-upload = st.file_uploader("File (written under data/uploads/)", key="runs.upload")
+results = kind.startswith("results")
+uploads = st.file_uploader(
+    "Files (written under data/uploads/)" if results else "File (written under data/uploads/)",
+    key="runs.upload", accept_multiple_files=results,
+    help="Released results: each run's <run>.per_sample_metrics.csv, with its "
+    "<run>.parsed_predictions.jsonl and <run>.raw_model_responses.jsonl to add the "
+    "explanations and raw replies; several runs at once, grouped by the <run> prefix (each "
+    "named after it unless a name is given for a single run)." if results else None,
+)  # fmt: skip
+uploads = [u for u in (uploads if isinstance(uploads, list) else [uploads]) if u is not None]
 if done := st.session_state.pop("runs.imported", None):
     st.success(md_escape(done))
-if upload is not None and st.button("Import", type="primary", disabled=not iname):
+if uploads and st.button("Import", type="primary", disabled=not (iname or results)):
     try:
-        path = save_upload(upload.name, upload.getvalue())
-        st.session_state["runs.imported"] = import_file(kind, path, iname, replace)
+        paths = [save_upload(u.name, u.getvalue()) for u in uploads]
+        lines = []
+        if results:  # one import per run, all-or-nothing each (as the command line)
+            groups = group_release_files(paths, beside=False)
+            if iname and len(groups) > 1:
+                raise ValueError(f"the files hold {len(groups)} runs; leave the name empty and "
+                                 "each run is named after its files")  # fmt: skip
+            for g in groups:
+                try:
+                    lines.append(import_file(kind, g, iname or g.name, replace))
+                except ValueError as exc:
+                    kept = f" (imported before it: {'; '.join(lines)})" if lines else ""
+                    raise ValueError(str(exc).splitlines()[0] + kept) from None
+        else:
+            lines.append(import_file(kind, paths[0], iname, replace))
+        st.session_state["runs.imported"] = " · ".join(lines)
     except ValueError as exc:
         st.error(md_escape(str(exc).splitlines()[0]))
     else:  # rerun so every list on the page (the launch form's datasets) shows the import

@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import RELEASE_HOTPOTQA, shared_fixture
+from test_hardening_import import METHODS, refused, row, snapshot, write_csv
 
 from core.cli import main
 from core.rerun import RerunRequest, rerun
@@ -17,8 +19,6 @@ from core.results import import_results
 from core.results_release import group_release_files, release_parse
 from core.store import Store
 from core.types import DataError
-from tests.conftest import RELEASE_HOTPOTQA, shared_fixture
-from tests.test_hardening_import import METHODS, refused, row, snapshot, write_csv
 
 HOTPOT = "hotpotqa_qwen25_14b_200"
 # hand-read from the fixture's parsed_predictions.jsonl, line 2

@@ -1,0 +1,112 @@
+"""A released run read in a real browser (issue 34 item 7, issue 36 item 1).
+
+The HotpotQA run of the ONCU release is uploaded on the Runs page as its three files (metrics
+CSV, parsed predictions, raw replies). The Case view of a retrieved failure must then show the
+model's explanation and raw reply as released, the release's parse beside this tool's, and say
+that the release holds no question or passage text; Fan-in must not show a measured ER / EP of 0
+for the retrieved calls, whose shown passages the release does not record.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import (
+    RELEASE_HOTPOTQA,
+    SHOTS,
+    assert_no_exception,
+    settle,
+    shared_fixture,
+    streamlit_server,
+)
+
+from core.store import Store
+
+pytestmark = [pytest.mark.browser]
+
+_RUN = "hotpotqa_qwen25_14b_200"
+_IID = "hotpotqa_5adddccd5542997dc7907069"
+# hand-read from the fixture's parsed_predictions.jsonl, line 15 (retrieve_then_read; gold
+# answer "keyboard function keys", released answer "Siri Remote": a wrong answer)
+_EXPLANATION = ("The Siri Remote is designed specifically to work with the always-on Siri "
+                "capable Apple TV, which was originally interacted with by the Apple Remote.")
+_KINDS = ("per_sample_metrics.csv", "parsed_predictions.jsonl", "raw_model_responses.jsonl")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``(url, db, files)``: a server on an empty store, and the release's three files."""
+    csv_path = shared_fixture(RELEASE_HOTPOTQA)
+    files = [csv_path.with_name(f"{_RUN}.{k}") for k in _KINDS]
+    db = tmp_path_factory.mktemp("release") / "store.duckdb"
+    Store(db)  # an empty store
+    with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        yield url, db, files
+
+
+def _settle(page) -> None:
+    settle(page, timeout_ms=120_000, draw_ms=400)
+
+
+@pytest.fixture(scope="module")
+def imported(server, browser):
+    """Upload the three files on the Runs page and import them (once for the module)."""
+    url, db, files = server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/runs")
+    _settle(page)
+    box = page.get_by_test_id("stFileUploader").filter(has_text="Files (written under")
+    box.locator('input[type="file"]').set_input_files([str(f) for f in files])
+    page.get_by_role("button", name="Import", exact=True).wait_for(timeout=60_000)
+    _settle(page)
+    page.get_by_role("button", name="Import", exact=True).click()
+    done = page.get_by_text("read 800 predictions of 200 instances", exact=False)
+    done.first.wait_for(timeout=180_000)
+    _settle(page)
+    assert_no_exception(page, "runs")
+    text = done.first.inner_text()
+    assert "explanations: 621" in text and "raw replies: 800 of 800" in text
+    page.screenshot(path=str(SHOTS / "release_import.png"))
+    page.close()
+    return url, db, files
+
+
+def test_case_view_shows_a_released_failure_with_its_explanation_and_reply(imported, page):
+    url, db, files = imported
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{url}/case_view?dataset={_RUN}&instance={_IID}&condition=retrieved")
+    page.get_by_text("Raw response").first.wait_for(timeout=120_000)
+    _settle(page)
+    assert_no_exception(page, "case_view")
+    # the picked prediction is the retrieved one, a wrong answer
+    picked = page.get_by_role("combobox", name="Prediction").input_value()
+    assert picked == f"{_RUN} · retrieved"
+    explanation = page.get_by_text(_EXPLANATION, exact=True)
+    explanation.first.wait_for(timeout=30_000)
+    assert explanation.first.is_visible()
+    # the raw reply exactly as the model wrote it (the fixture's raw_response)
+    replies = [json.loads(line) for line in files[2].read_text(encoding="utf-8").splitlines()]
+    raw = next(r["raw_response"] for r in replies
+               if (r["sample_id"], r["method"]) == (_IID, "retrieve_then_read"))  # fmt: skip
+    codes = page.locator('[data-testid="stCode"] pre').evaluate_all(
+        "els => els.map(e => e.innerText)")
+    assert raw.strip() in [c.strip() for c in codes]
+    body = page.locator("body").inner_text()
+    assert "The release's parse and this tool's parse of the raw reply" in body
+    assert "The store holds no question or passage text for this instance" in body
+    page.screenshot(path=str(SHOTS / "release_case_view.png"), full_page=True)
+
+
+def test_fanin_of_the_release_shows_no_zero_er_for_retrieved(imported, page):
+    url, _, _ = imported
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{url}/fanin?dataset={_RUN}")
+    warning = page.get_by_text("ER / EP not measured for", exact=False)
+    warning.first.wait_for(timeout=180_000)
+    _settle(page)
+    assert_no_exception(page, "fanin")
+    text = warning.first.inner_text()
+    assert f"{_RUN} · retrieved: 200 of 200" in text
+    page.screenshot(path=str(SHOTS / "release_fanin.png"), full_page=True)
