@@ -21,11 +21,16 @@ context and is counted unscored.
 Definitions (seed 002 eqs. 3-5):
 
 - ``Cov(Z) = |{q in Q_ans : max_{p in Z} G(p, q) >= eta}| / |Q_ans|`` with ``Q_ans`` the
-  sub-questions some judged passage of the instance answers;
-- ranked coverage ``alpha-nDCG`` with the sub-questions as subtopics: gain at rank r
-  ``ng(r) = sum_i J(p_r, i) (1 - alpha)^{c_i(r-1)}`` (``c_i(r-1)`` = earlier items answering
-  i), discount ``log2(r + 1)``, normalized by the greedy ideal ordering of the pool, both cut
-  at depth |Z|;
+  sub-questions the oracle context answers: those some gold passage answers (the required
+  subset Z* answers them all, so Cov(Z*) = 1 by construction). The others are discarded from
+  every metric, as the paper's filtering discards them (§3.2; App. A.3: "the 2 unanswered
+  questions are discarded"), also when a distractor passage judged with ``judge --passages
+  all`` answers one (:attr:`Answerability.discarded`);
+- ranked coverage ``alpha-nDCG`` with the sub-questions of ``Q_ans`` as subtopics: gain at
+  rank r ``ng(r) = sum_i J(p_r, i) (1 - alpha)^{c_i(r-1)}`` (``c_i(r-1)`` = earlier items
+  answering i), discount ``log2(r + 1)``, normalized by the greedy ideal ordering of the pool,
+  both cut at depth |Z|, computed as ndeval computes it (:mod:`core.crux_ndcg`: ties of the
+  ideal go to the greater chunk id, i.e. the later chunk);
 - ``Den(Z) = ((Cov(Z) / tokens(Z)) / (Cov(Z*) / tokens(Z*)))^w`` with w = 0.5 and Z* the
   required subset: a greedy set cover of the answerable sub-questions by the gold passages.
 
@@ -49,6 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.crux_ndcg import ALPHA, alpha_ndcg, alpha_ndcg_topics
 from core.parsing import parse_reply
 from core.retrieval import Chunk, chunk_instance, rank_chunks
 from core.stats import bootstrap_means
@@ -66,6 +72,7 @@ __all__ = [
     "Answerability",
     "CruxResult",
     "alpha_ndcg",
+    "alpha_ndcg_topics",
     "answerability_from_gold",
     "answerability_from_ratings",
     "answerability_note",
@@ -83,8 +90,6 @@ __all__ = [
 ETA = 3
 #: The ``k`` label of contexts sized to the required subset, k = |Z*| (seed 002 §4.2).
 K_REQUIRED = "|Z*|"
-#: Novelty discount of alpha-nDCG (seed 002 §3.3).
-ALPHA = 0.5
 #: Density exponent (seed 002 eq. 5).
 W = 0.5
 #: Per-context metrics, averaged per (retriever, k).
@@ -98,13 +103,6 @@ _LABEL_TOKENS = 3
 # ------------------------------------------------------------------------ metric functions
 
 
-def _check_alpha(alpha: float) -> float:
-    a = float(alpha)
-    if not 0.0 <= a <= 1.0:
-        raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
-    return a
-
-
 def _check_eta(eta: float) -> float:
     try:
         e = float(eta)
@@ -113,70 +111,6 @@ def _check_eta(eta: float) -> float:
     if isinstance(eta, bool) or not 0.0 < e <= 5.0:
         raise ValueError(f"eta must be a number in (0, 5] (the 0-5 rating scale), got {eta!r}")
     return e
-
-
-def _dcg(sets: Sequence[frozenset], alpha: float) -> float:
-    seen: dict[Hashable, int] = {}
-    total = 0.0
-    for r, items in enumerate(sets, start=1):
-        gain = sum((1.0 - alpha) ** seen.get(i, 0) for i in items)
-        for i in items:
-            seen[i] = seen.get(i, 0) + 1
-        total += gain / math.log2(r + 1)
-    return total
-
-
-def _greedy_ideal(pool: Sequence[frozenset], alpha: float, depth: int) -> list[frozenset]:
-    """Greedy ideal ordering of ``pool`` for alpha-nDCG.
-
-    At each rank the pool item with the largest novelty gain given the items already placed;
-    ties go to the earliest item of ``pool``.
-    """
-    left = list(pool)
-    seen: dict[Hashable, int] = {}
-    out: list[frozenset] = []
-    while left and len(out) < depth:
-        gains = [sum((1.0 - alpha) ** seen.get(i, 0) for i in s) for s in left]
-        best = max(range(len(left)), key=lambda j: (gains[j], -j))
-        chosen = left.pop(best)
-        for i in chosen:
-            seen[i] = seen.get(i, 0) + 1
-        out.append(chosen)
-    return out
-
-
-def alpha_ndcg(
-    ranking: Sequence[Iterable[Hashable]],
-    pool: Sequence[Iterable[Hashable]] | None = None,
-    alpha: float = ALPHA,
-    depth: int | None = None,
-) -> float:
-    """Ranked coverage: alpha-nDCG with sub-questions as subtopics (seed 002 eq. 4).
-
-    Args:
-        ranking: ``ranking[r]`` = the sub-question ids the item at rank r + 1 answers.
-        pool: the sub-question sets of every judged item of the instance, in a fixed order;
-            the ideal is their greedy ordering. Defaults to the ranking's own items.
-        alpha: redundancy discount in [0, 1]; 0 ignores repeats, 1 gives repeats no gain.
-        depth: cut-off for both the ranking and the ideal; default ``len(ranking)``.
-
-    Returns:
-        DCG / ideal DCG with gain ``sum_i J(p_r, i) (1 - alpha)^{c_i(r-1)}`` and discount
-        ``log2(r + 1)``; NaN when the ideal gain is 0 (the pool answers nothing).
-
-    Raises:
-        ValueError: alpha outside [0, 1] or a negative depth.
-    """
-    a = _check_alpha(alpha)
-    sets = [frozenset(s) for s in ranking]
-    pool_sets = sets if pool is None else [frozenset(s) for s in pool]
-    d = len(sets) if depth is None else depth
-    if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 0:
-        raise ValueError(f"depth must be a non-negative integer, got {depth!r}")
-    ideal = _dcg(_greedy_ideal(pool_sets, a, int(d)), a)
-    if ideal <= 0.0:
-        return math.nan
-    return _dcg(sets[: int(d)], a) / ideal
 
 
 def coverage(ranking: Iterable[Iterable[Hashable]], answerable: Iterable[Hashable]) -> float:
@@ -270,12 +204,16 @@ class Answerability:
         instance_id: the instance.
         source: ``"gold"`` (derived from gold evidence) or ``"judge:<name>"`` (stored ratings).
         sub_questions: every sub-question id of the instance.
-        answers: passage id -> sub-question ids it answers (rating >= eta); judged passages
-            only (with ``source == "gold"``: the gold passages).
-        answerable: ``Q_ans``, the sub-questions some judged passage answers.
+        answers: passage id -> sub-question ids of ``answerable`` it answers (rating >= eta);
+            judged passages only (with ``source == "gold"``: the gold passages).
+        answerable: ``Q_ans``, the sub-questions the oracle context answers: those some gold
+            passage answers (so Z* answers them all, Cov(Z*) = 1).
         required: Z*, passage ids of the greedy set cover by gold passages.
         eta: the threshold the ratings were cut at; None for answerability derived from gold
             (binary: no threshold applies).
+        discarded: the instance's other sub-questions, filtered out of every metric as the
+            paper filters them (seed 002 §3.2, App. A.3), also when a non-gold passage
+            answers them.
     """
 
     instance_id: str
@@ -285,6 +223,7 @@ class Answerability:
     answerable: frozenset[str]
     required: tuple[str, ...] = field(default=())
     eta: float | None = None
+    discarded: frozenset[str] = field(default=frozenset())
 
 
 def answerability_from_gold(instance: Instance) -> Answerability:
@@ -346,9 +285,11 @@ def answerability_from_ratings(
         answers.setdefault(pid, set())
         if r >= eta:
             answers[pid].add(str(sq))
-    frozen = {pid: frozenset(answers[pid]) for pid in sorted(answers, key=order.__getitem__)}
     gold = set(instance.gold_ids)
-    answerable = frozenset().union(*frozen.values()) if frozen else frozenset()
+    # Q_ans: what the oracle (gold) passages answer; a sub-question only a distractor answers
+    # is discarded like one nothing answers (seed 002 §3.2), so Cov(Z*) = 1 by construction
+    answerable = frozenset().union(*(answers[p] for p in answers if p in gold))
+    frozen = {p: frozenset(answers[p]) & answerable for p in sorted(answers, key=order.__getitem__)}
     return Answerability(
         instance_id=instance.instance_id,
         source=f"judge:{judge}",
@@ -357,6 +298,7 @@ def answerability_from_ratings(
         answerable=answerable,
         required=tuple(required_subset({p: s for p, s in frozen.items() if p in gold})),
         eta=eta,
+        discarded=frozenset(sqs) - answerable,
     )
 
 
@@ -395,7 +337,8 @@ def context_scores(
     """
     sets = _chunk_sets(ranked, ans)
     cov = coverage(sets, ans.answerable)
-    ndcg = alpha_ndcg(sets, _chunk_sets(all_chunks, ans), alpha=alpha, depth=len(sets))
+    ndcg = alpha_ndcg(sets, _chunk_sets(all_chunks, ans), alpha=alpha, depth=len(sets),
+                      pool_ids=[c.chunk_id for c in all_chunks])  # fmt: skip
     ntok = {p.passage_id: p.n_tokens + _LABEL_TOKENS for p in instance.passages}
     tokens_ref = sum(ntok[pid] for pid in ans.required)
     cov_ref = coverage([ans.answers[pid] for pid in ans.required], ans.answerable)

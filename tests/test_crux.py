@@ -251,14 +251,18 @@ def test_k_equal_to_the_required_subset_size_hand_computed():
 
 
 def test_k_required_without_a_required_subset_is_unscored():
-    # Only the non-gold p3 answers: Q_ans = {s1}, but no gold passage does, so Z* is empty.
+    # Only the non-gold p3 answers s1: no gold passage does, so Z* is empty and s1 is
+    # discarded (seed 002 §3.2: Q_ans is what the oracle context answers), leaving Q_ans
+    # empty: every context of the instance is unscored and counted, none scores Cov 1.
     ans = answerability_from_ratings(_q3(), ["s1"], [("p0003", "s1", 5)], "j1")
-    assert ans.required == ()
+    assert ans.required == () and ans.answerable == frozenset()
+    assert ans.discarded == {"s1"} and ans.answers == {"p0003": frozenset()}
     res = crux_evaluate([_q3()], ["lexical"], [1], {"q3": ans}, k_required=True,
                         chunk_size=10, overlap=0, n_resamples=50)  # fmt: skip
     agg = res.aggregate.set_index("k")
     assert agg.loc[K_REQUIRED, "n"] == 0 and agg.loc[K_REQUIRED, "n_unscored"] == 1
-    assert agg.loc[1, "n"] == 1 and agg.loc[1, "coverage"] == 1.0
+    assert agg.loc[1, "n"] == 0 and agg.loc[1, "n_unscored"] == 1
+    assert math.isnan(agg.loc[1, "coverage"])
 
 
 def test_answerability_note_says_gold_derived_with_counts():
@@ -315,6 +319,45 @@ def test_crux_report_uses_stored_ratings_and_falls_back_to_gold(db_path):
     assert per.loc[("q1", 3), "alpha_ndcg"] == pytest.approx(1.0)
     agg = res.aggregate.set_index("k")
     assert agg.loc[1, "n"] == 2 and agg.loc[1, "coverage"] == pytest.approx(0.5)
+
+
+def test_a_sub_question_only_a_distractor_answers_is_discarded(db_path):
+    # Ratings of every passage, as `judge --passages all` stores them: gold p1 answers s1,
+    # gold p2 answers s2 and s3, the non-gold p3 answers s1 and s4. Seed 002 §3.2: Q_ans is
+    # what the oracle context answers, {s1, s2, s3}; s4 (only a distractor answers it) is
+    # discarded, so Cov(Z*) = 1 (Z* = p2, p1). Counting s4 gave Cov(Z*) = 3/4 before.
+    ratings = [("p0001", "s1", 5), ("p0002", "s2", 4), ("p0002", "s3", 3),
+               ("p0003", "s1", 4), ("p0003", "s4", 5)]  # fmt: skip
+    ans = answerability_from_ratings(_q3(), ["s1", "s2", "s3", "s4"], ratings, "j1")
+    assert ans.answerable == {"s1", "s2", "s3"} and ans.discarded == {"s4"}
+    assert ans.required == ("p0002", "p0001")
+    assert ans.answers["p0003"] == {"s1"}  # s4 is out of every metric, alpha-nDCG included
+    store = Store(db_path)
+    store.write_dataset(Dataset("tiny", "test", "test", {}, (_q3(),)))
+    sq = pd.DataFrame({"instance_id": ["q3"] * 4, "sq_id": ["s1", "s2", "s3", "s4"],
+                       "text": ["a?", "b?", "c?", "d?"]})  # fmt: skip
+    rows = pd.DataFrame([{"instance_id": "q3", "sq_id": q, "passage_id": p, "rating": r,
+                          "judge": "j1"} for p, q, r in ratings])  # fmt: skip
+    store.write_crux_judgments("tiny", sq, rows)
+    res = crux_report(store, "tiny", ["lexical"], [1, 3], k_required=True, chunk_size=10,
+                      overlap=0, n_resamples=100)  # fmt: skip
+    per = res.per_context.set_index("k")
+    assert (per["coverage_ref"] == 1.0).all() and (per["n_answerable"] == 3).all()
+    # Lexical ranks p3, p1, p2 (one chunk each, 10 tokens). k=1, Z = (p3): answers s1 only.
+    # Cov 1/3 (was 2/4); nDCG 1 / 2 (the ideal's first item is p2, gain 2); density
+    # ((1/3)/10 / (1/20))^0.5 = sqrt(2/3) (was sqrt(4/3) > 1 against a Z* of Cov 3/4).
+    assert per.loc[1, "coverage"] == pytest.approx(1 / 3)
+    assert per.loc[1, "alpha_ndcg"] == pytest.approx(0.5)
+    assert per.loc[1, "density"] == pytest.approx(math.sqrt(2 / 3))
+    assert per.loc[1, "density"] == pytest.approx(0.8164966, abs=1e-6)
+    # k=3: Cov 1; gains 1, 0.5 (s1 again), 2 -> DCG 2 + 0.5/log2(3); ideal p2 (2), then p1
+    # and p3 tie at 1 (the greater chunk id, p3's c0003, goes first), then 0.5.
+    assert per.loc[3, "coverage"] == 1.0
+    assert per.loc[3, "alpha_ndcg"] == pytest.approx((2 + 0.5 / L3) / (2.25 + 1 / L3))
+    assert per.loc[3, "alpha_ndcg"] == pytest.approx(0.8037214, abs=1e-6)
+    # k = |Z*| = 2: Z = (p3, p1), both answer s1 only: Cov 1/3.
+    assert per.loc[K_REQUIRED, "k_size"] == 2
+    assert per.loc[K_REQUIRED, "coverage"] == pytest.approx(1 / 3)
 
 
 def test_crux_report_eta_5_and_the_gold_derived_note(db_path):
