@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from core.commands import MODULES, Groups, add_db, open_store, print_json
+from core.commands import MODULES, Groups, add_db, add_with_runs, open_store, print_json
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import FORMATS, read_dataset
 from core.datasets.ruler import build_ruler_lite
@@ -39,7 +39,7 @@ _DISK_FULL = re.compile(r"No space left|File too large|disk is full", re.I)
 def _cmd_generate_controlled(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     dataset = build_controlled(preset=args.preset, seed=args.seed, name=args.name or args.preset)
-    n = open_store(args).write_dataset(dataset, replace=args.replace)
+    n = open_store(args).write_dataset(dataset, replace=args.replace, with_runs=args.with_runs)
     print(
         f"generated dataset '{dataset.name}': {n} instances "
         f"(preset {args.preset}, seed {args.seed}) in {time.perf_counter() - t0:.1f} s "
@@ -51,7 +51,7 @@ def _cmd_generate_controlled(args: argparse.Namespace) -> int:
 def _cmd_generate_ruler(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     dataset = build_ruler_lite(seed=args.seed, name=args.name or "ruler-lite")
-    n = open_store(args).write_dataset(dataset, replace=args.replace)
+    n = open_store(args).write_dataset(dataset, replace=args.replace, with_runs=args.with_runs)
     print(
         f"generated dataset '{dataset.name}': {n} instances (ruler-lite, seed {args.seed}) "
         f"in {time.perf_counter() - t0:.1f} s -> {open_store(args).path}"
@@ -62,7 +62,9 @@ def _cmd_generate_ruler(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- import
 def _cmd_import_dataset(args: argparse.Namespace) -> int:
     result = read_dataset(args.file, fmt=args.format, name=args.name)
-    open_store(args).write_dataset(result.dataset, replace=args.replace)
+    open_store(args).write_dataset(
+        result.dataset, replace=args.replace, with_runs=args.with_runs
+    )
     print(f"{args.file}: {result.summary()} -> dataset '{args.name}' in {open_store(args).path}")
     return 0
 
@@ -124,12 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     ctl.add_argument("--name", help="dataset name in the store (default: the preset)")
     ctl.add_argument("--replace", action="store_true", help="replace a dataset of that name")
+    add_with_runs(ctl)
     add_db(ctl)
     ctl.set_defaults(handler=_cmd_generate_controlled)
     rul = gen_sub.add_parser("ruler-lite", help="RULER-lite: kv retrieval, multi-hop trace, sum")
     rul.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     rul.add_argument("--name", help="dataset name in the store (default ruler-lite)")
     rul.add_argument("--replace", action="store_true", help="replace a dataset of that name")
+    add_with_runs(rul)
     add_db(rul)
     rul.set_defaults(handler=_cmd_generate_ruler)
 
@@ -145,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     ids.add_argument("file", type=Path, help="the file to import")
     ids.add_argument("--name", required=True, help="dataset name in the store")
     ids.add_argument("--replace", action="store_true", help="replace a dataset of that name")
+    add_with_runs(ids)
     add_db(ids)
     ids.set_defaults(handler=_cmd_import_dataset)
 

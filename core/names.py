@@ -9,10 +9,27 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["NAME_MAX", "check_name"]
+__all__ = ["ECHO_MAX", "NAME_MAX", "check_name", "ellipsize"]
 
 NAME_MAX = 128
 """The longest name accepted, in characters (code points)."""
+
+ECHO_MAX = 200
+"""The most characters of a user's value an error message repeats (:func:`ellipsize`)."""
+
+
+def ellipsize(value: object, limit: int = ECHO_MAX) -> str:
+    """``value`` as one line of at most ``limit`` characters, cut with "..." when longer.
+
+    What an error message echoes of a user's value (a name, a key, a flag's value): line
+    breaks and tabs become spaces, so a hostile or huge value can neither split the one-line
+    error nor make it megabytes long.
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > 4 * limit:  # a huge value: cut before the split below scans it all
+        text = text[: 4 * limit]
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 # Unicode categories refused inside a name: control (Cc), format (Cf, e.g. U+200B, U+202E),
 # line/paragraph separators (Zl, Zp), surrogates (Cs), private use (Co) and unassigned (Cn).

@@ -454,6 +454,7 @@ def import_results(
     fmt: str = "oncu-release",
     dataset: str | None = None,
     replace: bool = False,
+    with_runs: str | None = None,
 ) -> ResultsImport:
     """Import one released run as runs (one per model), re-scored, in one transaction.
 
@@ -473,6 +474,8 @@ def import_results(
         dataset: attach the predictions to this stored dataset instead of creating one; every
             sample id must exist in it.
         replace: replace existing runs / a created dataset of the same name.
+        with_runs: with ``replace``, what becomes of the created dataset's other runs
+            (:meth:`core.store.Store.write_dataset`); its runs of this import are replaced.
 
     Raises:
         DataError: a file is malformed (names file, record and field); nothing is written.
@@ -509,7 +512,8 @@ def import_results(
                 builder_params={"file": str(path), "format": fmt},
                 instances=tuple(_instances_from_rows(df)),
             )
-            store.insert_dataset(con, ds, replace=replace)
+            store.insert_dataset(con, ds, replace=replace, with_runs=with_runs,
+                                 replacing=tuple(run_ids.values()))  # fmt: skip
         else:
             _check_instances(con, store, path, df, target)
         for model, run_id in run_ids.items():

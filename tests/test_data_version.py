@@ -70,7 +70,8 @@ def test_every_write_path_bumps_the_whole_store_and_its_dataset(tmp_path):
                 fn(con)
         return run
 
-    check(lambda: store.write_dataset(_dataset("A", 3), replace=True), {"A"})
+    check(lambda: store.write_dataset(_dataset("A", 3), replace=True, with_runs="keep-orphans"),
+          {"A"})  # fmt: skip
     check(in_tx(lambda con: store.write_predictions(con, [_prediction("ra")], replace=True)),
           {"A"})  # fmt: skip
     check(in_tx(lambda con: store.write_predictions(con, pd.DataFrame([_prediction("rb")]),

@@ -12,17 +12,29 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from core.names import ellipsize
 from core.store.connection import StoreBase, StoreError
 from core.store.frames import insert_frame, with_columns
 from core.store.schema import (
     _INSTANCE_COLUMNS,
     _PASSAGE_COLUMNS,
     CELL_COLUMNS,
+    DATASET_FINGERPRINT,
     bump_data_version,
 )
 from core.types import Dataset, Instance, Passage
 
-__all__ = ["DatasetInfo", "DatasetsMixin"]
+__all__ = ["WITH_RUNS", "DatasetInfo", "DatasetsMixin"]
+
+#: What replacing a dataset that has runs does to them (``--with-runs``): delete them, or
+#: keep them as runs of a dataset that changed since they ran.
+WITH_RUNS = ("drop", "keep-orphans")
+
+
+def _listed(ids: Sequence[str], most: int = 5) -> str:
+    """Up to ``most`` names, each ellipsized, and how many more."""
+    shown = ", ".join(ellipsize(i, 60) for i in ids[:most])
+    return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +52,9 @@ class DatasetInfo:
 class DatasetsMixin(StoreBase):
     """The dataset tables of :class:`core.store.Store`: datasets, instances, passages, CRUX."""
 
-    def write_dataset(self, dataset: Dataset, replace: bool = False) -> int:
+    def write_dataset(
+        self, dataset: Dataset, replace: bool = False, with_runs: str | None = None
+    ) -> int:
         """Write a dataset with its instances and passages in one transaction.
 
         Either everything is written or nothing is: any failure rolls back and the store is
@@ -49,20 +63,37 @@ class DatasetsMixin(StoreBase):
         Args:
             dataset: the dataset to write.
             replace: delete a stored dataset of the same name (in the same transaction).
+            with_runs: what a replace does to the stored dataset's runs (:data:`WITH_RUNS`):
+                ``drop`` deletes them, ``keep-orphans`` keeps them (``score`` lists them as
+                run on a dataset that changed since); None refuses a dataset that has runs.
 
         Returns:
             The number of instances written.
 
         Raises:
-            StoreError: the name is taken and ``replace`` is False.
+            StoreError: the name is taken and ``replace`` is False; the dataset has runs and
+                ``with_runs`` does not say what becomes of them; one of them is running.
         """
         with self.transaction() as con:
-            return self.insert_dataset(con, dataset, replace=replace)
+            return self.insert_dataset(con, dataset, replace=replace, with_runs=with_runs)
 
     def insert_dataset(
-        self, con: duckdb.DuckDBPyConnection, dataset: Dataset, replace: bool = False
+        self,
+        con: duckdb.DuckDBPyConnection,
+        dataset: Dataset,
+        replace: bool = False,
+        with_runs: str | None = None,
+        replacing: Sequence[str] = (),
     ) -> int:
-        """Insert a dataset on an open connection (inside the caller's transaction)."""
+        """Insert a dataset on an open connection (inside the caller's transaction).
+
+        ``replace`` and ``with_runs`` as in :meth:`write_dataset`; ``replacing`` names runs
+        of the dataset the caller itself writes again in this transaction (``import
+        results --replace``), which ``with_runs`` need not settle.
+        """
+        if with_runs is not None and with_runs not in WITH_RUNS:
+            allowed = ", ".join(WITH_RUNS)
+            raise ValueError(f"--with-runs must be one of {allowed}, got {ellipsize(with_runs)}")
         instances_df, passages_df = _frames(dataset)
         taken = self.has_dataset(dataset.name, con)
         if taken and not replace:
@@ -71,6 +102,7 @@ class DatasetsMixin(StoreBase):
                 "choose another --name or pass --replace"
             )
         if taken:
+            self._settle_runs(con, dataset.name, with_runs, replacing)
             self._delete_dataset(con, dataset.name)
         con.execute(
             "INSERT INTO datasets (dataset_id, name, source, builder, builder_params, "
@@ -86,8 +118,45 @@ class DatasetsMixin(StoreBase):
         )
         insert_frame(con, "instances", instances_df, (*_INSTANCE_COLUMNS, "n_gold"))
         insert_frame(con, "passages", passages_df, _PASSAGE_COLUMNS)
+        con.execute(
+            f"UPDATE datasets SET fingerprint = ({DATASET_FINGERPRINT}) WHERE dataset_id = ?",
+            [dataset.name] * 3,
+        )
         bump_data_version(con, datasets=[dataset.name])
         return len(dataset.instances)
+
+    def _settle_runs(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        name: str,
+        with_runs: str | None,
+        replacing: Sequence[str] = (),
+    ) -> None:
+        """Before dataset ``name`` is replaced: refuse, drop or keep its runs (``with_runs``)."""
+        runs = con.execute(
+            "SELECT run_id, status FROM runs WHERE dataset_id = ? AND NOT list_contains(?, run_id) "
+            "ORDER BY run_id",
+            [name, list(replacing)],
+        ).fetchall()
+        if not runs:
+            return
+        ids = [r for r, _ in runs]
+        busy = [r for r, st in runs if self.live_status(r, st) == "running"]
+        if busy:
+            raise StoreError(
+                f"dataset '{ellipsize(name)}' has a run in progress ({_listed(busy)}); "
+                "let it end or cancel it before replacing the dataset; nothing written"
+            )
+        if with_runs is None:
+            raise StoreError(
+                f"dataset '{ellipsize(name)}' has {len(ids)} run(s) ({_listed(ids)}) whose "
+                "predictions were made on it; pass --with-runs drop (delete them with it) or "
+                "--with-runs keep-orphans (keep them; `score` lists them as run on a changed "
+                "dataset); nothing written"
+            )
+        if with_runs == "drop":
+            for run_id in ids:
+                self.drop_run(con, run_id)
 
     @staticmethod
     def _delete_dataset(con: duckdb.DuckDBPyConnection, name: str) -> None:

@@ -49,6 +49,12 @@ class RunsMixin(StoreBase):
             f"VALUES ({', '.join('?' * len(_RUN_COLUMNS))})",
             values,
         )
+        # the dataset as this run finds it (changed_runs compares)
+        con.execute(
+            "UPDATE runs SET dataset_fingerprint = (SELECT fingerprint FROM datasets "
+            "WHERE dataset_id = runs.dataset_id) WHERE run_id = ?",
+            [row["run_id"]],
+        )
 
     def run_row(
         self, run_id: str, con: duckdb.DuckDBPyConnection | None = None
@@ -222,21 +228,48 @@ class RunsMixin(StoreBase):
         with self.transaction() as con:
             if not self.run_exists(con, run_id):
                 raise StoreError(f"no run '{run_id}' in {self.path}")
-            n = con.execute(
-                "SELECT count(*) FROM predictions WHERE run_id = ?", [run_id]
-            ).fetchone()[0]
-            self.delete_run_results(con, [run_id])
-            # its blind-annotation sample and the labels people gave it (issue 20)
-            con.execute(
-                "DELETE FROM annotations WHERE item_id IN "
-                "(SELECT item_id FROM annotation_items WHERE run_id = ?)",
-                [run_id],
-            )
-            con.execute("DELETE FROM annotation_items WHERE run_id = ?", [run_id])
-            drop_batch_calls(con, run_id)  # the calls it exported for a batch (issue 21)
-            drop_judge_calls(con, run_id)
-            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+            return self.drop_run(con, run_id)
+
+    def drop_run(self, con: duckdb.DuckDBPyConnection, run_id: str) -> int:
+        """:meth:`delete_run` inside the caller's transaction; returns predictions deleted."""
+        n = con.execute("SELECT count(*) FROM predictions WHERE run_id = ?", [run_id]).fetchone()[0]
+        self.delete_run_results(con, [run_id])
+        # its blind-annotation sample and the labels people gave it (issue 20)
+        con.execute(
+            "DELETE FROM annotations WHERE item_id IN "
+            "(SELECT item_id FROM annotation_items WHERE run_id = ?)",
+            [run_id],
+        )
+        con.execute("DELETE FROM annotation_items WHERE run_id = ?", [run_id])
+        drop_batch_calls(con, run_id)  # the calls it exported for a batch (issue 21)
+        drop_judge_calls(con, run_id)
+        con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
         return int(n)
+
+    def changed_runs(self, con: duckdb.DuckDBPyConnection | None = None) -> list[dict[str, Any]]:
+        """Runs whose dataset changed (or is gone) since they ran (issue 35 item 1).
+
+        Each run records its dataset's fingerprint when it is created
+        (:data:`core.store.schema.DATASET_FINGERPRINT`); a dataset replaced with
+        ``--with-runs keep-orphans`` has another one. Their stored predictions were made on
+        other instances or gold, so their scores against the stored dataset mean little.
+
+        Returns:
+            ``{"run_id", "dataset_id", "why"}`` per such run, by run id.
+        """
+        with self._using(con) as c:
+            rows = c.execute(
+                "SELECT r.run_id, r.dataset_id, d.dataset_id IS NULL FROM runs r "
+                "LEFT JOIN datasets d USING (dataset_id) "
+                "WHERE r.dataset_fingerprint IS DISTINCT FROM d.fingerprint "
+                "AND (r.dataset_fingerprint IS NOT NULL OR d.fingerprint IS NOT NULL) "
+                "ORDER BY r.run_id"
+            ).fetchall()
+        return [
+            {"run_id": r, "dataset_id": d,
+             "why": "its dataset is gone" if gone else "its dataset changed since it ran"}
+            for r, d, gone in rows
+        ]  # fmt: skip
 
     def runs_frame(self, live: bool = True) -> pd.DataFrame:
         """Every run with its prediction count, newest first.
@@ -295,7 +328,9 @@ _FINAL_STATUS = (
 )
 
 #: Run kinds (``runs.kind``): what produced a run's predictions.
-RUN_KINDS = ("conditions", "interventions", "probes", "judge", "imported", "rerun")
+RUN_KINDS = (
+    "conditions", "interventions", "probes", "judge", "imported", "rerun", "attribution",
+)
 #: Kinds whose runs are four-condition runs (the condition, ONCU and fan-in views).
 CONDITION_KINDS = ("conditions", "imported")
 #: Every run status: ``planned`` (created, no call stored yet), ``running``, ``done``,

@@ -14,6 +14,7 @@ import duckdb
 __all__ = [
     "CACHE_COLUMNS",
     "CELL_COLUMNS",
+    "DATASET_FINGERPRINT",
     "PREDICTION_COLUMNS",
     "SCHEMA_VERSION",
     "SCORE_COLUMNS",
@@ -23,6 +24,24 @@ __all__ = [
     "read_data_version",
     "stored_version",
 ]
+
+#: A dataset's content fingerprint as SQL, ``{ds}`` its id: instance and passage counts and
+#: the XOR of an MD5 of each row's fields (every stored field, the dataset id aside), so any
+#: changed, added or removed instance or passage changes it; the row order of a table does
+#: not. Cheap (one scan in DuckDB, ~15 ms for 2,000 passages), unlike ``content_hash``.
+_FINGERPRINT_OF = """(
+    (SELECT count(*) || '-' || coalesce(bit_xor(md5_number(CAST(row(
+        i.instance_id, i.ord, i.question, i.gold_answer, i.answer_aliases, i.answer_type,
+        i.reasoning_type, i.context_length, i.evidence_position, i.distractor_similarity,
+        i.evidence_density, i.fan_in, i.oracle_applicable, i.source, i.metadata) AS VARCHAR))
+    ), 0) FROM instances i WHERE i.dataset_id = {ds})
+    || '/' ||
+    (SELECT count(*) || '-' || coalesce(bit_xor(md5_number(CAST(row(
+        p.instance_id, p.passage_id, p.ord, p.title, p.text, p.doc_id, p.role, p.is_gold,
+        p.n_tokens) AS VARCHAR))
+    ), 0) FROM passages p WHERE p.dataset_id = {ds}))"""
+#: ``SELECT`` of one dataset's fingerprint (parameters: the dataset id, twice).
+DATASET_FINGERPRINT = "SELECT " + _FINGERPRINT_OF.format(ds="?")
 
 #: Forward migrations; migration ``i`` brings the schema from version ``i`` to ``i + 1``.
 #: Never edit a released migration: append a new one and the version follows.
@@ -271,6 +290,18 @@ _MIGRATIONS: tuple[str, ...] = (
         SELECT count(*) FROM passages p
         WHERE p.is_gold AND p.dataset_id = instances.dataset_id
             AND p.instance_id = instances.instance_id
+    );
+    """,
+    # 7: a dataset's content fingerprint, and the fingerprint of the dataset each run ran on
+    # (issue 35 item 1): a dataset replaced under its runs is found (`score` lists the runs,
+    # core.store.datasets.DATASET_FINGERPRINT), never silently re-scored against new gold.
+    # Stored runs are taken to have run on their dataset as it is now.
+    f"""
+    ALTER TABLE datasets ADD COLUMN IF NOT EXISTS fingerprint VARCHAR;
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS dataset_fingerprint VARCHAR;
+    UPDATE datasets SET fingerprint = {_FINGERPRINT_OF.format(ds="datasets.dataset_id")};
+    UPDATE runs SET dataset_fingerprint = (
+        SELECT d.fingerprint FROM datasets d WHERE d.dataset_id = runs.dataset_id
     );
     """,
 )
