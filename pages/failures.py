@@ -162,6 +162,9 @@ columns = {
     "question": text("question", help="The question (its first 300 characters)."),
     "answer": text("answer", help="The model's parsed answer (its first 300 characters); empty "
                    "for a failed call."),
+    "explanation": text("explanation", help="The model's own explanation (its first 300 "
+                        "characters; a released run's from its parsed predictions). Open the "
+                        "row for the whole reply as the model wrote it."),
     "score": st.column_config.NumberColumn(selection.score_field, format="%.3f",
                                            help=f"{selection.score_field} of the prediction "
                                            "(the sidebar's score field); empty when unscored "
@@ -178,7 +181,8 @@ columns = {
 shown = rows if rows["dataset"].nunique() > 1 else rows.drop(columns=["dataset"])
 config = {k: v for k, v in columns.items() if k in shown.columns}
 order = [c for c in ("row", "run", "dataset", "condition", "instance_id", "outcome",
-                     "failure_label", "score", "question", "answer", "error", "fan_in",
+                     "failure_label", "score", "question", "answer", "explanation", "error",
+                     "fan_in",
                      "reasoning_type", "variant") if c in shown.columns]  # fmt: skip
 nonce = ss.get("failures.nonce", 0)  # a new table after a case was opened: no selection
 event = st.dataframe(shown, key=f"failures.table.{nonce}", hide_index=True, on_select="rerun",

@@ -18,6 +18,7 @@ from core.rerun import RerunRequest, rerun
 from core.results import import_results
 from core.results_release import group_release_files, release_parse
 from core.store import Store
+from core.store.failure_rows import FailureFilter
 from core.types import DataError
 
 HOTPOT = "hotpotqa_qwen25_14b_200"
@@ -264,3 +265,16 @@ def test_release_folder_copy_imports_the_same(tmp_path, hotpot):
     assert again.runs == (HOTPOT,)
     assert (again.n_explained, again.n_replies, again.parse_check) == (
         res.n_explained, res.n_replies, res.parse_check)
+
+
+def test_failure_browser_rows_carry_the_released_explanation(hotpot):
+    """The retrieved failure of the Apple Remote question lists its released explanation."""
+    store, _, _ = hotpot
+    rows, _ = store.failure_page(FailureFilter(runs=(HOTPOT,), conditions=("retrieved",),
+                                               text="Siri Remote"), 0, 50)  # fmt: skip
+    (hit,) = rows[rows["instance_id"] == "hotpotqa_5adddccd5542997dc7907069"].to_dict("records")
+    assert hit["outcome"] == "wrong" and hit["answer"] == "Siri Remote"
+    # hand-read from the fixture's parsed_predictions.jsonl, line 15
+    assert hit["explanation"] == (
+        "The Siri Remote is designed specifically to work with the always-on Siri capable Apple "
+        "TV, which was originally interacted with by the Apple Remote.")

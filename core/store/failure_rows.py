@@ -69,10 +69,10 @@ SORTS: dict[str, tuple[str, str]] = {
 
 #: The columns of a page's rows (after ``row``).
 _PAGE_COLUMNS = ("run", "dataset", "condition", "variant", "instance_id", "question",
-                 "answer", "score", "outcome", "failure_label", "error", "fan_in",
+                 "answer", "explanation", "score", "outcome", "failure_label", "error", "fan_in",
                  "reasoning_type")  # fmt: skip
 _TEXT_COLUMNS = ("run", "dataset", "condition", "variant", "instance_id", "question", "answer",
-                 "outcome", "failure_label", "error", "reasoning_type")  # fmt: skip
+                 "explanation", "outcome", "failure_label", "error", "reasoning_type")  # fmt: skip
 _OUTCOME = (
     "CASE WHEN coalesce(p.error, '') <> '' THEN 'call failed' "
     "WHEN s.failure_label IS NOT NULL THEN "
@@ -248,7 +248,9 @@ class FailuresMixin(StoreBase):
         Returns:
             ``(rows, counts)``. ``rows``: ``row`` (1-based place in the list), ``run``,
             ``dataset``, ``condition``, ``variant``, ``instance_id``, ``question``,
-            ``answer`` (text cut to :data:`TEXT_CHARS` characters), ``score`` (the filter's
+            ``answer`` (text cut to :data:`TEXT_CHARS` characters), ``explanation`` (the
+            model's own explanation, cut; a released run's from its side files), ``score`` (the
+            filter's
             score field), ``outcome`` (:data:`OUTCOMES`), ``failure_label``, ``error`` (cut),
             ``fan_in``, ``reasoning_type``. ``counts``: ``total`` and one count per outcome of
             the whole filtered list.
@@ -267,6 +269,7 @@ class FailuresMixin(StoreBase):
             "pg AS (SELECT * FROM f ORDER BY " + order + " LIMIT ? OFFSET ?), "
             "w AS (SELECT pg.*, left(i.question, " + cut + ") AS question, "
             "left(p.answer, " + cut + ") AS answer, left(p.error, " + cut + ") AS error, "
+            "left(p.explanation, " + cut + ") AS explanation, "
             "i.reasoning_type FROM pg "
             "JOIN instances i ON i.dataset_id = pg.dataset AND i.instance_id = pg.instance_id "
             "JOIN predictions p ON p.run_id = pg.run AND p.instance_id = pg.instance_id "
