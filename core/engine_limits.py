@@ -61,7 +61,7 @@ TIMEOUT = Param(
     "timeout", float, None,
     "seconds one model call may wait for the server's answer before it fails and is retried "
     "(ollama and openai backends; default 600)",
-    validate=_positive,
+    maximum=86_400, validate=_positive,
 )  # fmt: skip
 
 

@@ -122,7 +122,8 @@ TWO_SUPPORT_PARTS = ("1", "2", "both")
 
 #: Base retrieved chunks (seed 004 §5.1: BM25 top k = 5, not the four-condition protocol's 3).
 BASE_TOP_K = Param(
-    "top_k", int, 5, "base retrieved chunks", minimum=TOP_K.minimum, section="seed 004 §5.1"
+    "top_k", int, 5, "base retrieved chunks", minimum=TOP_K.minimum,
+    maximum=TOP_K.maximum, section="seed 004 §5.1"
 )
 #: Replacement hardness of one ``replace`` call.
 REPLACE_LEVEL = Param(

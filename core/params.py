@@ -159,7 +159,7 @@ ParamInfo = Param
 CONCURRENCY = Param("concurrency", int, 1, "parallel model calls", minimum=1)
 NUM_CTX = Param(
     "num_ctx", int, None, "context window in tokens, fixed per run (Ollama default 32768)",
-    minimum=1,
+    minimum=1, maximum=10_000_000,
 )  # fmt: skip
 SEED = Param("seed", int, 0, "generation seed")
 #: Work on the first N instances of a dataset only (None: all of them).

@@ -172,16 +172,17 @@ class RankedChunk:
 _RETRIEVAL_SECTION = "SPEC §4; seed 000 §6.1.3"
 #: Chunks given to the reader (``--top-k`` on the command line, "top-k" on the Runs page).
 TOP_K = Param(
-    "k", int, 3, "number of chunks given to the reader", minimum=1, section=_RETRIEVAL_SECTION
-)
+    "k", int, 3, "number of chunks given to the reader", minimum=1, maximum=1000,
+    section=_RETRIEVAL_SECTION,
+)  # fmt: skip
 #: Chunk window length.
 CHUNK_SIZE = Param(
-    "chunk_size", int, 220, "chunk length in whitespace tokens", minimum=1,
+    "chunk_size", int, 220, "chunk length in whitespace tokens", minimum=1, maximum=100_000,
     section=_RETRIEVAL_SECTION,
 )  # fmt: skip
 #: Tokens shared by consecutive chunks.
 OVERLAP = Param(
-    "overlap", int, 40, "tokens shared by consecutive chunks", minimum=0,
+    "overlap", int, 40, "tokens shared by consecutive chunks", minimum=0, maximum=100_000,
     section=_RETRIEVAL_SECTION,
 )  # fmt: skip
 #: Parameters every retrieved condition has, whatever the retriever.

@@ -1,10 +1,12 @@
 """Runs: launch every method (keeps going while you browse), preflight, live progress, cancel,
 resume, import, delete."""
 
+import shlex
+
 import streamlit as st
 
 from core.backends.preflight import preflight
-from core.engine_limits import TIMEOUT
+from core.engine_limits import MAX_SERVER_CONCURRENCY, TIMEOUT
 from core.jobs import (
     JUDGE_METHODS,
     METHODS,
@@ -59,6 +61,15 @@ def launch_checked(req, anyway: bool) -> bool:
     return not stop
 
 
+def _checked(errors: list[str], param, key: str, container, **kw):  # noqa: ANN001, ANN202
+    """:func:`pages.widgets.param_widget`, a refused value appended to ``errors`` (None)."""
+    try:
+        return param_widget(param, key, container, **kw)
+    except ValueError as exc:
+        errors.append(str(exc))
+        return None
+
+
 with st.expander("Launch a run", expanded=not jobs().all()):
     kind = st.selectbox(
         "Method", list(LABELS), format_func=LABELS.get, key="runs.method",
@@ -66,7 +77,8 @@ with st.expander("Launch a run", expanded=not jobs().all()):
         "(`python -m core run`, `run-interventions`, `run-probes`, `generate controlled "
         "--preset fanin-grid`, `judge crux`, `judge RUBRIC` for a judge run).",
     )  # fmt: skip
-    with st.form("runs.launch"):
+    # Enter in a field never submits: a launch takes exactly what is on screen at the click
+    with st.form("runs.launch", enter_to_submit=False):
         c = st.columns(3)
         grid = kind == "fanin-grid"
         dataset = "" if grid else c[0].selectbox("Dataset", datasets)
@@ -78,6 +90,7 @@ with st.expander("Launch a run", expanded=not jobs().all()):
         backend = "embedded" if grid else c[2].selectbox("Backend", ("embedded", "ollama",
                                                                      "openai"))  # fmt: skip
         d = st.columns(4)
+        errors: list[str] = []  # refused values: one line each when Launch is clicked
         model = url = ""
         concurrency, timeout = CONCURRENCY.default, None
         if not grid:
@@ -88,13 +101,10 @@ with st.expander("Launch a run", expanded=not jobs().all()):
                                   help="Ollama host (default $OLLAMA_HOST) or OpenAI-compatible "
                                   "base URL (default $OPENAI_BASE_URL)")  # fmt: skip
             if kind != "judge":  # judge crux makes one call at a time
-                concurrency = param_widget(CONCURRENCY, f"runs.concurrency.{kind}", d[2],
-                                           label="Concurrency")  # fmt: skip
-            timeout = d[3].number_input(
-                "Timeout (s)", min_value=0.1, value=None, step=10.0, placeholder="600",
-                key="runs.timeout", help=TIMEOUT.help + " (--timeout)",
-            )  # fmt: skip
-        errors: list[str] = []
+                concurrency = _checked(errors, CONCURRENCY, f"runs.concurrency.{kind}", d[2],
+                                       label="Concurrency",
+                                       maximum=MAX_SERVER_CONCURRENCY)  # fmt: skip
+            timeout = _checked(errors, TIMEOUT, "runs.timeout", d[3], label="Timeout (s)")
         target = None
         if kind in JUDGE_METHODS and kind != "judge-crux-answerability":
             runs = cached_call("runs")
@@ -105,7 +115,7 @@ with st.expander("Launch a run", expanded=not jobs().all()):
         if kind == "conditions":
             e = st.columns([1, 1, 1, 2])
             retriever = param_widget(retriever_param(), "runs.retriever", e[0], label="Retriever")
-            top_k = param_widget(TOP_K, "runs.top_k", e[1], label="top-k")
+            top_k = _checked(errors, TOP_K, "runs.top_k", e[1], label="top-k")
             no_rerank = rerank_unavailable()  # why no cross-encoder can be used, or None
             rerank = e[2].number_input(
                 "Rerank N", min_value=1, value=None, step=1, placeholder="off",
@@ -165,11 +175,14 @@ def _progress() -> None:
             p = job.progress()
             if p is not None:
                 unit = "judgments" if job.request.kind in JUDGE_METHODS else "calls"
-                text = f"{p.done}/{p.total} {unit} · ETA {p.eta} · {p.errors} errors"
+                eta = f" · ETA {p.eta}" if job.running else ""  # no estimate for a stopped job
+                text = f"{p.done}/{p.total} {unit}{eta} · {p.errors} errors"
                 c[1].progress(p.fraction, text=text)
             elif job.running:  # the child is starting (imports, planning): no count yet
                 c[1].progress(0.0, text="starting ...")
             c[1].code(job.last_line() or "starting ...", language=None)
+            c[1].caption("Launched as (the run stores these settings):")
+            c[1].code(shlex.join(command_for(job.request)), language="bash", wrap_lines=True)
             if job.running and c[2].button("Cancel", key=f"runs.cancel.{run_id}"):
                 job.cancel()
                 st.rerun()

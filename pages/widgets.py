@@ -16,7 +16,7 @@ import streamlit as st
 from core.jobs import method_params
 from core.params import Param, widget_spec
 
-__all__ = ["method_widgets", "param_widget", "param_widgets"]
+__all__ = ["method_widgets", "param_widget", "param_widgets", "range_text"]
 
 #: The keyword arguments that set a widget's initial value (left out once Session State has one).
 _VALUE_KWARGS = ("value", "index", "default")
@@ -30,12 +30,15 @@ def param_widget(
     label: str | None = None,
     value: Any = None,
     options: Sequence[Any] | None = None,
+    maximum: float | None = None,
 ) -> Any:
     """Render ``param`` as a widget and return its value, checked by the declaration.
 
     Choices give a selectbox (a multiselect for a list knob), ``bool`` a checkbox, numbers a
-    number_input with the declared minimum and maximum, anything else a text_input; the
-    tooltip is the declaration's help (description, paper section, default).
+    number_input whose label shows the declared range (``top-k (1–1,000)``), anything else
+    a text_input; the tooltip is the declaration's help (description, paper section, default).
+    A number outside the range is refused here with one line naming the field, the value and
+    the range (issue 36 item 7).
 
     Args:
         param: the declaration.
@@ -46,13 +49,15 @@ def param_widget(
             value in Session State.
         options: the values this page offers, for a declaration that takes any value of its
             type (a selectbox of these; the declared default first when it is among them).
+        maximum: a lower upper bound than the declaration's, where this form has one (the
+            concurrency a model server is asked for).
 
     Returns:
         The value converted by :meth:`Param.coerce`; None for an empty entry of a declaration
         whose default is None (the method's own default, e.g. DOLCE's per-problem thresholds).
 
     Raises:
-        ValueError: a text entry the declaration refuses (the message names the parameter).
+        ValueError: a value the declaration refuses (the message names the parameter).
     """
     spec = (
         widget_spec(param, label=label)
@@ -60,6 +65,16 @@ def param_widget(
         else widget_spec(param, label=label, value=value)
     )
     kind, kwargs = spec.kind, dict(spec.kwargs)
+    label = spec.label
+    bounds = None
+    if kind == "number_input" and options is None:
+        # the range is shown beside the field and checked here, so a value outside it is
+        # refused with one line on the page (the widget's own bounds say it in a tooltip only)
+        bounds = (kwargs.pop("min_value", None), kwargs.pop("max_value", None))
+        if maximum is not None:
+            bounds = (bounds[0], maximum if bounds[1] is None else min(bounds[1], maximum))
+        shown = range_text(*bounds)
+        label = f"{label} ({shown})" if shown else label
     if options is not None:
         start = value if value is not None else param.default
         kind = "selectbox"
@@ -69,10 +84,25 @@ def param_widget(
         # The widget's value lives in Session State; passing an initial one as well is an error.
         for name in _VALUE_KWARGS:
             kwargs.pop(name, None)
-    raw = getattr(container, kind)(spec.label, key=key, **kwargs)
+    raw = getattr(container, kind)(label, key=key, **kwargs)
     if param.default is None and raw in (None, ""):
         return None
+    if bounds is not None and raw is not None:
+        lo, hi = bounds
+        if (lo is not None and raw < lo) or (hi is not None and raw > hi):
+            raise ValueError(f"{spec.label} {raw:g} is out of range: {range_text(lo, hi)} "
+                             f"({param.description})")  # fmt: skip
     return param.coerce(raw)
+
+
+def range_text(lo: float | None, hi: float | None) -> str:
+    """A declared range as shown beside its field: ``1–1,000``, ``≥ 0``, ``≤ 5``; empty when
+    the parameter has none."""
+    if lo is not None and hi is not None:
+        return f"{lo:,g}–{hi:,g}"
+    if lo is not None:
+        return f"≥ {lo:,g}"
+    return f"≤ {hi:,g}" if hi is not None else ""
 
 
 def param_widgets(
