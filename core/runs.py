@@ -37,6 +37,13 @@ from typing import Any
 
 import pandas as pd
 
+from core.attribution import SCORE_FIELD, ablation_tables, plan_drops
+from core.attribution_plan import (
+    attribution_settings,
+    pick_instances,
+    plan_attribution,
+    shown_evidence,
+)
 from core.backends import make_backend
 from core.backends.base import Backend
 from core.conditions import check_conditions, plan_conditions, planned_keys, retrieval_config
@@ -68,6 +75,7 @@ __all__ = [
     "build_demo",
     "judge_answerability",
     "open_run",
+    "run_attribution",
     "run_conditions",
     "run_interventions",
     "run_probes",
@@ -458,17 +466,7 @@ def run_interventions(
             store, name, calls, backend, concurrency=concurrency, progress=progress,
             cancel=cancel,
         )  # fmt: skip
-    return replace(
-        second,
-        planned=first.planned + second.planned,
-        executed=first.executed + second.executed,
-        cached=first.cached + second.cached,
-        skipped_existing=first.skipped_existing + second.skipped_existing,
-        errors=first.errors + second.errors,
-        parse_errors=first.parse_errors + second.parse_errors,
-        seconds=first.seconds + second.seconds,
-        model_seconds=first.model_seconds + second.model_seconds,
-    )
+    return _merged(first, second)
 
 
 def _base_citations(store: Store, run_id: str) -> dict[str, list[str]]:
@@ -492,6 +490,122 @@ def _id_list(x: Any) -> list[str]:
     if isinstance(x, str):
         return [x] if x else []
     return [str(v) for v in x]
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+def run_attribution(
+    store: Store,
+    dataset: str,
+    backend: Backend,
+    *,
+    name: str,
+    condition: str = "full_context",
+    ablations: int = 32,
+    keep: float = 0.5,
+    seed: int = 0,
+    target: str = "retention",
+    score_field: str = SCORE_FIELD.default,
+    retriever: str = "lexical",
+    top_k: int = 3,
+    chunk_size: int = 220,
+    overlap: int = 40,
+    instances: str | None = None,
+    concurrency: int = 1,
+    progress: _ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    options: Mapping[str, Any] | None = None,
+    notes: str = "",
+) -> RunSummary:
+    """Run context attribution (issue 40): unablated call, random ablations, top-k drops.
+
+    Phase 1 executes each instance's unablated call and ``ablations`` masked calls
+    (:func:`core.attribution_plan.plan_attribution`); phase 2 fits each instance's surrogate
+    on its stored ablations and executes the top-1 and top-2 drops
+    (:func:`core.attribution.plan_drops`). Both go through :func:`core.engine.execute`
+    (response cache, resume, kill -9 durability, progress, cancel). The settings are recorded
+    on the run (``retrieval["attribution"]``); resuming with other settings is refused.
+
+    Args:
+        store: the store.
+        dataset: a stored dataset.
+        backend: the model backend.
+        name: the run id.
+        condition: ``full_context``, ``retrieved`` or ``oracle``.
+        ablations: masked calls per instance.
+        keep: probability that a mask keeps each shown passage.
+        seed: mask seed.
+        target: ``retention`` (default) or ``correct``; ``logprob`` is refused.
+        score_field: the score of the ``correct`` target.
+        retriever: retriever family of the ``retrieved`` condition.
+        top_k: chunks of the ``retrieved`` condition.
+        chunk_size: chunk window in tokens.
+        overlap: chunk overlap in tokens.
+        instances: the first N instances or instance ids (comma-separated); None: all.
+        concurrency: worker threads calling the backend.
+        progress: progress callback (see :func:`core.engine.execute`), called in both phases.
+        cancel: set it to stop (the run is resumable).
+        options: generation options recorded when the backend does not report its own.
+        notes: free text stored on the run.
+
+    Returns:
+        A :class:`core.engine.RunSummary` over both phases.
+
+    Raises:
+        RunBusyError: run ``name`` is running in another process.
+        ValueError: unknown dataset, condition, target or retriever, a bad setting, or a
+            stored run of that name with other settings.
+    """
+    settings = attribution_settings(condition, ablations, keep, seed, target, instances)
+    settings["score_field"] = SCORE_FIELD.coerce(score_field)
+    if dataset not in store.dataset_names():
+        raise ValueError(f"no dataset named '{dataset}' in {store.path}")
+    config: dict[str, Any] = {"attribution": settings}
+    if condition == "retrieved":
+        config.update(retrieval_config(retriever, top_k, chunk_size, overlap))
+    chosen = pick_instances(store.load_instances(dataset), instances)
+    look = {"retriever": retriever, "top_k": top_k, "chunk_size": chunk_size, "overlap": overlap}
+    with store.run_lock(name):
+        open_run(
+            store, backend, name, dataset, options=options, retrieval=config,
+            conditions=(condition,), notes=notes, kind="attribution",
+        )  # fmt: skip
+        shown = {i.instance_id: shown_evidence(i, condition, **look) for i in chosen}
+        calls = [
+            call for i in chosen for call in plan_attribution(
+                i, condition=condition, ablations=ablations, keep=keep, seed=seed,
+                shown=shown[i.instance_id],
+            )
+        ]  # fmt: skip
+        first = execute(
+            store, name, calls, backend, concurrency=concurrency, progress=progress,
+            cancel=cancel,
+        )  # fmt: skip
+        if first.status in ("cancelled", "failed"):
+            return first
+        tables = ablation_tables(store.prediction_rows(name), target, settings["score_field"])
+        drops = plan_drops(chosen, shown, tables, seed=seed, keep=keep)
+        second = execute(
+            store, name, drops, backend, concurrency=concurrency, progress=progress,
+            cancel=cancel,
+        )  # fmt: skip
+    return _merged(first, second)
+
+
+def _merged(first: RunSummary, second: RunSummary) -> RunSummary:
+    """One summary of two executions of a run (the second's status)."""
+    return replace(
+        second,
+        planned=first.planned + second.planned,
+        executed=first.executed + second.executed,
+        cached=first.cached + second.cached,
+        skipped_existing=first.skipped_existing + second.skipped_existing,
+        errors=first.errors + second.errors,
+        parse_errors=first.parse_errors + second.parse_errors,
+        seconds=first.seconds + second.seconds,
+        model_seconds=first.model_seconds + second.model_seconds,
+    )
 
 
 # --------------------------------------------------------------------------- DOLCE

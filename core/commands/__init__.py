@@ -28,7 +28,7 @@ __all__ = [
 #: Command modules, registered in this order (``core.commands.<name>``).
 MODULES = (
     "reports", "engine", "interventions", "dolce", "coverage", "crux_judge", "export", "serve",
-    "setup", "batch", "annotate", "store_admin", "paper",
+    "setup", "batch", "annotate", "store_admin", "paper", "attribution",
 )
 
 
