@@ -60,7 +60,8 @@ OPTIONS: dict[str, Param] = {
     p.name: p
     for p in (
         SCORE_FIELD, N_RESAMPLES, oncu_fig.CONDITIONS_OPTION, oncu_fig.CONTRASTS,
-        oncu_fig.GROUP_KEY, oncu_fig.CI, oncu_fig.SCALING_DISTANCE, cuer_fig.EPS,
+        oncu_fig.GROUP_KEY, oncu_fig.CI, oncu_fig.SCALING_DISTANCE, oncu_fig.P_TEST,
+        oncu_fig.OLS_P_TEST, cuer_fig.EPS,
         cuer_fig.TAU, cuer_fig.SYNERGY_METRIC, cuer_fig.CORRECTNESS_AXIS,
         *dolce_fig.FIT_OPTIONS, dolce_fig.PROBLEM, fanin_fig.POINTS, fanin_fig.CRUX_RETRIEVERS,
         fanin_fig.CRUX_KS, fanin_fig.JUDGE, fanin_fig.R_INCLUDE_ORACLE,
@@ -75,7 +76,8 @@ _R = retrieval_fig
 VIEW_OPTIONS: dict[Callable[..., Any], tuple[Param, ...]] = {
     plain_predictions: (),
     scaling_result: (SCORE_FIELD, oncu_fig.GROUP_KEY, oncu_fig.CONDITIONS_OPTION,
-                     oncu_fig.SCALING_DISTANCE, N_RESAMPLES),
+                     oncu_fig.SCALING_DISTANCE, N_RESAMPLES, oncu_fig.P_TEST,
+                     oncu_fig.OLS_P_TEST),
     cuer_result: (cuer_fig.EPS, cuer_fig.TAU, cuer_fig.SYNERGY_METRIC, cuer_fig.CORRECTNESS_AXIS,
                   N_RESAMPLES),
     dolce_result: dolce_fig.FIT_OPTIONS,
@@ -242,9 +244,12 @@ _table(
     "paired_contrasts",
     title="Paired contrasts",
     description="Mean paired difference aligned by instance with a paired bootstrap 95% CI, "
-    "standardized effect (mean / sd of differences) and two-sided bootstrap p; McNemar's "
-    "exact p for binary scores. With several runs, each run against the first per condition.",
-    reference="SPEC §6.6; seed 000 §7.6",
+    "standardized effect (mean / sd of differences), two-sided normal-approximation p "
+    "(erfc(|z| / sqrt 2), z = mean / (sd / sqrt n), as published; option p_test=bootstrap: "
+    "the bootstrap p) and p_holm, Holm across every run's condition contrasts in the table; "
+    "McNemar's exact p for binary scores. With several runs, each run against the first per "
+    "condition (its own Holm family).",
+    reference="SPEC §6.6; seed 000 §7.6, Table 29; issue 34",
     view=plain_predictions,
     plot=oncu_fig.contrasts_table,
 )
@@ -308,7 +313,8 @@ _table(
     "its valid groups): 4K - 32K full context by position; pos_09 - each of pos_00..pos_07 "
     "at 32K; retrieved - full at 32K by position. Mean difference, 95% bootstrap CI over the "
     "cells (5,000 resamples, seed 42), effect = mean / sd of the differences, two-sided "
-    "bootstrap p, Holm-adjusted within each run's three contrasts; note says what is missing.",
+    "normal-approximation p (as published; option p_test=bootstrap), Holm-adjusted across "
+    "every run's contrasts in the table (Table 29's family); note says what is missing.",
     reference="SPEC §6.6-6.7; seed 000 §8.11, App. A.9, Table 29",
     view=scaling_result,
     plot=oncu_fig.scaling_contrasts_table,
@@ -318,7 +324,9 @@ _table(
     title="Scaling OLS over length x position cells (seed 000 Table 30)",
     description="ONCU ~ log2 context length + position fraction + distance from the middle "
     "(each centered on its mean over the cells), statsmodels OLS per run and condition: "
-    "coefficient, SE, t-test p, R², cells used (n) and left out (no valid group, scattered).",
+    "coefficient, SE, normal-approximation p (as published; option ols_p_test=t: the t-test "
+    "p), p_bh (Benjamini-Hochberg across every row of the table, as Table 30), R², cells "
+    "used (n) and left out (no valid group, scattered).",
     reference="SPEC §6.6-6.7; seed 000 §8.11, App. A.9, Table 30",
     view=scaling_result,
     plot=oncu_fig.scaling_regression_table,

@@ -10,11 +10,12 @@ not overwrite each other. No store, no streamlit: :mod:`core.export` and the pag
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -26,7 +27,9 @@ __all__ = [
     "header",
     "latex_escape",
     "latex_table",
+    "csv_text",
     "neutralize_frame",
+    "p_as_text",
     "safe_csv_cell",
     "table_caption",
     "table_csv",
@@ -63,6 +66,7 @@ HEADERS: dict[str, str] = {
     "eta": r"$\eta$",
     "p": "$p$",
     "p_holm": "$p$ (Holm)",
+    "p_bh": "$p$ (BH)",
     "p_mcnemar": "$p$ (McNemar)",
     "t": "$t$",
     "se": "SE",
@@ -177,16 +181,36 @@ def neutralize_frame(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def csv_text(rows: Iterable[Sequence[Any]]) -> str:
+    """CSV text of rows (LF line ends), every field with CR, LF, quote or comma quoted.
+
+    The csv module quotes a field holding a character of its line terminator; with LF alone
+    a bare carriage return went out unquoted, and a spreadsheet or reader split the row
+    there (issue 35). Each row is written with CR LF (so both are quoted) and ends with LF.
+    None is an empty field.
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\r\n")
+    out = []
+    for row in rows:
+        buf.seek(0)
+        buf.truncate()
+        writer.writerow(row)
+        out.append(buf.getvalue()[:-2] + "\n")
+    return "".join(out)
+
+
 def table_csv(df: pd.DataFrame, digits: int | None = 3) -> str:
     """CSV text of a table: floats rounded to ``digits``, NaN empty, lists ``;``-joined.
 
     ``digits`` None writes floats at full precision (the CSV beside a LaTeX table). Every cell
     and column name that would start a spreadsheet formula gets a leading ``'``
-    (:func:`safe_csv_cell`); numbers are written as they are.
+    (:func:`safe_csv_cell`); numbers are written as they are; fields are quoted as
+    :func:`csv_text` quotes them.
     """
-    buf = io.StringIO()
-    neutralize_frame(_plain_frame(df, digits)).to_csv(buf, index=False, lineterminator="\n")
-    return buf.getvalue()
+    frame = neutralize_frame(_plain_frame(df, digits))
+    rows = frame.astype(object).where(frame.notna(), None).values.tolist()
+    return csv_text([list(frame.columns), *rows])
 
 
 # ------------------------------------------------------------------------------- LaTeX
@@ -280,10 +304,56 @@ def _ci_pairs(columns: Sequence[str]) -> dict[str, tuple[str, str]]:
 
 
 def _small_p(value: Any, cell: str, digits: int) -> str:
-    """A p-value that rounds to zero as ``$<$0.001`` (at ``digits`` 3), never ``0.000``."""
+    """A p-value below 0.001 as ``$<0.001$`` (issue 34), never ``0.000``.
+
+    One that rounds to zero at fewer ``digits`` as ``$<0.01$`` (at 2).
+    """
+    if isinstance(value, int | float) and 0 <= value < 0.001:
+        return "$<0.001$"
     if isinstance(value, int | float) and 0 <= value < 0.5 * 10.0**-digits and digits > 0:
-        return f"$<${10.0**-digits:.{digits}f}"
+        return f"$<{10.0**-digits:.{digits}f}$"
     return cell
+
+
+#: What each p test is called in a header (``p_test`` column values).
+_P_TEST_WORDS = {"normal": "normal", "bootstrap": "bootstrap", "t": "t-test"}
+#: The adjustment each adjusted p column names, and its family, in a header.
+_P_ADJUSTED = {
+    "p_holm": "Holm across runs",
+    "p_bh": "BH across rows",
+}
+
+
+def _p_header(col: str, tests: Sequence[str]) -> str | None:
+    """LaTeX header of a p column naming its test and adjustment (issue 34 item 4).
+
+    ``$p$ (normal, Holm across runs)``; None for a column that is not a test's p.
+    """
+    if col == "p_mcnemar":
+        return "$p$ (McNemar exact)"
+    if col not in ("p", *_P_ADJUSTED):
+        return None
+    words = ", ".join(_P_TEST_WORDS.get(t, latex_escape(t)) for t in tests) or None
+    parts = [w for w in (words, _P_ADJUSTED.get(col)) if w]
+    return "$p$" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def p_as_text(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """``df`` with its numeric p columns (``p``, ``p_holm``, ``p_bh``, ...) as display text.
+
+    ``< 0.001`` below 0.001 (never ``0``), else ``digits`` decimals, ``-`` when missing
+    (issue 34 item 4). Other columns untouched; ``df`` itself is not modified.
+    """
+    from core.stats import format_p
+
+    cols = [c for c in df.columns if isinstance(c, str) and _P_VALUE.fullmatch(c)
+            and pd.api.types.is_numeric_dtype(df[c])]  # fmt: skip
+    if not cols:
+        return df
+    out = df.copy()
+    for c in cols:
+        out[c] = [format_p(v, digits) for v in df[c].tolist()]
+    return out
 
 
 def _is_empty(cells: Sequence[str]) -> bool:
@@ -337,6 +407,11 @@ def latex_table(
         default = DEFAULT_COLUMNS.get(name or "", ())
         chosen = [c for c in default if c in names] or names
     chosen = [c for c in chosen if c not in ci_cols or c in pairs]
+    # the p columns' headers name their test (issue 34): a p_test column is said there
+    tests = ([str(t) for t in dict.fromkeys(frame["p_test"].dropna().tolist())]
+             if "p_test" in names else [])  # fmt: skip
+    if tests and columns is None:
+        chosen = [c for c in chosen if c != "p_test"]
     plain = _plain_frame(frame[list(dict.fromkeys(chosen + sorted(ci_cols)))], digits)
     if columns is None and len(frame):
         chosen = [c for c in chosen if not _is_empty(plain[c].tolist())]
@@ -353,7 +428,8 @@ def latex_table(
             cells = [v if v == MISSING or (a == "" and b == "") else
                      f"{v} [{latex_escape(a) or MISSING}, {latex_escape(b) or MISSING}]"
                      for v, a, b in zip(cells, lo, hi, strict=True)]  # fmt: skip
-        heads.append(header(col) + (" [CI]" if col in pairs else ""))
+        head = (_p_header(col, tests) if tests or col == "p_mcnemar" else None) or header(col)
+        heads.append(head + (" [CI]" if col in pairs else ""))
         align.append(_align(frame, col))
         body.append(cells)
     lines = [f"\\begin{{tabular}}{{{''.join(align)}}}", "\\toprule", " & ".join(heads) + r" \\",

@@ -75,10 +75,12 @@ from core.oncu_scaling import (
 from core.oncu_share import SHARED as _SHARED
 from core.oncu_share import cell_ids as _cell_ids
 from core.oncu_share import frame_memo as _memo
-from core.oncu_share import paired_columns, share_frame, sorted_codes
+from core.oncu_share import paired_columns, share_frame
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
 from core.stats import (
+    benjamini_hochberg,
     bootstrap_mean_ci,
+    holm,
     mcnemar_exact,
     paired_contrast,
 )
@@ -745,23 +747,15 @@ def _sample_level_means(
     unit = _unit_keys(df)
     keys = unit + ["condition"]
     scores = [c for c in (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error") if c in df.columns]
-    order = None
-    if ci and "instance_id" in df.columns and len(df) > 1:
-        # canonical row order (issue 17 item 7): the resamples of one seed draw the same
-        # examples whatever the order of the input rows (each cell's rows are taken in
-        # instance order; nothing else is reordered)
-        iid = df["instance_id"]
-        order = np.argsort(sorted_codes(df, "instance_id") if isinstance(
-            iid.dtype, pd.StringDtype) else iid.astype(str).to_numpy(), kind="stable")  # fmt: skip
     # the (unit, condition) cells shared with the other tables, in sorted key order
     ids, index = _memo(df, ("unit_cells",), lambda: _cell_ids(df, keys))
     # every cell's rows, one cell after the other (cells in key order; within a cell the
-    # rows in frame order, or in instance order for the CIs): one gather per column
-    # instead of a row-major block per cell
-    if order is None:
-        rows_of = np.argsort(ids, kind="stable")
-    else:
-        rows_of = order[np.argsort(ids[order], kind="stable")]
+    # rows in frame order): one gather per column instead of a row-major block per cell.
+    # Frame order is import order (issue 34 item 4): the store's analysis frame lists each
+    # run's predictions in instance order (``instances.ord``, the order the examples were
+    # imported: for a release, its file's rows), and the bootstrap resamples the examples of a
+    # cell in that order, as the release's own script does, so its CIs come out bit for bit
+    rows_of = np.argsort(ids, kind="stable")
     cell_of = ids[rows_of]
     bounds = np.searchsorted(cell_of, np.arange(len(index) + 1))
     n_cells = len(index)
@@ -847,6 +841,7 @@ def condition_contrast(
     seed: int = 42,
     level: float = 0.95,
     ci_method: str = "auto",
+    p_test: str = "normal",
 ) -> pd.DataFrame:
     """Paired contrast ``condition_a - condition_b`` per unit, aligned by ``instance_id``.
 
@@ -854,12 +849,14 @@ def condition_contrast(
     fields (EM, soft correctness) McNemar's exact p is added. ``ci_method``: the bootstrap
     estimator of :func:`core.stats.paired_contrast` (``auto``: index resampling up to
     :data:`core.stats.RESAMPLE_MAX` pairs, multinomial counts of the distinct differences
-    above: the same distribution).
+    above: the same distribution). ``p_test``: ``normal`` (default, seed 000 §7.6) or
+    ``bootstrap`` (:data:`core.stats.P_TESTS`).
 
     Returns:
         One row per unit: unit keys, ``contrast``, ``score_field``, ``mean``, ``ci_low``,
-        ``ci_high``, ``effect``, ``p``, ``n``, ``ci_method`` and ``p_mcnemar`` (NaN for
-        non-binary fields).
+        ``ci_high``, ``effect``, ``p``, ``p_test``, ``p_holm`` (Holm across the units: the
+        family of seed 000 Table 29 is the contrast across the models and runs shown),
+        ``n``, ``ci_method`` and ``p_mcnemar`` (NaN for non-binary fields).
     """
     _check_field(df, score_field)
     if "instance_id" not in df.columns:
@@ -876,10 +873,15 @@ def condition_contrast(
         row = dict(zip(unit, key, strict=True))
         row["contrast"] = f"{condition_a} - {condition_b}"
         row["score_field"] = score_field
-        row.update(paired_contrast(a, b, n_resamples, seed, level, method=ci_method))
+        row.update(paired_contrast(a, b, n_resamples, seed, level, method=ci_method,
+                                   p_test=p_test))  # fmt: skip
         row["p_mcnemar"] = mcnemar_exact(a, b)["p"] if binary else math.nan
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if not out.empty:
+        out.insert(out.columns.get_loc("p_test") + 1, "p_holm",
+                   holm(out["p"].to_numpy(dtype=float)))  # fmt: skip
+    return out
 
 
 def _pivot_pairs(
@@ -910,6 +912,8 @@ def scaling_report(
     level: float = 0.95,
     distance: str = "middle",
     contrasts: bool = True,
+    p_test: str = "normal",
+    ols_p_test: str = "normal",
 ) -> dict[str, pd.DataFrame]:
     """Every scaling statistic of the predictions' units (SPEC §6.7; seed 000 §8.11).
 
@@ -928,13 +932,17 @@ def scaling_report(
         level: interval level.
         distance: the regression's distance term (:func:`scaling_regression`).
         contrasts: False skips the contrasts (and their bootstrap); ``contrasts`` is empty.
+        p_test: the contrasts' p, ``normal`` (default, seed 000 §7.6) or ``bootstrap``.
+        ols_p_test: the regression's p, ``normal`` (default, seed 000 Table 30) or ``t``.
 
     Returns:
         ``{"cells", "by_length", "contrasts", "regression"}``: the length x position cells
         (:func:`scaling_cells`), the per-length means (:func:`scaling_by_length`), the
         contrasts (:func:`scaling_contrasts`) per unit and the regression
         (:func:`scaling_regression`) per (unit, condition), each led by the unit keys
-        (and ``condition`` for the regression).
+        (and ``condition`` for the regression). The families are the tables' (seed 000
+        Tables 29, 30): ``p_holm`` is Holm across every unit's contrasts, ``p_bh``
+        Benjamini-Hochberg across every row of the regression table.
     """
     if distance not in SCALING_DISTANCES:
         raise ValueError(f"unknown distance {distance!r}; choose one of: "
@@ -949,19 +957,21 @@ def scaling_report(
         key = key if isinstance(key, tuple) else (key,)
         lead = dict(zip(unit, key, strict=True))
         if contrasts:
-            con = scaling_contrasts(u, n_resamples=n_resamples, seed=seed, level=level)
+            con = scaling_contrasts(u, n_resamples=n_resamples, seed=seed, level=level,
+                                    p_test=p_test)  # fmt: skip
             con_rows.append(con.assign(**lead)[unit + list(con.columns)])
         for cond in conditions:
             cc = u[u["condition"] == cond]
             if cc.empty:
                 continue
-            reg = scaling_regression(cc, distance)
+            reg = scaling_regression(cc, distance, ols_p_test)
             regressions.append(reg.assign(**lead, condition=cond)[
                 unit + ["condition", *reg.columns]])  # fmt: skip
-    return {
-        "cells": cells,
-        "by_length": by_length,
-        "contrasts": pd.concat(con_rows, ignore_index=True) if con_rows else pd.DataFrame(),
-        "regression": (pd.concat(regressions, ignore_index=True) if regressions
-                       else pd.DataFrame()),
-    }  # fmt: skip
+    con = pd.concat(con_rows, ignore_index=True) if con_rows else pd.DataFrame()
+    reg = pd.concat(regressions, ignore_index=True) if regressions else pd.DataFrame()
+    # the families of the tables (seed 000 Tables 29, 30): every unit's rows together
+    if not con.empty:
+        con["p_holm"] = holm(con["p"].to_numpy(dtype=float))
+    if not reg.empty:
+        reg["p_bh"] = benjamini_hochberg(reg["p"].to_numpy(dtype=float))
+    return {"cells": cells, "by_length": by_length, "contrasts": con, "regression": reg}

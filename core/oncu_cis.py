@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.stats import bootstrap_means, multinomial_means
+from core.stats import bootstrap_percentiles, multinomial_means, percentiles
 
 __all__ = ["add_mean_cis", "add_multinomial_cis"]
 
@@ -31,7 +31,7 @@ def add_multinomial_cis(
     same values in the same order (EM strict and relaxed, say) have the same resampled means
     with one seed: they are drawn once.
     """
-    q = [100 * (1.0 - level) / 2.0, 100 * (1.0 + level) / 2.0]
+    q = percentiles(level)
     used = set()
     done: list[tuple[np.ndarray, tuple[float, float]]] = []
     for col, name in zip(columns, scores, strict=True):
@@ -73,7 +73,7 @@ def add_mean_cis(
     matrix anyway, so stacking their columns gives identical intervals for a fraction of the
     random draws.
     """
-    alpha = (1.0 - level) / 2.0
+    q = percentiles(level)
     k = len(scores)
     by_size: dict[int, list[int]] = {}
     for i, b in enumerate(blocks):
@@ -84,15 +84,9 @@ def add_mean_cis(
         hi = np.full(stacked.shape[1], np.nan)
         has = np.isfinite(stacked).any(axis=0)
         if has.any():
-            boot = bootstrap_means(stacked[:, has], n_resamples, seed)
-            q = [100 * alpha, 100 * (1 - alpha)]
-            full = np.isfinite(boot).all(axis=0)
-            pl, ph = np.full(boot.shape[1], np.nan), np.full(boot.shape[1], np.nan)
-            if full.any():
-                pl[full], ph[full] = np.percentile(boot[:, full], q, axis=0)
-            if (~full).any():
-                pl[~full], ph[~full] = np.nanpercentile(boot[:, ~full], q, axis=0)
-            lo[has], hi[has] = pl, ph
+            # exact to the bit of the released scripts' ``values[idx].mean(axis=1)`` for
+            # columns without NaN (issue 34 item 4); NaN cells skipped within a resample
+            lo[has], hi[has] = bootstrap_percentiles(stacked[:, has], q, n_resamples, seed)
         for j, i in enumerate(cells):
             for c, name in enumerate(scores):
                 rows[i][f"{name}_ci_low"] = float(lo[j * k + c])

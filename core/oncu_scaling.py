@@ -7,10 +7,13 @@ scored predictions and every public name is re-exported by :mod:`core.oncu`.
 - **Cell**: mean clipped ONCU over the valid groups of one (unit, condition, context length,
   evidence position); NaN when the cell has no valid group (seed 000 Table 11).
 - **Per-length ONCU**: mean clipped ONCU over the valid groups of one length (Table 10).
-- **Paired contrasts** over matched cells (Table 29), with :func:`core.stats.paired_contrast`
-  and Holm within each unit's family of three.
+- **Paired contrasts** over matched cells (Table 29), with :func:`core.stats.paired_contrast`:
+  normal-approximation p (§7.6; ``p_test="bootstrap"`` the bootstrap p), Holm within the
+  family of the table (:func:`core.oncu.scaling_report`: every unit's contrasts together, as
+  Table 29's scaling family across the three models).
 - **Scaling OLS** over the cells (Table 30), with :func:`core.stats.ols`
-  (statsmodels' OLS arithmetic).
+  (statsmodels' OLS arithmetic): normal-approximation p (``p_test="t"`` the t-test p) and
+  Benjamini-Hochberg adjustment across the rows of the table.
 
 Where the data cannot support a number, the number is NaN and a ``note`` column says in one
 line what is missing; cells left out of a statistic are counted.
@@ -24,12 +27,22 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from core.stats import holm, ols, paired_contrast
+from core.stats import (
+    OLS_P_TESTS,
+    P_TESTS,
+    benjamini_hochberg,
+    holm,
+    normal_p,
+    ols,
+    paired_contrast,
+)
 
 __all__ = [
+    "CONTRAST_COLUMNS",
     "EARLY_DECILES",
     "FINAL_DECILE",
     "PUBLISHED_SCALING_TERMS",
+    "REGRESSION_COLUMNS",
     "SCALING_CONTRASTS",
     "SCALING_DEFINITIONS",
     "SCALING_DISTANCES",
@@ -109,23 +122,41 @@ SCALING_DEFINITIONS = {
     "the two terms (each coefficient and SE is half the position-only model's; t and p equal).",
     "regression": "OLS over the length x position cells (seed 000 Table 30): ONCU ~ "
     "log2_context_length_centered + position_fraction_centered + distance term, with "
-    "classical SE and two-sided t-test p (statsmodels). SPEC §6.6-6.7.",
+    "classical SE (statsmodels) and the two-sided normal-approximation p of coef / SE "
+    "(seed 000 §7.6; option: the t-test p). SPEC §6.6-6.7.",
     "contrast": "Paired over matched length x position cells (seed 000 Table 29): d = cell "
     "differences, estimate = mean(d), 95% percentile bootstrap CI over the cells (5,000 "
-    "resamples, seed 42), effect = mean(d) / sd(d) (ddof 1), two-sided bootstrap p; Holm "
-    "adjustment within the run's family of three scaling contrasts. SPEC §6.6-6.7.",
+    "resamples, seed 42), effect = mean(d) / sd(d) (ddof 1), two-sided normal-approximation "
+    "p of z = mean(d) / (sd(d) / sqrt n) (seed 000 §7.6; option: the bootstrap p); Holm "
+    "adjustment across every run's scaling contrasts in the table. SPEC §6.6-6.7.",
+    "p_contrast": "Two-sided p of the contrast: normal approximation erfc(|z| / sqrt 2), "
+    "z = mean(d) / (sd(d) / sqrt n), sd(d) = 0 gives 0 (1 when mean(d) = 0) (seed 000 §7.6), "
+    "or, as an option, the bootstrap p = 2 min(P(d* >= 0), P(d* <= 0)). p_test names it.",
+    "p_ols": "Two-sided p of a coefficient: normal approximation erfc(|coef / SE| / sqrt 2) "
+    "(seed 000 Table 30), or, as an option, Student's t over n - rank degrees of freedom. "
+    "p_test names it.",
+    "p_bh": "Benjamini-Hochberg adjusted p across every row of the regression table with a p "
+    "(every run, condition and term, the intercepts included), as seed 000 Table 30 adjusts "
+    "its regression rows (an FDR control for exploratory diagnostics, §7.6).",
     "length": "4K - 32K: d = full-context cell ONCU at 4K minus at 32K, matched by evidence "
     "position. Seed 000 Table 29.",
     "final_decile": "pos_09 - mean(pos_00..pos_07) at 32K: d_i = full-context cell ONCU at "
     "pos_09 minus at pos_i, i = 0..7, all at 32K. Seed 000 Table 29.",
     "retrieved_full": "retrieved - full at 32K: d = retrieved minus full-context cell ONCU at "
     "32K, matched by evidence position. Seed 000 Table 29.",
-    "p_holm": "Holm step-down adjusted p within the run's family of scaling contrasts (those "
-    "with a p). SPEC §6.6.",
+    "p_holm": "Holm step-down adjusted p across the scaling contrasts of every run in the table "
+    "(those with a p): seed 000 Table 29's family is the scaling contrasts of all models "
+    "shown, not one run's three. SPEC §6.6.",
     "left_out": "Cells left out of the regression: no valid ONCU group (NaN ONCU), or no "
     "numeric length or position fraction (scattered, unknown).",
 }
 _MIDPOINTS = {"front": 1 / 6, "middle": 0.5, "end": 5 / 6}
+#: Columns of :func:`scaling_regression`.
+REGRESSION_COLUMNS = ("term", "coefficient", "se", "t", "p", "p_test", "p_bh", "r_squared", "n",
+                      "left_out", "note")
+#: Columns of :func:`scaling_contrasts`.
+CONTRAST_COLUMNS = ("contrast", "analysis", "label", "mean", "ci_low", "ci_high", "effect", "p",
+                    "p_test", "p_holm", "n", "note")
 
 
 def length_label(tokens: object) -> str:
@@ -286,13 +317,18 @@ def _support_reason(
     return None
 
 
-def scaling_regression(cells: pd.DataFrame, distance: str = "middle") -> pd.DataFrame:
+def scaling_regression(
+    cells: pd.DataFrame, distance: str = "middle", p_test: str = "normal"
+) -> pd.DataFrame:
     """OLS of ONCU over length x position cells (seed 000 §8.11, Table 30; SPEC §6.6-6.7).
 
     ``ONCU = b0 + b1 log2_context_length_centered + b2 position_fraction_centered +
     b3 distance_centered + e`` over the cells, each predictor centered on its mean over the
     cells used; fit by OLS as statsmodels fits it (pseudo-inverse), classical SE, two-sided
-    t-test p.
+    p of ``p_test``: ``normal`` (default; seed 000 Table 30: erfc(|coef / SE| / sqrt 2)) or
+    ``t`` (Student's t over n - rank degrees of freedom, statsmodels'), and ``p_bh``, the
+    Benjamini-Hochberg adjustment across this table's rows (:func:`core.oncu.scaling_report`
+    adjusts across every run's and condition's rows instead).
 
     Args:
         cells: one row per length x position cell with ``context_length`` (tokens),
@@ -309,7 +345,8 @@ def scaling_regression(cells: pd.DataFrame, distance: str = "middle") -> pd.Data
 
     Returns:
         One row per term (:data:`SCALING_TERMS`, or :data:`PUBLISHED_SCALING_TERMS` for
-        ``end``): ``term``, ``coefficient``, ``se``, ``t``, ``p``, ``r_squared``, ``n``
+        ``end``): ``term``, ``coefficient``, ``se``, ``t``, ``p``, ``p_test``, ``p_bh``,
+        ``r_squared``, ``n``
         (cells used), ``left_out`` (cells left out) and ``note`` (one line: why nothing
         was fit, and which cells were left out; None when every cell was used). Where the
         cells cannot support the fit (fewer than 2 lengths, too few positions or cells, a
@@ -318,6 +355,8 @@ def scaling_regression(cells: pd.DataFrame, distance: str = "middle") -> pd.Data
     if distance not in SCALING_DISTANCES:
         raise ValueError(f"unknown distance {distance!r}; choose one of: "
                          f"{', '.join(SCALING_DISTANCES)}")  # fmt: skip
+    if p_test not in OLS_P_TESTS:
+        raise ValueError(f"unknown p test {p_test!r}; choose one of: {', '.join(OLS_P_TESTS)}")
     need = [c for c in ("context_length", "position_fraction", "oncu") if c not in cells.columns]
     if need:
         raise ValueError(f"scaling cells need column(s) {need}; columns: {sorted(cells.columns)}")
@@ -368,11 +407,15 @@ def scaling_regression(cells: pd.DataFrame, distance: str = "middle") -> pd.Data
             table[["se", "t", "p"]] = math.nan
             note = "; ".join([*notes, "the fit is exact (no residual variance): SE and p "
                               "undefined"])  # fmt: skip
+        if p_test == "normal":
+            table["p"] = normal_p(table["t"].to_numpy(dtype=float))
+    table["p_test"] = p_test
+    table["p_bh"] = benjamini_hochberg(table["p"].to_numpy(dtype=float))
     table["r_squared"] = r2
     table["n"] = n
     table["left_out"] = left
     table["note"] = note
-    return table[["term", "coefficient", "se", "t", "p", "r_squared", "n", "left_out", "note"]]
+    return table[list(REGRESSION_COLUMNS)]
 
 
 def _cell_values(cells: pd.DataFrame, condition: str, length: float) -> dict[str, float]:
@@ -408,6 +451,7 @@ def scaling_contrasts(
     n_resamples: int = 5000,
     seed: int = 42,
     level: float = 0.95,
+    p_test: str = "normal",
 ) -> pd.DataFrame:
     """The paired scaling contrasts of one unit (seed 000 Table 29; SPEC §6.7), Holm-adjusted.
 
@@ -431,15 +475,20 @@ def scaling_contrasts(
         n_resamples: bootstrap resamples.
         seed: bootstrap seed.
         level: interval level.
+        p_test: ``normal`` (default, seed 000 §7.6) or ``bootstrap``
+            (:data:`core.stats.P_TESTS`).
 
     Returns:
         Three rows (:data:`SCALING_CONTRASTS` order): ``contrast`` (id), ``analysis`` and
         ``label`` (the paper's wording), ``mean``, ``ci_low``, ``ci_high``, ``effect``,
-        ``p``, ``p_holm`` (Holm within this family, over the contrasts with a p), ``n``
+        ``p``, ``p_test``, ``p_holm`` (Holm over these rows with a p; the table of every
+        unit, :func:`core.oncu.scaling_report`, adjusts across all its rows), ``n``
         (matched cell pairs) and ``note`` (one line: what is missing, or which cells were
         left out; None when nothing). A contrast with fewer than 2 matched pairs is NaN
         with its note.
     """
+    if p_test not in P_TESTS:
+        raise ValueError(f"unknown p test {p_test!r}; choose one of: {', '.join(P_TESTS)}")
     need = [c for c in ("condition", "context_length", "evidence_position", "oncu")
             if c not in cells.columns]  # fmt: skip
     if need:
@@ -504,13 +553,13 @@ def scaling_contrasts(
             res = dict.fromkeys(("mean", "ci_low", "ci_high", "effect", "p"), math.nan)
             res["n"] = len(a)
         else:
-            res = paired_contrast(np.asarray(a), np.asarray(b), n_resamples, seed, level)
+            res = paired_contrast(np.asarray(a), np.asarray(b), n_resamples, seed, level,
+                                  p_test=p_test)  # fmt: skip
+        res["p_test"] = p_test
         row.update(res)
         row["note"] = note
         rows.append(row)
     out = pd.DataFrame(rows)
     out["p_holm"] = holm(out["p"].to_numpy(dtype=float))
-    cols = ["contrast", "analysis", "label", "mean", "ci_low", "ci_high", "effect", "p",
-            "p_holm", "n", "note"]  # fmt: skip
     out["n"] = out["n"].astype(int)
-    return out[cols]
+    return out[list(CONTRAST_COLUMNS)]

@@ -40,21 +40,36 @@ __all__ = [
     "BINS",
     "CI_METHODS",
     "MAX_CATEGORIES",
+    "OLS_P_TESTS",
+    "P_TESTS",
     "RESAMPLE_MAX",
     "benjamini_hochberg",
     "bootstrap_mean_ci",
     "bootstrap_means",
+    "bootstrap_percentiles",
     "calibration",
     "canonical_order",
     "canonical_rows",
+    "format_p",
     "ci_method",
     "holm",
     "mcnemar_exact",
+    "normal_p",
     "multinomial_means",
     "ols",
+    "p_label",
     "paired_contrast",
+    "percentiles",
 ]
 
+#: Tests of a paired contrast's p (issue 34 item 4): ``normal`` (the default, seed 000 §7.6:
+#: z = mean(d) / (sd(d) / sqrt(n)), p = erfc(|z| / sqrt 2)) or ``bootstrap`` (two-sided,
+#: over the resampled mean differences; this project's p before issue 34).
+P_TESTS = ("normal", "bootstrap")
+#: Tests of an OLS coefficient's p: ``normal`` (the default, seed 000 Table 30: z = coef /
+#: SE, p = erfc(|z| / sqrt 2)) or ``t`` (Student's t over n - rank degrees of freedom, as
+#: statsmodels; this project's p before issue 34).
+OLS_P_TESTS = ("normal", "t")
 #: Upper bound on the number of index cells (resamples x sample size) drawn at once.
 _CHUNK_CELLS = 4_000_000
 #: Bootstrap estimators of a mean: auto (resample up to RESAMPLE_MAX units, else multinomial),
@@ -168,7 +183,8 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = 5000, seed: int = 42)
 
     Rows (units) are resampled with replacement, the same resample for every column; NaN cells
     are skipped within each resample (the mean is over the non-NaN cells drawn). The rows are
-    resampled in the order given: callers put them in a canonical order (issue 17 item 7).
+    resampled in the order given: callers put them in a canonical order (issue 17 item 7) or
+    keep the import order (issue 34: the released CIs).
 
     Args:
         values: shape (n,) or (n, k); rows are the resampled units.
@@ -177,8 +193,18 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = 5000, seed: int = 42)
 
     Returns:
         Array (n_resamples,) for 1-D input, else (n_resamples, k); NaN where a resample drew
-        no finite cell of a column. Empty input gives all-NaN.
+        no finite cell of a column. Empty input gives all-NaN. A 1-D sample without NaN is
+        averaged as ``values[idx].mean(axis=1)`` (the released scripts' arithmetic, bit for
+        bit); columns of a 2-D sample are summed by one count matrix product (equal to the
+        last bits: :func:`bootstrap_percentiles` makes their percentiles exact).
     """
+    return _bootstrap(values, n_resamples, seed)[0]
+
+
+def _bootstrap(
+    values: np.ndarray, n_resamples: int, seed: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(bootstrap_means(...), the index chunks drawn)``."""
     arr = np.asarray(values, dtype=float)
     one_d = arr.ndim == 1
     if one_d:
@@ -186,16 +212,18 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = 5000, seed: int = 42)
     n, k = arr.shape
     if n == 0:
         out = np.full((n_resamples, k), np.nan)
-        return out[:, 0] if one_d else out
+        return (out[:, 0] if one_d else out), []
     mask = np.isfinite(arr)
     filled = np.where(mask, arr, 0.0)
     rng = np.random.default_rng(seed)
     chunk = max(1, min(n_resamples, _CHUNK_CELLS // n))
     out = np.empty((n_resamples, k))
     all_finite = bool(mask.all())
+    drawn = []
     for start in range(0, n_resamples, chunk):
         m = min(chunk, n_resamples - start)
         idx = rng.integers(0, n, size=(m, n), dtype=np.int64 if n > 2**31 - 1 else np.int32)
+        drawn.append(idx)
         if k == 1 and all_finite:
             out[start : start + m, 0] = filled[idx, 0].mean(axis=1)
             continue
@@ -209,15 +237,68 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = 5000, seed: int = 42)
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
                 out[start : start + m] = sums / (counts @ mask.astype(float))
-    return out[:, 0] if one_d else out
+    return (out[:, 0] if one_d else out), drawn
+
+
+def bootstrap_percentiles(
+    values: np.ndarray, q: Sequence[float], n_resamples: int = 5000, seed: int = 42
+) -> np.ndarray:
+    """Percentiles ``q`` (in %) of each column's bootstrap mean distribution.
+
+    The resamples of :func:`bootstrap_means`. For a column without NaN the percentiles are
+    those of ``np.percentile(values[idx].mean(axis=1), q)`` bit for bit (the released
+    scripts' arithmetic, issue 34 item 4) at the cost of the fast count-matrix sums: the
+    percentile interpolates between two order statistics, and only the resamples whose fast
+    mean lies within a margin far above the rounding error of one of them are averaged again
+    the slow way (ties included), which fixes both order statistics exactly. Columns with a
+    NaN get ``np.nanpercentile`` of their means (NaN skipped within each resample).
+
+    Returns:
+        Array (len(q), k) (k = 1 for 1-D input); NaN for a column with no finite mean.
+    """
+    arr = np.asarray(values, dtype=float)
+    arr = arr[:, None] if arr.ndim == 1 else arr
+    boot, drawn = _bootstrap(arr, n_resamples, seed)
+    boot = boot[:, None] if boot.ndim == 1 else boot
+    qs = np.asarray(q, dtype=float)
+    out = np.full((len(qs), arr.shape[1]), np.nan)
+    if not drawn:
+        return out
+    idx = np.concatenate(drawn) if len(drawn) > 1 else drawn[0]
+    finite = np.isfinite(arr).all(axis=0)
+    # position of each percentile among the sorted means (numpy's linear method)
+    pos = (n_resamples - 1) * qs / 100.0
+    ranks = np.unique(np.concatenate([np.floor(pos), np.ceil(pos)]).astype(np.int64))
+    for j in range(arr.shape[1]):
+        col = boot[:, j]
+        if not finite[j]:
+            if np.isfinite(col).any():
+                out[:, j] = np.nanpercentile(col, qs)
+            continue
+        x = arr[:, j]
+        margin = 1e-9 * max(1.0, float(np.abs(x).max()))
+        near = np.sort(col)[ranks]
+        redo = np.flatnonzero((np.abs(col[:, None] - near[None, :]) <= margin).any(axis=1))
+        exact = col.copy()
+        exact[redo] = x[idx[redo]].mean(axis=1)
+        out[:, j] = np.percentile(exact, qs)
+    return out
+
+
+def percentiles(level: float) -> list[float]:
+    """The two percentiles (in %) of a two-sided ``level`` interval: ``[2.5, 97.5]`` at 0.95.
+
+    Rounded to 12 decimals, so 0.95 gives exactly the released scripts' ``[2.5, 97.5]``
+    (``100 * (1 - 0.95) / 2`` is 2.500000000000002, which moves a percentile by an ulp).
+    """
+    return [round(50.0 * (1.0 - level), 12), round(50.0 * (1.0 + level), 12)]
 
 
 def _percentile_ci(boot: np.ndarray, level: float) -> tuple[float, float]:
     finite = boot[np.isfinite(boot)]
     if finite.size == 0:
         return math.nan, math.nan
-    alpha = (1.0 - level) / 2.0
-    lo, hi = np.percentile(finite, [100 * alpha, 100 * (1 - alpha)])
+    lo, hi = np.percentile(finite, percentiles(level))
     return float(lo), float(hi)
 
 
@@ -238,6 +319,44 @@ def bootstrap_mean_ci(
     return {"mean": float(v.mean()), "ci_low": lo, "ci_high": hi, "n": int(v.size)}
 
 
+def normal_p(z: float | Iterable[float]) -> Any:
+    """Two-sided normal-approximation p of ``z``: ``erfc(|z| / sqrt 2)`` (seed 000 §7.6).
+
+    A float for a number, an array for an iterable; NaN stays NaN, an infinite z gives 0.
+    """
+    if isinstance(z, int | float | np.floating):
+        return math.erfc(abs(float(z)) / math.sqrt(2.0))
+    return np.array([math.erfc(abs(v) / math.sqrt(2.0)) for v in _floats(z)], dtype=float)
+
+
+#: Words of each p test in a column header (:func:`p_label`).
+_TEST_WORDS = {"normal": "normal", "bootstrap": "bootstrap", "t": "t-test"}
+
+
+def p_label(test: str, adjustment: str | None = None) -> str:
+    """Header of a p column naming its test and adjustment: ``p (normal, Holm across runs)``.
+
+    ``adjustment``: None (raw p) or its words (``Holm across runs``, ``BH across rows``).
+    """
+    words = _TEST_WORDS.get(test, test)
+    return f"p ({words}, {adjustment})" if adjustment else f"p ({words})"
+
+
+def format_p(p: float | None, digits: int = 3) -> str:
+    """A p as printed: ``< 0.001`` below 0.001 (never ``0`` or ``0.000``).
+
+    Else ``digits`` decimals; ``-`` when missing (None or NaN).
+    """
+    if p is None or not math.isfinite(float(p)):
+        return "-"
+    return "< 0.001" if float(p) < 0.001 else f"{float(p):.{digits}f}"
+
+
+def _check_p_test(p_test: str, allowed: tuple[str, ...]) -> None:
+    if p_test not in allowed:
+        raise ValueError(f"unknown p test {p_test!r}; choose one of {', '.join(allowed)}")
+
+
 def paired_contrast(
     a: Iterable[float],
     b: Iterable[float],
@@ -245,6 +364,7 @@ def paired_contrast(
     seed: int = 42,
     level: float = 0.95,
     method: str = "resample",
+    p_test: str = "normal",
 ) -> dict[str, Any]:
     """Paired contrast ``a - b`` over aligned units (pairs with a NaN side are dropped).
 
@@ -252,13 +372,20 @@ def paired_contrast(
     differences are the units, so ``multinomial`` draws counts of each distinct difference:
     for binary scores the three joint outcome patterns).
 
+    ``p_test`` (:data:`P_TESTS`): ``normal`` (default; seed 000 §7.6 and its released
+    script): z = mean(d) / (sd(d) / sqrt(n)), sd with ddof 1, p = erfc(|z| / sqrt 2); with
+    sd(d) = 0 the p is 0 when the mean is not 0 and 1 when it is (NaN for n < 2).
+    ``bootstrap``: p = min(1, 2 min(P(d* >= 0), P(d* <= 0))) over the resampled mean
+    differences d*.
+
     Returns:
-        ``{mean, ci_low, ci_high, effect, p, n, ci_method}``: mean difference, paired bootstrap
-        percentile CI, standardized effect = mean / sd(differences, ddof=1) (±inf when sd is 0
-        and the mean is not, 0 when both are 0, NaN for n < 2), the two-sided bootstrap
-        p = min(1, 2 min(P(d* >= 0), P(d* <= 0))) over the resampled mean differences d*, and
-        the estimator that ran (``resample``, ``multinomial`` or ``multinomial-binned``).
+        ``{mean, ci_low, ci_high, effect, p, p_test, n, ci_method}``: mean difference, paired
+        bootstrap percentile CI, standardized effect = mean / sd(differences, ddof=1) (±inf
+        when sd is 0 and the mean is not, 0 when both are 0, NaN for n < 2), the two-sided p
+        of ``p_test``, and the estimator that ran (``resample``, ``multinomial`` or
+        ``multinomial-binned``).
     """
+    _check_p_test(p_test, P_TESTS)
     av = np.asarray(list(a) if not isinstance(a, np.ndarray) else a, dtype=float).ravel()
     bv = np.asarray(list(b) if not isinstance(b, np.ndarray) else b, dtype=float).ravel()
     if av.shape != bv.shape:
@@ -269,21 +396,28 @@ def paired_contrast(
     used = ci_method(method, n)
     if n == 0:
         return dict.fromkeys(("mean", "ci_low", "ci_high", "effect", "p"), math.nan) | {
-            "n": 0, "ci_method": used}  # fmt: skip
+            "p_test": p_test, "n": 0, "ci_method": used}  # fmt: skip
     mean = float(d.mean())
     if used == "multinomial":
         boot, used = multinomial_means(d, n_resamples, seed)
     else:
         boot = bootstrap_means(d, n_resamples, seed)
     lo, hi = _percentile_ci(boot, level)
+    sd = float(d.std(ddof=1)) if n >= 2 else math.nan
     if n < 2:
         effect = math.nan
     else:
-        sd = float(d.std(ddof=1))
         effect = mean / sd if sd > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
-    p = min(1.0, 2.0 * min(float(np.mean(boot >= 0)), float(np.mean(boot <= 0))))
-    return {"mean": mean, "ci_low": lo, "ci_high": hi, "effect": effect, "p": p, "n": n,
-            "ci_method": used}  # fmt: skip
+    if p_test == "bootstrap":
+        p = min(1.0, 2.0 * min(float(np.mean(boot >= 0)), float(np.mean(boot <= 0))))
+    elif n < 2:
+        p = math.nan
+    elif sd > 0:
+        p = normal_p(mean / (sd / math.sqrt(n)))
+    else:
+        p = 0.0 if mean != 0 else 1.0
+    return {"mean": mean, "ci_low": lo, "ci_high": hi, "effect": effect, "p": p,
+            "p_test": p_test, "n": n, "ci_method": used}  # fmt: skip
 
 
 def mcnemar_exact(a_bin: Iterable[float], b_bin: Iterable[float]) -> dict[str, float]:
@@ -304,17 +438,6 @@ def mcnemar_exact(a_bin: Iterable[float], b_bin: Iterable[float]) -> dict[str, f
     c = int(np.sum(~av & bv))
     p = 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5).pvalue)
     return {"b": b, "c": c, "n_discordant": b + c, "p": p}
-
-
-def _adjust(pvalues: Iterable[float], method: str) -> np.ndarray:
-    from statsmodels.stats.multitest import multipletests  # lazy: statsmodels is slow to import
-
-    p = np.asarray(list(pvalues), dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = np.isfinite(p)
-    if ok.any():
-        out[ok] = multipletests(p[ok], method=method)[1]
-    return out
 
 
 def holm(pvalues: Iterable[float]) -> np.ndarray:
@@ -339,8 +462,25 @@ def holm(pvalues: Iterable[float]) -> np.ndarray:
 
 
 def benjamini_hochberg(pvalues: Iterable[float]) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (false discovery rate); NaN entries stay NaN."""
-    return _adjust(pvalues, "fdr_bh")
+    """Benjamini-Hochberg adjusted p-values (false discovery rate); NaN entries stay NaN.
+
+    ``statsmodels.stats.multitest.multipletests(p, method="fdr_bh")[1]`` over the finite
+    entries, the arithmetic written out (sorted p times m / rank, running minimum from the
+    largest down, capped at 1), without importing statsmodels.
+    """
+    p = np.asarray(list(pvalues), dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        finite = p[ok]
+        m = len(finite)
+        order = np.argsort(finite)[::-1]
+        ranked = np.take(finite, order) * m / np.arange(m, 0, -1)
+        adjusted = np.minimum(np.minimum.accumulate(ranked), 1.0)
+        back = np.empty_like(adjusted)
+        back[order] = adjusted
+        out[ok] = back
+    return out
 
 
 def ols(

@@ -43,7 +43,7 @@ from core.export import (
     start_renderer,
     table_bytes,
 )
-from core.export_tables import table_caption, table_file_stem
+from core.export_tables import p_as_text, table_caption, table_file_stem
 from core.figures import SCORE_FIELD
 from core.figures.drill import FRAME_KEY, cell_from_point, drill_spec
 from core.figures.oncu import GROUP_KEY
@@ -308,7 +308,7 @@ def first_start() -> None:
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
     while worker.is_alive():
-        bar.progress(state["frac"], text=f"First start: {state['text']}")
+        bar.progress(state["frac"], text=f"First start: {md_escape(state['text'])}")
         time.sleep(0.2)
     clear_caches()
     bar.empty()
@@ -520,7 +520,7 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         labels = {r.run_id: _run_label(r) for r in mine.itertuples()} if not mine.empty else {}
         what = "runs" if kinds is None else f"{' / '.join(kinds)} runs"
         chosen = tuple(sb.multiselect(
-            f"Runs (empty = all {what} of the dataset)", ids, key="global.runs",
+            f"Runs (empty = all {what} of the dataset)", ids, key="global.runs",  # text: kinds
             format_func=lambda r: labels.get(r, r),
             help="Several runs are compared side by side on the instances they share. "
                  + ("This page shows " + what + " only; the others have their own pages."
@@ -540,7 +540,7 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         with sb.expander("Filters (metadata cells)"):
             for col, vals in values.items():
                 if len(vals) > 1:
-                    picked = keep(st.multiselect(col.replace("_", " "), vals,
+                    picked = keep(st.multiselect(md_escape(col.replace("_", " ")), vals,
                                                  key=f"global.f.{col}"), f"global.f.{col}")
                     if picked:
                         chosen_filters[col] = tuple(picked)
@@ -553,7 +553,8 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
         for label, k, lo, hi, step in (("width (px)", "width", 100, 5000, 50),
                                         ("height (px)", "height", 100, 5000, 50),
                                         ("font size", "font_size", 4, 72, 1)):  # fmt: skip
-            keep(st.number_input(label, lo, hi, step=step, key=f"global.{k}"), f"global.{k}")
+            keep(st.number_input(label, lo, hi, step=step, key=f"global.{k}"),  # text: constant
+                 f"global.{k}")
         keep(st.selectbox("template", TEMPLATES, key="global.template"), "global.template")
         keep(st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale"),
              "global.scale")
@@ -688,14 +689,14 @@ def _download_menu(name: str, fig: Any, data: pd.DataFrame, key: str) -> None:
         for col, fmt in zip(cols[:3], ("png", "svg", "pdf"), strict=True):
             col.download_button(
                 fmt.upper(), data=_lazy_figure(fig, fmt, settings), file_name=f"{name}.{fmt}",
-                mime=mime_type(fmt), key=f"{key}.dl.{fmt}", on_click="ignore",
+                mime=mime_type(fmt), key=f"{key}.dl.{fmt}", on_click="ignore",  # text: PNG
             )  # fmt: skip
         cols[3].download_button(
             "CSV", data=_lazy_table(data, "csv"), file_name=f"{name}.csv", mime="text/csv",
             key=f"{key}.dl.csv", on_click="ignore",
         )  # fmt: skip
         st.caption(
-            f"{settings.describe()}. Drawn by a headless Chromium: the "
+            f"{md_escape(settings.describe())}. Drawn by a headless Chromium: the "
             "first download takes a few seconds (it starts), the next ones well under one."
         )
 
@@ -844,8 +845,10 @@ def table_cell(spec: Any, table: pd.DataFrame, row: int) -> dict[str, Any]:
 
 
 def _displayable(df: pd.DataFrame) -> pd.DataFrame:
-    """Dict/list cells as text (Arrow cannot show mixed objects)."""
-    out = df.copy()
+    """Dict/list cells as text (Arrow cannot show mixed objects); p columns as text, a p
+    below 0.001 as ``< 0.001`` (issue 34; the CSV keeps the numbers)."""
+    out = p_as_text(df)
+    out = out.copy() if out is df else out
     for col in out.columns:
         if out[col].dtype == object and out[col].map(lambda v: isinstance(v, dict | list)).any():
             out[col] = out[col].map(
@@ -891,7 +894,7 @@ def open_case(dataset: str, instance_id: str, runs: Sequence[str] = ()) -> None:
 def instance_link(dataset: str, instance_id: str, label: str | None = None) -> None:
     """A link to the Case view of one instance."""
     st.page_link(
-        CASE_PAGE, label=label or f"Open {md_escape(instance_id)} in the Case view",
+        CASE_PAGE, label=label or f"Open {md_escape(instance_id)} in the Case view",  # text:
         query_params={"dataset": dataset, "instance": instance_id}, icon=":material/search:",
     )  # fmt: skip
 
@@ -941,6 +944,7 @@ def oncu_group_guard(selection: Selection, summary: pd.DataFrame | None = None) 
         return selection
     first = summary.iloc[0]
     st.caption(
+        # text: every data part escaped
         f"ONCU group key: {esc(', '.join(first['group_key'])) or '(unit only)'}; valid groups' "
         "sizes (instances): " + "; ".join(
             f"{esc(r.run)} · {esc(r.condition)}: "
@@ -956,7 +960,7 @@ def oncu_group_guard(selection: Selection, summary: pd.DataFrame | None = None) 
     lines = [f"{esc(r.run)} · {esc(r.condition)}: {r.small_groups} of {r.valid_groups}"
              for r in warn.itertuples()]  # fmt: skip
     st.warning(
-        "**Most valid ONCU groups are tiny** (fewer than 5 instances): "
+        "**Most valid ONCU groups are tiny** (fewer than 5 instances): "  # text: lines escaped
         + "; ".join(lines) + ". The headline averages them; use a coarser group key.",
         icon=":material/warning:",
     )  # fmt: skip

@@ -5,6 +5,7 @@ core/figures/oncu.py)."""
 import streamlit as st
 
 from core.stats import RESAMPLE_MAX
+from core.views.case import md_escape
 from pages import url_state
 from pages.common import (
     HELP,
@@ -46,6 +47,20 @@ ci_choice = st.sidebar.selectbox(
 )  # fmt: skip
 if ci_choice != "auto":
     selection = with_options(selection, ci=ci_choice)
+_P_TESTS = {
+    "normal": "normal approximation (published)",
+    "bootstrap": "bootstrap (this tool before issue 34)",
+}
+p_choice = st.sidebar.selectbox(
+    "Paired-contrast p", list(_P_TESTS), key="conditions.p_test", format_func=_P_TESTS.get,
+    help="p of the paired contrasts. Normal approximation (seed 000 §7.6, the default): "
+    "z = mean(d) / (sd(d) / sqrt n), p = erfc(|z| / sqrt 2). Bootstrap: 2 min(P(d* >= 0), "
+    "P(d* <= 0)) over the resampled mean differences. Either is Holm adjusted across the "
+    "table's condition contrasts of every run shown (Table 29's family). A p below 0.001 "
+    "shows as < 0.001.",
+)  # fmt: skip
+if p_choice != "normal":
+    selection = with_options(selection, p_test=p_choice)
 if not selection.dataset and not selection.runs:
     st.info("Choose a dataset (or runs) in the sidebar.")
 # length cell control, group-size distribution, small-group warning + coarser key button
@@ -82,7 +97,7 @@ if not summary.empty:
     cols = st.columns(len(summary))
     for col, row in zip(cols, summary.itertuples(), strict=True):
         col.metric(
-            f"{row.run} · {row.condition} ONCU",
+            f"{md_escape(row.run)} · {md_escape(row.condition)} ONCU",
             f"{row.oncu_clipped:.3f}",
             f"{row.valid_groups}/{row.total_groups} valid groups, median size "
             f"{row.median_group_size:g}" + (" ⚠ mostly < 5" if row.small_group_warning else ""),
@@ -137,8 +152,24 @@ def _audit_tab() -> None:
 
 
 def _contrast_tab() -> None:
-    """Paired contrasts between conditions."""
-    show_table("paired_contrasts", selection)
+    """Paired contrasts between conditions, p named by its test and adjustment."""
+    words = "normal" if p_choice == "normal" else "bootstrap"
+    show_table(
+        "paired_contrasts", selection,
+        columns=["run", "contrast", "score_field", "n", "mean", "ci_low", "ci_high", "effect",
+                 "p", "p_holm", "p_mcnemar", "ci_method"],
+        column_config={
+            "p": st.column_config.TextColumn(f"p ({words})", help=(
+                "Two-sided p of the paired contrast: " + _P_TESTS[p_choice] + ". Seed 000 "
+                "§7.6.")),
+            "p_holm": st.column_config.TextColumn(f"p ({words}, Holm across runs)", help=(
+                "Holm step-down adjusted p across every condition contrast of every run in "
+                "the table (seed 000 Table 29's family: the contrast across the models "
+                "shown); run-vs-run rows are their own family.")),
+            "p_mcnemar": st.column_config.TextColumn("p (McNemar exact)", help=(
+                "McNemar's exact p on the discordant pairs (binary scores only).")),
+        },
+    )  # fmt: skip
 
 
 def _failure_tab() -> None:

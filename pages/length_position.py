@@ -11,9 +11,25 @@ from pages.common import (
     show_instances,
     show_table,
     sidebar,
+    with_options,
 )
 
 selection = sidebar("length")
+_P_TESTS = {"normal": "normal approximation (published)",
+            "bootstrap": "bootstrap (this tool before issue 34)"}  # fmt: skip
+_OLS_P_TESTS = {"normal": "normal approximation (published)",
+                "t": "t-test (this tool before issue 34)"}  # fmt: skip
+p_test = st.sidebar.selectbox(
+    "Scaling-contrast p", list(_P_TESTS), key="length.p_test", format_func=_P_TESTS.get,
+    help=DEF["p_contrast"],
+)  # fmt: skip
+ols_p_test = st.sidebar.selectbox(
+    "Scaling-OLS p", list(_OLS_P_TESTS), key="length.ols_p_test",
+    format_func=_OLS_P_TESTS.get, help=DEF["p_ols"],
+)  # fmt: skip
+if p_test != "normal" or ols_p_test != "normal":
+    selection = with_options(selection, p_test=p_test, ols_p_test=ols_p_test)
+_WORDS = {"normal": "normal", "bootstrap": "bootstrap", "t": "t-test"}
 st.title("Length & position")
 st.caption(
     "Mean clipped ONCU over the valid groups of each context length and evidence position. "
@@ -52,16 +68,16 @@ contrasts, _ = show_table(
         "ci_high": _num("95% CI high", format="%.3f", help=DEF["contrast"]),
         "effect": _num("effect", format="%.3f", help="mean(d) / sd(d), ddof 1; empty when "
                        "sd(d) = 0 (the paper's dash). Seed 000 §7.6, Table 29."),
-        "p": _num("p", format="%.4f", help="Two-sided bootstrap p = 2 min(P(d* >= 0), "
-                  "P(d* <= 0)) over the resampled mean differences. SPEC §6.6."),
-        "p_holm": _num("p (Holm)", format="%.4f", help=DEF["p_holm"]),
+        "p": st.column_config.TextColumn(f"p ({_WORDS[p_test]})", help=DEF["p_contrast"]),
+        "p_holm": st.column_config.TextColumn(f"p ({_WORDS[p_test]}, Holm across runs)",
+                                              help=DEF["p_holm"]),
         "n": _num("n", help="Matched cell pairs the contrast is paired over."),
     },
 )  # fmt: skip
 regression, _ = show_table(
     "scaling_regression", selection,
-    columns=["run", "condition", "term", "coefficient", "se", "t", "p", "r_squared", "n",
-             "left_out", "note"],
+    columns=["run", "condition", "term", "coefficient", "se", "t", "p", "p_bh", "r_squared",
+             "n", "left_out", "note"],
     column_config={
         "term": st.column_config.TextColumn("term", help=" ".join(
             f"{k}: {DEF[k]}" for k in ("log2_context_length_centered",
@@ -69,8 +85,9 @@ regression, _ = show_table(
                                        "distance_from_middle_centered"))),
         "coefficient": _num("estimate", format="%.3f", help=DEF["regression"]),
         "se": _num("SE", format="%.3f", help="Classical OLS standard error. Seed 000 Table 30."),
-        "p": _num("p", format="%.4f", help="Two-sided t-test p, n - rank residual degrees of "
-                  "freedom. Seed 000 Table 30."),
+        "p": st.column_config.TextColumn(f"p ({_WORDS[ols_p_test]})", help=DEF["p_ols"]),
+        "p_bh": st.column_config.TextColumn(f"p ({_WORDS[ols_p_test]}, BH across rows)",
+                                            help=DEF["p_bh"]),
         "r_squared": _num("R²", format="%.3f", help="Share of the cells' ONCU variance the "
                           "fit explains."),
         "n": _num("cells", help="Length x position cells in the fit."),

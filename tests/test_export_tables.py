@@ -50,7 +50,16 @@ def test_digits_columns_and_bare_ci_pairs():
                        "ci_high": [0.2551], "p": [0.00004], "small_groups": [3]})  # fmt: skip
     tex = latex_table(df, digits=2, columns=["contrast", "mean", "p", "small_groups"])
     assert r"contrast & mean [CI] & $p$ & small groups \\" in tex
-    assert r"a - b & 0.12 [-0.04, 0.26] & $<$0.01 & 3 \\" in tex
+    # issue 34 item 4: a p below 0.001 prints as $<0.001$ (was $<$0.01 at 2 digits)
+    assert r"a - b & 0.12 [-0.04, 0.26] & $<0.001$ & 3 \\" in tex
+    # one that rounds to zero at 2 digits, but is not below 0.001
+    tex = latex_table(df.assign(p=[0.004]), digits=2, columns=["contrast", "p"])
+    assert r"a - b & $<0.01$ \\" in tex
+    # a p_test column names the test in the p headers (and is not repeated as a column)
+    named = df.assign(p_test="normal", p_holm=[0.0002])
+    tex = latex_table(named[["contrast", "p", "p_test", "p_holm"]])
+    assert r"contrast & $p$ (normal) & $p$ (normal, Holm across runs) \\" in tex
+    assert r"a - b & $<0.001$ & $<0.001$ \\" in tex
     assert "\\caption" not in tex and "\\label" not in tex  # none asked for, no name given
     with pytest.raises(ValueError, match=r"unknown column\(s\) \['nope'\]"):
         latex_table(df, columns=["nope"])

@@ -65,9 +65,8 @@ def test_oncu_ci_is_the_same_for_int_text_and_shuffled_rows():
         pd.testing.assert_frame_equal(got, ref, check_exact=True, obj=name)
 
 
-@pytest.mark.parametrize("method", ["resample", "multinomial"])
-def test_per_example_cis_are_the_same_for_shuffled_rows(method):
-    out = {name: sample_level_means(f, ci=True, ci_method=method).set_index("condition")
+def test_per_example_cis_are_the_same_for_shuffled_rows_by_multinomial_counts():
+    out = {name: sample_level_means(f, ci=True, ci_method="multinomial").set_index("condition")
            for name, f in _variants(_frame()).items()}  # fmt: skip
     ref = out["int"]
     assert ref["f1_relaxed_ci_low"].notna().all()
@@ -76,6 +75,20 @@ def test_per_example_cis_are_the_same_for_shuffled_rows(method):
         # the CIs exactly; the means to rounding (a sum in another order)
         pd.testing.assert_frame_equal(got[bounds], ref[bounds], check_exact=True, obj=name)
         pd.testing.assert_frame_equal(got, ref, rtol=1e-12, obj=name)
+
+
+def test_per_example_cis_by_index_resampling_follow_the_import_order():
+    """issue 34 item 4: index resampling draws the examples of a cell in frame order (the
+    store lists them in import order, ``instances.ord``), as the released script resamples
+    its file's rows: a reference written out from that script's arithmetic, per order."""
+    for name, f in _variants(_frame()).items():
+        got = sample_level_means(f, ci=True, ci_method="resample").set_index("condition")
+        for cond in CONDS:
+            x = f.loc[f["condition"] == cond, "f1_relaxed"].to_numpy(float)  # frame order
+            idx = np.random.default_rng(42).integers(0, len(x), size=(5000, len(x)))
+            lo, hi = np.percentile(x[idx].mean(axis=1), [2.5, 97.5])
+            assert got.loc[cond, "f1_relaxed_ci_low"] == lo, (name, cond)
+            assert got.loc[cond, "f1_relaxed_ci_high"] == hi, (name, cond)
 
 
 @pytest.mark.parametrize("method", ["resample", "multinomial"])

@@ -1,7 +1,8 @@
 """Length-position scaling statistics, core/oncu_scaling.py (SPEC §6.7; seed 000 §8.11).
 
 Hand-computed values on small grids, an independent OLS (numpy least squares, the classical
-covariance sigma^2 (X'X)^-1 and scipy's t distribution), Holm against statsmodels, the
+covariance sigma^2 (X'X)^-1, scipy's normal and t distributions), Holm and Benjamini-Hochberg
+against statsmodels (the families of seed 000 Tables 29 and 30, issue 34), the
 published numbers the paper's own cells give, and the product paths: ``report scaling``
 through the CLI, the export tables and the Length & position page.
 """
@@ -105,7 +106,17 @@ def test_scaling_regression_on_a_hand_solved_3x3_grid():
     np.testing.assert_allclose(t["se"], se, rtol=1e-9)
     np.testing.assert_allclose(t["se"], [0.0089443, 0.0109545, 0.0328634, 0.0569210], atol=1e-7)
     np.testing.assert_allclose(t["t"], np.array([0.5, -0.2, 0.3, 0.6]) / se, rtol=1e-9)
-    np.testing.assert_allclose(t["p"], 2 * sps.t.sf(np.abs(t["t"]), 5), rtol=1e-9)
+    # issue 34: seed 000 Table 30's p is the normal approximation of t (scipy as reference)
+    assert (t["p_test"] == "normal").all()
+    np.testing.assert_allclose(t["p"], 2 * sps.norm.sf(np.abs(t["t"])), rtol=1e-9)
+    # by hand: t = 0.3 / sqrt(0.00108) = 9.1287, p = erfc(9.1287 / sqrt 2) = 6.932e-20
+    assert t.loc["position_fraction_centered", "p"] == pytest.approx(6.93208e-20, rel=1e-5)
+    # the t-test p (this project's before issue 34) stays an option, df = 9 - 4 = 5
+    tt = scaling_regression(_grid3(), p_test="t").set_index("term")
+    np.testing.assert_allclose(tt["p"], 2 * sps.t.sf(np.abs(t["t"]), 5), rtol=1e-9)
+    assert (tt["p_test"] == "t").all()
+    # BH across the table's rows (statsmodels as reference)
+    np.testing.assert_allclose(t["p_bh"], multipletests(t["p"], method="fdr_bh")[1], rtol=1e-12)
     assert t["r_squared"].iloc[0] == pytest.approx(1 - 0.0036 / 0.3836)
     assert (t["n"] == 9).all() and (t["left_out"] == 0).all() and t["note"].isna().all()
 
@@ -126,7 +137,9 @@ def test_scaling_regression_matches_an_independent_ols_and_counts_left_out_cells
     coef, se, p, r2 = _reference_ols(keep["oncu"], [l2 - l2.mean(), pf - pf.mean(), dm - dm.mean()])
     np.testing.assert_allclose(out["coefficient"], coef, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(out["se"], se, rtol=1e-9)
-    np.testing.assert_allclose(out["p"], p, rtol=1e-7)
+    np.testing.assert_allclose(out["p"], 2 * sps.norm.sf(np.abs(coef / se)), rtol=1e-7)
+    t_test = scaling_regression(cells, p_test="t").set_index("term")
+    np.testing.assert_allclose(t_test["p"], p, rtol=1e-7)
     assert out["r_squared"].iloc[0] == pytest.approx(r2)
     assert (out["n"] == 38).all() and (out["left_out"] == 2).all()
     assert out["note"].iloc[0] == (
@@ -155,7 +168,7 @@ def test_published_distance_from_end_splits_the_position_slope():
     for term in ("position_fraction_centered", "distance_from_end_centered"):
         assert out.loc[term, "se"] == pytest.approx(full_se / 2)
         assert abs(out.loc[term, "t"]) == pytest.approx(0.3 / full_se)
-        assert out.loc[term, "p"] == pytest.approx(2 * sps.t.sf(0.3 / full_se, 6))
+        assert out.loc[term, "p"] == pytest.approx(2 * sps.norm.sf(0.3 / full_se))
     # the position-only model, fit independently, has the same t
     g = _grid3()
     l2 = np.log2(g["context_length"].to_numpy(float))
@@ -236,6 +249,8 @@ def test_regression_input_errors_are_value_errors():
         scaling_regression(pd.DataFrame({"context_length": [1], "position_fraction": [0.5]}))
     with pytest.raises(ValueError, match="unknown distance 'start'; choose one of: middle, end"):
         scaling_regression(_grid3(), distance="start")
+    with pytest.raises(ValueError, match="unknown p test 'bootstrap'; choose one of: normal, t"):
+        scaling_regression(_grid3(), p_test="bootstrap")
 
 
 # -------------------------------------------------------------------------- contrasts
@@ -325,8 +340,8 @@ def test_holm_by_hand_and_against_statsmodels():
 
 
 def test_contrasts_are_holm_adjusted_within_the_family():
-    """Mixed-sign cell differences give non-trivial bootstrap p; p_holm is Holm over the
-    family's three p values (statsmodels' multipletests as the reference)."""
+    """Mixed-sign cell differences give non-trivial p; p_holm is Holm over the family's
+    three p values (statsmodels' multipletests as the reference)."""
     full4 = [0.5, 0.2, 0.7, 0.3, 0.6, 0.4, 0.5, 0.2, 0.6, 0.5]
     full32 = [0.4, 0.5, 0.3, 0.6, 0.2, 0.5, 0.6, 0.1, 0.3, 0.55]
     ret32 = [0.5, 0.4, 0.45, 0.65, 0.3, 0.45, 0.7, 0.3, 0.2, 0.6]
@@ -338,6 +353,28 @@ def test_contrasts_are_holm_adjusted_within_the_family():
     order = np.argsort(p)
     step = np.maximum.accumulate(np.minimum(1, p[order] * np.array([3, 2, 1])))
     np.testing.assert_allclose(out["p_holm"].to_numpy()[order], step)
+
+
+def test_report_adjusts_across_the_families_of_tables_29_and_30():
+    """issue 34: Table 29's Holm family is the scaling contrasts of every model shown, not one
+    run's three; Table 30's BH family is every regression row. statsmodels as reference."""
+    rep = scaling_report(_predictions(), n_resamples=200)
+    con, reg = rep["contrasts"], rep["regression"]
+    assert len(con) == 6 and (con["p_test"] == "normal").all()
+    p = con["p"].to_numpy(float)
+    ok = np.isfinite(p)
+    np.testing.assert_allclose(con["p_holm"].to_numpy(float)[ok],
+                               multipletests(p[ok], method="holm")[1], rtol=1e-12)  # fmt: skip
+    rp = reg["p"].to_numpy(float)
+    ok = np.isfinite(rp)
+    assert ok.sum() == 8  # r1, r2 full context x 4 terms (retrieved is constant: no fit)
+    np.testing.assert_allclose(reg["p_bh"].to_numpy(float)[ok],
+                               multipletests(rp[ok], method="fdr_bh")[1], rtol=1e-12)  # fmt: skip
+    assert reg["p_bh"][~ok].isna().all()
+    boot = scaling_report(_predictions(), n_resamples=200, p_test="bootstrap",
+                          ols_p_test="t")  # fmt: skip
+    assert (boot["contrasts"]["p_test"] == "bootstrap").all()
+    assert (boot["regression"]["p_test"] == "t").all()
 
 
 def test_contrasts_say_loudly_what_is_missing():
@@ -523,7 +560,10 @@ def test_report_scaling_prints_the_paper_layouts(grid_db):
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("Scaling OLS over length x position cells (seed 000 Table 30")
-    assert lines[1].split() == ["Analysis", "Model/Dataset", "Term", "Est.", "SE", "p"]
+    # issue 34: each p column names its test and adjustment
+    assert lines[1].split("  ")[0] == "Analysis"
+    assert [h.strip() for h in lines[1].split("  ") if h.strip()][-2:] == [
+        "p (normal)", "p (normal, BH across rows)"]  # fmt: skip
     ols_rows = [ln for ln in lines if ln.startswith("Scaling OLS (")]
     assert len(ols_rows) == 6  # 3 terms x full context, retrieved
     assert "Scaling OLS (full context)  m1 / toy" in ols_rows[0]
@@ -548,8 +588,8 @@ def test_report_scaling_prints_the_paper_layouts(grid_db):
 
     rep = json.loads(run_cli("report", "scaling", "--db", grid_db, "--run", "toy", "--json",
                              "--n-resamples", "1000").stdout)  # fmt: skip
-    assert set(rep) == {"score_field", "distance", "by_length", "contrasts", "regression",
-                        "notes"}  # fmt: skip
+    assert set(rep) == {"score_field", "distance", "p_test", "ols_p_test", "by_length",
+                        "contrasts", "regression", "notes"}  # fmt: skip
     full = [r for r in rep["regression"] if r["condition"] == "full_context"]
     cells = _toy_cells()
     cells = cells[cells["condition"] == "full_context"]
@@ -561,7 +601,9 @@ def test_report_scaling_prints_the_paper_layouts(grid_db):
     )
     np.testing.assert_allclose([r["coefficient"] for r in full], coef, atol=1e-9)
     np.testing.assert_allclose([r["se"] for r in full], se, rtol=1e-6)
-    np.testing.assert_allclose([r["p"] for r in full], p, rtol=1e-6)
+    np.testing.assert_allclose([r["p"] for r in full], 2 * sps.norm.sf(np.abs(coef / se)),
+                               rtol=1e-6)  # fmt: skip
+    assert {r["p_test"] for r in full} == {"normal"}
     assert full[0]["r_squared"] == pytest.approx(r2) and full[0]["n"] == 30
     by = {(r["condition"], r["context_length"]): r["oncu"] for r in rep["by_length"]}
     assert by["full_context", 32000] == pytest.approx(2.0666667 / 10)

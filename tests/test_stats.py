@@ -70,19 +70,33 @@ def test_paired_contrast_hand_values():
     # d = 1..4: mean 2.5, sd(ddof=1) = sqrt(5/3) = 1.290994 -> effect 1.936492
     assert r["mean"] == 2.5
     assert r["effect"] == pytest.approx(2.5 / math.sqrt(5 / 3))
-    assert r["p"] == 0.0  # every resampled mean > 0
+    # issue 34: the default p is seed 000 §7.6's normal approximation, z = mean / (sd / sqrt n)
+    # = 2.5 / (sqrt(5/3) / 2) = sqrt(15), p = erfc(sqrt(15) / sqrt(2)) = erfc(sqrt(7.5))
+    assert r["p_test"] == "normal"
+    assert r["p"] == pytest.approx(1.0751e-4, abs=5e-9)
+    assert r["p"] == math.erfc(math.sqrt(7.5))
+    # the bootstrap p stays an option: every resampled mean > 0
+    assert paired_contrast([1, 2, 3, 4], [0, 0, 0, 0], p_test="bootstrap")["p"] == 0.0
     assert r["n"] == 4
     assert 1.0 <= r["ci_low"] < r["ci_high"] <= 4.0
     same = paired_contrast([0.5, 0.5], [0.5, 0.5])
     assert (same["mean"], same["effect"], same["p"]) == (0.0, 0.0, 1.0)
-    # d = (-1, 1): resample means -1, 0, 1 w.p. .25, .5, .25 -> 2 min(.75, .75) capped at 1
+    # sd = 0 with a non-zero mean: p 0, as the released script (its z is infinite)
+    assert paired_contrast([1.0, 1.0], [0.0, 0.0])["p"] == 0.0
+    assert math.isnan(paired_contrast([1.0], [0.0])["p"])  # n = 1: no sd, no p
+    # d = (-1, 1): z = 0 -> p = erfc(0) = 1; bootstrap: 2 min(.75, .75) capped at 1
     assert paired_contrast([0, 1], [1, 0])["p"] == 1.0
+    assert paired_contrast([0, 1], [1, 0], p_test="bootstrap")["p"] == 1.0
+    with pytest.raises(ValueError, match="unknown p test 't'"):
+        paired_contrast([0, 1], [1, 0], p_test="t")
 
 
 def test_paired_contrast_bootstrap_p():
     # d = (1, 1, -1): P(mean* <= 0) = P(>= 2 of 3 draws are -1) = 7/27 -> p = 14/27 = 0.5185
-    r = paired_contrast([1, 1, 0], [0, 0, 1])
+    r = paired_contrast([1, 1, 0], [0, 0, 1], p_test="bootstrap")
     assert r["p"] == pytest.approx(14 / 27, abs=0.04)
+    # normal: mean 1/3, sd 2/sqrt(3), z = (1/3) / (2/3) = 0.5, p = erfc(0.5 / sqrt 2) = 0.6171
+    assert paired_contrast([1, 1, 0], [0, 0, 1])["p"] == pytest.approx(0.617075, abs=1e-6)
     with pytest.raises(ValueError, match="paired_contrast"):
         paired_contrast([1, 2], [1])
     nan_pair = paired_contrast([1.0, np.nan, 3.0], [0.0, 1.0, 1.0])  # NaN pair dropped

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.commands import Groups, add_db, add_with_runs, open_store, print_json, split_csv
+from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.jsonable import json_plain
 from core.oncu import (
     DEFAULT_GROUP_KEY,
@@ -30,6 +30,7 @@ from core.oncu import (
 )
 from core.results import RESULT_FORMATS, group_release_files, import_results, score_runs
 from core.scoring import FAILURE_LABELS
+from core.stats import OLS_P_TESTS, P_TESTS, format_p, p_label
 from core.store import Store, StoreError
 from core.types import DataError
 
@@ -87,9 +88,14 @@ def failures_report(store: Store, run: str) -> list[dict]:
 
 
 def paired_report(
-    store: Store, run: str, a: str, b: str, score_field: str = "f1_relaxed"
+    store: Store, run: str, a: str, b: str, score_field: str = "f1_relaxed",
+    p_test: str = "normal",
 ) -> list[dict]:
-    """Paired contrast ``a - b`` per run, aligned by instance (SPEC §6.6)."""
+    """Paired contrast ``a - b`` per run, aligned by instance (SPEC §6.6; seed 000 §7.6).
+
+    ``p`` is the two-sided p of ``p_test`` (``normal``, the published default, or
+    ``bootstrap``); ``p_holm`` is Holm across the runs reported (Table 29's family).
+    """
     frame = store.analysis_frame(store.resolve_runs(run))
     present = set(frame["condition"])
     for cond in (a, b):
@@ -98,7 +104,7 @@ def paired_report(
                 f"condition '{cond}' has no predictions in run(s) '{run}' "
                 f"(present: {', '.join(sorted(present))})"
             )
-    out = condition_contrast(frame, a, b, score_field=score_field)
+    out = condition_contrast(frame, a, b, score_field=score_field, p_test=p_test)
     return [json_plain(r) for r in out.to_dict("records")]
 
 
@@ -109,13 +115,20 @@ def scaling_report_json(
     group_key: Sequence[str] | None = None,
     distance: str = "middle",
     n_resamples: int = 5000,
+    p_test: str = "normal",
+    ols_p_test: str = "normal",
 ) -> dict[str, Any]:
     """Length-position scaling statistics (SPEC §6.7; seed 000 §8.11, Tables 10, 29, 30).
 
+    ``p_test`` / ``ols_p_test``: the contrasts' p (``normal``, published, or ``bootstrap``)
+    and the OLS p (``normal``, published, or ``t``).
+
     Returns:
-        ``{"score_field", "distance", "by_length", "contrasts", "regression", "notes"}``:
-        per (run, condition, length) mean clipped ONCU; per run the three paired contrasts
-        with Holm-adjusted p; per (run, condition) the OLS terms; ``notes`` one line per
+        ``{"score_field", "distance", "p_test", "ols_p_test", "by_length", "contrasts",
+        "regression", "notes"}``: per (run, condition, length) mean clipped ONCU; per run the
+        three paired contrasts with ``p_holm`` (Holm across every run's contrasts); per
+        (run, condition) the OLS terms with ``p_bh`` (Benjamini-Hochberg across every
+        regression row); ``notes`` one line per
         statistic the data cannot support or that left cells out (``level`` ``warning``
         where the number is missing, ``note`` where it was computed on part of the cells).
         Non-finite numbers (an effect with sd 0) are null.
@@ -128,8 +141,10 @@ def scaling_report_json(
     if "variant" in frame.columns:
         frame = frame[frame["variant"].fillna("") == ""]
     rep = scaling_report(frame, score_field, tuple(group_key or DEFAULT_GROUP_KEY),
-                         n_resamples=n_resamples, distance=distance)  # fmt: skip
-    out: dict[str, Any] = {"score_field": score_field, "distance": distance}
+                         n_resamples=n_resamples, distance=distance, p_test=p_test,
+                         ols_p_test=ols_p_test)  # fmt: skip
+    out: dict[str, Any] = {"score_field": score_field, "distance": distance, "p_test": p_test,
+                           "ols_p_test": ols_p_test}  # fmt: skip
     for part in ("by_length", "contrasts", "regression"):
         out[part] = [_finite(json_plain(r)) for r in rep[part].to_dict("records")]
     notes = []
@@ -187,7 +202,7 @@ def _cmd_import_results(args: argparse.Namespace) -> int:
         try:
             res = import_results(
                 store, group, name=name, fmt=args.format, dataset=args.dataset,
-                replace=args.replace, with_runs=args.with_runs,
+                replace=args.replace,
             )  # fmt: skip
         except (DataError, StoreError, ValueError) as exc:
             if not done:
@@ -210,14 +225,6 @@ def _cmd_score(args: argparse.Namespace) -> int:
     runs = store.resolve_runs(args.run)
     n = score_runs(store, runs)
     print(f"re-scored {n} predictions of {len(runs)} run(s): {', '.join(runs)}")
-    for run in store.changed_runs():  # issue 35 item 1: never re-based silently
-        if run["run_id"] in runs:
-            print(
-                f"warning: run '{run['run_id']}': {run['why']} (dataset "
-                f"'{run['dataset_id']}'); its predictions were made on other instances or "
-                "gold than the ones it is now scored against",
-                file=sys.stderr,
-            )
     return 0
 
 
@@ -255,6 +262,14 @@ def _cmd_report_oncu(args: argparse.Namespace) -> int:
             print(f"group key: {', '.join(rows[0]['group_key']) or '(unit only)'}")
         for line in _small_group_warnings(rows):
             print(line)
+        conds = {r["condition"] for r in rows}
+        if {"retrieved", "full_context"} <= conds:
+            # seed 000 Table 29's paired contrast, with its published p (issue 34)
+            pairs = paired_report(open_store(args), args.run, "retrieved",
+                                  "full_context", args.score_field, args.p_test)  # fmt: skip
+            print(f"\nPaired retrieved - full_context, {args.score_field} (seed 000 §7.6, "
+                  "Table 29)")  # fmt: skip
+            _print_paired(pairs, args.p_test)
     return 0
 
 
@@ -297,19 +312,27 @@ def _cmd_report_failures(args: argparse.Namespace) -> int:
 
 
 def _cmd_report_paired(args: argparse.Namespace) -> int:
-    rows = paired_report(open_store(args), args.run, args.a, args.b, args.score_field)
+    rows = paired_report(open_store(args), args.run, args.a, args.b, args.score_field,
+                         args.p_test)  # fmt: skip
     if args.json:
         print_json(rows[0] if len(rows) == 1 else rows)
     else:
-        _print_table(rows, ["run", "contrast", "n", "mean", "ci_low", "ci_high", "effect", "p"])
+        _print_paired(rows, args.p_test)
     return 0
 
 
+def _print_paired(rows: list[dict], p_test: str) -> None:
+    """Paired contrasts, p named by its test and adjustment, ``< 0.001`` below 0.001."""
+    raw, holm = p_label(p_test), p_label(p_test, "Holm across runs")
+    for r in rows:
+        r[raw], r[holm] = _p_text(r["p"]), _p_text(r["p_holm"])
+    _print_table(rows, ["run", "contrast", "n", "mean", "ci_low", "ci_high", "effect", raw,
+                        holm])  # fmt: skip
+
+
 def _p_text(p: Any) -> str:
-    """Paper style: ``<.001`` below 0.001, else three decimals; ``-`` when missing."""
-    if p is None:
-        return "-"
-    return "<.001" if p < 0.001 else f"{p:.3f}"
+    """``< 0.001`` below 0.001 (never 0), else three decimals; ``-`` when missing."""
+    return format_p(p)
 
 
 def _num(v: Any) -> str:
@@ -354,10 +377,13 @@ def _print_scaling(rep: dict[str, Any]) -> None:
     print(f"Scaling OLS over length x position cells (seed 000 Table 30; "
           f"{rep['score_field']}, distance from the {rep['distance']})")  # fmt: skip
     reg = [r for r in rep["regression"] if r["term"] != "intercept"]
+    ols_test = rep.get("ols_p_test", "normal")
     _print_grid(
-        ["Analysis", "Model/Dataset", "Term", "Est.", "SE", "p"],
+        ["Analysis", "Model/Dataset", "Term", "Est.", "SE", p_label(ols_test),
+         p_label(ols_test, "BH across rows")],
         [[f"Scaling OLS ({cond_name.get(r['condition'], r['condition'])})", labels[r["run"]],
-          r["term"], _num(r["coefficient"]), _num(r["se"]), _p_text(r["p"])] for r in reg],
+          r["term"], _num(r["coefficient"]), _num(r["se"]), _p_text(r["p"]),
+          _p_text(r["p_bh"])] for r in reg],
     )  # fmt: skip
     for r in rep["regression"]:
         if r["term"] == "intercept":
@@ -365,10 +391,12 @@ def _print_scaling(rep: dict[str, Any]) -> None:
                   f"{r['left_out']} left out, R² {_num(r['r_squared'])}, intercept "
                   f"{_num(r['coefficient'])} (SE {_num(r['se'])})")  # fmt: skip
     print()
-    print("Paired scaling contrasts over matched cells (seed 000 Table 29; Holm within each "
-          "run's 3 contrasts)")  # fmt: skip
+    print("Paired scaling contrasts over matched cells (seed 000 Table 29; Holm across the "
+          "contrasts of every run shown)")  # fmt: skip
+    test = rep.get("p_test", "normal")
     _print_grid(
-        ["Analysis", "Model", "Contrast", "Est.", "95% CI", "Effect", "p", "p (Holm)", "n"],
+        ["Analysis", "Model", "Contrast", "Est.", "95% CI", "Effect", p_label(test),
+         p_label(test, "Holm across runs"), "n"],
         [[r["analysis"], labels[r["run"]], r["label"], _num(r["mean"]),
           "-" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
           _num(r["effect"]), _p_text(r["p"]), _p_text(r["p_holm"]), str(r["n"])]
@@ -397,7 +425,7 @@ def _print_scaling(rep: dict[str, Any]) -> None:
 def _cmd_report_scaling(args: argparse.Namespace) -> int:
     rep = scaling_report_json(open_store(args), args.run, args.score_field,
                               split_csv(args.group_key), args.distance,
-                              args.n_resamples)  # fmt: skip
+                              args.n_resamples, args.p_test, args.ols_p_test)  # fmt: skip
     if args.json:
         print_json(rep)
     else:
@@ -427,7 +455,6 @@ def register(groups: Groups) -> None:
     )
     imp.add_argument("--dataset", help="attach to this stored dataset instead of creating one")
     imp.add_argument("--replace", action="store_true", help="replace runs of the same name")
-    add_with_runs(imp)
     add_db(imp)
     imp.set_defaults(handler=_cmd_import_results)
 
@@ -455,6 +482,7 @@ def register(groups: Groups) -> None:
         "model, reasoning_type, context_length, evidence_position, evidence_density, "
         "distractor_similarity; instance_id alone: per-instance ONCU). " + LENGTH_RULE,
     )
+    _p_test_option(on)
     on.set_defaults(handler=_cmd_report_oncu)
 
     fa = groups.report.add_parser("failures", help="failure-label percentages per condition")
@@ -467,6 +495,7 @@ def register(groups: Groups) -> None:
     _common(pa, run_required=True)
     pa.add_argument("--a", default="retrieved", help="condition a (default retrieved)")
     pa.add_argument("--b", default="full_context", help="condition b (default full_context)")
+    _p_test_option(pa)
     pa.set_defaults(handler=_cmd_report_paired)
 
     sc = groups.report.add_parser(
@@ -483,4 +512,20 @@ def register(groups: Groups) -> None:
     )  # fmt: skip
     sc.add_argument("--n-resamples", type=int, default=5000,
                     help="bootstrap resamples of the contrasts (default 5000)")  # fmt: skip
+    _p_test_option(sc)
+    sc.add_argument(
+        "--ols-p-test", default="normal", choices=OLS_P_TESTS,
+        help="p of the OLS terms: normal = erfc(|coef / SE| / sqrt 2), as published (seed 000 "
+        "Table 30, default); t = Student's t over n - rank degrees of freedom (statsmodels). "
+        "Either is Benjamini-Hochberg adjusted across every row of the table",
+    )  # fmt: skip
     sc.set_defaults(handler=_cmd_report_scaling)
+
+
+def _p_test_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--p-test", default="normal", choices=P_TESTS,
+        help="p of a paired contrast: normal = erfc(|z| / sqrt 2), z = mean(d) / (sd(d) / "
+        "sqrt n), as published (seed 000 §7.6, default); bootstrap = 2 min(P(d* >= 0), "
+        "P(d* <= 0)) over the resampled means. Either is Holm adjusted across the runs shown",
+    )  # fmt: skip

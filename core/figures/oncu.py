@@ -66,7 +66,14 @@ from core.oncu import (
 from core.oncu_share import frame_memo
 from core.params import Param
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
-from core.stats import RESAMPLE_MAX, calibration, paired_contrast
+from core.stats import (
+    OLS_P_TESTS,
+    P_TESTS,
+    RESAMPLE_MAX,
+    calibration,
+    holm,
+    paired_contrast,
+)
 from core.types import CONDITIONS
 
 __all__ = [
@@ -77,6 +84,8 @@ __all__ = [
     "DEFAULT_CONTRASTS",
     "GROUP_KEY",
     "MATRIX_SCORES",
+    "OLS_P_TEST",
+    "P_TEST",
     "SCALING_DISTANCE",
     "audit_points",
     "calibration_figure",
@@ -144,6 +153,20 @@ CI = Param(
     "distribution), resample (index resampling everywhere, the published estimator), "
     "multinomial, or false", section="SPEC §6.6; issue 17 item 6",
     validate=lambda v: _ci_mode(v),
+)  # fmt: skip
+#: The p of a paired contrast (issue 34 item 4).
+P_TEST = Param(
+    "p_test", str, "normal", "p of a paired contrast: normal = erfc(|z| / sqrt 2), z = mean(d) "
+    "/ (sd(d) / sqrt n), as published (default); bootstrap = 2 min(P(d* >= 0), P(d* <= 0)) "
+    "over the resampled mean differences. Holm adjusted across the table's family",
+    choices=P_TESTS, section="SPEC §6.6; seed 000 §7.6, Table 29; issue 34 item 4",
+)  # fmt: skip
+#: The p of an OLS term (issue 34 item 4).
+OLS_P_TEST = Param(
+    "ols_p_test", str, "normal", "p of an OLS term: normal = erfc(|coef / SE| / sqrt 2), as "
+    "published (default); t = Student's t over n - rank degrees of freedom (statsmodels). "
+    "Benjamini-Hochberg adjusted across the regression table's rows",
+    choices=OLS_P_TESTS, section="SPEC §6.6; seed 000 §7.6, Table 30; issue 34 item 4",
 )  # fmt: skip
 _COLORS = CONDITION_COLORS
 _LABEL_COLORS = {
@@ -401,14 +424,18 @@ def contrasts_table(
     contrasts: Sequence[Sequence[str]] = CONTRASTS.default,
     ci: Any = CI.default,
     n_resamples: int = N_RESAMPLES.default,
+    p_test: str = P_TEST.default,
 ) -> pd.DataFrame:
-    """Paired contrasts aligned by instance (SPEC §6.6).
+    """Paired contrasts aligned by instance (SPEC §6.6; seed 000 §7.6, Table 29).
 
-    Condition pairs per run, and, with several runs, run-vs-first-run per condition.
+    Condition pairs per run, and, with several runs, run-vs-first-run per condition. ``p``
+    is the two-sided p of ``p_test`` (``normal``, published, or ``bootstrap``); ``p_holm``
+    is Holm across the table's family: every condition contrast of every run shown (the
+    run-vs-first-run rows are a family of their own).
     """
     field = score_field
     cols = ["run", "contrast", "score_field", "n", "mean", "ci_low", "ci_high", "effect", "p",
-            "p_mcnemar", "ci_method"]  # fmt: skip
+            "p_test", "p_holm", "p_mcnemar", "ci_method"]  # fmt: skip
     if df.empty:
         return pd.DataFrame(columns=cols)
     pairs = contrasts or DEFAULT_CONTRASTS
@@ -422,22 +449,31 @@ def contrasts_table(
     for a, b in pairs:
         if a in present and b in present:
             parts.append(condition_contrast(df, a, b, score_field=field, n_resamples=n,
-                                            ci_method=method))  # fmt: skip
+                                            ci_method=method, p_test=p_test))  # fmt: skip
+    parts = [p for p in parts if not p.empty]
+    if parts:  # one family: the table's condition contrasts (seed 000 Table 29)
+        con = pd.concat(parts, ignore_index=True)
+        con["p_holm"] = holm(con["p"].to_numpy(dtype=float))
+        parts = [con]
     runs = list(dict.fromkeys(df["run"].unique()))  # order of first appearance
     if len(runs) > 1:
-        parts.append(_run_contrasts(df, runs, field, n, method))
-    parts = [p for p in parts if not p.empty]
+        vs = _run_contrasts(df, runs, field, n, method, p_test)
+        if not vs.empty:
+            vs["p_holm"] = holm(vs["p"].to_numpy(dtype=float))
+            parts.append(vs)
     if not parts:
         return pd.DataFrame(columns=cols)
     out = pd.concat(parts, ignore_index=True)
     if not ci:
-        out[["ci_low", "ci_high", "p"]] = np.nan
+        # without resamples: no CI, and no bootstrap p (the normal p needs none)
+        blank = ["ci_low", "ci_high"] + (["p", "p_holm"] if p_test == "bootstrap" else [])
+        out[blank] = np.nan
         out["ci_method"] = None
     return out[[c for c in cols if c in out.columns]]
 
 
 def _run_contrasts(
-    df: pd.DataFrame, runs: list[str], field: str, n: int, method: str
+    df: pd.DataFrame, runs: list[str], field: str, n: int, method: str, p_test: str
 ) -> pd.DataFrame:
     base = runs[0]
     rows = []
@@ -449,7 +485,7 @@ def _run_contrasts(
                 continue
             w = wide[[other, base]].dropna()
             r = paired_contrast(w[other].to_numpy(float), w[base].to_numpy(float), n,
-                                method=method)  # fmt: skip
+                                method=method, p_test=p_test)  # fmt: skip
             rows.append({"run": f"{other} vs {base}", "contrast": f"{cond}: {other} - {base}",
                          "score_field": field, "p_mcnemar": math.nan} | r)  # fmt: skip
     return pd.DataFrame(rows)
@@ -743,8 +779,8 @@ def scaling_contrasts_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Seed 000 Table 29 scaling rows per run: 4K - 32K, final decile, retrieved - full.
 
     Paired over matched length x position cells with a bootstrap CI, standardized effect,
-    bootstrap p and Holm-adjusted p within the run's three contrasts
-    (:func:`core.oncu.scaling_contrasts`); ``note`` says what is missing.
+    p (normal approximation by default; ``p_test`` names it) and Holm-adjusted p across every
+    run's contrasts (:func:`core.oncu.scaling_report`); ``note`` says what is missing.
     """
     return report["contrasts"].copy()  # the report is cached: hand out a copy
 
@@ -752,8 +788,9 @@ def scaling_contrasts_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
 def scaling_regression_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Seed 000 Table 30 scaling OLS per (run, condition) over the length x position cells.
 
-    :func:`core.oncu.scaling_regression`: coefficient, SE, t, p per term, R², cells used
-    (``n``), cells left out (``left_out``) and ``note``.
+    :func:`core.oncu.scaling_regression`: coefficient, SE, t, p per term (normal
+    approximation by default; ``p_test`` names it), ``p_bh`` (Benjamini-Hochberg across every
+    row of the table), R², cells used (``n``), cells left out (``left_out``) and ``note``.
     """
     return report["regression"].copy()  # the report is cached: hand out a copy
 

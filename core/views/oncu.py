@@ -7,7 +7,7 @@ from dataclasses import replace
 import pandas as pd
 
 from core.figures import N_RESAMPLES
-from core.figures.oncu import CONDITIONS_OPTION, GROUP_KEY, SCALING_DISTANCE
+from core.figures.oncu import CONDITIONS_OPTION, GROUP_KEY, OLS_P_TEST, P_TEST, SCALING_DISTANCE
 from core.oncu import scaling_report, share_frame
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
@@ -49,7 +49,8 @@ def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame
     """:func:`core.oncu.scaling_report` of :func:`plain_predictions` (cached per store version).
 
     One computation feeds the three scaling tables (per-length ONCU, paired contrasts, OLS).
-    Options: ``group_key``, ``conditions``, ``scaling_distance``, ``n_resamples``.
+    Options: ``group_key``, ``conditions``, ``scaling_distance``, ``n_resamples``, ``p_test``
+    (the contrasts' p) and ``ols_p_test`` (the regression's p).
 
     Raises:
         ValueError: no four-condition predictions, or a group key without the length or the
@@ -57,12 +58,14 @@ def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame
     """
     key, conds = option(selection, GROUP_KEY), option(selection, CONDITIONS_OPTION)
     distance, n = option(selection, SCALING_DISTANCE), option(selection, N_RESAMPLES)
+    p_test, ols_p_test = option(selection, P_TEST), option(selection, OLS_P_TEST)
 
     def build() -> dict[str, pd.DataFrame]:
         df = plain_predictions(store, selection)
         if df.empty:
             raise ValueError("the selected runs hold no predictions of the four conditions")
         return scaling_report(df, selection.score_field, tuple(key), tuple(conds),
-                              n_resamples=n, distance=distance)  # fmt: skip
+                              n_resamples=n, distance=distance, p_test=p_test,
+                              ols_p_test=ols_p_test)  # fmt: skip
 
     return cached(store, "scaling", selection_to_json(selection), build)
