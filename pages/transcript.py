@@ -37,7 +37,7 @@ def _num(value: Any, fmt: str = "{:.0f}") -> str:
 
 def show_transcript(row: dict[str, Any], t: dict[str, Any]) -> None:
     """What the model of ``row`` saw and said: messages, shown items, reply, parsed fields."""
-    st.caption(  # text: numbers and escaped ids
+    st.caption(
         f"latency {_num(row.get('latency_ms'))} ms · prompt tokens "
         f"{_num(row.get('prompt_tokens'))} · completion tokens "
         f"{_num(row.get('completion_tokens'))} · "
@@ -65,16 +65,15 @@ def show_transcript(row: dict[str, Any], t: dict[str, Any]) -> None:
     else:
         # drawn on demand: a full-context prompt is long, and its passages are listed below
         if st.toggle("Show the messages as sent (system and user message)",
-                     key="case.show_messages", help=md_escape(t["prompt_note"])):  # fmt: skip
-            st.caption(md_escape(t["prompt_note"])
-                       + " Gold or distractor roles are never part of them.")  # fmt: skip
+                     key="case.show_messages", help=t["prompt_note"]):  # fmt: skip
+            st.caption(t["prompt_note"] + " Gold or distractor roles are never part of them.")
             for m in t["messages"]:
-                st.caption(f"{md_escape(m['role'])} message")
+                st.caption(f"{m['role']} message")
                 st.code(m["content"], language=None, wrap_lines=True)
     _show_items(row, t)
     st.markdown("**Raw response** (as stored)")
     if t["truncated_note"]:
-        st.warning(md_escape(t["truncated_note"]))
+        st.warning(t["truncated_note"])
     st.code(row.get("raw_response") or "", language=None, wrap_lines=True)
 
 
@@ -104,7 +103,7 @@ def _show_items(row: dict[str, Any], t: dict[str, Any]) -> None:
         if it["contains_answer"]:
             badges.append(":violet-badge[contains the answer]")
         with st.container(border=True):
-            st.markdown(" · ".join(badges))  # text: each badge's data escaped above
+            st.markdown(" · ".join(badges))
             titles = [x for x in it["titles"] if x]
             if titles and not it["chunk_id"]:
                 st.text("Title: " + " / ".join(titles))
@@ -118,7 +117,7 @@ def show_comparison(case: dict[str, Any], a: int, b: int, cmp: dict[str, Any]) -
     for col, i, name in ((cols[0], a, "A"), (cols[1], b, "B")):
         row = preds.iloc[i].to_dict()
         with col, st.container(border=True):
-            st.markdown(f"**{name}**")  # text: A or B
+            st.markdown(f"**{name}**")
             st.text(prediction_label(row))
             error = error_text(row)
             if error:
@@ -137,7 +136,7 @@ def show_comparison(case: dict[str, Any], a: int, b: int, cmp: dict[str, Any]) -
     diff = " ".join({"=": md_escape(x), "-": f":red[~~{md_escape(x)}~~]",
                      "+": f":green[**{md_escape(x)}**]"}[op]
                     for op, x in cmp["diff"]) or "(both empty)"  # fmt: skip
-    st.markdown(f"**Answers, word by word (A → B):** {diff}")  # text: words escaped
+    st.markdown(f"**Answers, word by word (A → B):** {diff}")
     st.metric("D (A vs B)", f"{cmp['divergence']:.3f}", help=HELP["trace_divergence"])
 
 
@@ -155,7 +154,7 @@ def show_passages(passages: pd.DataFrame, preds: pd.DataFrame) -> None:
             continue
         badge = f":{_ROLE.get(p.role, 'gray')}-badge[{md_escape(p.role)}]"
         with st.container(border=True):
-            st.markdown(f"{badge} **{md_escape(p.passage_id)}**")  # text: the role escaped
+            st.markdown(f"{badge} **{md_escape(p.passage_id)}**")
             st.text(f"Title: {p.title}")
             if p.passage_id in cited:
                 st.text("Cited by: " + ", ".join(sorted(set(cited[p.passage_id]))))
