@@ -223,10 +223,13 @@ def split_reasoning(text: str) -> tuple[str, str, bool]:
         rest = rest[close.end() :]
     if not thoughts:
         close = _CLOSE_RE.search(rest)
-        # an opening tag the chat template wrote: only its closing tag is in the reply
+        # an opening tag the chat template wrote: only its closing tag is in the reply (a
+        # closing tag inside the first JSON object is text of the answer)
         if close is not None and f"<{close.group(1).lower()}>" not in rest[: close.start()].lower():
-            thoughts.append(rest[: close.start()].strip())
-            rest = rest[close.end() :]
+            span = _first_object_span(rest)
+            if span is None or not span[0] < close.start() < span[1]:
+                thoughts.append(rest[: close.start()].strip())
+                rest = rest[close.end() :]
     return "\n".join(thoughts), rest, False
 
 
@@ -294,16 +297,27 @@ def _pick(obj: dict[str, Any], name: str) -> tuple[bool, Any]:
 
 def _first_object(text: str) -> dict[str, Any] | None:
     """The first complete strict JSON object at an opening brace (the release's search)."""
+    found = _first_object_at(text)
+    return None if found is None else found[0]
+
+
+def _first_object_span(text: str) -> tuple[int, int] | None:
+    """Where :func:`_first_object` finds its object: ``(start, end)``, or None."""
+    found = _first_object_at(text)
+    return None if found is None else found[1]
+
+
+def _first_object_at(text: str) -> tuple[dict[str, Any], tuple[int, int]] | None:
     start = text.find("{")
     tries = 0
     while start != -1 and tries < MAX_CANDIDATES:
         tries += 1
         try:
-            value, _ = _STRICT.raw_decode(text, start)
+            value, end = _STRICT.raw_decode(text, start)
         except (ValueError, RecursionError):
             value = None
         if isinstance(value, dict):
-            return value
+            return value, (start, end)
         start = text.find("{", start + 1)
     return None
 

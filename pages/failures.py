@@ -18,6 +18,7 @@ from core.views.failures import (
     failure_facets,
     failure_filter,
     failure_page,
+    parse_notes_by_run,
 )
 from pages import failure_trail, url_state
 from pages.common import HELP, cached_call, get_store, sidebar
@@ -128,6 +129,9 @@ total = counts["total"]
 st.markdown(f"**{total:,} predictions** in this list: {counts['wrong']:,} wrong · "
             f"{counts['call failed']:,} call failed · {counts['correct']:,} correct · "
             f"{counts['unscored']:,} unscored", help=OUTCOME_HELP)  # fmt: skip
+for run_id, line in parse_notes_by_run(store, runs).items():  # what the parse set apart
+    st.caption(f"Run {md_escape(run_id)}: {md_escape(line)}. Not scored; each reply's are in "
+               "its transcript (Case view).")  # fmt: skip
 if counts["call failed"]:
     n = counts["call failed"]
     st.warning(f"{n:,} failed call{'s' if n != 1 else ''} in this list: the call raised, so "

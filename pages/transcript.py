@@ -37,7 +37,7 @@ def _num(value: Any, fmt: str = "{:.0f}") -> str:
 
 def show_transcript(row: dict[str, Any], t: dict[str, Any]) -> None:
     """What the model of ``row`` saw and said: messages, shown items, reply, parsed fields."""
-    st.caption(
+    st.caption(  # text: numbers and escaped ids
         f"latency {_num(row.get('latency_ms'))} ms · prompt tokens "
         f"{_num(row.get('prompt_tokens'))} · completion tokens "
         f"{_num(row.get('completion_tokens'))} · "
@@ -59,22 +59,35 @@ def show_transcript(row: dict[str, Any], t: dict[str, Any]) -> None:
             "failure label": st.column_config.TextColumn(help=HELP["failure_label"])})  # fmt: skip
         st.caption("Explanation (the model's own words)")
         st.text(row.get("explanation") or "(none)")
+        _show_parse_notes(t.get("parse") or {})
     if t["messages"] is None:
         st.markdown("**Messages as sent**")
         st.info(md_escape(t["prompt_note"]))
     else:
         # drawn on demand: a full-context prompt is long, and its passages are listed below
         if st.toggle("Show the messages as sent (system and user message)",
-                     key="case.show_messages", help=t["prompt_note"]):  # fmt: skip
-            st.caption(t["prompt_note"] + " Gold or distractor roles are never part of them.")
+                     key="case.show_messages", help=md_escape(t["prompt_note"])):  # fmt: skip
+            st.caption(md_escape(t["prompt_note"])
+                       + " Gold or distractor roles are never part of them.")  # fmt: skip
             for m in t["messages"]:
-                st.caption(f"{m['role']} message")
+                st.caption(f"{md_escape(m['role'])} message")
                 st.code(m["content"], language=None, wrap_lines=True)
     _show_items(row, t)
     st.markdown("**Raw response** (as stored)")
     if t["truncated_note"]:
-        st.warning(t["truncated_note"])
+        st.warning(md_escape(t["truncated_note"]))
     st.code(row.get("raw_response") or "", language=None, wrap_lines=True)
+
+
+def _show_parse_notes(notes: dict[str, Any]) -> None:
+    """What the parse set apart (cited ids not shown or past the cap, salvaged text) and the
+    model's reasoning: shown as data, never scored."""
+    for line in notes.get("lines") or []:
+        st.warning(md_escape(line))
+    if notes.get("reasoning_note"):
+        with st.expander("Model reasoning (" + md_escape(notes["reasoning_note"]) + "; never "
+                         "parsed as the answer)"):  # fmt: skip
+            st.text(notes.get("reasoning") or "(empty)")
 
 
 def _show_items(row: dict[str, Any], t: dict[str, Any]) -> None:
@@ -103,7 +116,7 @@ def _show_items(row: dict[str, Any], t: dict[str, Any]) -> None:
         if it["contains_answer"]:
             badges.append(":violet-badge[contains the answer]")
         with st.container(border=True):
-            st.markdown(" · ".join(badges))
+            st.markdown(" · ".join(badges))  # text: each badge's data escaped above
             titles = [x for x in it["titles"] if x]
             if titles and not it["chunk_id"]:
                 st.text("Title: " + " / ".join(titles))
@@ -117,7 +130,7 @@ def show_comparison(case: dict[str, Any], a: int, b: int, cmp: dict[str, Any]) -
     for col, i, name in ((cols[0], a, "A"), (cols[1], b, "B")):
         row = preds.iloc[i].to_dict()
         with col, st.container(border=True):
-            st.markdown(f"**{name}**")
+            st.markdown(f"**{name}**")  # text: A or B
             st.text(prediction_label(row))
             error = error_text(row)
             if error:
@@ -136,7 +149,7 @@ def show_comparison(case: dict[str, Any], a: int, b: int, cmp: dict[str, Any]) -
     diff = " ".join({"=": md_escape(x), "-": f":red[~~{md_escape(x)}~~]",
                      "+": f":green[**{md_escape(x)}**]"}[op]
                     for op, x in cmp["diff"]) or "(both empty)"  # fmt: skip
-    st.markdown(f"**Answers, word by word (A → B):** {diff}")
+    st.markdown(f"**Answers, word by word (A → B):** {diff}")  # text: words escaped
     st.metric("D (A vs B)", f"{cmp['divergence']:.3f}", help=HELP["trace_divergence"])
 
 
@@ -154,7 +167,7 @@ def show_passages(passages: pd.DataFrame, preds: pd.DataFrame) -> None:
             continue
         badge = f":{_ROLE.get(p.role, 'gray')}-badge[{md_escape(p.role)}]"
         with st.container(border=True):
-            st.markdown(f"{badge} **{md_escape(p.passage_id)}**")
+            st.markdown(f"{badge} **{md_escape(p.passage_id)}**")  # text: the role escaped
             st.text(f"Title: {p.title}")
             if p.passage_id in cited:
                 st.text("Cited by: " + ", ".join(sorted(set(cited[p.passage_id]))))

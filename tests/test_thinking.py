@@ -73,6 +73,10 @@ def test_tags_inside_the_answer_object_are_text():
     assert (got.answer, got.reasoning) == ("a", "")
     assert got.explanation == "the <think> tag </think> is text"
     assert split_reasoning("plain") == ("", "plain", False)
+    got = parse_reply(json.dumps({"answer": "a", "explanation": "ends with </think> here"}))
+    assert (got.answer, got.reasoning, got.parse_error) == ("a", "", None)
+    text = 'Sure: {"answer": "a", "explanation": "x </think> y"}'
+    assert parse_reply(text).answer == "a"
 
 
 def test_a_long_reply_is_parsed_whole():

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from core.parsing import REASONING_UNCLOSED
 from core.selection import Selection
 from core.store import Store
 from core.store.failure_rows import (
@@ -20,6 +21,7 @@ from core.store.failure_rows import (
     filter_from_json,
     filter_to_json,
 )
+from core.store.reparse_rows import parse_counts
 from core.views.common import cached, resolve_selection
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "failure_filter",
     "failure_neighbours",
     "failure_page",
+    "parse_notes_by_run",
     "filter_from_json",
     "filter_to_json",
 ]
@@ -121,3 +124,45 @@ def failure_neighbours(
     key = (filter_to_json(filt), dataset, instance_id, int(around))
     return cached(store, "failure_neighbours", key,
                   lambda: store.failure_neighbours(filt, dataset, instance_id, around))  # fmt: skip
+
+
+def parse_notes_by_run(store: Store, runs: Sequence[str]) -> dict[str, str]:
+    """Per run, one line on what the parse set apart (SPEC §5.1), cached.
+
+    Runs with nothing to say are left out. E.g. ``"12 replies cited 15 passages that were not
+    shown (or not passage ids) · 3 replies ended inside their reasoning (parse errors)"``.
+    """
+    key = tuple(sorted(str(r) for r in runs))
+
+    def build() -> dict[str, str]:
+        with store.attached(read_only=True) as con:
+            frame = parse_counts(con, key, REASONING_UNCLOSED)
+        out = {}
+        for r in frame.itertuples(index=False):
+            parts = []
+            if r.ids_unshown:
+                parts.append(f"{_n(r.replies_unshown, 'reply')} cited "
+                             f"{_n(r.ids_unshown, 'passage')} that were not shown (or not "
+                             "passage ids)")  # fmt: skip
+            if r.ids_over_cap:
+                parts.append(f"{_n(r.replies_over_cap, 'reply')} cited "
+                             f"{_n(r.ids_over_cap, 'shown passage')} past the cap")  # fmt: skip
+            if r.reasoning_unclosed:
+                parts.append(f"{_n(r.reasoning_unclosed, 'reply')} ended inside "
+                             "their reasoning (parse errors)")  # fmt: skip
+            if r.salvaged:
+                parts.append(f"{_n(r.salvaged, 'reply')} off the contract with a salvaged "
+                             "answer (parse errors, not scored)")  # fmt: skip
+            if r.with_reasoning:
+                parts.append(f"{_n(r.with_reasoning, 'reply')} with reasoning kept apart")
+            if parts:
+                out[str(r.run_id)] = " · ".join(parts)
+        return out
+
+    return cached(store, "parse_notes_by_run", key, build)
+
+
+def _n(n: int, noun: str) -> str:
+    n = int(n)
+    plural = "replies" if noun == "reply" else noun + "s"
+    return f"{n:,} {noun if n == 1 else plural}"

@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.interventions import plan_interventions
+from core.parsing import split_reasoning
 from core.prompts import build_messages, prompt_hash
 from core.retrieval import RankedChunk, chunk_instance, parse_retrieval_condition
 from core.types import Instance
 
-__all__ = ["transcript"]
+__all__ = ["parse_notes", "transcript"]
 
 #: Conditions whose evidence is the instance's own passages, in stored or given order.
 _PLAIN = ("no_evidence", "full_context", "oracle")
@@ -56,7 +57,7 @@ def transcript(
         ``chunk_id`` (or None), ``passage_ids``, ``roles``, ``titles``, ``text``, ``cited``,
         ``contains_answer``: the model's answer occurs in the text as whole words),
         ``truncated_note`` (None, or "reply cut to M of N bytes when stored"), ``meta`` (the
-        decoded meta dict).
+        decoded meta dict), ``parse`` (:func:`parse_notes`).
     """
     meta = _meta(pred.get("meta"))
     cond = str(pred.get("condition") or "")
@@ -95,7 +96,53 @@ def transcript(
     if isinstance(cut, Mapping) and "bytes" in cut:
         truncated = f"reply cut to {cut.get('kept_bytes')} of {cut.get('bytes')} bytes when stored"
     return {"messages": messages, "prompt_note": note, "items": items,
-            "truncated_note": truncated, "meta": meta}  # fmt: skip
+            "truncated_note": truncated, "meta": meta,
+            "parse": parse_notes(pred, meta)}  # fmt: skip
+
+
+def parse_notes(pred: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What the reply said that the parse set apart (SPEC §5.1): never scored, always shown.
+
+    Returns:
+        ``unshown_ids`` and ``over_cap_ids`` (cited ids not shown or not passage ids, and shown
+        ids past the run's cap), ``salvaged`` (what a lenient reading found in a reply off the
+        contract, ``""`` when none), ``reasoning`` (the reasoning the server returned apart,
+        else the reasoning blocks of the stored reply, ``""`` when none), ``reasoning_note``
+        (where it came from, or None) and ``lines`` (one sentence per non-empty part, e.g.
+        "cited 2 passages that were not shown: p0009, p0012").
+    """
+    record = meta.get("parse") if isinstance(meta.get("parse"), Mapping) else {}
+    unshown = [str(x) for x in record.get("unshown_ids") or []]
+    over = [str(x) for x in record.get("over_cap_ids") or []]
+    salvaged = str(record.get("salvaged") or "")
+    reasoning, note = "", None
+    if isinstance(meta.get("reasoning"), str) and meta["reasoning"]:
+        reasoning, note = meta["reasoning"], "returned by the server apart from the reply"
+    elif isinstance(pred.get("raw_response"), str):
+        thought, _, unclosed = split_reasoning(pred["raw_response"])
+        if thought or unclosed:
+            reasoning = thought
+            note = ("the reply ended inside its reasoning" if unclosed
+                    else "reasoning blocks of the reply, removed before parsing")  # fmt: skip
+    lines = []
+    if unshown:
+        lines.append(f"cited {_count(len(unshown), 'passage')} that {_were(unshown)} not shown "
+                     f"(or not passage ids), not scored: {', '.join(unshown)}")  # fmt: skip
+    if over:
+        lines.append(f"cited {_count(len(over), 'shown passage')} past the cap, not scored: "
+                     f"{', '.join(over)}")  # fmt: skip
+    if salvaged:
+        lines.append(f"salvaged from a reply off the contract, not scored: {salvaged}")
+    return {"unshown_ids": unshown, "over_cap_ids": over, "salvaged": salvaged,
+            "reasoning": reasoning, "reasoning_note": note, "lines": lines}  # fmt: skip
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _were(items: Sequence[str]) -> str:
+    return "was" if len(items) == 1 else "were"
 
 
 def _rebuild(
