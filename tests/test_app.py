@@ -94,6 +94,8 @@ def test_conditions_page_controlled_release_reproduces_published_oncu(app):
     contrasts = _table(open_tab(at, "Paired contrasts"), "contrast").set_index("contrast")
     row = contrasts.loc["retrieved - full_context"]
     assert round(row["mean"], 3) == 0.438 and round(row["effect"], 3) == 0.920
+    # Table 29: p_Holm <.001; the normal p (9.98e-39) shows as "< 0.001", never 0
+    assert (row["p"], row["p_holm"]) == ("< 0.001", "< 0.001")
 
 
 def test_conditions_page_hotpotqa_has_29_of_38_valid_groups(app):

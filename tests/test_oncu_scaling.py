@@ -662,6 +662,10 @@ def test_length_page_shows_the_scaling_tables_and_the_notes(grid_db, monkeypatch
     assert round(wide["full_context 32K"].iloc[0], 3) == 0.207
     con = next(f for f in frames if "p_holm" in f.columns)
     assert con["mean"].round(3).tolist() == [0.793, 0.95, 0.779]
+    # issue 34: p shown as text, a p below 0.001 as "< 0.001" (never 0)
+    shown = con["p"].tolist() + con["p_holm"].tolist()
+    assert all(isinstance(v, str) for v in shown) and "< 0.001" in shown, shown
+    assert not {"0", "0.0", "0.0000"} & set(shown)
     reg = next(f for f in frames if "term" in f.columns and "coefficient" in f.columns)
     assert len(reg) == 8 and reg["left_out"].eq(0).all()
     # the only warning is the small-group one (every group here is one instance)
@@ -672,3 +676,31 @@ def test_length_page_shows_the_scaling_tables_and_the_notes(grid_db, monkeypatch
     texts = [w.value.replace("\\", "") for w in at.warning]
     assert any("no full_context cell with ONCU at 32K (32000 tokens)" in t for t in texts), texts
     assert any("no variation to regress" in t for t in texts), texts
+
+
+def test_p_options_reach_the_tables_and_their_latex_headers(grid_db, tmp_path):
+    """issue 34: the published p by default, the earlier p by option; the LaTeX headers name
+    the test and the adjustment, a p below 0.001 reads $<0.001$."""
+    from core.export import export_table
+    from core.figures import Selection
+    from core.store import Store
+
+    store = Store(grid_db)
+    export_table(store, "scaling_contrasts", Selection(dataset="toy"), tmp_path / "con.tex")
+    tex = (tmp_path / "con.tex").read_text()
+    assert r"$p$ (normal) & $p$ (normal, Holm across runs)" in tex
+    assert "$<0.001$" in tex and "0.000" not in tex
+    export_table(store, "scaling_regression", Selection(dataset="toy"), tmp_path / "reg.tex")
+    tex = (tmp_path / "reg.tex").read_text()
+    assert r"$p$ (normal) & $p$ (normal, BH across rows)" in tex
+    sel = Selection(dataset="toy", options={"p_test": "bootstrap", "ols_p_test": "t"})
+    export_table(store, "scaling_contrasts", sel, tmp_path / "boot.csv")
+    assert set(pd.read_csv(tmp_path / "boot.csv")["p_test"]) == {"bootstrap"}
+    export_table(store, "scaling_regression", sel, tmp_path / "t.tex")
+    assert r"$p$ (t-test, BH across rows)" in (tmp_path / "t.tex").read_text()
+    export_table(store, "paired_contrasts", sel, tmp_path / "pc.tex")
+    tex = (tmp_path / "pc.tex").read_text()
+    assert r"$p$ (bootstrap) & $p$ (bootstrap, Holm across runs)" in tex
+    export_table(store, "paired_contrasts", sel, tmp_path / "pc.csv")
+    pc = pd.read_csv(tmp_path / "pc.csv")
+    assert set(pc["p_test"]) == {"bootstrap"} and pc["p_holm"].notna().all()
