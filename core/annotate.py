@@ -47,6 +47,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import duckdb
+import pandas as pd
 
 from core.agreement import UndefinedAgreement, fleiss_kappa, krippendorff_alpha, pair_agreement
 from core.annotate_judged import (
@@ -57,7 +58,8 @@ from core.annotate_judged import (
     judged_prompts,
     rubric_labels,
 )
-from core.export_tables import safe_csv_cell
+from core.export_tables import csv_text, safe_csv_cell
+from core.outpaths import check_out_path
 from core.scoring import FAILURE_LABELS
 from core.store import Store, StoreError
 from core.store.annotations import (
@@ -241,7 +243,7 @@ def _restored(text: str) -> str:
 def _shown(ids: Any, passages: Mapping[str, tuple[str, str]], chars: int | None) -> str:
     """The passages a prediction was shown, in order: ``[id] title`` and the text."""
     blocks = []
-    for pid in [] if ids is None else list(ids):
+    for pid in _ids(ids):
         title, text = passages.get(pid, ("", ""))
         if chars is not None and len(text) > chars:
             text = text[:chars] + " …"
@@ -292,6 +294,7 @@ def export_sample(
         raise ValueError(f"--sample must be at least 1, got {n}")
     if passage_chars is not None and passage_chars < 1:
         raise ValueError(f"--passage-chars must be at least 1, got {passage_chars}")
+    out = check_out_path(out)  # before anything is read or written
     _check_run(store, run)
     if rubric != DEFAULT_RUBRIC:
         return _export_judged(store, run, n, seed, out, rubric, passage_chars)
@@ -311,8 +314,8 @@ def export_sample(
         )
     }
     counts, keys, items = _draw(groups, n, seed, run, rubric, "variant")
-    n_new = record_items(store, items)
-    _write_csv(out, _csv_rows(store, run, items, passage_chars), CSV_COLUMNS)
+    n_new = _record_and_write(store, items, out, _csv_rows(store, run, items, passage_chars),
+                              CSV_COLUMNS)  # fmt: skip
     return ExportSummary(
         path=out,
         n_items=len(items),
@@ -374,10 +377,10 @@ def _export_judged(
     groups = dict(sorted(pool.groupby(["condition", "stratum"], sort=False),
                          key=lambda kv: (kv[0][0], kv[0][1])))  # fmt: skip
     counts, keys, items = _draw(groups, n, seed, run, rubric, "item")
-    n_new = record_items(store, items)
     prompts = judged_prompts(store, run, rubric, keys)
     rows = _csv_rows(store, run, items, passage_chars, prompts)
-    _write_csv(out, rows, (*CSV_COLUMNS[:-1], JUDGE_ITEM_COLUMN, CSV_COLUMNS[-1]))
+    n_new = _record_and_write(store, items, out, rows,
+                              (*CSV_COLUMNS[:-1], JUDGE_ITEM_COLUMN, CSV_COLUMNS[-1]))  # fmt: skip
     return ExportSummary(
         path=out, n_items=len(items), n_new=n_new, n_pool=len(pool), n_failed_calls=0,
         n_success=0, strata={k: (len(f), counts[k]) for k, f in groups.items()},
@@ -411,7 +414,7 @@ def _csv_rows(
     rows = []
     for it, key in sorted(zip(items, keys, strict=True), key=lambda x: x[0]["item_id"]):
         p = by_key.get(key) or _passage_item(it, questions)
-        cited = [] if p.cited_ids is None else list(p.cited_ids)
+        cited = _ids(p.cited_ids)
         cells = [
             it["item_id"], run, key[0], key[1], _text(p.question), _text(p.gold_answer),
             _text(p.answer), _shown(p.input_passage_ids, texts.get(key[0], {}), passage_chars),
@@ -448,18 +451,43 @@ def _text(value: Any) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
-def _write_csv(path: Path, rows: Sequence[Sequence[str]], header: Sequence[str]) -> None:
-    """Write the header and rows to ``path`` through a temporary file beside it."""
+def _record_and_write(
+    store: Store,
+    items: Sequence[Mapping[str, Any]],
+    path: Path,
+    rows: Sequence[Sequence[str]],
+    header: Sequence[str],
+) -> int:
+    """Write the CSV and record the sampled items: both or neither; returns new items.
+
+    The file is written whole to a temporary file beside ``path`` first; it is renamed into
+    place inside the items' transaction, so a failed write (disk full, a path that cannot be
+    written) stores no item and a failed store write leaves no file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh, lineterminator="\n")
-            writer.writerow(header)
-            writer.writerows(rows)
-        tmp.replace(path)
+            fh.write(csv_text([header, *rows]))
+            fh.flush()
+            os.fsync(fh.fileno())
+        return record_items(store, items, then=lambda: tmp.replace(path))
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _ids(value: Any) -> list[str]:
+    """A stored id list as a list: None, NA or NaN (an imported run's shown ids) is empty."""
+    if _is_missing(value):
+        return []
+    return [str(v) for v in value]
+
+
+def _is_missing(value: Any) -> bool:
+    """None, pandas' NA or a float NaN."""
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
 
 
 # ------------------------------------------------------------------------------ import

@@ -25,6 +25,7 @@ interventions planned from their citations.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +46,10 @@ from core.batchfile import (
 from core.conditions import check_conditions, plan_conditions, planned_keys, retrieval_config
 from core.engine import _Context, _row, _write
 from core.interventions import check_plan_options, plan_interventions, plan_settings
+from core.outpaths import check_out_path, staged_file
 from core.probes import PROBE_CONDITION, parse_strategy, plan_probes
 from core.retrieval import reranker
-from core.runs import _base_citations, open_run
+from core.runs import _base_citations, open_run, undone_if_refused
 from core.store import Store
 from core.store.batch_rows import batch_calls, drop_batch_calls, save_batch_calls
 from core.types import PlannedCall
@@ -145,7 +147,9 @@ def export_batch(
         raise ValueError("a batch file needs the model name the runner serves (--model NAME)")
     backend = BatchBackend(str(model).strip(), request_options(seed))
     shard_paths(out, 0, shard_size)  # a bad --shard-size fails before the run row
-    with store.run_lock(name):
+    out = check_out_path(out)  # so does a path that cannot be a file
+    # all or nothing (issue 35): a failure after the run row was made deletes a new run again
+    with store.run_lock(name), undone_if_refused(store, name):
         new = store.run_row(name) is None
         plan = {
             "conditions": _plan_conditions,
@@ -163,12 +167,18 @@ def export_batch(
             lines, backend.model, {**backend.options, **(options or {})}, out, shard_size
         )
         n_planned = len(stored_all | {(c.instance_id, c.condition, c.variant) for c in calls})
-        with store.write_batch() as con:
-            if new:
-                drop_batch_calls(con, name)  # a deleted run's calls are not this run's
-            save_batch_calls(con, [_call_row(name, c) for c in todo])
-            if todo:
-                store.save_run({"run_id": name, "status": WAITING, "n_planned": n_planned}, con=con)
+        try:
+            with store.write_batch() as con:
+                if new:
+                    drop_batch_calls(con, name)  # a deleted run's calls are not this run's
+                save_batch_calls(con, [_call_row(name, c) for c in todo])
+                if todo:
+                    store.save_run({"run_id": name, "status": WAITING, "n_planned": n_planned},
+                                   con=con)  # fmt: skip
+        except BaseException:
+            for path in files:  # the calls are not recorded: their files would not import
+                path.unlink(missing_ok=True)
+            raise
         status = (store.run_row(name) or {}).get("status")
     return {
         "run": name,
@@ -190,20 +200,26 @@ def write_request_files(
 ) -> list[Path]:
     """Write ``(custom_id, messages)`` calls as request lines, split by ``shard_size``.
 
-    Each file is written whole, then renamed into place. Returns the files written (none for
-    no calls).
+    Each file is written whole, then renamed into place; when one fails (disk full), the
+    files written before it are removed. Returns the files written (none for no calls).
     """
     if not lines:
         return []
     paths = shard_paths(out, len(lines), shard_size)
     size = len(lines) if len(paths) == 1 else int(shard_size or len(lines))
-    for i, path in enumerate(paths):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".part")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for cid, messages in lines[i * size : (i + 1) * size]:
-                fh.write(request_line(cid, model, messages, options) + "\n")
-        tmp.replace(path)
+    done: list[Path] = []
+    try:
+        for i, path in enumerate(paths):
+            with staged_file(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+                for cid, messages in lines[i * size : (i + 1) * size]:
+                    fh.write(request_line(cid, model, messages, options) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            done.append(path)
+    except BaseException:
+        for path in done:
+            path.unlink(missing_ok=True)
+        raise
     return paths
 
 

@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except (DataError, StoreError, ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        print(_one_line(exc), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
@@ -199,13 +199,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except duckdb.Error as exc:
         # A block failing its checksum (or another sign of a damaged store) in a read that
         # did not go through Store.connect: one line; any other DuckDB error is a bug to show.
-        unreadable = unreadable_store_error(getattr(args, "db", None) or default_db_path(), exc)
+        where = getattr(args, "db", None) or default_db_path()
+        unreadable = unreadable_store_error(where, exc)
+        if unreadable is None and isinstance(exc, duckdb.CatalogException):
+            # a table or column this program's schema has is missing: a damaged store
+            unreadable = f"store {where} is damaged (not as this program wrote it): {exc}"
         if unreadable is None:
             raise
-        print(f"error: {unreadable}", file=sys.stderr)
+        print(_one_line(unreadable), file=sys.stderr)
         return 1
     except BrokenPipeError:
         # The reader went away (`... | head`): stop quietly, as Unix tools do.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        # A file or folder the command cannot write or read (permission denied, a directory
+        # where a file belongs, disk full): one line naming it, never a traceback.
+        what = f"{exc.strerror or type(exc).__name__}: {exc.filename}" if exc.filename else exc
+        hint = " (disk full: free space and rerun)" if _DISK_FULL.search(str(exc)) else ""
+        print(_one_line(what) + hint, file=sys.stderr)
+        return 1
+
+
+def _one_line(exc: object) -> str:
+    """``error: <first line of exc>``, at most 1,000 characters (an echoed value is cut)."""
+    first = (str(exc).splitlines() or [""])[0]
+    return "error: " + (first if len(first) <= 1000 else first[:997] + "...")

@@ -32,6 +32,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -248,6 +249,24 @@ def _norm(value: Any) -> Any:
     return value if value not in (None, "", {}) else None
 
 
+@contextmanager
+def undone_if_refused(store: Store, name: str) -> Iterator[None]:
+    """A run this block creates is deleted again when the block fails before storing a call.
+
+    A command refused after :func:`open_run` wrote the ``planned`` row (a damaged store found
+    while planning, a bad setting) leaves no run behind (issue 35 item 7); a run that existed
+    before, or stored a call, is kept as it is.
+    """
+    new = store.run_row(name) is None
+    try:
+        yield
+    except Exception:
+        if new:
+            with suppress(Exception):  # a store too damaged to delete it: the error says so
+                store.discard_unstarted_run(name)
+        raise
+
+
 def open_run(store: Store, backend: Backend, name: str, dataset: str, **spec: Any) -> RunSpec:
     """Create or reopen run ``name`` of ``backend`` (:func:`run_spec`, then :func:`start_run`).
 
@@ -338,7 +357,7 @@ def run_conditions(
                 "or drop the rerank"
             )
         reranker(retrieval["rerank_model"])  # fail before the run row and any call
-    with store.run_lock(name):
+    with store.run_lock(name), undone_if_refused(store, name):
         open_run(
             store, backend, name, dataset, options=options, conditions=conds, notes=notes,
             retrieval=retrieval if "retrieved" in conds else {}, max_cited=max_cited,
@@ -433,7 +452,8 @@ def run_interventions(
     # the plan's version travels with the retrieval settings: resuming a run planned by
     # another version is refused (no mix of old and new replacements under one variant id)
     retrieval = plan_settings(retrieval_config(retriever, top_k, chunk_size, overlap))
-    with store.run_lock(name):  # both phases: no other process may start the run between
+    # both phases under the lock: no other process may start the run between
+    with store.run_lock(name), undone_if_refused(store, name):
         open_run(
             store, backend, name, dataset, options=options, retrieval=retrieval,
             conditions=("retrieved", "intervention"), notes=notes, kind="interventions",
@@ -664,7 +684,8 @@ def run_probes(
     """
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
-    with store.run_lock(name):  # before planning: a run going elsewhere is refused at once
+    # the lock before planning: a run going elsewhere is refused at once
+    with store.run_lock(name), undone_if_refused(store, name):
         instances = store.load_instances(dataset)
         if limit is not None:
             instances = instances[:limit]

@@ -13,7 +13,7 @@ built from text). A store written before these tables existed reads as having no
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -108,12 +108,16 @@ def export_fields(
     return preds, passages
 
 
-def record_items(store: StoreBase, rows: Sequence[Mapping[str, Any]]) -> int:
+def record_items(
+    store: StoreBase, rows: Sequence[Mapping[str, Any]], then: Callable[[], Any] | None = None
+) -> int:
     """Store sampled items (an item already stored keeps its first record); returns new ones.
 
     Args:
         store: the store.
         rows: dicts with ``item_id, run_id, instance_id, condition, variant, rubric, seed``.
+        then: called inside the transaction, after the items (the export puts its file in
+            place): when it raises, no item is stored.
     """
     cols = ("item_id", "run_id", "instance_id", "condition", "variant", "rubric", "seed")
     values = [[r[c] for c in cols] for r in rows]
@@ -126,6 +130,8 @@ def record_items(store: StoreBase, rows: Sequence[Mapping[str, Any]]) -> int:
                 values,
             )
         after = con.execute("SELECT count(*) FROM annotation_items").fetchall()[0][0]
+        if then is not None:
+            then()
     return int(after - before)
 
 

@@ -246,6 +246,23 @@ class RunsMixin(StoreBase):
         con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
         return int(n)
 
+    def discard_unstarted_run(self, run_id: str) -> bool:
+        """Delete run ``run_id`` if it is still ``planned`` with no stored call; True if so.
+
+        What a command that created the run and was then refused (a damaged store, a bad
+        setting found while planning) undoes, so a refused command writes nothing.
+        """
+        with self.transaction() as con:
+            row = con.execute(
+                "SELECT status, (SELECT count(*) FROM predictions WHERE run_id = ?) "
+                "FROM runs WHERE run_id = ?",
+                [run_id, run_id],
+            ).fetchall()
+            if not row or row[0][0] != "planned" or row[0][1]:
+                return False
+            self.drop_run(con, run_id)
+        return True
+
     def changed_runs(self, con: duckdb.DuckDBPyConnection | None = None) -> list[dict[str, Any]]:
         """Runs whose dataset changed (or is gone) since they ran (issue 35 item 1).
 
