@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from itertools import chain, count
 from typing import Any
 
@@ -79,26 +79,51 @@ def _by_docno(pool: Sequence[Iterable[Hashable]], ids: Sequence[Any] | None, t: 
     return [pool[i] for i in sorted(range(n), key=ids.__getitem__, reverse=True)]
 
 
-def _numbered(subtopics: Iterable[Hashable]) -> dict[Hashable, int]:
+#: Up to this many distinct subtopics over all topics, :func:`_topic_arrays` numbers them
+#: once for every topic (no per-topic Python loop); above it, per topic.
+_SHARED_SUBTOPICS = 64
+
+
+def _numbered(subtopics: Iterable[Hashable], fallback: bool = True) -> dict[Hashable, int] | None:
     """Subtopic -> its number: ascending ids (ndeval's subtopic numbers), else first seen.
 
     ndeval sums an item's subtopic gains in subtopic-number order; with another order a sum
-    of three or more gains can round differently, and a tie become a non-tie.
+    of three or more gains can round differently, and a tie become a non-tie. Ids that do not
+    compare (mixed types) are numbered in order of first appearance, or give None when
+    ``fallback`` is False.
     """
     seen = list(dict.fromkeys(subtopics))
     try:
         seen.sort()
-    except TypeError:  # ids that do not compare (mixed types): order of first appearance
-        pass
+    except TypeError:
+        if not fallback:
+            return None
     return dict(zip(seen, count()))
 
 
-def _item_index(sizes: np.ndarray, lens: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Topic and position of each judgment, given items per topic and judgments per item."""
+def _items_of(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Topic and position within its topic of each item, given the items per topic."""
     topic = np.repeat(np.arange(len(sizes)), sizes)
-    pos = np.arange(len(topic)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    per = np.asarray(lens, dtype=np.int64)
-    return np.repeat(topic, per), np.repeat(pos, per)
+    return topic, np.arange(len(topic)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+
+
+def _docno_slots(pool_ids: Sequence[Sequence[Any]] | None, sizes: np.ndarray) -> np.ndarray:
+    """Each pool item's slot in its topic, greatest docno in slot 0 (ndeval's tie order).
+
+    Without ids the positions are the docnos: the later item takes the earlier slot.
+    """
+    topic, pos = _items_of(sizes)
+    if pool_ids is None:
+        return sizes[topic] - 1 - pos
+    order: list[int] = []  # per topic, its items' positions in docno order, greatest first
+    for t, n in enumerate(sizes.tolist()):
+        ids = pool_ids[t]
+        if len(ids) != n or len(set(ids)) != n:
+            raise ValueError(f"topic {t}: pool ids must be {n} unique docnos, one an item")
+        order += sorted(range(n), key=ids.__getitem__, reverse=True)
+    slots = np.empty(len(pos), dtype=np.int64)
+    slots[(np.cumsum(sizes) - sizes)[topic] + np.asarray(order, dtype=np.int64)] = pos
+    return slots
 
 
 def _topic_arrays(
@@ -106,49 +131,51 @@ def _topic_arrays(
     pools: Sequence[Sequence[Iterable[Hashable]]],
     pool_ids: Sequence[Sequence[Any]] | None,
     depth: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-topic judgments as dense boolean arrays, subtopic-major.
 
-    Returns ``pool_rel`` (S, T, P) with each topic's pool sorted by docno, greatest first (so
+    Returns ``pool_rel`` (S, T, P) with each topic's pool in docno order, greatest first (so
     the first maximum is ndeval's tie winner), ``run_rel`` (S, T, depth) for the rankings cut
-    at ``depth``, ``actual`` (T,) the subtopics some pool item answers, and S. Subtopics are
-    numbered per topic by :func:`_numbered` (a ranked item's subtopic the pool lacks: after
-    them) -- ndeval sums a gain over subtopics in that numbering.
+    at ``depth`` and ``actual`` (T,), the subtopics some pool item answers. Subtopics are
+    numbered by :func:`_numbered` over a topic's pool and ranking (one numbering for all
+    topics when the ids compare and are few: the same order within every topic).
     """
     n_topics = len(pools)
-    pool_subs: list[int] = []  # subtopic numbers, item after item, topic after topic
-    pool_lens: list[int] = []  # subtopics per pool item
-    run_subs: list[int] = []
-    run_lens: list[int] = []
-    sizes = np.zeros((2, n_topics), dtype=np.int64)  # pool items, ranked items
-    actual = np.zeros(n_topics, dtype=np.int64)
-    n_sub = 1
-    for t in range(n_topics):
-        pool = pools[t]
-        n = len(pool)
-        rows = _by_docno(pool, None if pool_ids is None else pool_ids[t], t)
-        flat = list(chain.from_iterable(rows))
-        sub = _numbered(flat)
-        pool_subs += map(sub.__getitem__, flat)
-        pool_lens += map(len, rows)
-        actual[t] = len(sub)
-        ranked = rankings[t][:depth]
-        flat = list(chain.from_iterable(ranked))
-        for s in dict.fromkeys(flat):
-            if s not in sub:  # answered by a ranked item the pool lacks
-                sub[s] = len(sub)
-        run_subs += map(sub.__getitem__, flat)
-        run_lens += map(len, ranked)
-        sizes[:, t] = n, len(ranked)
-        n_sub = max(n_sub, len(sub))
-    width = max(1, int(sizes[0].max()))
+    cut = [r[:depth] for r in rankings]
+    sizes = np.array([[len(p) for p in pools], [len(r) for r in cut]], dtype=np.int64)
+    sizes = sizes.reshape(2, n_topics)
+    items = [list(chain.from_iterable(pools)), list(chain.from_iterable(cut))]
+    lens = [np.fromiter(map(len, x), np.int64, len(x)) for x in items]
+    subs = [list(chain.from_iterable(x)) for x in items]
+    shared = _numbered(chain(*subs), fallback=False)
+    if shared is not None and len(shared) <= _SHARED_SUBTOPICS:
+        nums = [np.fromiter(map(shared.__getitem__, x), np.int64, len(x)) for x in subs]
+        n_sub = max(1, len(shared))
+    else:  # per topic: the judgments of topic t are a slice of subs[0] / subs[1]
+        bounds = []
+        for ln, sz in zip(lens, sizes, strict=True):
+            per_topic = np.bincount(_items_of(sz)[0], weights=ln, minlength=n_topics)
+            bounds.append([0, *np.cumsum(per_topic.astype(np.int64)).tolist()])
+        out: list[list[int]] = [[], []]
+        n_sub = 1
+        for t in range(n_topics):
+            part = [x[b[t]:b[t + 1]] for x, b in zip(subs, bounds, strict=True)]
+            sub = _numbered(chain(*part))
+            for o, x in zip(out, part, strict=True):
+                o += map(sub.__getitem__, x)
+            n_sub = max(n_sub, len(sub))
+        nums = [np.asarray(o, dtype=np.int64) for o in out]
+    width = max(1, int(sizes[0].max(initial=0)))
+    item_topic, _ = _items_of(sizes[0])
+    j_topic = np.repeat(item_topic, lens[0])
+    j_slot = np.repeat(_docno_slots(pool_ids, sizes[0]), lens[0])
     pool_rel = np.zeros((n_sub, n_topics, width), dtype=bool)
-    t_of, slot_of = _item_index(sizes[0], pool_lens)
-    pool_rel[pool_subs, t_of, slot_of] = True
+    pool_rel[nums[0], j_topic, j_slot] = True
+    run_topic, run_pos = _items_of(sizes[1])
     run_rel = np.zeros((n_sub, n_topics, max(depth, 1)), dtype=bool)
-    t_of, rank_of = _item_index(sizes[1], run_lens)
-    run_rel[run_subs, t_of, rank_of] = True
-    return pool_rel, run_rel, actual, n_sub
+    run_rel[nums[1], np.repeat(run_topic, lens[1]), np.repeat(run_pos, lens[1])] = True
+    actual = pool_rel.any(axis=2).sum(axis=0)
+    return pool_rel, run_rel, actual
 
 
 def _gains(rel: np.ndarray, keep: float) -> np.ndarray:
@@ -230,18 +257,17 @@ class _Greedy:
     """
 
     def __init__(self, pool: tuple[frozenset, ...], ids: tuple | None, keep: float) -> None:
-        rows = _by_docno(pool, ids)
-        sub = _numbered(chain.from_iterable(rows))
-        self.sub = sub
-        self.items = [sorted(sub[x] for x in items) for items in rows]
+        sub = _numbered(chain.from_iterable(pool))
+        self.items = [sorted(sub[x] for x in items) for items in _by_docno(pool, ids)]
         self.by_sub: list[list[int]] = [[] for _ in sub]
         for i, js in enumerate(self.items):
             for j in js:
                 self.by_sub[j].append(i)
         self.keep = keep
+        self.n_sub = len(sub)
         self.sub_gain = [1.0] * len(sub)
         self.score = [float(len(js)) for js in self.items]
-        self.placed = [False] * len(rows)
+        self.placed = [False] * len(self.items)
         self.gains: list[float] = []
         self.lock = threading.Lock()
 
@@ -273,19 +299,18 @@ def _greedy(pool: tuple[frozenset, ...], ids: tuple | None, keep: float) -> _Gre
     return _Greedy(pool, ids, keep)
 
 
-def _run_gains(ranking: Sequence[frozenset], sub: Mapping[Hashable, int], keep: float,
+def _run_gains(ranking: Sequence[frozenset], pool: Iterable[frozenset], keep: float,
                depth: int) -> list[float]:  # fmt: skip
     """Novelty gains of one ranking's first ``depth`` items (:func:`_gains`, one topic)."""
-    num = dict(sub)
-    sub_gain: dict[int, float] = {}
+    ranked = ranking[:depth]
+    sub = _numbered(chain(chain.from_iterable(pool), chain.from_iterable(ranked)))
+    sub_gain = [1.0] * len(sub)
     out = []
-    for items in ranking[:depth]:
-        js = sorted(num.setdefault(x, len(num)) for x in items)
+    for items in ranked:
         total = 0.0
-        for j in js:
-            g = sub_gain.get(j, 1.0)
-            total += g
-            sub_gain[j] = g * keep
+        for j in sorted(sub[x] for x in items):
+            total += sub_gain[j]
+            sub_gain[j] *= keep
         out.append(total)
     return out + [0.0] * (depth - len(out))
 
@@ -333,7 +358,7 @@ def alpha_ndcg_topics(
     deep = max(ks, default=0)
     if not len(rankings) or deep == 0:
         return out
-    pool_rel, run_rel, actual, _ = _topic_arrays(rankings, pools, pool_ids, deep)
+    pool_rel, run_rel, actual = _topic_arrays(rankings, pools, pool_ids, deep)
     keep = 1.0 - a
     out[:] = _normalized(_ideal_gains(pool_rel, keep, deep), _gains(run_rel, keep), actual,
                          keep, ks)  # fmt: skip
@@ -372,5 +397,5 @@ def alpha_ndcg(
     if d == 0:
         return math.nan
     greedy = _greedy(pool_sets, None if pool_ids is None else tuple(pool_ids), keep)
-    gains = np.array([greedy.prefix(d), _run_gains(sets, greedy.sub, keep, d)])
-    return float(_normalized(gains[:1], gains[1:], np.array([len(greedy.sub)]), keep, [d])[0, 0])
+    gains = np.array([greedy.prefix(d), _run_gains(sets, pool_sets, keep, d)])
+    return float(_normalized(gains[:1], gains[1:], np.array([greedy.n_sub]), keep, [d])[0, 0])

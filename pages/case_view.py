@@ -125,7 +125,8 @@ if not preds.empty:
     if (parse := release_parse(rows[k].get("meta"))) is not None:  # an imported release
         st.markdown("**The release's parse and this tool's parse of the raw reply**")
         st.caption("Scores use the release's parse (its answer and cited ids). "
-                   + ("This tool's parser differs on: " + ", ".join(parse["differs"]) + "."
+                   + ("This tool's parser differs on: "
+                      + md_escape(", ".join(parse["differs"])) + "."
                       if parse["differs"] else "Both parsers agree."))  # fmt: skip
         st.dataframe(parse["rows"], hide_index=True, key="case.release_parse")
     if len(rows) >= 2 and st.toggle("Compare two predictions side by side", key="case.compare",

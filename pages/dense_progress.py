@@ -17,6 +17,7 @@ import streamlit as st
 
 from core.dense_fill import embed_into
 from core.selection import Selection
+from core.views.case import md_escape
 from core.views.retrieval import dense_todo, embedding_cache
 from pages.common import get_store
 
@@ -76,7 +77,7 @@ def embeddings_ready(selection: Selection) -> bool:
         left = f", about {_duration(seconds / now * (of - now))} left" if now else ""
         bar.progress(
             now / of if of else 1.0,
-            text=f"Dense ranking: embedded {now:,} of {of:,} questions and chunks{left}; "
+            text=f"Dense ranking: embedded {now:,} of {of:,} questions and chunks{left}; "  # text:
             "each batch is kept in the store (Stop keeps them).",
         )  # fmt: skip
 
@@ -85,7 +86,7 @@ def embeddings_ready(selection: Selection) -> bool:
         embed_into(todo, cache, report)
     except ValueError as exc:  # the model's package is missing
         bar.empty()
-        st.error(str(exc))
+        st.error(md_escape(str(exc)))
         return False
     bar.empty()
     if cache.unsaved:

@@ -5,6 +5,7 @@ import streamlit as st
 from core.figures.dolce import COLUMN_HELP, PIG_ESTIMATOR, fit_notes
 from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 from core.selection import selection_to_json
+from core.views.case import md_escape
 from pages.common import (
     cached_call,
     instance_link,
@@ -64,9 +65,9 @@ except ValueError:
 for level, text in notes:
     # task names are data: shown as text, never as markdown
     if level == "warning":
-        st.warning(text, icon="⚠️")  # our own text (core.figures.dolce.fit_notes)
+        st.warning(md_escape(text), icon="⚠️")  # our own text (core.figures.dolce.fit_notes)
     elif level == "info":
-        st.info(text)
+        st.info(md_escape(text))
     else:
         st.text(text)
 

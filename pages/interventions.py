@@ -48,7 +48,7 @@ knobs = {
 sel = with_options(selection, **knobs)
 axis = knobs["correctness_axis"]
 st.caption(
-    f"Correctness axis: **{axis}** — "
+    f"Correctness axis: **{md_escape(axis)}** — "
     + ("soft correctness (normalized match, yes/no, numbers or token F1 >= 0.8; the paper's "
        "tables)" if axis == "soft" else "strict normalized exact match")
     + "; confidence error, Δcorr and the roles follow it.",
@@ -89,7 +89,8 @@ if table is not None:
     has = table["n_flags"] == 0 if flag == "unassigned" else table[f"is_{flag}"] == True  # noqa: E712
     rows = table[has & (table["operator"] == op)].reset_index(drop=True)
     also = int((rows["n_flags"] >= 2).sum())
-    st.markdown(f"**{len(rows)} {op} interventions carry the flag {flag}** ({also} of them "
+    st.markdown(f"**{len(rows)} {md_escape(op)} interventions carry the flag {md_escape(flag)}** "
+                f"({also} of them "
                 "carry other flags too) — select one to open it in the Case view")  # fmt: skip
     event = st.dataframe(rows, key="interventions.examples", hide_index=True,
                          column_config=HELP, on_select="rerun",

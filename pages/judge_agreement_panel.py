@@ -51,7 +51,7 @@ def show_judge_agreement(
 def show_human_agreement(store: Store, runs: Sequence[str], rubric: str, *, key: str) -> None:
     """One expander per run with people's labels under ``rubric``: ``report agreement``."""
     for run in annotated_runs(store, runs, rubric):
-        with st.expander(f"Human labels and agreement: run {run} ({rubric})"):
+        with st.expander(f"Human labels and agreement: run {md_escape(run)} ({md_escape(rubric)})"):
             agree = agreement_tables(store, run, rubric)
             rep = agree["report"]
             raters = ", ".join(f"{r} ({n})" for r, n in rep["raters"].items())
@@ -74,7 +74,7 @@ def show_human_agreement(store: Store, runs: Sequence[str], rubric: str, *, key:
             if multi is not None:
                 fk, ka = multi["fleiss_kappa"], multi["krippendorff_alpha"]
                 notes = "".join(f"; {x}" for x in (multi["fleiss_note"], multi["alpha_note"]) if x)
-                st.caption(f"All {len(multi['raters'])} raters, n {multi['n']}: Fleiss' κ "
+                st.caption(f"All {len(multi['raters'])} raters, n {multi['n']}: Fleiss' κ "  # text:
                            f"{'n/a' if fk is None else f'{fk:.3f}'}, Krippendorff's α "
                            f"({multi['alpha_level']}) {'n/a' if ka is None else f'{ka:.3f}'}"
                            + md_escape(notes))  # fmt: skip

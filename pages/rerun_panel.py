@@ -18,6 +18,15 @@ from pages.common import HELP, clear_caches, get_store
 __all__ = ["show_rerun"]
 
 
+def _num(value: object) -> str:
+    """A score or confidence to three decimals; "—" when missing."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "—"
+    return "—" if v != v else f"{v:.3f}"
+
+
 def show_rerun(
     dataset: str, iid: str, runs: Sequence[str], preds: pd.DataFrame, passages: pd.DataFrame
 ) -> None:
@@ -65,7 +74,7 @@ def show_rerun(
                 st.session_state["case.rerun"] = rerun(get_store(), req)
             clear_caches()
         except (ValueError, RuntimeError) as exc:
-            st.error(str(exc).splitlines()[0])
+            st.error(md_escape(str(exc).splitlines()[0]))
     res = st.session_state.get("case.rerun")
     if res and res["original"].get("instance_id") == iid:
         left, right = st.columns(2)
@@ -73,15 +82,16 @@ def show_rerun(
         for col, title, row in sides:
             with col, st.container(border=True):
                 variant = md_escape(row.get("variant") or "")
-                st.markdown(f"**{title}** · {row.get('condition')} {variant}")
+                st.markdown(f"**{title}** · {md_escape(row.get('condition'))} {variant}")  # text:
                 if row.get("error"):  # a failed call has no answer: its error stands in its place
                     st.error(md_code(str(row["error"]).strip().splitlines()[0]))
                     continue
                 st.text(f"Answer: {row.get('answer')}")
                 st.caption(f"cited {md_escape(row.get('cited_ids'))} · confidence "
-                           f"{row.get('confidence')} · relaxed F1 {row.get('f1_relaxed')} · "
-                           f"{row.get('failure_label')} · "
-                           f"shown {len(row.get('input_passage_ids') or [])} items")  # fmt: skip
+                           f"{_num(row.get('confidence'))} · relaxed F1 "
+                           f"{_num(row.get('f1_relaxed'))} · "
+                           f"{md_escape(row.get('failure_label'))} · "
+                           f"shown {len(row.get('input_passage_ids') or [])} items")  # text:
         if res.get("error"):
             st.button("Retry", key="case.retry", type="primary",
                       on_click=lambda: st.session_state.update({"case.retry_now": True}))
@@ -91,7 +101,7 @@ def show_rerun(
             diff = " ".join({"=": md_escape(t), "-": f":red[~~{md_escape(t)}~~]",
                              "+": f":green[**{md_escape(t)}**]"}[op]
                             for op, t in res["diff"]) or "(both empty)"  # fmt: skip
-            st.markdown(f"**Answer diff:** {diff}")
+            st.markdown(f"**Answer diff:** {diff}")  # text: every word escaped above
             st.metric("Trace divergence D", f"{res['divergence']:.3f}",
                       help=HELP["trace_divergence"])
         if res.get("imported_original"):

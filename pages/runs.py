@@ -119,7 +119,8 @@ with st.expander("Launch a run", expanded=not jobs().all()):
             no_rerank = rerank_unavailable()  # why no cross-encoder can be used, or None
             rerank = e[2].number_input(
                 "Rerank N", min_value=1, value=None, step=1, placeholder="off",
-                key="runs.rerank", disabled=no_rerank is not None, help=no_rerank or RERANK.help,
+                key="runs.rerank", disabled=no_rerank is not None,
+                help=md_escape(no_rerank or RERANK.help),
             )  # fmt: skip
             if no_rerank is not None:
                 e[3].caption(md_escape(f"Rerank (CE@N→k) is off: {no_rerank}"))
@@ -175,8 +176,8 @@ def _progress() -> None:
             p = job.progress()
             if p is not None:
                 unit = "judgments" if job.request.kind in JUDGE_METHODS else "calls"
-                eta = f" · ETA {p.eta}" if job.running else ""  # no estimate for a stopped job
-                text = f"{p.done}/{p.total} {unit}{eta} · {p.errors} errors"
+                eta = f" · ETA {md_escape(p.eta)}" if job.running else ""  # none when stopped
+                text = f"{p.done:,}/{p.total:,} {unit}{eta} · {p.errors:,} errors"
                 c[1].progress(p.fraction, text=text)
             elif job.running:  # the child is starting (imports, planning): no count yet
                 c[1].progress(0.0, text="starting ...")
@@ -265,7 +266,7 @@ if not runs.empty:
             n = store.delete_run(pick)
             st.session_state["runs.confirm_delete"] = None
             clear_caches()
-            st.success(f"deleted {md_escape(pick)} ({n} predictions)")
+            st.success(f"deleted {md_escape(pick)} ({n:,} predictions)")
 
 st.subheader("Import")
 c = st.columns(3)

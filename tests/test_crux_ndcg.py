@@ -97,10 +97,10 @@ def _topics(n: int, seed: int):
     return out
 
 
-def _as_sets(qrels, run):
+def _as_sets(qrels, run, name=lambda j: j):
     docs = list(qrels)
-    pool = [frozenset(j for j, r in enumerate(qrels[d]) if r) for d in docs]
-    ranking = [frozenset(j for j, r in enumerate(qrels.get(d, ())) if r) for d in run]
+    pool = [frozenset(name(j) for j, r in enumerate(qrels[d]) if r) for d in docs]
+    ranking = [frozenset(name(j) for j, r in enumerate(qrels.get(d, ())) if r) for d in run]
     return ranking, pool, docs
 
 
@@ -123,6 +123,38 @@ def test_alpha_ndcg_matches_the_ndeval_port_on_1200_random_topics(alpha):
         for c, k in enumerate(CUTS):
             one = alpha_ndcg(rankings[t], pools[t], alpha, depth=k, pool_ids=ids[t])
             assert one == got[t, c] or (math.isnan(one) and math.isnan(got[t, c]))
+
+
+@pytest.mark.parametrize("kind", ["many", "mixed"])
+def test_subtopics_numbered_per_topic_keep_ndevals_order(kind):
+    # Over 64 distinct subtopic ids in all (topic t's subtopic j is 100 t + j), or ids that
+    # do not compare across topics (ints, then zero-padded strings): each topic is numbered
+    # on its own, in ascending id order as ndeval's subtopic numbers: bit for bit again.
+    topics = _topics(300, seed=3)
+    sets = []
+    for t, (q, r, _) in enumerate(topics):
+        name = (lambda j, t=t: 100 * t + j) if kind == "many" else (
+            (lambda j: j) if t % 2 else (lambda j: f"s{j:02d}"))  # fmt: skip
+        sets.append(_as_sets(q, r, name))
+    rankings, pools, ids = zip(*sets, strict=True)
+    got = alpha_ndcg_topics(rankings, pools, CUTS, 0.3, ids)
+    ref = np.array([[ndeval_port(q, r, s, 0.3)[k - 1] for k in CUTS] for q, r, s in topics])
+    assert np.array_equal(np.nan_to_num(got), ref)
+    for t in range(0, 300, 11):
+        one = [alpha_ndcg(rankings[t], pools[t], 0.3, depth=k, pool_ids=ids[t]) for k in CUTS]
+        assert np.array_equal(one, got[t], equal_nan=True)
+
+
+def test_ids_that_do_not_compare_within_a_topic_are_taken_as_first_seen():
+    pool = [{1, "a"}, {"a", 2}, {1, 2, "b"}, {"b"}]
+    ranking = [{"b"}, {1, "a"}, {"a", 2}]
+    got = alpha_ndcg_topics([ranking], [pool], [1, 2, 3], 0.3, [["x", "y", "z", "w"]])[0]
+    one = [alpha_ndcg(ranking, pool, 0.3, depth=k, pool_ids="xyzw") for k in (1, 2, 3)]
+    assert np.array_equal(got, one)
+    # ideal: {1, 2, b} (3), then {1, a} and {a, 2} tie at 0.7 + 1 ("y", {a, 2}, goes first);
+    # the ranking gains 1, then 2 ({1, a} both new)
+    assert got[0] == pytest.approx(1 / 3)
+    assert got[1] == pytest.approx((1 + 2 / L3) / (3 + 1.7 / L3))
 
 
 def test_the_tie_rule_matters_on_random_topics():
