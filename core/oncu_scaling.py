@@ -119,7 +119,9 @@ SCALING_DEFINITIONS = {
     "distance_from_end_centered": "(1 - position fraction) minus its mean over the cells, as "
     "published (seed 000 Table 30): it is minus position_fraction_centered, so the fit is "
     "rank-deficient and statsmodels' pseudo-inverse splits the position slope evenly between "
-    "the two terms (each coefficient and SE is half the position-only model's; t and p equal).",
+    "the two terms (each coefficient is half the position-only model's; t and p equal). SE "
+    "with the released script's n - 4 residual degrees of freedom (it counts the 4 design "
+    "columns; statsmodels the rank, 3).",
     "regression": "OLS over the length x position cells (seed 000 Table 30): ONCU ~ "
     "log2_context_length_centered + position_fraction_centered + distance term, with "
     "classical SE (statsmodels) and the two-sided normal-approximation p of coef / SE "
@@ -340,8 +342,11 @@ def scaling_regression(
             coefficients are a U-shape and a slope. ``end``: the published Table 30
             specification, distance_from_end = 1 - position_fraction; it is collinear with
             the position term, and the pseudo-inverse splits the position slope evenly
-            between the two (each coefficient and SE is half the position-only model's,
-            t and p are that model's) -- kept so the published table can be reproduced.
+            between the two (each coefficient is half the position-only model's) -- kept so
+            the published table can be reproduced, with the released script's residual
+            degrees of freedom, n - 4 (it counts the 4 design columns; statsmodels counts
+            the rank, 3), so each SE is half the position-only model's times
+            sqrt((n - 3) / (n - 4)).
 
     Returns:
         One row per term (:data:`SCALING_TERMS`, or :data:`PUBLISHED_SCALING_TERMS` for
@@ -398,7 +403,9 @@ def scaling_regression(
     else:
         # distance="end" is rank-deficient by construction (see the docstring): the
         # minimum-norm fit, as statsmodels' pinv gives it (core.stats.ols warns of nothing)
-        fit = ols(y[keep], x)
+        # the released script's residual df counts the design's columns (it is rank-deficient
+        # here by construction): its SE is sqrt((n - 3) / (n - 4)) times statsmodels'
+        fit = ols(y[keep], x, df_resid=max(n - 4, 1) if distance == "end" else None)
         table = fit["table"].rename(columns={"coef": "coefficient"})
         r2 = fit["r_squared"]
         resid = y[keep] - design @ np.nan_to_num(table["coefficient"].to_numpy(dtype=float))

@@ -484,7 +484,9 @@ def benjamini_hochberg(pvalues: Iterable[float]) -> np.ndarray:
 
 
 def ols(
-    y: Sequence[float], X_columns: Mapping[str, Sequence[float]] | pd.DataFrame
+    y: Sequence[float],
+    X_columns: Mapping[str, Sequence[float]] | pd.DataFrame,
+    df_resid: int | None = None,
 ) -> dict[str, object]:
     """Ordinary least squares with an intercept, rows with a NaN dropped.
 
@@ -499,6 +501,10 @@ def ols(
     Args:
         y: response.
         X_columns: predictors by name (mapping or DataFrame), same length as ``y``.
+        df_resid: residual degrees of freedom of the variance estimate and the t-test;
+            None: ``n - rank`` (statsmodels). The released ONCU script counts the design's
+            columns instead (``max(n - columns, 1)``), which differs on a rank-deficient
+            design (:func:`core.oncu.scaling_regression` ``distance="end"``).
 
     Returns:
         ``{"table": DataFrame(term, coef, se, t, p), "r_squared": float, "n": int}``; the
@@ -519,7 +525,7 @@ def ols(
     beta = np.dot(pinv, endog)
     resid = endog - np.dot(design, beta)
     ssr = np.dot(resid, resid)
-    df_resid = len(endog) - rank
+    df_resid = len(endog) - rank if df_resid is None else df_resid
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = ssr / df_resid
         se = np.sqrt(np.diag(cov * scale))

@@ -165,10 +165,26 @@ def test_published_distance_from_end_splits_the_position_slope():
     assert out.loc["distance_from_end_centered", "coefficient"] == pytest.approx(-0.15)
     full_se = math.sqrt(0.0836 / 6 / (2 / 3))
     assert full_se == pytest.approx(0.144568, abs=1e-6)
+    # issue 34: the released script's residual df counts the 4 design columns, 9 - 4 = 5
+    # (statsmodels: the rank, 9 - 3 = 6), so each SE is full_se / 2 * sqrt(6 / 5)
     for term in ("position_fraction_centered", "distance_from_end_centered"):
-        assert out.loc[term, "se"] == pytest.approx(full_se / 2)
-        assert abs(out.loc[term, "t"]) == pytest.approx(0.3 / full_se)
-        assert out.loc[term, "p"] == pytest.approx(2 * sps.norm.sf(0.3 / full_se))
+        assert out.loc[term, "se"] == pytest.approx(full_se / 2 * math.sqrt(6 / 5))
+        assert abs(out.loc[term, "t"]) == pytest.approx(0.3 / full_se / math.sqrt(1.2))
+        assert out.loc[term, "p"] == pytest.approx(
+            2 * sps.norm.sf(0.3 / full_se / math.sqrt(1.2)))
+    # the released script's arithmetic written out (lstsq, pinv(X'X) * RSS / (n - 4), erfc)
+    g = _grid3()
+    l2 = np.log2(g["context_length"].to_numpy(float))
+    pf = g["position_fraction"].to_numpy(float)
+    X = np.column_stack([np.ones(9), l2 - l2.mean(), pf - pf.mean(), (1 - pf) - (1 - pf).mean()])
+    y = g["oncu"].to_numpy(float)
+    beta = np.linalg.lstsq(X, y, rcond=None)[0]
+    rss = float(np.sum((y - X @ beta) ** 2))
+    se = np.sqrt(np.diag(rss / max(9 - 4, 1) * np.linalg.pinv(X.T @ X)))
+    np.testing.assert_allclose(out["coefficient"], beta, atol=1e-12)
+    np.testing.assert_allclose(out["se"], se, rtol=1e-9)
+    np.testing.assert_allclose(out["p"], [math.erfc(abs(b / e) / math.sqrt(2))
+                                          for b, e in zip(beta, se, strict=True)], rtol=1e-9)
     # the position-only model, fit independently, has the same t
     g = _grid3()
     l2 = np.log2(g["context_length"].to_numpy(float))
