@@ -33,8 +33,9 @@ release's 1,600 raw replies ``tests/test_parsing_protocol.py`` reproduces):
 4. **Evidence ids** (``evidence_ids``, exactly; scored): a list (a single string or integer is
    one item); an item is a passage id when, stripped, it is ``p`` + digits or digits, any
    case (``P3``, ``3``, ``p00003``), normalized to ``p`` + at least four digits (``p0003``).
-   :attr:`ParsedAnswer.evidence_ids` keeps the passage ids that were shown (``known_ids``),
-   de-duplicated in order, at most ``max_cited`` (3, the prompt's "zero to three"). Cited ids
+   :attr:`ParsedAnswer.evidence_ids` keeps the passage ids that were shown (``known_ids``,
+   each spelled as shown), de-duplicated in order, at most ``max_cited`` (3, the prompt's
+   "zero to three"). Cited ids
    that were not shown and items that are not passage ids (``evaluation_754``,
    ``passage_id: p0004``) go to :attr:`ParsedAnswer.unshown_ids`, shown ids past the cap to
    :attr:`ParsedAnswer.over_cap_ids`; neither is scored. ``known_ids=None`` (the caller does
@@ -260,7 +261,7 @@ def _parse(text: Any, known_ids: Iterable[str] | None, max_cited: int | None) ->
         found, value = _pick(obj, "answer")
         if found and value is not None:
             salvaged = f"answer {_text(value)[:300]!r} under another key than 'answer'"
-    known = None if known_ids is None else {_passage_id(k) for k in known_ids} - {None}
+    known = None if known_ids is None else _known(known_ids)
     ids, unshown, over = _evidence(obj.get("evidence_ids"), known, max_cited)
     if "evidence_ids" not in obj and not salvaged:
         found, value = _pick(obj, "evidence_ids")
@@ -448,8 +449,18 @@ def _passage_id(item: Any) -> str | None:
     return None if m is None else f"p{int(m.group(1)):04d}"
 
 
+def _known(known_ids: Iterable[str]) -> dict[str, str]:
+    """The shown ids by their normal form (``p0003``), each as the dataset spells it."""
+    out: dict[str, str] = {}
+    for k in known_ids:
+        pid = _passage_id(k)
+        if pid is not None:
+            out.setdefault(pid, str(k))
+    return out
+
+
 def _evidence(
-    raw: Any, known: set[str] | None, cap: int | None
+    raw: Any, known: Mapping[str, str] | None, cap: int | None
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """``(scored, unshown, over_cap)`` ids of an ``evidence_ids`` value (module docstring 4)."""
     if raw is None:
@@ -474,7 +485,7 @@ def _evidence(
                 unshown.setdefault(written, None)
         elif known is not None and pid not in known:
             unshown.setdefault(pid, None)
-        elif pid in kept:
+        elif (pid := pid if known is None else known[pid]) in kept:  # the dataset's spelling
             continue
         elif cap is not None and len(kept) >= cap:
             over.setdefault(pid, None)

@@ -217,3 +217,10 @@ def test_never_raises_on_brace_soup(text):
     assert isinstance(got, ParsedAnswer)
     # parse_reply catches its own exceptions; one caught here is a parser bug, not a bad reply.
     assert not (got.parse_error or "").startswith(INTERNAL_ERROR), got.parse_error
+
+
+def test_a_shown_id_is_scored_as_the_dataset_spells_it():
+    # a dataset may keep five-digit ids (p00012): the cited p12 is that passage, so spelled
+    got = parse_reply('{"answer": "a", "evidence_ids": ["p12", "p00012", "p0013"]}',
+                      ["p00012", "p0013"])  # fmt: skip
+    assert got.evidence_ids == ("p00012", "p0013")

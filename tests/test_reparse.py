@@ -125,3 +125,55 @@ def test_score_says_how_many_rows_changed(db_path, capsys):
         f": {changed} row(s) changed (r: {changed})")  # fmt: skip
     assert main(["score", "--db", str(db_path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith(": 0 row(s) changed")
+
+
+# Evidence lists the set-aside in SQL must read exactly as the parser does (normalization,
+# first occurrences, shown ids up to the cap, the rest set apart), or leave to the parser.
+_EVIDENCE = [
+    ["P0002"], ["2", "p02", "p0002"], [" p0002"], ["p0002", "p0009", "p0009", "doc 7"],
+    ["p\u0661"], ["p0001", "p0002", "p0003", "p0001", "p0002"], [None, "p0002"],
+    ["p1234567890123456789"], ["p0000"], ["p0003", "P3", "3", 3], ["p0001", "p00001"],
+    [], ["evaluation_754", "archive_694"], ["p0003", "p0002", "p0001", "p0009"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("cap", [3, 2])
+def test_the_sql_set_aside_agrees_with_the_parser_on_evidence_lists(db_path, cap):
+    store = Store(db_path)
+    store.write_dataset(TOY)
+    shown = ["p0001", "p0002", "p0003"]
+    rows = []
+    for n, ids in enumerate(_EVIDENCE):
+        raw = json.dumps({"answer": "84", "evidence_ids": ids})
+        now = parse_reply(raw, shown, max_cited=cap)
+        for k, (cited, record) in enumerate(
+            (
+                (list(now.evidence_ids), now.record()),  # as parsed today
+                (list(now.evidence_ids), {}),  # its set-aside ids not recorded
+                ([i for i in ids if isinstance(i, str)][:4], {}),  # an older parser's ids
+                (list(now.evidence_ids)[:1], now.record()),  # one scored id lost
+            )
+        ):
+            rows.append({"run_id": "s", "instance_id": "t1", "condition": "intervention",
+                         "variant": f"v{n}.{k}", "input_passage_ids": shown,
+                         "raw_response": raw, "answer": "84", "cited_ids": cited,
+                         "meta": json.dumps({"parse": record}) if record else None})  # fmt: skip
+    with store.transaction() as con:
+        store.insert_run(con, {"run_id": "s", "dataset_id": "toy", "backend": "ollama",
+                               "model": "m", "status": "done",
+                               "options": {"max_cited": cap}})  # fmt: skip
+        store.write_predictions(con, rows, replace=False)
+    with store.transaction() as con:
+        reparse_runs(con, ["s"])
+    got = store.prediction_rows("s").set_index("variant")
+    for n, ids in enumerate(_EVIDENCE):
+        want = parse_reply(json.dumps({"answer": "84", "evidence_ids": ids}), shown,
+                           max_cited=cap)  # fmt: skip
+        for k in range(4):
+            row = got.loc[f"v{n}.{k}"]
+            meta = json.loads(row["meta"]) if isinstance(row["meta"], str) else {}
+            assert list(row["cited_ids"]) == list(want.evidence_ids), (ids, k)
+            assert meta.get("parse", {}) == want.record(), (ids, k)
+    with store.transaction() as con:  # what is stored now stands; parsed again only the
+        again = reparse_runs(con, ["s"])  # lists SQL leaves to the parser: a space, a
+    assert (again.changed, again.parsed) == (0, 4 * 4)  # non-ASCII digit, a null, a number

@@ -37,7 +37,7 @@ _NAN_WORDS = " OR ".join(
 # Every condition must hold for the stored parse to stand (see the module docstring). The JSON
 # functions run only on valid JSON (a CASE: AND does not stop at the first false).
 _CLEAN = rf"""
-    CASE WHEN p.parse_error IS NULL AND json_valid(p.raw_response) THEN (
+    CASE WHEN p.ok THEN (
     prefix(ltrim(p.raw_response, E' \t\n\r'), '{{')
     -- what DuckDB's reader accepts and Python's strict JSON does not
     AND NOT regexp_matches(p.raw_response, ',\s*[}}\]]')
@@ -48,17 +48,25 @@ _CLEAN = rf"""
     AND p.answer = json_extract_string(p.raw_response, '$.answer')
     AND (p.answer = '' OR regexp_full_match(p.answer, '(?s)[!-~](.*[!-~])?'))
     AND NOT regexp_full_match(p.answer, '(?i)(section|passage)_[0-9]+')
-    -- the evidence ids an array of strings equal to the stored ones (as JSON text, written
-    -- alike: another spelling is parsed again), shown, canonical, within the cap
-    AND json_extract(p.raw_response, '$.evidence_ids')::VARCHAR
-        = to_json(coalesce(p.cited_ids, []))::VARCHAR
-    AND len(coalesce(p.cited_ids, [])) <= p.cap
-    AND list_has_all(p.input_passage_ids, coalesce(p.cited_ids, []))
-    AND len(list_filter(coalesce(p.cited_ids, []),
-                        lambda i: NOT regexp_full_match(i, 'p([0-9]{{4}}|[1-9][0-9]{{4,17}})'))) = 0
+    -- the evidence ids: an array of printable ASCII strings without surrounding spaces
+    -- (written alike as JSON text), every shown id canonical; read as the parser reads them
+    -- (normalized, first occurrences, shown ones scored up to the cap, the rest set apart),
+    -- they give the stored cited ids and the stored meta.parse record
+    AND json_extract(p.raw_response, '$.evidence_ids')::VARCHAR = to_json(p.e)::VARCHAR
+    AND len(list_filter(p.e, lambda i: i IS NULL
+                        OR NOT regexp_full_match(i, '[!-~]([ -~]*[!-~])?'))) = 0
+    AND len(list_filter(p.input_passage_ids, lambda i: i IS NULL
+                        OR NOT regexp_full_match(i, 'p([0-9]{{4}}|[1-9][0-9]{{4,17}})'))) = 0
+    AND coalesce(p.cited_ids, []) = list_slice(p.sh, 1, p.cap)
+    AND coalesce(json_extract_string(p.meta, '$.parse.over_cap_ids[*]'), [])
+        = list_slice(p.sh, p.cap + 1, len(p.sh))
+    AND coalesce(json_extract_string(p.meta, '$.parse.unshown_ids[*]'), []) = p.un
+    AND json_extract(p.meta, '$.parse.salvaged') IS NULL
     AND NOT contains(coalesce(p.meta, ''), 'unknown_ids')
     ) ELSE false END
 """
+# A cited passage id's digits without leading zeros (``"p0012"`` -> ``"12"``; ``"p0"`` -> ``"0"``)
+_DIGITS = "coalesce(nullif(ltrim(regexp_extract(i, '[0-9]+'), '0'), ''), '0')"
 _CANDIDATES = f"""
     WITH p AS (
         SELECT p.rowid AS prow, p.run_id, p.raw_response, p.input_passage_ids, p.answer,
@@ -74,7 +82,28 @@ _CANDIDATES = f"""
     )
     SELECT prow, run_id, raw_response, input_passage_ids, answer, cited_ids, parse_error,
            explanation, confidence, meta, cap
-    FROM p
+    FROM (
+        SELECT *,
+               [d.id FOR d IN ds IF d.pid AND list_contains(input_passage_ids, d.id)] AS sh,
+               [d.id FOR d IN ds IF NOT (d.pid AND list_contains(input_passage_ids, d.id))]
+                   AS un
+        FROM (
+            SELECT *, list_filter(nz, lambda d, i: list_position(nz, d) = i) AS ds
+            FROM (
+                SELECT *, list_transform(e, lambda i: CASE
+                    WHEN regexp_full_match(i, '[pP]?[0-9]{{1,18}}') THEN {{
+                        'id': 'p' || lpad({_DIGITS}, greatest(4, len({_DIGITS}))::INTEGER, '0'),
+                        'pid': true}}
+                    ELSE {{'id': i, 'pid': false}} END) AS nz
+                FROM (
+                    SELECT *, CASE WHEN ok THEN
+                        json_extract_string(raw_response, '$.evidence_ids[*]') END AS e
+                    FROM (SELECT *, parse_error IS NULL AND json_valid(raw_response)
+                                    AND (meta IS NULL OR json_valid(meta)) AS ok FROM p)
+                )
+            )
+        )
+    ) p
     WHERE NOT coalesce(({_CLEAN}), false)
 """
 
