@@ -12,6 +12,7 @@ import pytest
 from conftest import RELEASE_HOTPOTQA, shared_fixture
 from test_hardening_import import METHODS, row, write_csv
 
+from core.cli import main
 from core.fanin import correlation_note, evidence_pack, fanin_analysis
 from core.figures.fanin import fanin_buckets_table
 from core.results import import_results
@@ -96,3 +97,12 @@ def test_release_full_context_er_ep_equal_the_release_evidence_columns(tmp_path)
     assert round(rows["full_context"]["er"], 3) == 0.615  # hand-checked: 123.0333 / 200
     assert rows["retrieved"]["no_pack"] == 200 and math.isnan(rows["retrieved"]["er"])
     assert (rows["oracle"]["er"], rows["oracle"]["ep"]) == (1.0, 1.0)
+
+
+def test_report_fanin_names_the_predictions_without_a_pack(toy, capsys):
+    capsys.readouterr()
+    assert main(["report", "fanin", "--runs", "toy", "--no-instances", "--db",
+                 str(toy.path)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert ("no evidence pack (ER / EP missing, not 0; the store does not say which passages "
+            "those calls showed): toy:retrieved 2 of 2") in out.splitlines()  # fmt: skip

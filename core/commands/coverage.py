@@ -124,6 +124,12 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
             f"{r['system']:40} {r['bucket']:7} {r['n']:>4} {r['missing']:>4} {_fmt(r['ac']):>6} "
             f"{_fmt(er):>6} {_fmt(ep):>6}"
         )
+    gone = [r for r in res.by_bucket.to_dict("records")
+            if r["bucket"] == "all" and (r.get("no_pack") or 0) > 0]  # fmt: skip
+    if gone:  # answered, but what the call showed is not stored: ER / EP not measured
+        print("no evidence pack (ER / EP missing, not 0; the store does not say which passages "
+              "those calls showed): " + "; ".join(f"{r['system']} {r['no_pack']} of {r['n']}"
+                                                  for r in gone))  # fmt: skip
     print("\nrelative degradation (AC_high - AC_single) / AC_single and construction loss")
     for r in res.degradation.to_dict("records"):
         rel = r["rel_degradation"]
