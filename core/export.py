@@ -32,6 +32,7 @@ from core.export_tables import (
     table_csv,
     table_latex,
 )
+from core.paper_numbers import provenance_comment
 from core.selection import Selection
 from core.store import Store
 
@@ -530,6 +531,7 @@ def export_table(
         cap = table_caption(spec.title, selection.dataset, selection.runs)
         blob = table_bytes(df, f, s.float_digits, caption=cap if caption is None else caption,
                            label=label, columns=columns, name=name)  # fmt: skip
+        blob = _table_provenance(store, name, spec, selection, path).encode("utf-8") + blob
     _write(path, blob)
     info = {"table": name, "path": str(path), "format": f, "bytes": len(blob),
             "rows": int(len(df))}  # fmt: skip
@@ -538,6 +540,24 @@ def export_table(
         _write(side, table_csv(df, None).encode("utf-8"))
         info["csv"] = str(side)
     return info
+
+
+def _table_provenance(
+    store: Store, name: str, spec: Any, selection: Selection, path: Path
+) -> str:
+    """The LaTeX table's provenance comment: store, runs, definition, the command."""
+    from core.views.common import selected_runs  # on use, as the catalog (see export_figure)
+
+    runs = selected_runs(store, selection)
+    cmd = ["python -m core export table", name]
+    if selection.dataset:
+        cmd.append(f"--dataset {selection.dataset}")
+    if selection.runs:
+        cmd.append(f"--runs {','.join(selection.runs)}")
+    cmd += [f"--score-field {selection.score_field}", f"--out {path.name}"]
+    definition = getattr(spec, "reference", None) or getattr(spec, "description", "") or ""
+    return provenance_comment(store, runs, f"table {name} ({spec.title})", definition,
+                              " ".join(cmd))  # fmt: skip
 
 
 def with_size(settings: ExportSettings, **changes: Any) -> ExportSettings:

@@ -35,6 +35,7 @@ __all__ = [
     "macro_part",
     "numbers_json",
     "numbers_tex",
+    "provenance_comment",
     "read_numbers",
     "tool_version",
 ]
@@ -366,6 +367,36 @@ def numbers_tex(sidecar: dict[str, Any]) -> str:
             )
         lines.append(f"% recompute: {_comment(n['command'])}")
         lines.append(f"\\newcommand{{\\{n['macro']}}}{{{n['text']}}}")
+    return "\n".join(lines) + "\n"
+
+
+def provenance_comment(
+    store: Any, runs: Sequence[str], what: str, definition: str, command: str
+) -> str:
+    """LaTeX comment lines saying where an exported table comes from (issue 39 item 6).
+
+    The same provenance as a number of ``export numbers``: the tool and its version, the
+    store, each run with its dataset's data version, prediction count and digests, the
+    definition and the command that writes the file again.
+    """
+    frame = store.runs_frame(live=False)
+    datasets = dict(zip(frame["run_id"], frame["dataset_id"], strict=True))
+    digests = run_digests(store, runs)
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines = [
+        f"% {_comment(what)}: written by {TOOL} {tool_version()} on {stamp}",
+        f"% store: {_comment(Path(store.path).resolve())}",
+        f"% definition: {_comment(definition)}",
+    ]
+    for run in runs:
+        d, dataset = digests.get(run, {}), datasets.get(run)
+        version = store.data_version(str(dataset))[1] if dataset is not None else "?"
+        lines.append(
+            f"% run {_comment(run)} (dataset {_comment(dataset)}, data version {version}, "
+            f"{d.get('n', 0)} predictions, digest {d.get('predictions', '-')}/"
+            f"{d.get('scores', '-')})"
+        )
+    lines.append(f"% recompute: {_comment(command)}")
     return "\n".join(lines) + "\n"
 
 

@@ -33,6 +33,7 @@ from core.export import (
 )
 from core.export_tables import table_file_stem
 from core.figures import SCORE_FIELD
+from core.paper_numbers import provenance_comment
 from core.params import add_argument
 from core.selection import Selection, option
 from core.store import Store
@@ -157,7 +158,13 @@ def _cmd_case(args: argparse.Namespace) -> int:
     suffix = args.out.suffix.lower().lstrip(".")
     if suffix in ("tex", "latex"):
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(case_card_latex(case, args.score_field), encoding="utf-8")
+        cmd = (f"python -m core export case --dataset {args.dataset} --instance {args.instance}"
+               + (f" --runs {','.join(runs)}" if runs else "")
+               + f" --score-field {args.score_field} --out {args.out.name}")  # fmt: skip
+        what = f"case card of instance {args.instance} of {args.dataset}"
+        shown = sorted({str(r) for r in case["predictions"].get("run", [])}) or runs
+        head = provenance_comment(store, shown, what, "SPEC §11 (the Case view)", cmd)
+        args.out.write_text(head + case_card_latex(case, args.score_field), encoding="utf-8")
         print(f"wrote {args.out} (latex case card)")
         return 0
     if suffix not in ("png", "svg", "pdf"):
