@@ -214,6 +214,7 @@ class Answerability:
         discarded: the instance's other sub-questions, filtered out of every metric as the
             paper filters them (seed 002 §3.2, App. A.3), also when a non-gold passage
             answers them.
+        distractor_only: those of ``discarded`` that some non-gold passage answers.
     """
 
     instance_id: str
@@ -224,6 +225,7 @@ class Answerability:
     required: tuple[str, ...] = field(default=())
     eta: float | None = None
     discarded: frozenset[str] = field(default=frozenset())
+    distractor_only: frozenset[str] = field(default=frozenset())
 
 
 def answerability_from_gold(instance: Instance) -> Answerability:
@@ -299,6 +301,7 @@ def answerability_from_ratings(
         required=tuple(required_subset({p: s for p, s in frozen.items() if p in gold})),
         eta=eta,
         discarded=frozenset(sqs) - answerable,
+        distractor_only=frozenset().union(*answers.values()) - answerable,
     )
 
 
@@ -378,6 +381,8 @@ class CruxResult:
         eta: the answerability threshold the judged ratings were cut at.
         answerability_counts: source (``gold`` / ``judge:<name>``) -> instances using it.
         k_required: whether ``k = |Z*|`` contexts were scored.
+        discarded: judged sub-questions no gold passage answers, left out (over the
+            instances), and ``distractor_only`` of them some non-gold passage answers.
     """
 
     per_context: pd.DataFrame
@@ -386,11 +391,14 @@ class CruxResult:
     eta: float = ETA
     answerability_counts: Mapping[str, int] = field(default_factory=dict)
     k_required: bool = False
+    discarded: int = 0
+    distractor_only: int = 0
 
     @property
     def note(self) -> str:
         """Where answerability came from, with counts (:func:`answerability_note`)."""
-        return answerability_note(self.answerability_counts, self.eta)
+        return answerability_note(self.answerability_counts, self.eta, self.discarded,
+                                  self.distractor_only)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN -> None) of the aggregate and the per-context rows."""
@@ -402,6 +410,8 @@ class CruxResult:
             "alpha": ALPHA,
             "w": W,
             "k_required": self.k_required,
+            "discarded": self.discarded,
+            "distractor_only": self.distractor_only,
             "aggregate": _records(self.aggregate),
             "per_context": _records(self.per_context),
         }
@@ -411,7 +421,9 @@ def _eta_text(eta: float) -> str:
     return f"{eta:g}"
 
 
-def answerability_note(counts: Mapping[str, int], eta: float = ETA) -> str:
+def answerability_note(
+    counts: Mapping[str, int], eta: float = ETA, discarded: int = 0, distractor_only: int = 0
+) -> str:
     """One line saying whose answerability CRUX used, with instance counts.
 
     Derived-from-gold answerability is said first and loudly: it is binary (each gold passage
@@ -420,6 +432,8 @@ def answerability_note(counts: Mapping[str, int], eta: float = ETA) -> str:
     Args:
         counts: source (``gold`` / ``judge:<name>``) -> instances.
         eta: the threshold judged ratings were cut at.
+        discarded: judged sub-questions left out because no gold passage answers them.
+        distractor_only: how many of those a non-gold passage answers.
     """
     total = sum(counts.values())
     if not total:
@@ -441,7 +455,13 @@ def answerability_note(counts: Mapping[str, int], eta: float = ETA) -> str:
         lead = "judged" if gold else "Answerability judged"
         scope = f"the other {n}" if gold else every
         parts.append(f"{lead} by {who} (rating >= eta = {_eta_text(eta)}) for {scope}")
-    return "; ".join(parts) + "."
+    out = "; ".join(parts) + "."
+    if discarded:
+        some = "1 judged sub-question" if discarded == 1 else f"{discarded} judged sub-questions"
+        out += (f" {some} that no gold passage answers {'is' if discarded == 1 else 'are'} left "
+                f"out, as the paper filters them ({distractor_only} answered only by a non-gold "
+                "passage).")  # fmt: skip
+    return out
 
 
 def _source_counts_text(gold: int, judged: int) -> str:
@@ -531,10 +551,13 @@ def crux_evaluate(
     judged = dict(answerability or {})
     rows: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
+    dropped = [0, 0]  # discarded sub-questions, those a non-gold passage answers
     labels: list[int | str] = [*k_list, *([K_REQUIRED] if k_required else [])]
     for inst in instances:
         ans = judged.get(inst.instance_id) or answerability_from_gold(inst)
         counts[ans.source] = counts.get(ans.source, 0) + 1
+        dropped[0] += len(ans.discarded)
+        dropped[1] += len(ans.distractor_only)
         chunks = chunk_instance(inst, chunk_size, overlap)
         for ret in rets:
             ranked = rank_chunks(
@@ -564,7 +587,8 @@ def crux_evaluate(
     source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
     return CruxResult(
         per, _aggregate(per, rets, labels, n_resamples, seed), source, eta=eta,
-        answerability_counts=counts, k_required=k_required,
+        answerability_counts=counts, k_required=k_required, discarded=dropped[0],
+        distractor_only=dropped[1],
     )  # fmt: skip
 
 

@@ -278,6 +278,11 @@ def test_answerability_note_says_gold_derived_with_counts():
     assert answerability_note({"judge:j1": 1}) == (
         "Answerability judged by j1 (rating >= eta = 3) for the one instance."
     )
+    assert answerability_note({"judge:j1": 2}, 3, discarded=3, distractor_only=0) == (
+        "Answerability judged by j1 (rating >= eta = 3) for all 2 instances. 3 judged "
+        "sub-questions that no gold passage answers are left out, as the paper filters them "
+        "(0 answered only by a non-gold passage)."
+    )
 
 
 # ------------------------------------------------------------------- through the store
@@ -358,6 +363,10 @@ def test_a_sub_question_only_a_distractor_answers_is_discarded(db_path):
     # k = |Z*| = 2: Z = (p3, p1), both answer s1 only: Cov 1/3.
     assert per.loc[K_REQUIRED, "k_size"] == 2
     assert per.loc[K_REQUIRED, "coverage"] == pytest.approx(1 / 3)
+    assert (res.discarded, res.distractor_only) == (1, 1)
+    assert res.note.endswith(" 1 judged sub-question that no gold passage answers is left out, "
+                             "as the paper filters them (1 answered only by a non-gold "
+                             "passage).")  # fmt: skip
 
 
 def test_crux_report_eta_5_and_the_gold_derived_note(db_path):
