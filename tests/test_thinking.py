@@ -132,3 +132,42 @@ def test_the_engine_stores_reasoning_apart_and_the_run_records_its_cap(db_path, 
     assert "max_cited" not in store.run_row("plain")["options"]  # the default is not written
     with pytest.raises(ValueError, match="max_cited"):  # a run's cap is fixed
         run_conditions(store, "toy", backend, ("oracle",), name="r", max_cited=3)
+
+
+def test_a_300k_character_reply_keeps_its_parsed_fields_and_is_stored_cut(db_path):
+    # issue 35 item 4: parsed whole (the answer first, 300,000 characters of explanation
+    # after it), the stored raw text cut to MAX_REPLY_BYTES and flagged; not re-parsed later
+    from test_engine import TOY, Scripted, _plan, _spec
+
+    from core.backends import Reply
+    from core.engine import execute
+    from core.engine_limits import MAX_REPLY_BYTES
+    from core.reparse import reparse_runs
+    from core.runs import start_run
+    from core.store import Store
+
+    long = json.dumps({"answer": "84", "evidence_ids": ["p0002", "p9999"],
+                       "explanation": "because " * 37_500})  # fmt: skip
+    assert len(long) > 300_000
+
+    class Long(Scripted):
+        def generate(self, messages, options=None):
+            return Reply(text=long, latency_ms=1.0)
+
+    store = Store(db_path)
+    store.write_dataset(TOY)
+    calls = [c for c in _plan() if c.condition == "oracle"]
+    backend = Long()
+    start_run(store, _spec(), backend)
+    execute(store, "t", calls, backend)
+    rows = store.prediction_rows("t")
+    assert len(rows) == 3
+    for _, row in rows.iterrows():
+        assert (row["answer"], list(row["cited_ids"]), row["parse_error"]) == ("84", ["p0002"],
+                                                                              None)  # fmt: skip
+        meta = json.loads(row["meta"])
+        assert meta["raw_response_truncated"] == {"bytes": len(long), "kept_bytes": MAX_REPLY_BYTES}
+        assert meta["parse"] == {"unshown_ids": ["p9999"]}
+        assert len(row["raw_response"]) == MAX_REPLY_BYTES
+    with store.transaction() as con:  # the cut text is not parsed again (it is not JSON)
+        assert reparse_runs(con, ["t"]).changed == 0
