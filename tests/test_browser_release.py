@@ -10,10 +10,14 @@ for the retrieved calls, whose shown passages the release does not record.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 
 import pytest
 from conftest import (
     RELEASE_HOTPOTQA,
+    ROOT,
     SHOTS,
     assert_no_exception,
     settle,
@@ -41,6 +45,13 @@ def server(tmp_path_factory):
     files = [csv_path.with_name(f"{_RUN}.{k}") for k in _KINDS]
     db = tmp_path_factory.mktemp("release") / "store.duckdb"
     Store(db)  # an empty store
+    # issue 36.1's steps: the metrics CSV alone, imported with the command line
+    alone = tmp_path_factory.mktemp("alone") / files[0].name
+    shutil.copy(files[0], alone)
+    res = subprocess.run([sys.executable, "-m", "core", "import", "results", "--format",
+                          "oncu-release", str(alone), "--name", "csv-only", "--db", str(db)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         SHOTS.mkdir(parents=True, exist_ok=True)
         yield url, db, files
@@ -77,14 +88,14 @@ def test_case_view_shows_a_released_failure_with_its_explanation_and_reply(impor
     url, db, files = imported
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.goto(f"{url}/case_view?dataset={_RUN}&instance={_IID}&condition=retrieved")
-    page.get_by_text("Raw response").first.wait_for(timeout=120_000)
+    page.get_by_text("Raw response").first.wait_for(timeout=180_000)
     _settle(page)
     assert_no_exception(page, "case_view")
     # the picked prediction is the retrieved one, a wrong answer
     picked = page.get_by_role("combobox", name="Prediction").input_value()
     assert picked == f"{_RUN} · retrieved"
     explanation = page.get_by_text(_EXPLANATION, exact=True)
-    explanation.first.wait_for(timeout=30_000)
+    explanation.first.wait_for(timeout=90_000)
     assert explanation.first.is_visible()
     # the raw reply exactly as the model wrote it (the fixture's raw_response)
     replies = [json.loads(line) for line in files[2].read_text(encoding="utf-8").splitlines()]
@@ -99,14 +110,17 @@ def test_case_view_shows_a_released_failure_with_its_explanation_and_reply(impor
     page.screenshot(path=str(SHOTS / "release_case_view.png"), full_page=True)
 
 
-def test_fanin_of_the_release_shows_no_zero_er_for_retrieved(imported, page):
+@pytest.mark.parametrize("dataset", [_RUN, "csv-only"])
+def test_fanin_of_the_release_shows_no_zero_er_for_retrieved(imported, page, dataset):
+    """Uploaded with its side files, or the CSV alone by the command line (issue 36.1)."""
     url, _, _ = imported
     page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(f"{url}/fanin?dataset={_RUN}")
+    page.goto(f"{url}/fanin?dataset={dataset}")
     warning = page.get_by_text("ER / EP not measured for", exact=False)
     warning.first.wait_for(timeout=180_000)
     _settle(page)
     assert_no_exception(page, "fanin")
     text = warning.first.inner_text()
-    assert f"{_RUN} · retrieved: 200 of 200" in text
-    page.screenshot(path=str(SHOTS / "release_fanin.png"), full_page=True)
+    assert f"{dataset} · retrieved: 200 of 200" in text
+    assert "oracle" not in text  # the oracle's pack is its gold evidence: measured
+    page.screenshot(path=str(SHOTS / f"release_fanin_{dataset}.png"), full_page=True)
