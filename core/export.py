@@ -11,9 +11,12 @@ CSS pixels or a venue preset in inches (:data:`PRESETS`); every export sets one 
 from __future__ import annotations
 
 import copy
+import html
 import re
 import threading
 import warnings
+import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,7 @@ from core.export_tables import (
     table_csv,
     table_latex,
 )
-from core.paper_numbers import provenance_comment
+from core.paper_numbers import TOOL, provenance_comment, tool_version
 from core.selection import Selection
 from core.store import Store
 
@@ -49,6 +52,7 @@ __all__ = [
     "export_figure",
     "export_table",
     "figure_bytes",
+    "figure_meta",
     "latex_escape",
     "mime_type",
     "neutralize_frame",
@@ -322,14 +326,29 @@ def start_renderer() -> bool:
         return True
 
 
+def figure_meta(title: str, dataset: str | None = None, runs: Sequence[str] = ()) -> dict:
+    """A figure file's metadata: its title, the dataset and runs (subject), this tool."""
+    subject = "; ".join(part for part in (
+        f"dataset {dataset}" if dataset else "",
+        f"runs {', '.join(runs)}" if runs else "",
+    ) if part)  # fmt: skip
+    return {"title": str(title), "subject": subject, "creator": f"{TOOL} {tool_version()}"}
+
+
 def figure_bytes(
-    fig: Any, fmt: str, settings: ExportSettings | None = None, aspect: float | None = None
+    fig: Any,
+    fmt: str,
+    settings: ExportSettings | None = None,
+    aspect: float | None = None,
+    meta: Mapping[str, str] | None = None,
 ) -> bytes:
     """Render ``fig`` to PNG / SVG / PDF bytes at the settings' size.
 
     With a venue preset the PDF page is the preset's width in inches (Chromium prints 96 CSS
     px per inch; it rounds the page to within 0.01 in) and ``aspect`` (the figure's height /
-    width) sets the height.
+    width) sets the height. The file names itself (:func:`figure_meta`; default: the
+    figure's own title): PDF Info ``/Title`` ``/Subject`` ``/Creator``, SVG ``<title>`` and
+    ``<desc>``, PNG ``iTXt`` Title / Description / Software.
 
     Raises:
         ValueError: unknown format or bad settings.
@@ -344,9 +363,17 @@ def figure_bytes(
         s.font_family, grow=s.preset is not None,
     )  # fmt: skip
     data = _to_image(styled, f, width, height, float(s.scale) if f == "png" else 1.0)
+    if meta is None:
+        title = fig.layout.title.text if fig.layout.title and fig.layout.title.text else ""
+        meta = figure_meta(_plain_title(title) or "Figure")
     if f == "pdf":
-        return exact_page_size(data, width * PT_PER_IN / PX_PER_IN, height * PT_PER_IN / PX_PER_IN)
-    return data
+        data = exact_page_size(data, width * PT_PER_IN / PX_PER_IN, height * PT_PER_IN / PX_PER_IN)
+        return pdf_with_info(data, meta)
+    return svg_with_meta(data, meta) if f == "svg" else png_with_text(data, meta)
+
+
+def _plain_title(text: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", str(text)).split())
 
 
 def _to_image(fig: Any, fmt: str, width: float, height: float, scale: float) -> bytes:
@@ -380,9 +407,7 @@ def exact_page_size(pdf: bytes, width_pt: float, height_pt: float) -> bytes:
     A PDF that is not one page with a plain MediaBox and one xref table is returned unchanged.
     """
     boxes = list(_MEDIA_BOX.finditer(pdf))
-    xrefs = list(_XREF.finditer(pdf))
-    starts = list(_STARTXREF.finditer(pdf))
-    if len(boxes) != 1 or len(xrefs) != 1 or len(starts) != 1:
+    if len(boxes) != 1:
         return pdf
     box = boxes[0]
     try:
@@ -396,31 +421,88 @@ def exact_page_size(pdf: bytes, width_pt: float, height_pt: float) -> bytes:
     ):
         return pdf  # not the page we printed: leave it as Chromium wrote it
     new = f"/MediaBox [0 0 {width_pt:.2f} {height_pt:.2f}]".encode("ascii")
-    at, delta = box.start(), len(new) - (box.end() - box.start())
+    out = _splice(pdf, box.start(), box.end(), new)
+    return pdf if out is None else out
+
+
+def _splice(pdf: bytes, at: int, end: int, new: bytes) -> bytes | None:
+    """``pdf`` with ``pdf[at:end]`` replaced by ``new``, its one xref table moved to match.
+
+    None when the file is not one plain xref table after the edit (left as it was then).
+    """
+    xrefs = list(_XREF.finditer(pdf))
+    starts = list(_STARTXREF.finditer(pdf))
+    if len(xrefs) != 1 or len(starts) != 1:
+        return None
     xref, start = xrefs[0], starts[0]
-    if not box.end() <= xref.start() <= start.start():
-        return pdf
+    if not end <= xref.start() <= start.start():
+        return None
+    delta = len(new) - (end - at)
 
     def moved(offset: int) -> int:
         return offset + delta if offset > at else offset
 
-    first = int(xref.group(1))
     rows = []
     for line in xref.group(3).splitlines():
         off, gen, kind = line.split()[:3]
-        value = moved(int(off)) if kind == b"n" else int(off)
-        rows.append(b"%010d %s %s \n" % (value, gen, kind))
-    table = b"\nxref\n%d %d\n" % (first, len(rows)) + b"".join(rows)
-    out = (
-        pdf[:at]
-        + new
-        + pdf[box.end() : xref.start()]
-        + table
-        + pdf[xref.end() : start.start()]
-        + b"startxref\n%d" % moved(int(start.group(1)))
-        + pdf[start.end() :]
-    )
-    return out
+        rows.append(b"%010d %s %s \n" % (moved(int(off)) if kind == b"n" else int(off), gen,
+                                          kind))  # fmt: skip
+    table = b"\nxref\n%d %d\n" % (int(xref.group(1)), len(rows)) + b"".join(rows)
+    return (pdf[:at] + new + pdf[end : xref.start()] + table + pdf[xref.end() : start.start()]
+            + b"startxref\n%d" % moved(int(start.group(1))) + pdf[start.end() :])  # fmt: skip
+
+
+_INFO = re.compile(rb"<<\s*/Title\s*\((?:[^()\\]|\\.)*\)(?:(?!>>).)*>>", re.DOTALL)
+
+
+def _pdf_text(text: str) -> bytes:
+    """A PDF text string of any Unicode text: UTF-16BE with its byte-order mark, in hex."""
+    return b"<FEFF" + str(text).encode("utf-16-be").hex().upper().encode("ascii") + b">"
+
+
+def pdf_with_info(pdf: bytes, meta: Mapping[str, str]) -> bytes:
+    """``pdf`` with its Info dictionary's Title, Subject and Creator set from ``meta``.
+
+    Chromium writes ``/Title (Kaleido-fier)`` (the renderer's page title) and its own
+    creator; the Producer is kept. A PDF without that dictionary is returned unchanged.
+    """
+    found = list(_INFO.finditer(pdf))
+    if len(found) != 1:
+        return pdf
+    m = found[0]
+    producer = re.search(rb"/Producer\s*(\((?:[^()\\]|\\.)*\))", m.group(0))
+    fields = b"".join(b"/%s %s\n" % (key, _pdf_text(meta.get(name, ""))) for key, name in
+                      ((b"Title", "title"), (b"Subject", "subject"), (b"Creator", "creator")))
+    new = b"<<" + fields + (b"/Producer " + producer.group(1) if producer else b"") + b">>"
+    out = _splice(pdf, m.start(), m.end(), new)
+    return pdf if out is None else out
+
+
+def svg_with_meta(svg: bytes, meta: Mapping[str, str]) -> bytes:
+    """``svg`` with ``<title>`` (the title) and ``<desc>`` (subject; creator) first inside."""
+    m = re.search(rb"<svg\b[^>]*>", svg)
+    if m is None:
+        return svg
+    desc = "; ".join(v for v in (meta.get("subject", ""), meta.get("creator", "")) if v)
+    extra = (f"<title>{html.escape(meta.get('title', ''))}</title>"
+             f"<desc>{html.escape(desc)}</desc>").encode("utf-8")  # fmt: skip
+    return svg[: m.end()] + extra + svg[m.end() :]
+
+
+def png_with_text(png: bytes, meta: Mapping[str, str]) -> bytes:
+    """``png`` with ``iTXt`` chunks Title, Description (subject) and Software (creator)."""
+    if not png.startswith(b"\x89PNG\r\n\x1a\n") or png[12:16] != b"IHDR":
+        return png
+    after_ihdr = 8 + 8 + int.from_bytes(png[8:12], "big") + 4
+    chunks = b""
+    for key, field_ in (("Title", "title"), ("Description", "subject"), ("Software", "creator")):
+        text = meta.get(field_, "")
+        if not text:
+            continue
+        body = key.encode("latin-1") + b"\x00\x00\x00\x00\x00" + text.encode("utf-8")
+        chunks += (len(body).to_bytes(4, "big") + b"iTXt" + body
+                   + zlib.crc32(b"iTXt" + body).to_bytes(4, "big"))  # fmt: skip
+    return png[:after_ihdr] + chunks + png[after_ihdr:]
 
 
 # ------------------------------------------------------------------------------- tables
@@ -480,7 +562,8 @@ def export_figure(
     if fmt == "csv":
         blob = table_bytes(data, "csv", s.float_digits)
     else:
-        blob = figure_bytes(fig, fmt, s.for_figure(name))
+        meta = figure_meta(spec.title, selection.dataset, selection.runs)
+        blob = figure_bytes(fig, fmt, s.for_figure(name), meta=meta)
     _write(path, blob)
     return {"figure": name, "path": str(path), "format": fmt, "bytes": len(blob),
             "rows": int(len(data))}  # fmt: skip
