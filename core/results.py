@@ -638,7 +638,7 @@ def _prediction_frame(part: pd.DataFrame, run_id: str, side: _Side) -> tuple[pd.
                 "reply_line": reply["line"], "parse": reply["prediction"],
                 "prompt_hash": reply["prompt_hash"], "protocol": reply["protocol"],
                 "intermediate": reply["intermediate"], "tool_parse": mine,
-                "parse_differs": differs,
+                "parse_differs": differs, "shown_ids_known": shown is not None,
             })  # fmt: skip
         explained += bool(explanation)
         rows.append(

@@ -355,8 +355,9 @@ def release_parse(meta: Any) -> dict[str, Any] | None:
 
     Returns:
         None when the prediction carries no raw reply from a release; else ``{"differs":
-        [field, ...], "rows": [{"field", "release", "this tool"}, ...]}`` (one row per
-        :data:`PARSE_FIELDS` item, values as text).
+        [field, ...], "rows": [{"field", "release", "this tool"}, ...], "note"}`` (one row
+        per :data:`PARSE_FIELDS` item, values as text; ``note`` says why evidence ids differ
+        when the release does not record what the call showed, else ``""``).
     """
     if isinstance(meta, str):
         try:
@@ -379,4 +380,10 @@ def release_parse(meta: Any) -> dict[str, Any] | None:
         if mine.get(extra):
             rows.append({"field": extra.replace("_", " "), "release": "-",
                          "this tool": text(mine[extra])})  # fmt: skip
-    return {"differs": list(release.get("parse_differs") or []), "rows": rows}
+    differs = list(release.get("parse_differs") or [])
+    note = ""
+    if "evidence_ids" in differs and release.get("shown_ids_known") is False:
+        note = ("The release does not record which passages this call showed, so this tool's "
+                "parse keeps every cited passage id; the release's parser kept only the ids "
+                "that were shown.")  # fmt: skip
+    return {"differs": differs, "rows": rows, "note": note}

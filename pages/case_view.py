@@ -126,8 +126,9 @@ if not preds.empty:
         st.markdown("**The release's parse and this tool's parse of the raw reply**")
         st.caption("Scores use the release's parse (its answer and cited ids). "
                    + ("This tool's parser differs on: "
-                      + md_escape(", ".join(parse["differs"])) + "."
-                      if parse["differs"] else "Both parsers agree."))  # fmt: skip
+                      + md_escape(", ".join(f.replace("_", " ") for f in parse["differs"]))
+                      + ". "
+                      + parse["note"] if parse["differs"] else "Both parsers agree."))  # fmt: skip
         st.dataframe(parse["rows"], hide_index=True, key="case.release_parse")
     if len(rows) >= 2 and st.toggle("Compare two predictions side by side", key="case.compare",
                                     help="Any two predictions of this instance (two runs, two "

@@ -278,3 +278,19 @@ def test_failure_browser_rows_carry_the_released_explanation(hotpot):
     assert hit["explanation"] == (
         "The Siri Remote is designed specifically to work with the always-on Siri capable Apple "
         "TV, which was originally interacted with by the Apple Remote.")
+
+
+def test_a_retrieved_reply_citing_an_id_the_release_dropped_is_explained(hotpot):
+    """The reply cites p0002; the release kept no id (p0002 was not among the retrieved
+    chunks), and the release does not say what was shown, so this tool keeps it."""
+    store, _, _ = hotpot
+    preds = store.instance_predictions([HOTPOT], "hotpotqa_5adddccd5542997dc7907069")
+    (meta,) = preds.loc[preds["condition"] == "retrieved", "meta"]
+    parse = release_parse(meta)
+    assert parse["differs"] == ["evidence_ids"]
+    rows = {r["field"]: (r["release"], r["this tool"]) for r in parse["rows"]}
+    assert rows["evidence ids"] == ("(none)", "p0002")
+    assert parse["note"].startswith("The release does not record which passages this call "
+                                    "showed")  # fmt: skip
+    (oracle,) = preds.loc[preds["condition"] == "oracle", "meta"]
+    assert release_parse(oracle)["note"] == ""  # the oracle's shown ids are known
