@@ -15,6 +15,7 @@ _PAGES = {
         ("pages/retrieval.py", "Retrieval", ":material/manage_search:", False),
         ("pages/fanin.py", "Fan-in", ":material/call_merge:", False),
         ("pages/interventions.py", "Interventions", ":material/science:", False),
+        ("pages/attribution.py", "Attribution", ":material/hub:", False),
         ("pages/dolce.py", "DOLCE", ":material/scatter_plot:", False),
     ],
     "Inspect & run": [

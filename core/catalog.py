@@ -28,7 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.attribution import BOOTSTRAP as ATTRIBUTION_BOOTSTRAP
+from core.attribution import LDS_LOW
 from core.figures import N_RESAMPLES, SCORE_FIELD
+from core.figures import attribution as attribution_fig
 from core.figures import cuer as cuer_fig
 from core.figures import dolce as dolce_fig
 from core.figures import fanin as fanin_fig
@@ -37,6 +40,7 @@ from core.figures import retrieval as retrieval_fig
 from core.params import Param
 from core.selection import Selection, option
 from core.store import Store
+from core.views.attribution import attribution_result
 from core.views.cuer import cuer_result
 from core.views.dolce import dolce_result
 from core.views.fanin import crux_result, fanin_result
@@ -69,6 +73,7 @@ OPTIONS: dict[str, Param] = {
         fanin_fig.SCORE_SOURCE,
         retrieval_fig.RETRIEVERS, retrieval_fig.KS,
         retrieval_fig.CHUNK_SIZE, retrieval_fig.OVERLAP, retrieval_fig.MAX_INSTANCES,
+        ATTRIBUTION_BOOTSTRAP, LDS_LOW,
     )
 }  # fmt: skip
 _R = retrieval_fig
@@ -86,6 +91,7 @@ VIEW_OPTIONS: dict[Callable[..., Any], tuple[Param, ...]] = {
     crux_result: (fanin_fig.CRUX_RETRIEVERS, fanin_fig.CRUX_KS, fanin_fig.CRUX_K_REQUIRED,
                   fanin_fig.ETA, _R.CHUNK_SIZE, _R.OVERLAP, N_RESAMPLES, fanin_fig.JUDGE),
     retrieval_audit_frames: (_R.RETRIEVERS, _R.KS, _R.CHUNK_SIZE, _R.OVERLAP, _R.MAX_INSTANCES),
+    attribution_result: (ATTRIBUTION_BOOTSTRAP, LDS_LOW),
 }  # fmt: skip
 
 
@@ -682,4 +688,42 @@ _table(
     reference="SPEC §9; seed 002 §3.3, §4.2 (k = |Z*|), §4.4 (eta)",
     view=crux_result,
     plot=fanin_fig.crux_table,
+)
+
+# ------------------------------------------------------------------------ attribution
+_table(
+    "attribution_cited_causal",
+    title="Cited vs causal passages (attribution run)",
+    description="Every shown passage of the fitted instances, by whether the unablated answer "
+    "cited it and whether it is causal (its surrogate weight's 95% bootstrap CI lies above "
+    "0). Cited but not causal: cited without the answer depending on it; causal but not "
+    "cited: the answer depends on a passage it does not cite. Passages always kept or always "
+    "dropped by the masks are undetermined and left out (counted in the report).",
+    reference="issue 40 item 4; ContextCite (Cohen-Wang et al., NeurIPS 2024)",
+    view=attribution_result,
+    plot=attribution_fig.cited_causal_table,
+)
+_table(
+    "attribution_gold_reliance",
+    title="Gold reliance by context length, evidence position, distractor similarity",
+    description=attribution_fig.HELP["gold_reliance"],
+    reference="issue 40 item 4",
+    view=attribution_result,
+    plot=attribution_fig.gold_reliance_table,
+)
+_figure(
+    "attribution_gold_reliance",
+    title="Gold reliance per cell",
+    description=attribution_fig.HELP["gold_reliance"],
+    reference="issue 40 item 4",
+    view=attribution_result,
+    plot=attribution_fig.gold_reliance_figure,
+)
+_figure(
+    "attribution_lds",
+    title="Linear datamodeling score per instance",
+    description=attribution_fig.HELP["lds"],
+    reference="ContextCite (Cohen-Wang et al., NeurIPS 2024) §4",
+    view=attribution_result,
+    plot=attribution_fig.lds_figure,
 )

@@ -3,10 +3,11 @@
 import streamlit as st
 
 from core.results_release import release_parse
+from core.views.attribution import runs_with
 from core.views.case import compare_predictions, md_escape
 from pages import failure_trail
 from pages.case_card_panel import show_card_downloads
-from pages.common import HELP, cached_call, init_page_state, sidebar
+from pages.common import HELP, cached_call, get_store, init_page_state, sidebar
 from pages.rerun_panel import show_rerun
 from pages.selection_state import set_value
 from pages.transcript import prediction_label, show_comparison, show_passages, show_transcript
@@ -93,6 +94,10 @@ if inst["answer_aliases"]:
 st.caption(md_escape(" · ".join(f"{k.replace('_', ' ')}: {inst[k]}" for k in (
     "reasoning_type", "answer_type", "context_length", "evidence_position",
     "distractor_similarity", "fan_in", "source"))))  # fmt: skip
+for att_run in runs_with(get_store(), dataset, iid):  # issue 40: this instance's attribution
+    st.page_link("pages/attribution.py", label=f"Attribution: which passages this answer "
+                 f"depended on (run {md_escape(att_run)})", icon=":material/hub:",
+                 query_params={"run": att_run, "instance": iid})  # fmt: skip
 
 st.subheader("Answers by condition")
 if preds.empty:

@@ -23,7 +23,7 @@ from core.backends import make_backend
 from core.catalog import figure_names, get_figure
 from core.export import ExportSettings, figure_bytes, preset_settings
 from core.figures import Selection
-from core.runs import build_demo, run_interventions, run_probes
+from core.runs import build_demo, run_attribution, run_interventions, run_probes
 from core.store import Store
 
 pytestmark = pytest.mark.slow
@@ -84,6 +84,8 @@ def store(tmp_path_factory) -> Iterator[Store]:
     reader = make_backend("embedded")
     run_probes(store, "controlled-200", reader, name="probes", limit=4)
     run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))
+    run_attribution(store, "controlled-200", reader, name="attribution", instances="6",
+                    ablations=16)  # fmt: skip
     yield store
 
 

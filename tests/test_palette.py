@@ -28,7 +28,7 @@ from core.figures import (
     color_for,
 )
 from core.figures.oncu import CONDITION_LABELS
-from core.runs import build_demo, run_interventions, run_probes
+from core.runs import build_demo, run_attribution, run_interventions, run_probes
 from core.store import Store
 
 #: Selections tried in turn; every one that builds is checked.
@@ -75,6 +75,8 @@ def figures(tmp_path_factory) -> Iterator[dict[str, list[go.Figure]]]:
     reader = make_backend("embedded")
     run_probes(store, "controlled-200", reader, name="probes", limit=4)
     run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))
+    run_attribution(store, "controlled-200", reader, name="attribution", instances="6",
+                    ablations=16)  # fmt: skip
     out: dict[str, list[go.Figure]] = {}
     for name in figure_names():
         built = []
