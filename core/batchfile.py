@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from core.names import ellipsize
 from core.prompts import ANSWER_SCHEMA
 from core.types import DataError
 
@@ -278,7 +279,9 @@ def result_line(text: str, n: int, run_id: str, where: str, *, judge: bool = Fal
     try:
         obj = json.loads(text)
     except ValueError as exc:
-        raise bad(None, f"not JSON ({exc.args[0] if exc.args else exc})") from None
+        raise bad(None, f"not JSON ({ellipsize(exc.args[0] if exc.args else exc)})") from None
+    except RecursionError:
+        raise bad(None, "nested too deeply to read (arrays or objects inside each other)") from None
     if not isinstance(obj, dict):
         raise bad(None, f"a JSON {type(obj).__name__}, not an object")
     cid = obj.get("custom_id")

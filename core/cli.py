@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import duckdb
 
@@ -21,6 +22,7 @@ from core.commands import MODULES, Groups, add_db, add_with_runs, open_store, pr
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import FORMATS, read_dataset
 from core.datasets.ruler import build_ruler_lite
+from core.names import check_name, ellipsize
 from core.runs import DEMO_DATASET
 from core.store import StoreError, default_db_path
 from core.store.connection import unreadable_store_error
@@ -106,9 +108,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- parser
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors echo at most 200 characters of a value."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and one line of error (a long echoed value cut), exit 2."""
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {ellipsize(message, 400)}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree of every command (also used by tests to check ``--help``)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m core",
         description="Evidence-utilization diagnostics: build benchmarks, run models, report.",
     )
@@ -177,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: _Handler = args.handler
     try:
+        _check_names(args)
         return handler(args)
     except (DataError, StoreError, ValueError, FileNotFoundError) as exc:
         print(_one_line(exc), file=sys.stderr)
@@ -220,6 +232,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = " (disk full: free space and rerun)" if _DISK_FULL.search(str(exc)) else ""
         print(_one_line(what) + hint, file=sys.stderr)
         return 1
+
+
+#: Flags that name something new (a run, a dataset, a judge, an annotator): checked by
+#: :func:`core.names.check_name` before the command runs (no control characters, 1-128).
+_NAME_FLAGS = {"name": "name", "judge": "judge", "annotator": "annotator"}
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    """Refuse a ``--name`` / ``--judge`` / ``--annotator`` that :func:`check_name` refuses."""
+    for dest, kind in _NAME_FLAGS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str):
+            check_name(kind, value)
 
 
 def _one_line(exc: object) -> str:

@@ -216,7 +216,7 @@ def run_command(req: RunRequest) -> list[str]:
     TOP_K.coerce(req.top_k)
     CONCURRENCY.coerce(req.concurrency)
     argv = [
-        sys.executable, "-m", "core", "run", "--db", str(req.db), "--dataset", req.dataset,
+        sys.executable, "-m", "core", "run", "--db", str(req.db), *_opt("--dataset", req.dataset),
         "--backend", req.backend, "--conditions", ",".join(req.conditions),
         "--retriever", req.retriever, "--top-k", str(int(req.top_k)),
         "--concurrency", str(int(req.concurrency)), f"--name={name}",
@@ -401,8 +401,16 @@ def _run_args(req: MethodRequest, command: str) -> list[str]:
         method_params(req.kind)  # raises, naming the kinds
     if not req.dataset:
         raise ValueError("a run needs a dataset")
-    return [sys.executable, "-m", "core", command, "--db", str(req.db), "--dataset",
-            req.dataset, *_backend_args(req)]  # fmt: skip
+    return [sys.executable, "-m", "core", command, "--db", str(req.db),
+            *_opt("--dataset", req.dataset), *_backend_args(req)]  # fmt: skip
+
+
+def _opt(flag: str, value: str) -> list[str]:
+    """``[flag, value]``, or ``[flag=value]`` for a value starting with "-".
+
+    A dataset named ``-x`` would otherwise be read by argparse as another flag.
+    """
+    return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
 
 
 def _concurrency_args(req: MethodRequest) -> list[str]:
@@ -481,8 +489,9 @@ def judge_rubric_command(req: MethodRequest) -> list[str]:
     else:
         if not target:
             raise ValueError(f"{rubric} judges a run's answers: choose the judged run")
-        at = argv.index("--dataset")
-        argv[at : at + 2] = ["--run", target]
+        dataset = _opt("--dataset", req.dataset)
+        at = argv.index(dataset[0])
+        argv[at : at + len(dataset)] = _opt("--run", target)
     return [*argv, *_flag_args(method_params(req.kind), req.params), *_concurrency_args(req),
             f"--name={name}"]  # fmt: skip
 
@@ -498,7 +507,7 @@ def fanin_grid_command(req: MethodRequest) -> list[str]:
     _check_kind(req, "fanin-grid")
     name = check_name("dataset", req.name.strip())
     return [sys.executable, "-m", "core", "generate", "controlled", "--preset", "fanin-grid",
-            *_flag_args(method_params(req.kind), req.params), "--name", name, "--db",
+            *_flag_args(method_params(req.kind), req.params), *_opt("--name", name), "--db",
             str(req.db)]  # fmt: skip
 
 

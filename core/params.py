@@ -161,7 +161,8 @@ NUM_CTX = Param(
     "num_ctx", int, None, "context window in tokens, fixed per run (Ollama default 32768)",
     minimum=1, maximum=10_000_000,
 )  # fmt: skip
-SEED = Param("seed", int, 0, "generation seed")
+SEED = Param("seed", int, 0, "generation seed (a 64-bit integer)", minimum=-(2**63),
+             maximum=2**63 - 1)  # what a server takes (Ollama, OpenAI: int64)  # fmt: skip
 #: Work on the first N instances of a dataset only (None: all of them).
 LIMIT = Param("limit", int, None, "only the first N instances", minimum=1)
 

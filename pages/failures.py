@@ -45,8 +45,9 @@ def _url_filters(choices: dict) -> None:
         ss["failures.text"] = qp["q"]
     if "only" in qp:
         ss["failures.only"] = qp["only"] != "0"
-    if qp.get("page", "").isdigit() and int(qp["page"]) >= 1:
-        ss["failures.url_offset"] = (int(qp["page"]) - 1) * PAGE_ROWS
+    page = qp.get("page", "")  # at most 18 digits: a longer number is no page (not a crash)
+    if page.isascii() and page.isdigit() and len(page) <= 18 and int(page) >= 1:
+        ss["failures.url_offset"] = (int(page) - 1) * PAGE_ROWS
         ss.pop("failures.last", None)  # the list is (re)entered at the linked page
 
 

@@ -54,6 +54,7 @@ COMMANDS = {
     "probes": ("run-probes",),
     "fanin-grid": ("generate", "controlled"),
     "judge": ("judge", "crux"),
+    "attribution": ("run-attribution",),
 }
 
 
@@ -186,7 +187,8 @@ def test_the_form_knobs_are_the_cli_flags(kind):
             assert action.help == p.help, p.name
     # and nothing the form leaves out but the shared fields
     shared = {"--db", "--dataset", "--backend", "--model", "--host", "--base-url", "--timeout",
-              "--concurrency", "--name", "--json", "--preset", "-h", "--help"}  # fmt: skip
+              "--concurrency", "--name", "--json", "--preset", "-h", "--help",
+              "--with-runs"}  # fmt: skip  (a replace that would drop runs is typed, not clicked)
     negated = {f for f in flags if f.startswith("--no-")}  # --no-two-support: the same knob
     assert set(flags) - shared - negated == {p.flag for p in method_params(kind)}
 

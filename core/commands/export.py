@@ -16,6 +16,7 @@ the declared options of :data:`core.catalog.OPTIONS` when the figure or table re
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,8 @@ from core.export import (
 )
 from core.export_tables import table_file_stem
 from core.figures import SCORE_FIELD
+from core.names import ellipsize
+from core.outpaths import check_out_path
 from core.paper_numbers import provenance_comment
 from core.params import add_argument
 from core.selection import Selection, option
@@ -69,7 +72,11 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
             options[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
             options[key.strip()] = value
-    runs = tuple(split_csv(args.runs))
+        except RecursionError:
+            raise ValueError(
+                f"--option {ellipsize(key.strip())}: the value is nested too deeply"
+            ) from None
+    runs = run_names(args.runs)
     return Selection(
         dataset=args.dataset, runs=runs, score_field=args.score_field, filters=filters,
         options=options,
@@ -91,11 +98,40 @@ def _settings(args: argparse.Namespace) -> ExportSettings:
     ).checked()  # fmt: skip
 
 
+def run_names(values: str | list[str] | None) -> tuple[str, ...]:
+    """The run ids of ``--runs`` (repeatable): comma-separated, a name holding a comma quoted.
+
+    ``--runs a,b --runs c`` gives a, b, c; ``--runs '"x, y",b'`` gives ``x, y`` and b (CSV
+    quoting, as a spreadsheet writes it).
+    """
+    given = [values] if isinstance(values, str) else list(values or [])
+    names: list[str] = []
+    for value in given:
+        for row in csv.reader([value], skipinitialspace=True):
+            names.extend(n.strip() for n in row if n.strip())
+    return tuple(dict.fromkeys(names))
+
+
+#: Older ``--option`` names still read (:func:`core.views.fanin`): name -> declared name.
+_OPTION_ALIASES = {"retrievers": "crux_retrievers", "ks": "crux_ks"}
+
+
 def _store_and_selection(args: argparse.Namespace, spec: Spec) -> tuple[Store, Selection]:
     store = open_store(args)
     sel = selection_from_args(args)
+    declared = {param.name for param in spec.options}
+    unknown = sorted(k for k in sel.options
+                     if k not in declared and _OPTION_ALIASES.get(k) not in declared)  # fmt: skip
+    if unknown:
+        valid = ", ".join(sorted(declared)) or "none"
+        raise ValueError(f"unknown --option {ellipsize(', '.join(unknown))} for "
+                         f"{spec.name}; its options: {valid}")  # fmt: skip
     for param in spec.options:  # a bad --option value fails before any work, naming it
         option(sel, param)
+    if sel.dataset is not None and not store.has_dataset(sel.dataset):
+        names = ", ".join(store.dataset_names()) or "none"
+        raise ValueError(f"--dataset {ellipsize(sel.dataset)}: no such dataset in {store.path} "
+                         f"(stored: {ellipsize(names)})")  # fmt: skip
     return store, resolve_selection(store, sel)
 
 
@@ -109,6 +145,7 @@ def _cmd_figure(args: argparse.Namespace) -> int:
     if not args.name or not args.out:
         raise ValueError("export figure needs NAME and --out FILE.{png,svg,pdf,csv} (or --list)")
     settings = _settings(args)
+    check_out_path(args.out)
     store, sel = _store_and_selection(args, get_figure(args.name))
     if Path(args.out).suffix.lower() != ".csv":
         start_renderer()
@@ -138,6 +175,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
     if named:  # a name that carries the dataset and runs: two exports do not overwrite
         stem = table_file_stem(args.name, sel.dataset, sel.runs)
         out = (out or Path(".")) / (stem + (".csv" if fmt == "csv" else ".tex"))
+    check_out_path(out)
     info = export_table(
         store, args.name, sel, out, fmt=fmt, settings=settings,
         columns=split_csv(args.columns) or None, caption=args.caption, label=args.label,
@@ -185,7 +223,9 @@ def register(groups: Groups) -> None:
         p.add_argument("name", nargs="?", help="registered name (see --list)")
         p.add_argument("--list", action="store_true", help="print the names, one per line")
         p.add_argument("--dataset", help="dataset name (default: every dataset of the runs)")
-        p.add_argument("--runs", help="comma-separated run ids (default: all of the dataset)")
+        p.add_argument("--runs", action="append",
+                       help="comma-separated run ids, repeatable; quote a name holding a comma "
+                       '(--runs \'"a, b",c\'; default: all of the dataset)')  # fmt: skip
         add_argument(p, SCORE_FIELD)
         p.add_argument("--filter", action="append", metavar="COL=V1,V2",
                        help="keep instances whose metadata cell is one of the values")

@@ -67,6 +67,9 @@ SORTS: dict[str, tuple[str, str]] = {
     "condition": ("condition, then run and instance", "condition, " + _KEY),
 }
 
+#: The largest offset or page size a query takes (a page past the list is empty).
+_MAX_ROW = 2**62
+
 #: The columns of a page's rows (after ``row``).
 _PAGE_COLUMNS = ("run", "dataset", "condition", "variant", "instance_id", "question",
                  "answer", "explanation", "score", "outcome", "failure_label", "error", "fan_in",
@@ -258,6 +261,8 @@ class FailuresMixin(StoreBase):
         Raises:
             ValueError: a bad score field, sort, cell or outcome in ``filt``.
         """
+        # a page number from a URL (?page=<huge>) is clamped: DuckDB's OFFSET is a BIGINT
+        offset, limit = min(max(0, int(offset)), _MAX_ROW), min(max(1, int(limit)), _MAX_ROW)
         rows_sql, params = _rows_sql(filt)
         order, cut = _order(filt), str(int(TEXT_CHARS))
         counts = ", ".join(f"count(*) FILTER (WHERE outcome = ?) AS n{k}" for k in range(4))

@@ -43,6 +43,7 @@ from typing import Any
 
 import duckdb
 
+from core.names import ellipsize
 from core.store import Store
 from core.store.connection import StoreError, in_transaction
 from core.store.schema import SCHEMA_VERSION, bump_data_version, stored_version
@@ -429,7 +430,20 @@ def _merge_table(
 
 
 def _key_text(key: Sequence[str], values: Sequence[Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in zip(key, values, strict=True))
+    """``k1='v1', k2='v2'``, each value cut to 200 characters (a key may be megabytes)."""
+    return ", ".join(f"{k}={ellipsize(v if not isinstance(v, str) else repr(v))}"
+                     for k, v in zip(key, values, strict=True))  # fmt: skip
+
+
+def _read_input(path: Path) -> tuple[int, dict[str, str]]:
+    """An input store's schema version and dataset fingerprints; errors name the file."""
+    try:
+        with Store(path).connect(read_only=True) as con:
+            version = stored_version(con)
+        return version, _fingerprints(path)
+    except (duckdb.Error, OSError) as exc:
+        raise StoreError(f"store {path}: not a store this program can read "
+                         f"({ellipsize(str(exc))})") from None  # fmt: skip
 
 
 def _fingerprints(path: Path) -> dict[str, str]:
@@ -483,17 +497,17 @@ def merge_stores(inputs: Sequence[Path], target: Path, on_conflict: str = "refus
         if real in seen:
             raise StoreError(f"store {p}: given twice")
         seen.append(real)
+    prints = []
     for p in paths:
-        with Store(p).connect(read_only=True) as con:
-            version = stored_version(con)
+        version, fingerprints = _read_input(p)
         if version != SCHEMA_VERSION:
             raise StoreError(
                 f"store {p}: schema version {version}, this program's is {SCHEMA_VERSION}: "
                 "open it once with this program (any write migrates it) and merge again"
             )
-    prints = [_fingerprints(p) for p in paths]
+        prints.append(fingerprints)
     created = not target.exists()
-    held = {} if created else _fingerprints(target)
+    held = {} if created else _read_input(target)[1]
     try:
         with Store(target).connect() as con:
             return _merge_into(con, paths, str(target), prints, held, on_conflict)
