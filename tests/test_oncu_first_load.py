@@ -19,10 +19,10 @@ import pytest
 from core.figures.oncu import oncu_audit_figure
 from core.oncu import _error_mask, sample_level_means, share_frame
 from core.oncu_cis import add_mean_cis, add_multinomial_cis
-from core.oncu_share import cell_ids, sorted_codes
+from core.oncu_share import cell_ids
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES
 from core.stats import ci_method as stats_ci_method
-from core.stats import multinomial_means
+from core.stats import multinomial_means, percentiles
 
 _CONDS = ("no_evidence", "full_context", "retrieved", "oracle")
 
@@ -53,8 +53,9 @@ def _frame(n_inst: int, seed: int = 5, scores: tuple[str, ...] | None = None) ->
 
 
 def _old_multinomial_cis(row, block, scores, n_resamples, seed, level) -> None:  # noqa: ANN001
-    """The previous ``core.oncu_cis.add_multinomial_cis`` (a cell's block, every column drawn)."""
-    q = [100 * (1.0 - level) / 2.0, 100 * (1.0 + level) / 2.0]
+    """The previous ``core.oncu_cis.add_multinomial_cis`` (a cell's block, every column drawn),
+    at exactly [2.5, 97.5] (issue 34: ``percentiles(0.95)``, not 2.500000000000002)."""
+    q = percentiles(level)
     used = set()
     for c, name in enumerate(scores):
         col = block[:, c]
@@ -73,16 +74,10 @@ def _old_sample_level_means(
     df: pd.DataFrame, ci: bool, n_resamples: int, ci_method: str, seed: int = 42,
     level: float = 0.95,
 ) -> pd.DataFrame:  # fmt: skip
-    """The previous ``core.oncu._sample_level_means``: one row-major block per cell."""
+    """The previous ``core.oncu._sample_level_means``: one row-major block per cell, each
+    cell's rows in frame (import) order (issue 34 item 4; instance-id order before)."""
     keys = [k for k in ("run", "model", "dataset") if k in df.columns] + ["condition"]
     scores = [c for c in (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error") if c in df.columns]
-    rank = None
-    if ci and "instance_id" in df.columns and len(df) > 1:
-        iid = df["instance_id"]
-        order = np.argsort(sorted_codes(df, "instance_id") if isinstance(
-            iid.dtype, pd.StringDtype) else iid.astype(str).to_numpy(), kind="stable")  # fmt: skip
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
     rows, blocks = [], []
     cols = [pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float) for c in scores]
     perr = _error_mask(df["parse_error"]) if "parse_error" in df.columns else None
@@ -93,8 +88,6 @@ def _old_sample_level_means(
     for g, key in enumerate(index):
         idx = by_cell[bounds[g] : bounds[g + 1]]
         key = key if isinstance(key, tuple) else (key,)
-        if rank is not None:
-            idx = order[np.sort(rank[idx])]
         block = np.empty((len(idx), len(cols)))
         for j, col in enumerate(cols):
             block[:, j] = col[idx]
