@@ -690,7 +690,9 @@ def paired_deltas(
             else:
                 orig = grp[f"{m}_orig"].to_numpy(dtype=float)
             pert = grp[m].to_numpy(dtype=float)
-            c = paired_contrast(orig, pert, n_resamples=n_resamples, seed=seed)
+            # CUE-R §5.9's p is the bootstrap p (the ONCU default is the normal one)
+            c = paired_contrast(orig, pert, n_resamples=n_resamples, seed=seed,
+                                p_test="bootstrap")
             agg_rows.append(
                 {
                     "run": run, "operator": op, "variant": var, "metric": m, "n": c["n"],
