@@ -72,8 +72,11 @@ __all__ = [
     "split_reasoning",
 ]
 
-#: Opening braces tried by the object search before giving up.
-MAX_CANDIDATES = 64
+#: Opening braces tried by the object search before giving up (the release tries every one;
+#: this bounds the time a pathological reply takes).
+MAX_CANDIDATES = 256
+# Opening braces the lenient salvage tries (brace matching in Python: slower per brace).
+_SALVAGE_CANDIDATES = 16
 #: Evidence ids kept for scoring: the ONCU prompt asks for "zero to three" (``--max-cited``).
 DEFAULT_MAX_CITED = 3
 #: ``--max-cited``: the cap, recorded in the run's ``options`` (as ``max_cited``) when not 3.
@@ -351,7 +354,7 @@ def _lenient_object(text: str) -> dict[str, Any] | None:
             return obj
     start = text.find("{")
     tries = 0
-    while start != -1 and tries < MAX_CANDIDATES:
+    while start != -1 and tries < _SALVAGE_CANDIDATES:
         tries += 1
         end = _balanced_end(text, start)
         if end is not None:
