@@ -17,7 +17,8 @@ qp = st.query_params
 if qp.get("dataset") and st.session_state.get("case.last_ds") != qp["dataset"]:
     set_value("global.dataset", qp["dataset"])  # the sidebar follows a drill-down
     st.session_state["case.last_ds"] = qp["dataset"]
-selection = sidebar("case", filters=False)
+# no run-level banner: this instance's own failed calls are in its answers table
+selection = sidebar("case", filters=False, banner=False)
 dataset = qp.get("dataset") or selection.dataset
 st.title("Case view")
 if not dataset:

@@ -57,6 +57,7 @@ from core.views.case import md_escape
 from core.views.common import begin_page_run
 from core.views.oncu import plain_predictions
 from pages import selection_state, url_state
+from pages.run_banner import error_banner
 from pages.selection_state import keep
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "backend_status",
     "cached_call",
     "clear_caches",
+    "error_banner",
     "export_settings",
     "first_start",
     "get_store",
@@ -476,11 +478,14 @@ def _require_store(sb: Any) -> None:
     st.stop()
 
 
-def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
+def sidebar(
+    page: str, *, runs: bool = True, filters: bool = True, banner: bool = True
+) -> Selection:
     """Render the shared sidebar and return the page's :class:`core.selection.Selection`.
 
     Store path, dataset, run(s) (several runs are shown side by side on their common
-    instances), score field, metadata filters and the export settings.
+    instances), score field, metadata filters and the export settings. With ``banner`` the
+    failed calls of the runs shown are counted above the page (:func:`error_banner`).
     """
     _leave_directory_mode()
     _new_page_run()
@@ -527,7 +532,10 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
                     if kinds is not None else ""),
         ))  # fmt: skip
         selection_state.keep_runs(chosen, ids)
-        shown = list(chosen or ids)
+        # a Case-view rerun's failed call is that rerun's, not the dataset's: its runs are
+        # in the banner only when chosen (issue 36 item 11)
+        reruns = set(mine.loc[mine["kind"] == "rerun", "run_id"]) if "kind" in mine else set()
+        shown = list(chosen or [r for r in ids if r not in reruns])
     if url:
         url_state.adopt("score", "global.score_field", SCORE_FIELD.choices)
     keep(sb.selectbox("Score field", SCORE_FIELD.choices, key="global.score_field",
@@ -565,8 +573,8 @@ def sidebar(page: str, *, runs: bool = True, filters: bool = True) -> Selection:
              "global.preset")  # fmt: skip
     selection_state.write_url(page, datasets, chosen, chosen_filters, sb,
                               default_db=configured_store_path())  # fmt: skip
-    if shown:
-        error_banner(shown)
+    if shown and banner:
+        error_banner(shown, lambda r: cached_call("errors", runs=r))
     return Selection(
         dataset=dataset,
         runs=chosen,
@@ -614,27 +622,6 @@ def _run_label(r: Any) -> str:
     if errors:
         label += f" · {errors} failed calls"
     return label
-
-
-def error_banner(runs: Sequence[str]) -> None:
-    """Say loudly, above the page, how many calls of the runs failed and the usual error.
-
-    Failed calls (the server was unreachable, refused or timed out) are errors, not answers:
-    no score, no failure label, left out of every aggregate as missing.
-    """
-    digest = cached_call("errors", runs=sorted(runs))
-    if not digest["errors"]:
-        return
-    n, calls = digest["errors"], digest["calls"]
-    every = n >= calls > 0
-    text = (
-        f"{n} of {calls} calls of the selected runs failed"
-        + (" (every call)" if every else "")
-        + ": they are errors, not answers, so they have no scores and every number on this "
-        f"page leaves them out (missing). Most frequent ({digest['top_n']}x): "
-        f"{md_escape(digest['top'])} — resume the run on the Runs page to make them again."
-    )
-    (st.error if every else st.warning)(text, icon="⚠️")
 
 
 def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:

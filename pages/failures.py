@@ -12,6 +12,7 @@ from core.annotate import DEFAULT_RUBRIC
 from core.views import resolve_selection
 from core.views.case import md_escape
 from core.views.failures import (
+    KINDS,
     OUTCOMES,
     PAGE_ROWS,
     SORTS,
@@ -31,8 +32,14 @@ OUTCOME_HELP = (
     "it is never counted as wrong; unscored: no score stored yet. SPEC §6.4."
 )
 #: The page's own filters and their defaults (kept across visits to other pages).
-_STATE = {"conditions": [], "labels": [], "outcomes": [], "only": True, "text": "",
-          "sort": "list"}  # fmt: skip
+_STATE = {"conditions": [], "labels": [], "outcomes": [], "kinds": ["answer"], "only": True,
+          "text": "", "sort": "list"}  # fmt: skip
+KIND_HELP = (
+    "What the listed predictions are: answer (a question answered under one of the four "
+    "conditions, CUE-R base traces included), intervention (CUE-R interventions and Case-view "
+    "reruns), probe (DOLCE probes). Probes and interventions are not failures of the task: "
+    "they are listed only when chosen here. Empty: every kind."
+)
 
 def _url_filters(choices: dict) -> None:
     """Apply the page's own URL parameters (:mod:`pages.url_state`); unknown values warn."""
@@ -40,6 +47,10 @@ def _url_filters(choices: dict) -> None:
     url_state.adopt("cond", "failures.conditions", choices["conditions"], multi=True)
     url_state.adopt("label", "failures.labels", choices["labels"], multi=True)
     url_state.adopt("outcome", "failures.outcomes", choices["outcomes"], multi=True)
+    if qp.get("kind") == "*":
+        ss["failures.kinds"] = []
+    else:
+        url_state.adopt("kind", "failures.kinds", choices["kinds"], multi=True)
     url_state.adopt("sort", "failures.sort", choices["sort"])
     if "q" in qp:
         ss["failures.text"] = qp["q"]
@@ -56,6 +67,8 @@ def _url_write(offset: int) -> None:
     joined = {"cond": "conditions", "label": "labels", "outcome": "outcomes"}
     for param, name in joined.items():
         url_state.set_param(param, ",".join(map(str, ss[f"failures.{name}"])) or None)
+    kinds = ",".join(ss["failures.kinds"])  # answers by default; "*": every kind
+    url_state.set_param("kind", None if kinds == "answer" else kinds or "*")
     url_state.set_param("sort", None if ss["failures.sort"] == "list" else ss["failures.sort"])
     url_state.set_param("q", ss["failures.text"] or None)
     url_state.set_param("only", None if ss["failures.only"] else "0")
@@ -79,10 +92,10 @@ if not runs:
     st.stop()
 facets = failure_facets(store, runs)
 choices = {"conditions": facets["conditions"], "labels": facets["labels"],
-           "outcomes": list(OUTCOMES), "sort": list(SORTS)}  # fmt: skip
+           "outcomes": list(OUTCOMES), "kinds": list(KINDS), "sort": list(SORTS)}  # fmt: skip
 for name, default in _STATE.items():
     value = ss.get(f"failures.{name}", ss.get(f"failures.keep.{name}", default))
-    if name in ("conditions", "labels", "outcomes"):  # values the runs no longer offer go
+    if name in ("conditions", "labels", "outcomes", "kinds"):  # values no longer offered go
         value = [v for v in value if v in choices[name]]
     elif name == "sort" and value not in SORTS:
         value = default
@@ -90,10 +103,11 @@ for name, default in _STATE.items():
 if url:  # a link restores the list: cond, label, outcome, sort, q, only=0, page
     _url_filters(choices)
 
-row1 = st.columns(4)
+row1 = st.columns(5)
 row1[0].multiselect("Condition", choices["conditions"], key="failures.conditions",
-                    help="Only these conditions (empty: every condition, CUE-R intervention "
-                    "and DOLCE probe calls included).")  # fmt: skip
+                    help="Only these conditions (empty: every condition of the kinds "
+                    "chosen beside).")  # fmt: skip
+row1[4].multiselect("Kind", choices["kinds"], key="failures.kinds", help=KIND_HELP)
 row1[1].multiselect("Failure label", choices["labels"], key="failures.labels",
                     help=HELP["failure_label"] + " Empty: any label, or none.")  # fmt: skip
 row1[2].multiselect("Outcome", choices["outcomes"], key="failures.outcomes",
@@ -116,7 +130,7 @@ for name in _STATE:
 
 filt = failure_filter(
     store, selection, runs=runs, conditions=ss["failures.conditions"],
-    labels=ss["failures.labels"], outcomes=ss["failures.outcomes"],
+    labels=ss["failures.labels"], outcomes=ss["failures.outcomes"], kinds=ss["failures.kinds"],
     failures_only=ss["failures.only"], text=ss["failures.text"], sort=ss["failures.sort"],
 )  # fmt: skip
 if ss.get("failures.last") != filt:  # another list: back to its first page
@@ -167,6 +181,9 @@ columns = {
     "question": text("question", help="The question (its first 300 characters)."),
     "answer": text("answer", help="The model's parsed answer (its first 300 characters); empty "
                    "for a failed call."),
+    "gold": text("gold answer", help="The instance's gold answer (its first 300 characters; "
+                 "the aliases are in the Case view). Never shown to a model."),
+    "kind": text("kind", help=KIND_HELP),
     "explanation": text("explanation", help="The model's own explanation (its first 300 "
                         "characters; a released run's from its parsed predictions). Open the "
                         "row for the whole reply as the model wrote it."),
@@ -186,9 +203,9 @@ columns = {
 shown = rows if rows["dataset"].nunique() > 1 else rows.drop(columns=["dataset"])
 config = {k: v for k, v in columns.items() if k in shown.columns}
 order = [c for c in ("row", "run", "dataset", "condition", "instance_id", "outcome",
-                     "failure_label", "score", "question", "answer", "explanation", "error",
-                     "fan_in",
-                     "reasoning_type", "variant") if c in shown.columns]  # fmt: skip
+                     "failure_label", "score", "question", "answer", "gold", "explanation",
+                     "error", "fan_in", "reasoning_type", "variant",
+                     "kind") if c in shown.columns]  # fmt: skip
 nonce = ss.get("failures.nonce", 0)  # a new table after a case was opened: no selection
 event = st.dataframe(shown, key=f"failures.table.{nonce}", hide_index=True, on_select="rerun",
                      selection_mode="single-row", column_config=config,

@@ -103,13 +103,16 @@ if has_judges:
         num = st.column_config.NumberColumn
         st.dataframe(judged["buckets"], key="fanin.judged", hide_index=True, column_config={
             "n": num("n", help="Answered predictions of the bucket (failed calls left out)."),
-            "ac": num("AC", format="%.1f", help="Proxy: 100 x the score field."),
+            "ac": num("AC proxy", format="%.1f", help="Proxy for AC: 100 x the score field "
+                      "(answer F1 by default)."),
             "ac_judged": num(f"AC judged{tag}", format="%.1f",
                              help="score/3 x 100 of the 0-3 claim rubric (AuthTrace §3, App. K)."),
-            "er": num("ER %", format="%.1f", help="Proxy: |pack ∩ gold ids| / |gold ids|."),
+            "er": num("ER id-overlap %", format="%.1f",
+                      help="Proxy for ER: passage-id overlap |pack ∩ gold ids| / |gold ids|."),
             "er_judged": num(f"ER judged %{tag}", format="%.1f",
                              help="Gold units covered by a pack segment / |E*| (App. K, eq. 4)."),
-            "ep": num("EP %", format="%.1f", help="Proxy: |pack ∩ gold ids| / |pack|."),
+            "ep": num("EP id-overlap %", format="%.1f",
+                      help="Proxy for EP: passage-id overlap |pack ∩ gold ids| / |pack|."),
             "ep_judged": num(f"EP judged %{tag}", format="%.1f",
                              help="Pack segments matching a gold unit / segments (App. K, eq. 5)."),
             "judged_missing": num("judged missing", help="Predictions whose AC or ER judgment "

@@ -138,7 +138,7 @@ def test_switching_fanin_to_judged_scores_shows_report_fanin_judged(judged, page
 
     # proxies first: AC = 100 x the score field
     proxy = _curves(page, "AC (100 x f1_relaxed)")
-    proxy_rows = {(r["condition"], r["bucket"]): r for r in _grid(page, page, "AC CI")}
+    proxy_rows = {(r["condition"], r["bucket"]): r for r in _grid(page, page, "AC proxy CI")}
     assert "AC judged" not in page.locator('[data-testid="stDataFrame"] th').all_inner_texts()
 
     choose(page, page, "AC / ER / EP from", "judged", settle_page=_settle)
@@ -170,12 +170,13 @@ def test_switching_fanin_to_judged_scores_shows_report_fanin_judged(judged, page
         assert _num(row["ER judged %"]) == _one(want["er"], 100), row
         assert _num(row["EP judged %"]) == _one(want["ep"], 100), row
         old = proxy_rows[(row["condition"], row["bucket"])]
-        differ += (old["AC"], old["ER %"]) != (row["AC judged"], row["ER judged %"])
+        differ += (old["AC proxy"], old["ER id-overlap %"]) != (row["AC judged"],
+                                                               row["ER judged %"])
     assert differ >= 3, "the judged bucket table shows the proxies' numbers"
     fc_low = next(r for r in rows if (r["condition"], r["bucket"]) == ("full_context", "low"))
     assert (fc_low["AC judged"], fc_low["ER judged %"]) == ("75.3", "91")  # proxy: 75.9, 79.9
-    assert (proxy_rows[("full_context", "low")]["AC"],
-            proxy_rows[("full_context", "low")]["ER %"]) == ("75.9", "79.9")  # fmt: skip
+    assert (proxy_rows[("full_context", "low")]["AC proxy"],
+            proxy_rows[("full_context", "low")]["ER id-overlap %"]) == ("75.9", "79.9")  # fmt: skip
 
     # the degradation table: AC at fan-in 1 (no instance of the demo has fan-in >= 4)
     deg = {r["condition"]: r for r in rep["degradation"]}

@@ -174,11 +174,29 @@ def _gone(missing: int) -> str:
     return f", missing={int(missing)}" if missing else ""
 
 
-def _ac_title(res: FaninResult, score_field: str) -> str:
-    """The AC axis title: the proxy's score field, or the judged claim rubric."""
+#: What each score field is, in an axis title (a proxy names what it plots).
+_SCORE_NAMES = {"f1_relaxed": "answer F1", "f1_strict": "answer F1, strict",
+                "em_relaxed": "answer EM", "em_strict": "answer EM, strict",
+                "ev_f1": "evidence F1"}  # fmt: skip
+
+
+def _ac_title(res: FaninResult, score_field: str | None = None) -> str:
+    """The AC axis title: a proxy says it is one and what it plots.
+
+    100 x the score field for the proxy; the judged value keeps the paper's name (issue 34
+    item 6).
+    """
     if res.source == "judged":
         return "AC judged (0-3 rubric / 3 x 100)"
-    return f"AC (100 x {score_field})"
+    field = score_field or getattr(res, "score_field", None) or "f1_relaxed"
+    return f"100 x {_SCORE_NAMES.get(field, field)} (proxy for AC)"
+
+
+def _er_title(metric: str, res: FaninResult) -> str:
+    """ER / EP axis title: judged, or the proxy's passage-id overlap (issue 34 item 6)."""
+    if res.source == "judged":
+        return f"{metric.upper()} judged (%)"
+    return f"{metric.upper()}, id overlap (%)"
 
 
 def _pct(v: float) -> str:
@@ -212,8 +230,8 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
                 marker={"color": color_for(cond, "condition"), "size": 9},
                 text=[str(v) for v in d[level]], textposition="top center",
                 customdata=d["n"],
-                hovertemplate=metric.upper() + " %{x:.1f}%, AC %{y:.1f} (n=%{customdata})"
-                "<extra>%{text}</extra>",
+                hovertemplate=_er_title(metric, res) + " %{x:.1f}, " + _ac_title(res)
+                + " %{y:.1f} (n=%{customdata})<extra>%{text}</extra>",
             ), row=1, col=col)  # fmt: skip
         c = corr[key]
         if not math.isnan(c["slope"]):
@@ -222,11 +240,8 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
                 x=100 * xs, y=c["intercept"] + c["slope"] * xs, mode="lines",
                 line={"color": REFERENCE_COLOR, "dash": "dash"}, showlegend=False, hoverinfo="skip",
             ), row=1, col=col)  # fmt: skip
-        judged = " judged" if res.source == "judged" else ""
-        fig.update_xaxes(title_text=f"{metric.upper()}{judged} (%)", range=[-2, 102], row=1,
-                         col=col)  # fmt: skip
-    fig.update_yaxes(title_text="AC judged" if res.source == "judged" else "AC", range=[0, 102],
-                     row=1, col=1)  # fmt: skip
+        fig.update_xaxes(title_text=_er_title(metric, res), range=[-2, 102], row=1, col=col)
+    fig.update_yaxes(title_text=_ac_title(res), range=[0, 102], row=1, col=1)
     _note(fig, correlation_note(corr))
     # the note sits under the panels, so the legend goes inside (top left of the ER panel)
     fig.update_layout(legend_title_text="system", margin={"t": 60},
@@ -262,9 +277,9 @@ def fanin_degradation_table(res: FaninResult) -> pd.DataFrame:
     out = pd.DataFrame({
         "run": d["run"], "condition": d["condition"], "model": d["model"],
         "n": d["n"], "missing": d["missing"],
-        "AC single": d["ac_single"].round(1), "n single": d["n_single"],
+        "AC proxy single": d["ac_single"].round(1), "n single": d["n_single"],
         "missing single": d["missing_single"],
-        "AC high": d["ac_high"].round(1), "n high": d["n_high"],
+        "AC proxy high": d["ac_high"].round(1), "n high": d["n_high"],
         "missing high": d["missing_high"],
         "rel. drop %": (100 * d["rel_degradation"]).round(1),
         "CI low %": (100 * d["rel_ci_low"]).round(1),
@@ -272,11 +287,12 @@ def fanin_degradation_table(res: FaninResult) -> pd.DataFrame:
         "oracle drop %": (100 * d["oracle_rel_degradation"]).round(1),
         "construction loss pp": d["construction_loss_pp"].round(1),
         "failures (AC<33)": d["n_failures"],
-        "with ER<50% %": (100 * d["share"]).round(1),
+        "with ER id-overlap<50% %": (100 * d["share"]).round(1),
     })  # fmt: skip
     if res.source == "judged":
-        out = out.rename(columns={"AC single": "AC judged single", "AC high": "AC judged high",
-                                  "with ER<50% %": "with ER judged<50% %"})  # fmt: skip
+        out = out.rename(columns={"AC proxy single": "AC judged single",
+                                  "AC proxy high": "AC judged high",
+                                  "with ER id-overlap<50% %": "with ER judged<50% %"})  # fmt: skip
     return out
 
 
@@ -284,8 +300,10 @@ def fanin_buckets_table(res: FaninResult) -> pd.DataFrame:
     """AC / ER / EP per (system, bucket) with CIs (``missing``: failed calls left out)."""
     b = res.by_bucket
     out = b[["run", "condition", "bucket", "n", "missing"]].copy()
-    tag = " judged" if res.source == "judged" else ""
+    judged = res.source == "judged"
     for m, scale in (("ac", 1.0), ("er", 100.0), ("ep", 100.0)):
+        # a proxy says it is one: AC from the score field, ER / EP as passage-id overlap
+        tag = " judged" if judged else " proxy" if m == "ac" else " id-overlap"
         name = f"{m.upper()}{tag}" if m == "ac" else f"{m.upper()}{tag} %"
         out[name] = (scale * b[m]).round(1)
         out[f"{name} CI"] = [

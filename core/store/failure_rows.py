@@ -26,6 +26,7 @@ from core.store.schema import CELL_COLUMNS, SCORE_COLUMNS
 
 __all__ = [
     "FILTER_CELLS",
+    "KINDS",
     "OUTCOMES",
     "SCORE_FIELDS",
     "SORTS",
@@ -42,6 +43,13 @@ __all__ = [
 #: = 1; ``wrong``: any other label (``parse`` included) or strict EM < 1; ``unscored``: no
 #: score row yet.
 OUTCOMES = ("correct", "wrong", "call failed", "unscored")
+#: What a listed prediction is (issue 36 item 6): ``answer`` (a question answered under one of
+#: the four conditions, a CUE-R base trace included), ``intervention`` (a CUE-R intervention or
+#: a Case-view rerun's perturbed call: condition ``intervention``), ``probe`` (a DOLCE probe:
+#: condition ``probe``). The failure browser lists answers unless asked for the others.
+KINDS = ("answer", "intervention", "probe")
+_KIND = ("CASE p.condition WHEN 'probe' THEN 'probe' WHEN 'intervention' THEN 'intervention' "
+         "ELSE 'answer' END")  # fmt: skip
 #: What "failures only" keeps, as the Case view's picker counts failures
 #: (:meth:`core.store.Store.instance_outcomes`): a failed call, or a failure label other than
 #: ``success`` (SPEC §6.4). The no-evidence baseline carries no label, so its wrong answers
@@ -71,11 +79,12 @@ SORTS: dict[str, tuple[str, str]] = {
 _MAX_ROW = 2**62
 
 #: The columns of a page's rows (after ``row``).
-_PAGE_COLUMNS = ("run", "dataset", "condition", "variant", "instance_id", "question",
-                 "answer", "explanation", "score", "outcome", "failure_label", "error", "fan_in",
+_PAGE_COLUMNS = ("run", "dataset", "condition", "variant", "kind", "instance_id", "question",
+                 "answer", "gold", "explanation", "score", "outcome", "failure_label", "error",
+                 "fan_in", "reasoning_type")  # fmt: skip
+_TEXT_COLUMNS = ("run", "dataset", "condition", "variant", "kind", "instance_id", "question",
+                 "answer", "gold", "explanation", "outcome", "failure_label", "error",
                  "reasoning_type")  # fmt: skip
-_TEXT_COLUMNS = ("run", "dataset", "condition", "variant", "instance_id", "question", "answer",
-                 "explanation", "outcome", "failure_label", "error", "reasoning_type")  # fmt: skip
 _OUTCOME = (
     "CASE WHEN coalesce(p.error, '') <> '' THEN 'call failed' "
     "WHEN s.failure_label IS NOT NULL THEN "
@@ -101,6 +110,8 @@ class FailureFilter:
         conditions: only these conditions (empty: every condition, variants included).
         labels: only these failure labels (empty: any label or none).
         outcomes: only these outcomes of :data:`OUTCOMES` (empty: any).
+        kinds: only these prediction kinds of :data:`KINDS` (empty: any; the page asks for
+            ``answer`` unless told otherwise).
         failures_only: only failed calls and predictions with a failure label other than
             ``success`` (the no-evidence baseline's wrong answers carry no label).
         cells: ``(cell, values)`` pairs: the instance's cell (one of :data:`FILTER_CELLS`),
@@ -115,6 +126,7 @@ class FailureFilter:
     conditions: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
     outcomes: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
     failures_only: bool = True
     cells: tuple[tuple[str, tuple[str, ...]], ...] = ()
     text: str = ""
@@ -134,6 +146,9 @@ class FailureFilter:
         bad = [o for o in self.outcomes if o not in OUTCOMES]
         if bad:
             raise ValueError(f"unknown outcome(s) {bad}; choose from {list(OUTCOMES)}")
+        bad = [k for k in self.kinds if k not in KINDS]
+        if bad:
+            raise ValueError(f"unknown prediction kind(s) {bad}; choose from {list(KINDS)}")
 
 
 def filter_to_json(filt: FailureFilter) -> str:
@@ -149,6 +164,7 @@ def filter_from_json(text: str) -> FailureFilter:
         conditions=tuple(data.get("conditions") or ()),
         labels=tuple(data.get("labels") or ()),
         outcomes=tuple(data.get("outcomes") or ()),
+        kinds=tuple(data.get("kinds") or ()),
         failures_only=bool(data.get("failures_only", True)),
         cells=tuple((str(c), tuple(str(v) for v in vals)) for c, vals in data.get("cells") or ()),
         text=str(data.get("text") or ""),
@@ -175,6 +191,9 @@ def _where(filt: FailureFilter) -> tuple[str, list[Any]]:
     if filt.outcomes:
         only += " AND list_contains(?, " + _OUTCOME + ")"
         params.append(list(filt.outcomes))
+    if filt.kinds:
+        only += " AND list_contains(?, " + _KIND + ")"
+        params.append(list(filt.kinds))
     if filt.failures_only:
         only += " AND " + _FAILED
     for col, values in filt.cells:
@@ -198,7 +217,7 @@ def _rows_sql(filt: FailureFilter) -> tuple[str, list[Any]]:
     """The filtered rows, narrow (keys, sort columns, outcome), and their parameters.
 
     Columns: ``run, dataset, instance_id, condition, variant, ord, score, fan_in,
-    failure_label, outcome``; the wide text columns are joined to one page only.
+    failure_label, outcome, kind``; the wide text columns are joined to one page only.
     """
     only, params = _where(filt)
     # owned text only: the score column is one of SCORE_FIELDS (checked by _where)
@@ -208,7 +227,9 @@ def _rows_sql(filt: FailureFilter) -> tuple[str, list[Any]]:
         + filt.score_field
         + " AS score, i.fan_in, s.failure_label, "
         + _OUTCOME
-        + " AS outcome"
+        + " AS outcome, "
+        + _KIND
+        + " AS kind"
         + only
     )
     return sql, params
@@ -251,7 +272,8 @@ class FailuresMixin(StoreBase):
         Returns:
             ``(rows, counts)``. ``rows``: ``row`` (1-based place in the list), ``run``,
             ``dataset``, ``condition``, ``variant``, ``instance_id``, ``question``,
-            ``answer`` (text cut to :data:`TEXT_CHARS` characters), ``explanation`` (the
+            ``answer`` (text cut to :data:`TEXT_CHARS` characters), ``gold`` (the gold answer,
+            cut), ``kind`` (:data:`KINDS`), ``explanation`` (the
             model's own explanation, cut; a released run's from its side files), ``score`` (the
             filter's
             score field), ``outcome`` (:data:`OUTCOMES`), ``failure_label``, ``error`` (cut),
@@ -275,6 +297,7 @@ class FailuresMixin(StoreBase):
             "w AS (SELECT pg.*, left(i.question, " + cut + ") AS question, "
             "left(p.answer, " + cut + ") AS answer, left(p.error, " + cut + ") AS error, "
             "left(p.explanation, " + cut + ") AS explanation, "
+            "left(i.gold_answer, " + cut + ") AS gold, "
             "i.reasoning_type FROM pg "
             "JOIN instances i ON i.dataset_id = pg.dataset AND i.instance_id = pg.instance_id "
             "JOIN predictions p ON p.run_id = pg.run AND p.instance_id = pg.instance_id "

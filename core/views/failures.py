@@ -15,6 +15,7 @@ from core.parsing import REASONING_UNCLOSED
 from core.selection import Selection
 from core.store import Store
 from core.store.failure_rows import (
+    KINDS,
     OUTCOMES,
     SORTS,
     FailureFilter,
@@ -25,6 +26,7 @@ from core.store.reparse_rows import parse_counts
 from core.views.common import cached, resolve_selection
 
 __all__ = [
+    "KINDS",
     "OUTCOMES",
     "PAGE_ROWS",
     "SORTS",
@@ -50,6 +52,7 @@ def failure_filter(
     conditions: Sequence[str] = (),
     labels: Sequence[str] = (),
     outcomes: Sequence[str] = (),
+    kinds: Sequence[str] = (),
     failures_only: bool = True,
     text: str = "",
     sort: str = "list",
@@ -70,6 +73,7 @@ def failure_filter(
         conditions=tuple(conditions),
         labels=tuple(labels),
         outcomes=tuple(outcomes),
+        kinds=tuple(kinds),
         failures_only=bool(failures_only),
         cells=_cells(selection.filters),
         text=str(text or ""),
