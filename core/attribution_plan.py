@@ -48,6 +48,7 @@ __all__ = [
     "INSTANCES",
     "KEEP",
     "MASK_SEED",
+    "RETRIEVED_TOP_K",
     "RUN_PARAMS",
     "TARGET",
     "TARGETS",
@@ -100,6 +101,11 @@ TARGET = Param(
 )  # fmt: skip
 #: What an attribution run plans (``run-attribution`` flags after the retrieval ones).
 RUN_PARAMS = (CONDITION, ABLATIONS, KEEP, MASK_SEED, TARGET)
+#: Chunks shown in the ``retrieved`` condition (the four-condition protocol's default, 3).
+RETRIEVED_TOP_K = Param(
+    "top_k", int, TOP_K.default, "chunks of the retrieved condition", minimum=TOP_K.minimum,
+    maximum=TOP_K.maximum, section="seed 000 §6.1",
+)  # fmt: skip
 
 
 def ablation_variant(index: int) -> str:

@@ -37,6 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from core import probes
+from core.attribution import SCORE_FIELD as ATTRIBUTION_SCORE_FIELD
+from core.attribution_plan import CONDITION as ATTRIBUTION_CONDITION
+from core.attribution_plan import INSTANCES as ATTRIBUTION_INSTANCES
+from core.attribution_plan import RETRIEVED_TOP_K
+from core.attribution_plan import RUN_PARAMS as ATTRIBUTION_PARAMS
 from core.backends.support import prompt_chars
 from core.engine_limits import TIMEOUT
 from core.interventions import BASE_TOP_K, RUN_PARAMS
@@ -237,6 +242,7 @@ METHODS: dict[str, str] = {
     "probes": "DOLCE probes",
     "fanin-grid": "fan-in grid (dataset)",
     "judge": "CRUX judge",
+    "attribution": "context attribution (random passage ablations)",
 }
 #: Seed of the generated fan-in grid (``generate controlled --seed``).
 FANIN_SEED = Param("seed", int, 42, "random seed of the generated grid")
@@ -263,6 +269,12 @@ _METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
     ),
     "fanin-grid": (FANIN_SEED, FANIN_REPLACE),
     "judge": (JUDGE_PASSAGES, JUDGE_NAME, NUM_CTX, SEED),
+    "attribution": (
+        *ATTRIBUTION_PARAMS, ATTRIBUTION_SCORE_FIELD, ATTRIBUTION_INSTANCES,
+        replace(retriever_param(), description="retriever of the retrieved condition",
+                section=""),
+        RETRIEVED_TOP_K, CHUNK_SIZE, OVERLAP, NUM_CTX,
+    ),
 }  # fmt: skip
 
 #: The rubric whose judge a ``judge-RUBRIC`` kind runs, by kind.
@@ -496,6 +508,20 @@ def judge_rubric_command(req: MethodRequest) -> list[str]:
             f"--name={name}"]  # fmt: skip
 
 
+def attribution_command(req: MethodRequest) -> list[str]:
+    """The argv of ``python -m core run-attribution`` (issue 40) for a request.
+
+    Raises:
+        ValueError: another kind, no dataset, a run name :func:`core.names.check_name`
+            refuses, or a parameter value its declaration refuses.
+    """
+    _check_kind(req, "attribution")
+    name = check_name("run", req.name.strip())
+    return [*_run_args(req, "run-attribution"),
+            *_flag_args(method_params(req.kind), req.params), *_concurrency_args(req),
+            f"--name={name}"]  # fmt: skip
+
+
 def fanin_grid_command(req: MethodRequest) -> list[str]:
     """The argv of ``python -m core generate controlled --preset fanin-grid`` for a request.
 
@@ -516,6 +542,7 @@ _COMMANDS = {
     "probes": probes_command,
     "fanin-grid": fanin_grid_command,
     "judge": judge_command,
+    "attribution": attribution_command,
     **dict.fromkeys(JUDGE_METHODS, judge_rubric_command),
 }
 
@@ -597,6 +624,11 @@ def _instance_prompts(inst: Instance, req: RunRequest | MethodRequest) -> list[A
         units = values.get("units") or probes.UNITS_PARAM.default
         n = len(probes.split_units(inst, units))
         return [c.messages for c in probes.plan_probes(inst, units=units, lengths=[n])]
+    if kind == "attribution" and (values.get("condition") or ATTRIBUTION_CONDITION.default) in (
+        "full_context", "oracle",
+    ):  # the unablated context is the longest; an oracle without gold plans nothing
+        cond = values.get("condition") or ATTRIBUTION_CONDITION.default
+        return [build_messages(inst, cond)] if cond == "full_context" or inst.gold_ids else []
     if kind == "judge" or kind in JUDGE_METHODS:
         return []  # one passage (or answer, or pack) per call: not measured
     out: list[Any] = [build_messages(inst, "no_evidence")]

@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 
 from core.attribution import LOGPROB_UNSUPPORTED, REPORT_PARAMS, SCORE_FIELD
-from core.attribution_plan import INSTANCES, RUN_PARAMS, TARGET
+from core.attribution_plan import INSTANCES, RETRIEVED_TOP_K, RUN_PARAMS, TARGET
 from core.attribution_report import attribution_report
 from core.commands import Groups, add_db, open_store, print_json
 from core.commands.engine import add_backend_args, drive_run
 from core.jsonable import json_plain
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
-from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
+from core.retrieval import CHUNK_SIZE, OVERLAP, retriever_param
 from core.runs import run_attribution
 
 __all__ = ["register"]
@@ -114,9 +114,8 @@ def register(groups: Groups) -> None:
     add_argument(run, mask_seed, dest="mask_seed")
     add_arguments(run, (target, SCORE_FIELD, INSTANCES))
     add_argument(run, retriever_param(), help="retriever of the retrieved condition")
-    add_argument(run, TOP_K, flag="--top-k", dest="top_k")
-    add_arguments(run, (CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX))
-    add_argument(run, SEED, flag="--gen-seed", dest="seed")
+    add_arguments(run, (RETRIEVED_TOP_K, CHUNK_SIZE, OVERLAP, CONCURRENCY, NUM_CTX))
+    run.set_defaults(seed=SEED.default)  # the generation seed (--seed is the masks')
     run.add_argument("--name", required=True, help="run name; rerun it to continue the run")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_db(run)
