@@ -146,3 +146,47 @@ def test_a_small_p_never_prints_as_zero():
     assert format_p(0.000999) == "< 0.001" and format_p(0.001) == "0.001"
     assert format_p(0.3518) == "0.352" and format_p(0.3518, 4) == "0.3518"
     assert format_p(None) == "-" and format_p(float("nan")) == "-"
+
+
+#: seed 000 Table 11: 32K full-context ONCU per decile; Table 10: 4K full-context and 32K
+#: retrieved ONCU (cells taken uniform at those means).
+TABLE_11 = {
+    "Qwen2.5-14B": [0.013, 0.000, 0.007, 0.047, 0.048, 0.055, 0.020, 0.007, 0.431, 1.000],
+    "Qwen3-14B": [0.000] * 8 + [0.504, 1.000],
+    "Gemma3-12B": [0.007, 0.030, 0.068, 0.072, 0.000, 0.107, 0.028, 0.055, 0.454, 0.750],
+}
+TABLE_10 = {"Qwen2.5-14B": (0.999, 1.000), "Qwen3-14B": (0.980, 1.000),
+            "Gemma3-12B": (0.791, 0.849)}  # fmt: skip
+
+
+def test_table_29_scaling_rows_print_as_published():
+    """The nine scaling rows of Table 29 from the published cells: every p_Holm (Holm across
+    the three models' nine contrasts) prints "< 0.001", as the paper's <.001; Qwen3-14B's
+    final decile has sd(d) = 0 (the paper's dash for the effect): its normal p is 0, printed
+    "< 0.001", never 0."""
+    import pandas as pd
+
+    from core.oncu import scaling_contrasts
+
+    rows = []
+    for model, f32 in TABLE_11.items():
+        full4, ret32 = TABLE_10[model]
+        cells = [{"condition": c, "context_length": n, "evidence_position": f"pos_{d:02d}",
+                  "oncu": v} for c, n, vals in (("full_context", 4000, [full4] * 10),
+                                                ("full_context", 32000, f32),
+                                                ("retrieved", 32000, [ret32] * 10))
+                 for d, v in enumerate(vals)]  # fmt: skip
+        rows.append(scaling_contrasts(pd.DataFrame(cells)).assign(model=model))
+    table = pd.concat(rows, ignore_index=True)
+    p_holm = holm(table["p"].to_numpy(float))
+    assert len(table) == 9 and [format_p(p) for p in p_holm] == ["< 0.001"] * 9
+    est = table.set_index(["model", "contrast"])["mean"].round(3)
+    assert est["Qwen2.5-14B", "retrieved_full"] == 0.837
+    assert est["Qwen2.5-14B", "final_decile"] == 0.975
+    assert est["Qwen3-14B", "retrieved_full"] == 0.850
+    assert est["Qwen3-14B", "final_decile"] == 1.000
+    assert est["Gemma3-12B", "final_decile"] == 0.704
+    assert est["Gemma3-12B", "retrieved_full"] == 0.692
+    assert est["Gemma3-12B", "length"] == 0.634
+    q3 = table[(table["model"] == "Qwen3-14B") & (table["contrast"] == "final_decile")].iloc[0]
+    assert q3["p"] == 0.0 and math.isinf(q3["effect"]) and format_p(q3["p"]) == "< 0.001"
