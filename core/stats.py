@@ -6,7 +6,9 @@
 * Canonical order (issue 17 item 7): index resampling draws unit positions, so one seed gives
   one set of numbers only for one order of the units. Callers order them canonically: ONCU
   groups by their type-normalized key (:func:`core.oncu.canonical_groups`: ``context_length``
-  as text or integer sorts alike), examples and paired differences by instance id.
+  as text or integer sorts alike), paired differences by instance id. Examples of the
+  sample-level CIs keep their import order instead (issue 34 item 4: the released scripts
+  resample their file's rows; :func:`bootstrap_percentiles` then gives their CIs bit for bit).
   :func:`canonical_order` / :func:`canonical_rows` order units by value where they have no
   key (a bootstrap distribution depends only on the multiset of units).
 * Two estimators of a mean's bootstrap distribution (:data:`CI_METHODS`, issue 17 item 6):
@@ -22,7 +24,10 @@
   sums is approximated: each bin is at most 1/64 of the range wide). ``auto`` (the default)
   uses ``resample`` for samples up to :data:`RESAMPLE_MAX` units and ``multinomial`` above.
 * Paired contrasts: mean difference, paired bootstrap CI, standardized effect = mean / sd of the
-  differences (ddof=1, as seed 000 §7.6 and its released script), two-sided bootstrap p.
+  differences (ddof=1, as seed 000 §7.6 and its released script), two-sided p: the normal
+  approximation erfc(|z| / sqrt 2) of seed 000 §7.6 by default, the bootstrap p by option
+  (:data:`P_TESTS`); printed by :func:`format_p` (``< 0.001``, never 0) under
+  :func:`p_label` headers that name the test and adjustment.
 * McNemar's exact test, Holm and Benjamini-Hochberg adjustment, OLS with SE and p, calibration
   (Brier, ECE over equal-width bins, reliability-diagram table).
 """
