@@ -716,7 +716,9 @@ def sample_level_means(
 
     Seed 000 Table 6: over ALL predictions (parse errors included, scored 0); NaN scores are
     skipped. With ``ci`` each score also gets a percentile bootstrap interval, examples resampled
-    within the (unit, condition) cell (one shared resample for all the columns of a cell).
+    within the (unit, condition) cell (one shared resample for all the columns of a cell) in
+    frame order, which for the store's frame is import order (issue 34 item 4: a release's
+    CIs come out bit for bit).
 
     Failed calls (``error`` set: no reply, so NaN scores) are missing, not 0: the means skip
     them and ``missing`` counts them beside ``n``.
