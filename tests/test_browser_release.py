@@ -124,3 +124,21 @@ def test_fanin_of_the_release_shows_no_zero_er_for_retrieved(imported, page, dat
     assert f"{dataset} · retrieved: 200 of 200" in text
     assert "oracle" not in text  # the oracle's pack is its gold evidence: measured
     page.screenshot(path=str(SHOTS / f"release_fanin_{dataset}.png"), full_page=True)
+
+
+def test_a_rerun_of_a_released_instance_is_refused_with_its_reason(imported, page):
+    """No question or passage text: the rerun is refused in one line, nothing is run."""
+    url, db, _ = imported
+    runs_before = len(Store(db).runs_frame(live=False))
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{url}/case_view?dataset={_RUN}&instance={_IID}&condition=retrieved")
+    page.get_by_text("Raw response").first.wait_for(timeout=180_000)
+    _settle(page)
+    page.get_by_role("button", name="Run now").click()
+    refusal = page.get_by_text(f"cannot rerun {_IID}: the store holds no question or passage "
+                               "text for it", exact=False)  # fmt: skip
+    refusal.first.wait_for(timeout=120_000)
+    _settle(page)
+    assert_no_exception(page, "case_view rerun")
+    assert "shown 3 items" not in page.locator("body").inner_text()
+    assert len(Store(db).runs_frame(live=False)) == runs_before  # no companion run made
