@@ -77,7 +77,13 @@ from core.engine_limits import (
     checked_numbers,
 )
 from core.engine_threads import run_threads
-from core.parsing import DEFAULT_MAX_CITED, ParsedAnswer, parse_reply, run_max_cited
+from core.parsing import (
+    DEFAULT_MAX_CITED,
+    REASONING_UNCLOSED,
+    ParsedAnswer,
+    parse_reply,
+    run_max_cited,
+)
 from core.store import PREDICTION_COLUMNS, Store, StoreError
 from core.types import Instance, PlannedCall
 
@@ -285,6 +291,8 @@ def _row(
         if ok
         else _NOT_PARSED
     )
+    if ok and reply.reasoning and not reply.text.strip():  # reasoning apart, no answer after
+        parsed = ParsedAnswer(answer="", parse_error=REASONING_UNCLOSED)
     meta = dict(call.meta)
     if ok and parsed.record():  # cited ids set aside (not shown, over the cap), salvaged text
         meta["parse"] = parsed.record()

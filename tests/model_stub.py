@@ -163,6 +163,8 @@ class ModelStub:
             alive opens one per concurrent call, and no more).
         thinking: when set, a thinking model's reasoning returned apart from the reply text
             (Ollama ``message.thinking``; OpenAI-compatible ``message.reasoning_content``).
+        thinking_only: with ``thinking``, the model was cut off inside its reasoning: no
+            content (OpenAI-compatible ``null``, Ollama ``""``).
     """
 
     def __init__(
@@ -188,6 +190,7 @@ class ModelStub:
         self.headers: list[dict[str, str]] = []
         self.openai_logprobs = True
         self.thinking: str | None = None
+        self.thinking_only = False
         #: ``callable(messages) -> str | None``: when it returns text, the chat is answered
         #: with that text as the answer contract's ``answer`` (tests script a judge's rating);
         #: None (default) or a None return: the embedded reader answers.
@@ -347,6 +350,10 @@ class ModelStub:
             )
         return out
 
+    def _content(self, text: str, cut: str | None) -> str | None:
+        """The reply's content: ``cut`` when :attr:`thinking_only` (cut off in its reasoning)."""
+        return cut if self.thinking is not None and self.thinking_only else text
+
     def _thought(self, key: str) -> dict[str, str]:
         """The reasoning field of a reply message (empty unless :attr:`thinking` is set)."""
         return {} if self.thinking is None else {key: self.thinking}
@@ -372,7 +379,8 @@ class ModelStub:
         out: dict[str, Any] = {
             "model": model,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "message": {"role": "assistant", "content": text, **self._thought("thinking")},
+            "message": {"role": "assistant", "content": self._content(text, ""),
+                        **self._thought("thinking")},  # fmt: skip
             "done": True,
             "done_reason": "stop",
             "total_duration": load + prompt_ns + eval_ns + int(self.latency_s * 1e9),
@@ -425,7 +433,7 @@ class ModelStub:
         n_eval = len(split_tokens(text))
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text,
+            "message": {"role": "assistant", "content": self._content(text, None),
                         **self._thought("reasoning_content")},  # fmt: skip
             "finish_reason": "stop",
             "logprobs": None,

@@ -171,3 +171,25 @@ def test_a_300k_character_reply_keeps_its_parsed_fields_and_is_stored_cut(db_pat
         assert len(row["raw_response"]) == MAX_REPLY_BYTES
     with store.transaction() as con:  # the cut text is not parsed again (it is not JSON)
         assert reparse_runs(con, ["t"]).changed == 0
+
+
+def test_a_reply_cut_off_inside_reasoning_returned_apart_is_a_parse_error(db_path, stub):
+    # the server's reasoning field holds the draft, the content is empty (Ollama) or null
+    # (OpenAI-compatible): the reply ended inside its reasoning, not a failed call
+    from test_engine import TOY
+
+    from core.backends.ollama import OllamaBackend
+    from core.backends.openai_compat import OpenAIBackend
+    from core.runs import run_conditions
+    from core.store import Store
+
+    store = Store(db_path)
+    store.write_dataset(TOY)
+    stub.thinking, stub.thinking_only = f"Let me think. {DRAFT}", True
+    for name, backend in (("o", OllamaBackend("stub-model", hosts=[stub.url])),
+                          ("v", OpenAIBackend("stub-model", base_url=stub.url))):  # fmt: skip
+        s = run_conditions(store, "toy", backend, ("oracle",), name=name)
+        assert (s.errors, s.parse_errors) == (0, 3)
+        rows = store.prediction_rows(name)
+        assert set(rows["parse_error"]) == {REASONING_UNCLOSED} and set(rows["answer"]) == {""}
+        assert {json.loads(m)["reasoning"] for m in rows["meta"]} == {stub.thinking}

@@ -393,6 +393,9 @@ class OpenAIBackend:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
             raise BackendError(f"reply from {ep.url} lacks or mistypes field(s): choices")
         message = choices[0].get("message")
+        if isinstance(message, Mapping) and message.get("content") is None and _reasoning(message):
+            # cut off inside its reasoning (content null): the reply's parse error, not a failure
+            message = {**message, "content": ""}
         if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
             raise BackendError(f"reply from {ep.url} lacks or mistypes field(s): message.content")
         lp = choices[0].get("logprobs")
