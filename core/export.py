@@ -35,6 +35,7 @@ from core.export_tables import (
     table_csv,
     table_latex,
 )
+from core.figures import steady_axes
 from core.paper_numbers import TOOL, provenance_comment, tool_version
 from core.selection import Selection
 from core.store import Store
@@ -276,6 +277,7 @@ def style_figure(
         font={"size": font_size, "family": s.font_family},
         autosize=False,
     )
+    steady_axes(out)  # no "300n" ticks for a metric that is 0 up to float noise
     if s.preset is not None:
         _fit_to_preset(out, font_size)
     return out

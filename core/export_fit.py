@@ -50,6 +50,9 @@ _TICK_GAP = -4.0
 #: Wrapped lines are kept this much narrower than their room (the browser's text can be a
 #: little wider than the sum of advance widths).
 _WRAP_SAFETY = 0.95
+#: A legend below the plot is drawn whole (plotly's default caps a horizontal legend at half
+#: the figure's height and scrolls the rest, which a static file cannot show).
+_NO_SCROLL_PX = 100_000
 _TAG = re.compile(r"<(?!br\s*/?>)[^>]+>", re.IGNORECASE)
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
@@ -328,12 +331,13 @@ def _notes_below(fig: Any) -> list[Any]:
 def _fix_after(
     fig: Any, svg: bytes, width: float, height: float, font_px: float, family: str,
     grow: bool = True,
-) -> float:
+) -> tuple[float, float]:
     """Step 2: from a rendered SVG, stack axis titles, legend and notes; grow the margins.
 
     Below the plot, top to bottom: the x tick labels and titles, the legend, the notes. The
     figure grows by the legend's and the notes' heights, so the plot keeps its size (``grow``;
-    else the figure keeps ``height`` and the plot gets smaller). Returns the figure's height.
+    else the figure keeps ``height`` and the plot gets smaller). Returns the figure's height
+    and the height given to a legend moved below the plot (0: none moved).
     """
     root = ET.fromstring(svg)
     boxes = svg_text_boxes(svg, family)
@@ -396,7 +400,10 @@ def _fix_after(
             legend_text = [b for b in boxes if b.cls.startswith("legend")]
             crowded = any(a.overlaps(b) for a in legend_text for b in others)
             if not inside or crowded:
-                leg_h = legend[3] - legend[1] + pad
+                # every entry, also those a long legend scrolled out of its box beside the
+                # plot (plotly draws them all and clips them): below, it shows them all
+                drawn = max(b.bottom for b in legend_text) - min(b.top for b in legend_text)
+                leg_h = max(legend[3] - legend[1], drawn + font_px) + pad
         note_room = width - l_px - pad
         note_h = []
         for a in notes:
@@ -413,6 +420,7 @@ def _fix_after(
             fig.layout.legend.update(
                 orientation="h", xref="container", yref="container", x=0, xanchor="left",
                 y=(sum(note_h) + pad / 2) / new_height, yanchor="bottom",
+                maxheight=_NO_SCROLL_PX,
             )  # fmt: skip
         below = axis_b + leg_h  # px under the plot where the next note starts
         for a, h in zip(notes, note_h, strict=True):
@@ -431,8 +439,37 @@ def _fix_after(
         shrink_y = min(1.0, plot_h / max(bottom - top, 1.0))
     else:
         shrink_x = shrink_y = 1.0
+        leg_h = 0.0
     _thin_ticks(fig, boxes, shrink_x, shrink_y)
     _drop_point_labels(fig, boxes)
+    return new_height, leg_h
+
+
+def _settle_legend(fig: Any, svg: bytes, height: float, room: float, grow: bool) -> float:
+    """Step 3: a legend moved below the plot, as rendered: it gets the room it needs.
+
+    Step 2 sized the legend's band (``room`` px for its box) from the legend as plotly first
+    drew it, beside the plot, one entry a row (a long legend is cut there to the plot's height
+    and scrolls, which a static file cannot show: step 2 counts every entry it drew). Drawn
+    below with no height limit, its real height is known: the band grows or shrinks by the
+    difference and the notes under it move with it; the figure's height follows (``grow``),
+    else the plot takes up or gives up the room. Returns the height.
+    """
+    box = _legend_box(ET.fromstring(svg))
+    if box is None:
+        return height
+    lack = (box[3] - box[1]) - room  # < 0: rows of short entries side by side need less
+    if abs(lack) <= 0.5:
+        return height
+    leg, margin = fig.layout.legend, fig.layout.margin
+    bottom_px = float(leg.y or 0) * height  # the legend's bottom edge, from the page's bottom
+    plot_h = height - float(margin.t or 0) - float(margin.b or 0)
+    new_height = round(height + lack, 2) if grow else height
+    new_plot_h = plot_h if grow else plot_h - lack
+    fig.update_layout(height=new_height, margin={"b": float(margin.b or 0) + lack})
+    leg.update(y=bottom_px / new_height)
+    for a in _notes_below(fig):  # the same distance under the legend as before
+        a.update(y=-(-float(a.y) * plot_h + lack) / new_plot_h)
     return new_height
 
 
@@ -535,4 +572,8 @@ def fit_figure(
         return height
     _wrap_before(fig, width, height, font_px, family)
     svg = render_svg(fig, width, height)
-    return _fix_after(fig, svg, width, height, font_px, family, grow)
+    height, band = _fix_after(fig, svg, width, height, font_px, family, grow)
+    if band:  # the legend went below: its real height, from a second rendering
+        room = band - round(font_px / 2)
+        height = _settle_legend(fig, render_svg(fig, width, height), height, room, grow)
+    return height

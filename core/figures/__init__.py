@@ -39,6 +39,7 @@ __all__ = [
     "YELLOW",
     "color_for",
     "empty_figure",
+    "steady_axes",
     "titled",
 ]
 
@@ -59,6 +60,66 @@ def empty_figure(message: str) -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
+
+
+#: The smallest span a value axis shows (:func:`steady_axes`).
+MIN_SPAN = 0.02
+
+
+def steady_axes(fig: go.Figure, min_span: float = MIN_SPAN) -> go.Figure:
+    """Value axes whose data spans less than ``min_span`` show ``min_span`` around it.
+
+    Plotly zooms an axis onto its data: a metric that is 0 up to float noise (a divergence of
+    3e-7) gets ticks "100n", "200n", "300n" (SI prefixes), which read as real differences
+    and cannot go into a paper. Such an axis shows ``min_span`` centred on its data instead
+    (on the next multiple of ``min_span``), and its ticks are plain decimals. Axes with a
+    range of their own, and non-numeric data, are left alone. Returns ``fig``.
+    """
+    lows: dict[str, float] = {}
+    highs: dict[str, float] = {}
+    for tr in fig.data:
+        for letter in ("x", "y"):
+            values = _numbers(getattr(tr, letter, None))
+            if not values:
+                continue
+            err = getattr(tr, f"error_{letter}", None)
+            plus = _numbers(getattr(err, "array", None)) if err is not None else []
+            minus = _numbers(getattr(err, "arrayminus", None)) if err is not None else []
+            if plus and len(plus) == len(values):
+                values = values + [v + e for v, e in zip(values, plus, strict=True)]
+            if minus and len(minus) == len(values[: len(minus)]):
+                values = values + [v - e for v, e in zip(values, minus, strict=False)]
+            ref = getattr(tr, f"{letter}axis", None) or letter
+            axis = f"{letter}axis{ref[1:]}"
+            lows[axis] = min(lows.get(axis, values[0]), *values)
+            highs[axis] = max(highs.get(axis, values[0]), *values)
+    for axis, low in lows.items():
+        high = highs[axis]
+        ax = fig.layout[axis] if axis in fig.layout else None
+        if ax is None or ax.range is not None or ax.type not in (None, "-", "linear"):
+            continue
+        if high - low < min_span:
+            mid = round((low + high) / 2 / min_span) * min_span
+            fig.layout[axis].update(range=[mid - min_span, mid + min_span], exponentformat="none")
+    return fig
+
+
+def _numbers(values: object) -> list[float]:
+    """The finite numbers of a trace's value array (empty for text or missing data)."""
+    if values is None or isinstance(values, str):
+        return []
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            if v is None:
+                continue
+            try:
+                v = float(v)
+            except (TypeError, ValueError):
+                return []  # categories: not a value axis
+        if v == v and abs(v) != float("inf"):
+            out.append(float(v))
+    return out
 
 
 #: A legend in rows below the plot, so the plot keeps the full width of a column.

@@ -32,6 +32,7 @@ from core.figures import (
     VERMILLION,
     color_for,
     empty_figure,
+    steady_axes,
     titled,
 )
 from core.interventions import (
@@ -482,7 +483,7 @@ def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
     # the shared x title under the bottom-left panel, the y title beside the top-left one
     fig.update_layout({f"xaxis{(nrows - 1) * ncols + 1}_title_text": title.lower()})
     titled(fig, None, "mean (95% CI)")
-    return fig, data
+    return steady_axes(fig), data
 
 
 def hardness_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
