@@ -17,8 +17,11 @@ What is computed here, per instance (:func:`fit_surrogate`):
   scikit-learn's ``Lasso`` and the KKT conditions in ``tests/test_attribution.py``).
   ``alpha`` is chosen by K-fold cross-validation over the masks (K = 5 contiguous folds, as
   scikit-learn's ``LassoCV`` with ``cv=5``): :data:`N_ALPHAS` values log-spaced from
-  ``alpha_max`` (the smallest alpha that zeroes every weight) down to ``alpha_max * 1e-3``,
-  the one with the least mean held-out squared error (ties: the larger alpha);
+  ``alpha_max`` (the smallest alpha that zeroes every weight) down to ``alpha_max * 1e-2``
+  (:data:`ALPHA_RATIO`; scikit-learn's default goes to 1e-3, where a fold with more passages
+  than masks is an interpolation the masks cannot check), the one with the least mean
+  held-out squared error (ties: the larger alpha). Coordinate descent stops when the duality
+  gap is at most ``1e-4 var(y)`` (scikit-learn's rule) or after :data:`MAX_SWEEPS` sweeps;
 - **bootstrap CIs**: the Lasso refitted at the chosen alpha on ``n_boot`` resamples of the
   masks (with replacement, as multiplicity weights), the 2.5 / 97.5 percentiles of each
   weight. A passage is **causal** when its CI's lower end is above 0;
@@ -44,6 +47,7 @@ of the fit and counted, never a target of 0.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -187,9 +191,10 @@ def _cd(
     """Coordinate descent on ``(1/2) w'Gw - c'w + alpha |w|_1`` for a batch of problems.
 
     Cyclic sweeps over every coordinate until each problem's duality gap is at most
-    ``TOL * var(y)`` (scikit-learn's stopping rule, ``tol=1e-4``), or :data:`MAX_SWEEPS`;
-    problems that have converged leave the batch (a quarter at a time), so a slow one does
-    not make the others sweep on.
+    ``TOL * var(y)`` (scikit-learn's stopping rule, ``tol=1e-4``), or :data:`MAX_SWEEPS`. A
+    problem stops changing in the sweep where its own gap first meets the tolerance, so its
+    solution does not depend on the other problems of the batch; stopped problems leave the
+    batch (a quarter at a time), so a slow one does not make the others sweep on.
     """
     m, p = c.shape
     out = np.zeros((m, p)) if w0 is None else w0.astype(float, copy=True)
@@ -200,27 +205,29 @@ def _cd(
     diag = np.einsum("bjj->bj", g)
     ok = diag > 1e-12
     safe = np.where(ok, diag, 1.0)
+    going = _gap(c, q, w, alpha, yvar) > tol  # a warm start may be converged already
     for _ in range(MAX_SWEEPS):
+        if not going.any():
+            break
         for j in range(p):
             old = w[:, j]
             new = np.where(ok[:, j], _soft(c[:, j] - q[:, j] + diag[:, j] * old, alpha), 0.0)
             new /= safe[:, j]
-            d = new - old
+            d = np.where(going, new - old, 0.0)
             moved = np.flatnonzero(d)
             if moved.size:
-                w[:, j] = new
+                w[:, j] = old + d
                 if moved.size * 2 > len(d):
                     q += g[:, j, :] * d[:, None]  # G is symmetric: row j, contiguous
                 else:  # most problems left this weight alone: update only the others
                     q[moved] += g[moved, j, :] * d[moved, None]
-        done = _gap(c, q, w, alpha, yvar[live]) <= tol
-        if done.all():
-            break
-        if done.sum() * 4 >= len(live):
-            out[live[done]] = w[done]
-            keep = ~done
+        going &= _gap(c, q, w, alpha, yvar[live]) > tol
+        if (~going).sum() * 4 >= len(live) and going.any():
+            out[live[~going]] = w[~going]
+            keep = going
             live, g, c, w, q = live[keep], g[keep], c[keep], w[keep], q[keep]
             alpha, tol, diag, ok, safe = alpha[keep], tol[keep], diag[keep], ok[keep], safe[keep]
+            going = going[keep]
     out[live] = w
     return out
 
@@ -363,7 +370,7 @@ def lasso_path_cv(
 
     Returns:
         ``(alpha, out-of-fold predictions at that alpha (n,), the alpha grid)``. The grid runs
-        from ``alpha_max = max_j |x_j' (y - ybar)| / n`` down to ``alpha_max * 1e-3``; the
+        from ``alpha_max = max_j |x_j' (y - ybar)| / n`` down to ``alpha_max * 1e-2``; the
         chosen alpha has the least mean held-out squared error over the folds (the larger
         alpha on ties); each fold's path is solved from the largest alpha down, warm-started.
 
@@ -471,12 +478,15 @@ def fit_surrogates(
     *,
     n_boot: int = BOOTSTRAP.default,
     seed: int = BOOT_SEED.default,
+    keys: Sequence[str] | None = None,
 ) -> list[Surrogate]:
-    """:func:`fit_surrogate` of many instances, solved in batches.
+    """:func:`fit_surrogate` of many instances, solved in batches (the same results).
 
-    The bootstrap resamples of the ``i``-th item come from ``numpy.random.default_rng([seed,
-    i])``. ``n_boot=0`` skips the bootstrap (CIs NaN: the run's top-k ranking needs the
-    weights only).
+    The bootstrap resamples of an item come from ``numpy.random.default_rng([seed, h])``,
+    ``h`` the first 8 bytes of the SHA-256 of its key (``keys``: the instance ids; default
+    the item's position), so an instance's CIs do not depend on the others fitted with it.
+    ``n_boot=0`` skips the bootstrap (CIs NaN: the run's top-k ranking needs the weights
+    only).
     """
     out: list[Surrogate | None] = [None] * len(items)
     todo = []
@@ -488,8 +498,10 @@ def fit_surrogates(
             todo.append((i, *res))
     if todo:
         fits = _cv_many([(x, y) for _, x, y, *_ in todo], N_ALPHAS, CV_FOLDS)
+        seeds = [[seed, _key_hash(keys[t[0]] if keys is not None else str(t[0]))]
+                 for t in todo]  # fmt: skip
         boots = _bootstrap([(x, y, fit[0], fit[2]) for (_, x, y, *_), fit in
-                            zip(todo, fits, strict=True)], n_boot, seed) if n_boot else [
+                            zip(todo, fits, strict=True)], n_boot, seeds) if n_boot else [
             np.full((1, len(fit[2])), np.nan) for fit in fits]  # fmt: skip
         for (i, x, y, cols, passages, notes), fit, wb in zip(todo, fits, boots, strict=True):
             alpha, oof, w, _ = fit
@@ -534,8 +546,14 @@ def _prepare(passages: Sequence[str], masks: np.ndarray, y: np.ndarray):
     return x, y, cols, tuple(passages), notes
 
 
+def _key_hash(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
+
+
 def _bootstrap(
-    fits: Sequence[tuple[np.ndarray, np.ndarray, float, np.ndarray]], n_boot: int, seed: int
+    fits: Sequence[tuple[np.ndarray, np.ndarray, float, np.ndarray]],
+    n_boot: int,
+    seeds: Sequence[Sequence[int]],
 ) -> list[np.ndarray]:
     """The bootstrap weights (n_boot, p) of each ``(x, y, alpha, full-data weights)``.
 
@@ -551,7 +569,8 @@ def _bootstrap(
         for i in batch:
             x, y, alpha, w = fits[i]
             n = len(y)
-            counts = np.random.default_rng([seed, i]).multinomial(n, np.full(n, 1.0 / n), n_boot)
+            rng = np.random.default_rng(seeds[i])
+            counts = rng.multinomial(n, np.full(n, 1.0 / n), n_boot)
             moms.append(_moments(x, y, counts.astype(float), pmax))
             alphas.append(np.full(n_boot, alpha))
             starts.append(np.tile(np.pad(w, (0, pmax - len(w))), (n_boot, 1)))
@@ -655,7 +674,8 @@ def ablation_tables(
         score_field: the score of the ``correct`` target.
 
     Returns:
-        One per instance with a stored ``full`` call, in the order of the rows.
+        One per instance with a stored ``full`` call, by instance id; each instance's
+        ablations in mask order (``abl:0000`` first), whatever order the rows came in.
 
     Raises:
         ValueError: ``logprob`` (:data:`LOGPROB_UNSUPPORTED`) or an unknown target.
@@ -676,7 +696,8 @@ def ablation_tables(
     by: dict[str, list[dict]] = {}
     for r in rows:
         by.setdefault(r["instance_id"], []).append(r)
-    for iid, group in by.items():
+    for iid in sorted(by):  # an order of its own: the store returns rows in any order
+        group = sorted(by[iid], key=lambda r: str(r["variant"]))  # abl:0000, abl:0001, ...
         full = next((r for r in group if r["variant"] == FULL), None)
         if full is None:
             continue

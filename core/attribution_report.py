@@ -32,6 +32,7 @@ import pandas as pd
 from core.attribution import (
     BOOT_SEED,
     BOOTSTRAP,
+    GROUPS,
     LDS_LOW,
     Ablations,
     ablation_tables,
@@ -53,8 +54,6 @@ __all__ = [
     "gold_reliance",
 ]
 
-#: Instance metadata gold reliance is grouped by.
-GROUPS = ("context_length", "evidence_position", "distractor_similarity")
 #: Columns of the per-passage frame.
 PASSAGE_COLUMNS = (
     "run", "condition", "instance_id", "passage_id", "position", "weight", "ci_low", "ci_high",
@@ -123,7 +122,8 @@ def analyze(
     fitted = [t for t in tables if not t.reason]
     fits = dict(zip((t.instance_id for t in fitted),
                     fit_surrogates([(t.passages, t.masks, t.y) for t in fitted], n_boot=n_boot,
-                                   seed=seed), strict=True))  # fmt: skip
+                                   seed=seed, keys=[t.instance_id for t in fitted]),
+                    strict=True))  # fmt: skip
     dataset = row.get("dataset_id")
     ids = [t.instance_id for t in tables]
     gold = {

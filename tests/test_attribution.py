@@ -19,6 +19,7 @@ from sklearn.model_selection import KFold
 from core.attribution import (
     ablation_tables,
     fit_surrogate,
+    fit_surrogates,
     lasso,
     lasso_path_cv,
     ranked_passages,
@@ -252,3 +253,25 @@ def test_passage_segments_of_chunks_are_dropped_with_their_passage():
     calls = plan_attribution(inst, ablations=16, seed=0)
     for c in calls[1:]:
         assert list(c.input_passage_ids) == c.meta["attribution"]["kept"]
+
+
+def test_a_fit_depends_on_neither_its_batch_nor_the_row_order():
+    rng = np.random.default_rng(5)
+    items = []
+    for p in (6, 20, 45):
+        m = rng.random((32, p)) < 0.5
+        y = np.where(m[:, 1] | m[:, 2], 1.0, 0.0) * rng.uniform(0.5, 1.0, 32)
+        items.append(([f"p{j}" for j in range(p)], m, y))
+    together = fit_surrogates(items, n_boot=50, keys=["a", "b", "c"])
+    alone = fit_surrogates(items[1:2], n_boot=50, keys=["b"])[0]
+    # the same up to float rounding (a batch is padded to its widest design)
+    assert np.allclose(together[1].weights, alone.weights, atol=1e-9)
+    assert np.allclose(together[1].ci_low, alone.ci_low, atol=1e-9)
+    assert together[1].alpha == alone.alpha
+    assert together[1].lds == pytest.approx(alone.lds, abs=1e-9)
+    rows = [_row("full", "yes", "111", passages=["p0001", "p0002", "p0003"])]
+    rows += [_row(f"abl:{i:04d}", "yes" if i % 3 else "no", mask) for i, mask in
+             enumerate(["010", "101", "110", "011", "001", "100", "111", "000"])]
+    a = ablation_tables(pd.DataFrame(rows))[0]
+    b = ablation_tables(pd.DataFrame(rows[::-1]))[0]
+    assert np.array_equal(a.masks, b.masks) and np.array_equal(a.y, b.y)

@@ -102,7 +102,7 @@ def gold_reliance_figure(result: dict[str, Any]) -> tuple[go.Figure, pd.DataFram
         )  # fmt: skip
     fig.add_vline(x=float(data["mean"].iloc[0]), line_dash="dot", line_color=REFERENCE_COLOR)
     fig.update_xaxes(range=[0, 1.05])
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", type="category")  # 4000 is a cell, not a number
     return titled(fig, "share of positive weight on gold", "cell"), data
 
 
