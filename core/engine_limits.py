@@ -8,8 +8,10 @@
   on stderr saying so (:func:`cap_concurrency`), and :func:`core.engine.execute` applies the
   same cap to every caller.
 - **Timeout.** :data:`TIMEOUT` is the ``--timeout SECONDS`` flag of every command that calls a
-  model, and of the dashboard's launch form: a server backend's ``timeout_s`` (default 600 s);
-  a call that times out says to raise it.
+  model, and of the dashboard's launch form: a server backend's ``timeout_s`` (default 600 s),
+  one deadline for each try of a call from connecting to the reply's last byte
+  (:mod:`core.backends.deadline`: a server trickling bytes cannot hold it longer); a call that
+  times out says to raise it.
 - **Reply size.** A reply's raw text is stored up to :data:`MAX_REPLY_BYTES` (UTF-8); a longer
   one is parsed whole first (answer, evidence, confidence and parse error come from the full
   reply), then stored cut at that size (never inside a character), with

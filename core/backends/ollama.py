@@ -56,6 +56,7 @@ finally:
         os.environ["OLLAMA_HOST"] = _HOSTS_ENV
 
 from core.backends.base import BackendError, Message, Reply  # noqa: E402
+from core.backends.deadline import call_deadline, http_transport  # noqa: E402
 from core.backends.http_errors import closed_mid_response, last_resort_error  # noqa: E402
 from core.backends.support import (  # noqa: E402
     DEFAULT_CHARS_PER_TOKEN,
@@ -210,7 +211,9 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
 
 def _get_version(url: str, timeout: httpx.Timeout) -> str | None:
     """``/api/version`` of one host; None when the server does not say."""
-    r = httpx.get(f"{url}/api/version", timeout=timeout)
+    # through a deadline-keeping transport: inside a call it shares the call's --timeout
+    with httpx.Client(timeout=timeout, transport=http_transport(pool_limits(1), True)) as client:
+        r = client.get(f"{url}/api/version")
     if r.status_code != 200:
         return None
     try:
@@ -363,7 +366,11 @@ class OllamaBackend:
 
     def _client(self, url: str, size: int | None = None) -> ollama.Client:
         limits = pool_limits(self.pool_size if size is None else size)
-        return _Client(host=url, timeout=self._timeout, limits=limits, verify=self._tls)
+        # the call's deadline bounds every socket operation (--timeout: the whole call), and
+        # a redirect is never followed (the prompt goes to the host the user named, only)
+        transport = http_transport(limits, self._tls)
+        return _Client(host=url, timeout=self._timeout, transport=transport,
+                       follow_redirects=False)  # fmt: skip
 
     def size_pool(self, size: int) -> None:
         """Keep ``size`` HTTP connections per host (the engine passes its concurrency).
@@ -533,9 +540,9 @@ class OllamaBackend:
         def attempt(k: int) -> Any:
             host = self._hosts[(start + k) % len(self._hosts)]
             used.append(host)
-            self._prepare(host)
-            lp = host.logprobs
-            return self._chat(host, messages, opts, bool(lp))
+            with call_deadline(self.timeout_s):  # connect, first byte, body: one deadline a try
+                self._prepare(host)
+                return self._chat(host, messages, opts, bool(host.logprobs))
 
         try:
             resp = with_retries(attempt, self.retry)

@@ -54,6 +54,7 @@ from typing import Any
 import httpx
 
 from core.backends.base import BackendError, Message, Reply
+from core.backends.deadline import call_deadline, http_transport
 from core.backends.endpoints import EndpointBalancer, normalize_base_url, resolve_base_urls
 from core.backends.http_errors import closed_mid_response, last_resort_error
 from core.backends.support import (
@@ -203,12 +204,15 @@ class OpenAIBackend:
         return lambda: self._make_client(url, 1)
 
     def _make_client(self, url: str, size: int | None = None) -> httpx.Client:
+        # the call's deadline bounds every socket operation (--timeout: the whole call); a
+        # redirect is not followed (httpx's default): the prompt goes to base_url only
+        limits = pool_limits(self.pool_size if size is None else size)
         return httpx.Client(
             base_url=url,
             headers=self._headers,
             timeout=self._timeout,
-            limits=pool_limits(self.pool_size if size is None else size),
-            verify=self._tls,
+            transport=http_transport(limits, self._tls),
+            follow_redirects=False,
         )
 
     @property
@@ -253,7 +257,8 @@ class OpenAIBackend:
 
     def _get(self, ep: _Endpoint, path: str) -> Any:
         try:
-            r = ep.client.get(path)
+            with call_deadline(self.timeout_s):  # the whole request, as a chat's
+                r = ep.client.get(path)
         except Exception as exc:  # noqa: BLE001 - mapped below
             raise self._map_error(exc, ep.url) from exc
         if r.status_code != 200:
@@ -351,7 +356,8 @@ class OpenAIBackend:
         client, free = ep.pool.take(self.pool_size, ep.client)
         try:
             content = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            r = client.post("/chat/completions", content=content)
+            with call_deadline(self.timeout_s):  # connect, first byte, body: one deadline
+                r = client.post("/chat/completions", content=content)
         except Exception as exc:  # noqa: BLE001 - mapped below
             raise self._map_error(exc, ep.url) from exc
         finally:
