@@ -81,7 +81,11 @@ def imported(server, browser):
     assert "explanations: 621" in text and "raw replies: 800 of 800" in text
     page.screenshot(path=str(SHOTS / "release_import.png"))
     page.close()
-    return url, db, files
+    try:
+        yield url, db, files
+    finally:  # the uploads are copies of the shared fixtures: none is left in the checkout
+        for f in files:
+            (ROOT / "data" / "uploads" / f.name).unlink(missing_ok=True)
 
 
 def test_case_view_shows_a_released_failure_with_its_explanation_and_reply(imported, page):
