@@ -3,19 +3,26 @@
 ``--timeout`` bounded each idle read, not the call: a server trickling one byte every 0.5 s
 held each call ~15 s under ``--timeout 2``. It is now one deadline for the whole call
 (connect, first byte, body). And the Ollama backend followed a redirect to another host,
-sending the prompt there: no backend follows a redirect now. Real clients (ollama, httpx)
+sending the prompt there: no backend follows a redirect now. ``core serve`` killed with SIGKILL
+left its Streamlit child serving: the child now dies with it. Real clients (ollama, httpx)
 against local socket servers.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+from conftest import ROOT, free_port
 from model_stub import MESSAGES
 
 from core.backends import OllamaBackend, OpenAIBackend, RetryPolicy
@@ -139,3 +146,46 @@ def test_a_redirect_to_another_host_is_not_followed(kind):
         reply = backend.generate(MESSAGES)
     assert reply.error is not None
     assert reached == []  # the prompt never went to the other port
+
+
+# ------------------------------------------------------------------------ core serve
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has ended (nobody reaps it here)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_serve_killed_with_sigkill_takes_the_dashboard_with_it(tmp_path):
+    """``core serve`` SIGKILLed (no handler can run): its Streamlit child ends too."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "core", "serve", "--no-demo", "--port", str(free_port()),
+         "--db", str(tmp_path / "s.duckdb")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        child = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and child is None:
+            for pid in _children(serve.pid):
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                if any(b"streamlit" in part for part in cmd[:4]):  # exec'd into Streamlit
+                    child = pid
+            time.sleep(0.2)
+        assert child is not None, "the dashboard did not start"
+        os.kill(serve.pid, signal.SIGKILL)
+        serve.wait()
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(child), "the dashboard outlived serve"
+    finally:
+        if serve.poll() is None:
+            serve.kill()

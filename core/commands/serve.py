@@ -7,7 +7,9 @@
 The dashboard (Streamlit) runs in its own process group. SIGTERM, SIGINT (Ctrl+C) or SIGHUP to
 ``serve`` stop that group, first with SIGTERM, then, after :data:`STOP_GRACE_S`, with SIGKILL;
 ``serve`` exits once Streamlit is gone, so no dashboard keeps serving behind a stopped
-``serve`` (issue 18).
+``serve`` (issue 18). A ``serve`` killed with SIGKILL (no handler runs) takes the dashboard
+with it too: on Linux the child asks the kernel for SIGKILL when its parent dies
+(``PR_SET_PDEATHSIG``) before it becomes Streamlit (issue 35).
 """
 
 from __future__ import annotations
@@ -40,6 +42,27 @@ def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
     ]  # fmt: skip
 
 
+#: Run by the child before it becomes the dashboard: on Linux, ask the kernel to SIGKILL it
+#: when ``serve`` dies (``PR_SET_PDEATHSIG``, kept across ``exec``), so a ``serve`` killed
+#: with SIGKILL (no handler runs) does not leave the dashboard serving (issue 35); then exec.
+#: ``argv[1]`` is serve's pid (a serve already gone: exit), the rest the dashboard's argv.
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)\n"
+    "except (AttributeError, OSError):\n"
+    "    pass  # not Linux: the signal handlers below still stop it\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(1)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def _dying_with_us(argv: list[str]) -> list[str]:
+    """``argv`` run so that the process ends when this one dies (:data:`_DIE_WITH_PARENT`)."""
+    return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv]
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     """Send ``sig`` to the process group ``pgid``; nothing when the group is gone."""
     try:
@@ -55,7 +78,7 @@ def run_dashboard(argv: list[str], env: dict[str, str]) -> int:
     :data:`STOP_GRACE_S` if the dashboard is still there; once it has ended, what is left of
     its group gets SIGTERM too. Returns the child's exit status, or 0 when a signal stopped it.
     """
-    child = subprocess.Popen(argv, cwd=_ROOT, env=env, start_new_session=True)
+    child = subprocess.Popen(_dying_with_us(argv), cwd=_ROOT, env=env, start_new_session=True)
     stopped: list[float] = []  # when the first stop signal came
 
     def stop(_signum: int, _frame: FrameType | None) -> None:
