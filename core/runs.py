@@ -220,6 +220,12 @@ def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
         old = store.run_row(spec.run_id, con=con)
         if old is not None:
             _reopen(spec, old, row)
+            if any(r["run_id"] == spec.run_id for r in store.changed_runs(con)):
+                raise ValueError(  # its stored answers were made on other instances or gold
+                    f"run '{spec.run_id}' ran on dataset '{spec.dataset}' before it was "
+                    "replaced (--with-runs keep-orphans); resuming it would mix the two: "
+                    "choose another --name"
+                )
         else:
             row["status"] = "planned"
         store.save_run(row, con=con)

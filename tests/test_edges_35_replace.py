@@ -124,3 +124,11 @@ def test_migration_7_fingerprints_stored_datasets_and_their_runs(store):
     assert Store(store.path).schema_version() == SCHEMA_VERSION == 7
     assert store.run_row("r")["dataset_fingerprint"] == fingerprint
     assert store.changed_runs() == []
+
+
+def test_a_run_on_a_replaced_dataset_is_not_resumed(store):
+    store.write_dataset(_dataset(" changed"), replace=True, with_runs="keep-orphans")
+    before = _digest(store)
+    with pytest.raises(ValueError, match="before it was replaced"):
+        run_conditions(store, "ds", EmbeddedReader(workers=False), ("oracle",), name="r")
+    assert _digest(store) == before
