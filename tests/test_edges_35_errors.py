@@ -152,3 +152,10 @@ def test_failure_page_of_a_huge_offset(base):
     filt = FailureFilter(runs=("r",), failures_only=False)
     rows, counts = Store(base).failure_page(filt, offset=10**30)
     assert rows.empty and counts["total"] == 12
+
+
+def test_a_store_whose_folder_cannot_be_made_is_one_line(tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    db = tmp_path / "f" / "s.duckdb"
+    line = _fails(capsys, ["generate", "controlled", "--name", "z", "--db", str(db)])
+    assert f"store {db}: cannot make its folder {tmp_path / 'f'}" in line

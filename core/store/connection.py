@@ -458,7 +458,15 @@ class StoreBase:
             with opener(read_only=False):
                 pass
         if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:  # a folder under a file, or one this user may not write: one line, named
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+                raise StoreError(f"store {self.path}: cannot make its folder "
+                                 f"{self.path.parent} ({why})") from None  # fmt: skip
+            if not self.path.exists() and not os.access(self.path.parent, os.W_OK | os.X_OK):
+                raise StoreError(f"store {self.path}: its folder {self.path.parent} is not "
+                                 "writable; nothing created")  # fmt: skip
 
     def _upgrade(self, con: duckdb.DuckDBPyConnection, read_only: bool) -> None:
         """Check the schema version; on a read-write connection, migrate an older one."""
