@@ -167,3 +167,15 @@ def test_annotate_round_trip_on_an_imported_run(tmp_path, capsys):
                  "--db", str(db)]) == 0, capsys.readouterr().err  # fmt: skip
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM annotations").fetchall()[0][0] == 10
+
+
+def test_store_export_on_a_full_disk_leaves_no_files(small, tmp_path):
+    out = tmp_path / "export"
+    done = _cli_limited(["store", "export", "--out", str(out), "--db", str(small)], fsize=4000)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert list(out.iterdir()) == [] if out.exists() else True
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    ok = subprocess.run([sys.executable, "-m", "core", "store", "export", "--out", str(out),
+                         "--db", str(small)], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert ok.returncode == 0 and (out / "manifest.json").exists()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,23 +207,35 @@ def _export(
         (per table ``file``, ``rows``, ``primary_key``) and ``datasets`` (name -> fingerprint).
     """
     out.mkdir(parents=True, exist_ok=True)
-    database = con.execute("SELECT current_database()").fetchall()[0][0]
-    tables = _catalog(con, database, str(out))
-    listing: dict[str, Any] = {}
-    for t in sorted(tables.values(), key=lambda x: x.name):
-        table = t.name
-        order = ", ".join(t.key or t.names)
-        path = out / f"{table}.parquet"
-        con.execute(f"COPY (SELECT * FROM {table} ORDER BY {order}) TO ? (FORMAT parquet)",
-                    [str(path)])  # fmt: skip
-        rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
-        listing[table] = {"file": path.name, "rows": int(rows), "primary_key": list(t.key)}
-    manifest = {
-        "schema_version": stored_version(con),
-        "tables": listing,
-        "datasets": dict(sorted(fingerprints.items())),
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    # all or nothing: the files are written to a folder beside ``out`` and moved in at the
+    # end, the manifest last; a failure (disk full) leaves ``out`` as it was
+    staging = out.parent / f".{out.name}.{os.getpid()}.export"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        database = con.execute("SELECT current_database()").fetchall()[0][0]
+        tables = _catalog(con, database, str(out))
+        listing: dict[str, Any] = {}
+        for t in sorted(tables.values(), key=lambda x: x.name):
+            table = t.name
+            order = ", ".join(t.key or t.names)
+            path = staging / f"{table}.parquet"
+            con.execute(f"COPY (SELECT * FROM {table} ORDER BY {order}) TO ? (FORMAT parquet)",
+                        [str(path)])  # fmt: skip
+            rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+            listing[table] = {"file": path.name, "rows": int(rows), "primary_key": list(t.key)}
+        manifest = {
+            "schema_version": stored_version(con),
+            "tables": listing,
+            "datasets": dict(sorted(fingerprints.items())),
+        }
+        text = json.dumps(manifest, indent=2) + "\n"
+        (staging / "manifest.json").write_text(text, encoding="utf-8")
+        for entry in listing.values():
+            os.replace(staging / entry["file"], out / entry["file"])
+        os.replace(staging / "manifest.json", out / "manifest.json")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return manifest
 
 
