@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from core.conditions import retrieval_config
 from core.interventions import evidence_items, shown_passage_ids
 from core.params import Param
 from core.prompts import build_messages, prompt_hash
@@ -58,6 +59,8 @@ __all__ = [
     "attribution_settings",
     "mask_text",
     "pick_instances",
+    "plan_run",
+    "run_config",
     "plan_attribution",
     "plan_topk_drop",
     "shown_evidence",
@@ -345,3 +348,49 @@ def pick_instances(instances: Sequence[Instance], spec: str | None) -> list[Inst
         raise ValueError(f"--instances: no instance {missing[0]!r} in the dataset")
     chosen = set(wanted)
     return [i for i in instances if i.instance_id in chosen]
+
+
+def run_config(
+    settings: dict[str, Any],
+    *,
+    retriever: str = "lexical",
+    top_k: int = TOP_K.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
+) -> dict[str, Any]:
+    """What an attribution run records as its ``retrieval`` configuration.
+
+    ``{"attribution": settings}`` (:func:`attribution_settings`), with the retrieval
+    configuration (:func:`core.conditions.retrieval_config`) for the ``retrieved`` condition.
+    """
+    config: dict[str, Any] = {"attribution": dict(settings)}
+    if settings.get("condition") == "retrieved":
+        config.update(retrieval_config(retriever, top_k, chunk_size, overlap))
+    return config
+
+
+def plan_run(
+    instances: Sequence[Instance],
+    settings: dict[str, Any],
+    *,
+    retriever: str = "lexical",
+    top_k: int = TOP_K.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
+) -> tuple[dict[str, list[Any]], list[PlannedCall]]:
+    """Phase 1 of an attribution run: every instance's unablated and ablated calls.
+
+    Returns:
+        ``(shown evidence by instance id, calls)``; the shown evidence plans the top-k drops
+        of phase 2 (:func:`core.attribution.plan_drops`).
+    """
+    cond = settings["condition"]
+    look = {"retriever": retriever, "top_k": top_k, "chunk_size": chunk_size, "overlap": overlap}
+    shown = {i.instance_id: shown_evidence(i, cond, **look) for i in instances}
+    calls = [
+        call for i in instances for call in plan_attribution(
+            i, condition=cond, ablations=settings["ablations"], keep=settings["keep"],
+            seed=settings["seed"], shown=shown[i.instance_id],
+        )
+    ]  # fmt: skip
+    return shown, calls

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.attribution import SCORE_FIELD, ablation_tables, plan_drops
+from core.attribution_plan import attribution_settings, pick_instances, plan_run, run_config
 from core.backends.base import Reply
 from core.backends.support import answer_logprob_confidence
 from core.batch_scores import ScoringInputs
@@ -59,7 +61,7 @@ __all__ = ["BATCH_KINDS", "WAITING", "BatchBackend", "export_batch", "import_bat
 #: The run status of a run whose exported calls wait for a batch's answers.
 WAITING = "waiting"
 #: Run kinds a batch file can carry.
-BATCH_KINDS = ("conditions", "interventions", "probes")
+BATCH_KINDS = ("conditions", "interventions", "probes", "attribution")
 
 _Key = tuple[str, str, str]
 
@@ -155,6 +157,7 @@ def export_batch(
             "conditions": _plan_conditions,
             "interventions": _plan_interventions,
             "probes": _plan_probes,
+            "attribution": _plan_attribution,
         }[kind]
         calls, phase = plan(store, dataset, name, backend, seed, options, settings)
         with store.attached(read_only=True) as con:
@@ -350,6 +353,44 @@ def _plan_interventions(
                 )
             )
     return calls, "interventions"
+
+
+def _plan_attribution(
+    store: Store,
+    dataset: str,
+    name: str,
+    backend: BatchBackend,
+    seed: int,
+    options: Mapping[str, Any] | None,
+    s: Mapping[str, Any],
+) -> tuple[list[PlannedCall], str]:
+    """An attribution run's calls as :func:`core.runs.run_attribution` plans them, by phase.
+
+    Phase ``ablations`` (each instance's unablated and ablated calls) while one of them is not
+    answered; then phase ``drops``: the top-k drops of the surrogates fitted on the stored
+    answers (:func:`core.attribution.plan_drops`).
+    """
+    settings = attribution_settings(
+        s.get("condition", "full_context"), s.get("ablations", 32), s.get("keep", 0.5),
+        s.get("mask_seed", 0), s.get("target", "retention"), s.get("instances"),
+    )  # fmt: skip
+    settings["score_field"] = SCORE_FIELD.coerce(s.get("score_field") or SCORE_FIELD.default)
+    if dataset not in store.dataset_names():
+        raise ValueError(f"no dataset named '{dataset}' in {store.path}")
+    look = {k: s[k] for k in ("retriever", "top_k", "chunk_size", "overlap") if k in s}
+    chosen = pick_instances(store.load_instances(dataset), s.get("instances"))
+    open_run(
+        store, backend, name, dataset, retrieval=run_config(settings, **look),
+        conditions=(settings["condition"],), kind="attribution",
+    )  # fmt: skip
+    shown, calls = plan_run(chosen, settings, **look)
+    stored = store.prediction_keys(name, ok_only=True)
+    if any((c.instance_id, c.condition, c.variant) not in stored for c in calls):
+        return calls, "ablations"
+    tables = ablation_tables(store.prediction_rows(name), settings["target"],
+                             settings["score_field"])  # fmt: skip
+    return plan_drops(chosen, shown, tables, seed=settings["seed"],
+                      keep=settings["keep"]), "drops"  # fmt: skip
 
 
 def _plan_probes(

@@ -39,12 +39,7 @@ from typing import Any
 import pandas as pd
 
 from core.attribution import SCORE_FIELD, ablation_tables, plan_drops
-from core.attribution_plan import (
-    attribution_settings,
-    pick_instances,
-    plan_attribution,
-    shown_evidence,
-)
+from core.attribution_plan import attribution_settings, pick_instances, plan_run, run_config
 from core.backends import make_backend
 from core.backends.base import Backend
 from core.conditions import check_conditions, plan_conditions, planned_keys, retrieval_config
@@ -587,23 +582,14 @@ def run_attribution(
     settings["score_field"] = SCORE_FIELD.coerce(score_field)
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
-    config: dict[str, Any] = {"attribution": settings}
-    if condition == "retrieved":
-        config.update(retrieval_config(retriever, top_k, chunk_size, overlap))
-    chosen = pick_instances(store.load_instances(dataset), instances)
     look = {"retriever": retriever, "top_k": top_k, "chunk_size": chunk_size, "overlap": overlap}
+    chosen = pick_instances(store.load_instances(dataset), instances)
     with store.run_lock(name):
         open_run(
-            store, backend, name, dataset, options=options, retrieval=config,
+            store, backend, name, dataset, options=options, retrieval=run_config(settings, **look),
             conditions=(condition,), notes=notes, kind="attribution",
         )  # fmt: skip
-        shown = {i.instance_id: shown_evidence(i, condition, **look) for i in chosen}
-        calls = [
-            call for i in chosen for call in plan_attribution(
-                i, condition=condition, ablations=ablations, keep=keep, seed=seed,
-                shown=shown[i.instance_id],
-            )
-        ]  # fmt: skip
+        shown, calls = plan_run(chosen, settings, **look)
         first = execute(
             store, name, calls, backend, concurrency=concurrency, progress=progress,
             cancel=cancel,

@@ -29,6 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from core import probes
+from core.attribution import SCORE_FIELD as ATTRIBUTION_SCORE_FIELD
+from core.attribution_plan import INSTANCES as ATTRIBUTION_INSTANCES
+from core.attribution_plan import RETRIEVED_TOP_K
+from core.attribution_plan import RUN_PARAMS as ATTRIBUTION_PARAMS
 from core.batch_judges import export_judge_batch, import_judge_batch
 from core.batch_runs import export_batch, import_batch
 from core.commands import Groups, add_db, open_store, print_json, split_csv
@@ -86,6 +90,20 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             "zero_retrieval": args.zero_retrieval,
             "replace_seed": args.replace_seed,
         }
+    if args.kind == "attribution":
+        return {
+            "condition": args.condition,
+            "ablations": args.ablations,
+            "keep": args.keep,
+            "mask_seed": args.mask_seed,
+            "target": args.target,
+            "score_field": args.score_field,
+            "instances": args.instances,
+            "retriever": args.retriever,
+            "top_k": args.top_k,
+            "chunk_size": args.chunk_size,
+            "overlap": args.overlap,
+        }
     return {
         "units": args.units,
         "per_length": args.per_length,
@@ -126,6 +144,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
         f"batch export '{summary['run']}'{phase}: {summary['n_calls']} calls to {shown}, "
         f"{summary['already_stored']} already stored; run {summary['status']}"
     )
+    if summary["phase"] == "ablations":
+        print(
+            "attribution: these are the unablated and ablated calls; import their answers, "
+            "then run the same export again for the top-k drops"
+        )
     if summary["phase"] == "base":
         print(
             "CUE-R: these are the base traces; import their answers, then run the same export "
@@ -214,7 +237,8 @@ def register(groups: Groups) -> None:
     sub = batch.add_subparsers(dest="batch_command", metavar="{export,import}", required=True)
     export = sub.add_parser("export", help="write a run's unanswered calls as a batch file")
     kinds = export.add_subparsers(
-        dest="kind", metavar="{conditions,interventions,probes,judge}", required=True
+        dest="kind", metavar="{conditions,interventions,probes,judge,attribution}",
+        required=True,
     )
 
     cond = kinds.add_parser("conditions", help="the four conditions (as `run`)")
@@ -268,6 +292,16 @@ def register(groups: Groups) -> None:
     add_arguments(probe, (probes.UNITS_PARAM, probes.STRATEGY, probes.MAX_SPANS, probes.PER_LENGTH))
     add_argument(probe, probes.SEED, help="span and generation seed; default 0")
     add_arguments(probe, (LIMIT, NUM_CTX))
+
+    attr = kinds.add_parser("attribution", help="context attribution (as `run-attribution`)")
+    _common(attr)
+    condition, ablations, keep, mask_seed, target = ATTRIBUTION_PARAMS
+    add_arguments(attr, (condition, ablations, keep))
+    add_argument(attr, mask_seed, dest="mask_seed")
+    add_arguments(attr, (target, ATTRIBUTION_SCORE_FIELD, ATTRIBUTION_INSTANCES))
+    add_argument(attr, retriever_param(), help="retriever of the retrieved condition")
+    add_arguments(attr, (RETRIEVED_TOP_K, CHUNK_SIZE, OVERLAP, NUM_CTX))
+    attr.set_defaults(seed=SEED.default)  # the generation seed (--seed is the masks')
 
     imp = sub.add_parser("import", help="store a batch output file's answers in its run")
     imp.add_argument("files", nargs="+", type=Path, help="batch output JSONL file(s)")
