@@ -193,18 +193,106 @@ def _confidence(col: pd.Series | None, n: int) -> np.ndarray | None:
         return None
 
 
+#: Cells a list column's fast conversion takes as they are (anything else: ``_as_list``).
+_LIST_CELLS = frozenset({list, tuple, np.ndarray, type(None)})
+
+
+def _arrow_of(col: pd.Series) -> pa.Array | None:
+    """The column's own Arrow array (Arrow-backed text or ``pd.ArrowDtype``), else None."""
+    if isinstance(col.array, pd.arrays.ArrowStringArray) or isinstance(col.dtype, pd.ArrowDtype):
+        return _one_chunk(pa.array(col.array))
+    return None
+
+
+def _is_text(arr: pa.Array | None) -> bool:
+    return arr is not None and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type))
+
+
+def _text_series(col: pd.Series | None, n: int) -> pa.Array:
+    """:func:`_text` of a column: Arrow text and categories converted without a Python loop."""
+    if col is None:
+        return pa.nulls(n, pa.string())
+    arrow = _arrow_of(col)
+    if _is_text(arrow):
+        return arrow.cast(pa.string())
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        cats = _text_series(pd.Series(col.cat.categories), len(col.cat.categories))
+        return cats.take(pa.array(codes, mask=codes < 0))
+    return _text(col.tolist())
+
+
+def _flag_series(col: pd.Series | None, n: int) -> np.ndarray:
+    """``_flag`` of each cell of a column: Arrow text by kernels, categories once each."""
+    if col is None:
+        return np.zeros(n, dtype=bool)
+    arrow = _arrow_of(col)
+    if _is_text(arrow):
+        return _arrow_flags(arrow.cast(pa.string()))
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        per = np.array([_flag(x) for x in col.cat.categories.tolist()] + [False], dtype=bool)
+        return per[codes]  # code -1 (missing) -> the appended False
+    return np.array([_flag(x) for x in col.tolist()], dtype=bool)
+
+
+def _list_series(col: pd.Series | None, n: int, kind: str) -> pa.Array | None:
+    """:func:`_list_column` of a column, converted in bulk where that is the same.
+
+    An Arrow list column is taken as it is; an object column whose cells are all lists,
+    tuples, arrays or None is converted by Arrow when it infers lists of strings (Arrow
+    reads a string cell as its characters and bytes as text, ``_as_list`` does not: such
+    columns, and a None inside an id or alias list, take the per-cell conversion).
+    """
+    if col is None:
+        return _list_column([None] * n, kind)
+    arrow = _arrow_of(col)
+    if arrow is None and col.dtype == object:
+        values = col.tolist()
+        if set(map(type, values)) <= _LIST_CELLS:
+            try:
+                arrow = pa.array(values)
+            except (pa.ArrowException, TypeError, ValueError):
+                arrow = None
+    if arrow is not None and (pa.types.is_list(arrow.type) or pa.types.is_large_list(arrow.type)):
+        item = arrow.type.value_type
+        nulls = pc.list_flatten(arrow).null_count
+        text = pa.types.is_string(item) or pa.types.is_large_string(item) or pa.types.is_null(item)
+        if text and not (nulls and kind != "titles"):
+            return arrow.cast(pa.list_(pa.string()))
+    return _list_column(col.tolist(), kind)
+
+
+def _labeled(col: pd.Series | None, n: int) -> np.ndarray:
+    """Whether each row's condition gets a failure label.
+
+    ``str(c).split("|", 1)[0]`` is not ``no_evidence`` (a missing condition is labeled).
+    """
+    if col is None:
+        return np.ones(n, dtype=bool)
+    arrow = _arrow_of(col)
+    if _is_text(arrow):
+        no_ev = pc.or_(pc.equal(arrow, "no_evidence"), pc.starts_with(arrow, "no_evidence|"))
+        return ~_np(pc.fill_null(no_ev, False))
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = col.cat.categories.tolist()
+        per = np.array([str(c).split("|", 1)[0] != "no_evidence" for c in cats] + [True])
+        return per[col.cat.codes.to_numpy()]  # code -1 (missing: str(nan)) -> True
+    return np.array([str(c).split("|", 1)[0] != "no_evidence" for c in col.tolist()], dtype=bool)
+
+
 def inputs_from_frame(df: pd.DataFrame) -> ScoreInputs | None:
     """The inputs of a scoring frame, or None when only the per-row reference scores it."""
     n = len(df)
 
-    def col(name: str) -> Any:
-        return df[name].tolist() if name in df.columns else [None] * n
+    def col(name: str) -> pd.Series | None:
+        return df[name] if name in df.columns else None
 
-    cited = _list_column(col("cited_ids"), "ids")
-    gold = _list_column(col("gold_ids"), "ids")
-    ctit = _list_column(col("cited_titles"), "titles") if "cited_titles" in df.columns else None
-    gtit = _list_column(col("gold_titles"), "titles") if "gold_titles" in df.columns else None
-    conf = _confidence(df["confidence"] if "confidence" in df.columns else None, n)
+    cited = _list_series(col("cited_ids"), n, "ids")
+    gold = _list_series(col("gold_ids"), n, "ids")
+    ctit = _list_series(col("cited_titles"), n, "titles") if "cited_titles" in df.columns else None
+    gtit = _list_series(col("gold_titles"), n, "titles") if "gold_titles" in df.columns else None
+    conf = _confidence(col("confidence"), n)
     if cited is None or gold is None or conf is None:
         return None
     if ("cited_titles" in df.columns and ctit is None) or ("gold_titles" in df.columns
@@ -212,17 +300,15 @@ def inputs_from_frame(df: pd.DataFrame) -> ScoreInputs | None:
         return None
     return ScoreInputs(
         n=n,
-        answer=_text(col("answer")),
-        gold_answer=_text(col("gold_answer")),
-        aliases=_list_column(col("answer_aliases"), "aliases"),
-        answer_type=_text(col("answer_type")),
-        reasoning_type=_text(col("reasoning_type")),
+        answer=_text_series(col("answer"), n),
+        gold_answer=_text_series(col("gold_answer"), n),
+        aliases=_list_series(col("answer_aliases"), n, "aliases"),
+        answer_type=_text_series(col("answer_type"), n),
+        reasoning_type=_text_series(col("reasoning_type"), n),
         evidence=_evidence_codes(cited, gold, ctit, gtit),
-        parse=np.array([_flag(x) for x in col("parse_error")], dtype=bool),
-        error=np.array([_flag(x) for x in col("error")], dtype=bool),
-        labeled=np.array(
-            [str(c).split("|", 1)[0] != "no_evidence" for c in col("condition")], dtype=bool
-        ),
+        parse=_flag_series(col("parse_error"), n),
+        error=_flag_series(col("error"), n),
+        labeled=_labeled(col("condition"), n),
         confidence=conf,
     )
 
