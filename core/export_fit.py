@@ -420,7 +420,7 @@ def _fix_after(
             fig.layout.legend.update(
                 orientation="h", xref="container", yref="container", x=0, xanchor="left",
                 y=(sum(note_h) + pad / 2) / new_height, yanchor="bottom",
-                maxheight=_NO_SCROLL_PX,
+                maxheight=_NO_SCROLL_PX, title_side="top",
             )  # fmt: skip
         below = axis_b + leg_h  # px under the plot where the next note starts
         for a, h in zip(notes, note_h, strict=True):
@@ -573,7 +573,44 @@ def fit_figure(
     _wrap_before(fig, width, height, font_px, family)
     svg = render_svg(fig, width, height)
     height, band = _fix_after(fig, svg, width, height, font_px, family, grow)
-    if band:  # the legend went below: its real height, from a second rendering
-        room = band - round(font_px / 2)
-        height = _settle_legend(fig, render_svg(fig, width, height), height, room, grow)
+    # step 3, from a second rendering: the legend's real height, and axis titles against the
+    # plot as it came out (tick labels set vertical in step 2 take height from it)
+    svg = render_svg(fig, width, height)
+    if _rewrap_y_titles(fig, svg, font_px, family) and band:
+        svg = render_svg(fig, width, height)  # a wider margin can re-flow the legend's rows
+    if band:
+        height = _settle_legend(fig, svg, height, band - round(font_px / 2), grow)
     return height
+
+
+def _rewrap_y_titles(fig: Any, svg: bytes, font_px: float, family: str) -> bool:
+    """Y-axis titles longer than their plot's rendered height: wrapped again, margin widened.
+
+    Each line a title gains is one more line beside the axis: the left margin grows by it.
+    Returns whether a title changed.
+    """
+    root = ET.fromstring(svg)
+    areas = _plot_areas(root)
+    if not areas:
+        return False
+    band = max(a[3] for a in areas) - min(a[1] for a in areas)
+    sizes = {}
+    for el in root.iter(_SVG + "text"):
+        m = re.fullmatch(r"y(\d*)title", (el.get("class") or "").strip())
+        size = _FONT_SIZE.search(el.get("style") or "")
+        if m and size:
+            sizes[f"yaxis{m.group(1)}"] = float(size.group(1))
+    extra = 0.0
+    for axis in _axis_names(fig, "y"):
+        ax = fig.layout[axis]
+        if not ax.title.text:
+            continue
+        dom = ax.domain or (0, 1)
+        room = max(band * float(dom[1] - dom[0]) - font_px, 4 * font_px)
+        size = sizes.get(axis, ax.title.font.size or font_px)
+        before = len(_BR.split(ax.title.text))
+        ax.title.text = wrap_text(_BR.sub(" ", ax.title.text), room, size, family)
+        extra = max(extra, (len(_BR.split(ax.title.text)) - before) * _LINE_EM * size)
+    if extra > 0:
+        fig.layout.margin.l = float(fig.layout.margin.l or 0) + extra
+    return extra > 0
