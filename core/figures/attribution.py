@@ -80,7 +80,9 @@ def gold_reliance_table(result: dict[str, Any]) -> pd.DataFrame:
     for group, cells in gr["groups"].items():
         rows += [{"group": group, **{k: r[k] for k in ("value", "mean", "ci_low", "ci_high", "n",
                                                        "undefined")}} for r in cells]  # fmt: skip
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out["value"] = out["value"].astype(str)  # a column of one type (4000 and "front" are cells)
+    return out
 
 
 def gold_reliance_figure(result: dict[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
