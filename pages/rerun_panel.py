@@ -18,6 +18,19 @@ from pages.common import HELP, clear_caches, get_store
 __all__ = ["show_rerun"]
 
 
+#: Command-line flags in a core error, and the fields of this form that set them.
+_FLAGS = {"--base-url": "the Server URL field", "--host": "the Server URL field",
+          "--model": "the Model field", "--top-k": "top-k"}  # fmt: skip
+
+
+def _form_words(message: str) -> str:
+    """An error's first line with the command line's flags named as this form's fields."""
+    line = message.splitlines()[0] if message else "error"
+    for flag, field in _FLAGS.items():
+        line = line.replace(flag, field)
+    return line
+
+
 def _num(value: object) -> str:
     """A score or confidence to three decimals; "—" when missing."""
     try:
@@ -69,14 +82,20 @@ def show_rerun(
     retry = st.session_state.pop("case.retry_now", False)  # set by the Retry button: same request
     req = st.session_state.get("case.rerun_req") if go or retry else None
     if req is not None:
+        st.session_state.pop("case.rerun", None)  # a new request: the old result goes
         try:
             with st.spinner("Running ..."):
                 st.session_state["case.rerun"] = rerun(get_store(), req)
             clear_caches()
-        except (ValueError, RuntimeError) as exc:
-            st.error(md_escape(str(exc).splitlines()[0]))
+        except (ValueError, RuntimeError) as exc:  # refused or failed: its error in its place
+            st.session_state["case.rerun"] = {"refused": _form_words(str(exc)),
+                                              "instance_id": iid, "operator": req.operator}
     res = st.session_state.get("case.rerun")
-    if res and res["original"].get("instance_id") == iid:
+    if res and res.get("refused") and res["instance_id"] == iid:
+        st.error(f"**Rerun not made** ({md_escape(res['operator'])}): "
+                 f"{md_escape(res['refused'])}. Nothing was stored; change the operator, "
+                 "target or backend above and press Run now again.")  # fmt: skip
+    elif res and res["original"].get("instance_id") == iid:
         left, right = st.columns(2)
         sides = ((left, "Original", res["original"]), (right, "Perturbed", res["perturbed"]))
         for col, title, row in sides:

@@ -16,7 +16,9 @@ import pytest
 from conftest import (
     assert_no_exception,
     build_release_store,
+    choose,
     dead_url,
+    pick,
     settle,
     shared_fixture,
     streamlit_server,
@@ -110,3 +112,27 @@ def test_a_dead_server_rerun_banner_only_where_it_applies(server, page):
     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Failure browser").click()
     _settle(page)
     assert page.get_by_text(_BANNER).count() == 0  # hidden until more calls fail
+
+
+def test_a_refused_rerun_replaces_the_old_result_in_place(server, page):
+    url, _, _, iid = server
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{url}/case_view?dataset=controlled-200&instance={iid}")
+    page.get_by_text("Raw response").first.wait_for(timeout=90_000)
+    _settle(page)
+    choose(page, page, "Base run", "demo-embedded", settle_page=_settle)
+    page.get_by_role("button", name="Run now").click()  # embedded reader: a result with D
+    page.get_by_text("Trace divergence D").wait_for(timeout=90_000)
+    _settle(page)
+    assert page.get_by_text("Perturbed").first.is_visible()
+    box = page.get_by_test_id("stSelectbox").filter(has_text="Backend (for imported runs)")
+    pick(page, box.first, "openai", "backend", settle_page=_settle)
+    page.get_by_role("button", name="Run now").click()
+    alert = page.get_by_test_id("stAlert").filter(has_text="Rerun not made")
+    alert.first.wait_for(timeout=60_000)
+    _settle(page)
+    text = alert.first.inner_text()
+    assert "needs the Server URL field" in text and "--base-url" not in text, text
+    assert page.get_by_text("Trace divergence D").count() == 0  # the old result is gone
+    assert page.get_by_text("Perturbed").count() == 0
+    assert_no_exception(page, "refused rerun")

@@ -137,7 +137,7 @@ def test_switching_fanin_to_judged_scores_shows_report_fanin_judged(judged, page
     assert_no_exception(page, "fanin")
 
     # proxies first: AC = 100 x the score field
-    proxy = _curves(page, "AC (100 x f1_relaxed)")
+    proxy = _curves(page, "100 x answer F1 (proxy for AC)")
     proxy_rows = {(r["condition"], r["bucket"]): r for r in _grid(page, page, "AC proxy CI")}
     assert "AC judged" not in page.locator('[data-testid="stDataFrame"] th').all_inner_texts()
 
