@@ -319,7 +319,8 @@ def attribution_report(
 
     Returns:
         ``{run, settings, n_instances, n_fitted, not_fitted: {reason: count}, calls:
-        {ablations, failed}, lds: {median, below, threshold, undefined}, top_gold: {n_correct,
+        {ablations, failed, full_failed}, lds: {median, below, threshold, undefined}, masks:
+        {instances_with_a_passage_always_kept, ..._always_dropped}, top_gold: {n_correct,
         top_is_gold, rate}, top_drop: {k: mean drop}, cited_vs_causal, gold_reliance,
         agreement (None without ``cuer_run``), instances: [...], passages: [...]}``.
     """
@@ -344,6 +345,12 @@ def attribution_report(
             "threshold": lds_low,
             "below": int((lds < lds_low).sum()),
             "undefined": int(lds.isna().sum()),
+        },
+        "masks": {  # small-sample honesty: what the masks cannot say
+            "instances_with_a_passage_always_kept": int((inst["always_kept"] > 0).sum())
+            if len(inst) else 0,
+            "instances_with_a_passage_always_dropped": int((inst["always_dropped"] > 0).sum())
+            if len(inst) else 0,
         },
         "top_gold": {"n_correct": int(len(correct)), "top_is_gold": hits,
                      "rate": hits / len(correct) if len(correct) else None},

@@ -72,6 +72,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
           f"calls failed {calls['full_failed']}")  # fmt: skip
     for reason, n in rep["not_fitted"].items():
         print(f"  not fitted ({n}): {reason}")
+    m = rep["masks"]
+    print(f"instances whose masks always kept a passage: "
+          f"{m['instances_with_a_passage_always_kept']}; always dropped one: "
+          f"{m['instances_with_a_passage_always_dropped']} (no weight for those passages)")
     lds = rep["lds"]
     print(f"LDS median {_fmt(lds['median'])}; below {lds['threshold']}: {lds['below']}; "
           f"undefined: {lds['undefined']}")  # fmt: skip
