@@ -234,13 +234,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-#: Flags that name something new (a run, a dataset, a judge, an annotator): checked by
-#: :func:`core.names.check_name` before the command runs (no control characters, 1-128).
-_NAME_FLAGS = {"name": "name", "judge": "judge", "annotator": "annotator"}
+#: Flags naming a judge or an annotator: checked by :func:`core.names.check_name` before the
+#: command runs (no control characters, 1-128); ``--name`` is checked by each command, which
+#: knows what it names (a dataset, a run).
+_NAME_FLAGS = {"judge": "judge", "annotator": "annotator"}
 
 
 def _check_names(args: argparse.Namespace) -> None:
-    """Refuse a ``--name`` / ``--judge`` / ``--annotator`` that :func:`check_name` refuses."""
+    """Refuse a ``--judge`` / ``--annotator`` that :func:`check_name` refuses."""
     for dest, kind in _NAME_FLAGS.items():
         value = getattr(args, dest, None)
         if isinstance(value, str):
