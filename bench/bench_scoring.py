@@ -25,6 +25,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import re  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -55,12 +56,13 @@ DISTRACTORS = ("none", "low", "high", "conflicting")
 SKILL = {"no_evidence": 0.05, "full_context": 0.55, "retrieved": 0.8, "oracle": 0.9}
 
 
-def build(seed: int = 0) -> pd.DataFrame:
-    """18,000 synthetic predictions joined with their instances (deterministic)."""
+def build(seed: int = 0, scale: int = 1) -> pd.DataFrame:
+    """18,000 synthetic predictions joined with their instances (deterministic); ``scale``
+    times as many instances of each dataset (the growth figures: 180,000 and 1,800,000)."""
     rng = np.random.default_rng(seed)
     rows = []
     for source, n_inst, model in DATASETS:
-        for i in range(n_inst):
+        for i in range(n_inst * scale):
             rtype = REASONING[rng.integers(4)]
             if source != "controlled" and rtype == "arithmetic":
                 rtype = "multi_hop"
@@ -97,7 +99,22 @@ def build(seed: int = 0) -> pd.DataFrame:
             }
             for cond in CONDITIONS:
                 rows.append({**meta, "condition": cond, **_predict(rng, cond, gold, gold_ids)})
-    return pd.DataFrame(rows)
+    return narrow(pd.DataFrame(rows))
+
+
+#: List columns of :func:`build`'s frame.
+LIST_COLUMNS = ("answer_aliases", "gold_ids", "cited_ids")
+
+
+def narrow(df: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its list columns as Arrow lists of strings (``pd.ArrowDtype``), as an
+    Arrow read of the store gives them: a fifth of the memory of a Python list per row."""
+    import pyarrow as pa
+
+    for c in LIST_COLUMNS:
+        values = pa.array(df[c].tolist(), type=pa.list_(pa.string()))
+        df[c] = pd.Series(pd.arrays.ArrowExtensionArray(values), index=df.index)
+    return df
 
 
 def _predict(rng: np.random.Generator, cond: str, gold: str, gold_ids: list[str]) -> dict:
@@ -160,8 +177,108 @@ def results(repeats: int = N_RUNS) -> list[dict]:
         figure("scoring + ONCU + bootstrap CIs, 18,000 predictions, one core", runs, "s", script,
                bound=BUDGET_S),  # fmt: skip
         figure("score_frame alone, 18,000 predictions, one core", score_runs, "s", script),
+        *growth_results(repeats),
         *rescore_results(repeats),
     ]
+
+
+# ---------------------------------------------------------------------------- growth
+#: The library path's scales (build's ``scale``: 18,000 predictions times it).
+GROWTH_SCALES = (1, 10, 100)
+GROWTH_BOUND_S, GROWTH_PEAK_GB = 10.0, 1.5  # at 1,800,000 predictions (issue 38 item 3)
+
+
+def _growth_cache(scale: int) -> Path:
+    return Path(f"/tmp/bench_growth_{18_000 * scale}.pkl")
+
+
+def _growth_child(scale: int, build_only: bool = False) -> None:
+    """In a child process: the library path (:func:`pipeline`) once over :func:`build`'s
+    frame at ``scale``, read from its cache (built and cached first when absent, then the
+    process exits: building holds every row as a dict). Prints wall seconds, CPU seconds
+    (user + sys of this process during the path), rows and the peak RSS in kB (``VmHWM``:
+    the input frame included)."""
+    import pickle
+    import resource
+    import time
+
+    path = _growth_cache(scale)
+    if build_only:
+        df = build(scale=scale)
+        with open(path.with_suffix(".tmp"), "wb") as f:
+            pickle.dump(df, f, protocol=5)
+        path.with_suffix(".tmp").replace(path)
+        return
+    with open(path, "rb") as f:
+        df = pickle.load(f)
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    pipeline(df)
+    dt, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    status = Path("/proc/self/status").read_text()
+    peak_kb = int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1))
+    print(dt, cpu, len(df), peak_kb)
+
+
+def _run_growth(scale: int, build_only: bool = False) -> tuple[float, float, int, float]:
+    """Wall seconds, CPU seconds, rows and peak RSS (GB) of a fresh process on one core."""
+    import subprocess
+
+    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).resolve().parents[1])!r}, "
+            f"{str(Path(__file__).resolve().parent)!r}]; import bench_scoring as b; "
+            f"b._growth_child({scale}, {build_only})")  # fmt: skip
+    cmd = [sys.executable, "-c", code]
+    if hasattr(os, "sched_getaffinity"):
+        cmd = ["taskset", "-c", str(min(os.sched_getaffinity(0))), *cmd]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
+    if build_only:
+        return 0.0, 0.0, 0, 0.0
+    return float(out[-4]), float(out[-3]), int(out[-2]), int(out[-1]) * 1024 / 1e9
+
+
+def growth_results(repeats: int = N_RUNS) -> list[dict]:
+    """The library path (score_frame -> ONCU with CIs -> sample means with CIs) at 18,000,
+    180,000 and 1,800,000 predictions, each in a fresh process on one core: wall and CPU
+    seconds (user + sys: on a machine loaded by other work the CPU time is the steadier
+    figure) and peak RSS, the input frame included. ``repeats`` runs at 18k and 180k, one at
+    1.8M (tens of seconds on a loaded machine). Bounds at 1.8M (issue 38 item 3): < 10 s,
+    < 1.5 GB, and linear or better: CPU per prediction at 1.8M at most that at 18k.
+
+    The frames are :func:`build`'s at ``scale`` 1, 10, 100, cached in ``/tmp`` (built once
+    each, in their own process: the 1.8M frame takes minutes).
+    """
+    script = Path(__file__).name
+    out: dict[int, list[tuple[float, float, int, float]]] = {}
+    for scale in GROWTH_SCALES:
+        if not _growth_cache(scale).exists():
+            print(f"building {_growth_cache(scale)} (once) ...")
+            _run_growth(scale, build_only=True)
+        out[scale] = [_run_growth(scale) for _ in range(1 if scale >= 100 else repeats)]
+        for dt, cpu, n, peak in out[scale]:
+            print(f"library path {n:,} predictions: {dt:.2f} s wall, {cpu:.2f} s CPU, "
+                  f"peak RSS {peak:.2f} GB")  # fmt: skip
+    figures = []
+    for scale in GROWTH_SCALES:
+        n = f"{18_000 * scale:,}"
+        big = scale == GROWTH_SCALES[-1]
+        runs = out[scale]
+        figures += [
+            figure(f"library path (score_frame, ONCU + CIs, sample means + CIs), {n} "
+                   "predictions, fresh process, one core: wall", [r[0] for r in runs], "s",
+                   script, bound=GROWTH_BOUND_S if big else None),  # fmt: skip
+            figure(f"library path, {n} predictions: CPU (user + sys)", [r[1] for r in runs],
+                   "s", script),  # fmt: skip
+            figure(f"library path, {n} predictions: peak RSS (VmHWM, input frame included)",
+                   [r[3] for r in runs], "GB", script,
+                   bound=GROWTH_PEAK_GB if big else None),  # fmt: skip
+        ]
+    small = statistics.median(r[1] for r in out[GROWTH_SCALES[0]]) / 18_000
+    large = statistics.median(r[1] for r in out[GROWTH_SCALES[-1]]) / (18_000 * GROWTH_SCALES[-1])
+    figures.append(
+        figure("library path growth: CPU per prediction at 1,800,000 / at 18,000 (<= 1: "
+               "linear or better)", [large / small], "x", script, bound=1.0)  # fmt: skip
+    )
+    return figures
 
 
 # ---------------------------------------------------------------------------- store re-score

@@ -51,6 +51,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.oncu_cis import add_mean_cis as _add_mean_cis
 from core.oncu_cis import add_multinomial_cis as _add_multinomial_cis
@@ -74,8 +76,11 @@ from core.oncu_scaling import (
 )
 from core.oncu_share import SHARED as _SHARED
 from core.oncu_share import cell_ids as _cell_ids
+from core.oncu_share import error_mask as _error_mask
 from core.oncu_share import frame_memo as _memo
-from core.oncu_share import paired_columns, share_frame
+from core.oncu_share import is_error as _is_error  # noqa: F401 (its tests import it here)
+from core.oncu_share import isnan as _isnan
+from core.oncu_share import paired_columns, scoped_memo, share_frame
 from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
 from core.stats import (
     benjamini_hochberg,
@@ -231,9 +236,11 @@ def on_length_grid(df: pd.DataFrame) -> bool:
     present = col[col.notna()]
     if present.empty:
         return True
-    if pd.to_numeric(present, errors="coerce").isna().any():
+    # the distinct values only: a million lengths hold a handful of them
+    values = present.unique()
+    if pd.to_numeric(pd.Series(values), errors="coerce").isna().any():
         return True
-    distinct = present.nunique()
+    distinct = len(values)
     if "instance_id" in df.columns:
         keys = [k for k in ("dataset", "instance_id") if k in df.columns]
         ids, _ = _cell_ids(df, keys, index=False)  # distinct (dataset, instance), NaN equal
@@ -305,14 +312,16 @@ def _applicable(df: pd.DataFrame) -> pd.Series:
     if "oracle_applicable" in df.columns:
         ok &= df["oracle_applicable"].fillna(False).astype(bool)
     if "gold_ids" in df.columns:
-        ok &= df["gold_ids"].map(lambda g: g is not None and not _isnan(g) and len(g) > 0)
+        gold = df["gold_ids"]
+        if isinstance(gold.dtype, pd.ArrowDtype) and pa.types.is_list(gold.dtype.pyarrow_dtype):
+            # an Arrow list column (no Python list per row): its lengths, a null list empty
+            lengths = pc.fill_null(pc.list_value_length(pa.array(gold.array)), 0)
+            ok &= lengths.to_numpy() > 0
+        else:
+            ok &= gold.map(lambda g: g is not None and not _isnan(g) and len(g) > 0)
     elif "n_gold" in df.columns:
         ok &= pd.to_numeric(df["n_gold"], errors="coerce").fillna(0) > 0
     return ok
-
-
-def _isnan(x: object) -> bool:
-    return isinstance(x, float) and math.isnan(x)
 
 
 def _check_field(df: pd.DataFrame, score_field: str) -> None:
@@ -583,6 +592,21 @@ def oncu_summary(
         :data:`SMALL_GROUP` instances), ``small_group_warning`` (most valid groups small) and
         ``coarser_group_key`` (:func:`coarser_group_key` when any row warns, else None).
     """
+    with scoped_memo(df):  # the key columns factorized once for every grouping below
+        return _oncu_summary(df, score_field, group_key, conditions, n_resamples, seed, level, ci)
+
+
+def _oncu_summary(
+    df: pd.DataFrame,
+    score_field: str,
+    group_key: Sequence[str],
+    conditions: Sequence[str],
+    n_resamples: int,
+    seed: int,
+    level: float,
+    ci: bool,
+) -> pd.DataFrame:
+    """:func:`oncu_summary` computed."""
     groups = oncu_groups(df, score_field, group_key)
     rule = resolve_length_cell(df, group_key)
     resolved = [
@@ -738,8 +762,9 @@ def sample_level_means(
         ``multinomial`` or, where a column needed bins, ``multinomial-binned``).
     """
     memo_key = ("sample_level_means", ci, n_resamples, seed, level, ci_method)
-    return _memo(df, memo_key, lambda: _sample_level_means(df, ci, n_resamples, seed, level,
-                                                           ci_method))  # fmt: skip
+    with scoped_memo(df):
+        return _memo(df, memo_key, lambda: _sample_level_means(df, ci, n_resamples, seed, level,
+                                                               ci_method))  # fmt: skip
 
 
 def _sample_level_means(
@@ -816,22 +841,6 @@ def _sample_level_means(
             _add_multinomial_cis(rows[g], [col[bounds[g] : bounds[g + 1]] for col in cols],
                                  scores, n_resamples, seed, level)  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def _error_mask(col: pd.Series) -> np.ndarray:
-    """:func:`_is_error` of each cell of ``col`` (a bool array); missing cells are not read."""
-    out = np.zeros(len(col), dtype=bool)
-    present = col.notna().to_numpy()
-    if present.any():
-        out[present] = np.fromiter((_is_error(x) for x in col[present]), dtype=bool,
-                                   count=int(present.sum()))  # fmt: skip
-    return out
-
-
-def _is_error(x: object) -> bool:
-    if x is None or x is pd.NA or _isnan(x):
-        return False
-    return bool(x.strip()) if isinstance(x, str) else bool(x)
 
 
 def condition_contrast(

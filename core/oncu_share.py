@@ -10,8 +10,10 @@ computed every time (nothing is kept).
 
 from __future__ import annotations
 
+import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -19,7 +21,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["SHARED", "cell_ids", "frame_memo", "paired_columns", "share_frame", "sorted_codes"]
+__all__ = [
+    "SHARED",
+    "cell_ids",
+    "error_mask",
+    "frame_memo",
+    "is_error",
+    "isnan",
+    "paired_columns",
+    "scoped_memo",
+    "share_frame",
+    "sorted_codes",
+]
 
 #: Frames handed out read-only by a view cache: id -> {key: value}.
 SHARED: dict[int, dict[tuple, Any]] = {}
@@ -40,6 +53,25 @@ def share_frame(df: pd.DataFrame) -> pd.DataFrame:
         SHARED[key] = {}
         weakref.finalize(df, SHARED.pop, key, None)
     return df
+
+
+@contextmanager
+def scoped_memo(df: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    """``df`` shared for the duration of one computation that does not modify it.
+
+    Its key columns are factorized once for all the groupings of the computation (an ONCU
+    summary groups the same columns half a dozen ways); the memo is dropped on leaving. A
+    frame already shared (:func:`share_frame`) keeps its own memo.
+    """
+    key = id(df)
+    if key in SHARED:
+        yield df
+        return
+    SHARED[key] = {}
+    try:
+        yield df
+    finally:
+        SHARED.pop(key, None)
 
 
 def frame_memo(df: pd.DataFrame, key: tuple, compute: Callable[[], T]) -> T:
@@ -195,3 +227,25 @@ def _pair_layout(
         unit_of_pair[ids] = uid  # every row of a pair has its unit
         unit_keys = [k if isinstance(k, tuple) else (k,) for k in index]
     return pair, n_pairs, unit_of_pair, unit_keys, (codes, np.asarray(names, dtype=object))
+
+
+def isnan(x: object) -> bool:
+    """Whether ``x`` is a float NaN."""
+    return isinstance(x, float) and math.isnan(x)
+
+
+def error_mask(col: pd.Series) -> np.ndarray:
+    """:func:`is_error` of each cell of ``col`` (a bool array); missing cells are not read."""
+    out = np.zeros(len(col), dtype=bool)
+    present = col.notna().to_numpy()
+    if present.any():
+        out[present] = np.fromiter((is_error(x) for x in col[present]), dtype=bool,
+                                   count=int(present.sum()))  # fmt: skip
+    return out
+
+
+def is_error(x: object) -> bool:
+    """Whether an ``error`` / ``parse_error`` cell is set: text that is not blank, or truthy."""
+    if x is None or x is pd.NA or isnan(x):
+        return False
+    return bool(x.strip()) if isinstance(x, str) else bool(x)

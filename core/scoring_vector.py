@@ -833,6 +833,10 @@ def _title_grounding(
         return np.where(n_c > 0, count / np.maximum(n_c, 1), 0.0)
 
 
+#: Rows of one part of :func:`score_inputs`'s answer scores.
+ANSWER_ROWS = 1 << 18
+
+
 def score_inputs(
     inp: ScoreInputs,
     correct_field: str = "em_strict",
@@ -853,8 +857,12 @@ def score_inputs(
     answered = np.flatnonzero(scored & ~inp.parse)
     if len(answered):
         forms = AnswerForms() if forms is None else forms
-        for k, vals in _answer_scores(inp, answered, forms).items():
-            out[k][answered] = vals
+        # in parts of ANSWER_ROWS rows, as a re-score's batches: each row's scores are its
+        # own (one forms object, each distinct string normalized once), and the temporaries
+        # of the part (string ids, form ids, pair F1s: about 300 bytes a row) stay bounded
+        for part in np.array_split(answered, -(-len(answered) // ANSWER_ROWS)):
+            for k, vals in _answer_scores(inp, part, forms).items():
+                out[k][part] = vals
     ev = _evidence(inp, scored, inp.parse)
     for k in EVIDENCE_SCORES:
         out[k] = np.where(scored, ev[k], np.nan)
