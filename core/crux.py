@@ -56,7 +56,7 @@ import pandas as pd
 
 from core.crux_ndcg import ALPHA, alpha_ndcg, alpha_ndcg_topics
 from core.parsing import parse_reply
-from core.retrieval import Chunk, chunk_instance, rank_chunks
+from core.retrieval import Chunk, chunk_instance, rank_chunks, rankable
 from core.stats import bootstrap_means
 from core.store import Store
 from core.types import Instance
@@ -383,6 +383,10 @@ class CruxResult:
         k_required: whether ``k = |Z*|`` contexts were scored.
         discarded: judged sub-questions no gold passage answers, left out (over the
             instances), and ``distractor_only`` of them some non-gold passage answers.
+        no_text: instances without passage text (imported results), not ranked: their
+            coverage would read 1.0 over a corpus of empty gold-only passages; the aggregate
+            repeats the count in ``n_no_text`` and the reason in ``missing``.
+        missing: why they are left out, with the count (None when none is).
     """
 
     per_context: pd.DataFrame
@@ -393,12 +397,20 @@ class CruxResult:
     k_required: bool = False
     discarded: int = 0
     distractor_only: int = 0
+    no_text: int = 0
+    missing: str | None = None
 
     @property
     def note(self) -> str:
-        """Where answerability came from, with counts (:func:`answerability_note`)."""
-        return answerability_note(self.answerability_counts, self.eta, self.discarded,
+        """Where answerability came from, with counts (:func:`answerability_note`).
+
+        Led by the instances left out for want of passage text, when any.
+        """
+        said = answerability_note(self.answerability_counts, self.eta, self.discarded,
                                   self.distractor_only)  # fmt: skip
+        if not self.missing:
+            return said
+        return f"Missing: {self.missing}." + ("" if said == "No instances." else f" {said}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN -> None) of the aggregate and the per-context rows."""
@@ -412,6 +424,8 @@ class CruxResult:
             "k_required": self.k_required,
             "discarded": self.discarded,
             "distractor_only": self.distractor_only,
+            "n_no_text": self.no_text,
+            "missing": self.missing,
             "aggregate": _records(self.aggregate),
             "per_context": _records(self.per_context),
         }
@@ -549,6 +563,8 @@ def crux_evaluate(
     if not rets:
         raise ValueError("no retriever given")
     judged = dict(answerability or {})
+    # no passage text (imported results): nothing to rank, counted instead of scored 1.0
+    instances, no_text, missing = rankable(instances)
     rows: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     dropped = [0, 0]  # discarded sub-questions, those a non-gold passage answers
@@ -585,10 +601,13 @@ def crux_evaluate(
     per = pd.DataFrame(rows)
     sources = set(counts)
     source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
+    agg = _aggregate(per, rets, labels, n_resamples, seed)
+    agg["n_no_text"], agg["missing"] = no_text, missing
+    if missing and not instances:  # nothing ranked: no answerability to name
+        agg["answerability"] = "none"
     return CruxResult(
-        per, _aggregate(per, rets, labels, n_resamples, seed), source, eta=eta,
-        answerability_counts=counts, k_required=k_required, discarded=dropped[0],
-        distractor_only=dropped[1],
+        per, agg, source, eta=eta, answerability_counts=counts, k_required=k_required,
+        discarded=dropped[0], distractor_only=dropped[1], no_text=no_text, missing=missing,
     )  # fmt: skip
 
 

@@ -42,7 +42,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -87,16 +87,19 @@ __all__ = [
     "EmbeddingCache",
     "MemoryEmbeddingCache",
     "OVERLAP",
+    "NO_TEXT_REASON",
     "ParamInfo",
     "RankedChunk",
     "RetrieverSpec",
     "TOP_K",
     "chunk_instance",
     "dense_model",
+    "has_passage_text",
     "lexical_tokens",
     "list_retrievers",
     "parse_retrieval_condition",
     "rank_chunks",
+    "rankable",
     "check_rerank_pool",
     "default_rerank_model",
     "register_reranker",
@@ -892,6 +895,39 @@ def parse_retrieval_condition(condition_id: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- diagnostics
+
+#: Why a ranking of an instance without passage text is not a measurement (a dataset built
+#: from a results file keeps ids, gold answers and metadata only): its passages are empty, so
+#: every chunk is a bare marker and a gold-only corpus would read recall = coverage = 1.
+NO_TEXT_REASON = "no passage text in this dataset: imported results"
+
+
+def has_passage_text(instance: Instance) -> bool:
+    """Whether ``instance`` has any passage text to rank (not only ids and empty passages)."""
+    return any(p.text.strip() for p in instance.passages)
+
+
+def rankable(instances: Iterable[Instance]) -> tuple[list[Instance], int, str | None]:
+    """``(instances with passage text, how many lack it, why they are left out or None)``.
+
+    A retrieval audit or CRUX coverage over an instance without passage text would rank empty
+    passages and report the gold-only corpus as fully recalled: such instances are left out
+    and counted, and the reason (:data:`NO_TEXT_REASON`, with the count) is said wherever the
+    numbers are shown.
+    """
+    keep, missing = [], 0
+    for inst in instances:
+        if has_passage_text(inst):
+            keep.append(inst)
+        else:
+            missing += 1
+    if not missing:
+        return keep, 0, None
+    total = len(keep) + missing
+    whom = f"all {total} instances" if not keep else f"{missing} of {total} instances"
+    return keep, missing, (f"{NO_TEXT_REASON} ({whom} have no passage text to rank: left out, "
+                           "counted in n_no_text)")  # fmt: skip
+
 
 
 def retrieval_diagnostics(instance: Instance, ranked: Sequence[RankedChunk]) -> dict[str, Any]:

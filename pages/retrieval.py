@@ -4,8 +4,9 @@ import streamlit as st
 
 from core.catalog import figure_names, table_names
 from core.figures.fanin import CRUX_K_REQUIRED, ETA
-from core.figures.retrieval import OFFERED_KS
+from core.figures.retrieval import OFFERED_KS, missing_note
 from core.retrieval import list_retrievers
+from core.views import selection_to_json
 from core.views.case import md_escape
 from core.views.judged import CRUX_COVERAGE_RUBRIC, METRIC_NAMES, crux_answer_tables, has_judge_runs
 from pages.common import (
@@ -36,6 +37,13 @@ elif retrievers and ks:
     sel = with_options(selection, retrievers=sorted(retrievers), ks=sorted(ks))
     if embeddings_ready(sel):
         with st.spinner("Ranking chunks ..."):
+            try:  # instances without passage text (imported results): said, with the count
+                note = missing_note(cached_call("table", name="retrieval_grid",
+                                                sel=selection_to_json(sel)))  # fmt: skip
+            except ValueError:  # said by the figure below
+                note = None
+            if note:
+                st.warning(f"Missing: {md_escape(note)}")
             show_figure("retrieval_curves", sel, drill=False)
             show_table("retrieval_grid", sel)
 has_crux = "crux_coverage" in figure_names() or "crux_table" in table_names()

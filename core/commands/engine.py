@@ -31,7 +31,6 @@ from typing import Any, TextIO
 from core.backends import make_backend, server_status
 from core.backends.endpoints import total_concurrency
 from core.commands import Groups, add_db, open_store, print_json, split_csv
-from core.conditions import retrieval_audit
 from core.dense_fill import dense_model_id
 from core.engine_limits import TIMEOUT, cap_concurrency
 from core.jsonable import json_plain
@@ -52,6 +51,7 @@ from core.runs import run_conditions
 from core.store import Store
 from core.store.embeddings import StoreEmbeddingCache
 from core.views.common import error_digest
+from core.views.retrieval import audit_with_text
 
 __all__ = [
     "ProgressBar", "add_backend_args", "backend_from_args", "choose_backend", "drive_run",
@@ -344,13 +344,12 @@ def retrieval_report(
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
     vectors = StoreEmbeddingCache(store, dense_model_id())  # dense vectors kept for reuse
-    audit = retrieval_audit(
-        store.load_instances(dataset), retrievers, ks, chunk_size=chunk_size, overlap=overlap,
-        embedding_cache=vectors,
-    )  # fmt: skip
+    # instances without passage text (imported results) are counted in n_no_text, not ranked
+    _, agg = audit_with_text(store.load_instances(dataset), retrievers, ks, chunk_size, overlap,
+                             vectors)  # fmt: skip
     vectors.flush()
     rows = []
-    for row in audit.aggregate.to_dict("records"):
+    for row in agg.to_dict("records"):
         row = {"dataset": dataset, "chunk_size": chunk_size, "overlap": overlap, **row}
         rows.append(
             {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
@@ -376,13 +375,16 @@ def _cmd_report_retrieval(args: argparse.Namespace) -> int:
     )
     for r in rows:
         cells = [
-            f"{r[m]:.3f}" if r[m] is not None else "--"
-            for m in ("recall", "full_chain_coverage", "evidence_f1", "distractor_rate")
-        ]
+            f"{r[m]:.{2 if m == 'passages_per_context' else 3}f}" if r[m] is not None else "--"
+            for m in ("recall", "full_chain_coverage", "evidence_f1", "distractor_rate",
+                      "passages_per_context")
+        ]  # fmt: skip
         print(
             f"{r['retriever']:10} {r['k']:>3} {cells[0]:>7} {cells[1]:>7} {cells[2]:>7} "
-            f"{cells[3]:>7} {r['passages_per_context']:>8.2f} {r['n_instances']:>5}"
+            f"{cells[3]:>7} {cells[4]:>8} {r['n_instances']:>5}"
         )
+    if rows and rows[0]["missing"]:  # instances without passage text: not ranked
+        print(f"missing: {rows[0]['missing']}")
     return 0
 
 

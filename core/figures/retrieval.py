@@ -14,13 +14,15 @@ audited). The dataset is ``selection.dataset``, else the dataset of the first se
 
 from __future__ import annotations
 
+import html
+import textwrap
 from dataclasses import replace
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures import color_for, titled
+from core.figures import color_for, empty_figure, titled
 from core.params import Param
 from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
 
@@ -35,6 +37,7 @@ __all__ = [
     "OVERLAP",
     "RETRIEVAL_METRICS",
     "RETRIEVERS",
+    "missing_note",
     "retrieval_curves_figure",
     "retrieval_grid_table",
 ]
@@ -80,9 +83,29 @@ def retrieval_grid_table(frames: Frames) -> pd.DataFrame:
 
 
 
+def missing_note(agg: pd.DataFrame) -> str | None:
+    """Why instances were left out of the audit (no passage text), with the count; else None."""
+    if "missing" not in agg.columns:
+        return None
+    reasons = agg["missing"].dropna()
+    return str(reasons.iloc[0]) if len(reasons) else None
+
+
+def _wrapped(text: str, width: int = 100) -> str:
+    return "<br>".join(textwrap.wrap(html.escape(text), width))
+
+
 def retrieval_curves_figure(frames: Frames) -> tuple[go.Figure, pd.DataFrame]:
-    """Three panels (recall, full-chain coverage, distractor rate) against k per retriever."""
+    """Three panels (recall, full-chain coverage, distractor rate) against k per retriever.
+
+    Instances without passage text are not ranked (:func:`core.views.retrieval.audit_with_text`):
+    with none left the figure says why instead of drawing; otherwise a note under the panels
+    counts them.
+    """
     agg = retrieval_grid_table(frames)
+    note = missing_note(agg)
+    if note and len(agg) and not agg["n_instances"].any():
+        return empty_figure(_wrapped(f"Missing: {note}")), agg
     fig = make_subplots(rows=1, cols=3, subplot_titles=list(RETRIEVAL_METRICS.values()))
     names = list(agg["retriever"].unique())
     for name, d in agg.groupby("retriever", sort=False):
@@ -101,4 +124,10 @@ def retrieval_curves_figure(frames: Frames) -> tuple[go.Figure, pd.DataFrame]:
     fig.update_yaxes(range=[0, 1.05])
     fig.update_layout(legend_title_text="retriever", margin={"t": 40})
     titled(fig, y="mean over instances")
+    if note:
+        text = _wrapped(f"Left out: {note}", 130)
+        fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.0,
+                           y=-0.25, xanchor="left", yanchor="top", align="left",
+                           font={"size": 11})  # fmt: skip
+        fig.update_layout(margin={"b": 80 + 16 * (text.count("<br>") + 1)})
     return fig, agg

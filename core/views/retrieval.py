@@ -14,13 +14,20 @@ from core.figures.retrieval import (
     OVERLAP,
     RETRIEVERS,
 )
-from core.retrieval import text_sha256
+from core.retrieval import EmbeddingCache, rankable, text_sha256
 from core.selection import Selection, option
 from core.store import Store
 from core.store.embeddings import StoreEmbeddingCache
+from core.types import Instance
 from core.views.common import apply_filters, cached
 
-__all__ = ["audit_dataset", "dense_todo", "embedding_cache", "retrieval_audit_frames"]
+__all__ = [
+    "audit_dataset",
+    "audit_with_text",
+    "dense_todo",
+    "embedding_cache",
+    "retrieval_audit_frames",
+]
 
 #: Retriever families that embed texts with the dense model.
 DENSE_FAMILIES = ("dense", "hybrid")
@@ -35,6 +42,33 @@ def audit_dataset(store: Store, selection: Selection) -> str | None:
         return None if row is None else row.get("dataset_id")
     names = store.dataset_names()
     return names[0] if names else None
+
+
+def audit_with_text(
+    instances: list[Instance],
+    retrievers: tuple[str, ...] | list[str],
+    ks: tuple[int, ...] | list[int],
+    chunk_size: int,
+    overlap: int,
+    embedding_cache: EmbeddingCache | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`core.conditions.retrieval_audit` of the instances with passage text.
+
+    Instances without passage text (a dataset imported from results files) are not ranked:
+    ranking their empty passages would report recall = coverage = 1 that nobody measured.
+    The aggregate counts them in ``n_no_text`` and says why in ``missing``
+    (:func:`core.retrieval.rankable`; None when every instance was audited); with none left
+    its metric columns are NaN (``n_instances`` 0).
+    """
+    keep, n_missing, reason = rankable(instances)
+    audit = retrieval_audit(
+        keep, retrievers=retrievers, ks=ks, chunk_size=chunk_size, overlap=overlap,
+        embedding_cache=embedding_cache,
+    )  # fmt: skip
+    agg = audit.aggregate.copy()
+    agg["n_no_text"] = n_missing
+    agg["missing"] = reason
+    return audit.per_instance, agg
 
 
 def retrieval_audit_frames(store: Store, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -66,12 +100,9 @@ def retrieval_audit_frames(store: Store, selection: Selection) -> tuple[pd.DataF
         vectors = embedding_cache(store)
         if set(retrievers) & set(DENSE_FAMILIES):  # one store read for every stored vector
             vectors.get_many(text_sha256(t) for t in dense_texts(instances, chunk_size, overlap))
-        audit = retrieval_audit(
-            instances, retrievers=retrievers, ks=every_k, chunk_size=chunk_size,
-            overlap=overlap, embedding_cache=vectors,
-        )  # fmt: skip
+        frames = audit_with_text(instances, retrievers, every_k, chunk_size, overlap, vectors)
         vectors.flush()  # vectors embedded during the ranking (e.g. iterative queries)
-        return audit.per_instance, audit.aggregate
+        return frames
 
     key = (name, filters, cap, retrievers, chunk_size, overlap, every_k)
     per, agg = cached(store, "retrieval", key, build)
@@ -109,6 +140,6 @@ def dense_todo(store: Store, selection: Selection) -> tuple[list[str], int]:
     name = audit_dataset(store, selection)
     if name is None:
         return [], 0
-    instances = _audit_instances(store, selection, name)
+    instances = rankable(_audit_instances(store, selection, name))[0]
     texts = dense_texts(instances, option(selection, CHUNK_SIZE), option(selection, OVERLAP))
     return missing_texts(texts, embedding_cache(store)), len(texts)
