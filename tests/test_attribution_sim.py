@@ -53,7 +53,7 @@ def _run(stub, db, capsys, name, ablations, needs):
     return json.loads(capsys.readouterr().out)
 
 
-def _check(rep, needs: set[str]) -> None:
+def _check(rep, needs: set[str]) -> tuple[int, int, int]:
     by: dict[str, dict[str, dict]] = {}
     for p in rep["passages"]:
         by.setdefault(p["instance_id"], {})[p["passage_id"]] = p
@@ -71,6 +71,7 @@ def _check(rep, needs: set[str]) -> None:
     assert good >= 0.95 * N, f"{good} of {N} instances recover {sorted(needs)}"
     assert excluded <= 0.10 * ignored, f"{excluded} of {ignored} ignored passages 'causal'"
     assert rep["calls"]["failed"] == 0 and rep["n_fitted"] == N
+    return good, excluded, ignored
 
 
 @pytest.mark.timeout(900)
@@ -81,13 +82,17 @@ def test_known_readers_are_recovered_through_the_cli(stub, tmp_path, capsys):
     store.write_dataset(_dataset("both", ("p0001", "p0004")))
 
     one = _run(stub, db, capsys, "one", 32, {"p0002"})
-    _check(one, {"p0002"})
+    seen = {"one": _check(one, {"p0002"})}
     # the reader's cited ids are empty: nothing is cited, every causal passage is uncited
     cells = one["cited_vs_causal"]["cells"]
     assert cells["cited_causal"] == 0 and cells["not_cited_causal"] >= 95
     assert one["gold_reliance"]["overall"]["mean"] > 0.95
 
     both = _run(stub, db, capsys, "both", 64, {"p0001", "p0004"})
-    _check(both, {"p0001", "p0004"})
+    seen["both"] = _check(both, {"p0001", "p0004"})
+    with capsys.disabled():  # the figures, for the record (pytest -s shows them)
+        for name, (good, excluded, ignored) in seen.items():
+            print(f"\nreader {name}: {good}/{N} instances recovered; ignored passages with a "
+                  f"CI excluding 0: {excluded}/{ignored}")
     # one extra call per k: dropping the two needed passages loses the answer
     assert both["top_drop"]["2"] == pytest.approx(1.0)
