@@ -47,8 +47,11 @@ over 64 MiB are refused, and it stops by itself on exit from the ``with`` block 
 handlers are released at once).
 
 It can also run as its own process, so a benchmark's client and server do not share one
-interpreter lock: ``python tests/model_stub.py [--port 0] [--latency 0.05] [--model NAME]``
-prints its URL on the first line of stdout and serves until stdin closes or it is killed.
+interpreter lock: ``python tests/model_stub.py [--port 0] [--latency 0.05] [--model NAME]
+[--workers 64]`` prints its URL on the first line of stdout and serves until stdin closes or
+it is killed. ``--workers`` (``max_workers``) bounds the requests answered at once: a bench
+at client concurrency c gives the stub at least 2c, so the figure measures the client, not
+the stub (issue 38 item 4).
 """
 
 from __future__ import annotations
@@ -179,7 +182,10 @@ class ModelStub:
         context_length: int = 131072,
         version: str = "0.12.11",
     ):
+        if int(max_workers) < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self.latency_s = float(latency_s)
+        self.max_workers = int(max_workers)
         self.model = model
         self.digest = digest
         self.stall_s = float(stall_s)
@@ -204,7 +210,7 @@ class ModelStub:
         self._tokens: dict[str, int] = {}  # prompt token counts, as remembered as replies
         self._entries: dict[tuple, list[dict[str, Any]]] = {}  # log-probabilities per reply
         self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(max_workers)
+        self._slots = threading.BoundedSemaphore(self.max_workers)
         self._stop = threading.Event()
         self._num_ctx: int | None = None
         self._server: ThreadingHTTPServer | None = None
@@ -657,8 +663,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port (0: a free one)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per chat answer")
     parser.add_argument("--model", default="stub-model", help="the model name served")
+    parser.add_argument("--workers", type=int, default=64,
+                        help="requests answered at once (max_workers; default 64)")  # fmt: skip
     args = parser.parse_args(argv)
-    stub = ModelStub(latency_s=args.latency, model=args.model).start(args.port)
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
+    stub = ModelStub(latency_s=args.latency, model=args.model, max_workers=args.workers)
+    stub.start(args.port)
     with stub:
         print(stub.url, flush=True)
         try:
