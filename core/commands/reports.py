@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.commands import Groups, add_db, open_store, print_json, split_csv
+from core.commands import Groups, add_db, add_with_runs, open_store, print_json, split_csv
 from core.jsonable import json_plain
 from core.oncu import (
     DEFAULT_GROUP_KEY,
@@ -202,7 +202,7 @@ def _cmd_import_results(args: argparse.Namespace) -> int:
         try:
             res = import_results(
                 store, group, name=name, fmt=args.format, dataset=args.dataset,
-                replace=args.replace,
+                replace=args.replace, with_runs=args.with_runs,
             )  # fmt: skip
         except (DataError, StoreError, ValueError) as exc:
             if not done:
@@ -225,6 +225,14 @@ def _cmd_score(args: argparse.Namespace) -> int:
     runs = store.resolve_runs(args.run)
     n = score_runs(store, runs)
     print(f"re-scored {n} predictions of {len(runs)} run(s): {', '.join(runs)}")
+    for run in store.changed_runs():  # issue 35 item 1: never re-based silently
+        if run["run_id"] in runs:
+            print(
+                f"warning: run '{run['run_id']}': {run['why']} (dataset "
+                f"'{run['dataset_id']}'); its predictions were made on other instances or "
+                "gold than the ones it is now scored against",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -455,6 +463,7 @@ def register(groups: Groups) -> None:
     )
     imp.add_argument("--dataset", help="attach to this stored dataset instead of creating one")
     imp.add_argument("--replace", action="store_true", help="replace runs of the same name")
+    add_with_runs(imp)
     add_db(imp)
     imp.set_defaults(handler=_cmd_import_results)
 
