@@ -206,11 +206,12 @@ def test_a_sqlite_file_never_makes_duckdb_load_an_extension(good_store, tmp_path
     assert not (home / ".duckdb").exists()
 
 
-def test_a_missing_store_is_still_created(tmp_path, capsys):
+def test_a_missing_store_is_not_created_by_a_read_command(tmp_path, capsys):
+    """Issue 36 item 8 (it was created): a command that only reads names the missing path."""
     db = tmp_path / "sub" / "new.duckdb"
-    assert main(["datasets", "--db", str(db)]) == 0
-    assert "no datasets in" in capsys.readouterr().out
-    assert db.exists() and Store(db).dataset_names() == []
+    assert main(["datasets", "--db", str(db)]) == 1
+    assert "no such store" in capsys.readouterr().err
+    assert not (tmp_path / "sub").exists()
 
 
 def test_a_checksum_error_while_reading_becomes_the_one_line_error(tmp_path):

@@ -163,3 +163,18 @@ def test_color_for_is_stable_and_distinct_for_up_to_eight_names():
     assert color_for("gpt-4o", "run", ["gpt-4o"]) == alone
     # sha1, not hash(): the same in every process (hand-checked value)
     assert color_for("a") == "#D55E00"
+
+
+def test_nine_to_sixteen_series_of_one_figure_keep_distinct_colours():
+    """Issue 36 item 5: the Interventions chart's nine comparisons (``replace:easy`` and
+    ``zero_retrieval`` shared green) get nine colours, the same in every figure of that set."""
+    from core.figures import MORE_COLORS, _assign
+
+    labels = ["original", "remove", "replace:easy", "replace:medium", "replace:hard",
+              "duplicate:end", "zero_retrieval", "two_support", "duplicate:front"]  # fmt: skip
+    got = _assign(labels)
+    assert len(set(got.values())) == 9
+    assert got["zero_retrieval"] != got["replace:easy"]
+    sixteen = _assign([f"s{i}" for i in range(16)])
+    assert len(set(sixteen.values())) == 16 and set(MORE_COLORS) <= set(sixteen.values())
+    assert _assign(reversed(labels)) == got

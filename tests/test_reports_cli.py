@@ -186,6 +186,7 @@ def test_hand_computed_oncu_on_another_file(tmp_path):
 
 def test_report_errors_are_one_line(tmp_path):
     db = tmp_path / "e.duckdb"
+    Store(db).schema_version()  # an empty store (a missing one is its own error)
     res = run_cli("report", "oncu", "--db", db, "--run", "nope")
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "no runs matching 'nope'" in (
         res.stderr

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.store import Store, default_db_path
+from core.store import Store, StoreError, default_db_path
+from core.store.connection import missing_store_message
 from core.store.datasets import WITH_RUNS
 
 __all__ = [
@@ -69,9 +70,27 @@ def add_with_runs(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+#: Commands that only read the store: a missing ``--db`` is an error, never created (issue 36
+#: item 8). ``(command, action)``; action None: every action of the command.
+READ_ONLY_COMMANDS = {("datasets", None), ("report", None), ("export", None),
+                      ("store", "export")}  # fmt: skip
+
+
 def open_store(args: argparse.Namespace) -> Store:
-    """The store named by ``--db`` (default: ``$EVIDENCE_DB``, else data/evidence.duckdb)."""
-    return Store(args.db if args.db is not None else default_db_path())
+    """The store named by ``--db`` (default: ``$EVIDENCE_DB``, else data/evidence.duckdb).
+
+    Raises:
+        StoreError: a command that only reads (:data:`READ_ONLY_COMMANDS`) was given a path
+            that does not exist: one line naming it and the closest store of its folder;
+            nothing is created.
+    """
+    path = Path(args.db if args.db is not None else default_db_path()).expanduser()
+    command = getattr(args, "command", None)
+    reads = (command, None) in READ_ONLY_COMMANDS or (
+        command, getattr(args, "store_command", None)) in READ_ONLY_COMMANDS
+    if reads and not path.exists():
+        raise StoreError(missing_store_message(path))
+    return Store(path)
 
 
 def print_json(obj: Any) -> None:

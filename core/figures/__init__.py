@@ -170,6 +170,11 @@ RETRIEVER_COLORS = {
 }
 #: Names hash into these first; yellow (weak on white) is taken only when all seven are used.
 _HASHED = tuple(c for c in OKABE_ITO if c != YELLOW)
+#: Colours for the ninth to sixteenth name of one figure (Paul Tol's muted scheme, distinct
+#: from Okabe–Ito): a figure's series never share a colour below seventeen names (issue 36
+#: item 5: ``replace:easy`` and ``zero_retrieval`` were both green).
+MORE_COLORS = ("#332288", "#117733", "#44AA99", "#88CCEE", "#DDCC77", "#AA4499", "#882255",
+               "#999933")  # fmt: skip
 
 
 def _slot(key: str) -> int:
@@ -181,15 +186,20 @@ def _assign(names: Iterable[str]) -> dict[str, str]:
     """Colours of ``names``: each its hash slot, or the next free one when taken.
 
     Names are placed in sorted order, so the result depends only on the set of names.
-    Up to eight names get eight different colours (yellow last); beyond eight they repeat.
+    Up to eight names get eight different colours (yellow last); the next eight get
+    :data:`MORE_COLORS`; beyond sixteen they repeat.
     """
     out: dict[str, str] = {}
     taken: set[str] = set()
+    extra = 0
     for name in sorted(set(names)):
-        if len(taken) >= len(OKABE_ITO):
-            taken = set()
+        if len(taken) >= len(OKABE_ITO) + len(MORE_COLORS):
+            taken, extra = set(), 0
         free = [c for c in _HASHED if c not in taken]
-        if not free:
+        if not free and YELLOW in taken:
+            color = MORE_COLORS[extra % len(MORE_COLORS)]
+            extra += 1
+        elif not free:
             color = YELLOW
         else:
             start = _slot(name)

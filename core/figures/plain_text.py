@@ -29,9 +29,18 @@ _DATA_PROPS = ("x", "y", "text", "hovertext", "customdata", "labels", "name", "l
 _LINKS = re.compile(r"<(?=\s*/?\s*(a|span)\b)", re.IGNORECASE)
 
 
+#: Every ``<`` but the one of a line break (``<br>``, ``<br/>``, ``<br />``).
+_TAG = re.compile(r"<(?!br\s*/?>)", re.IGNORECASE)
+
+
 def plain_label(text: str) -> str:
-    """``text`` with a WORD JOINER after each ``<``: drawn as typed, never as a tag."""
-    return text.replace("<", "<" + JOINER) if "<" in text else text
+    """``text`` with a WORD JOINER after each ``<``: drawn as typed, never as a tag.
+
+    A line break (``<br>``) is left to break the line: the figures' own labels and hover
+    texts use it (issue 36 item 5: "No<br>evidence" was drawn literally), and a line break
+    from data neither links nor restyles anything.
+    """
+    return _TAG.sub("<" + JOINER, text) if "<" in text else text
 
 
 def unplain(value: Any) -> Any:

@@ -9,6 +9,7 @@ parts (datasets, runs, records, analysis) build on it.
 from __future__ import annotations
 
 import atexit
+import difflib
 import itertools
 import os
 import random
@@ -94,6 +95,25 @@ def unreadable_store_error(path: str | os.PathLike[str], exc: BaseException) -> 
                 reason = "an empty file of 0 bytes; delete it to start a new store"
             return _unreadable(Path(path), reason)
     return None
+
+
+def missing_store_message(path: str | os.PathLike[str]) -> str:
+    """One line for a store path that does not exist.
+
+    It names the path, and the closest existing ``.duckdb`` file of its folder when there is
+    one (or says that the folder does not exist either).
+    """
+    target = Path(path).expanduser()
+    folder = target.parent
+    if not folder.is_dir():
+        return f"no such store: {target} (its folder {folder} does not exist; nothing created)"
+    try:
+        near = sorted(p.name for p in folder.glob("*.duckdb") if p.is_file())
+    except OSError:
+        near = []
+    best = difflib.get_close_matches(target.name, near, n=1, cutoff=0.0)
+    hint = f"; the closest in that folder is {folder / best[0]}" if best else ""
+    return f"no such store: {target}{hint} (nothing created)"
 
 
 def _size(path: Path) -> int:
@@ -453,7 +473,11 @@ class StoreBase:
         read_only: bool,
         opener: Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]],
     ) -> None:
-        """Before an open: a read-only open of a missing file creates an empty store first."""
+        """Before an open: a read-only open of a missing file creates an empty store first.
+
+        (A command that only reads refuses a missing path before it opens anything:
+        :func:`core.commands.open_store` with :func:`missing_store_message`.)
+        """
         if read_only and not self.path.exists():
             with opener(read_only=False):
                 pass
