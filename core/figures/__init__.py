@@ -100,7 +100,10 @@ def steady_axes(fig: go.Figure, min_span: float = MIN_SPAN) -> go.Figure:
             continue
         if high - low < min_span:
             mid = round((low + high) / 2 / min_span) * min_span
-            fig.layout[axis].update(range=[mid - min_span, mid + min_span], exponentformat="none")
+            # a quarter step beyond the end ticks: a tick label is not on the plot's edge,
+            # where a facet's title sits
+            half = 1.25 * min_span
+            fig.layout[axis].update(range=[mid - half, mid + half], exponentformat="none")
     return fig
 
 
