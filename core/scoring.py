@@ -235,7 +235,8 @@ def evidence_scores(
     F1 their harmonic mean (0 when both are 0); citation_grounding = 1 if any overlap;
     title_grounding (CUE-R eq. 11) = fraction of cited ids whose title is a gold support title
     (0 if none cited). Every score is NaN when ``gold`` is empty (nothing to score against);
-    title_grounding is NaN when ``titles`` is None.
+    title_grounding is NaN when ``titles`` is None or no gold support title is known (an empty
+    title is none: imported passages carry ``''``, which would make it equal precision).
 
     Args:
         cited: ids the model cited (duplicates ignored).
@@ -254,8 +255,11 @@ def evidence_scores(
         tg = math.nan
     else:
         support = set(gold_titles) if gold_titles is not None else {titles.get(x) for x in g}
-        support.discard(None)
-        tg = sum(titles.get(x) in support for x in c) / len(c) if c else 0.0
+        support = {t for t in support if t is not None and str(t).strip()}  # '' is no title
+        if not support:  # gold passages without titles: nothing to ground against
+            tg = math.nan
+        else:
+            tg = sum(titles.get(x) in support for x in c) / len(c) if c else 0.0
     return {
         "ev_precision": precision,
         "ev_recall": recall,

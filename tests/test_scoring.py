@@ -244,7 +244,7 @@ def test_evidence_scores_ids():
 
 
 def test_evidence_scores_nothing_cited_and_empty_gold():
-    ev = evidence_scores([], ["p1"], titles={})
+    ev = evidence_scores([], ["p1"], titles={"p1": "A"})
     assert ev == {
         "ev_precision": 0.0,
         "ev_recall": 0.0,
@@ -265,6 +265,13 @@ def test_title_grounding():
     assert ev["ev_precision"] == 0.0  # no id overlap although the title matches
     assert evidence_scores(["p4"], ["p1"], {"p4": "C"}, gold_titles=["C"])["title_grounding"] == 1
     assert evidence_scores(["p9"], ["p1"], titles=titles)["title_grounding"] == 0.0  # unknown id
+    # no gold title known (None or '', as imported passages carry): NaN, not 0 or precision
+    for untitled in ({}, {"p1": None}, {"p1": "", "p2": ""}, {"p1": "  "}):
+        ev = evidence_scores(["p1", "p2"], ["p1"], titles=untitled)
+        assert math.isnan(ev["title_grounding"]) and ev["ev_precision"] == 0.5, untitled
+    assert math.isnan(evidence_scores([], ["p1"], titles={"p1": ""})["title_grounding"])
+    # an untitled cited passage never matches a gold title: 1/2
+    assert evidence_scores(["p1", "p2"], ["p1"], {"p1": "A", "p2": ""})["title_grounding"] == 0.5
 
 
 # ------------------------------------------------------------------ failure labels

@@ -98,7 +98,9 @@ class _Instances:
         enc = pc.dictionary_encode(pid)
         self.pid_values = enc.dictionary
         pid_code = _np(enc.indices).astype(np.int64)
-        tenc = pc.dictionary_encode(title)
+        # a blank title is no title (-1): imported passages carry '' (title grounding NaN)
+        blank = pc.equal(pc.utf8_trim_whitespace(pc.cast(title, pa.string())), "")
+        tenc = pc.dictionary_encode(pc.if_else(blank, pa.scalar(None, title.type), title))
         self.title_code = _np(pc.fill_null(tenc.indices, -1)).astype(np.int64)
         # gold ids and titles, one list per instance: as strings and as codes
         g = np.flatnonzero(gold)
