@@ -120,11 +120,20 @@ def _evidence_codes(
     if ctit is not None:
         t_len, t_flat = _lists(ctit)
         gt_len, gt_flat = _lists(gtit) if gtit is not None else (None, None)
-        t_codes, _ = _codes(pa.concat_arrays([t_flat] if gt_flat is None else [t_flat, gt_flat]))
+        t_codes, _ = _codes(_blank_to_null(
+            pa.concat_arrays([t_flat] if gt_flat is None else [t_flat, gt_flat])))
         ev.title_len, ev.cited_title = t_len, t_codes[: len(t_flat)]
         if gt_flat is not None:
             ev.gold_title_len, ev.gold_title = gt_len, t_codes[len(t_flat) :]
     return ev
+
+
+def _blank_to_null(arr: Any) -> Any:
+    """Titles with an empty or blank string as null: no title (imported passages have '')."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        return arr
+    blank = pc.equal(pc.utf8_trim_whitespace(arr), "")
+    return pc.if_else(blank, pa.scalar(None, arr.type), arr)
 
 
 def _list_codes(arr: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -829,8 +838,10 @@ def _title_grounding(
         support = _unique(rows[sel] * w + title[sel])
     good = (title >= 0) & _member(rows * w + np.maximum(title, 0), support)
     count = np.bincount(rows[good], minlength=n)
+    # no gold support title (passages without titles): nothing to ground against, NaN
+    titled = np.bincount(support // w, minlength=n)[:n] > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n_c > 0, count / np.maximum(n_c, 1), 0.0)
+        return np.where(titled, np.where(n_c > 0, count / np.maximum(n_c, 1), 0.0), np.nan)
 
 
 #: Rows of one part of :func:`score_inputs`'s answer scores.
