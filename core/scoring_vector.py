@@ -772,9 +772,42 @@ def _answer_scores(inp: ScoreInputs, rows: np.ndarray, forms: AnswerForms) -> di
     return out
 
 
-def _evidence(inp: ScoreInputs, scored: np.ndarray, parse: np.ndarray) -> dict[str, Any]:
-    """Evidence counts and scores of every row (cited ids of parse rows count as none)."""
-    n, ev = inp.n, inp.evidence
+def _evidence_parts(inp: ScoreInputs, scored: np.ndarray) -> dict[str, Any]:
+    """:func:`_evidence` of every row, in parts of ``ANSWER_ROWS`` rows.
+
+    Every evidence value is a function of its own row's codes, so the parts give the values
+    of one call; their temporaries (keys, positions, sets: about 200 bytes a row) stay
+    bounded.
+    """
+    if inp.n <= ANSWER_ROWS:
+        return _evidence(inp.n, inp.evidence, scored, inp.parse)
+    parts = [
+        _evidence(min(inp.n, lo + ANSWER_ROWS) - lo,
+                  _evidence_rows(inp.evidence, lo, min(inp.n, lo + ANSWER_ROWS)),
+                  scored[lo : lo + ANSWER_ROWS], inp.parse[lo : lo + ANSWER_ROWS])
+        for lo in range(0, inp.n, ANSWER_ROWS)
+    ]  # fmt: skip
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _evidence_rows(ev: EvidenceCodes, lo: int, hi: int) -> EvidenceCodes:
+    """The codes of rows ``lo:hi`` (views into ``ev``'s arrays)."""
+
+    def part(lengths: np.ndarray | None, flat: np.ndarray | None):
+        if lengths is None or flat is None:
+            return lengths, flat
+        start = int(lengths[:lo].sum())
+        return lengths[lo:hi], flat[start : start + int(lengths[lo:hi].sum())]
+
+    c_len, c = part(ev.cited_len, ev.cited)
+    g_len, g = part(ev.gold_len, ev.gold)
+    t_len, t = part(ev.title_len, ev.cited_title)
+    gt_len, gt = part(ev.gold_title_len, ev.gold_title)
+    return EvidenceCodes(c_len, c, g_len, g, t_len, t, gt_len, gt)
+
+
+def _evidence(n: int, ev: EvidenceCodes, scored: np.ndarray, parse: np.ndarray) -> dict[str, Any]:
+    """Evidence counts and scores of ``n`` rows (cited ids of parse rows count as none)."""
     c_len, g_len = ev.cited_len, ev.gold_len
     c_row, g_row = _row_of(c_len), _row_of(g_len)
     c_pos = np.arange(len(c_row), dtype=np.int64) - np.repeat(np.cumsum(c_len) - c_len, c_len)
@@ -874,7 +907,7 @@ def score_inputs(
         for part in np.array_split(answered, -(-len(answered) // ANSWER_ROWS)):
             for k, vals in _answer_scores(inp, part, forms).items():
                 out[k][part] = vals
-    ev = _evidence(inp, scored, inp.parse)
+    ev = _evidence_parts(inp, scored)
     for k in EVIDENCE_SCORES:
         out[k] = np.where(scored, ev[k], np.nan)
     conf = np.where(scored, inp.confidence, np.nan)
