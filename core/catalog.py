@@ -202,7 +202,9 @@ _table(
     "condition_matrix",
     title="Four-condition matrix",
     description="Mean of every answer and evidence score per run and condition over all "
-    "instances (parse errors count as 0), with 95% bootstrap CIs (5,000 resamples, seed 42).",
+    "instances (parse errors count as 0), with 95% bootstrap CIs (5,000 resamples, seed 42). "
+    "title_grounding_n counts the predictions with a gold title to ground against (passages "
+    "without titles, e.g. imported results: missing, not 0).",
     reference="SPEC §6.1-6.3, §6.6; seed 000 Table 6",
     view=plain_predictions,
     plot=oncu_fig.condition_matrix_table,
@@ -211,7 +213,8 @@ _figure(
     "condition_matrix",
     title="Answer and evidence scores by condition",
     description="Bars: mean score per condition (and run); whiskers: 95% bootstrap CI. Left: "
-    "the selected answer score; right: evidence F1.",
+    "the selected answer score; right: evidence F1 (0 by construction for no evidence: no "
+    "passages are shown).",
     reference="SPEC §6.1-6.3; seed 000 Table 6",
     view=plain_predictions,
     plot=oncu_fig.condition_matrix_figure,

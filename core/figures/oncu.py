@@ -241,6 +241,11 @@ def condition_matrix_table(
         for col in [c for c in out.columns if c not in counts]:
             out[f"{col}_ci_low"] = np.nan
             out[f"{col}_ci_high"] = np.nan
+    if "title_grounding" in df.columns and not out.empty:  # NaN without gold titles: counted
+        keys = [k for k in ("run", "condition") if k in df.columns and k in out.columns]
+        scored = df["title_grounding"].notna().groupby([df[k] for k in keys]).sum()
+        out["title_grounding_n"] = [int(scored.get(tuple(r) if len(keys) > 1 else r[0], 0))
+                                    for r in out[keys].itertuples(index=False)]  # fmt: skip
     return _order(out)
 
 
@@ -281,7 +286,11 @@ def condition_matrix_figure(
                     error_y={"type": "data", "symmetric": False, "array": hi - y,
                              "arrayminus": y - lo},
                     customdata=drill.customdata(d, _MATRIX_KEYS, "n"),
-                    hovertemplate="%{x}: %{y:.3f}<extra>" + str(run) + "</extra>",
+                    # no passages shown: a citation cannot be of a shown gold passage
+                    hovertext=[" (0 by construction: no passages are shown)"
+                               if metric == "ev_f1" and c == "no_evidence" and v == 0 else ""
+                               for c, v in zip(d["condition"], y, strict=True)],
+                    hovertemplate="%{x}: %{y:.3f}%{hovertext}<extra>" + str(run) + "</extra>",
                 ),
                 row=1, col=col,
             )  # fmt: skip
