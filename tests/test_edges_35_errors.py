@@ -159,3 +159,15 @@ def test_a_store_whose_folder_cannot_be_made_is_one_line(tmp_path, capsys):
     db = tmp_path / "f" / "s.duckdb"
     line = _fails(capsys, ["generate", "controlled", "--name", "z", "--db", str(db)])
     assert f"store {db}: cannot make its folder {tmp_path / 'f'}" in line
+
+
+def test_every_runs_list_takes_a_quoted_name_with_a_comma(base, capsys):
+    """``split_csv`` (every comma-separated option) reads CSV quoting: the fan-in report and
+    the paper's numbers select the run ``a,b`` by ``'"a,b"'``, not runs ``a`` and ``b``."""
+    assert main(["report", "fanin", "--runs", '"a,b",r', "--json", "--no-instances",
+                 "--db", str(base)]) == 0  # fmt: skip
+    systems = {r["system"] for r in json.loads(capsys.readouterr().out)["by_bucket"]}
+    assert any(s.startswith("a,b") for s in systems) and any(s.startswith("r") for s in systems)
+    assert main(["report", "fanin", "--runs", "a,b", "--db", str(base)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'a'" in err, err

@@ -11,6 +11,7 @@ command module never imports :mod:`core.cli` back (the CLI loads the modules by 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from collections.abc import Iterable
@@ -102,9 +103,11 @@ def print_json(obj: Any) -> None:
 def split_csv(text: str | Iterable[str] | None) -> list[str]:
     """The non-blank, stripped items of a comma-separated option (``None``: none).
 
-    An option a declaration already parsed into a list (``Param(multiple=True)``) passes
-    through the same way.
+    An item holding a comma is quoted as a spreadsheet writes it: ``'"x, y",b'`` gives
+    ``x, y`` and ``b`` (a run or dataset name may hold a comma). An option a declaration
+    already parsed into a list (``Param(multiple=True)``) passes through the same way.
     """
     if text is not None and not isinstance(text, str):
         return [str(t).strip() for t in text if str(t).strip()]
-    return [t.strip() for t in str(text or "").split(",") if t.strip()]
+    rows = csv.reader([str(text or "")], skipinitialspace=True)
+    return [t.strip() for row in rows for t in row if t.strip()]
