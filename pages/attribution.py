@@ -50,10 +50,10 @@ lds = rep["lds"]
 m[2].metric("Median LDS", "—" if lds["median"] is None else f"{lds['median']:.3f}",
             help=HELP["lds"])  # fmt: skip
 m[3].metric(f"LDS < {lds['threshold']:g}", lds["below"], help=HELP["lds"]
-            + f" Undefined (constant targets or predictions): {lds['undefined']}.")  # fmt: skip
+            + f" Undefined (constant targets or predictions): {lds['undefined']:,}.")  # fmt: skip
 tg = rep["top_gold"]
 m[4].metric("Top passage is gold", "—" if tg["rate"] is None else f"{tg['rate']:.0%}",
-            help=f"Among the {tg['n_correct']} instances answered correctly (unablated).")
+            help=f"Among the {tg['n_correct']:,} instances answered correctly (unablated).")
 m[5].metric("Mean top-1 drop", "—" if rep["top_drop"]["1"] is None
             else f"{rep['top_drop']['1']:.3f}", help=HELP["topk"])  # fmt: skip
 for reason, n in rep["not_fitted"].items():
@@ -62,12 +62,12 @@ for reason, n in rep["not_fitted"].items():
 st.subheader("Cited vs causal", help=HELP["causal"] + " " + HELP["cited"])
 cc = rep["cited_vs_causal"]
 st.dataframe(cited_causal_table(rep), hide_index=True, key="attribution.cc")
-st.caption(f"{cc['n']} shown passages; {cc['undetermined']} undetermined (always kept or "
+st.caption(f"{cc['n']:,} shown passages; {cc['undetermined']:,} undetermined (always kept or "
            "dropped by the masks, or an instance not fitted).")  # fmt: skip
 lists = st.columns(2)
 for col, name, title in ((lists[0], "cited_not_causal", "Cited but not causal"),
                          (lists[1], "causal_not_cited", "Causal but not cited")):  # fmt: skip
-    with col.expander(f"{title} ({len(cc[name])})"):
+    with col.expander(f"{title} ({len(cc[name])})"):  # text: a constant title
         if cc[name]:
             st.dataframe(
                 [{"instance": i, "passage": p, "open": f"attribution?run={run}&instance={i}"}
@@ -102,8 +102,8 @@ info[0].metric("LDS", "—" if row.get("lds") != row.get("lds") else f"{row['lds
 info[1].metric("Answered ablations", f"{row.get('n', 0)} (failed {row.get('n_failed', 0)})")
 for k, col in ((1, info[2]), (2, info[3])):
     drop = row.get(f"top{k}_drop")
-    col.metric(f"Top-{k} drop", "—" if drop is None or drop != drop else f"{drop:.3f}",
-               help=HELP["topk"] + " Dropped: " + (row.get(f"top{k}") or "none"))  # fmt: skip
+    col.metric(f"Top-{k} drop", "—" if drop is None or drop != drop else f"{drop:.3f}",  # text:
+               help=HELP["topk"] + " Dropped: " + md_escape(row.get(f"top{k}") or "none"))
 if row.get("reason"):
     st.warning(md_escape(row["reason"]))
 st.plotly_chart(weights_figure(one["passages"])[0], key="attribution.weights_fig")

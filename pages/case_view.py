@@ -130,7 +130,7 @@ if not preds.empty:
     show_transcript(rows[k], case["transcripts"][k])
     if (parse := release_parse(rows[k].get("meta"))) is not None:  # an imported release
         st.markdown("**The release's parse and this tool's parse of the raw reply**")
-        st.caption("Scores use the release's parse (its answer and cited ids). "
+        st.caption("Scores use the release's parse (its answer and cited ids). "  # text: note
                    + ("This tool's parser differs on: "
                       + md_escape(", ".join(f.replace("_", " ") for f in parse["differs"]))
                       + ". "

@@ -38,10 +38,7 @@ from core.export import (
     PRESETS,
     TEMPLATES,
     ExportSettings,
-    figure_bytes,
     mime_type,
-    start_renderer,
-    table_bytes,
 )
 from core.export_tables import p_as_text, table_caption, table_file_stem
 from core.figures import SCORE_FIELD
@@ -57,6 +54,7 @@ from core.views.case import md_escape
 from core.views.common import begin_page_run
 from core.views.oncu import plain_predictions
 from pages import selection_state, url_state
+from pages.exports import download_menu, lazy_table
 from pages.run_banner import error_banner
 from pages.selection_state import keep
 
@@ -669,42 +667,6 @@ def tip(name: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- figures
-def _download_menu(name: str, fig: Any, data: pd.DataFrame, key: str) -> None:
-    settings = export_settings().for_figure(name)
-    with st.popover("Download", icon=":material/download:"):
-        cols = st.columns(4)
-        for col, fmt in zip(cols[:3], ("png", "svg", "pdf"), strict=True):
-            col.download_button(
-                fmt.upper(), data=_lazy_figure(fig, fmt, settings), file_name=f"{name}.{fmt}",
-                mime=mime_type(fmt), key=f"{key}.dl.{fmt}", on_click="ignore",  # text: PNG
-            )  # fmt: skip
-        cols[3].download_button(
-            "CSV", data=_lazy_table(data, "csv"), file_name=f"{name}.csv", mime="text/csv",
-            key=f"{key}.dl.csv", on_click="ignore",
-        )  # fmt: skip
-        st.caption(
-            f"{md_escape(settings.describe())}. Drawn by a headless Chromium: the "
-            "first download takes a few seconds (it starts), the next ones well under one."
-        )
-
-
-def _lazy_table(df: pd.DataFrame, fmt: str, **kwargs: Any) -> Any:
-    """A download button's data made when it is clicked: :func:`core.export.table_bytes`."""
-
-    def make() -> bytes:
-        return table_bytes(df, fmt, **kwargs)
-
-    return make
-
-
-def _lazy_figure(fig: Any, fmt: str, settings: ExportSettings) -> Any:
-    def render() -> bytes:
-        start_renderer()
-        return figure_bytes(fig, fmt, settings)
-
-    return render
-
-
 def show_figure(
     name: str, selection: Selection, *, key: str | None = None, drill: bool = True
 ) -> dict[str, Any] | None:
@@ -728,7 +690,7 @@ def show_figure(
     head = st.columns([6, 1])
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
     with head[1]:
-        _download_menu(name, fig, data, key)
+        download_menu(name, spec.title, fig, data, key, export_settings().for_figure(name))
     drill = drill and drill_spec(fig) is not None
     shown = plain_figure(fig)  # data strings drawn as text, never as Plotly's markup
     event = st.plotly_chart(
@@ -799,10 +761,10 @@ def show_table(
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
     # the files are made when a button is clicked, not on every render (0.5 s at 1M rows)
     stem = table_file_stem(name, selection.dataset, selection.runs)  # dataset + runs in names
-    head[1].download_button("CSV", _lazy_table(df, "csv"), f"{stem}.csv", "text/csv",
+    head[1].download_button("CSV", lazy_table(df, "csv"), f"{stem}.csv", "text/csv",
                             key=f"{key}.csv", on_click="ignore")  # fmt: skip
     cap = table_caption(spec.title, selection.dataset, selection.runs)
-    head[2].download_button("LaTeX", _lazy_table(df, "latex", caption=cap, name=name),
+    head[2].download_button("LaTeX", lazy_table(df, "latex", caption=cap, name=name),
                             f"{stem}.tex", mime_type("latex"), key=f"{key}.tex",
                             on_click="ignore")  # fmt: skip
     shown = df[[c for c in columns if c in df.columns]] if columns else df

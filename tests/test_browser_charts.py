@@ -7,8 +7,14 @@ holds them.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
 import pytest
-from conftest import assert_no_exception, settle, streamlit_server
+from conftest import ROOT, assert_no_exception, free_port, settle, streamlit_server
 
 from core.runs import build_demo
 from core.store import Store
@@ -45,3 +51,50 @@ def test_no_literal_br_in_chart_labels(server, page):
     assert "Noevidence" in drawn and "No<br>evidence" not in drawn
     held = page.evaluate(_DATA_JS)
     assert not [t for t in held if "<\u2060br" in t], held  # no broken (literal) line break
+
+
+@pytest.fixture(scope="module")
+def no_renderer(tmp_path_factory):
+    """A server whose figure renderer cannot start (Kaleido finds no browser; its thread then
+    hangs the server's exit, so the server is killed, not stopped, at the end)."""
+    db = tmp_path_factory.mktemp("charts_fail") / "store.duckdb"
+    build_demo(Store(db))
+    port = free_port()
+    env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1",
+               BROWSER_PATH="/nonexistent/chromium")  # fmt: skip
+    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
+         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(10)
+        log.close()
+
+
+def test_a_failed_figure_download_says_why_in_place(no_renderer, page):
+    """Issue 36 item 4: a PDF that cannot be made was no file and no message."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{no_renderer}/conditions")
+    page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)
+    settle(page, timeout_ms=90_000, draw_ms=500)
+    page.locator('[data-testid="stPopover"] button').first.click()
+    page.get_by_role("button", name="PDF", exact=True).first.click()
+    alert = page.get_by_test_id("stAlert").filter(has_text="was not made")
+    alert.first.wait_for(timeout=90_000)
+    text = alert.first.inner_text()
+    assert "PDF of Answer and evidence scores" in text and "What to do" in text, text
+    assert "renderer did not answer" in text or "browser" in text.lower(), text
+    assert_no_exception(page, "failed download")
