@@ -576,11 +576,49 @@ def fit_figure(
     # step 3, from a second rendering: the legend's real height, and axis titles against the
     # plot as it came out (tick labels set vertical in step 2 take height from it)
     svg = render_svg(fig, width, height)
+    _rewrap_x_titles(fig, svg, width, font_px, family)
     if _rewrap_y_titles(fig, svg, font_px, family) and band:
         svg = render_svg(fig, width, height)  # a wider margin can re-flow the legend's rows
     if band:
         height = _settle_legend(fig, svg, height, band - round(font_px / 2), grow)
     return height
+
+
+def _rewrap_x_titles(fig: Any, svg: bytes, width: float, font_px: float, family: str) -> None:
+    """X-axis titles wider than the room centred on their plot: wrapped at spaces to it.
+
+    A title is centred under its plot; where long labels beside the plot leave it narrow, the
+    title ran off the page (``% of predictions`` under a failure breakdown at a column's
+    width). It gets the width it can have on both sides of its centre, within the page.
+    """
+    root = ET.fromstring(svg)
+    areas = _plot_areas(root)
+    if not areas:
+        return
+    left, right = min(a[0] for a in areas), max(a[2] for a in areas)
+    sizes = _title_sizes(root, "x")
+    for axis in _axis_names(fig, "x"):
+        ax = fig.layout[axis]
+        if not ax.title.text:
+            continue
+        dom = ax.domain or (0, 1)
+        centre = left + (right - left) * (float(dom[0]) + float(dom[1])) / 2
+        room = 2 * min(centre, width - centre) - font_px
+        size = sizes.get(axis, ax.title.font.size or font_px)
+        if text_width(_plain(ax.title.text), size, family) > room:
+            ax.title.text = wrap_text(_BR.sub(" ", ax.title.text), max(room, 4 * size), size,
+                                      family)  # fmt: skip
+
+
+def _title_sizes(root: ET.Element, letter: str) -> dict[str, float]:
+    """The font size each axis title of one direction got in the rendering (px)."""
+    sizes = {}
+    for el in root.iter(_SVG + "text"):
+        m = re.fullmatch(rf"{letter}(\d*)title", (el.get("class") or "").strip())
+        size = _FONT_SIZE.search(el.get("style") or "")
+        if m and size:
+            sizes[f"{letter}axis{m.group(1)}"] = float(size.group(1))
+    return sizes
 
 
 def _rewrap_y_titles(fig: Any, svg: bytes, font_px: float, family: str) -> bool:
@@ -594,12 +632,7 @@ def _rewrap_y_titles(fig: Any, svg: bytes, font_px: float, family: str) -> bool:
     if not areas:
         return False
     band = max(a[3] for a in areas) - min(a[1] for a in areas)
-    sizes = {}
-    for el in root.iter(_SVG + "text"):
-        m = re.fullmatch(r"y(\d*)title", (el.get("class") or "").strip())
-        size = _FONT_SIZE.search(el.get("style") or "")
-        if m and size:
-            sizes[f"yaxis{m.group(1)}"] = float(size.group(1))
+    sizes = _title_sizes(root, "y")
     extra = 0.0
     for axis in _axis_names(fig, "y"):
         ax = fig.layout[axis]
