@@ -50,6 +50,8 @@ _TICK_GAP = -4.0
 #: Wrapped lines are kept this much narrower than their room (the browser's text can be a
 #: little wider than the sum of advance widths).
 _WRAP_SAFETY = 0.95
+#: Plotly's default font size (px) of a text whose layout gives none.
+_PLOTLY_PX = 12.0
 #: A legend below the plot is drawn whole (plotly's default caps a horizontal legend at half
 #: the figure's height and scrolls the rest, which a static file cannot show).
 _NO_SCROLL_PX = 100_000
@@ -577,11 +579,70 @@ def fit_figure(
     # plot as it came out (tick labels set vertical in step 2 take height from it)
     svg = render_svg(fig, width, height)
     _rewrap_x_titles(fig, svg, width, font_px, family)
-    if _rewrap_y_titles(fig, svg, font_px, family) and band:
-        svg = render_svg(fig, width, height)  # a wider margin can re-flow the legend's rows
+    if _rewrap_facet_titles(fig, svg, family):
+        svg = render_svg(fig, width, height)  # the titles' new lines, where they stand
+    before_l = float(fig.layout.margin.l or 0)
+    wider = _rewrap_y_titles(fig, svg, font_px, family)
+    areas = _plot_areas(ET.fromstring(svg))
+    if areas:  # the plot's left edge as rendered (plotly may have pushed the margin itself)
+        left = min(a[0] for a in areas) + float(fig.layout.margin.l or 0) - before_l
+        height, rewrapped = _rewrap_notes(fig, width, height, left, font_px, family, grow)
+        if band and (wider or rewrapped):
+            svg = render_svg(fig, width, height)  # a wider margin can re-flow the legend
     if band:
         height = _settle_legend(fig, svg, height, band - round(font_px / 2), grow)
-    return height
+    return _room_on_top(fig, svg, height, family, grow)
+
+
+def _rewrap_facet_titles(fig: Any, svg: bytes, family: str) -> bool:
+    """Facet titles wider than their panel as rendered: wrapped again to the panel's width.
+
+    Step 1 wrapped them to an estimate of the panel; a wide y title or long tick labels can
+    leave the panels narrower, and two neighbouring titles then run into each other.
+    Returns whether a title changed.
+    """
+    areas = _plot_areas(ET.fromstring(svg))
+    if len(areas) < 2:
+        return False
+    left, right = min(a[0] for a in areas), max(a[2] for a in areas)
+    changed = False
+    for ann in fig.layout.annotations:
+        if (not ann.text or ann.name == _TITLE_NAME or ann.yanchor != "bottom"
+                or ann.xref not in (None, "paper") or not isinstance(ann.x, (int, float))):
+            continue  # fmt: skip
+        px = left + float(ann.x) * (right - left)
+        panel = [a for a in areas if a[0] - 1 <= px <= a[2] + 1]
+        if not panel:
+            continue
+        room = min(a[2] - a[0] for a in panel)
+        size = ann.font.size or _PLOTLY_PX
+        if max(text_width(line, size, family) for line in _plain_lines(ann.text)) > room:
+            ann.text = wrap_text(_BR.sub(" ", ann.text), room, size, family)
+            changed = True
+    return changed
+
+
+def _plain_lines(text: str) -> list[str]:
+    return [html.unescape(_TAG.sub("", line)) for line in _BR.split(str(text))]
+
+
+def _room_on_top(fig: Any, svg: bytes, height: float, family: str, grow: bool) -> float:
+    """Text the rendering put above the page: the top margin grows by it.
+
+    A facet title of several lines can stand higher than step 2 estimated; the figure grows
+    with the margin (``grow``), so the plot keeps its size. Returns the figure's height.
+    """
+    boxes = svg_text_boxes(svg, family)
+    over = max([0.0] + [-b.top for b in boxes])
+    if over <= 0.5:
+        return height
+    margin = fig.layout.margin
+    new_height = round(height + over + 1, 2) if grow else height
+    fig.update_layout(height=new_height, margin={"t": float(margin.t or 0) + over + 1})
+    leg = fig.layout.legend
+    if grow and leg.yref == "container" and leg.y is not None:  # same distance from the bottom
+        leg.update(y=float(leg.y) * height / new_height)
+    return new_height
 
 
 def _rewrap_x_titles(fig: Any, svg: bytes, width: float, font_px: float, family: str) -> None:
@@ -608,6 +669,39 @@ def _rewrap_x_titles(fig: Any, svg: bytes, width: float, font_px: float, family:
         if text_width(_plain(ax.title.text), size, family) > room:
             ax.title.text = wrap_text(_BR.sub(" ", ax.title.text), max(room, 4 * size), size,
                                       family)  # fmt: skip
+
+
+def _rewrap_notes(
+    fig: Any, width: float, height: float, left: float, font_px: float, family: str, grow: bool
+) -> tuple[float, bool]:
+    """Notes under the plot wrapped again to the room right of the plot's left edge ``left``.
+
+    Notes start at the plot's left edge, which the rendering may have moved right (plotly
+    widens the margin for a y title of several lines); the lines they gain go below (the
+    figure grows by them with ``grow``). Returns the height and whether a note changed.
+    """
+    notes = _notes_below(fig)
+    if not notes:
+        return height, False
+    margin = fig.layout.margin
+    pad = round(font_px / 2)
+    room = width - left - pad
+    plot_h = height - float(margin.t or 0) - float(margin.b or 0)
+    gained = 0.0
+    for a in notes:
+        size = a.font.size or font_px
+        before = len(_BR.split(a.text))
+        a.text = wrap_text(_BR.sub(" ", a.text), room, size, family)
+        a.update(y=float(a.y) - gained / plot_h)  # below the lines the notes above gained
+        gained += (len(_BR.split(a.text)) - before) * _LINE_EM * size
+    if gained <= 0 or not grow:
+        return height, gained != 0
+    new_height = round(height + gained, 2)
+    fig.update_layout(height=new_height, margin={"b": float(margin.b or 0) + gained})
+    leg = fig.layout.legend
+    if leg.yref == "container" and leg.y is not None:  # the legend keeps its place over them
+        leg.update(y=(float(leg.y) * height + gained) / new_height)
+    return new_height, True
 
 
 def _title_sizes(root: ET.Element, letter: str) -> dict[str, float]:
