@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from core.datasets.controlled import build_controlled
 from core.paper_numbers import check_paper, macro_part, p_text, read_numbers
 from core.runs import build_demo
 from core.store import Store
@@ -154,8 +155,10 @@ def test_check_paper_flags_exactly_what_a_rescore_changed(tmp_path: Path) -> Non
 def test_check_paper_on_a_file_that_is_not_numbers(tmp_path: Path) -> None:
     bad = tmp_path / "paper.tex"
     bad.write_text("\\documentclass{article}\n")
+    store = Store(tmp_path / "s.duckdb")
+    store.write_dataset(build_controlled("controlled-200", limit=2, name="ds"))
     with pytest.raises(ValueError, match="defines no .newcommand"):
-        check_paper(Store(tmp_path / "s.duckdb"), bad)
+        check_paper(store, bad)
     res = _cli(tmp_path / "s.duckdb", "report", "check-paper", str(bad))
     assert res.returncode == 1
     assert res.stderr.count("\n") == 1 and "paper.tex" in res.stderr

@@ -124,7 +124,7 @@ def reparse_candidates(
         "AND p.raw_response IS NOT NULL AND p.input_passage_ids IS NOT NULL "
         "AND coalesce(r.kind, '') <> 'imported' AND coalesce(r.backend, '') <> 'imported'",
         [runs],
-    ).fetchone()[0]
+    ).fetchall()[0][0]  # fetched whole: a half-read result blocks the next statement
     if not checked:
         return 0, pd.DataFrame()
     return int(checked), con.execute(_CANDIDATES, [runs]).df()
