@@ -28,6 +28,7 @@ from core.oncu import (
     oncu_summary,
     scaling_report,
 )
+from core.reparse import reparse_runs
 from core.results import RESULT_FORMATS, group_release_files, import_results, score_runs
 from core.scoring import FAILURE_LABELS
 from core.stats import OLS_P_TESTS, P_TESTS, format_p, p_label
@@ -223,8 +224,11 @@ def _cmd_import_results(args: argparse.Namespace) -> int:
 def _cmd_score(args: argparse.Namespace) -> int:
     store = open_store(args)
     runs = store.resolve_runs(args.run)
-    n = score_runs(store, runs)
+    with store.transaction() as con:  # re-parse and re-score together, or neither
+        parsed = reparse_runs(con, runs)
+        n = score_runs(store, runs, con=con)
     print(f"re-scored {n} predictions of {len(runs)} run(s): {', '.join(runs)}")
+    print(parsed.summary())
     for run in store.changed_runs():  # issue 35 item 1: never re-based silently
         if run["run_id"] in runs:
             print(
