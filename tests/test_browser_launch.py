@@ -70,7 +70,7 @@ def _launch_and_follow(page, name: str, label: str) -> tuple[bool, str]:
     text = bar.first.inner_text()
     until = time.time() + 10
     while time.time() < until:
-        counts = re.search(r"(\d+)/(\d+)", text)
+        counts = re.search(r"([\d,]+)/([\d,]+)", text)  # "1,400/1,400 calls"
         if counts and counts.group(1) == counts.group(2):
             break
         page.wait_for_timeout(200)
@@ -106,7 +106,9 @@ def test_cuer_and_dolce_launched_from_the_runs_page_finish_with_progress(runs_ur
     topk.press("Tab")
     seen, text = _launch_and_follow(page, "cuer-ui", "CUE-R interventions")
     assert seen, "no progress bar while the CUE-R job ran"
-    done, total = map(int, re.search(r"(\d+)/(\d+) calls", text).groups())
+    counts = re.search(r"([\d,]+)/([\d,]+) calls", text)  # thousands separated: 1,400
+    assert counts, text
+    done, total = (int(g.replace(",", "")) for g in counts.groups())
     assert done == total > 0 and "0 errors" in text, text
     assert_no_exception(page, "runs after CUE-R")
 
