@@ -9,9 +9,9 @@
   same cap to every caller.
 - **Timeout.** :data:`TIMEOUT` is the ``--timeout SECONDS`` flag of every command that calls a
   model, and of the dashboard's launch form: a server backend's ``timeout_s`` (default 600 s),
-  one deadline for each try of a call from connecting to the reply's last byte
-  (:mod:`core.backends.deadline`: a server trickling bytes cannot hold it longer); a call that
-  times out says to raise it.
+  one deadline for the whole call from connecting to the reply's last byte, retries and their
+  waits included (:mod:`core.backends.deadline`: a server trickling bytes cannot hold it
+  longer); a call that times out says to raise it.
 - **Reply size.** A reply's raw text is stored up to :data:`MAX_REPLY_BYTES` (UTF-8); a longer
   one is parsed whole first (answer, evidence, confidence and parse error come from the full
   reply), then stored cut at that size (never inside a character), with
@@ -56,13 +56,13 @@ def _positive(value: float) -> None:
         raise ValueError(f"must be > 0 seconds, got {value!r}")
 
 
-#: ``--timeout SECONDS``: how long one call may wait for a model server's answer before it
-#: fails (and is retried, as a transient error); the backends' ``timeout_s``. None: their
+#: ``--timeout SECONDS``: how long one call, its retries included, may wait for a model
+#: server's answer before it fails; the backends' ``timeout_s``. None: their
 #: default of 600 s. The embedded reader has no timeout.
 TIMEOUT = Param(
     "timeout", float, None,
-    "seconds one model call may wait for the server's answer before it fails and is retried "
-    "(ollama and openai backends; default 600)",
+    "seconds one model call, its retries included, may wait for the server's answer before "
+    "it fails (ollama and openai backends; default 600)",
     maximum=86_400, validate=_positive,
 )  # fmt: skip
 

@@ -105,16 +105,43 @@ def test_timeout_is_a_whole_call_deadline_against_a_trickling_server(kind):
     assert 1.5 <= took <= 3.0, took  # the 2 s deadline, not one byte's 0.5 s idle time
 
 
-def test_each_try_has_the_deadline_and_retries_stay_bounded():
-    """A timed-out try is retried (a transient error), each try within the deadline."""
-    with raw_server(trickle) as (url, seen):
-        backend = OllamaBackend("m", hosts=[url], timeout_s=1,
-                                retry=RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.01))
+@pytest.mark.parametrize("kind", ["ollama", "openai"])
+def test_retries_share_the_one_deadline(kind):
+    """``--timeout`` bounds the whole call: the tries and the waits between them."""
+    retry = RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.01)
+    with raw_server(trickle) as (url, _):
+        if kind == "ollama":
+            backend = OllamaBackend("m", hosts=[url], timeout_s=1, retry=retry)
+        else:
+            backend = OpenAIBackend("m", base_url=f"{url}/v1", timeout_s=1, retry=retry,
+                                    context_length=32768)  # fmt: skip
         t0 = time.monotonic()
         reply = backend.generate(MESSAGES)
         took = time.monotonic() - t0
-    assert reply.error is not None and reply.error.endswith("(after 3 tries)")
-    assert 2.5 <= took <= 4.5, took  # 3 tries of 1 s, not 3 x the trickle's length
+    assert reply.error is not None
+    assert 0.8 <= took <= 1.8, took  # one 1 s deadline, not 3 tries of 1 s
+
+
+def test_a_retry_inside_the_deadline_still_answers():
+    """A try that fails at once (HTTP 503) is retried while the deadline leaves time."""
+    calls = []
+
+    def flaky(conn: socket.socket) -> None:
+        calls.append(_read_request(conn).split(b" ", 2)[1].decode())
+        if calls.count("/v1/chat/completions") == 1 and calls[-1] == "/v1/chat/completions":
+            conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+            return
+        body = (b'{"choices": [{"message": {"role": "assistant", "content": '
+                b'"{\\"answer\\": \\"x\\"}"}}]}')
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)  # fmt: skip
+
+    with raw_server(flaky) as (url, _):
+        backend = OpenAIBackend("m", base_url=f"{url}/v1", timeout_s=5, context_length=32768,
+                                retry=RetryPolicy(attempts=3, backoff_s=0.05, max_backoff_s=0.05))
+        reply = backend.generate(MESSAGES)
+    assert reply.error is None, reply.error
+    assert calls.count("/v1/chat/completions") == 2, calls
 
 
 def _redirect_to(target: str) -> Callable[[socket.socket], None]:

@@ -7,6 +7,9 @@ the server backends make (:func:`http_transport`) waits at most until it: connec
 each read of the status line, headers and body. When it has passed, the operation fails with
 httpx's own timeout error, which the backends report as a timeout ("no answer within N s").
 
+The deadline covers the whole call, its retries and their waits included
+(:func:`core.backends.support.with_retries` makes no try it could not start before it).
+
 The deadline is per thread (a :class:`contextvars.ContextVar`): each of the engine's threads
 makes its own call. Outside :func:`call_deadline` (the backends' model checks) only httpx's own
 timeouts apply.
@@ -24,7 +27,7 @@ from typing import Any
 import httpcore
 import httpx
 
-__all__ = ["call_deadline", "http_transport"]
+__all__ = ["call_deadline", "http_transport", "time_left"]
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "model_call_deadline", default=None
@@ -33,12 +36,26 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 @contextmanager
 def call_deadline(seconds: float | None) -> Iterator[None]:
-    """Every HTTP operation inside the block ends by ``seconds`` from now (None: no deadline)."""
-    token = _DEADLINE.set(None if seconds is None else time.monotonic() + float(seconds))
+    """Every HTTP operation inside the block ends by ``seconds`` from now (None: no deadline).
+
+    Inside another call's block the earlier of the two deadlines holds (a model check made
+    during a call does not extend it).
+    """
+    outer = _DEADLINE.get()
+    mine = None if seconds is None else time.monotonic() + float(seconds)
+    if outer is not None:
+        mine = outer if mine is None else min(outer, mine)
+    token = _DEADLINE.set(mine)
     try:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds left before the current call's deadline (None outside :func:`call_deadline`)."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else deadline - time.monotonic()
 
 
 def _left(timeout: float | None, error: type[Exception]) -> float | None:

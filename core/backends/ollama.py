@@ -540,12 +540,12 @@ class OllamaBackend:
         def attempt(k: int) -> Any:
             host = self._hosts[(start + k) % len(self._hosts)]
             used.append(host)
-            with call_deadline(self.timeout_s):  # connect, first byte, body: one deadline a try
-                self._prepare(host)
-                return self._chat(host, messages, opts, bool(host.logprobs))
+            self._prepare(host)
+            return self._chat(host, messages, opts, bool(host.logprobs))
 
         try:
-            resp = with_retries(attempt, self.retry)
+            with call_deadline(self.timeout_s):  # the whole call: connect, body, retries
+                resp = with_retries(attempt, self.retry)
         except BackendError as exc:
             host = used[-1] if used else None
             return Reply(

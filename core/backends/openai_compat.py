@@ -356,8 +356,7 @@ class OpenAIBackend:
         client, free = ep.pool.take(self.pool_size, ep.client)
         try:
             content = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            with call_deadline(self.timeout_s):  # connect, first byte, body: one deadline
-                r = client.post("/chat/completions", content=content)
+            r = client.post("/chat/completions", content=content)  # in the call's deadline
         except Exception as exc:  # noqa: BLE001 - mapped below
             raise self._map_error(exc, ep.url) from exc
         finally:
@@ -451,7 +450,8 @@ class OpenAIBackend:
         while (i := self._balancer.acquire(tried)) is not None:
             tried.add(i)
             try:
-                reply = self._call(self._endpoints[i], messages, opts, t0)
+                with call_deadline(self.timeout_s):  # the whole call, retries included
+                    reply = self._call(self._endpoints[i], messages, opts, t0)
             except BackendError as exc:
                 down = _down(exc)
                 if down and len(tried) < n:

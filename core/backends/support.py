@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from core.backends.base import BackendError, Message
+from core.backends.deadline import time_left
 
 __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
@@ -99,7 +100,8 @@ def with_retries(
 
     Raises:
         BackendError: a permanent error at once, or the last retryable one when the tries are
-            used up (its message then says how many tries were made).
+            used up or the call's deadline (:func:`core.backends.deadline.call_deadline`)
+            would pass before the next one (its message then says how many tries were made).
     """
     delays = list(policy.delays())
     attempt = 0
@@ -107,7 +109,9 @@ def with_retries(
         try:
             return call(attempt)
         except BackendError as exc:
-            if not exc.retryable or attempt >= len(delays):
+            left = time_left()  # the call's --timeout deadline: no try starts after it
+            out_of_time = left is not None and attempt < len(delays) and left <= delays[attempt]
+            if not exc.retryable or attempt >= len(delays) or out_of_time:
                 if exc.retryable and attempt:
                     raise BackendError(f"{exc} (after {attempt + 1} tries)") from exc
                 raise
