@@ -95,7 +95,12 @@ class Param:
             return None
         if not self.multiple:
             return self._item(value)
-        items = value.split(",") if isinstance(value, str) else list(value)
+        if isinstance(value, str):
+            items = value.split(",")
+        elif isinstance(value, list | tuple | set | frozenset):
+            items = list(value)
+        else:  # one item given alone (``--option ks=5``), or a value of the wrong kind
+            items = [value]
         items = [v.strip() if isinstance(v, str) else v for v in items]
         out = [self._item(v) for v in items if v != ""]
         if not out:

@@ -104,6 +104,20 @@ def test_export_option_unknown_nested_or_huge(base, tmp_path, capsys):
     assert not out.exists()
 
 
+def test_export_option_of_the_wrong_kind_is_one_line(base, tmp_path, capsys):
+    """A declared --option with a value of the wrong kind: one line naming it, no traceback."""
+    out = tmp_path / "f.png"
+    args = ["export", "figure", "retrieval_curves", "--dataset", "ds", "--out", str(out),
+            "--db", str(base)]  # fmt: skip
+    for value, words in (("ks=5.5", "'ks' expects int, got 5.5"),
+                         ('ks={"a": 1}', "'ks' expects int"),
+                         ("retrievers=5", "is not one of lexical, dense, hybrid, iterative, "
+                          "oracle")):  # fmt: skip
+        line = _fails(capsys, [*args, "--option", value])
+        assert words in line, line
+    assert not out.exists()
+
+
 def test_runs_with_a_comma_are_selectable(base, tmp_path, capsys):
     out = tmp_path / "t.csv"
     assert main(["export", "table", "oncu_summary", "--runs", '"a,b"', "--runs", "r",
