@@ -554,6 +554,7 @@ def _answer_row(ctx: Any, r: ResultLine, call: tuple[str, list[str], str | None]
     )
     reply = Reply(
         text=r.text,
+        reasoning=r.reasoning,
         prompt_tokens=r.prompt_tokens,
         completion_tokens=r.completion_tokens,
         error=r.error,

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from core.backends.support import reasoning_text
 from core.names import ellipsize
 from core.prompts import ANSWER_SCHEMA
 from core.types import DataError
@@ -216,6 +217,9 @@ class ResultLine:
         completion_tokens: ``usage.completion_tokens`` when given.
         logprobs: ``choices[0].logprobs.content`` when given.
         batch_id: the line's ``id`` (the runner's request id), when given.
+        reasoning: a reasoning model's thoughts returned apart from the content
+            (``message.reasoning_content`` or ``message.reasoning``), stored apart and never
+            parsed as the answer, as for a live reply.
     """
 
     line: int
@@ -226,6 +230,7 @@ class ResultLine:
     completion_tokens: int | None = None
     logprobs: tuple[Mapping[str, Any], ...] | None = None
     batch_id: str | None = None
+    reasoning: str | None = None
 
 
 def read_results(
@@ -331,6 +336,9 @@ def result_line(text: str, n: int, run_id: str, where: str, *, judge: bool = Fal
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         raise bad("response.body.choices[0].message.content", "not a string")
+    reasoning = reasoning_text(message)
+    if content is None and reasoning:  # cut off inside its reasoning: a parse error, as live
+        content = ""
     if content is None:  # as the live backend: a reply without text is a failed call
         reason = choices[0].get("finish_reason")
         return ResultLine(
@@ -347,7 +355,9 @@ def result_line(text: str, n: int, run_id: str, where: str, *, judge: bool = Fal
     logprobs = (
         tuple(t for t in lp_tokens if isinstance(t, dict)) if isinstance(lp_tokens, list) else None
     )
-    return ResultLine(n, key, content, None, tokens[0], tokens[1], logprobs or None, batch_id)
+    return ResultLine(
+        n, key, content, None, tokens[0], tokens[1], logprobs or None, batch_id, reasoning
+    )
 
 
 def _failure(status: int, error: Any, body: Mapping[str, Any] | None) -> str:

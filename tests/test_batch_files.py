@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import jsonschema
+import pandas as pd
 import pytest
 from conftest import shared_fixture
 from model_stub import ModelStub
@@ -583,3 +584,31 @@ def test_probes_export_records_the_live_probe_run_and_its_spans(db, tmp_path, ca
         {"temperature": 0, "seed": 0},
     )
     assert row["retrieval"]["probe"]["units"] == "passage"
+
+
+def test_reasoning_returned_apart_is_stored_apart_never_the_answer(db, tmp_path, stub, capsys):
+    """A reasoning model's batch replies (vLLM ``reasoning_content``, ``reasoning``) are read as
+    a live reply is: thoughts stored in ``meta.reasoning``, the answer parsed from the content;
+    a reply cut inside its reasoning (content null) is a parse error, not a failed call."""
+    out = tmp_path / "in.jsonl"
+    assert _export(db, out, "b", "--conditions", "oracle") == 0
+    lines = _answer(stub, _lines(out), tmp_path / "plain.jsonl")
+    draft = '{"answer": "Bridgetown", "evidence_ids": []}'
+    msg0 = lines[0]["response"]["body"]["choices"][0]["message"]
+    lines[0]["response"]["body"]["choices"][0]["message"] = {
+        **msg0, "reasoning_content": f"draft {draft}"}  # fmt: skip
+    lines[1]["response"]["body"]["choices"][0]["message"] = {
+        "role": "assistant", "content": None, "reasoning": f"still thinking {draft}"}  # fmt: skip
+    results = tmp_path / "out.jsonl"
+    _write(results, lines)
+    capsys.readouterr()
+    assert _import(db, results) == 0
+    rows = Store(db).prediction_rows("b").set_index("instance_id")
+    first, second = (parse_custom_id(x["custom_id"])[1] for x in lines[:2])
+    meta = json.loads(rows.loc[first, "meta"])
+    assert meta["reasoning"] == f"draft {draft}"
+    assert rows.loc[first, "answer"] != "Bridgetown" and pd.isna(rows.loc[first, "parse_error"])
+    assert rows.loc[second, "answer"] in ("", None) and rows.loc[second, "parse_error"]
+    assert "reasoning" in rows.loc[second, "parse_error"]
+    assert pd.isna(rows.loc[second, "error"]) or not rows.loc[second, "error"]
+    assert json.loads(rows.loc[second, "meta"])["reasoning"] == f"still thinking {draft}"

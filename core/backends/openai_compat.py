@@ -68,6 +68,7 @@ from core.backends.support import (
     error_text,
     not_an_object,
     pool_limits,
+    reasoning_text,
     status_error,
     too_long_error,
     with_retries,
@@ -398,7 +399,7 @@ class OpenAIBackend:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
             raise BackendError(f"reply from {ep.url} lacks or mistypes field(s): choices")
         message = choices[0].get("message")
-        if isinstance(message, Mapping) and message.get("content") is None and _reasoning(message):
+        if isinstance(message, Mapping) and message.get("content") is None and reasoning_text(message):
             # cut off inside its reasoning (content null): the reply's parse error, not a failure
             message = {**message, "content": ""}
         if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
@@ -410,7 +411,7 @@ class OpenAIBackend:
         timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
         return Reply(
             text=message["content"],
-            reasoning=_reasoning(message),
+            reasoning=reasoning_text(message),
             prompt_tokens=_int(usage.get("prompt_tokens")),
             completion_tokens=_int(usage.get("completion_tokens")),
             latency_ms=latency_ms,
@@ -523,17 +524,4 @@ def _ms_to_ns(value: Any) -> int | float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         ns = value * 1e6
         return int(round(ns)) if math.isfinite(ns) else ns
-    return None
-
-
-def _reasoning(message: Mapping[str, Any]) -> str | None:
-    """A reasoning model's thoughts returned apart from the content, or None.
-
-    vLLM, DeepSeek and llama.cpp name them ``reasoning_content``; OpenRouter and newer vLLM
-    ``reasoning``.
-    """
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return value
     return None

@@ -32,6 +32,7 @@ __all__ = [
     "pool_limits",
     "min_prompt_tokens",
     "prompt_chars",
+    "reasoning_text",
     "too_long_error",
     "one_line",
     "status_error",
@@ -348,3 +349,16 @@ class Lanes(Generic[C]):
             lanes, self.all, self.free = self.all, [], []
         for lane in lanes:
             lane.close()
+
+
+def reasoning_text(message: Mapping[str, Any]) -> str | None:
+    """A reasoning model's thoughts returned apart from an OpenAI-style message, or None.
+
+    vLLM, DeepSeek and llama.cpp name them ``reasoning_content``; OpenRouter and newer vLLM
+    ``reasoning``.
+    """
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
