@@ -399,7 +399,8 @@ class OpenAIBackend:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
             raise BackendError(f"reply from {ep.url} lacks or mistypes field(s): choices")
         message = choices[0].get("message")
-        if isinstance(message, Mapping) and message.get("content") is None and reasoning_text(message):
+        thoughts = reasoning_text(message) if isinstance(message, Mapping) else None
+        if thoughts and message.get("content") is None:
             # cut off inside its reasoning (content null): the reply's parse error, not a failure
             message = {**message, "content": ""}
         if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
@@ -411,7 +412,7 @@ class OpenAIBackend:
         timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
         return Reply(
             text=message["content"],
-            reasoning=reasoning_text(message),
+            reasoning=thoughts,
             prompt_tokens=_int(usage.get("prompt_tokens")),
             completion_tokens=_int(usage.get("completion_tokens")),
             latency_ms=latency_ms,
