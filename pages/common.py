@@ -404,10 +404,14 @@ def jobs() -> _Jobs:
     return _Jobs()
 
 
-def import_file(kind: str, path: Any, name: str, replace: bool = False) -> str:
+def import_file(
+    kind: str, path: Any, name: str, replace: bool = False, with_runs: str | None = None
+) -> str:
     """Import an uploaded file into the current store; returns the importer's summary line.
 
-    ``kind`` is ``"results: oncu-release"`` or ``"dataset: <format>"``.
+    ``kind`` is ``"results: oncu-release"`` or ``"dataset: <format>"``; ``with_runs`` is what a
+    replace does to the replaced dataset's runs (``--with-runs``: None refuses when it has
+    any, ``drop``, ``keep-orphans``).
 
     Raises:
         ValueError: the importer's one-line error (bad file, name taken, ...).
@@ -416,11 +420,12 @@ def import_file(kind: str, path: Any, name: str, replace: bool = False) -> str:
     store = get_store()
     try:
         if what == "results":
-            res = import_results(store, path, name=name, fmt=fmt, replace=replace)
+            res = import_results(store, path, name=name, fmt=fmt, replace=replace,
+                                 with_runs=with_runs)  # fmt: skip
             out = res.summary()
         else:
             result = read_dataset(path, fmt=fmt, name=name)
-            store.write_dataset(result.dataset, replace=replace)
+            store.write_dataset(result.dataset, replace=replace, with_runs=with_runs)
             out = f"{result.summary()} -> dataset '{name}'"
     except StoreError as exc:
         raise ValueError(str(exc)) from exc

@@ -269,11 +269,23 @@ if not runs.empty:
             st.success(f"deleted {md_escape(pick)} ({n:,} predictions)")
 
 st.subheader("Import")
+#: The replace's choice for a dataset's runs (label -> ``--with-runs`` value).
+_WITH_RUNS = {"refuse if it has runs": None, "drop them (delete with it)": "drop",
+              "keep them (orphans)": "keep-orphans"}  # fmt: skip
 c = st.columns(3)
 kind = c[0].selectbox("What", ("results: oncu-release", "dataset: hotpotqa", "dataset: 2wiki",
                                "dataset: oncu-jsonl", "dataset: jsonl"))  # fmt: skip
 iname = c[1].text_input("Name in the store", "", key="runs.import_name")
 replace = c[2].checkbox("Replace existing", key="runs.import_replace")
+with_runs = None
+if replace:  # --with-runs: a replaced dataset's runs are never silently re-scored on new gold
+    keep = c[2].selectbox(
+        "Runs of the replaced dataset", _WITH_RUNS, key="runs.import_with_runs",
+        help="Replacing a dataset that has runs: refuse (nothing written), drop its runs with "
+        "it, or keep them as orphans (`score` lists them as run on a changed dataset). "
+        "Same as --with-runs on the command line.",
+    )  # fmt: skip
+    with_runs = _WITH_RUNS[keep]
 results = kind.startswith("results")
 uploads = st.file_uploader(
     "Files (written under data/uploads/)" if results else "File (written under data/uploads/)",
@@ -297,12 +309,12 @@ if uploads and st.button("Import", type="primary", disabled=not (iname or result
                                  "each run is named after its files")  # fmt: skip
             for g in groups:
                 try:
-                    lines.append(import_file(kind, g, iname or g.name, replace))
+                    lines.append(import_file(kind, g, iname or g.name, replace, with_runs))
                 except ValueError as exc:
                     kept = f" (imported before it: {'; '.join(lines)})" if lines else ""
                     raise ValueError(str(exc).splitlines()[0] + kept) from None
         else:
-            lines.append(import_file(kind, paths[0], iname, replace))
+            lines.append(import_file(kind, paths[0], iname, replace, with_runs))
         st.session_state["runs.imported"] = " · ".join(lines)
     except ValueError as exc:
         st.error(md_escape(str(exc).splitlines()[0]))
