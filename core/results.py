@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 from core.datasets._io import MAX_CONTEXT_LENGTH, MAX_FIELD_BYTES, check_text
+from core.datasets.sniff import format_hint
 from core.names import check_name
 from core.results_release import (
     PARSE_FIELDS,
@@ -488,8 +489,14 @@ def import_results(
     path = files.metrics
     name = files.name if name is None else name
     check_name("dataset" if dataset is None else "run", name)
-    df = _read_oncu_csv(path)
-    side = _side_files(files, df)
+    try:
+        df = _read_oncu_csv(path)
+        side = _side_files(files, df)
+    except DataError as exc:  # a dataset file chosen as results: say which format it is
+        hint = format_hint(path, "results", fmt)
+        if hint is None:
+            raise
+        raise DataError(str(path), None, None, hint) from exc
     models = list(dict.fromkeys(df["model_name"]))
     run_ids = {m: name if len(models) == 1 else f"{name}/{m}" for m in models}
     for model, run_id in run_ids.items():

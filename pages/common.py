@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -429,6 +430,9 @@ def import_file(
             out = f"{result.summary()} -> dataset '{name}'"
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
+    except ValueError as exc:  # a file of another format: named as this page's choices are
+        raise ValueError(re.sub(r"\(import (dataset|results) --format ([\w-]+)\)",
+                                r'(choose What: "\1: \2" above)', str(exc))) from exc
     finally:
         clear_caches()
     return out

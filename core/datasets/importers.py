@@ -38,6 +38,7 @@ from core.datasets.hotpotqa import hotpotqa_instance, twowiki_instance
 from core.datasets.jsonl import jsonl_instance
 from core.datasets.longbench import longbench_instance
 from core.datasets.oncu_jsonl import oncu_instance
+from core.datasets.sniff import format_hint
 from core.names import check_name
 from core.types import DataError, Dataset, Instance
 
@@ -113,6 +114,16 @@ def read_dataset(path: str | Path, fmt: str, name: str) -> ImportResult:
     if fmt not in _FORMATS:
         raise ValueError(f"unknown format {fmt!r}; allowed: {', '.join(FORMATS)}")
     check_name("dataset", name)
+    try:
+        return _read_dataset(path, fmt, name)
+    except DataError as exc:  # a file of a recognizable other format: say which
+        hint = format_hint(path, "dataset", fmt)
+        if hint is None:
+            raise
+        raise DataError(str(path), None, None, hint) from exc
+
+
+def _read_dataset(path: str | Path, fmt: str, name: str) -> ImportResult:
     reader, mapper, id_field = _FORMATS[fmt]
     file = str(path)
     digest = hashlib.sha256()
