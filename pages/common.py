@@ -699,7 +699,8 @@ def show_figure(
     head = st.columns([6, 1])
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
     with head[1]:
-        download_menu(name, spec.title, fig, data, key, export_settings().for_figure(name))
+        download_menu(name, spec.title, fig, data, key, export_settings().for_figure(name),
+                      dataset=selection.dataset, runs=selection.runs)  # fmt: skip
     drill = drill and drill_spec(fig) is not None
     shown = plain_figure(fig)  # data strings drawn as text, never as Plotly's markup
     event = st.plotly_chart(

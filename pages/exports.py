@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from core.export import ExportSettings, figure_bytes, mime_type, start_renderer, table_bytes
+from core.export import (
+    ExportSettings,
+    figure_bytes,
+    figure_meta,
+    mime_type,
+    start_renderer,
+    table_bytes,
+)
+from core.export_tables import table_file_stem
 from core.views.case import md_escape
 
 __all__ = ["download_menu", "lazy_table"]
@@ -72,18 +80,28 @@ def lazy_table(df: pd.DataFrame, fmt: str, **kwargs: Any) -> Callable[[], bytes]
     return make
 
 
-def _figure_maker(fig: Any, fmt: str, settings: ExportSettings) -> Callable[[], bytes]:
+def _figure_maker(
+    fig: Any, fmt: str, settings: ExportSettings, meta: dict[str, str] | None
+) -> Callable[[], bytes]:
     def render() -> bytes:
         start_renderer()
-        return figure_bytes(fig, fmt, settings)
+        return figure_bytes(fig, fmt, settings, meta=meta)
 
     return render
 
 
 def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
-                  settings: ExportSettings) -> None:  # fmt: skip
+                  settings: ExportSettings, *, dataset: str | None = None,
+                  runs: Sequence[str] = ()) -> None:  # fmt: skip
     """The figure's Download popover (PNG, SVG, PDF, CSV) and, under it, what a failed
-    download says."""
+    download says.
+
+    The files are named after the figure, ``dataset`` and ``runs``
+    (:func:`core.export_tables.table_file_stem`, as the command line's exports), and the
+    figure files carry the same in their metadata (:func:`core.export.figure_meta`).
+    """
+    stem = table_file_stem(name, dataset, runs)
+    meta = figure_meta(title, dataset, runs)
     ss = st.session_state
     pending, failed_key = f"{key}.dl.pending", f"{key}.dl.failed"
     tokens = {fmt: _token(f"{key}.dl.{fmt}") for fmt in ("png", "svg", "pdf", "csv")}
@@ -98,10 +116,10 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
         cols = st.columns(4)
         for col, fmt in zip(cols, ("png", "svg", "pdf", "csv"), strict=True):
             make = (lazy_table(data, "csv") if fmt == "csv"
-                    else _figure_maker(fig, fmt, settings))  # fmt: skip
+                    else _figure_maker(fig, fmt, settings, meta))  # fmt: skip
             col.download_button(
                 fmt.upper(), data=_recorded(tokens[fmt], make), key=f"{key}.dl.{fmt}",  # text:
-                file_name=f"{name}.{fmt}", mime="text/csv" if fmt == "csv" else mime_type(fmt),
+                file_name=f"{stem}.{fmt}", mime="text/csv" if fmt == "csv" else mime_type(fmt),
                 on_click=clicked, args=(fmt,),
             )  # fmt: skip
         st.caption(

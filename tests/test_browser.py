@@ -80,7 +80,8 @@ def test_figure_download_in_the_browser(server, page, tmp_path):
     target = tmp_path / info.value.suggested_filename
     info.value.save_as(target)
     data = target.read_bytes()
-    assert target.name == "condition_matrix.png"
+    # named after the figure, the dataset and the runs shown (as the command line's exports)
+    assert target.name.startswith("condition_matrix-controlled") and target.suffix == ".png"
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1400, 900)  # default 700 x 450 at PNG scale 2
