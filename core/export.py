@@ -316,7 +316,7 @@ def start_renderer() -> bool:
     """
     global _RENDERER_STARTED
     with _RENDERER_LOCK:
-        if _RENDERER_STARTED:
+        if _RENDERER_STARTED and _renderer_alive():
             return True
         try:
             import kaleido  # on first export: it starts a browser and is slow to import
@@ -324,8 +324,32 @@ def start_renderer() -> bool:
             kaleido.start_sync_server(silence_warnings=True)
         except Exception:  # noqa: BLE001 - a missing browser surfaces on the export itself
             return False
-        _RENDERER_STARTED = True
+        _RENDERER_STARTED = _renderer_alive()
+        return _RENDERER_STARTED
+
+
+def _renderer_alive() -> bool:
+    """Whether kaleido's background renderer thread still runs; a dead one is closed.
+
+    Kaleido marks its server open when it starts the thread and never notices the thread's
+    end (its browser failed to start, or died): a call then waits forever on its queue. A
+    dead server is closed here, so exports fall back to a browser per call (or restart it).
+    """
+    global _RENDERER_STARTED
+    try:
+        from kaleido._sync_server import GlobalKaleidoServer  # kaleido internals (1.x)
+    except ImportError:  # pragma: no cover - another kaleido: trust its own state
         return True
+    server = GlobalKaleidoServer()
+    if not server.is_running():
+        _RENDERER_STARTED = False
+        return False
+    thread = getattr(server, "_thread", None)
+    if thread is not None and thread.is_alive():
+        return True
+    server.close(silence_warnings=True)  # the thread has ended: the join returns at once
+    _RENDERER_STARTED = False
+    return False
 
 
 def figure_meta(title: str, dataset: str | None = None, runs: Sequence[str] = ()) -> dict:
@@ -380,6 +404,9 @@ def _plain_title(text: str) -> str:
 
 def _to_image(fig: Any, fmt: str, width: float, height: float, scale: float) -> bytes:
     """Kaleido's rendering of ``fig``; a missing Chromium becomes a RuntimeError saying so."""
+    if _RENDERER_STARTED:
+        with _RENDERER_LOCK:
+            _renderer_alive()  # a renderer that died is closed, never waited on
     try:
         with warnings.catch_warnings():
             # plotly passes kaleido options that a running renderer ignores; harmless
