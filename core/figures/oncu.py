@@ -711,7 +711,11 @@ def oncu_heatmap_figure(
         )  # fmt: skip
     bucketed = "length_cell" in t1.columns and (t1["length_cell"] == "bucket").any()
     fig.update_yaxes(title_text="context length bucket (tokens)" if bucketed
-                     else "context length (tokens)", row=1, col=1, type="category")
+                     else "context length (tokens)", row=1, col=1)
+    # every panel: the same rows in the same order (a length missing from one panel is an
+    # empty row there, never a shifted one), labelled as in the hovers and the tables
+    fig.update_yaxes(type="category", categoryorder="array",
+                     categoryarray=[f"{n:,}" for n in lengths])  # fmt: skip
     fig.update_layout(margin={"t": 40}, title_text=f"run {run}" if t["run"].nunique() > 1 else None)
     titled(fig, "evidence position", legend_below=False)
     drill.declare(fig, _HEAT_KEYS, fixed=_PLAIN | drill.length_fixed(t1))
