@@ -413,7 +413,8 @@ def _to_image(fig: Any, fmt: str, width: float, height: float, scale: float) -> 
             warnings.simplefilter("ignore", UserWarning)
             return fig.to_image(format=fmt, width=width, height=height, scale=scale)
     except (RuntimeError, OSError, ValueError) as exc:
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()),
+                    type(exc).__name__)  # kaleido's messages may start with a blank line
         if "chrom" in text.lower() or "browser" in text.lower():
             raise RuntimeError(
                 f"static export needs Chromium: {text} (run: python -m core setup)"

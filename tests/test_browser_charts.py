@@ -96,5 +96,6 @@ def test_a_failed_figure_download_says_why_in_place(no_renderer, page):
     alert.first.wait_for(timeout=90_000)
     text = alert.first.inner_text()
     assert "PDF of Answer and evidence scores" in text and "What to do" in text, text
-    assert "renderer did not answer" in text or "browser" in text.lower(), text
+    # the renderer's browser is missing: said at once (no wait for a renderer that hangs)
+    assert "static export needs Chromium" in text and "python -m core setup" in text, text
     assert_no_exception(page, "failed download")

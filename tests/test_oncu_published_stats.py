@@ -130,8 +130,8 @@ def test_table_30_bh_family_reproduces_the_printed_values():
 
 def test_holm_and_bh_against_statsmodels_on_random_families():
     rng = np.random.default_rng(34)
-    for _ in range(300):
-        p = rng.random(int(rng.integers(1, 30))) ** 3
+    for size in range(1, 30):  # every family size once (statsmodels takes ~50 ms a call)
+        p = rng.random(size) ** 3
         if len(p) > 2:
             p[1] = p[0]  # ties
         np.testing.assert_allclose(holm(p), multipletests(p, method="holm")[1], rtol=1e-12)
