@@ -8,13 +8,16 @@ headless Chromium the browser tests drive.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,6 +50,64 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "store.duckdb"
 
 
+#: Stores built once per test session and copied (a DuckDB file is closed, hence checkpointed,
+#: after each write): one folder shared by the xdist workers of one run, made by the main
+#: process (its environment is the workers') and removed when it ends.
+_TEMPLATES_ENV = "EVIDENCE_TEST_STORES"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and _TEMPLATES_ENV not in os.environ:
+        os.environ[_TEMPLATES_ENV] = tempfile.mkdtemp(prefix="evidence-test-stores-")
+        config._evidence_templates = os.environ[_TEMPLATES_ENV]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = getattr(config, "_evidence_templates", None)
+    if made:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop(_TEMPLATES_ENV, None)
+
+
+def _from_template(key: str, path: Path, build: Callable[[Path], None]) -> None:
+    """``build(path)``, done once per session under ``key`` and copied to ``path`` after.
+
+    The first worker to ask builds the template under a file lock; the others wait for it
+    and copy. A ``path`` that already holds a store is built in place (nothing to copy over).
+    """
+    path = Path(path)
+    if path.exists():
+        build(path)
+        return
+    folder = Path(os.environ.get(_TEMPLATES_ENV) or tempfile.mkdtemp(prefix="evidence-stores-"))
+    os.environ.setdefault(_TEMPLATES_ENV, str(folder))  # a run outside pytest's configure
+    template = folder / f"{key}.duckdb"
+    with open(folder / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not template.exists():
+            work = folder / f"{key}.building" / "store.duckdb"
+            shutil.rmtree(work.parent, ignore_errors=True)
+            work.parent.mkdir()
+            build(work)
+            work.rename(template)
+            shutil.rmtree(work.parent, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, path)
+
+
+def demo_into(store):
+    """``core.runs.build_demo(store)`` on a store not yet written: a copy of a built one.
+
+    Returns:
+        The ``store``.
+    """
+    from core.runs import build_demo
+    from core.store import Store
+
+    _from_template("demo", Path(store.path), lambda p: build_demo(Store(p)))
+    return store
+
+
 def build_release_store(path: Path, *, hotpotqa: bool = False, demo: bool = False):
     """A store at ``path`` holding the released controlled outputs as run ``controlled``.
 
@@ -63,13 +124,19 @@ def build_release_store(path: Path, *, hotpotqa: bool = False, demo: bool = Fals
     from core.runs import build_demo
     from core.store import Store
 
-    store = Store(path)
-    import_results(store, shared_fixture(RELEASE_CONTROLLED), name="controlled")
-    if hotpotqa:
-        import_results(store, shared_fixture(RELEASE_HOTPOTQA), name="hotpotqa")
-    if demo:
-        build_demo(store)
-    return store
+    controlled = shared_fixture(RELEASE_CONTROLLED)
+    hotpot = shared_fixture(RELEASE_HOTPOTQA) if hotpotqa else None
+
+    def build(target: Path) -> None:
+        store = Store(target)
+        import_results(store, controlled, name="controlled")
+        if hotpot is not None:
+            import_results(store, hotpot, name="hotpotqa")
+        if demo:
+            build_demo(store)
+
+    _from_template(f"release-h{int(hotpotqa)}-d{int(demo)}", Path(path), build)
+    return Store(path)
 
 
 @pytest.fixture

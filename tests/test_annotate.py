@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import demo_into
 from test_cli import run_cli
 
 from core.annotate import (
@@ -26,7 +27,7 @@ from core.annotate import (
     item_id,
 )
 from core.cli import main
-from core.runs import DEMO_RUN, build_demo
+from core.runs import DEMO_RUN
 from core.scoring import FAILURE_LABELS
 from core.store import Store
 
@@ -37,7 +38,7 @@ VOCAB = (*FAILURE_LABELS, AMBIGUOUS)
 def demo_db(tmp_path_factory) -> Path:
     """The demo store (embedded reader, four conditions), built once for the module."""
     db = tmp_path_factory.mktemp("annotate") / "demo.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     return db
 
 

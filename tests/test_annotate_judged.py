@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import demo_into
 from model_stub import ModelStub
 from test_annotate import _cli, _kappa, _rows, _write
 from test_fanin_judged import stub_judge_run
@@ -26,7 +27,7 @@ from core.annotate import CSV_COLUMNS, JUDGE_ITEM_COLUMN
 from core.backends import make_backend
 from core.judge_runs import make_judge, run_judge
 from core.judges import AUTHTRACE_AC_SYSTEM
-from core.runs import DEMO_RUN, build_demo, run_conditions
+from core.runs import DEMO_RUN, run_conditions
 from core.store import Store
 from core.store.annotations import annotation_labels, sampled_items
 from core.views.judged import annotated_runs
@@ -39,7 +40,7 @@ def judged_db(tmp_path_factory) -> Path:
     """The demo store with two correctness judge runs and one evidence judge run."""
     db = tmp_path_factory.mktemp("annotate_judged") / "demo.duckdb"
     store = Store(db)
-    build_demo(store)
+    demo_into(store)
     run_judge(store, RUBRIC, make_judge("embedded"), name="j-lexical", run=DEMO_RUN)
     with ModelStub() as stub:
         stub.answer_for = lambda messages: "2"

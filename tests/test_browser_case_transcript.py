@@ -11,10 +11,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHOTS, assert_no_exception, choose, open_case, settle, streamlit_server
+from conftest import (
+    SHOTS,
+    assert_no_exception,
+    choose,
+    demo_into,
+    open_case,
+    settle,
+    streamlit_server,
+)
 
 from core.prompts import build_messages, prompt_hash
-from core.runs import build_demo
 from core.store import Store
 from core.store.schema import bump_data_version
 
@@ -28,7 +35,7 @@ def demo(tmp_path_factory):
     """``(url, store)``: a server on a fresh demo store."""
     db = tmp_path_factory.mktemp("transcript") / "store.duckdb"
     store = Store(db)
-    build_demo(store)
+    demo_into(store)
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         SHOTS.mkdir(parents=True, exist_ok=True)
         yield url, store

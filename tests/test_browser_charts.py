@@ -14,9 +14,8 @@ import time
 import urllib.request
 
 import pytest
-from conftest import ROOT, assert_no_exception, free_port, settle, streamlit_server
+from conftest import ROOT, assert_no_exception, demo_into, free_port, settle, streamlit_server
 
-from core.runs import build_demo
 from core.store import Store
 
 pytestmark = [pytest.mark.browser]
@@ -34,7 +33,7 @@ _DATA_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(gd
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     db = tmp_path_factory.mktemp("charts") / "store.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         yield url
 
@@ -58,7 +57,7 @@ def no_renderer(tmp_path_factory):
     """A server whose figure renderer cannot start (Kaleido finds no browser; its thread then
     hangs the server's exit, so the server is killed, not stopped, at the end)."""
     db = tmp_path_factory.mktemp("charts_fail") / "store.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     port = free_port()
     env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1",
                BROWSER_PATH="/nonexistent/chromium")  # fmt: skip

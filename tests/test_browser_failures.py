@@ -9,9 +9,8 @@ query gives, read independently here).
 from __future__ import annotations
 
 import pytest
-from conftest import SHOTS, assert_no_exception, settle, streamlit_server
+from conftest import SHOTS, assert_no_exception, demo_into, settle, streamlit_server
 
-from core.runs import build_demo
 from core.store import Store
 from core.store.failure_rows import FailureFilter
 from core.store.schema import bump_data_version
@@ -27,7 +26,7 @@ def demo(tmp_path_factory):
     """``(url, store)``: a server on a fresh demo store with one failed call."""
     db = tmp_path_factory.mktemp("failures") / "store.duckdb"
     store = Store(db)
-    build_demo(store)
+    demo_into(store)
     with store.transaction() as con:
         con.execute(
             "UPDATE predictions SET error = ?, answer = NULL, raw_response = '' "

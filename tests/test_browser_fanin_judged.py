@@ -17,12 +17,12 @@ import json
 import re
 
 import pytest
-from conftest import SHOTS, assert_no_exception, choose, settle, streamlit_server
+from conftest import SHOTS, assert_no_exception, choose, demo_into, settle, streamlit_server
 from test_cli import run_cli
 
 from core.annotate import export_sample, import_labels
 from core.judge_runs import make_judge, run_judge
-from core.runs import DEMO_RUN, build_demo
+from core.runs import DEMO_RUN
 from core.store import Store
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -67,7 +67,7 @@ def judged(tmp_path_factory):
     root = tmp_path_factory.mktemp("fanin_judged")
     db = root / "store.duckdb"
     store = Store(db)
-    build_demo(store)
+    demo_into(store)
     for rubric in (CORRECTNESS, "authtrace-evidence"):
         run_judge(store, rubric, make_judge("embedded"), name=f"j-{rubric}", run=DEMO_RUN)
     # alice rates a blind sample of 12 judged answers, alternately 3 and 0, so that she agrees

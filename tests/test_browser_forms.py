@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import assert_no_exception, choose, settle, streamlit_server
+from conftest import assert_no_exception, choose, demo_into, settle, streamlit_server
 
-from core.runs import build_demo
 from core.store import Store
 
 pytestmark = [pytest.mark.browser]
@@ -22,7 +21,7 @@ pytestmark = [pytest.mark.browser]
 def runs_url(tmp_path_factory):
     """The Runs page of a fresh server on a demo store, and the store's path."""
     db = tmp_path_factory.mktemp("browser_forms") / "store.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         yield f"{url}/runs", db
 

@@ -14,9 +14,8 @@ import re
 import time
 
 import pytest
-from conftest import SHOTS, assert_no_exception, choose, settle, streamlit_server
+from conftest import SHOTS, assert_no_exception, choose, demo_into, settle, streamlit_server
 
-from core.runs import build_demo
 from core.store import Store
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -26,7 +25,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def runs_url(tmp_path_factory):
     """The Runs page of a fresh server on a demo store."""
     db = tmp_path_factory.mktemp("browser_launch") / "store.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         SHOTS.mkdir(parents=True, exist_ok=True)
         yield f"{url}/runs", db

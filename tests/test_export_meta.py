@@ -16,6 +16,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
+from conftest import demo_into
 
 from core.export import (
     ExportSettings,
@@ -25,7 +26,6 @@ from core.export import (
     preset_settings,
 )
 from core.paper_numbers import tool_version
-from core.runs import build_demo
 from core.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def test_svg_and_png_carry_the_title() -> None:
 @pytest.mark.skipif(shutil.which("pdfinfo") is None, reason="poppler-utils absent (core setup)")
 def test_export_figure_names_dataset_and_runs(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     out = tmp_path / "m.pdf"
     res = subprocess.run(
         [sys.executable, "-m", "core", "export", "figure", "condition_matrix", "--dataset",

@@ -18,12 +18,13 @@ from collections.abc import Iterator
 
 import plotly.graph_objects as go
 import pytest
+from conftest import demo_into
 
 from core.backends import make_backend
 from core.catalog import figure_names, get_figure
 from core.export import ExportSettings, figure_bytes, preset_settings
 from core.figures import Selection
-from core.runs import build_demo, run_attribution, run_interventions, run_probes
+from core.runs import run_attribution, run_interventions, run_probes
 from core.store import Store
 
 pytestmark = pytest.mark.slow
@@ -80,7 +81,7 @@ def store(tmp_path_factory) -> Iterator[Store]:
     if why:
         pytest.skip(why)
     store = Store(tmp_path_factory.mktemp("render") / "demo.duckdb")
-    build_demo(store)
+    demo_into(store)
     reader = make_backend("embedded")
     run_probes(store, "controlled-200", reader, name="probes", limit=4)
     run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))

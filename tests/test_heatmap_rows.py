@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import demo_into
 
 from core.catalog import get_figure
-from core.runs import build_demo
 from core.selection import Selection
 from core.store import Store
 
@@ -19,7 +19,7 @@ from core.store import Store
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("heat") / "demo.duckdb")
-    build_demo(store)
+    demo_into(store)
     return store
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from conftest import build_release_store
+from conftest import build_release_store, demo_into
 
 from core.cli import main
 from core.crux import crux_evaluate
@@ -163,12 +163,11 @@ def test_the_condition_matrix_counts_title_grounding_and_says_why_no_evidence_is
 
 def test_the_demo_has_titles_so_title_grounding_is_measured(tmp_path):
     from core.catalog import get_table
-    from core.runs import build_demo
     from core.selection import Selection
     from core.store import Store
 
     store = Store(tmp_path / "d.duckdb")
-    build_demo(store)
+    demo_into(store)
     table = get_table("condition_matrix").build(store, Selection(dataset="controlled-200"))
     assert (table["title_grounding_n"] == table["n"] - table["missing"]).all()
     assert table["title_grounding"].notna().all()

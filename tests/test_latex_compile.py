@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import demo_into
 
 from core.backends import make_backend
 from core.catalog import table_names
 from core.export import export_table
-from core.runs import build_demo, run_interventions, run_probes
+from core.runs import run_interventions, run_probes
 from core.selection import Selection
 from core.store import Store
 from core.views import resolve_selection
@@ -38,7 +39,7 @@ def _has_booktabs() -> bool:
 @pytest.mark.skipif(not _has_booktabs(), reason="pdflatex / booktabs absent (core setup)")
 def test_every_latex_table_compiles(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.duckdb")
-    build_demo(store)
+    demo_into(store)
     reader = make_backend("embedded")
     run_probes(store, "controlled-200", reader, name="probes", limit=4)
     run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))
@@ -76,7 +77,7 @@ def test_every_latex_table_compiles(tmp_path: Path) -> None:
 @pytest.mark.skipif(not _has_booktabs(), reason="pdflatex / booktabs absent (core setup)")
 def test_case_card_compiles_with_its_provenance(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     out = tmp_path / "card.tex"
     res = subprocess.run(
         [sys.executable, "-m", "core", "export", "case", "--dataset", "controlled-200",

@@ -18,12 +18,12 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from conftest import open_page
+from conftest import demo_into, open_page
 
 from core.annotate import DEFAULT_RUBRIC, export_sample, import_labels
 from core.cli import main
 from core.judge_runs import make_judge, run_judge
-from core.runs import DEMO_RUN, build_demo
+from core.runs import DEMO_RUN
 from core.store import Store
 from core.store.annotations import rule_labels
 from core.views.common import clear_cache
@@ -39,7 +39,7 @@ def stores(tmp_path_factory) -> dict[str, Path]:
     """``plain``: the demo store; ``judged``: the same with judge runs and labels."""
     root = tmp_path_factory.mktemp("judged_pages")
     plain, judged = root / "plain.duckdb", root / "judged.duckdb"
-    build_demo(Store(plain))
+    demo_into(Store(plain))
     shutil.copy(plain, judged)
     store = Store(judged)
     for rubric in ("authtrace-correctness", "authtrace-evidence", "crux-coverage"):

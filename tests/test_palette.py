@@ -15,6 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import pytest
+from conftest import demo_into
 
 from core.backends import make_backend
 from core.catalog import figure_names, get_figure
@@ -28,7 +29,7 @@ from core.figures import (
     color_for,
 )
 from core.figures.oncu import CONDITION_LABELS
-from core.runs import build_demo, run_attribution, run_interventions, run_probes
+from core.runs import run_attribution, run_interventions, run_probes
 from core.store import Store
 
 #: Selections tried in turn; every one that builds is checked.
@@ -71,7 +72,7 @@ def trace_colors(trace: Any) -> list[str]:
 def figures(tmp_path_factory) -> Iterator[dict[str, list[go.Figure]]]:
     """Every registered figure built on the demo store, under every selection that builds."""
     store = Store(tmp_path_factory.mktemp("palette") / "demo.duckdb")
-    build_demo(store)
+    demo_into(store)
     reader = make_backend("embedded")
     run_probes(store, "controlled-200", reader, name="probes", limit=4)
     run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import demo_into
 
 from core.datasets.controlled import build_controlled
 from core.paper_numbers import check_paper, macro_part, p_text, read_numbers
-from core.runs import build_demo
 from core.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def paper_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not HOTPOT_CSV.is_file():
         pytest.skip(f"shared fixtures absent: {HOTPOT_CSV} (the released HotpotQA run)")
     db = tmp_path_factory.mktemp("paper") / "s.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     res = _cli(db, "import", "results", "--format", "oncu-release", str(HOTPOT_CSV))
     assert res.returncode == 0, res.stderr
     return db
@@ -109,7 +109,7 @@ def test_check_paper_flags_exactly_what_a_rescore_changed(tmp_path: Path) -> Non
     if not HOTPOT_CSV.is_file():
         pytest.skip(f"shared fixtures absent: {HOTPOT_CSV}")
     db = tmp_path / "s.duckdb"
-    build_demo(Store(db))
+    demo_into(Store(db))
     assert _cli(db, "import", "results", "--format", "oncu-release",
                 str(HOTPOT_CSV)).returncode == 0  # fmt: skip
     old = tmp_path / "numbers.tex"
