@@ -71,7 +71,7 @@ from core.store.annotations import (
     sampled_items,
     write_annotations,
 )
-from core.types import DataError
+from core.types import DataError, stored_ids
 
 __all__ = [
     "AMBIGUOUS",
@@ -243,7 +243,7 @@ def _restored(text: str) -> str:
 def _shown(ids: Any, passages: Mapping[str, tuple[str, str]], chars: int | None) -> str:
     """The passages a prediction was shown, in order: ``[id] title`` and the text."""
     blocks = []
-    for pid in _ids(ids):
+    for pid in stored_ids(ids):
         title, text = passages.get(pid, ("", ""))
         if chars is not None and len(text) > chars:
             text = text[:chars] + " …"
@@ -414,7 +414,7 @@ def _csv_rows(
     rows = []
     for it, key in sorted(zip(items, keys, strict=True), key=lambda x: x[0]["item_id"]):
         p = by_key.get(key) or _passage_item(it, questions)
-        cited = _ids(p.cited_ids)
+        cited = stored_ids(p.cited_ids)
         cells = [
             it["item_id"], run, key[0], key[1], _text(p.question), _text(p.gold_answer),
             _text(p.answer), _shown(p.input_passage_ids, texts.get(key[0], {}), passage_chars),
@@ -476,11 +476,6 @@ def _record_and_write(
         tmp.unlink(missing_ok=True)
 
 
-def _ids(value: Any) -> list[str]:
-    """A stored id list as a list: None, NA or NaN (an imported run's shown ids) is empty."""
-    if _is_missing(value):
-        return []
-    return [str(v) for v in value]
 
 
 def _is_missing(value: Any) -> bool:

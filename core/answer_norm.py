@@ -29,9 +29,13 @@ __all__ = [
     "YES_WORDS",
     "canonical_yes_no",
     "keeps_synthetic_suffix",
+    "list_cell",
     "normalize_relaxed",
     "normalize_strict",
     "parse_number",
+    "relaxed_tokens",
+    "strict_tokens",
+    "truthy_cell",
 ]
 
 #: Answer score columns, in table order.
@@ -90,7 +94,7 @@ def normalize_strict(s: str) -> str:
     ``\b(a|an|the)\b`` with a space; collapse whitespace. Example: ``"The Eiffel-Tower!"`` ->
     ``"eiffeltower"``.
     """
-    return " ".join(_strict_tokens(s or ""))
+    return " ".join(strict_tokens(s or ""))
 
 
 def keeps_synthetic_suffix(answer_type: str | None, reasoning_type: str | None) -> bool:
@@ -117,10 +121,11 @@ def normalize_relaxed(
         answer_type: the instance's answer type.
         reasoning_type: the instance's reasoning type.
     """
-    return " ".join(_relaxed_tokens(s or "", keeps_synthetic_suffix(answer_type, reasoning_type)))
+    return " ".join(relaxed_tokens(s or "", keeps_synthetic_suffix(answer_type, reasoning_type)))
 
 
-def _strict_tokens(s: str) -> tuple[str, ...]:
+def strict_tokens(s: str) -> tuple[str, ...]:
+    """The strict normalizer's tokens: lower case, punctuation dropped, articles removed."""
     return tuple(_ARTICLES_RE.sub(" ", s.lower().translate(_STRICT_DROP)).split())
 
 
@@ -128,7 +133,8 @@ def _drop_combining(m: re.Match[str]) -> str:
     return "".join(c for c in m.group() if not unicodedata.combining(c))
 
 
-def _relaxed_tokens(s: str, keep_suffix: bool) -> tuple[str, ...]:
+def relaxed_tokens(s: str, keep_suffix: bool) -> tuple[str, ...]:
+    """The relaxed normalizer's tokens (accents folded; ``keep_suffix``: synthetic ids kept)."""
     # NFKD, then drop the combining marks (no ASCII character is one: only the non-ASCII
     # runs are looked at, character by character)
     folded = _NON_ASCII_RUN.sub(_drop_combining, unicodedata.normalize("NFKD", s))
@@ -171,7 +177,7 @@ def parse_number(s: str) -> float | None:
 # Input conventions of the scoring frame (shared by the per-row and the column scorer).
 
 
-def _as_list(x: Any) -> list:
+def list_cell(x: Any) -> list:
     """A list cell as a list: None/NA/NaN/"" -> [], a string -> [it]."""
     if x is None or x is pd.NA:
         return []
@@ -182,7 +188,7 @@ def _as_list(x: Any) -> list:
     return list(x)
 
 
-def _flag(x: Any) -> bool:
+def truthy_cell(x: Any) -> bool:
     """True for a non-empty error string (or a true bool); False for None/NaN/empty."""
     if x is None or x is pd.NA:
         return False

@@ -44,10 +44,10 @@ from core.batchfile import (
 from core.engine import cache_key, options_hash
 from core.judge_runs import (
     PlannedJudgment,
-    _mirror_answerability,
     default_conditions,
     judge_config,
     judgment_row,
+    mirror_answerability,
     plan_judgments,
 )
 from core.judges import get_rubric
@@ -239,7 +239,7 @@ def import_judge_batch(store: Store, run_id: str, paths: Iterable[Path]) -> dict
             )
         totals["answers"] = totals["stored"] - totals["errors"]
     if totals["stored"] and rub.name == "crux-answerability":
-        _mirror_answerability(store, run_id, str(row.get("dataset_id")))
+        mirror_answerability(store, run_id, str(row.get("dataset_id")))
     return {
         "run": run_id,
         "files": len(paths),

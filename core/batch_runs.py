@@ -46,12 +46,12 @@ from core.batchfile import (
     shard_paths,
 )
 from core.conditions import check_conditions, plan_conditions, planned_keys, retrieval_config
-from core.engine import _Context, _row, _write
+from core.engine import WriteContext, prediction_row, write_rows
 from core.interventions import check_plan_options, plan_interventions, plan_settings
 from core.outpaths import check_out_path, staged_file
 from core.probes import PROBE_CONDITION, parse_strategy, plan_probes
 from core.retrieval import reranker
-from core.runs import _base_citations, open_run, undone_if_refused
+from core.runs import base_citations, open_run, undone_if_refused
 from core.store import Store
 from core.store.batch_rows import batch_calls, drop_batch_calls, save_batch_calls
 from core.types import PlannedCall
@@ -332,7 +332,7 @@ def _plan_interventions(
     stored = store.prediction_keys(name, ok_only=True)
     if any((c.instance_id, c.condition, c.variant) not in stored for c in base):
         return base, "base"
-    cited = _base_citations(store, name)
+    cited = base_citations(store, name)
     calls: list[PlannedCall] = []
     for inst in instances:
         if inst.instance_id in cited:
@@ -472,7 +472,7 @@ def import_batch(store: Store, run_id: str, paths: Iterable[Path]) -> dict[str, 
             if store.run_row(run_id, con=con) is None:
                 raise ValueError(f"no run '{run_id}' in {store.path}")
             exported = batch_calls(con, run_id)
-            ctx = _Context.of(store, run_id, con)
+            ctx = WriteContext.of(store, run_id, con)
             stored_all = store.prediction_keys(run_id, con=con)
             stored_ok = store.prediction_keys(run_id, ok_only=True, con=con)
         if not exported:
@@ -501,7 +501,7 @@ def import_batch(store: Store, run_id: str, paths: Iterable[Path]) -> dict[str, 
             stored_ok |= {r.key for r in lines if r.error is None}
             missing = sum(k not in stored_all for k in exported)
             final = "done" if missing == 0 else "partial"
-            status = _write(
+            status = write_rows(
                 store,
                 ctx,
                 rows,
@@ -560,4 +560,4 @@ def _answer_row(ctx: Any, r: ResultLine, call: tuple[str, list[str], str | None]
         error=r.error,
         logprob_confidence=answer_logprob_confidence(r.logprobs),
     )
-    return _row(ctx, planned, reply, False, 0.0)
+    return prediction_row(ctx, planned, reply, False, 0.0)

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from core.export import ExportSettings, latex_escape
 from core.figures.plain_text import plain_label
+from core.types import stored_ids
 
 __all__ = ["CARD_SETTINGS", "CONDITION_ORDER", "card_rows", "case_card_figure", "case_card_latex"]
 
@@ -30,10 +31,6 @@ CARD_SETTINGS = ExportSettings(width=900, height=650, font_size=11)
 PASSAGE_CHARS = 240
 
 
-def _ids(value: Any) -> list[str]:
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return []
-    return [str(v) for v in list(value)]
 
 
 def _cut(text: str, n: int) -> str:
@@ -61,7 +58,7 @@ def card_rows(
     for row in plain.itertuples(index=False):
         if row.condition == "full_context":
             shown |= set(passages["passage_id"])
-        shown |= set(_ids(getattr(row, "input_passage_ids", None)))
+        shown |= set(stored_ids(getattr(row, "input_passage_ids", None)))
     keep = passages[passages["passage_id"].isin(shown)].sort_values("ord")
     shown_rows = pd.DataFrame({
         "passage_id": keep["passage_id"].astype(str),
@@ -82,7 +79,8 @@ def card_rows(
             "run": str(row["run"]),
             "condition": str(row["condition"]),
             "answer": f"call failed: {_cut(error, 80)}" if error else str(row.get("answer") or ""),
-            "cited": ", ".join(i + ("*" if i in gold else "") for i in _ids(row.get("cited_ids"))),
+            "cited": ", ".join(i + ("*" if i in gold else "")
+                               for i in stored_ids(row.get("cited_ids"))),
             "score": score,
         })  # fmt: skip
     columns = ["run", "condition", "answer", "cited", "score"]

@@ -55,6 +55,7 @@ from core.params import Param
 from core.scoring import confidence_error, normalize_relaxed
 from core.stats import bootstrap_mean_ci, paired_contrast
 from core.store import Store
+from core.types import stored_ids
 
 __all__ = [
     "AXES",
@@ -306,12 +307,6 @@ def evidence_role(
 # ----------------------------------------------------------------------- pairing
 
 
-def _ids(x: Any) -> list[str]:
-    if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)):
-        return []
-    if isinstance(x, str):
-        return [x] if x else []
-    return [str(v) for v in x]
 
 
 def _meta(x: Any) -> dict[str, Any]:
@@ -449,7 +444,7 @@ def intervention_pairs(
             out[f"{axis}_orig"] = math.nan if missing else axes_b[axis]
             out[axis] = math.nan if missing else axes_r[axis]
         types = {"answer_type": r.get("answer_type"), "reasoning_type": r.get("reasoning_type")}
-        cited_b, cited_r = _ids(b["cited_ids"]), _ids(r["cited_ids"])
+        cited_b, cited_r = stored_ids(b["cited_ids"]), stored_ids(r["cited_ids"])
         if missing:
             out["trace_divergence"] = out["evidence_divergence"] = math.nan
             out["answer_changed"] = out["correctness_changed"] = None

@@ -97,16 +97,19 @@ __all__ = [
     "POOL_DEPTH",
     "POOL_MIN_CALLS",
     "POOL_WRITE_SHARE",
-    "Progress",
     "READ_AHEAD",
-    "ReadAhead",
-    "RunSummary",
     "WRITE_SHARE",
     "cache_key",
     "execute",
     "options_hash",
     "plan_and_execute",
+    "prediction_row",
+    "Progress",
+    "ReadAhead",
     "rerun_call",
+    "RunSummary",
+    "write_rows",
+    "WriteContext",
 ]
 
 #: Most predictions committed in one transaction.
@@ -222,7 +225,7 @@ def cache_key(backend: str, model: str, opts_hash: str, prompt: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Context:
+class WriteContext:
     """What every call of a run shares: where results go and how they are cached."""
 
     run_id: str
@@ -235,7 +238,8 @@ class _Context:
     max_cited: int = DEFAULT_MAX_CITED
 
     @classmethod
-    def of(cls, store: Store, run_id: str, con: Any = None) -> _Context:
+    def of(cls, store: Store, run_id: str, con: Any = None) -> WriteContext:
+        """The context of stored run ``run_id`` (its backend, options and cache identity)."""
         run = store.run_row(run_id, con=con)
         if run is None:
             raise ValueError(
@@ -254,6 +258,7 @@ class _Context:
         )
 
     def key(self, call: PlannedCall) -> str:
+        """The response-cache key of ``call`` in this run."""
         return cache_key(self.backend, self.model_id, self.options_hash, call.prompt_hash)
 
 
@@ -271,8 +276,8 @@ def _call_backend(backend: Backend, call: PlannedCall) -> Reply:
         return Reply(text="", error=f"backend raised {type(exc).__name__}: {exc}")
 
 
-def _row(
-    ctx: _Context,
+def prediction_row(
+    ctx: WriteContext,
     call: PlannedCall,
     reply: Reply,
     cache_hit: bool,
@@ -348,7 +353,7 @@ def _row(
     return row
 
 
-#: What a failed call stores in the parsed fields: nothing (:func:`_row`).
+#: What a failed call stores in the parsed fields: nothing (:func:`prediction_row`).
 _NOT_PARSED = ParsedAnswer(answer=None, explanation=None)  # type: ignore[arg-type]
 
 
@@ -382,7 +387,7 @@ def _is_set(value: Any) -> bool:
     return bool(str(value).strip())
 
 
-def _write(store: Store, ctx: _Context, rows: Sequence[dict[str, Any]], *args, **kw) -> Any:
+def write_rows(store: Store, ctx: WriteContext, rows: Sequence[dict[str, Any]], *args, **kw) -> Any:
     """:func:`_write_batch`, sure to keep a batch's answers that can be stored.
 
     A batch the store refuses is written again with every row that cannot be stored
@@ -416,7 +421,7 @@ def _unstorable_row(row: dict[str, Any], why: str) -> dict[str, Any]:
 
 def _write_batch(
     store: Store,
-    ctx: _Context,
+    ctx: WriteContext,
     rows: Sequence[dict[str, Any]],
     wall_s: float,
     n_planned: int | None = None,
@@ -487,7 +492,7 @@ class _Writer(threading.Thread):
     def __init__(
         self,
         store: Store,
-        ctx: _Context,
+        ctx: WriteContext,
         total: int,
         progress: Callable[[Progress], None] | None,
         n_planned: int,
@@ -564,7 +569,7 @@ class _Writer(threading.Thread):
             started = time.monotonic()
             try:
                 wall = self.ctx.wall_seconds + started - self.t0
-                stored = _write(self.store, self.ctx, batch, wall, self.n_planned, status,
+                stored = write_rows(self.store, self.ctx, batch, wall, self.n_planned, status,
                                 self.replace, inputs=self.inputs)  # fmt: skip
                 if status is not None:
                     self.final = stored
@@ -683,7 +688,7 @@ def _execute(
         dup = next(k for k in keys if keys.count(k) > 1)
         raise ValueError(f"duplicate planned call {dup!r} in run '{run_id}'")
     with store.attached(read_only=True) as con:  # the run's state, in one connection
-        ctx = _Context.of(store, run_id, con)
+        ctx = WriteContext.of(store, run_id, con)
         stored_all = store.prediction_keys(run_id, con=con)
         stored = store.prediction_keys(run_id, ok_only=True, con=con) if stored_all else set()
         todo = [c for c in calls if _key(c) not in stored]
@@ -710,7 +715,7 @@ def _execute(
     followers: dict[str, list[PlannedCall]] = {}
     for call, ck in zip(todo, ckeys, strict=True):
         if ck in hits:
-            writer.put(_row(ctx, call, _from_cache(hits[ck]), True, 0.0, ck))
+            writer.put(prediction_row(ctx, call, _from_cache(hits[ck]), True, 0.0, ck))
             cached += 1
         elif ck in leaders:
             followers.setdefault(ck, []).append(call)
@@ -728,10 +733,10 @@ def _execute(
     ) -> None:
         nonlocal executed, cached
         executed += 1
-        writer.put(row if row is not None else _row(ctx, call, reply, False, ms, ck))
+        writer.put(row if row is not None else prediction_row(ctx, call, reply, False, ms, ck))
         for other in followers.pop(ck, []):
             if reply.error is None:
-                writer.put(_row(ctx, other, reply, True, 0.0, ck))
+                writer.put(prediction_row(ctx, other, reply, True, 0.0, ck))
                 cached += 1
             else:
                 queue_.append((other, ck))  # the shared call failed: make it too
@@ -759,7 +764,7 @@ def _execute(
 
             def made(call: PlannedCall, ck: str) -> tuple[Reply, float, dict[str, Any]]:
                 reply, ms = work(call, ck)
-                return reply, ms, _row(ctx, call, reply, False, ms, ck)
+                return reply, ms, prediction_row(ctx, call, reply, False, ms, ck)
 
             run_threads(int(concurrency), queue_, going, made, finish, cancel)
         else:
@@ -952,15 +957,15 @@ def rerun_call(store: Store, run_id: str, call: PlannedCall, backend: Backend) -
     """
     with store.run_lock(run_id):
         with store.attached(read_only=True) as con:
-            ctx = _Context.of(store, run_id, con)
+            ctx = WriteContext.of(store, run_id, con)
             hit = store.cached_responses([ctx.key(call)], con=con)
         if hit:
-            row = _row(ctx, call, _from_cache(hit[ctx.key(call)]), True, 0.0)
+            row = prediction_row(ctx, call, _from_cache(hit[ctx.key(call)]), True, 0.0)
         else:
             t = time.perf_counter()
             reply = _call_backend(backend, call)
-            row = _row(ctx, call, reply, False, (time.perf_counter() - t) * 1000.0)
-        _write(store, ctx, [row], ctx.wall_seconds, progress=False)
+            row = prediction_row(ctx, call, reply, False, (time.perf_counter() - t) * 1000.0)
+        write_rows(store, ctx, [row], ctx.wall_seconds, progress=False)
     frame = store.prediction_rows(run_id, [_key(call)])
     return {k: _plain(v) for k, v in frame.iloc[0].to_dict().items()}
 

@@ -22,7 +22,7 @@
   (:func:`checked_numbers`, :data:`REPLY_NUMBER_RANGES`): one outside its column (3e9 or 1e20
   prompt tokens, a negative duration, NaN) is stored missing and named in the prediction's
   ``meta.out_of_range``, never a crash; a row the store still refuses becomes that call's
-  recorded error and the rest of its write batch is written (:func:`core.engine._write`).
+  recorded error and the rest of its write batch is written (:func:`core.engine.write_rows`).
 """
 
 from __future__ import annotations

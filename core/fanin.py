@@ -76,6 +76,7 @@ from core.jsonable import json_plain
 from core.scoring import ANSWER_SCORES
 from core.store import Store
 from core.store.fanin_rows import fanin_rows
+from core.types import stored_ids
 
 __all__ = [
     "BUCKETS",
@@ -149,9 +150,9 @@ def evidence_pack(condition: str, input_passage_ids: Any, cited_ids: Any) -> lis
     if condition in PACK_CONDITIONS:
         # not stored (an imported release does not say what a retrieved call showed): no
         # pack, so ER / EP are missing -- an empty list would measure them as 0
-        return None if _absent(input_passage_ids) else _as_list(input_passage_ids)
+        return None if _absent(input_passage_ids) else stored_ids(input_passage_ids)
     if condition == "full_context":
-        return _as_list(cited_ids)
+        return stored_ids(cited_ids)
     if condition == "no_evidence":
         return None
     raise ValueError(f"no evidence pack for condition {condition!r}; allowed: {', '.join(_PLAIN)}")
@@ -185,14 +186,6 @@ def _absent(x: Any) -> bool:
     return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
 
-def _as_list(x: Any) -> list[str]:
-    if x is None or x is pd.NA:
-        return []
-    if isinstance(x, float) and math.isnan(x):
-        return []
-    if isinstance(x, str):
-        return [x] if x else []
-    return [str(v) for v in x]
 
 
 _PER_COLS = ["run", "model", "dataset", "condition", "system", "instance_id", "fan_in", "bucket",
@@ -230,7 +223,7 @@ def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.Dat
     df = frame[frame["condition"].isin(_PLAIN)]
     rows = []
     for rec in df.to_dict("records"):
-        gold = _as_list(rec["gold_ids"])
+        gold = stored_ids(rec["gold_ids"])
         pack = evidence_pack(rec["condition"], rec["input_passage_ids"], rec["cited_ids"])
         f = int(rec["fan_in"]) if rec["fan_in"] is not None and not pd.isna(rec["fan_in"]) else 0
         score = rec[score_field]

@@ -53,19 +53,20 @@ from core.fanin import evidence_pack
 from core.judge_lexical import LexicalJudge
 from core.judges import Rubric, authtrace_messages, canonical_segments, get_rubric
 from core.prompts import prompt_hash
-from core.runs import _id_list, _present, answerability_pairs, open_run
+from core.runs import answerability_pairs, open_run, present
 from core.store import Store
-from core.types import Instance
+from core.types import Instance, stored_ids
 
 __all__ = [
     "DERIVED_SQ",
-    "JudgeSummary",
-    "PlannedJudgment",
     "default_conditions",
     "judge_config",
+    "JudgeSummary",
     "judgment_row",
     "make_judge",
+    "mirror_answerability",
     "plan_judgments",
+    "PlannedJudgment",
     "run_judge",
 ]
 
@@ -229,7 +230,7 @@ def plan_judgments(
     conds = tuple(conditions or default_conditions(rub.name))
     preds = store.prediction_rows(run)
     preds = preds[(preds["variant"] == "") & preds["condition"].isin(conds)]
-    failed = preds["error"].map(lambda e: _present(e) and bool(str(e).strip()))
+    failed = preds["error"].map(lambda e: present(e) and bool(str(e).strip()))
     info["not_judged"] = int(failed.sum())
     preds = preds[~failed]
     wanted = sorted(set(preds["instance_id"]))
@@ -300,7 +301,7 @@ def _plan_coverage(
         if not subs:
             subs = [(DERIVED_SQ, inst.question)]
             derived.add(r.instance_id)
-        answer = str(r.answer) if _present(r.answer) else ""
+        answer = str(r.answer) if present(r.answer) else ""
         for sq_id, text in subs:
             out.append(
                 _planned(
@@ -331,7 +332,7 @@ def _plan_correctness(
         if inst is None:
             continue
         claims = [inst.gold_answer]
-        answer = str(r.answer) if _present(r.answer) else ""
+        answer = str(r.answer) if present(r.answer) else ""
         msgs = authtrace_messages(
             "ac",
             query=inst.question,
@@ -352,7 +353,7 @@ def _plan_evidence(
         inst = by_inst.get(r.instance_id)
         if inst is None:
             continue
-        pack = evidence_pack(r.condition, _id_list(r.input_passage_ids), _id_list(r.cited_ids))
+        pack = evidence_pack(r.condition, stored_ids(r.input_passage_ids), stored_ids(r.cited_ids))
         if pack is None:
             continue
         gold = [p for p in inst.passages if p.is_gold]
@@ -486,7 +487,7 @@ def run_judge(
         )
         summary = _execute(store, name, rub, plan, backend, concurrency, progress, cancel, t0)
     if rub.name == "crux-answerability":
-        _mirror_answerability(store, name, ds)
+        mirror_answerability(store, name, ds)
     return JudgeSummary(
         **{**summary, "not_judged": info["not_judged"], "notes": tuple(info["notes"] + extra)}
     )
@@ -674,7 +675,7 @@ def _execute(
     }
 
 
-def _mirror_answerability(store: Store, name: str, dataset: str) -> None:
+def mirror_answerability(store: Store, name: str, dataset: str) -> None:
     """Copy a crux-answerability run's ratings into ``answerability`` (judge = the run name)."""
     frame = store.judgments_frame(runs=[name])
     ok = frame[frame["error"].fillna("").astype(str).str.strip() == ""]

@@ -9,7 +9,7 @@ The file is read with the ``csv`` module over the open file, so every valid CSV 
 imports as written: a quoted cell keeps its line breaks (LF, CR LF), quotes, commas,
 form feeds and U+2028 exactly. Bad input is one ``DataError`` naming the file, the record (the
 data row: the header is not counted, blank lines are) and the column; nothing is written then.
-Limits are those of ``core.datasets._io``: a cell is at most ``MAX_FIELD_BYTES`` bytes of
+Limits are those of ``core.datasets.records``: a cell is at most ``MAX_FIELD_BYTES`` bytes of
 UTF-8, ``context_length`` at most ``MAX_CONTEXT_LENGTH``.
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from core.datasets._io import MAX_CONTEXT_LENGTH, MAX_FIELD_BYTES, check_text
+from core.datasets.records import MAX_CONTEXT_LENGTH, MAX_FIELD_BYTES, check_text
 from core.datasets.sniff import format_hint
 from core.names import check_name
 from core.results_release import (

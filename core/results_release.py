@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.datasets._io import check_record, expect_object, jsonl_records
+from core.datasets.records import check_record, expect_object, jsonl_records
 from core.parsing import parse_reply
 from core.types import DataError
 

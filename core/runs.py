@@ -61,21 +61,23 @@ from core.probes import (
 from core.prompts import TEMPLATE_VERSION, prompt_hash, template_hash
 from core.retrieval import reranker
 from core.store import RUN_KINDS, RunBusyError, Store
-from core.types import Passage
+from core.types import Passage, stored_ids
 
 __all__ = [
     "DEMO_DATASET",
     "DEMO_RUN",
-    "RunBusyError",
-    "RunSpec",
+    "base_citations",
     "build_demo",
     "judge_answerability",
     "open_run",
+    "present",
     "run_attribution",
     "run_conditions",
     "run_interventions",
     "run_probes",
     "run_spec",
+    "RunBusyError",
+    "RunSpec",
     "start_run",
 ]
 
@@ -470,7 +472,7 @@ def run_interventions(
         )  # fmt: skip
         if first.status != "done":
             return first
-        cited = _base_citations(store, name)
+        cited = base_citations(store, name)
         calls = []
         for inst in instances:
             if inst.instance_id not in cited:
@@ -490,27 +492,22 @@ def run_interventions(
     return _merged(first, second)
 
 
-def _base_citations(store: Store, run_id: str) -> dict[str, list[str]]:
+def base_citations(store: Store, run_id: str) -> dict[str, list[str]]:
     """Cited ids of each instance's stored base trace (``retrieved``) that did not fail."""
     base = store.prediction_rows(run_id)
     base = base[(base["condition"] == "retrieved") & (base["variant"] == "")]
     return {
-        r["instance_id"]: _id_list(r["cited_ids"])
+        r["instance_id"]: stored_ids(r["cited_ids"])
         for r in base.to_dict("records")
-        if not (_present(r.get("error")) and str(r.get("error")).strip())
+        if not (present(r.get("error")) and str(r.get("error")).strip())
     }
 
 
-def _present(x: Any) -> bool:
+def present(x: Any) -> bool:
+    """Whether a stored cell holds a value (not None, NA or NaN)."""
     return x is not None and x is not pd.NA and not (isinstance(x, float) and math.isnan(x))
 
 
-def _id_list(x: Any) -> list[str]:
-    if not _present(x):
-        return []
-    if isinstance(x, str):
-        return [x] if x else []
-    return [str(v) for v in x]
 
 
 # --------------------------------------------------------------------------- attribution

@@ -42,15 +42,15 @@ from core.answer_norm import (
     SCORE_COLUMNS,
     SOFT_F1,
     YES_WORDS,
-    _as_list,
-    _flag,
-    _relaxed_tokens,
-    _strict_tokens,
     canonical_yes_no,
     keeps_synthetic_suffix,
+    list_cell,
     normalize_relaxed,
     normalize_strict,
     parse_number,
+    relaxed_tokens,
+    strict_tokens,
+    truthy_cell,
 )
 from core.scoring_vector import LABEL_CODES, inputs_from_arrow, inputs_from_frame, score_inputs
 
@@ -101,8 +101,8 @@ def _f1(pred: Sequence[str], gold: Sequence[str]) -> float:
 
 def _tokens(s: str, relaxed: bool, answer_type: str | None, reasoning_type: str | None):
     if relaxed:
-        return _relaxed_tokens(s or "", keeps_synthetic_suffix(answer_type, reasoning_type))
-    return _strict_tokens(s or "")
+        return relaxed_tokens(s or "", keeps_synthetic_suffix(answer_type, reasoning_type))
+    return strict_tokens(s or "")
 
 
 def exact_match(
@@ -189,14 +189,14 @@ def _score_answer(
     def st(s: str) -> tuple[str, ...]:
         t = strict_cache.get(s)
         if t is None:
-            t = strict_cache[s] = _strict_tokens(s)
+            t = strict_cache[s] = strict_tokens(s)
         return t
 
     def rt(s: str) -> tuple[str, ...]:
         key = (s, keep)
         t = relaxed_cache.get(key)
         if t is None:
-            t = relaxed_cache[key] = _relaxed_tokens(s, keep)
+            t = relaxed_cache[key] = relaxed_tokens(s, keep)
         return t
 
     ps, pr = st(pred), rt(pred)
@@ -465,10 +465,10 @@ def score_frame_rows(
     )
     for i, row in enumerate(rows):
         ans, gold, aliases, at, rtype, cited, gids, perr, err, cond, conf, ctit, gtit = row
-        if _flag(err):
+        if truthy_cell(err):
             continue  # a failed call: no answer to score (NaN scores, no label)
-        is_parse = _flag(perr)
-        golds = tuple(g for g in (gold, *_as_list(aliases)) if isinstance(g, str)) or ("",)
+        is_parse = truthy_cell(perr)
+        golds = tuple(g for g in (gold, *list_cell(aliases)) if isinstance(g, str)) or ("",)
         if is_parse:
             answer = dict.fromkeys(ANSWER_SCORES, 0.0)
             cited_l: list = []
@@ -481,17 +481,17 @@ def score_frame_rows(
                 answer = answer_cache[key] = _score_answer(
                     pred, golds, keep, strict_cache, relaxed_cache
                 )
-            cited_l = _as_list(cited)
+            cited_l = list_cell(cited)
         for k in ANSWER_SCORES:
             out[k][i] = answer[k]
-        gold_l = _as_list(gids)
+        gold_l = list_cell(gids)
         titles = None
         if has_titles and not is_parse:
-            titles = dict(zip(cited_l, _as_list(ctit), strict=False))
+            titles = dict(zip(cited_l, list_cell(ctit), strict=False))
         elif has_titles:
             titles = {}
         ev = evidence_scores(
-            cited_l, gold_l, titles, _as_list(gtit) if "gold_titles" in df.columns else None
+            cited_l, gold_l, titles, list_cell(gtit) if "gold_titles" in df.columns else None
         )
         for k in EVIDENCE_SCORES:
             out[k][i] = ev[k]

@@ -44,11 +44,11 @@ from core.answer_norm import (
     SCORE_COLUMNS,
     SOFT_F1,
     YES_WORDS,
-    _as_list,
-    _flag,
-    _relaxed_tokens,
-    _strict_tokens,
+    list_cell,
     parse_number,
+    relaxed_tokens,
+    strict_tokens,
+    truthy_cell,
 )
 
 __all__ = [
@@ -170,12 +170,12 @@ def _text(values: Any) -> pa.Array:
 
 
 def _list_column(values: Any, kind: str) -> pa.Array | None:
-    """A list<string> array of ``_as_list`` of each value, or None (not representable).
+    """A list<string> array of ``list_cell`` of each value, or None (not representable).
 
     ``kind`` ``"ids"`` takes strings only, ``"titles"`` strings and None,
     ``"aliases"`` drops what is not a string (as the reference does).
     """
-    lists = [_as_list(x) for x in values]
+    lists = [list_cell(x) for x in values]
     if kind == "aliases":
         lists = [[v for v in x if isinstance(v, str)] for x in lists]
     flat = list(chain.from_iterable(lists))
@@ -202,7 +202,7 @@ def _confidence(col: pd.Series | None, n: int) -> np.ndarray | None:
         return None
 
 
-#: Cells a list column's fast conversion takes as they are (anything else: ``_as_list``).
+#: Cells a list column's fast conversion takes as they are (anything else: ``list_cell``).
 _LIST_CELLS = frozenset({list, tuple, np.ndarray, type(None)})
 
 
@@ -232,7 +232,7 @@ def _text_series(col: pd.Series | None, n: int) -> pa.Array:
 
 
 def _flag_series(col: pd.Series | None, n: int) -> np.ndarray:
-    """``_flag`` of each cell of a column: Arrow text by kernels, categories once each."""
+    """``truthy_cell`` of each cell of a column: Arrow text by kernels, categories once each."""
     if col is None:
         return np.zeros(n, dtype=bool)
     arrow = _arrow_of(col)
@@ -240,9 +240,9 @@ def _flag_series(col: pd.Series | None, n: int) -> np.ndarray:
         return _arrow_flags(arrow.cast(pa.string()))
     if isinstance(col.dtype, pd.CategoricalDtype):
         codes = col.cat.codes.to_numpy()
-        per = np.array([_flag(x) for x in col.cat.categories.tolist()] + [False], dtype=bool)
+        per = np.array([truthy_cell(x) for x in col.cat.categories.tolist()] + [False], dtype=bool)
         return per[codes]  # code -1 (missing) -> the appended False
-    return np.array([_flag(x) for x in col.tolist()], dtype=bool)
+    return np.array([truthy_cell(x) for x in col.tolist()], dtype=bool)
 
 
 def _list_series(col: pd.Series | None, n: int, kind: str) -> pa.Array | None:
@@ -250,7 +250,7 @@ def _list_series(col: pd.Series | None, n: int, kind: str) -> pa.Array | None:
 
     An Arrow list column is taken as it is; an object column whose cells are all lists,
     tuples, arrays or None is converted by Arrow when it infers lists of strings (Arrow
-    reads a string cell as its characters and bytes as text, ``_as_list`` does not: such
+    reads a string cell as its characters and bytes as text, ``list_cell`` does not: such
     columns, and a None inside an id or alias list, take the per-cell conversion).
     """
     if col is None:
@@ -350,7 +350,7 @@ def _arrow_list(arr: Any) -> pa.Array:
 
 
 def _arrow_flags(arr: pa.Array) -> np.ndarray:
-    """``_flag`` of each string: set and not only whitespace (Python's ``str.strip``)."""
+    """``truthy_cell`` of each string: set and not only whitespace (Python's ``str.strip``)."""
     out = np.zeros(len(arr), dtype=bool)
     if arr.null_count == len(arr):
         return out
@@ -359,7 +359,7 @@ def _arrow_flags(arr: pa.Array) -> np.ndarray:
     flag = _np(pc.match_substring_regex(sub, "[0-9A-Za-z]")).copy()
     rest = np.flatnonzero(~flag)  # no ASCII letter or digit: Python decides
     if len(rest):
-        flag[rest] = [_flag(x) for x in sub.take(pa.array(rest)).to_pylist()]
+        flag[rest] = [truthy_cell(x) for x in sub.take(pa.array(rest)).to_pylist()]
     out[where] = flag
     return out
 
@@ -489,7 +489,7 @@ def _python_forms(text: str) -> tuple[str, str]:
 
     Cached across calls: a re-score meets each gold answer once per batch it appears in.
     """
-    return " ".join(_strict_tokens(text)), " ".join(_relaxed_tokens(text, True))
+    return " ".join(strict_tokens(text)), " ".join(relaxed_tokens(text, True))
 
 
 _YES = pa.array(sorted(YES_WORDS), pa.string())

@@ -19,6 +19,7 @@ __all__ = [
     "REASONING_TYPES",
     "ROLES",
     "count_tokens",
+    "stored_ids",
 ]
 
 #: Passage roles. ``role`` and ``is_gold`` are stored for the user and never shown to a model.
@@ -180,3 +181,22 @@ class PlannedCall:
     input_passage_ids: tuple[str, ...]
     prompt_hash: str
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def stored_ids(value: Any) -> list[str]:
+    """A stored id-list cell (cited, shown or gold passage ids) as a list of strings.
+
+    The one reader of such cells: a missing cell (None, pandas' NA, a float NaN: an imported
+    run keeps no shown ids) is empty, a string is one id (empty: none), any other iterable its
+    items as strings; a value that is not a list at all is empty.
+    """
+    if value is None or type(value).__name__ == "NAType":
+        return []
+    if isinstance(value, float):
+        return []  # NaN: missing (a float is never an id list)
+    if isinstance(value, str):
+        return [value] if value else []
+    try:
+        return [str(v) for v in value]
+    except TypeError:
+        return []

@@ -51,6 +51,10 @@ def _imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
                     pkg = pkg.rpartition(".")[0]
                 base = f"{pkg}.{base}" if base else pkg
             names = [f"{base}.{a.name}" for a in node.names] or [base]
+            if base in known and module.startswith(base + ".") and not is_pkg:
+                # `from core.store import schema` inside core.store runs the package's
+                # __init__ first: an edge to the package itself (a package-level cycle)
+                out.add(base)
         for name in names:
             target = _resolve(name, known)
             if target and target != module:
@@ -162,3 +166,39 @@ def test_every_directly_imported_third_party_package_is_pinned() -> None:
                 if dist not in pins:
                     unpinned.setdefault(dist, str(path.relative_to(ROOT)))
     assert unpinned == {}, f"imported but not pinned in requirements.txt: {unpinned}"
+
+
+def _private_imports() -> list[str]:
+    """``from core.x import _name`` and imports of ``_private`` project modules, outside tests."""
+    known = _modules()
+    found = []
+    for module, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if _resolve(node.module, known) is None:
+                continue  # a third-party module: its privates are its own business
+            if any(p.startswith("_") and not p.startswith("__") for p in node.module.split(".")):
+                found.append(f"{module}: private module {node.module}")
+            found += [f"{module}: {node.module}.{a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+    return found
+
+
+def test_no_private_name_crosses_a_module_boundary() -> None:
+    """A name starting with ``_`` is its module's own: another module never imports it."""
+    assert _private_imports() == []
+
+
+def test_a_package_imported_through_its_init_from_inside_is_a_cycle(tmp_path: Path) -> None:
+    """``from core.store import schema`` inside core.store runs the package's __init__: an edge
+    to the package, so the package and the module importing it form a cycle."""
+    known = _modules()
+    assert "core.store" not in _imports("core.store.connection",
+                                        known["core.store.connection"], known)  # fmt: skip
+    through_init = tmp_path / "connection.py"
+    through_init.write_text("from core.store import schema\n")
+    edges = _imports("core.store.connection", through_init, known)
+    assert "core.store" in edges
+    graph = import_graph() | {"core.store.connection": edges}
+    assert any("core.store.connection" in c for c in _cycles(graph))

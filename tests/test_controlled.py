@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from core.datasets._io import evidence_position as io_evidence_position
 from core.datasets.controlled import PRESETS, build_controlled, preset_cells
+from core.datasets.records import evidence_position as io_evidence_position
 from core.types import ROLES, Dataset, Instance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +190,7 @@ def test_gold_sits_in_the_named_decile(scaling_subset: Dataset) -> None:
 
 
 def test_labels_agree_with_the_importers_rule(c200: Dataset) -> None:
-    # core.datasets._io labels imported data by gold midpoints in thirds: same labels here
+    # core.datasets.records labels imported data by gold midpoints in thirds: same labels here
     for inst in c200.instances:
         assert io_evidence_position(inst.passages) == inst.evidence_position, inst.instance_id
 

@@ -119,7 +119,7 @@ def test_unstorable_row_is_that_calls_error_and_the_batch_is_written(tmp_path):
             for r in stored]  # fmt: skip
     rows[0]["raw_response"] = "x\ud800"  # a lone surrogate: not UTF-8
     rows[1]["prompt_tokens"] = 2**40
-    engine._write(store, engine._Context.of(store, "r"), rows, 0.1)
+    engine.write_rows(store, engine.WriteContext.of(store, "r"), rows, 0.1)
     with store.connect(read_only=True) as con:
         got = con.execute(
             "SELECT instance_id, error, prompt_tokens, answer FROM predictions "

@@ -17,7 +17,7 @@ _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER)\b", re.I)
 #: Names an f-string SQL in the store may interpolate: identifiers and placeholder lists the
 #: code builds itself.
 #: Adding a name here means: reviewed, its value is built by the code (never user text).
-_ALLOWED = {"cols", "verb", "table", "view", "placeholders", "_RUN_COLUMNS", "columns", "c",
+_ALLOWED = {"cols", "verb", "table", "view", "placeholders", "RUN_COLUMNS", "columns", "c",
             "col", "name", "k", "order", "sets", "only",
             # constant SQL fragments of core/store/runs.py (module-level string literals)
             "_COUNTS", "_FINAL_STATUS",

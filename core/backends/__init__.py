@@ -68,9 +68,9 @@ def backend_option_names(kind: str) -> tuple[str, ...]:
     if kind == "embedded":
         return tuple(sorted(_EMBEDDED_KEYS))
     if kind == "ollama":
-        from core.backends.ollama import _OLLAMA_OPTIONS  # lazy: ollama/httpx are slow imports
+        from core.backends.ollama import OLLAMA_OPTIONS  # lazy: ollama/httpx are slow imports
 
-        return tuple(sorted({*_OLLAMA_OPTIONS, *_OLLAMA_SETTINGS, *_RETRY_KEYS}))
+        return tuple(sorted({*OLLAMA_OPTIONS, *_OLLAMA_SETTINGS, *_RETRY_KEYS}))
     if kind == "openai":
         from core.backends.openai_compat import CALL_OPTIONS  # lazy: httpx is a slow import
 

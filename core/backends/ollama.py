@@ -82,6 +82,7 @@ __all__ = [
     "DEFAULT_NUM_CTX",
     "DEFAULT_NUM_PREDICT",
     "LOGPROBS_MIN_VERSION",
+    "OLLAMA_OPTIONS",
     "OllamaBackend",
     "resolve_hosts",
     "server_status",
@@ -97,7 +98,7 @@ DEFAULT_NUM_PREDICT = 1024
 LOGPROBS_MIN_VERSION = (0, 12, 11)
 
 # Ollama runtime options a caller may set per backend or per call (ollama.Options fields).
-_OLLAMA_OPTIONS = frozenset(ollama.Options.model_fields)
+OLLAMA_OPTIONS = frozenset(ollama.Options.model_fields)
 # Settings of this backend (not Ollama options).
 _SETTINGS = (
     "keep_alive",
@@ -337,7 +338,7 @@ class OllamaBackend:
         if logprobs not in (True, False, "auto"):
             raise ValueError(f"logprobs must be True, False or 'auto', got {logprobs!r}")
         check_client_settings(top_logprobs, chars_per_token, timeout_s, connect_timeout_s)
-        extra = checked_options(extra_options, sorted(_OLLAMA_OPTIONS), "Ollama")
+        extra = checked_options(extra_options, sorted(OLLAMA_OPTIONS), "Ollama")
         self.model = str(model).strip()
         self.hosts = resolve_hosts(hosts)
         self.num_ctx = int(num_ctx)
@@ -492,11 +493,11 @@ class OllamaBackend:
     def _call_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
         if not options:
             return self.options
-        bad = sorted(set(options) - _OLLAMA_OPTIONS)
+        bad = sorted(set(options) - OLLAMA_OPTIONS)
         if bad:
             raise ValueError(
                 f"unknown Ollama option(s) {', '.join(map(repr, bad))}; allowed: "
-                f"{', '.join(sorted(_OLLAMA_OPTIONS))}"
+                f"{', '.join(sorted(OLLAMA_OPTIONS))}"
             )
         if "num_ctx" in options and int(options["num_ctx"]) != self.num_ctx:
             raise ValueError(

@@ -30,7 +30,7 @@ import pandas as pd
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.commands.engine import ProgressBar, add_backend_args, backend_from_args, run_options
-from core.datasets._io import check_record, jsonl_records
+from core.datasets.records import check_record, jsonl_records
 from core.judge_runs import make_judge, run_judge
 from core.judges import RUBRICS
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_arguments

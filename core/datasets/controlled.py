@@ -15,7 +15,7 @@ Definitions (tokens are whitespace tokens of title + text, ``core.types.count_to
   front ``[0, 1/3)``, middle ``[1/3, 2/3)``, end ``[2/3, 1]``, decile ``pos_0d``
   ``[d/10, (d+1)/10)`` (``pos_09``: ``[0.9, 1]``). In a front / middle / end / decile cell
   *every* gold passage has both its offset and its midpoint offset inside the region (so
-  ``core.datasets._io.evidence_position``, which uses midpoints, agrees with the label).
+  ``core.datasets.records.evidence_position``, which uses midpoints, agrees with the label).
   **Scattered**: at least two gold passages; gold passage ``j`` of ``k`` (in context order)
   lies, offset and midpoint, in third ``round(2j / (k - 1))`` -- so the first is in the front
   third, the last in the end third, and they never share a single third. Interior region
@@ -50,7 +50,7 @@ Definitions (tokens are whitespace tokens of title + text, ``core.types.count_to
   Entity-valued distractors never reuse the gold object's or the answer's name stem, and no
   distractor states the gold answer, so only gold passages support it.
 - **Entities** are ``{stem} {5-digit zero-padded suffix}`` (suffix 00100..09999), so answers
-  cannot be guessed without the evidence; filler prose comes from ``core.datasets._text``.
+  cannot be guessed without the evidence; filler prose comes from ``core.datasets.synthetic_text``.
 
 Presets (see ``PRESETS``): ``controlled-200`` (each of the 192 cells 4K/8K/16K x 4 positions x
 4 distractor settings x 4 reasoning types once, plus 8 extra cells spread over the grid),
@@ -69,9 +69,16 @@ from dataclasses import asdict, dataclass
 from itertools import product
 from typing import Any
 
-from core.datasets._io import make_instance
-from core.datasets._text import MIN_FILLER, Block, assemble, derive_rng, free_slot, pad_sentences
-from core.datasets._text import to_passages as _to_passages
+from core.datasets.records import make_instance
+from core.datasets.synthetic_text import (
+    MIN_FILLER,
+    Block,
+    assemble,
+    derive_rng,
+    free_slot,
+    pad_sentences,
+)
+from core.datasets.synthetic_text import to_passages as _to_passages
 from core.names import check_name
 from core.types import Dataset, Instance, Passage
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.datasets._io import Fields, SkipRecord, gold_token_fraction, make_instance, neutral_id
+from core.datasets.records import Fields, SkipRecord, gold_token_fraction, make_instance, neutral_id
 from core.types import Instance, Passage
 
 __all__ = ["HOTPOT_REASONING", "TWOWIKI_REASONING", "hotpotqa_instance", "twowiki_instance"]

@@ -24,7 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.datasets._io import (
+from core.datasets.hotpotqa import hotpotqa_instance, twowiki_instance
+from core.datasets.jsonl import jsonl_instance
+from core.datasets.longbench import longbench_instance
+from core.datasets.oncu_jsonl import oncu_instance
+from core.datasets.records import (
     MAX_FIELD_BYTES,
     MAX_RECORD_BYTES,
     Fields,
@@ -34,10 +38,6 @@ from core.datasets._io import (
     json_list_records,
     jsonl_records,
 )
-from core.datasets.hotpotqa import hotpotqa_instance, twowiki_instance
-from core.datasets.jsonl import jsonl_instance
-from core.datasets.longbench import longbench_instance
-from core.datasets.oncu_jsonl import oncu_instance
 from core.datasets.sniff import format_hint
 from core.names import check_name
 from core.types import DataError, Dataset, Instance

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.datasets._io import Fields, SkipRecord, gold_token_fraction, make_instance, neutral_id
+from core.datasets.records import Fields, SkipRecord, gold_token_fraction, make_instance, neutral_id
 from core.types import ROLES, Instance, Passage
 
 __all__ = ["JSONL_FIELDS", "PASSAGE_FIELDS", "jsonl_instance"]

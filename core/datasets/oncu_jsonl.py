@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.datasets._io import Fields, SkipRecord, make_instance, neutral_id
+from core.datasets.records import Fields, SkipRecord, make_instance, neutral_id
 from core.types import Instance, Passage, count_tokens
 
 __all__ = ["oncu_instance", "split_long_context"]

@@ -22,7 +22,7 @@ instance contract of the controlled benchmark (neutral passage ids, gold flags, 
 Context length: the cell's target ``T``; passages sum to between ``T - 59`` and ``T`` tokens
 (whitespace tokens of title + text). Evidence position: the third holding the midpoints of all
 gold passages (front / middle / end), else ``scattered`` -- the rule of
-``core.datasets._io.evidence_position``. Evidence density: 1 gold passage low, 2-3 medium, 4+
+``core.datasets.records.evidence_position``. Evidence density: 1 gold passage low, 2-3 medium, 4+
 high. Distractor similarity is ``high`` for every task (decoys share the gold's exact form).
 Each instance has its own generator seeded from SHA-256 of ``("ruler-lite", seed, task,
 length, i)``, so equal arguments give byte-identical datasets.
@@ -35,8 +35,9 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
-from core.datasets._io import make_instance
-from core.datasets._text import (
+from core.datasets.controlled import density_label, gold_offsets
+from core.datasets.records import make_instance
+from core.datasets.synthetic_text import (
     Block,
     assemble,
     derive_rng,
@@ -45,7 +46,6 @@ from core.datasets._text import (
     pad_sentences,
     to_passages,
 )
-from core.datasets.controlled import density_label, gold_offsets
 from core.names import check_name
 from core.types import Dataset, Instance, Passage
 

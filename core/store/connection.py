@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import duckdb
 
-from core.store import schema
+import core.store.schema as schema  # module attributes: read at call time (tests patch them)
 
 __all__ = [
     "DEFAULT_DB",

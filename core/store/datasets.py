@@ -16,10 +16,10 @@ from core.names import ellipsize
 from core.store.connection import StoreBase, StoreError
 from core.store.frames import insert_frame, with_columns
 from core.store.schema import (
-    _INSTANCE_COLUMNS,
-    _PASSAGE_COLUMNS,
     CELL_COLUMNS,
     DATASET_FINGERPRINT,
+    INSTANCE_COLUMNS,
+    PASSAGE_COLUMNS,
     bump_data_version,
 )
 from core.types import Dataset, Instance, Passage
@@ -116,8 +116,8 @@ class DatasetsMixin(StoreBase):
                 len(dataset.instances),
             ],
         )
-        insert_frame(con, "instances", instances_df, (*_INSTANCE_COLUMNS, "n_gold"))
-        insert_frame(con, "passages", passages_df, _PASSAGE_COLUMNS)
+        insert_frame(con, "instances", instances_df, (*INSTANCE_COLUMNS, "n_gold"))
+        insert_frame(con, "passages", passages_df, PASSAGE_COLUMNS)
         con.execute(
             f"UPDATE datasets SET fingerprint = ({DATASET_FINGERPRINT}) WHERE dataset_id = ?",
             [dataset.name] * 3,
@@ -293,8 +293,8 @@ class DatasetsMixin(StoreBase):
         digest = hashlib.sha256()
         with self.connect(read_only=True) as con:
             for table, cols, order in (
-                ("instances", _INSTANCE_COLUMNS, "instance_id"),
-                ("passages", _PASSAGE_COLUMNS, "instance_id, ord"),
+                ("instances", INSTANCE_COLUMNS, "instance_id"),
+                ("passages", PASSAGE_COLUMNS, "instance_id, ord"),
             ):
                 cur = con.execute(
                     f"SELECT {', '.join(cols)} FROM {table} WHERE dataset_id = ? ORDER BY {order}",
@@ -459,8 +459,8 @@ def _frames(dataset: Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
                     p.doc_id, p.role, bool(p.is_gold), p.n_tokens,
                 )
             )  # fmt: skip
-    instances_df = pd.DataFrame(inst_rows, columns=list(_INSTANCE_COLUMNS))
-    passages_df = pd.DataFrame(pas_rows, columns=list(_PASSAGE_COLUMNS))
+    instances_df = pd.DataFrame(inst_rows, columns=list(INSTANCE_COLUMNS))
+    passages_df = pd.DataFrame(pas_rows, columns=list(PASSAGE_COLUMNS))
     for df, int_cols in (
         (instances_df, ("ord", "context_length", "fan_in")),
         (passages_df, ("ord", "n_tokens")),

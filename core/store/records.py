@@ -19,9 +19,9 @@ import pyarrow as pa
 from core.store.connection import StoreBase
 from core.store.frames import ARROW_ERRORS, arrow_table, insert_frame, with_columns
 from core.store.schema import (
-    _KEY,
     CACHE_COLUMNS,
     PREDICTION_COLUMNS,
+    PREDICTION_KEY,
     SCORE_COLUMNS,
     bump_data_version,
 )
@@ -54,7 +54,7 @@ def _update_scores(columns: Sequence[str]) -> str:
     if "stored_rowid" in columns:  # the row condition: owned column names only
         only = "scores.rowid = u.stored_rowid"
     else:
-        only = " AND ".join(f"scores.{k} = u.{k}" for k in _KEY)
+        only = " AND ".join(f"scores.{k} = u.{k}" for k in PREDICTION_KEY)
     return f"UPDATE scores SET {sets} FROM _changed_scores u WHERE {only}"
 
 
@@ -132,14 +132,14 @@ class RecordsMixin(StoreBase):
             bump: as in :meth:`write_predictions`.
         """
         if isinstance(frame, pa.Table):
-            insert_frame(con, "scores", frame, _KEY + SCORE_COLUMNS,
+            insert_frame(con, "scores", frame, PREDICTION_KEY + SCORE_COLUMNS,
                          "replace" if replace else "fail")  # fmt: skip
             if bump:
                 bump_data_version(con, runs=_run_ids(frame))
             return frame.num_rows
         if frame.empty:
             return 0
-        cols = _KEY + SCORE_COLUMNS
+        cols = PREDICTION_KEY + SCORE_COLUMNS
         if set(cols) <= set(frame.columns) and not frame["variant"].isna().any():
             out = frame[list(cols)]
         else:
@@ -213,7 +213,7 @@ class RecordsMixin(StoreBase):
                 except duckdb.Error:
                     pass  # an aborted transaction refuses it; the view dies with the connection
         if fresh.num_rows:
-            insert_frame(con, "scores", fresh, _KEY + SCORE_COLUMNS, "fail")
+            insert_frame(con, "scores", fresh, PREDICTION_KEY + SCORE_COLUMNS, "fail")
         if written:
             bump_data_version(con, runs=runs)
         return int(written)

@@ -17,7 +17,7 @@ from core.store.batch_rows import drop_batch_calls, drop_judge_calls
 from core.store.connection import StoreBase, StoreError
 from core.store.judgments import delete_judgments
 from core.store.locks import hold_run, holder
-from core.store.schema import _RUN_COLUMNS, _RUN_JSON, bump_data_version
+from core.store.schema import RUN_COLUMNS, RUN_JSON_COLUMNS, bump_data_version
 
 __all__ = ["CONDITION_KINDS", "RUN_KINDS", "RUN_STATUSES", "RunsMixin"]
 
@@ -41,12 +41,12 @@ class RunsMixin(StoreBase):
     def insert_run(self, con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
         """Insert (or replace) a run row; JSON-valued fields are serialised here."""
         row = _encoded(run)
-        values = [row.get(col) for col in _RUN_COLUMNS]
+        values = [row.get(col) for col in RUN_COLUMNS]
         # before the write: a replaced row's old dataset is bumped too (and the new one)
         bump_data_version(con, datasets=[row.get("dataset_id")], runs=[row["run_id"]])
         con.execute(
-            f"INSERT OR REPLACE INTO runs ({', '.join(_RUN_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * len(_RUN_COLUMNS))})",
+            f"INSERT OR REPLACE INTO runs ({', '.join(RUN_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
             values,
         )
         # the dataset as this run finds it (changed_runs compares)
@@ -66,7 +66,7 @@ class RunsMixin(StoreBase):
             if row is None:
                 return None
             out = dict(zip([d[0] for d in cur.description], row, strict=True))
-        for key in _RUN_JSON:
+        for key in RUN_JSON_COLUMNS:
             if isinstance(out.get(key), str):
                 out[key] = json.loads(out[key])
         out["status"] = self.live_status(run_id, out.get("status"))
@@ -95,7 +95,7 @@ class RunsMixin(StoreBase):
             with self.transaction() as own:
                 return self.save_run(run, own)
         row = _encoded(run)
-        cols = [c for c in _RUN_COLUMNS if c in row and c != "run_id"]
+        cols = [c for c in RUN_COLUMNS if c in row and c != "run_id"]
         if not self.run_exists(con, row["run_id"]):
             self.insert_run(con, row)
         elif cols:
@@ -360,7 +360,7 @@ RUN_STATUSES = ("planned", "running", "waiting", "done", "partial", "failed", "c
 def _encoded(run: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a run row with its JSON-valued fields serialised (text and None kept)."""
     row = dict(run)
-    for key in _RUN_JSON:
+    for key in RUN_JSON_COLUMNS:
         if key in row and not isinstance(row[key], str | None):
             row[key] = json.dumps(row[key], sort_keys=True, default=str)
     return row

@@ -14,11 +14,16 @@ import duckdb
 __all__ = [
     "CACHE_COLUMNS",
     "CELL_COLUMNS",
+    "DATA_VERSION_DDL",
     "DATASET_FINGERPRINT",
+    "INSTANCE_COLUMNS",
+    "PASSAGE_COLUMNS",
     "PREDICTION_COLUMNS",
+    "PREDICTION_KEY",
+    "RUN_COLUMNS",
+    "RUN_JSON_COLUMNS",
     "SCHEMA_VERSION",
     "SCORE_COLUMNS",
-    "DATA_VERSION_DDL",
     "apply_migrations",
     "bump_data_version",
     "read_data_version",
@@ -311,13 +316,13 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 #: count it from the passages).
 N_GOLD_VERSION = 6
 
-_INSTANCE_COLUMNS = (
+INSTANCE_COLUMNS = (
     "dataset_id", "instance_id", "ord", "question", "gold_answer", "answer_aliases",
     "answer_type", "reasoning_type", "context_length", "evidence_position",
     "distractor_similarity", "evidence_density", "fan_in", "oracle_applicable", "source",
     "metadata",
 )  # fmt: skip
-_PASSAGE_COLUMNS = (
+PASSAGE_COLUMNS = (
     "dataset_id", "instance_id", "passage_id", "ord", "title", "text", "doc_id", "role",
     "is_gold", "n_tokens",
 )  # fmt: skip
@@ -328,13 +333,13 @@ CELL_COLUMNS = (
     "answer_type", "evidence_density", "fan_in",
 )  # fmt: skip
 
-_RUN_COLUMNS = (
+RUN_COLUMNS = (
     "run_id", "dataset_id", "backend", "model", "model_digest", "options", "template_version",
     "template_hash", "retrieval", "status", "n_planned", "n_done", "notes", "backend_info",
     "conditions", "model_seconds", "wall_seconds", "kind", "pid", "host", "heartbeat_at",
     "n_errors",
 )  # fmt: skip
-_RUN_JSON = ("options", "retrieval", "backend_info", "conditions")
+RUN_JSON_COLUMNS = ("options", "retrieval", "backend_info", "conditions")
 
 PREDICTION_COLUMNS = (
     "run_id", "instance_id", "condition", "variant", "prompt_hash", "input_passage_ids",
@@ -353,7 +358,7 @@ SCORE_COLUMNS = (
 #: Columns of a response-cache row as callers give it (``created_at`` is the store's).
 CACHE_COLUMNS = ("cache_key", "backend", "model", "options_hash", "prompt_hash", "response")
 
-_KEY = ("run_id", "instance_id", "condition", "variant")
+PREDICTION_KEY = ("run_id", "instance_id", "condition", "variant")
 
 
 def stored_version(con: duckdb.DuckDBPyConnection) -> int:

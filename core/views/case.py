@@ -21,7 +21,7 @@ from core.oncu import DEFAULT_GROUP_KEY, oncu_groups
 from core.selection import Selection
 from core.store import Store
 from core.store.analysis import GROUP_CELLS
-from core.types import Instance
+from core.types import Instance, stored_ids
 from core.views.common import analysis, pair_runs, resolve_selection, stored_runs
 from core.views.transcript import transcript
 
@@ -212,7 +212,7 @@ def compare_predictions(case: dict[str, Any], a: int, b: int) -> dict[str, Any]:
         return {"diff": None, "divergence": None, "failed": failed}
     inst = case["instance"]
     d = trace_divergence(
-        _id_list(ra.get("cited_ids")), _id_list(rb.get("cited_ids")),
+        stored_ids(ra.get("cited_ids")), stored_ids(rb.get("cited_ids")),
         ra.get("answer"), rb.get("answer"), _num(ra.get("confidence")),
         _num(rb.get("confidence")), answer_type=inst.get("answer_type"),
         reasoning_type=inst.get("reasoning_type"),
@@ -227,10 +227,6 @@ def error_text(row: Mapping[str, Any]) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _id_list(value: Any) -> list[str]:
-    if value is None or isinstance(value, str | float):
-        return []
-    return [str(v) for v in list(value)]
 
 
 def _num(value: Any) -> float | None:

@@ -24,7 +24,7 @@ from core.interventions import plan_interventions
 from core.parsing import split_reasoning
 from core.prompts import build_messages, prompt_hash
 from core.retrieval import RankedChunk, chunk_instance, parse_retrieval_condition
-from core.types import Instance
+from core.types import Instance, stored_ids
 
 __all__ = ["parse_notes", "transcript"]
 
@@ -61,8 +61,8 @@ def transcript(
     """
     meta = _meta(pred.get("meta"))
     cond = str(pred.get("condition") or "")
-    cited = set(_ids(pred.get("cited_ids")))
-    shown = _ids(pred.get("input_passage_ids"))
+    cited = set(stored_ids(pred.get("cited_ids")))
+    shown = stored_ids(pred.get("input_passage_ids"))
     by_id = {p.passage_id: p for p in instance.passages}
     items: list[dict[str, Any]] = []
     evidence: list[Any] | None = None
@@ -192,7 +192,7 @@ def _replan(
              for i, (ch, sc) in enumerate(zip(chunks, scores, strict=False))]  # fmt: skip
     try:
         calls = plan_interventions(
-            instance, _ids(base.get("cited_ids")), top_k=int(cfg.get("top_k", 5)),
+            instance, stored_ids(base.get("cited_ids")), top_k=int(cfg.get("top_k", 5)),
             retriever=str(cfg.get("retriever", "lexical")),
             chunk_size=int(cfg.get("chunk_size", 220)), overlap=int(cfg.get("overlap", 40)),
             operators=None, hardness=None, positions=None, two_support=True,
@@ -254,13 +254,6 @@ def _item(
             "cited": [p for p in passage_ids if p in cited], "contains_answer": False}  # fmt: skip
 
 
-def _ids(value: Any) -> list[str]:
-    if value is None or isinstance(value, str | float):
-        return []
-    try:
-        return [str(v) for v in list(value)]
-    except TypeError:
-        return []
 
 
 def _meta(value: Any) -> dict[str, Any]:
