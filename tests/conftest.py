@@ -95,6 +95,16 @@ def _from_template(key: str, path: Path, build: Callable[[Path], None]) -> None:
     shutil.copyfile(template, path)
 
 
+@pytest.fixture(autouse=True)
+def _no_page_run_left_over() -> Iterator[None]:
+    """A page run in this thread (AppTest runs pages in-process) ends with its test: its
+    memo of data versions must not answer another test's reads."""
+    yield
+    common = sys.modules.get("core.views.common")
+    if common is not None:
+        common.end_page_run()
+
+
 def demo_into(store):
     """``core.runs.build_demo(store)`` on a store not yet written: a copy of a built one.
 

@@ -20,6 +20,7 @@ from conftest import (
     settle,
     streamlit_server,
 )
+from playwright.sync_api import expect
 
 from core.prompts import build_messages, prompt_hash
 from core.store import Store
@@ -68,6 +69,9 @@ def test_transcript_shows_prompt_passage_order_and_raw_reply(demo, page):
     stored = _stored(store, "retrieved")
     meta = json.loads(stored["meta"])
     page.get_by_text("Show the messages as sent").click()  # drawn on demand
+    # the click's rerun may start after the page first looks idle (under load): wait for it
+    expect(page.locator('[data-testid="stCode"] pre').filter(
+        has_text="You answer a question using the passages").first).to_be_visible(timeout=60_000)
     _settle(page)
     codes = _codes(page)
     # the test rebuilds the retrieved messages from the stored chunks on its own: the

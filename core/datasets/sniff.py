@@ -53,7 +53,7 @@ def _first_json_record(head: str) -> dict | None:
         i += 1
     try:
         obj, _ = decoder.raw_decode(text, i)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's limit
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -62,7 +62,7 @@ def _first_jsonl_record(head: str) -> dict | None:
     line = head.lstrip().split("\n", 1)[0]
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -28,6 +28,7 @@ from core.store import CELL_COLUMNS, CONDITION_KINDS, Store
 
 __all__ = [
     "begin_page_run",
+    "end_page_run",
     "error_digest",
     "error_pattern",
     "condition_runs",
@@ -75,6 +76,15 @@ def begin_page_run() -> None:
     every call reads the store.
     """
     _VERSIONS.memo = {}
+
+
+def end_page_run() -> None:
+    """End this thread's page run: every later :func:`store_version` reads the store again.
+
+    A page run leaves its memo on its thread (the next page run replaces it); code that
+    reuses the thread for other work (tests running pages in-process) ends it first.
+    """
+    _VERSIONS.memo = None
 
 
 def store_version(store: Store, selection: Selection | None = None) -> tuple[int, ...]:
