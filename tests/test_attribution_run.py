@@ -33,15 +33,28 @@ def c200(tmp_path_factory):
     return db, argv
 
 
+@pytest.fixture(scope="module")
+def report(c200):
+    """The run's report (``report attribution --json``), computed once for the module."""
+    import contextlib
+    import io
+
+    db, _ = c200
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["report", "attribution", "--db", str(db), "--run", _RUN, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
 def _json(capsys, argv):
     capsys.readouterr()
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)
 
 
-def test_top_passage_is_gold_and_a_rerun_makes_no_call(c200, capsys):
+def test_top_passage_is_gold_and_a_rerun_makes_no_call(c200, report, capsys):
     db, argv = c200
-    rep = _json(capsys, ["report", "attribution", "--db", str(db), "--run", _RUN, "--json"])
+    rep = report
     assert rep["n_instances"] == 200 and rep["calls"]["ablations"] == 200 * 32
     assert rep["calls"]["failed"] == 0
     top = rep["top_gold"]
@@ -55,10 +68,13 @@ def test_top_passage_is_gold_and_a_rerun_makes_no_call(c200, capsys):
     again = _json(capsys, argv)
     assert again["executed"] == 0 and again["cached"] == 0
     assert again["skipped_existing"] == again["planned"] > 200 * 33
-    # another run of the same settings: every reply comes from the response cache
-    other = _json(capsys, [*argv[:-3], "--name", "attr-c200-again", "--json"])
-    assert other["executed"] == 0 and other["cached"] == other["planned"] == again["planned"]
+    # another run of the same settings on the first 20 instances: every reply comes from the
+    # response cache (its prompts are the same)
+    other = _json(capsys, [*argv[:-3], "--instances", "20", "--name", "attr-c200-again",
+                           "--json"])  # fmt: skip
+    assert other["executed"] == 0 and other["cached"] == other["planned"] > 20 * 33
     store = Store(db)
+    store.delete_run("attr-c200-again")  # the page test reads the store's one attribution run
     assert store.run_row(_RUN)["kind"] == "attribution"
     assert store.run_row(_RUN)["retrieval"]["attribution"] == {
         "condition": "full_context", "ablations": 32, "keep": 0.5, "seed": 0,
@@ -76,11 +92,11 @@ def test_logprob_is_refused_with_one_line(c200, capsys):
     assert Store(db).run_row("lp") is None
 
 
-def test_attribution_page_shows_the_report(c200, capsys, monkeypatch):
+def test_attribution_page_shows_the_report(c200, report, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     db, _ = c200
-    rep = _json(capsys, ["report", "attribution", "--db", str(db), "--run", _RUN, "--json"])
+    rep = report
     monkeypatch.setenv("EVIDENCE_DB", str(db))
     monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
