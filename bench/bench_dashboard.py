@@ -197,7 +197,7 @@ def _tag(db: Path) -> str | None:
         return None
     try:
         infos = Store(db, lock_timeout=5).list_datasets()
-    except Exception:  # noqa: BLE001 - an unreadable cached file is rebuilt
+    except Exception:
         return None
     return next((d.builder for d in infos if d.name == DATASET), None)
 
@@ -265,7 +265,7 @@ def measure_page(name: str, repeats: int) -> dict:
             "change": what, "errors": errors}  # fmt: skip
 
 
-def _widget(at, change: tuple):  # noqa: ANN001, ANN202 - AppTest objects
+def _widget(at, change: tuple):
     kind, key = change[0], change[1]
     try:
         return getattr(at, kind)(key=key)
@@ -273,7 +273,7 @@ def _widget(at, change: tuple):  # noqa: ANN001, ANN202 - AppTest objects
         return None
 
 
-def _change(widget, change: tuple) -> str:  # noqa: ANN001 - an AppTest widget
+def _change(widget, change: tuple) -> str:
     """Set the widget to a value not seen before; returns what was changed, in words."""
     if change[0] == "button":
         widget.click()

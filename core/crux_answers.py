@@ -136,7 +136,7 @@ def kendall_table(points: pd.DataFrame, group: str | None = "k") -> pd.DataFrame
         One row per group value (``k``), with per metric ``<metric>`` (tau), ``<metric>_p``
         and ``<metric>_n`` (points with both values finite).
     """
-    from scipy.stats import kendalltau  # noqa: PLC0415 - scipy.stats costs start-up time
+    from scipy.stats import kendalltau
 
     groups = [("all", points)] if group is None else list(points.groupby(group, sort=False))
     rows = []

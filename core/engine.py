@@ -272,7 +272,7 @@ def _key(call: PlannedCall) -> _Key:
 def _call_backend(backend: Backend, call: PlannedCall) -> Reply:
     try:
         return backend.generate(list(call.messages))
-    except Exception as exc:  # noqa: BLE001 - failures are data (SPEC §5.3)
+    except Exception as exc:
         return Reply(text="", error=f"backend raised {type(exc).__name__}: {exc}")
 
 
@@ -573,7 +573,7 @@ class _Writer(threading.Thread):
                                 self.replace, inputs=self.inputs)  # fmt: skip
                 if status is not None:
                     self.final = stored
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            except BaseException as exc:
                 self.failure = exc
                 return
             last_write = time.monotonic()

@@ -102,14 +102,14 @@ def run_threads(
             call, key = item
             try:
                 made = make(call, key)
-            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            except BaseException as exc:
                 made = exc
             with cond:  # one lock a call: record it, and say it is no longer in flight
                 try:
                     if isinstance(made, BaseException):
                         raise made
                     finish(call, key, *made)
-                except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+                except BaseException as exc:
                     failures.append(exc)
                 state["inflight"] -= 1
                 cond.notify_all()

@@ -141,7 +141,7 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
-    from scipy.stats import pearsonr, spearmanr  # noqa: PLC0415 - scipy.stats: start-up time
+    from scipy.stats import pearsonr, spearmanr
 
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())

@@ -717,7 +717,7 @@ class RunJob:
         return job
 
     def _pump(self) -> None:
-        assert self.process.stdout is not None  # noqa: S101 - set by Popen(stdout=PIPE)
+        assert self.process.stdout is not None
         for raw in self.process.stdout:
             for part in raw.replace("\r", "\n").splitlines():
                 if part.strip():

@@ -167,7 +167,7 @@ class LexicalJudge:
                 text = _ep(fields["segment"], fields["gold_units"])
             else:
                 return Reply(text="", error=f"lexical judge: unknown template {template!r}")
-        except Exception as exc:  # noqa: BLE001 - failures are data
+        except Exception as exc:
             return Reply(text="", error=f"lexical judge failed: {type(exc).__name__}: {exc}")
         return Reply(
             text=text, latency_ms=(time.perf_counter() - t0) * 1e3, model_digest=self.model

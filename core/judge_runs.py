@@ -423,7 +423,7 @@ def _call(backend: Any, call: PlannedJudgment) -> Reply:
             kind = "crux" if call.template == "user" else call.template
             return backend.rate(kind, call.fields)
         return backend.generate(list(call.messages))
-    except Exception as exc:  # noqa: BLE001 - failures are data
+    except Exception as exc:
         return Reply(text="", error=f"backend raised {type(exc).__name__}: {exc}")
 
 

@@ -189,7 +189,7 @@ def parse_reply(
     """
     try:
         return _parse(text, known_ids, max_cited)
-    except Exception as exc:  # noqa: BLE001 - the contract: a reply never crashes a run
+    except Exception as exc:
         return ParsedAnswer(answer="", parse_error=f"{INTERNAL_ERROR}{type(exc).__name__}")
 
 

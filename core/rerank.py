@@ -242,7 +242,7 @@ def _cross_encoder(model: str) -> Any:
             where = str(path) if path.is_dir() else model
             try:
                 ce = CrossEncoder(where, device="cpu", local_files_only=True)
-            except Exception as exc:  # noqa: BLE001 - any load failure is the model's files
+            except Exception as exc:
                 first = (str(exc).splitlines() or [type(exc).__name__])[0]
                 raise ValueError(f"cross-encoder {model!r} does not load: {first}") from None
             _CROSS_ENCODERS[model] = ce

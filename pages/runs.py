@@ -61,7 +61,7 @@ def launch_checked(req, anyway: bool) -> bool:
     return not stop
 
 
-def _checked(errors: list[str], param, key: str, container, **kw):  # noqa: ANN001, ANN202
+def _checked(errors: list[str], param, key: str, container, **kw):
     """:func:`pages.widgets.param_widget`, a refused value appended to ``errors`` (None)."""
     try:
         return param_widget(param, key, container, **kw)

@@ -158,7 +158,7 @@ def page_url(page: str) -> str:
     base = f"/{path}"
     try:
         full = st.context.url
-    except Exception:  # noqa: BLE001 - AppTest and old servers have no context url
+    except Exception:
         full = None
     if full:
         parts = urlsplit(full)

@@ -175,7 +175,7 @@ def streamlit_server(db: Path, logdir: Path) -> Iterator[str]:
     ``logdir/streamlit.log``."""
     port = free_port()
     env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1")
-    log = open(logdir / "streamlit.log", "w")  # noqa: SIM115
+    log = open(logdir / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
          str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
@@ -200,7 +200,7 @@ def streamlit_server(db: Path, logdir: Path) -> Iterator[str]:
         log.close()
 
 
-def open_tab(at, label: str, key: str = "conditions.tab"):  # noqa: ANN001, ANN201 - AppTest
+def open_tab(at, label: str, key: str = "conditions.tab"):
     """Open the tab ``label`` of the tabs kept under ``key`` (a page computes its open tab
     only; AppTest has no tab click, the widget's state is its label) and run the page."""
     at.session_state[key] = label

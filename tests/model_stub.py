@@ -74,9 +74,9 @@ from typing import Any
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.backends.embedded import EmbeddedReader  # noqa: E402
-from core.prompts import build_messages  # noqa: E402
-from core.types import Instance, Passage  # noqa: E402
+from core.backends.embedded import EmbeddedReader
+from core.prompts import build_messages
+from core.types import Instance, Passage
 
 __all__ = [
     "GARBAGE_REPLIES", "HUGE_PAD", "MESSAGES", "MODES", "PASSAGE", "ModelStub", "main",
@@ -536,7 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
     # for the client's delayed ACK (~40 ms) before the body.
     disable_nagle_algorithm = True
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _send(self, status: int, payload: Any, *, raw: bytes | None = None) -> None:
@@ -557,10 +557,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return None
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         self._handle(None)
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+    def do_POST(self) -> None:
         try:
             body = self._body()
         except ValueError:

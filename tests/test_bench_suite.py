@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import run_all  # noqa: E402
+import run_all
 
 
 def _fake(name, value, bound, better="lower", runs=None):

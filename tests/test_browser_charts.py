@@ -61,7 +61,7 @@ def no_renderer(tmp_path_factory):
     port = free_port()
     env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1",
                BROWSER_PATH="/nonexistent/chromium")  # fmt: skip
-    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w")  # noqa: SIM115
+    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
          str(port), "--server.address", "127.0.0.1", "--server.headless", "true",

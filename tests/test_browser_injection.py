@@ -37,7 +37,7 @@ class _Tracker(http.server.ThreadingHTTPServer):
         tracker = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 tracker.paths.append(self.path)
                 self.send_response(204)
                 self.end_headers()

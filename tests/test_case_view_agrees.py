@@ -26,7 +26,7 @@ from core.types import Dataset
 class _SuffixReader(EmbeddedReader):
     """The embedded reader with its answer replaced by ``Total 0NNN`` (NNN passages shown)."""
 
-    def read(self, messages):  # noqa: D102 - the reader's own contract
+    def read(self, messages):
         obj = super().read(messages)
         shown = sum(str(m.get("content", "")).count("[passage_id:") for m in messages)
         return dict(obj, answer=f"Total 0{shown:03d}", cited_ids=[], confidence=0.5)

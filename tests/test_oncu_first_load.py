@@ -52,7 +52,7 @@ def _frame(n_inst: int, seed: int = 5, scores: tuple[str, ...] | None = None) ->
     return df
 
 
-def _old_multinomial_cis(row, block, scores, n_resamples, seed, level) -> None:  # noqa: ANN001
+def _old_multinomial_cis(row, block, scores, n_resamples, seed, level) -> None:
     """The previous ``core.oncu_cis.add_multinomial_cis`` (a cell's block, every column drawn),
     at exactly [2.5, 97.5] (issue 34: ``percentiles(0.95)``, not 2.500000000000002)."""
     q = percentiles(level)

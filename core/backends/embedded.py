@@ -224,7 +224,7 @@ class EmbeddedReader:
             obj = self.read(messages)
             text = json.dumps(obj, ensure_ascii=False)
             error = None
-        except Exception as exc:  # noqa: BLE001 - failures are data (SPEC §5.3)
+        except Exception as exc:
             text, error = "", f"embedded reader failed: {type(exc).__name__}: {exc}"
         elapsed = time.perf_counter_ns() - t0
         n_prompt = sum(len(str(m.get("content", "")).split()) for m in messages)

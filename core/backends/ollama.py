@@ -407,7 +407,7 @@ class OllamaBackend:
                 host.version = _get_version(host.url, self._timeout)
                 host.client.show(self.model)
                 host.digest = _find_digest(host.client.list(), self.model)
-            except Exception as exc:  # noqa: BLE001 - mapped to an actionable message
+            except Exception as exc:
                 raise self._map_error(exc, host) from exc
             if self.logprobs == "auto":
                 v = _version_tuple(host.version)
@@ -483,7 +483,7 @@ class OllamaBackend:
             if kind is None:
                 raise self._map_error(exc, host) from exc
             raise not_an_object(_JSON_OF.get(kind.group(1)), url) from exc
-        except Exception as exc:  # noqa: BLE001 - failures are data
+        except Exception as exc:
             raise self._map_error(exc, host) from exc
         finally:
             if free is not None:
@@ -649,7 +649,7 @@ def server_status(
             row["error"] = _unreachable(url)
         except httpx.TimeoutException:
             row["error"] = f"no answer from {url} within {timeout_s:g}s"
-        except Exception as exc:  # noqa: BLE001 - a status probe never raises
+        except Exception as exc:
             text = error_text(str(exc)) if isinstance(exc, ollama.ResponseError) else str(exc)
             row["error"] = f"{type(exc).__name__}: {one_line(text, 160)}"
         out.append(row)

@@ -260,7 +260,7 @@ class OpenAIBackend:
         try:
             with call_deadline(self.timeout_s):  # the whole request, as a chat's
                 r = ep.client.get(path)
-        except Exception as exc:  # noqa: BLE001 - mapped below
+        except Exception as exc:
             raise self._map_error(exc, ep.url) from exc
         if r.status_code != 200:
             raise self._status_error(r.status_code, error_text(r.text), ep.url)
@@ -358,7 +358,7 @@ class OpenAIBackend:
         try:
             content = json.dumps(body, ensure_ascii=False).encode("utf-8")
             r = client.post("/chat/completions", content=content)  # in the call's deadline
-        except Exception as exc:  # noqa: BLE001 - mapped below
+        except Exception as exc:
             raise self._map_error(exc, ep.url) from exc
         finally:
             if free is not None:

@@ -152,7 +152,7 @@ def _ollama(
         try:
             with ollama.Client(host=url, timeout=httpx.Timeout(timeout_s)) as client:
                 info = client.show(model).modelinfo or {}
-        except Exception as exc:  # noqa: BLE001 - a preflight reports, never raises
+        except Exception as exc:
             problems.append(Problem("model", f"{url} did not describe {model!r}: {exc}"[:300]))
             continue
         own = _context_length(info)

@@ -176,7 +176,7 @@ class ReaderPool:
             raise ValueError(f"a reader pool needs at least one worker, got {size!r}")
         try:  # fail here, not in a sending thread with the calls left waiting
             pickle.dumps(factory)
-        except Exception as exc:  # noqa: BLE001 - pickling raises several kinds
+        except Exception as exc:
             raise TypeError(f"a reader pool's factory must pickle, got {factory!r}: {exc}") from exc
         self.factory = factory
         self.size = int(size)

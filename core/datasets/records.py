@@ -86,7 +86,7 @@ class SkipRecord(Exception):
 
 
 class _Digest(Protocol):
-    def update(self, data: bytes, /) -> None: ...  # noqa: D102
+    def update(self, data: bytes, /) -> None: ...
 
 
 # ---------------------------------------------------------------------------- files
