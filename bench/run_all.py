@@ -44,8 +44,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 #: Run order (cheap and bounded first); scripts found on disk but not listed run last.
-ORDER = ("scoring", "embedded", "engine", "backends", "dolce", "dashboard", "cuer", "fanin",
-         "crux", "attribution", "import", "export", "batch_import")  # fmt: skip
+ORDER = ("scoring", "embedded", "engine", "backends", "dolce", "dashboard", "browser", "cuer",
+         "fanin", "crux", "attribution", "import", "export", "batch_import")  # fmt: skip
 LOGS = Path(tempfile.gettempdir()) / "evidence_bench_logs"
 KEYS = ("name", "value", "unit", "bound", "better", "ok", "runs", "script")
 

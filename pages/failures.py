@@ -6,6 +6,8 @@ opens its instance in the Case view, whose Previous / Next buttons (and the keys
 step through this list's instances.
 """
 
+from typing import Any
+
 import streamlit as st
 
 from core.annotate import DEFAULT_RUBRIC
@@ -40,6 +42,7 @@ KIND_HELP = (
     "reruns), probe (DOLCE probes). Probes and interventions are not failures of the task: "
     "they are listed only when chosen here. Empty: every kind."
 )
+
 
 def _url_filters(choices: dict) -> None:
     """Apply the page's own URL parameters (:mod:`pages.url_state`); unknown values warn."""
@@ -140,6 +143,21 @@ ss["failures.offset"] = offset = page["offset"]
 rows, counts = page["rows"], page["counts"]
 _url_write(offset)
 total = counts["total"]
+nonce = ss.get("failures.nonce", 0)  # a new table after a case was opened: no selection
+
+
+def _open_picked(event: Any) -> None:
+    """Open the selected row's instance in the Case view (a row of this page's list)."""
+    picked = ((event or {}).get("selection") or {}).get("rows") or []
+    if picked and picked[0] < len(rows):
+        ss["failures.nonce"] = nonce + 1
+        failure_trail.open_case(filt, rows.iloc[picked[0]].to_dict(), selection.runs,
+                                cached_call("runs"))  # fmt: skip
+
+
+# a row selected in the last run opens its case now, before the rest of the list is drawn
+# again (the switch to the Case view drops it anyway; issue 36 item 9)
+_open_picked(ss.get(f"failures.table.{nonce}"))
 
 st.markdown(f"**{total:,} predictions** in this list: {counts['wrong']:,} wrong · "
             f"{counts['call failed']:,} call failed · {counts['correct']:,} correct · "
@@ -206,14 +224,9 @@ order = [c for c in ("row", "run", "dataset", "condition", "instance_id", "outco
                      "failure_label", "score", "question", "answer", "gold", "explanation",
                      "error", "fan_in", "reasoning_type", "variant",
                      "kind") if c in shown.columns]  # fmt: skip
-nonce = ss.get("failures.nonce", 0)  # a new table after a case was opened: no selection
 event = st.dataframe(shown, key=f"failures.table.{nonce}", hide_index=True, on_select="rerun",
                      selection_mode="single-row", column_config=config,
                      column_order=order)  # fmt: skip
 # People's labels of the blind sample (issue 20; seed 000 App. A.6): only for annotated runs.
 show_human_agreement(store, runs, DEFAULT_RUBRIC, key="failures")
-picked = (event.get("selection") or {}).get("rows") or [] if event else []
-if picked:
-    ss["failures.nonce"] = nonce + 1
-    failure_trail.open_case(filt, rows.iloc[picked[0]].to_dict(), selection.runs,
-                            cached_call("runs"))  # fmt: skip
+_open_picked(event)
