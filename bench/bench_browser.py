@@ -19,11 +19,11 @@ the script run, the browser's drawing and any rerun a widget event starts. Four 
 browser's clock), the interaction's own marker is on the page and what it replaces is gone
 (the new page's title, the new counts, the new instance position: none of them can be on the
 page before the action, so their presence says the script ran even when a short run never
-showed "running"), every
-Plotly chart has drawn its SVG, no spinner or skeleton is left, and all of that has held for
-:data:`QUIET_MS` (a second script run inside that window, e.g. a ``st.switch_page``, moves the
-end). The time is from the action (the browser's clock just before the click or key) to the
-moment the page became ready for good; the quiet window itself is not counted.
+showed "running"), every Plotly chart has drawn its SVG, no spinner or skeleton is left, and
+all of that has held for :data:`QUIET_MS` (a second script run inside that window, e.g. a
+``st.switch_page``, moves the end). The time is from the action (the browser's clock just
+before the click or key) to the moment the page became ready for good; the quiet window itself
+is not counted.
 
 Each store is opened once before the clock (the server's first page, its caches cold) and every
 interaction is done once unmeasured (the first visit of a page with this selection: the
