@@ -17,6 +17,7 @@ dataset's), so a run writing predictions refreshes the views it changes and only
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import gc
 import json
 import os
@@ -40,8 +41,6 @@ from core.backends import server_status
 from core.catalog import get_figure, get_table
 from core.datasets.importers import read_dataset
 from core.export import (
-    PRESETS,
-    TEMPLATES,
     ExportSettings,
     mime_type,
 )
@@ -59,9 +58,9 @@ from core.views.case import md_escape
 from core.views.common import begin_page_run
 from core.views.oncu import plain_predictions
 from pages import selection_state, url_state
-from pages.exports import download_menu, lazy_table
+from pages.exports import download_menu, export_settings, export_sidebar, lazy_table
 from pages.run_banner import error_banner
-from pages.selection_state import keep
+from pages.selection_state import keep, run_label
 
 __all__ = [
     "CASE_PAGE",
@@ -283,31 +282,20 @@ def _new_page_run() -> None:
     begin_page_run()
 
 
-#: ``len(sys.modules)`` when the heap was last frozen (:func:`_freeze_heap`).
-_FROZEN_AT = 0
+_FROZEN_AT = 0  # len(sys.modules) when the heap was last frozen
 
 
 def _freeze_heap() -> None:
-    """Keep the garbage collection after each script run cheap (issue 36 item 9).
-
-    Streamlit runs a full collection (``gc.collect(2)``) after every script run: with the
-    dashboard's modules loaded (plotly, pandas, DuckDB, Streamlit, the views: about 150,000
-    tracked objects) that is 0.1-0.45 s of each page switch, filter change or j / k step,
-    holding the interpreter lock (the "script finished" message waits for it). The objects
-    that live as long as the process (modules, their functions and classes) are moved out of
-    the collector's reach (:func:`gc.freeze`) once the imports are done, so a collection
-    scans only what page runs made. Done again, after one collection of everything, when a
-    page imported more modules (the first visit of a page); the per-run collection itself
-    stays on.
+    """Keep Streamlit's ``gc.collect(2)`` after each script run cheap (issue 36 item 9): it
+    scanned ~150,000 objects of the loaded modules, 0.1-0.45 s of every interaction. After
+    new imports: one full collection, then :func:`gc.freeze` (later runs scan what runs made).
     """
     global _FROZEN_AT
-    n = len(sys.modules)
-    if n == _FROZEN_AT:
-        return
-    _FROZEN_AT = n
-    gc.unfreeze()  # what the last freeze kept and is garbage now goes with this collection
-    gc.collect()
-    gc.freeze()
+    if len(sys.modules) != _FROZEN_AT:
+        _FROZEN_AT = len(sys.modules)
+        gc.unfreeze()  # what the last freeze kept and is garbage now goes with this collection
+        gc.collect()
+        gc.freeze()
 
 
 def first_start() -> None:
@@ -370,49 +358,34 @@ def _instances(store: Store, sel: str, cell: dict) -> Any:
 
 
 class _OneOpen(Store):
-    """The store, its read-only opens all cursors of one connection opened by the caller.
-
-    A Case-view instance (:func:`core.views.case.case_data`) reads the store eight times
-    (the instance, its predictions, its ONCU group's rows, each run's row ...), and each read
-    opened the file anew: 20-40 ms each at 1,000,000 predictions, most of a j / k step's
-    work. Its cached call (``case``) opens the file once (issue 36 item 9); opens that write
-    are the store's own.
-    """
+    """The store, its read-only opens cursors of one connection ``con`` (issue 36 item 9): a
+    Case-view instance (``case_data``) read the store in eight opens, 20-40 ms each at 1M."""
 
     def __init__(self, store: Store, con: Any) -> None:
         super().__init__(store.path, store.lock_timeout)
         self._con = con
 
     @contextmanager
-    def _cursor(self) -> Iterator[Any]:
+    def _open(self, read_only: bool, own: Any) -> Iterator[Any]:
+        if not read_only:  # a write: the store's own connection
+            with own(self, read_only=False) as con:
+                yield con
+            return
         cur = self._con.cursor()
         try:
             yield cur
         finally:
             cur.close()
 
-    @contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[Any]:  # noqa: D102 - the class's
-        if not read_only:
-            with super().connect(read_only=False) as con:
-                yield con
-            return
-        with self._cursor() as cur:
-            yield cur
+    def connect(self, read_only: bool = False) -> Any:  # noqa: D102 - the class's
+        return self._open(read_only, Store.connect)
 
-    @contextmanager
-    def attached(self, read_only: bool = False) -> Iterator[Any]:  # noqa: D102 - the class's
-        if not read_only:
-            with super().attached(read_only=False) as con:
-                yield con
-            return
-        with self._cursor() as cur:
-            yield cur
+    def attached(self, read_only: bool = False) -> Any:  # noqa: D102 - the class's
+        return self._open(read_only, Store.attached)
 
 
 def _case(store: Store, **kw: Any) -> Any:
-    """:func:`core.views.case_data` on one read-only connection (:class:`_OneOpen`)."""
-    with store.connect(read_only=True) as con:
+    with store.connect(read_only=True) as con:  # one open for the whole instance
         return views.case_data(_OneOpen(store, con), **kw)
 
 
@@ -447,36 +420,24 @@ def cached_call(fn_name: str, **kwargs: Any) -> Any:
     return _cached(str(store.path), _version(store, fn_name, kwargs), fn_name, args)
 
 
-#: Seconds a prefetch waits before it starts: the page run that asked has its messages to
-#: send and the browser its page to draw first.
+#: Seconds a prefetch waits: the page run that asked sends its page, the browser draws it.
 PREFETCH_DELAY_S = 0.2
 
 
 def _background() -> None:
-    """The prefetch thread yields the CPU to the page runs (a higher nice value, Linux)."""
-    try:
+    with contextlib.suppress(AttributeError, OSError):  # Linux: this thread yields the CPU
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-    except (AttributeError, OSError):  # not Linux, or not allowed: same priority
-        pass
 
 
-#: One background thread that fills the cache ahead of the user (:func:`prefetch`).
-_PREFETCH = concurrent.futures.ThreadPoolExecutor(
-    1, thread_name_prefix="evidence-prefetch", initializer=_background
-)
+_PREFETCH = concurrent.futures.ThreadPoolExecutor(1, initializer=_background)
 _PREFETCHING: set[tuple[str, tuple, str, str]] = set()
 _PREFETCH_LOCK = threading.Lock()
 
 
 def prefetch(fn_name: str, **kwargs: Any) -> None:
-    """Compute ``cached_call(fn_name, **kwargs)`` on a background thread, so that the page run
-    that asks for it next finds it cached (the Case view's neighbours: a j / k step).
-
-    The cache entry is the one :func:`cached_call` reads (same store, data version and
-    arguments); a page run that asks while it is being computed waits for it (Streamlit's
-    per-entry lock) rather than computing it twice. Requests are done one at a time, in the
-    order made; a failure is dropped (the page run that asks shows it).
-    """
+    """Fill :func:`cached_call`'s entry for ``(fn_name, kwargs)`` on a background thread (one
+    at a time, failures dropped) for the next page run (the Case view's j / k neighbours); a
+    run asking meanwhile waits for it (Streamlit's per-entry lock) instead of computing it."""
     store = get_store()
     key = (str(store.path), _version(store, fn_name, kwargs), fn_name,
            json.dumps(kwargs, sort_keys=True, default=str))  # fmt: skip
@@ -490,9 +451,8 @@ def prefetch(fn_name: str, **kwargs: Any) -> None:
 def _warm(key: tuple[str, tuple, str, str]) -> None:
     try:
         time.sleep(PREFETCH_DELAY_S)
-        _cached(*key)
-    except Exception:  # noqa: BLE001 - the page run that asks for it says what went wrong
-        pass
+        with contextlib.suppress(Exception):  # the page run that asks for it says the error
+            _cached(*key)
     finally:
         with _PREFETCH_LOCK:
             _PREFETCHING.discard(key)
@@ -661,7 +621,7 @@ def sidebar(
         if url:
             url_state.adopt("runs", "global.runs", ids, multi=True)
         ss["global.runs"] = [r for r in ss.get("global.runs", []) if r in ids]
-        labels = {r.run_id: _run_label(r) for r in mine.itertuples()} if not mine.empty else {}
+        labels = {r.run_id: run_label(r) for r in mine.itertuples()} if not mine.empty else {}
         what = "runs" if kinds is None else f"{' / '.join(kinds)} runs"
         chosen = tuple(sb.multiselect(
             f"Runs (empty = all {what} of the dataset)", ids, key="global.runs",  # text: kinds
@@ -696,20 +656,9 @@ def sidebar(
         options = _group_key_setting(sb, url)
     if url:
         selection_state.adopt_export()
-    with sb.expander("Export settings"):
-        for label, k, lo, hi, step in (("width (px)", "width", 100, 5000, 50),
-                                        ("height (px)", "height", 100, 5000, 50),
-                                        ("font size", "font_size", 4, 72, 1)):  # fmt: skip
-            keep(st.number_input(label, lo, hi, step=step, key=f"global.{k}"),  # text: constant
-                 f"global.{k}")
-        keep(st.selectbox("template", TEMPLATES, key="global.template"), "global.template")
-        keep(st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale"),
-             "global.scale")
-        keep(st.selectbox("Venue preset", [None, *PRESETS], key="global.preset",
-                          format_func=lambda p: "none (pixel sizes)" if p is None else p,
-                          help="A venue's width in inches and font in points; replaces width, "
-                          "height and font size (height from the figure's aspect)."),
-             "global.preset")  # fmt: skip
+    store = get_store()
+    export_sidebar(sb, store, cached_call("runs"), dataset, chosen, ss["global.score_field"],
+                   _version(store, "numbers", {}))  # the whole store's numbers: its version
     selection_state.write_url(page, datasets, chosen, chosen_filters, sb,
                               default_db=configured_store_path())  # fmt: skip
     if shown and banner:
@@ -750,19 +699,6 @@ def live_runs() -> pd.DataFrame:
     return frame
 
 
-def _run_label(r: Any) -> str:
-    """A run's name in the run pickers: name, model, and its status when not plainly done."""
-    label = f"{r.run_id} · {r.model}" + (" (baseline)" if r.backend == "embedded" else "")
-    status = str(getattr(r, "status", "") or "")
-    errors = pd.to_numeric(getattr(r, "n_errors", 0), errors="coerce")
-    errors = 0 if pd.isna(errors) else int(errors)
-    if status and status != "done":
-        label += f" · {status}"
-    if errors:
-        label += f" · {errors} failed calls"
-    return label
-
-
 def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:
     """The ONCU group key control; ``{"group_key": (...)}`` when it differs from the default.
 
@@ -779,19 +715,6 @@ def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:
                                   help=HELP["group_key"]), "global.group_key")  # fmt: skip
     key = tuple(k for k in choices if k in key)
     return {} if key == tuple(GROUP_KEY.default) else {"group_key": key}
-
-
-def export_settings() -> ExportSettings:
-    """The publication size/style from the sidebar's export settings."""
-    ss = st.session_state
-    return ExportSettings(
-        width=int(ss.get("global.width", 700)),
-        height=int(ss.get("global.height", 450)),
-        font_size=int(ss.get("global.font_size", 14)),
-        template=str(ss.get("global.template", "simple_white")),
-        scale=float(ss.get("global.scale", 2.0)),
-        preset=ss.get("global.preset") or None,
-    ).checked()
 
 
 def tip(name: str) -> str | None:

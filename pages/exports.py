@@ -12,6 +12,8 @@ Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are 
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +23,8 @@ import pandas as pd
 import streamlit as st
 
 from core.export import (
+    PRESETS,
+    TEMPLATES,
     ExportSettings,
     figure_bytes,
     figure_meta,
@@ -29,9 +33,12 @@ from core.export import (
     table_bytes,
 )
 from core.export_tables import table_file_stem
+from core.paper_numbers import collect_numbers, numbers_json, numbers_tex
 from core.views.case import md_escape
+from pages.selection_state import keep
 
-__all__ = ["download_menu", "lazy_table"]
+__all__ = ["download_menu", "export_settings", "export_sidebar", "lazy_table", "numbers_files",
+           "numbers_menu"]  # fmt: skip
 
 #: token -> None (being made), "" (made) or the one-line reason it failed.
 _OUTCOMES: dict[str, str | None] = {}
@@ -152,3 +159,120 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
                  f"{md_escape(failed[1])}. What to do: try another format (SVG or PNG), fewer "
                  "runs or one dataset; the dashboard's log has the full error.",
                  icon=":material/error:")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- paper numbers
+#: (store, data version, runs, score field) -> the sidecar dict of ``export numbers``.
+_NUMBERS: dict[tuple, dict[str, Any]] = {}
+_NUMBERS_KEPT = 8
+
+
+def numbers_files(
+    store: Any, runs: Sequence[str] | None, score_field: str, version: tuple = ()
+) -> dict[str, bytes]:
+    """The two files of ``python -m core export numbers`` (issue 39 item 4), made now.
+
+    ``tex``: the LaTeX macros, ``json``: their sidecar, exactly as the command writes them for
+    ``--runs`` (None: every run) and ``--score-field``; ``written_at`` is the time of this
+    call. The numbers are computed once per store ``version`` and selection (the .tex and the
+    .json buttons share them).
+
+    Raises:
+        ValueError: no number to export (the command's refusal).
+    """
+    key = (str(store.path), tuple(version), None if runs is None else tuple(runs), score_field)
+    with _LOCK:
+        side = _NUMBERS.get(key)
+    if side is None:
+        numbers, notes = collect_numbers(store, None if runs is None else list(runs),
+                                         score_field)  # fmt: skip
+        if not numbers:
+            raise ValueError(f"no number to export from {store.path}: no conditions, "
+                             "intervention or probe run with predictions"
+                             + (f" among {', '.join(runs)}" if runs else ""))  # fmt: skip
+        side = numbers_json(store, numbers, notes, score_field)
+        with _LOCK:
+            _NUMBERS[key] = side
+            while len(_NUMBERS) > _NUMBERS_KEPT:
+                _NUMBERS.pop(next(iter(_NUMBERS)))
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    side = dict(side) | {"written_at": now}
+    return {"tex": numbers_tex(side).encode(),
+            "json": (json.dumps(side, indent=2, ensure_ascii=False) + "\n").encode()}  # fmt: skip
+
+
+def export_settings() -> ExportSettings:
+    """The publication size/style from the sidebar's export settings."""
+    ss = st.session_state
+    return ExportSettings(
+        width=int(ss.get("global.width", 700)),
+        height=int(ss.get("global.height", 450)),
+        font_size=int(ss.get("global.font_size", 14)),
+        template=str(ss.get("global.template", "simple_white")),
+        scale=float(ss.get("global.scale", 2.0)),
+        preset=ss.get("global.preset") or None,
+    ).checked()
+
+
+def export_sidebar(sb: Any, store: Any, runs_frame: pd.DataFrame, dataset: str | None,
+                   chosen: Sequence[str], score_field: str, version: tuple) -> None:  # fmt: skip
+    """The sidebar's Export settings: the figures' size and style, and the paper numbers."""
+    with sb.expander("Export settings"):
+        for label, k, lo, hi, step in (("width (px)", "width", 100, 5000, 50),
+                                        ("height (px)", "height", 100, 5000, 50),
+                                        ("font size", "font_size", 4, 72, 1)):  # fmt: skip
+            keep(st.number_input(label, lo, hi, step=step, key=f"global.{k}"),  # text: constant
+                 f"global.{k}")
+        keep(st.selectbox("template", TEMPLATES, key="global.template"), "global.template")
+        keep(st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale"),
+             "global.scale")
+        keep(st.selectbox("Venue preset", [None, *PRESETS], key="global.preset",
+                          format_func=lambda p: "none (pixel sizes)" if p is None else p,
+                          help="A venue's width in inches and font in points; replaces width, "
+                          "height and font size (height from the figure's aspect)."),
+             "global.preset")  # fmt: skip
+        numbers_menu(store, runs_frame, dataset, chosen, score_field, version)
+
+
+#: Run kinds ``export numbers`` takes numbers from (:func:`core.paper_numbers.collect_numbers`).
+_NUMBER_KINDS = ("conditions", "imported", "interventions", "probes")
+
+
+def numbers_menu(store: Any, runs_frame: pd.DataFrame, dataset: str | None,
+                 chosen: Sequence[str], score_field: str, version: tuple) -> None:  # fmt: skip
+    """"Download numbers (.tex)" and its JSON sidecar: ``export numbers --runs`` with the
+    chosen runs, else every run of the dataset, else (all datasets) every run.
+
+    The files are made when a button is clicked; a selection without a run that has
+    predictions to take numbers from says so instead.
+    """
+    frame = runs_frame
+    if dataset is not None and len(frame):
+        frame = frame[frame["dataset_id"] == dataset]
+    if chosen and len(frame):
+        frame = frame[frame["run_id"].isin(list(chosen))]
+    runs = list(chosen) if chosen else (sorted(frame["run_id"]) if dataset is not None else None)
+    n = pd.to_numeric(frame["n_predictions"], errors="coerce") if len(frame) else None
+    if n is None or "kind" not in frame or not (frame["kind"].isin(_NUMBER_KINDS) & (n > 0)).any():
+        st.caption("Paper numbers: no conditions, intervention or probe run with predictions "
+                   "in this selection.")  # fmt: skip
+        return
+
+    def maker(fmt: str) -> Callable[[], bytes]:
+        return lambda: numbers_files(store, runs, score_field, version)[fmt]
+
+    stem = table_file_stem("numbers", dataset, chosen)
+    cols = st.columns([3, 2])
+    cols[0].download_button(
+        "Download numbers (.tex)", maker("tex"), f"{stem}.tex", mime_type("latex"),
+        key="global.numbers.tex", on_click="ignore", icon=":material/download:",
+        help="Every headline number of the selected runs (all runs of the dataset when none "
+        "is chosen) as a LaTeX macro with its provenance, as `python -m core export numbers` "
+        "writes it; check a paper against the store with `python -m core report "
+        "check-paper`.",
+    )  # fmt: skip
+    cols[1].download_button(
+        "JSON", maker("json"), f"{stem}.json", "application/json", key="global.numbers.json",
+        on_click="ignore", help="The same numbers at full precision with their provenance "
+        "(the .json file `export numbers` writes beside the .tex).",
+    )  # fmt: skip

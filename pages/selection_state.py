@@ -21,14 +21,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from core.export import PRESETS, TEMPLATES, ExportSettings
 from core.figures.oncu import GROUP_KEY
 from pages import url_state
 
-__all__ = ["EXPORT_PARAMS", "adopt_export", "keep", "keep_runs", "restore", "set_value",
-           "write_url"]  # fmt: skip
+__all__ = ["EXPORT_PARAMS", "adopt_export", "keep", "keep_runs", "restore", "run_label",
+           "set_value", "write_url"]  # fmt: skip
 
 _KEPT = "global.kept"
 _DRAWN_ON = "global.drawn_on"
@@ -147,3 +148,16 @@ def write_url(
     owned += [] if keep_instance else ["instance"]
     url_state.write_back(wanted, owned)
     url_state.copy_link(sb, page)
+
+
+def run_label(r: Any) -> str:
+    """A run's name in the run pickers: name, model, and its status when not plainly done."""
+    label = f"{r.run_id} · {r.model}" + (" (baseline)" if r.backend == "embedded" else "")
+    status = str(getattr(r, "status", "") or "")
+    errors = pd.to_numeric(getattr(r, "n_errors", 0), errors="coerce")
+    errors = 0 if pd.isna(errors) else int(errors)
+    if status and status != "done":
+        label += f" · {status}"
+    if errors:
+        label += f" · {errors} failed calls"
+    return label
