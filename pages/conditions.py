@@ -9,13 +9,13 @@ from core.views.case import md_escape
 from pages import url_state
 from pages.common import (
     HELP,
-    oncu_group_guard,
     show_figure,
     show_instances,
     show_table,
     sidebar,
     with_options,
 )
+from pages.oncu_guard import oncu_group_guard
 
 #: Largest selection (contextual predictions) whose per-instance ONCU table shows on load.
 _PER_INSTANCE_AUTO = 20_000
