@@ -54,6 +54,7 @@ __all__ = [
     "export_table",
     "figure_bytes",
     "figure_meta",
+    "layout_line",
     "latex_escape",
     "mime_type",
     "neutralize_frame",
@@ -100,6 +101,7 @@ FIGURE_ASPECT: dict[str, float] = {
     "dolce_lambda_k_map": 0.75,
     "fanin_scatter": 0.75,
     "oncu_heatmap": 0.8,
+    "oncu_length_curves": 0.9,
 }
 
 
@@ -367,6 +369,7 @@ def figure_bytes(
     settings: ExportSettings | None = None,
     aspect: float | None = None,
     meta: Mapping[str, str] | None = None,
+    said: list[str] | None = None,
 ) -> bytes:
     """Render ``fig`` to PNG / SVG / PDF bytes at the settings' size.
 
@@ -374,7 +377,8 @@ def figure_bytes(
     px per inch; it rounds the page to within 0.01 in) and ``aspect`` (the figure's height /
     width) sets the height. The file names itself (:func:`figure_meta`; default: the
     figure's own title): PDF Info ``/Title`` ``/Subject`` ``/Creator``, SVG ``<title>`` and
-    ``<desc>``, PNG ``iTXt`` Title / Description / Software.
+    ``<desc>``, PNG ``iTXt`` Title / Description / Software. ``said``, when given, gets a line
+    per thing the layout could not keep at this size (:func:`core.export_fit.fit_figure`).
 
     Raises:
         ValueError: unknown format or bad settings.
@@ -386,7 +390,7 @@ def figure_bytes(
     width, height, font_px = s.layout_size(aspect)
     height = fit_figure(
         styled, width, height, font_px, lambda g, w, h: _to_image(g, "svg", w, h, 1.0),
-        s.font_family, grow=s.preset is not None,
+        s.font_family, grow=s.preset is not None, said=said,
     )  # fmt: skip
     data = _to_image(styled, f, width, height, float(s.scale) if f == "png" else 1.0)
     if meta is None:
@@ -575,7 +579,8 @@ def export_figure(
     behind the figure instead. The file appears only when complete.
 
     Returns:
-        ``{"figure", "path", "format", "bytes", "rows"}``.
+        ``{"figure", "path", "format", "bytes", "rows"}``, and ``"layout"``: one line saying
+        what the layout could not keep at this size (:func:`layout_line`), when anything.
 
     Raises:
         ValueError: unknown figure name or suffix, or bad settings.
@@ -589,14 +594,31 @@ def export_figure(
     spec = get_figure(name)
     s = (settings or ExportSettings()).checked()
     fig, data = spec.build(store, selection)
+    said: list[str] = []
     if fmt == "csv":
         blob = table_bytes(data, "csv", s.float_digits)
     else:
         meta = figure_meta(spec.title, selection.dataset, selection.runs)
-        blob = figure_bytes(fig, fmt, s.for_figure(name), meta=meta)
+        blob = figure_bytes(fig, fmt, s.for_figure(name), meta=meta, said=said)
     _write(path, blob)
-    return {"figure": name, "path": str(path), "format": fmt, "bytes": len(blob),
+    info = {"figure": name, "path": str(path), "format": fmt, "bytes": len(blob),
             "rows": int(len(data))}  # fmt: skip
+    if said:
+        info["layout"] = layout_line(name, s, said)
+    return info
+
+
+def layout_line(name: str, settings: ExportSettings, said: Sequence[str]) -> str:
+    """One line saying what a figure's layout could not keep at ``settings``' size.
+
+    ``said`` is what :func:`figure_bytes` collected; the line names the nearest size that
+    gives the figure more room (a page-wide preset for a column one).
+    """
+    size = settings.preset or f"{settings.width}x{settings.height} px"
+    wider = {"acl-column": "acl-page", "ieee-column": "ieee-page", "neurips": "ieee-page",
+             "acl-page": "ieee-page"}.get(settings.preset or "")  # fmt: skip
+    hint = f"; try --preset {wider}" if wider else ""
+    return f"{name} at {size}: {'; '.join(dict.fromkeys(said))}{hint}"
 
 
 def export_table(

@@ -16,8 +16,15 @@ in two steps:
    still collide are set vertical) and point labels that collide are dropped (the legend and
    the axes still identify the points).
 
-The text boxes here are estimates from the font metrics; ``tests/test_figure_render.py``
-checks the result with the browser's own measurement.
+3. **From a second rendering**: the legend below gets its real height, axis, facet and note
+   titles are wrapped again to the room the rendering left them.
+4. **From the last rendering**: the figure's title is lifted over what step 3 raised, the
+   top margin grows over text above the page. At a fixed pixel size the plot keeps at least
+   :data:`_MIN_PLOT_SHARE` of its height (a long legend below grows the figure instead), and
+   what the layout could not keep is said in words (``said``; :func:`layout_problems`).
+
+The text boxes here are estimates from the font metrics; ``tests/test_figure_presets.py``
+checks the result with the browser's own measurement at every preset.
 """
 
 from __future__ import annotations
@@ -31,7 +38,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TextBox", "fit_figure", "svg_text_boxes", "text_width", "wrap_text"]
+__all__ = [
+    "TextBox",
+    "fit_figure",
+    "layout_problems",
+    "svg_text_boxes",
+    "text_width",
+    "wrap_text",
+]
 
 _SVG = "{http://www.w3.org/2000/svg}"
 #: Ascent and descent of Liberation Serif (Times metrics) as fractions of the font size.
@@ -55,8 +69,14 @@ _PLOTLY_PX = 12.0
 #: A legend below the plot is drawn whole (plotly's default caps a horizontal legend at half
 #: the figure's height and scrolls the rest, which a static file cannot show).
 _NO_SCROLL_PX = 100_000
+#: At a fixed size, the plot keeps at least this share of the height it had before a legend
+#: and notes went below it; the figure grows past the size asked for instead (and says so).
+_MIN_PLOT_SHARE = 0.4
 _TAG = re.compile(r"<(?!br\s*/?>)[^>]+>", re.IGNORECASE)
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+#: Where a name with no spaces may break (after ``_``, ``/`` or a hyphen between letters):
+#: ``hotpotqa_qwen25_14b_200``, ``fanin-embedded``; never inside a number.
+_JOINT = re.compile(r"(?<=[_/])(?=\w)|(?<=[^\W\d]-)(?=[^\W\d])")
 
 
 # ------------------------------------------------------------------------------ metrics
@@ -101,15 +121,25 @@ def wrap_text(text: str, max_px: float, size_px: float, family: str = "Liberatio
     Existing ``<br>`` are kept; a single word wider than ``max_px`` stays on its own line.
     """
     out = []
+    room = max_px * _WRAP_SAFETY
     for line in _BR.split(str(text)):
         current = ""
         for word in line.split(" "):
             trial = f"{current} {word}" if current else word
-            if current and text_width(trial, size_px, family) > max_px * _WRAP_SAFETY:
+            if current and text_width(trial, size_px, family) > room:
                 out.append(current)
                 current = word
             else:
                 current = trial
+            if text_width(current, size_px, family) > room and _JOINT.search(current):
+                # one name wider than the room (a run name): broken after its _ / -
+                pieces, current = _JOINT.split(current), ""
+                for piece in pieces:
+                    if current and text_width(current + piece, size_px, family) > room:
+                        out.append(current)
+                        current = piece
+                    else:
+                        current += piece
         out.append(current)
     return "<br>".join(out)
 
@@ -190,16 +220,25 @@ def _text_box(el: ET.Element, dx: float, dy: float, cls: str, family: str) -> Te
         return None
     x, y = float(el.get("x") or 0) + dx, float(el.get("y") or 0) + dy
     base = [y]
-    for t in spans[1:]:
-        em = re.match(r"([-\d.]+)em", t.get("dy") or "")
-        base.append(base[-1] + (float(em.group(1)) * size if em else _LINE_EM * size))
-    if spans and (em := re.match(r"([-\d.]+)em", spans[0].get("dy") or "")):
-        base = [b + float(em.group(1)) * size for b in base]
+    if spans and all(t.get("y") is not None for t in spans):
+        # plotly gives each line the text's y and its own offset from it (0, 1.3, 2.6 em)
+        base = [float(t.get("y")) + dy + _em(t, size, 0.0) for t in spans]
+    else:
+        for t in spans[1:]:
+            base.append(base[-1] + _em(t, size, _LINE_EM * size))
+        if spans:
+            base = [b + _em(spans[0], size, 0.0) for b in base]
     width = max(text_width(line, size, family) for line in lines)
     anchor = el.get("text-anchor") or "start"
     left = x - width / 2 if anchor == "middle" else x - width if anchor == "end" else x
     return TextBox(" ".join(lines), cls, left, min(base) - _ASCENT * size, left + width,
                    max(base) + _DESCENT * size)  # fmt: skip
+
+
+def _em(span: ET.Element, size: float, default: float) -> float:
+    """A tspan's ``dy`` in px (``default`` without one in em)."""
+    em = re.match(r"([-\d.e]+)em", span.get("dy") or "")
+    return float(em.group(1)) * size if em else default
 
 
 def _plot_areas(root: ET.Element) -> list[tuple[float, float, float, float]]:
@@ -303,6 +342,7 @@ def _wrap_before(fig: Any, width: float, height: float, font_px: float, family: 
             dom = ax.domain or (0, 1)
             room = max((height - 6 * font_px) * float(dom[1] - dom[0]), 4 * font_px)
             ax.title.text = wrap_text(ax.title.text, room, ax.title.font.size or font_px, family)
+    _compact_groups(fig)
     entry_room = max(width - 2 * pad - _LEGEND_SYMBOL_PX, 4 * font_px)
     for tr in fig.data:
         if tr.name and text_width(tr.name, font_px, family) > entry_room:
@@ -323,6 +363,22 @@ def _wrap_before(fig: Any, width: float, height: float, font_px: float, family: 
         )
 
 
+def _compact_groups(fig: Any) -> None:
+    """No gap between legend groups of one entry each (plotly leaves 10 px after each group).
+
+    Figures group a series' traces across facets (one legend entry, the others hidden): the
+    gap then only doubles the legend's height (16 entries below a 450 px figure left the plot
+    no room).
+    """
+    shown: dict[str, int] = {}
+    for tr in fig.data:
+        group = getattr(tr, "legendgroup", None)
+        if group and tr.showlegend is not False:
+            shown[group] = shown.get(group, 0) + 1
+    if shown and max(shown.values()) == 1 and fig.layout.legend.tracegroupgap is None:
+        fig.layout.legend.tracegroupgap = 0
+
+
 def _notes_below(fig: Any) -> list[Any]:
     """Annotations written under the plot (paper y < 0): notes that go below the legend."""
     return [a for a in fig.layout.annotations
@@ -333,7 +389,7 @@ def _notes_below(fig: Any) -> list[Any]:
 def _fix_after(
     fig: Any, svg: bytes, width: float, height: float, font_px: float, family: str,
     grow: bool = True,
-) -> tuple[float, float]:
+) -> tuple[float, float]:  # fmt: skip
     """Step 2: from a rendered SVG, stack axis titles, legend and notes; grow the margins.
 
     Below the plot, top to bottom: the x tick labels and titles, the legend, the notes. The
@@ -416,8 +472,14 @@ def _fix_after(
         if grow:
             new_height = round(t + plot_h + axis_b + leg_h + sum(note_h), 2)
         else:  # the height asked for: the plot gives up what the legend and notes need
-            plot_h = max(height - t - axis_b - leg_h - sum(note_h), 2 * font_px)
-            new_height = height
+            least = max(_MIN_PLOT_SHARE * plot_h, 4 * font_px)
+            left_h = height - t - axis_b - leg_h - sum(note_h)
+            if left_h < least:  # too little plot: the figure grows, and says so
+                plot_h = least
+                new_height = round(t + plot_h + axis_b + leg_h + sum(note_h), 2)
+            else:
+                plot_h = left_h
+                new_height = height
         if leg_h:
             fig.layout.legend.update(
                 orientation="h", xref="container", yref="container", x=0, xanchor="left",
@@ -444,7 +506,24 @@ def _fix_after(
         leg_h = 0.0
     _thin_ticks(fig, boxes, shrink_x, shrink_y)
     _drop_point_labels(fig, boxes)
+    _colorbar_titles_aside(fig, boxes)
     return new_height, leg_h
+
+
+def _colorbar_titles_aside(fig: Any, boxes: list[TextBox]) -> None:
+    """A colorbar title on its end tick label: the title goes beside the bar.
+
+    Plotly puts the title over the bar, where the end tick's label ("1" under "ONCU") sticks
+    out; beside it, rotated, it stands right of the tick labels.
+    """
+    titles = [b for b in boxes if re.fullmatch(r"\w*cb\w*title", b.cls)]
+    ticks = [b for b in boxes if re.fullmatch(r"\w*cb\w*tick", b.cls)]
+    if not any(t.overlaps(k) for t in titles for k in ticks):
+        return
+    for tr in fig.data:
+        bar = getattr(tr, "colorbar", None)
+        if bar is not None and bar.title.text and bar.title.side in (None, "top"):
+            bar.title.side = "right"
 
 
 def _settle_legend(fig: Any, svg: bytes, height: float, room: float, grow: bool) -> float:
@@ -466,6 +545,7 @@ def _settle_legend(fig: Any, svg: bytes, height: float, room: float, grow: bool)
     leg, margin = fig.layout.legend, fig.layout.margin
     bottom_px = float(leg.y or 0) * height  # the legend's bottom edge, from the page's bottom
     plot_h = height - float(margin.t or 0) - float(margin.b or 0)
+    grow = grow or plot_h - lack < _MIN_PLOT_SHARE * plot_h  # too little plot left: grow
     new_height = round(height + lack, 2) if grow else height
     new_plot_h = plot_h if grow else plot_h - lack
     fig.update_layout(height=new_height, margin={"b": float(margin.b or 0) + lack})
@@ -558,6 +638,7 @@ def fit_figure(
     render_svg: Callable[[Any, float, float], bytes],
     family: str = "Liberation Serif",
     grow: bool = True,
+    said: list[str] | None = None,
 ) -> float:
     """Lay ``fig`` (the export copy, changed in place) out for print; returns its height.
 
@@ -568,12 +649,17 @@ def fit_figure(
         render_svg: renders a figure to SVG bytes at ``(width, height)``.
         family: the export font family.
         grow: let the figure grow by the legend and notes below the plot (a venue preset,
-            whose height comes from an aspect); False keeps ``height`` (pixel sizes asked for).
+            whose height comes from an aspect); False keeps ``height`` (pixel sizes asked for)
+            unless the plot would keep less than :data:`_MIN_PLOT_SHARE` of its height.
+        said: when given, gets one line per thing the layout could not keep as asked (the
+            figure grew past a fixed size) and per text that still runs off the page or over
+            other text (:func:`layout_problems`, from one more rendering).
     """
     if not fig.data or fig.layout.xaxis.visible is False:
         return height
     _wrap_before(fig, width, height, font_px, family)
     svg = render_svg(fig, width, height)
+    asked = height
     height, band = _fix_after(fig, svg, width, height, font_px, family, grow)
     # step 3, from a second rendering: the legend's real height, and axis titles against the
     # plot as it came out (tick labels set vertical in step 2 take height from it)
@@ -591,7 +677,31 @@ def fit_figure(
             svg = render_svg(fig, width, height)  # a wider margin can re-flow the legend
     if band:
         height = _settle_legend(fig, svg, height, band - round(font_px / 2), grow)
-    return _room_on_top(fig, svg, height, family, grow)
+    # step 4, from the layout as it now stands: the title over what step 3 raised, the top
+    # margin over what stands above the page
+    svg = render_svg(fig, width, height)
+    height = _room_on_top(fig, svg, height, font_px, family, grow)
+    if said is not None and not grow and height > asked + 0.5:
+        said.append(f"the legend and notes below the plot leave the plot too little of "
+                    f"{width:.0f}x{asked:.0f} px, so the figure is {width:.0f}x{height:.0f} px "
+                    f"(a taller size or fewer series keeps the size)")  # fmt: skip
+    if said is not None:  # what still collides, as estimated from the final layout
+        said.extend(layout_problems(render_svg(fig, width, height), width, height, family))
+    return height
+
+
+def layout_problems(svg: bytes, width: float, height: float,
+                    family: str = "Liberation Serif") -> list[str]:  # fmt: skip
+    """Text off the page or over other text in a rendered SVG (estimated boxes), in words.
+
+    Only clear cases count (3 px each way): the boxes are estimates from the font metrics.
+    """
+    boxes = svg_text_boxes(svg, family)
+    out = [f"{b.text[:30]!r} runs off the page" for b in boxes
+           if min(b.left, b.top) < -3 or b.right > width + 3 or b.bottom > height + 3]
+    out += [f"{a.text[:30]!r} overlaps {b.text[:30]!r}" for i, a in enumerate(boxes)
+            for b in boxes[i + 1 :] if a.overlaps(b, slack=3.0)]  # fmt: skip
+    return out
 
 
 def _rewrap_facet_titles(fig: Any, svg: bytes, family: str) -> bool:
@@ -626,13 +736,29 @@ def _plain_lines(text: str) -> list[str]:
     return [html.unescape(_TAG.sub("", line)) for line in _BR.split(str(text))]
 
 
-def _room_on_top(fig: Any, svg: bytes, height: float, family: str, grow: bool) -> float:
-    """Text the rendering put above the page: the top margin grows by it.
+def _room_on_top(
+    fig: Any, svg: bytes, height: float, font_px: float, family: str, grow: bool
+) -> float:
+    """The figure's title lifted over what it stands on; the top margin grows over the page.
 
-    A facet title of several lines can stand higher than step 2 estimated; the figure grows
-    with the margin (``grow``), so the plot keeps its size. Returns the figure's height.
+    Step 2 lifted the title over the subplot titles as first rendered; step 3 may have given
+    them more lines (a facet title wrapped to its panel stood on the title). Text the
+    rendering put above the page (a facet title of several lines, the lifted title) gets a
+    taller top margin; the figure grows with it (``grow``), so the plot keeps its size.
+    Returns the figure's height.
     """
     boxes = svg_text_boxes(svg, family)
+    title_ann = next((a for a in fig.layout.annotations if a.name == _TITLE_NAME), None)
+    title = next((b for b in boxes if title_ann is not None and b.cls.startswith("annotation")
+                  and b.text == _plain(title_ann.text)), None)  # fmt: skip
+    if title is not None and title_ann is not None:
+        under = [b for b in boxes if b is not title and b.overlaps(title, slack=0.0)]
+        if under:
+            lift = max(title.bottom - b.top for b in under) + round(font_px / 2) / 2
+            title_ann.yshift = float(title_ann.yshift or 0) + lift
+            boxes = [b for b in boxes if b is not title] + [TextBox(
+                title.text, title.cls, title.left, title.top - lift, title.right,
+                title.bottom - lift)]  # fmt: skip
     over = max([0.0] + [-b.top for b in boxes])
     if over <= 0.5:
         return height

@@ -22,7 +22,7 @@ from conftest import demo_into
 
 from core.backends import make_backend
 from core.catalog import figure_names, get_figure
-from core.export import ExportSettings, figure_bytes, preset_settings
+from core.export import ExportSettings, figure_bytes, preset_settings, start_renderer
 from core.figures import Selection
 from core.runs import run_attribution, run_interventions, run_probes
 from core.store import Store
@@ -80,6 +80,7 @@ def store(tmp_path_factory) -> Iterator[Store]:
     why = _can_render()
     if why:
         pytest.skip(why)
+    start_renderer()  # one Chromium for every rendering (a browser per call is ~10x slower)
     store = Store(tmp_path_factory.mktemp("render") / "demo.duckdb")
     demo_into(store)
     reader = make_backend("embedded")

@@ -747,22 +747,37 @@ def oncu_length_curves_figure(
         return empty_figure("No valid ONCU groups for this selection"), t
     positions = _position_order(t["evidence_position"])
     lengths = sorted(set(t["context_length"].dropna().astype(int)))
-    fig = go.Figure()
+    # one panel per run (two a row): the curves of different runs would share colour and dash
+    runs = list(dict.fromkeys(t["run"].astype(str)))
+    ncols = min(len(runs), 2)
+    nrows = -(-len(runs) // ncols)
+    # positions labelled under the bottom row only: a run's title is not on the ticks above it
+    fig = make_subplots(rows=nrows, cols=ncols, shared_xaxes=True, vertical_spacing=0.4 / nrows,
+                        subplot_titles=runs if len(runs) > 1 else None)  # fmt: skip
+    shown: set[str] = set()  # one legend entry per length · condition
     for (run, cond), d in t.groupby(["run", "condition"], sort=False):
+        row, col = divmod(runs.index(str(run)), ncols)
         for n in lengths:
             e = d[d["context_length"] == n].set_index("evidence_position").reindex(positions)
+            label = f"{n:,} · {CONDITION_LABELS.get(cond, cond)}"
             fig.add_trace(
                 go.Scatter(
-                    x=positions, y=e["oncu_clipped"], mode="lines+markers",
-                    name=f"{n:,} · {CONDITION_LABELS.get(cond, cond)}"
-                    + (f" · {run}" if t["run"].nunique() > 1 else ""),
+                    x=positions, y=e["oncu_clipped"], mode="lines+markers", name=label,
+                    legendgroup=label, showlegend=label not in shown,
                     line={"color": color_for(n, "length", lengths),
                           "dash": "solid" if cond == "full_context" else "dash"},
-                )
+                    hovertemplate=f"{run} · {label}<br>%{{x}}: %{{y:.3f}}<extra></extra>",
+                ),
+                row=row + 1, col=col + 1,
             )  # fmt: skip
-    fig.update_xaxes(title_text="evidence position", categoryorder="array",
-                     categoryarray=positions)  # fmt: skip
-    fig.update_yaxes(title_text="clipped ONCU", range=[0, 1.05])
+            shown.add(label)
+    fig.update_xaxes(categoryorder="array", categoryarray=positions)
+    if len(runs) % ncols:  # an odd last row: the panel over the gap keeps its labels
+        fig.update_xaxes(showticklabels=True, row=nrows - 1, col=ncols)
+    fig.update_yaxes(range=[0, 1.05])
+    bottom_left = (nrows - 1) * ncols + 1  # the shared x title under the bottom-left panel
+    fig.update_layout({f"xaxis{bottom_left if bottom_left > 1 else ''}_title_text":
+                       "evidence position"}, yaxis_title_text="clipped ONCU")  # fmt: skip
     fig.update_layout(margin={"t": 30}, legend_title_text="length · condition")
     titled(fig)
     return fig, t
