@@ -5,23 +5,23 @@ Run with ``streamlit run app.py`` or ``python -m core serve``.
 
 import streamlit as st
 
-from pages.common import first_start
+from screens.common import first_start
 
 _PAGES = {
     "Diagnostics": [
-        ("pages/overview.py", "Overview", ":material/home:", True),
-        ("pages/conditions.py", "Conditions & ONCU", ":material/table_chart:", False),
-        ("pages/length_position.py", "Length & position", ":material/grid_on:", False),
-        ("pages/retrieval.py", "Retrieval", ":material/manage_search:", False),
-        ("pages/fanin.py", "Fan-in", ":material/call_merge:", False),
-        ("pages/interventions.py", "Interventions", ":material/science:", False),
-        ("pages/attribution.py", "Attribution", ":material/hub:", False),
-        ("pages/dolce.py", "DOLCE", ":material/scatter_plot:", False),
+        ("screens/overview.py", "Overview", ":material/home:", True),
+        ("screens/conditions.py", "Conditions & ONCU", ":material/table_chart:", False),
+        ("screens/length_position.py", "Length & position", ":material/grid_on:", False),
+        ("screens/retrieval.py", "Retrieval", ":material/manage_search:", False),
+        ("screens/fanin.py", "Fan-in", ":material/call_merge:", False),
+        ("screens/interventions.py", "Interventions", ":material/science:", False),
+        ("screens/attribution.py", "Attribution", ":material/hub:", False),
+        ("screens/dolce.py", "DOLCE", ":material/scatter_plot:", False),
     ],
     "Inspect & run": [
-        ("pages/failures.py", "Failure browser", ":material/rule:", False),
-        ("pages/case_view.py", "Case view", ":material/search:", False),
-        ("pages/runs.py", "Runs", ":material/play_circle:", False),
+        ("screens/failures.py", "Failure browser", ":material/rule:", False),
+        ("screens/case_view.py", "Case view", ":material/search:", False),
+        ("screens/runs.py", "Runs", ":material/play_circle:", False),
     ],
 }
 

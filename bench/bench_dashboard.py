@@ -23,7 +23,7 @@ median of the N, with every run listed):
 
 * before the clock: Python, Streamlit, ``AppTest``, pandas, plotly, DuckDB,
   :mod:`core.catalog` (which imports every figure and view module) and the dashboard's
-  shared modules (``pages/*.py`` that are not page scripts: ``pages.common`` ...) are
+  shared modules (``screens/*.py`` that are not page scripts: ``screens.common`` ...) are
   imported, so module import time is left out (a running dashboard server has them loaded);
   Streamlit's component registry is built (a server builds it when it starts; AppTest
   would inside its first run); no store data is read and every cache (Streamlit's, the
@@ -88,18 +88,18 @@ BUILD_TAG = "bench-dashboard-v3"
 #: Page -> (script, dataset picked in the sidebar or None for the default, the changed
 #: selection: widget kind, session key, and for a multiselect the value added).
 PAGES: dict[str, tuple[str, str | None, tuple]] = {
-    "overview": ("pages/overview.py", None, ("selectbox", "global.dataset")),
-    "conditions": ("pages/conditions.py", None, ("selectbox", "global.score_field")),
-    "length_position": ("pages/length_position.py", None, ("selectbox", "global.score_field")),
-    "retrieval": ("pages/retrieval.py", None, ("multiselect", "retrieval.ks", 8)),
+    "overview": ("screens/overview.py", None, ("selectbox", "global.dataset")),
+    "conditions": ("screens/conditions.py", None, ("selectbox", "global.score_field")),
+    "length_position": ("screens/length_position.py", None, ("selectbox", "global.score_field")),
+    "retrieval": ("screens/retrieval.py", None, ("multiselect", "retrieval.ks", 8)),
     # the next instance, as the user steps through them (the picker's labels are formatted)
-    "case_view": ("pages/case_view.py", None, ("button", "case.next")),
+    "case_view": ("screens/case_view.py", None, ("button", "case.next")),
     # the failure browser's first page, then its next page (issue 18 item 1)
-    "failures": ("pages/failures.py", None, ("button", "failures.next")),
-    "runs": ("pages/runs.py", None, ("selectbox", "runs.pick")),
-    "fanin": ("pages/fanin.py", None, ("selectbox", "global.score_field")),
-    "dolce": ("pages/dolce.py", PROBES, ("selectbox", "dolce.problem")),
-    "interventions": ("pages/interventions.py", PROBES,
+    "failures": ("screens/failures.py", None, ("button", "failures.next")),
+    "runs": ("screens/runs.py", None, ("selectbox", "runs.pick")),
+    "fanin": ("screens/fanin.py", None, ("selectbox", "global.score_field")),
+    "dolce": ("screens/dolce.py", PROBES, ("selectbox", "dolce.problem")),
+    "interventions": ("screens/interventions.py", PROBES,
                       ("selectbox", "interventions.correctness_axis")),
 }  # fmt: skip
 #: What each page's changed selection is, in words (printed with the figures).
@@ -223,12 +223,12 @@ def measure_page(name: str, repeats: int) -> dict:
 
     import core.catalog  # noqa: F401
 
-    # the dashboard's shared modules (pages/*.py that are not page scripts: pages.common,
-    # pages.widgets ...): a running server imported them on its first page
-    scripts = set(re.findall(r'"(pages/[a-z_]+\.py)"', (ROOT / "app.py").read_text()))
-    for path in sorted((ROOT / "pages").glob("*.py")):
-        if f"pages/{path.name}" not in scripts and path.name != "__init__.py":
-            importlib.import_module(f"pages.{path.stem}")
+    # the dashboard's shared modules (screens/*.py that are not page scripts: screens.common,
+    # screens.widgets ...): a running server imported them on its first page
+    scripts = set(re.findall(r'"(screens/[a-z_]+\.py)"', (ROOT / "app.py").read_text()))
+    for path in sorted((ROOT / "screens").glob("*.py")):
+        if f"screens/{path.name}" not in scripts and path.name != "__init__.py":
+            importlib.import_module(f"screens.{path.stem}")
 
     script, dataset, change = PAGES[name]
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
@@ -242,7 +242,7 @@ def measure_page(name: str, repeats: int) -> dict:
     at._bidi_component_manager = registry  # AppTest's own slot for it (app_test.py)
     if dataset is not None:
         at.session_state["global.dataset"] = dataset
-    if script != "pages/overview.py":
+    if script != "screens/overview.py":
         at.switch_page(script)
     t = time.perf_counter()
     at.run()

@@ -1,6 +1,6 @@
 """Figures and tables by name: each pairs a view (store + selection -> data) with a plot.
 
-The dashboard pages (``pages/common.py``), ``python -m core export`` and the tests call
+The dashboard pages (``screens/common.py``), ``python -m core export`` and the tests call
 ``get_figure(name).build(store, selection)`` / ``get_table(name).build(store, selection)``,
 which run the registered view of :mod:`core.views` and hand what it returns to the
 registered plot of :mod:`core.figures` with the figure's options. A figure's ``build`` returns

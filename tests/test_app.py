@@ -71,7 +71,7 @@ def test_overview_lists_store_contents_and_baseline(app):
 
 
 def test_conditions_page_controlled_release_reproduces_published_oncu(app):
-    at = app("pages/conditions.py", dataset="controlled")
+    at = app("screens/conditions.py", dataset="controlled")
     summary = _table(at, "oncu_clipped").set_index("condition")
     assert summary["valid_groups"].tolist() == [134, 134]
     assert summary["total_groups"].tolist() == [134, 134]
@@ -99,7 +99,7 @@ def test_conditions_page_controlled_release_reproduces_published_oncu(app):
 
 
 def test_conditions_page_hotpotqa_has_29_of_38_valid_groups(app):
-    at = app("pages/conditions.py", dataset="hotpotqa")
+    at = app("screens/conditions.py", dataset="hotpotqa")
     summary = _table(at, "oncu_clipped").set_index("condition")
     assert summary["valid_groups"].tolist() == [29, 29]
     assert summary["total_groups"].tolist() == [38, 38]
@@ -116,7 +116,7 @@ def test_conditions_page_group_key_setting_regroups_oncu(app):
     HotpotQA release has two groups (comparison, multi_hop) per condition."""
     from core.oncu import DEFAULT_GROUP_KEY
 
-    at = app("pages/conditions.py", dataset="hotpotqa")
+    at = app("screens/conditions.py", dataset="hotpotqa")
     control = at.multiselect(key="global.group_key")
     assert tuple(control.value) == DEFAULT_GROUP_KEY
     control.set_value(["source", "model", "reasoning_type"]).run()
@@ -129,7 +129,7 @@ def test_conditions_page_group_key_setting_regroups_oncu(app):
 
 
 def test_conditions_page_calibration_for_runs_with_confidences(app):
-    at = app("pages/conditions.py", dataset="controlled-200")
+    at = app("screens/conditions.py", dataset="controlled-200")
     cal = _table(open_tab(at, "Calibration"), "ece")
     assert set(cal["condition"]) == {"no_evidence", "full_context", "retrieved", "oracle"}
     assert ((cal["ece"] >= 0) & (cal["ece"] <= 1)).all()
@@ -140,7 +140,7 @@ def test_conditions_page_calibration_for_runs_with_confidences(app):
 def test_conditions_page_computes_only_theopen_tab(app):
     """Issue 17 item 6: the page computes the open tab only (each tab is up to a second at
     1,000,000 predictions); another tab is computed when opened, and the summary stays."""
-    at = app("pages/conditions.py", dataset="controlled-200")
+    at = app("screens/conditions.py", dataset="controlled-200")
     assert [t.label for t in at.tabs] == ["Four-condition matrix", "ONCU audit",
                                           "Paired contrasts", "Failure labels", "Calibration"]
     columns = [set(d.value.columns) for d in at.dataframe]
@@ -155,7 +155,7 @@ def test_conditions_page_computes_only_theopen_tab(app):
 
 
 def test_length_position_page(app):
-    at = app("pages/length_position.py", dataset="controlled-200")
+    at = app("screens/length_position.py", dataset="controlled-200")
     t = _table(at, "evidence_position")
     # controlled-200: lengths 4K/8K/16K x positions front/middle/end/scattered, 2 conditions
     assert set(t["context_length"]) == {4000, 8000, 16000}
@@ -164,7 +164,7 @@ def test_length_position_page(app):
 
 
 def test_retrieval_page_grid(app):
-    at = app("pages/retrieval.py", dataset="controlled-200")
+    at = app("screens/retrieval.py", dataset="controlled-200")
     grid = _table(at, "full_chain_coverage")
     assert len(grid) == 2 * 5  # lexical, oracle x k in 1, 2, 3, 5, 10
     oracle = grid[grid["retriever"] == "oracle"].set_index("k")
@@ -173,7 +173,7 @@ def test_retrieval_page_grid(app):
 
 
 def test_case_view_shows_instance_and_reruns_a_perturbation(app, store_path):
-    at = app("pages/case_view.py", dataset="controlled-200")
+    at = app("screens/case_view.py", dataset="controlled-200")
     assert at.selectbox(key="case.instance").value == "controlled_000001"
     assert any(m.value.startswith("### Which lab developed Model Gamma 01805?")
                for m in at.markdown)  # fmt: skip
@@ -201,7 +201,7 @@ def test_case_view_shows_instance_and_reruns_a_perturbation(app, store_path):
 
 
 def test_runs_page_launches_a_background_run_and_imports_with_errors(app, store_path):
-    at = app("pages/runs.py", dataset="hotpotqa")
+    at = app("screens/runs.py", dataset="hotpotqa")
     # a bad upload: the importer's one-line error is shown, the store is unchanged
     name = f"bad_{time.time_ns()}.csv"
     what = next(s for s in at.selectbox if s.label == "What")

@@ -1,6 +1,6 @@
 """The house rules of docs/ARCHITECTURE.md, checked on the source (no import needed).
 
-Every import of ``core/``, ``pages/`` and ``app.py`` is parsed, function-level ones included, to
+Every import of ``core/``, ``screens/`` and ``app.py`` is parsed, function-level ones included, to
 find cycles; figures must not reach the store or the views layer; no module is over 1,000 lines.
 """
 
@@ -16,7 +16,7 @@ MAX_LINES = 1000
 def _modules() -> dict[str, Path]:
     out: dict[str, Path] = {}
     files = [ROOT / "app.py", *sorted((ROOT / "core").rglob("*.py")),
-             *sorted((ROOT / "pages").rglob("*.py"))]  # fmt: skip
+             *sorted((ROOT / "screens").rglob("*.py"))]  # fmt: skip
     for path in files:
         rel = path.relative_to(ROOT).with_suffix("")
         parts = list(rel.parts)
@@ -147,8 +147,8 @@ def test_every_directly_imported_third_party_package_is_pinned() -> None:
         if "==" in line and not line.lstrip().startswith("#")
     }
     local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {
-        p.stem for p in (ROOT / "bench").glob("*.py")} | {"core", "pages", "app"}  # fmt: skip
-    files = [ROOT / "app.py", *(ROOT / "core").rglob("*.py"), *(ROOT / "pages").rglob("*.py"),
+        p.stem for p in (ROOT / "bench").glob("*.py")} | {"core", "screens", "app"}  # fmt: skip
+    files = [ROOT / "app.py", *(ROOT / "core").rglob("*.py"), *(ROOT / "screens").rglob("*.py"),
              *(ROOT / "tests").glob("*.py"), *(ROOT / "bench").glob("*.py")]  # fmt: skip
     unpinned: dict[str, str] = {}
     for path in files:

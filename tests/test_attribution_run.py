@@ -100,7 +100,7 @@ def test_attribution_page_shows_the_report(c200, report, monkeypatch):
     monkeypatch.setenv("EVIDENCE_DB", str(db))
     monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    at.switch_page("pages/attribution.py")
+    at.switch_page("screens/attribution.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Attribution"

@@ -106,10 +106,16 @@ def test_table_csv_download_is_made_on_click(server, page, tmp_path):
 
 def test_a_page_url_as_the_first_request_gets_the_app_menu(page, tmp_path):
     """A fresh server whose first request is a page's URL (a bookmark, a link in a paper's
-    notes) shows that page under the app's menu, not Streamlit's listing of ``pages/``
+    notes) shows that page under the app's menu, not Streamlit's listing of ``screens/``
     (helper modules included) that it uses until ``app.py`` has run once."""
     with streamlit_server(tmp_path / "empty.duckdb", tmp_path) as url:
         page.goto(f"{url}/conditions")
+        # the first menu drawn, before anything settles: the app's page titles only (a
+        # `pages/` folder made Streamlit list its files, helpers included, until app.py ran)
+        first = page.locator('[data-testid="stSidebarNavLink"]')
+        first.first.wait_for(timeout=90_000)
+        shown = [m.split("\n")[-1].strip() for m in first.all_inner_texts()]
+        assert not {"common", "app", "case view", "exports", "widgets"} & set(shown), shown
         _settle(page)
         assert_no_exception(page, "conditions as first request")
         menu = page.locator('[data-testid="stSidebarNavLink"]').all_inner_texts()

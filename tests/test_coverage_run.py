@@ -169,7 +169,7 @@ def test_registered_fanin_and_crux_views_show_the_report_numbers(grid_store):
 def test_fanin_page_renders(grid_store, monkeypatch):
     from conftest import open_page
 
-    at = open_page(monkeypatch, grid_store.path, "pages/fanin.py", "fanin-grid")
+    at = open_page(monkeypatch, grid_store.path, "screens/fanin.py", "fanin-grid")
     tables = {tuple(df.value.columns): df.value for df in at.dataframe}
     deg = next(v for k, v in tables.items() if "rel. drop %" in k).set_index("condition")
     assert deg.loc["retrieved", "rel. drop %"] < -50

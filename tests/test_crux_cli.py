@@ -112,7 +112,7 @@ def test_retrieval_page_lets_the_user_choose_whose_ratings_crux_uses(tmp_path, m
     from test_crux import _store_with_ratings
 
     store = _store_with_ratings(tmp_path / "j.duckdb", judges=("j1", "j2"))
-    at = open_page(monkeypatch, store.path, "pages/retrieval.py", "tiny")
+    at = open_page(monkeypatch, store.path, "screens/retrieval.py", "tiny")
     at.toggle(key="retrieval.crux").set_value(True).run()
     assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
     choice = at.selectbox(key="retrieval.crux_judge")
@@ -187,7 +187,7 @@ def test_retrieval_page_crux_eta_and_k_required(tmp_path, monkeypatch):
     from test_crux import _store_with_ratings
 
     store = _store_with_ratings(tmp_path / "e.duckdb")
-    at = open_page(monkeypatch, store.path, "pages/retrieval.py", "tiny")
+    at = open_page(monkeypatch, store.path, "screens/retrieval.py", "tiny")
     at.toggle(key="retrieval.crux").set_value(True).run()
     assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
     eta = at.selectbox(key="retrieval.crux_eta")

@@ -262,7 +262,7 @@ def test_interventions_page(controlled, monkeypatch):
     store, _ = controlled
     monkeypatch.setenv("EVIDENCE_DB", str(store.path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/interventions.py")
+    at.switch_page("screens/interventions.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Interventions (CUE-R)"

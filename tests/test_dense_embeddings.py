@@ -116,7 +116,7 @@ def test_retrieval_page_embeds_with_progress_then_stops_and_resumes(tmp_path, mo
 
     db = tmp_path / "page.duckdb"
     Store(db).write_dataset(build_controlled("controlled-200", limit=2, name="two"))
-    at = open_page(monkeypatch, db, "pages/retrieval.py", "two")
+    at = open_page(monkeypatch, db, "screens/retrieval.py", "two")
     # the user stopped the embedding: no dense figure, the count of what is left, Resume
     at.session_state["retrieval.embed_paused"] = True
     at.multiselect(key="retrieval.retrievers").set_value(["lexical", "dense"]).run()

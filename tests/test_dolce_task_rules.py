@@ -270,7 +270,7 @@ def test_page_names_the_estimator_and_flags_what_is_not_identified(probed_store,
 
     monkeypatch.setenv("EVIDENCE_DB", str(probed_store))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/dolce.py")
+    at.switch_page("screens/dolce.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="dolce.pig_estimator").value == "likelihood"

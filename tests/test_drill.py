@@ -37,7 +37,7 @@ from core.runs import run_interventions, run_probes
 from core.store import Store
 from core.views import common as views_common
 from core.views import instances_behind
-from pages.common import table_cell
+from screens.common import table_cell
 
 #: Options that keep the retrieval and CRUX views small (other views ignore them).
 _SMALL = {"max_instances": 8, "retrievers": ["lexical"], "ks": [1, 3],

@@ -177,7 +177,7 @@ def test_preset_screenshots(release_store):
 
 # ------------------------------------------------------------------------------ dashboard
 def test_dashboard_venue_preset_sets_the_download_size(release_store, monkeypatch):
-    at = open_page(monkeypatch, release_store.path, "pages/conditions.py", "controlled")
+    at = open_page(monkeypatch, release_store.path, "screens/conditions.py", "controlled")
     captions = " ".join(c.value for c in at.caption)
     assert "700x450 px, font 14 px, Liberation Serif" in captions
     at.selectbox(key="global.preset").set_value("acl-column").run()

@@ -245,7 +245,7 @@ def test_view_resolves_the_selection_and_keeps_the_page_in_range(store):
 
 def test_page_lists_failures_and_counts_failed_calls(store, monkeypatch):
     clear_cache()
-    at = open_page(monkeypatch, store.path, "pages/failures.py", "D")
+    at = open_page(monkeypatch, store.path, "screens/failures.py", "D")
     assert any(m.value.startswith("**4 predictions** in this list: 3 wrong · 1 call failed")
                for m in at.markdown)  # fmt: skip
     assert any("1 failed call in this list" in w.value for w in at.warning)
@@ -259,7 +259,7 @@ def test_page_lists_failures_and_counts_failed_calls(store, monkeypatch):
 
 
 def test_case_view_steps_through_the_browsers_list(store, monkeypatch):
-    at = _app(store, monkeypatch, "pages/case_view.py")
+    at = _app(store, monkeypatch, "screens/case_view.py")
     at.session_state["failures.trail"] = {
         "filter": filter_to_json(FailureFilter(runs=("r1", "r2"))), "runs": {}}  # fmt: skip
     at.query_params.update({"dataset": "D", "instance": "i2", "from": "failures"})
@@ -281,7 +281,7 @@ def test_case_view_steps_through_the_browsers_list(store, monkeypatch):
 
 
 def test_a_link_restores_the_browsers_filters_and_changes_are_written_back(store, monkeypatch):
-    at = _app(store, monkeypatch, "pages/failures.py")
+    at = _app(store, monkeypatch, "screens/failures.py")
     at.query_params.update({"dataset": "D", "cond": "oracle,nope", "only": "0"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]

@@ -415,7 +415,7 @@ def test_the_dashboard_renders_while_a_cli_run_writes_the_same_store(
         )  # fmt: skip
         try:
             while run.poll() is None:
-                for page in ("pages/overview.py", "pages/conditions.py", "pages/runs.py"):
+                for page in ("screens/overview.py", "screens/conditions.py", "screens/runs.py"):
                     at = render(page)
                 seen.append(live_run(at))
                 if any(s and s[0] == "running" and 0 < s[1] < 400 for s in seen):
@@ -429,7 +429,7 @@ def test_the_dashboard_renders_while_a_cli_run_writes_the_same_store(
     summary = json.loads(out)
     assert (summary["planned"], summary["errors"], summary["status"]) == (400, 0, "done")
     assert any(s and s[0] == "running" and 0 < s[1] < 400 for s in seen), seen
-    assert live_run(render("pages/runs.py")) == ("done", 400)
+    assert live_run(render("screens/runs.py")) == ("done", 400)
 
 
 # ------------------------------------------------------------------- garbage into the parser

@@ -150,7 +150,7 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
     page.goto(f"{server}/runs")  # the form lists the datasets of the page's last run
     settle(page)
     form = page.get_by_test_id("stForm")
-    if not form.is_visible():  # the expander starts closed (pages/runs.py)
+    if not form.is_visible():  # the expander starts closed (screens/runs.py)
         page.get_by_text("Launch a run", exact=True).click()
     _choose(page, form, "Dataset", "hotpot-ui")
     form.get_by_label("Run name", exact=True).fill("hotpot-ui-embedded")

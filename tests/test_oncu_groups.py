@@ -290,7 +290,7 @@ def test_conditions_page_warns_and_one_click_switches_to_the_coarser_key(
 ):
     from conftest import open_page, open_tab
 
-    at = open_page(monkeypatch, hotpot_store, "pages/conditions.py", "hp")
+    at = open_page(monkeypatch, hotpot_store, "screens/conditions.py", "hp")
     assert any("Most valid ONCU groups are tiny" in w.value for w in at.warning)
     summary = next(d.value for d in at.dataframe if "oncu_clipped" in d.value.columns)
     assert summary["total_groups"].tolist() == [10, 10]
@@ -310,7 +310,7 @@ def test_conditions_page_warns_and_one_click_switches_to_the_coarser_key(
 def test_length_page_has_bucket_rows_and_the_warning(hotpot_store: Path, monkeypatch):
     from conftest import open_page
 
-    at = open_page(monkeypatch, hotpot_store, "pages/length_position.py", "hp")
+    at = open_page(monkeypatch, hotpot_store, "screens/length_position.py", "hp")
     assert any("Most valid ONCU groups are tiny" in w.value for w in at.warning)
     table = next(d.value for d in at.dataframe if "evidence_position" in d.value.columns)
     assert sorted(set(table["context_length"])) == [1000, 2000]

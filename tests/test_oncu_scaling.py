@@ -672,7 +672,7 @@ def test_scaling_tables_export_as_csv_and_latex(grid_db, tmp_path):
 def test_length_page_shows_the_scaling_tables_and_the_notes(grid_db, monkeypatch):
     from conftest import open_page
 
-    at = open_page(monkeypatch, grid_db, "pages/length_position.py", "toy")
+    at = open_page(monkeypatch, grid_db, "screens/length_position.py", "toy")
     frames = [d.value for d in at.dataframe]
     wide = next(f for f in frames if "full_context 32K" in f.columns)
     assert round(wide["full_context 32K"].iloc[0], 3) == 0.207
@@ -686,7 +686,7 @@ def test_length_page_shows_the_scaling_tables_and_the_notes(grid_db, monkeypatch
     assert len(reg) == 8 and reg["left_out"].eq(0).all()
     # the only warning is the small-group one (every group here is one instance)
     assert all("Most valid ONCU groups are tiny" in w.value for w in at.warning)
-    at = open_page(monkeypatch, grid_db, "pages/length_position.py", "thirds")
+    at = open_page(monkeypatch, grid_db, "screens/length_position.py", "thirds")
     # the notes as read (Markdown escapes, whichever characters core.views.case.md_escape
     # escapes, removed)
     texts = [w.value.replace("\\", "") for w in at.warning]

@@ -1,4 +1,4 @@
-"""Data is text everywhere (issue 35 item 8): every Streamlit text call in ``pages/`` gets a
+"""Data is text everywhere (issue 35 item 8): every Streamlit text call in ``screens/`` gets a
 constant or escaped text.
 
 An AST scan of every page module: the text argument of each Streamlit call that renders
@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PAGES = Path(__file__).resolve().parents[1] / "pages"
+PAGES = Path(__file__).resolve().parents[1] / "screens"
 
 #: Calls whose first positional argument (or ``body`` / ``label``) is rendered as Markdown.
 _TEXT_CALLS = {

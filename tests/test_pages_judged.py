@@ -120,7 +120,7 @@ def test_the_cheap_check_reads_only_the_runs_frame(stores):
 def test_fanin_page_shows_judged_scores_as_report_fanin(stores, monkeypatch, capsys):
     rep = _json(capsys, "report", "fanin", "--runs", DEMO_RUN, "--resamples", "50",
                 "--no-instances", "--json", "--db", stores["judged"])["judged"]  # fmt: skip
-    at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
+    at = _page(monkeypatch, stores["judged"], "screens/fanin.py")
     assert any(s.value == "Judged scores (AuthTrace judges)" for s in at.subheader)
     assert "lexical baseline" in _texts(at)
     shown = _frame(at, "fanin").set_index(["system", "bucket"])
@@ -152,7 +152,7 @@ def test_fanin_page_switched_to_judged_scores_draws_report_fanin_judged(
                 "--resamples", "200", "--no-instances", "--json",
                 "--db", stores["judged"])  # fmt: skip
     assert rep["source"] == "judged"
-    at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
+    at = _page(monkeypatch, stores["judged"], "screens/fanin.py")
     assert not any("AC judged" in df.value.columns for df in at.dataframe)  # proxies first
     at.selectbox(key="fanin.score_source").select("judged").run()
     assert not at.exception, at.exception
@@ -174,7 +174,7 @@ def test_retrieval_page_shows_answer_coverage_as_report_crux(stores, monkeypatch
     out = _json(capsys, "report", "crux", "--dataset", DATASET, "--resamples", "50",
                 "--no-instances", "--json", "--db", stores["judged"])  # fmt: skip
     rep = out["answer_coverage"]
-    at = _page(monkeypatch, stores["judged"], "pages/retrieval.py")
+    at = _page(monkeypatch, stores["judged"], "screens/retrieval.py")
     at.toggle(key="retrieval.crux").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
     assert "lexical baseline" in _texts(at) and "Kendall τ-b" in _texts(at)
@@ -199,7 +199,7 @@ def test_failure_browser_shows_agreement_as_report_agreement(stores, monkeypatch
     rep = _json(capsys, "report", "agreement", "--run", DEMO_RUN, "--json",
                 "--db", stores["judged"])  # fmt: skip
     rule = rule_labels(Store(stores["judged"]), DEMO_RUN, DEFAULT_RUBRIC)
-    at = _page(monkeypatch, stores["judged"], "pages/failures.py")
+    at = _page(monkeypatch, stores["judged"], "screens/failures.py")
     labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
     assert labelled == [f"Human labels and agreement: run {DEMO_RUN} (failure_taxonomy)"]
     pairs = _frame(at, "agreement")
@@ -223,7 +223,7 @@ def test_fanin_page_shows_people_against_the_correctness_judge(stores, monkeypat
     (want,) = rep["pairs"]
     assert (want["rater_a"], want["rater_b"], want["n"]) == (
         "alice", "judge:j-authtrace-correctness", 12)  # fmt: skip
-    at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
+    at = _page(monkeypatch, stores["judged"], "screens/fanin.py")
     labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
     assert labelled == [f"Human labels and agreement: run {DEMO_RUN} (authtrace-correctness)"]
     pairs = _frame(at, "agreement")
@@ -248,7 +248,7 @@ def test_retrieval_page_shows_people_against_the_coverage_judge(stores, monkeypa
                 "--json", "--db", stores["judged"])  # fmt: skip
     (want,) = rep["pairs"]
     assert (want["rater_a"], want["rater_b"], want["n"]) == ("alice", "judge:j-crux-coverage", 8)
-    at = _page(monkeypatch, stores["judged"], "pages/retrieval.py")
+    at = _page(monkeypatch, stores["judged"], "screens/retrieval.py")
     at.toggle(key="retrieval.crux").set_value(True).run()  # the CRUX section
     labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
     assert labelled == [f"Human labels and agreement: run {DEMO_RUN} (crux-coverage)"]
@@ -257,10 +257,12 @@ def test_retrieval_page_shows_people_against_the_coverage_judge(stores, monkeypa
     assert got["agreed"] == want["agreed"] and _close(got["raw_agreement"], want["raw_agreement"])
 
 
-@pytest.mark.parametrize("page", ["pages/fanin.py", "pages/retrieval.py", "pages/failures.py"])
+@pytest.mark.parametrize(
+    "page", ["screens/fanin.py", "screens/retrieval.py", "screens/failures.py"]
+)
 def test_without_judgments_or_labels_the_sections_are_absent(stores, monkeypatch, page):
     at = _page(monkeypatch, stores["plain"], page)
-    if page == "pages/retrieval.py":
+    if page == "screens/retrieval.py":
         at.toggle(key="retrieval.crux").set_value(True).run()
         assert not at.exception, [e.value for e in at.exception]
     assert not _tables(at)
@@ -273,7 +275,7 @@ def test_two_judges_of_one_rubric_show_their_agreement_on_the_fanin_page(
     stores, monkeypatch, capsys, tmp_path
 ):
     """A second AuthTrace correctness judge of the same run: the page shows the pair's κ."""
-    at = _page(monkeypatch, stores["judged"], "pages/fanin.py")
+    at = _page(monkeypatch, stores["judged"], "screens/fanin.py")
     assert not any({"judge_a", "judge_b"} <= set(df.value.columns) for df in at.dataframe)
     db = tmp_path / "two_judges.duckdb"
     shutil.copy(stores["judged"], db)
@@ -283,7 +285,7 @@ def test_two_judges_of_one_rubric_show_their_agreement_on_the_fanin_page(
                 "--json", "--db", db)  # fmt: skip
     (pair,) = rep["pairs"]
     assert pair["n"] == 800 and pair["raw_agreement"] == 1.0  # the same lexical judge twice
-    at = _page(monkeypatch, db, "pages/fanin.py")
+    at = _page(monkeypatch, db, "screens/fanin.py")
     (table,) = [df.value for df in at.dataframe if {"judge_a", "judge_b"} <= set(df.value.columns)]
     assert table.to_dict("records")[0] | {"kappa": None, "weighted_kappa": None, "note": ""} == {
         "rubric": "authtrace-correctness", "judge_a": "j-authtrace-correctness",

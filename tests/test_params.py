@@ -120,7 +120,7 @@ def _widgets_app() -> None:
     import streamlit as st
 
     from core import probes
-    from pages.widgets import param_widgets
+    from screens.widgets import param_widgets
 
     values = param_widgets(probes.PARAMS, "t")
     st.text(repr(sorted(values.items())))

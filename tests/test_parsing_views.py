@@ -70,7 +70,7 @@ def test_the_failure_browser_counts_what_the_parse_set_apart_per_run(run_store, 
              "errors) · 1 reply off the contract with a salvaged answer (parse errors, not "
              "scored) · 2 replies with reasoning kept apart"
     }  # fmt: skip
-    at = open_page(monkeypatch, run_store.path, "pages/failures.py", "toy")
+    at = open_page(monkeypatch, run_store.path, "screens/failures.py", "toy")
     captions = " ".join(c.value for c in at.caption)
     assert "cited 2 passages that were not shown" in captions
 

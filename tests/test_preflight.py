@@ -123,7 +123,7 @@ def test_the_runs_page_refuses_a_launch_when_ollama_is_down(tmp_path, monkeypatc
     monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
     url = dead_url()
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/runs.py")
+    at.switch_page("screens/runs.py")
     at.run()
     at.selectbox(key="runs.method").set_value("probes").run()
     inputs = {t.label: t for t in at.text_input}

@@ -399,7 +399,7 @@ def test_dolce_page_renders_map_categories_and_curve(probed, monkeypatch):
     db, ds = probed
     monkeypatch.setenv("EVIDENCE_DB", str(db))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/dolce.py")
+    at.switch_page("screens/dolce.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value.startswith("DOLCE")

@@ -29,7 +29,7 @@ def test_ci_runs_the_readme_test_command_and_nothing_else():
 
 
 def test_layout_is_the_product_shape():
-    for name in ("app.py", "pages", "core", "data", "assets", "tests", "requirements.txt",
+    for name in ("app.py", "screens", "core", "data", "assets", "tests", "requirements.txt",
                  "README.md"):  # fmt: skip
         assert (ROOT / name).exists(), name
     assert (ROOT / "core" / "__main__.py").exists()
@@ -41,7 +41,7 @@ def test_readme_run_command_serves_the_dashboard_and_every_page_is_listed():
     assert cmds["Run"].split(" && ")[:3] == cmds["Test"].split(" && ")[:3]  # same install
     text = (ROOT / "README.md").read_text()
     app = (ROOT / "app.py").read_text()
-    for title in re.findall(r'\("pages/\w+\.py", "([^"]+)"', app):
+    for title in re.findall(r'\("screens/\w+\.py", "([^"]+)"', app):
         assert f"| {title} |" in text, f"README's page table lacks '{title}'"
 
 

@@ -268,7 +268,7 @@ def _page_store(tmp_path):
 def test_runs_page_disables_rerank_with_the_install_hint(tmp_path, monkeypatch):
     missing = str(tmp_path / "no-model")
     monkeypatch.setenv(R.RERANK_MODEL_ENV, missing)
-    at = open_page(monkeypatch, _page_store(tmp_path), "pages/runs.py", "toy")
+    at = open_page(monkeypatch, _page_store(tmp_path), "screens/runs.py", "toy")
     box = at.number_input(key="runs.rerank")
     assert box.label == "Rerank N" and box.disabled and box.value is None
     captions = [c.value for c in at.caption if "is off" in c.value]
@@ -279,7 +279,7 @@ def test_runs_page_disables_rerank_with_the_install_hint(tmp_path, monkeypatch):
 
 def test_runs_page_offers_rerank_when_a_reranker_is_available(tmp_path, monkeypatch, stub):
     monkeypatch.setenv(R.RERANK_MODEL_ENV, stub)
-    at = open_page(monkeypatch, _page_store(tmp_path), "pages/runs.py", "toy")
+    at = open_page(monkeypatch, _page_store(tmp_path), "screens/runs.py", "toy")
     box = at.number_input(key="runs.rerank")
     assert box.label == "Rerank N" and not box.disabled
     assert not [c for c in at.caption if "is off" in c.value]

@@ -33,7 +33,7 @@ def test_a_launch_with_a_timeout_fails_its_calls_with_an_error_naming_the_flag(
     monkeypatch.setenv("OLLAMA_HOST", stub.url)
 
     at = AppTest.from_file(APP, default_timeout=120)
-    at.switch_page("pages/runs.py")
+    at.switch_page("screens/runs.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     inputs = {t.label: t for t in at.text_input}
@@ -77,7 +77,7 @@ def test_resume_of_a_running_run_says_so_and_starts_nothing(tmp_path, monkeypatc
     monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
     with hold_run(db, "busy"):  # as the run's own process would
         at = AppTest.from_file(APP, default_timeout=120)
-        at.switch_page("pages/runs.py")
+        at.switch_page("screens/runs.py")
         at.run()
         at.selectbox(key="runs.pick").set_value("busy")
         next(b for b in at.button if b.label == "Resume").click()

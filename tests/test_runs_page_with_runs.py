@@ -29,7 +29,7 @@ def test_the_choice_appears_with_replace(store_with_a_run):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/runs.py")
+    at.switch_page("screens/runs.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     keys = {s.key for s in at.selectbox}
@@ -43,7 +43,7 @@ def test_the_choice_appears_with_replace(store_with_a_run):
 
 def test_import_file_refuses_drops_or_keeps_the_runs(store_with_a_run):
     from core.store import Store
-    from pages.common import import_file
+    from screens.common import import_file
 
     path = shared_fixture(HOTPOT)
     with pytest.raises(ValueError, match="--with-runs drop"):

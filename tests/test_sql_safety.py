@@ -32,7 +32,7 @@ _STORE = ROOT / "core" / "store"
 
 
 def _sources():
-    for base in ("core", "pages"):
+    for base in ("core", "screens"):
         for path in sorted((ROOT / base).rglob("*.py")):
             yield path, path.read_text()
     app = ROOT / "app.py"

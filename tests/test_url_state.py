@@ -1,4 +1,4 @@
-"""The view in the URL (issue 18 item 4, :mod:`pages.url_state`).
+"""The view in the URL (issue 18 item 4, :mod:`screens.url_state`).
 
 AppTest: query parameters restore the sidebar (dataset, score field, runs, group key, filters);
 an unknown value gives one warning naming its parameter; a changed widget is written back to
@@ -44,7 +44,7 @@ def _open(monkeypatch, store_path: Path, page: str, **params: str) -> AppTest:
 
 
 def test_query_params_restore_the_sidebar(monkeypatch, store_path):
-    at = _open(monkeypatch, store_path, "pages/conditions.py", dataset="hotpotqa",
+    at = _open(monkeypatch, store_path, "screens/conditions.py", dataset="hotpotqa",
                score="f1_strict", runs="hotpotqa", group="source,model")  # fmt: skip
     assert at.selectbox(key="global.dataset").value == "hotpotqa"
     assert at.selectbox(key="global.score_field").value == "f1_strict"
@@ -59,7 +59,7 @@ def test_query_params_restore_the_sidebar(monkeypatch, store_path):
 
 
 def test_unknown_dataset_is_one_warning(monkeypatch, store_path):
-    at = _open(monkeypatch, store_path, "pages/conditions.py", dataset="no-such-set",
+    at = _open(monkeypatch, store_path, "screens/conditions.py", dataset="no-such-set",
                score="f1_strict")  # fmt: skip
     warnings = [w.value for w in at.warning if "URL parameter" in w.value]
     assert len(warnings) == 1 and "dataset" in warnings[0] and "no-such-set" in warnings[0]
@@ -69,7 +69,7 @@ def test_unknown_dataset_is_one_warning(monkeypatch, store_path):
 
 
 def test_changed_widget_is_written_to_the_url(monkeypatch, store_path):
-    at = _open(monkeypatch, store_path, "pages/conditions.py")
+    at = _open(monkeypatch, store_path, "screens/conditions.py")
     assert "score" not in at.query_params  # the default is not written
     at.selectbox(key="global.score_field").set_value("em_strict").run()
     assert at.query_params["score"] == "em_strict"
@@ -81,7 +81,7 @@ def test_changed_widget_is_written_to_the_url(monkeypatch, store_path):
 
 
 def test_filter_parameter_and_unknown_run(monkeypatch, store_path):
-    at = _open(monkeypatch, store_path, "pages/conditions.py", dataset="controlled",
+    at = _open(monkeypatch, store_path, "screens/conditions.py", dataset="controlled",
                runs="controlled,nope")  # fmt: skip
     assert at.multiselect(key="global.runs").value == ["controlled"]
     warnings = [w.value for w in at.warning if "URL parameter" in w.value]
@@ -91,7 +91,7 @@ def test_filter_parameter_and_unknown_run(monkeypatch, store_path):
     col, value = box.key.removeprefix("global.f."), box.options[0]
     box.set_value([value]).run()
     assert at.query_params[f"f.{col}"] == str(value)
-    again = _open(monkeypatch, store_path, "pages/conditions.py", **{f"f.{col}": str(value)})
+    again = _open(monkeypatch, store_path, "screens/conditions.py", **{f"f.{col}": str(value)})
     assert again.multiselect(key=f"global.f.{col}").value == [box.value[0]]
 
 
@@ -100,7 +100,7 @@ def test_conditions_tab_is_in_the_url(monkeypatch, store_path):
     it; the matrix, the default, is not written; an unknown name is one warning."""
     from conftest import open_tab
 
-    at = _open(monkeypatch, store_path, "pages/conditions.py", tab="contrasts")
+    at = _open(monkeypatch, store_path, "screens/conditions.py", tab="contrasts")
     assert at.session_state["conditions.tab"] == "Paired contrasts"
     assert at.query_params["tab"] == "contrasts"
     columns = [set(d.value.columns) for d in at.dataframe]
@@ -111,20 +111,20 @@ def test_conditions_tab_is_in_the_url(monkeypatch, store_path):
     assert any("ece" in set(d.value.columns) for d in at.dataframe)
     open_tab(at, "Four-condition matrix")
     assert "tab" not in at.query_params
-    bad = _open(monkeypatch, store_path, "pages/conditions.py", tab="nope")
+    bad = _open(monkeypatch, store_path, "screens/conditions.py", tab="nope")
     warnings = [w.value for w in bad.warning if "URL parameter" in w.value]
     assert len(warnings) == 1 and "tab" in warnings[0] and "nope" in warnings[0]
     assert "tab" not in bad.query_params
 
 
 def test_case_view_instance_follows_the_picker(monkeypatch, store_path):
-    at = _open(monkeypatch, store_path, "pages/case_view.py", dataset="hotpotqa")
+    at = _open(monkeypatch, store_path, "screens/case_view.py", dataset="hotpotqa")
     first = at.selectbox(key="case.instance").value
     assert at.query_params["instance"] == first
     at.button(key="case.next").click().run()
     second = at.selectbox(key="case.instance").value
     assert second != first and at.query_params["instance"] == second
-    again = _open(monkeypatch, store_path, "pages/case_view.py", dataset="hotpotqa",
+    again = _open(monkeypatch, store_path, "screens/case_view.py", dataset="hotpotqa",
                   instance=second)  # fmt: skip
     assert again.selectbox(key="case.instance").value == second
     # another dataset: the instance of the old one leaves the URL

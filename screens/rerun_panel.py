@@ -13,7 +13,7 @@ import streamlit as st
 
 from core.rerun import OPERATORS, RERUN_CONDITIONS, RerunRequest, base_shown_ids, rerun
 from core.views.case import md_code, md_escape
-from pages.common import HELP, clear_caches, get_store
+from screens.common import HELP, clear_caches, get_store
 
 __all__ = ["show_rerun"]
 

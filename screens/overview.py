@@ -3,7 +3,7 @@
 import streamlit as st
 
 from core.views.case import md_escape
-from pages.common import backend_status, cached_call, get_store, sidebar, store_path
+from screens.common import backend_status, cached_call, get_store, sidebar, store_path
 
 selection = sidebar("overview", filters=False)
 st.title("Evidence-utilization diagnostics")
@@ -30,7 +30,7 @@ if info["empty"]:
         "--name NAME",
         language="bash",
     )
-    st.page_link("pages/runs.py", label="Launch a run or import a file",
+    st.page_link("screens/runs.py", label="Launch a run or import a file",
                  icon=":material/play_circle:")
 
 st.subheader("Datasets")
@@ -81,6 +81,6 @@ with b[1]:
 
 st.subheader("Next steps")
 n = st.columns(3)
-n[0].page_link("pages/conditions.py", label="Conditions & ONCU", icon=":material/table_chart:")
-n[1].page_link("pages/case_view.py", label="Browse a failure case", icon=":material/search:")
-n[2].page_link("pages/runs.py", label="Run a model", icon=":material/play_circle:")
+n[0].page_link("screens/conditions.py", label="Conditions & ONCU", icon=":material/table_chart:")
+n[1].page_link("screens/case_view.py", label="Browse a failure case", icon=":material/search:")
+n[2].page_link("screens/runs.py", label="Run a model", icon=":material/play_circle:")

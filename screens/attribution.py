@@ -17,8 +17,8 @@ from core.figures.attribution import (
 )
 from core.views.attribution import attribution_runs, instance_attribution, run_result
 from core.views.case import md_escape
-from pages.common import get_store, sidebar
-from pages.url_state import set_param
+from screens.common import get_store, sidebar
+from screens.url_state import set_param
 
 sidebar("attribution", runs=False, filters=False)
 st.title("Attribution")
@@ -122,6 +122,6 @@ st.dataframe(
     },
 )  # fmt: skip
 dataset = (store.run_row(run) or {}).get("dataset_id") or ""
-st.page_link("pages/case_view.py", label=f"Open {md_escape(iid)} in the Case view",
+st.page_link("screens/case_view.py", label=f"Open {md_escape(iid)} in the Case view",
              query_params={"dataset": dataset, "instance": iid, "runs": run},
              icon=":material/search:")  # fmt: skip

@@ -9,7 +9,7 @@ from core.retrieval import list_retrievers
 from core.views import selection_to_json
 from core.views.case import md_escape
 from core.views.judged import CRUX_COVERAGE_RUBRIC, METRIC_NAMES, crux_answer_tables, has_judge_runs
-from pages.common import (
+from screens.common import (
     HELP,
     cached_call,
     get_store,
@@ -18,9 +18,9 @@ from pages.common import (
     sidebar,
     with_options,
 )
-from pages.dense_progress import embeddings_ready
-from pages.judge_agreement_panel import show_human_agreement, show_judge_agreement
-from pages.widgets import param_widget
+from screens.dense_progress import embeddings_ready
+from screens.judge_agreement_panel import show_human_agreement, show_judge_agreement
+from screens.widgets import param_widget
 
 selection = sidebar("retrieval", runs=False)
 st.title("Retrieval")

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from core.views.case import error_text, md_escape
-from pages.common import HELP
+from screens.common import HELP
 
 __all__ = ["prediction_label", "show_comparison", "show_passages", "show_transcript"]
 

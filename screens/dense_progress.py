@@ -8,7 +8,7 @@ a Stop button. Each batch is written to the store, so a stop keeps what was embe
 Resume goes on from there; later rankings (this page, ``export figure retrieval_curves``, the
 next dashboard start) read the stored vectors.
 
-Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are never listed).
+Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``screens/`` are never listed).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from core.dense_fill import embed_into
 from core.selection import Selection
 from core.views.case import md_escape
 from core.views.retrieval import dense_todo, embedding_cache
-from pages.common import get_store
+from screens.common import get_store
 
 __all__ = ["embeddings_ready"]
 

@@ -4,7 +4,7 @@ Shown where it applies (the sidebar's runs; a Case-view rerun's runs only when c
 on the Case view, whose answers table shows the instance's own failed calls) and dismissable
 until more calls fail.
 
-Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are never listed).
+Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``screens/`` are never listed).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Method pages import from here and stay thin::
 
-    from pages.common import sidebar, show_figure, show_table
+    from screens.common import sidebar, show_figure, show_table
 
     selection = sidebar("dolce")
     show_figure("lambda_k_map", selection)
@@ -57,10 +57,10 @@ from core.store import CONDITION_KINDS, Store, StoreError, default_db_path
 from core.views.case import md_escape
 from core.views.common import begin_page_run
 from core.views.oncu import plain_predictions
-from pages import selection_state, url_state
-from pages.exports import download_menu, export_settings, export_sidebar, lazy_table
-from pages.run_banner import error_banner
-from pages.selection_state import keep, run_label
+from screens import selection_state, url_state
+from screens.exports import download_menu, export_settings, export_sidebar, lazy_table
+from screens.run_banner import error_banner
+from screens.selection_state import keep, run_label
 
 __all__ = [
     "CASE_PAGE",
@@ -89,7 +89,7 @@ __all__ = [
 ]
 
 #: The Case view page file (target of every drill-down).
-CASE_PAGE = "pages/case_view.py"
+CASE_PAGE = "screens/case_view.py"
 
 #: Definitions (and where they come from) of every number the pages show, for tooltips.
 HELP = {
@@ -531,31 +531,6 @@ def import_file(
 
 
 # --------------------------------------------------------------------------- sidebar
-_LEFT_DIRECTORY_MODE = False
-
-
-def _leave_directory_mode() -> None:
-    """Rerun through ``app.py`` when Streamlit ran this page in its old directory mode.
-
-    A fresh server decides from the folder's name that this app lists ``pages/`` as its menu
-    (every file, helpers included) until ``app.py`` has called ``st.navigation`` once; when
-    the first request is a page's own URL, ``app.py`` has not run yet, so that menu (without
-    page titles, page config or the first-start checks) is what the user would see. Switch
-    the mode off and rerun: ``app.py`` then routes to the same page with the real menu.
-    """
-    try:  # Streamlit internals: only where this page runs, and absent from some versions
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # pragma: no cover - a Streamlit without the old mode
-        return
-    global _LEFT_DIRECTORY_MODE
-    if getattr(PagesManager, "uses_pages_directory", False) and not _LEFT_DIRECTORY_MODE:
-        # Once per process: the server keeps the mode off from then on (Streamlit's AppTest
-        # resets it before every run; rerunning each time would drop its widget triggers).
-        _LEFT_DIRECTORY_MODE = True
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
 def _require_store(sb: Any) -> None:
     """Stop the page with a one-line reason when the sidebar's store cannot be used.
 
@@ -586,7 +561,6 @@ def sidebar(
     instances), score field, metadata filters and the export settings. With ``banner`` the
     failed calls of the runs shown are counted above the page (:func:`error_banner`).
     """
-    _leave_directory_mode()
     _new_page_run()
     init_page_state(page)
     selection_state.restore(page)  # the values of the last page's sidebar (issue 36 item 2)
@@ -702,7 +676,7 @@ def live_runs() -> pd.DataFrame:
 def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:
     """The ONCU group key control; ``{"group_key": (...)}`` when it differs from the default.
 
-    With ``url`` the URL's ``group`` parameter is applied first (:mod:`pages.url_state`).
+    With ``url`` the URL's ``group`` parameter is applied first (:mod:`screens.url_state`).
     """
     ss = st.session_state
     choices = [*GROUP_KEY.default, "answer_type", "fan_in"]

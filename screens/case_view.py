@@ -5,13 +5,13 @@ import streamlit as st
 from core.results_release import release_parse
 from core.views.attribution import runs_with
 from core.views.case import compare_predictions, md_escape
-from pages import failure_trail
-from pages.case_card_panel import show_card_downloads
-from pages.common import HELP, cached_call, get_store, init_page_state, prefetch, sidebar
-from pages.rerun_panel import show_rerun
-from pages.selection_state import set_value
-from pages.transcript import prediction_label, show_comparison, show_passages, show_transcript
-from pages.url_state import set_param
+from screens import failure_trail
+from screens.case_card_panel import show_card_downloads
+from screens.common import HELP, cached_call, get_store, init_page_state, prefetch, sidebar
+from screens.rerun_panel import show_rerun
+from screens.selection_state import set_value
+from screens.transcript import prediction_label, show_comparison, show_passages, show_transcript
+from screens.url_state import set_param
 
 qp = st.query_params
 if qp.get("dataset") and st.session_state.get("case.last_ds") != qp["dataset"]:
@@ -76,7 +76,7 @@ else:
     st.caption(f"Instance {trail['position']:,} of {trail['total']:,} (failure browser filter)")
     failure_trail.back_link()
 failure_trail.step_keys()
-st.session_state["case.last_qp"] = iid  # the URL holds the picked instance (pages.url_state)
+st.session_state["case.last_qp"] = iid  # the URL holds the picked instance (screens.url_state)
 set_param("instance", iid)
 heading = st.empty()  # the question, drawn before the slower case data when the index has it
 if questions.get(iid):
@@ -103,7 +103,7 @@ attributed = "kind" in stored and bool(
     ((stored["kind"] == "attribution") & (stored["dataset_id"] == dataset)).any()
 )
 for att_run in runs_with(get_store(), dataset, iid) if attributed else ():  # issue 40
-    st.page_link("pages/attribution.py", label=f"Attribution: which passages this answer "
+    st.page_link("screens/attribution.py", label=f"Attribution: which passages this answer "
                  f"depended on (run {md_escape(att_run)})", icon=":material/hub:",
                  query_params={"run": att_run, "instance": iid})  # fmt: skip
 

@@ -6,7 +6,7 @@ from core.figures.dolce import COLUMN_HELP, PIG_ESTIMATOR, fit_notes
 from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 from core.selection import selection_to_json
 from core.views.case import md_escape
-from pages.common import (
+from screens.common import (
     cached_call,
     instance_link,
     show_figure,
@@ -16,7 +16,7 @@ from pages.common import (
     tip,
     with_options,
 )
-from pages.widgets import param_widget
+from screens.widgets import param_widget
 
 #: Column tooltips: each column's definition and paper section.
 HELP = {c: st.column_config.Column(help=h) for c, h in COLUMN_HELP.items()}
@@ -37,7 +37,7 @@ st.caption(
     "(COW / PIG per task), Figure 1 and §4 (categories and thresholds); SPEC §8; issue 16 "
     "(the PIG likelihood estimator).",
 )
-st.page_link("pages/runs.py", label="Launch DOLCE probes on the Runs page",
+st.page_link("screens/runs.py", label="Launch DOLCE probes on the Runs page",
              icon=":material/play_circle:")  # fmt: skip
 
 with st.expander("Settings: scenario, PIG estimator and category thresholds", expanded=False):

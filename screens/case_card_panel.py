@@ -1,6 +1,6 @@
 """The Case view's case-card downloads (issue 19 item 5): LaTeX and PDF/SVG/PNG of one instance.
 
-Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are never listed).
+Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``screens/`` are never listed).
 """
 
 from __future__ import annotations

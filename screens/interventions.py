@@ -6,7 +6,7 @@ from core.cuer import ROLE_FLAGS
 from core.figures.cuer import COLUMN_HELP, CORRECTNESS_AXIS, EPS, SYNERGY_METRIC, TAU
 from core.selection import selection_to_json
 from core.views.case import md_escape
-from pages.common import (
+from screens.common import (
     cached_call,
     open_case,
     show_figure,
@@ -14,7 +14,7 @@ from pages.common import (
     sidebar,
     with_options,
 )
-from pages.widgets import param_widget
+from screens.widgets import param_widget
 
 #: Column tooltips: each column's definition and paper section.
 HELP = {c: st.column_config.Column(help=h) for c, h in COLUMN_HELP.items()}
@@ -35,7 +35,7 @@ st.caption(
     "Method: CUE-R interventions).",
     help="CUE-R (seed 004) §3-6, App. A-D; SPEC §7.",
 )
-st.page_link("pages/runs.py", label="Launch CUE-R interventions on the Runs page",
+st.page_link("screens/runs.py", label="Launch CUE-R interventions on the Runs page",
              icon=":material/play_circle:")  # fmt: skip
 c = st.columns(4)
 knobs = {

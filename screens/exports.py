@@ -7,7 +7,7 @@ session and button, the click marks the menu as waiting, and a fragment under th
 heading looks every second, while it waits, and shows the failure with its reason and what
 to do; it stops looking once the file is made or the failure is shown.
 
-Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are never listed).
+Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``screens/`` are never listed).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from core.export import (
 from core.export_tables import table_file_stem
 from core.paper_numbers import collect_numbers, numbers_json, numbers_tex
 from core.views.case import md_escape
-from pages.selection_state import keep
+from screens.selection_state import keep
 
 __all__ = ["download_menu", "export_settings", "export_sidebar", "lazy_table", "numbers_files",
            "numbers_menu"]  # fmt: skip

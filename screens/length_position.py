@@ -5,14 +5,14 @@ import streamlit as st
 
 from core.oncu import SCALING_DEFINITIONS as DEF
 from core.views.case import md_escape
-from pages.common import (
+from screens.common import (
     show_figure,
     show_instances,
     show_table,
     sidebar,
     with_options,
 )
-from pages.oncu_guard import oncu_group_guard
+from screens.oncu_guard import oncu_group_guard
 
 selection = sidebar("length")
 _P_TESTS = {"normal": "normal approximation (published)",

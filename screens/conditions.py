@@ -6,8 +6,8 @@ import streamlit as st
 
 from core.stats import RESAMPLE_MAX
 from core.views.case import md_escape
-from pages import url_state
-from pages.common import (
+from screens import url_state
+from screens.common import (
     HELP,
     show_figure,
     show_instances,
@@ -15,7 +15,7 @@ from pages.common import (
     sidebar,
     with_options,
 )
-from pages.oncu_guard import oncu_group_guard
+from screens.oncu_guard import oncu_group_guard
 
 #: Largest selection (contextual predictions) whose per-instance ONCU table shows on load.
 _PER_INSTANCE_AUTO = 20_000

@@ -9,10 +9,10 @@ Parameters (only values other than the defaults are written, so links stay short
 * ``f.<column>`` — a metadata filter, values comma-separated (e.g. ``f.reasoning_type=bridge``);
 * ``db`` — the store path, when it is not the one the dashboard was started on;
 * ``preset``, ``template``, ``width``, ``height``, ``font``, ``scale`` — the export settings
-  (:mod:`pages.selection_state`, which also keeps every sidebar value across page changes);
+  (:mod:`screens.selection_state`, which also keeps every sidebar value across page changes);
 * ``instance`` — the Case view's instance (written by the Case view itself); ``from=failures``,
   ``list`` (the failure browser's list, packed) and ``condition`` — a case opened from the
-  failure browser (:mod:`pages.failure_trail`);
+  failure browser (:mod:`screens.failure_trail`);
 * ``tab`` — the open tab of Conditions & ONCU (``audit``, ``contrasts``, ``failures``,
   ``calibration``; the matrix, the default, is left out; written by that page);
 * the failure browser's own list (written by that page): ``cond``, ``label``, ``outcome``
@@ -24,7 +24,7 @@ widgets are drawn; each value is checked against the options the widget offers, 
 one is ignored with a one-line warning naming the parameter. After the sidebar is drawn the
 current selection is written back, and the sidebar shows the page's link ("Copy link").
 
-Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are never listed).
+Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``screens/`` are never listed).
 """
 
 from __future__ import annotations

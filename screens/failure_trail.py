@@ -1,6 +1,6 @@
 """The failure browser's list in the Case view: Previous / Next through the filtered instances.
 
-The failure browser (``pages/failures.py``) opens a case with the query parameter
+The failure browser (``screens/failures.py``) opens a case with the query parameter
 ``from=failures`` and keeps its list in the session (:func:`remember`) and in the link itself
 (``list``, :func:`encode_trail`: a link opened in another browser steps the same list and
 links back to the same browser view); the Case view then asks
@@ -9,7 +9,7 @@ step through it (:func:`step_buttons`). Only a window of the list around the ins
 (:func:`core.views.failures.failure_neighbours`), kept in the session so that stepping within
 it costs no query. :func:`step_keys` lets the keyboard press the Case view's buttons.
 
-Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are never listed).
+Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``screens/`` are never listed).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from core.views.failures import (
     filter_from_json,
     filter_to_json,
 )
-from pages import url_state
-from pages.common import CASE_PAGE, get_store
+from screens import url_state
+from screens.common import CASE_PAGE, get_store
 
 __all__ = ["FROM", "LIST", "back_link", "decode_trail", "encode_trail", "open_case", "remember",
            "step_buttons", "step_keys", "steps"]
@@ -142,7 +142,7 @@ def _trail() -> dict[str, Any] | None:
 def back_link() -> None:
     """The Case view's link back to the failure browser, with the list's own parameters."""
     trail = _trail() or {}
-    st.page_link("pages/failures.py", label="Back to the failure browser",
+    st.page_link("screens/failures.py", label="Back to the failure browser",
                  icon=":material/list:", query_params=trail.get("back") or None)  # fmt: skip
 
 

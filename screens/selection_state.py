@@ -7,13 +7,13 @@ on every other click and the export preset was lost. The values are therefore ke
 from the widgets, in ``global.kept``: every sidebar widget's value is recorded after it is
 drawn (:func:`keep`), and on a page change the kept values are put back into the widgets' keys
 before they are drawn (:func:`restore`). The URL then applies on top of them
-(:mod:`pages.url_state`), so a link, a drill-down and the back button win over the session.
+(:mod:`screens.url_state`), so a link, a drill-down and the back button win over the session.
 
 The same values are written to the URL (:func:`write_url`: non-default values only), export
 settings included (``preset``, ``width``, ``height``, ``font``, ``template``, ``scale``) and
 the store path (``db``, when it is not the one the dashboard was started on).
 
-Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``pages/`` are never listed).
+Not a page: ``app.py`` routes with ``st.navigation`` (helpers in ``screens/`` are never listed).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import streamlit as st
 
 from core.export import PRESETS, TEMPLATES, ExportSettings
 from core.figures.oncu import GROUP_KEY
-from pages import url_state
+from screens import url_state
 
 __all__ = ["EXPORT_PARAMS", "adopt_export", "keep", "keep_runs", "restore", "run_label",
            "set_value", "write_url"]  # fmt: skip

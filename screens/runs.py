@@ -22,7 +22,7 @@ from core.results_release import group_release_files
 from core.retrieval import RERANK, TOP_K, rerank_unavailable, retriever_param
 from core.types import CONDITIONS
 from core.views.case import md_escape
-from pages.common import (
+from screens.common import (
     cached_call,
     clear_caches,
     get_store,
@@ -32,7 +32,7 @@ from pages.common import (
     sidebar,
     store_path,
 )
-from pages.widgets import method_widgets, param_widget
+from screens.widgets import method_widgets, param_widget
 
 selection = sidebar("runs", filters=False)
 st.title("Runs")
@@ -62,7 +62,7 @@ def launch_checked(req, anyway: bool) -> bool:
 
 
 def _checked(errors: list[str], param, key: str, container, **kw):
-    """:func:`pages.widgets.param_widget`, a refused value appended to ``errors`` (None)."""
+    """:func:`screens.widgets.param_widget`, a refused value appended to ``errors`` (None)."""
     try:
         return param_widget(param, key, container, **kw)
     except ValueError as exc:

@@ -13,8 +13,8 @@ from core import views
 from core.oncu import BUCKET_LENGTH, DEFAULT_GROUP_KEY, EXACT_LENGTH, LENGTH_RULE
 from core.selection import Selection
 from core.views.case import md_escape as esc
-from pages.common import cached_call, with_options
-from pages.selection_state import keep
+from screens.common import cached_call, with_options
+from screens.selection_state import keep
 
 __all__ = ["oncu_group_guard"]
 
