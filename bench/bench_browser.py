@@ -169,7 +169,7 @@ def demo_store(db: Path = DEMO_DB) -> Path:
             done = runs[(runs["dataset_id"] == DEMO_DATASET) & (runs["status"] == "done")]
             if len(done):
                 return db
-        except Exception:  # noqa: BLE001 - an unreadable cached file is rebuilt
+        except Exception:
             pass
     for p in (db, db.with_name(db.name + ".wal")):
         p.unlink(missing_ok=True)
@@ -237,7 +237,7 @@ _COUNTS = "predictions in this list"
 class Session:
     """One browser tab on one server, with the timed wait of the module docstring."""
 
-    def __init__(self, page, url: str) -> None:  # noqa: ANN001 - a Playwright page
+    def __init__(self, page, url: str) -> None:
         self.page, self.url = page, url
 
     def now(self) -> float:
@@ -293,7 +293,7 @@ class Session:
         target.wait_for()
         return self.timed(target.click, heading=TARGETS[link])
 
-    def _label_box(self):  # noqa: ANN202 - a Playwright locator
+    def _label_box(self):
         return self.page.get_by_test_id("stMultiSelect").filter(has_text="Failure label").first
 
     def add_label(self, i: int) -> float:
@@ -428,7 +428,7 @@ def results(repeats: int = REPEATS, stores: tuple[str, ...] = tuple(STORES)) -> 
         try:
             got = measure_store(name, db, repeats, logdir)
             error = None
-        except Exception as exc:  # noqa: BLE001 - reported as a failed figure
+        except Exception as exc:
             got, error = {}, f"{type(exc).__name__}: {str(exc)[:300]}"
             print(f"  {name}: FAILED {error}", flush=True)
         print(f"  load after {os.getloadavg()[0]:.2f}", flush=True)

@@ -325,7 +325,7 @@ def first_start() -> None:
         # the bar from this script thread (Streamlit calls need the session's thread)
         try:
             build_demo(store, progress=lambda f, t: state.update(frac=f, text=t))
-        except Exception as exc:  # noqa: BLE001 - shown to the user below
+        except Exception as exc:
             state["error"] = exc
 
     worker = threading.Thread(target=work, daemon=True)
@@ -377,10 +377,10 @@ class _OneOpen(Store):
         finally:
             cur.close()
 
-    def connect(self, read_only: bool = False) -> Any:  # noqa: D102 - the class's
+    def connect(self, read_only: bool = False) -> Any:
         return self._open(read_only, Store.connect)
 
-    def attached(self, read_only: bool = False) -> Any:  # noqa: D102 - the class's
+    def attached(self, read_only: bool = False) -> Any:
         return self._open(read_only, Store.attached)
 
 

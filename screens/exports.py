@@ -66,7 +66,7 @@ def _recorded(token: str, make: Callable[[], bytes]) -> Callable[[], bytes]:
             _OUTCOMES[token] = None
         try:
             data = make()
-        except Exception as exc:  # noqa: BLE001 - said on the page, then raised for the log
+        except Exception as exc:
             line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             with _LOCK:
                 _OUTCOMES[token] = f"{type(exc).__name__}: {line}"[:300]
