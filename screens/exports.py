@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from core.export import (
     ExportSettings,
     figure_bytes,
     figure_meta,
+    layout_line,
     mime_type,
     start_renderer,
     table_bytes,
@@ -87,12 +89,25 @@ def lazy_table(df: pd.DataFrame, fmt: str, **kwargs: Any) -> Callable[[], bytes]
     return make
 
 
+#: token -> the one line a made figure's layout had to say (it grew, or text would clash).
+_NOTES: dict[str, str] = {}
+
+
 def _figure_maker(
-    fig: Any, fmt: str, settings: ExportSettings, meta: dict[str, str] | None
+    fig: Any, fmt: str, settings: ExportSettings, meta: dict[str, str] | None, name: str,
+    token: str,
 ) -> Callable[[], bytes]:
     def render() -> bytes:
         start_renderer()
-        return figure_bytes(fig, fmt, settings, meta=meta)
+        said: list[str] = []
+        data = figure_bytes(fig, fmt, settings, meta=meta, said=said)
+        with _LOCK:
+            if said:  # the command's line, in the page's words (its preset menu, not a flag)
+                _NOTES[token] = re.sub(r"; try --preset (\S+)$", r'; choose the preset "\1"',
+                                       layout_line(name, settings, said))  # fmt: skip
+            else:
+                _NOTES.pop(token, None)
+        return data
 
     return render
 
@@ -111,6 +126,7 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
     meta = figure_meta(title, dataset, runs)
     ss = st.session_state
     pending, failed_key = f"{key}.dl.pending", f"{key}.dl.failed"
+    note_key = f"{key}.dl.note"
     tokens = {fmt: _token(f"{key}.dl.{fmt}") for fmt in ("png", "svg", "pdf", "csv")}
 
     def clicked(fmt: str) -> None:
@@ -118,12 +134,13 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
             _OUTCOMES.pop(tokens[fmt], None)
         ss[pending] = (fmt, time.monotonic())
         ss.pop(failed_key, None)
+        ss.pop(note_key, None)
 
     with st.popover("Download", icon=":material/download:"):
         cols = st.columns(4)
         for col, fmt in zip(cols, ("png", "svg", "pdf", "csv"), strict=True):
             make = (lazy_table(data, "csv") if fmt == "csv"
-                    else _figure_maker(fig, fmt, settings, meta))  # fmt: skip
+                    else _figure_maker(fig, fmt, settings, meta, name, tokens[fmt]))  # fmt: skip
             col.download_button(
                 fmt.upper(), data=_recorded(tokens[fmt], make), key=f"{key}.dl.{fmt}",  # text:
                 file_name=f"{stem}.{fmt}", mime="text/csv" if fmt == "csv" else mime_type(fmt),
@@ -150,6 +167,11 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
             result = f"no file within {_WATCH_S:.0f} s (the figure renderer did not answer)"
         if result:
             ss[failed_key] = (fmt, result)
+        else:
+            with _LOCK:
+                note = _NOTES.pop(tokens[fmt], None)
+            if note:
+                ss[note_key] = (fmt, note)
         st.rerun()  # the whole page: it stops looking, and says the failure in place
 
     outcome()
@@ -159,6 +181,10 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
                  f"{md_escape(failed[1])}. What to do: try another format (SVG or PNG), fewer "
                  "runs or one dataset; the dashboard's log has the full error.",
                  icon=":material/error:")  # fmt: skip
+    note = ss.get(note_key)
+    if note:  # made, but the layout had to give: said where the download was asked for
+        st.info(f"{note[0].upper()} of {md_escape(title)}: {md_escape(note[1])}.",
+                icon=":material/aspect_ratio:")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- paper numbers

@@ -152,6 +152,8 @@ def _cmd_figure(args: argparse.Namespace) -> int:
     info = export_figure(store, args.name, sel, args.out, settings)
     print(f"wrote {info['path']} ({info['format']}, {info['bytes']:,} bytes, "
           f"{info['rows']} data rows)")  # fmt: skip
+    if info.get("layout"):  # what the layout could not keep at this size, and what would
+        print(info["layout"])
     return 0
 
 
