@@ -324,7 +324,7 @@ def start_renderer() -> bool:
             import kaleido  # on first export: it starts a browser and is slow to import
 
             kaleido.start_sync_server(silence_warnings=True)
-        except Exception:  # noqa: BLE001 - a missing browser surfaces on the export itself
+        except Exception:
             return False
         _RENDERER_STARTED = _renderer_alive()
         return _RENDERER_STARTED

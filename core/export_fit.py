@@ -96,7 +96,7 @@ def _advances(family: str) -> tuple[dict[int, int], int, float] | None:
         units = float(font["head"].unitsPerEm)
         widths = {cp: hmtx[name][0] for cp, name in cmap.items() if name in hmtx}
         default = hmtx.get(".notdef", (int(units / 2), 0))[0]
-    except Exception:  # noqa: BLE001 - a broken font file: fall back to the estimate
+    except Exception:
         return None
     return widths, default, units
 
