@@ -183,8 +183,8 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
                  icon=":material/error:")  # fmt: skip
     note = ss.get(note_key)
     if note:  # made, but the layout had to give: said where the download was asked for
-        st.info(f"{note[0].upper()} of {md_escape(title)}: {md_escape(note[1])}.",
-                icon=":material/aspect_ratio:")  # fmt: skip
+        st.info(f"{note[0].upper()} of {md_escape(title)}: "  # text: PNG / SVG / PDF, escaped
+                f"{md_escape(note[1])}.", icon=":material/aspect_ratio:")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- paper numbers

@@ -112,6 +112,7 @@ def test_the_heap_is_frozen_while_the_calling_threads_run(db, monkeypatch):
 
     from core import engine_threads
 
+    gc.unfreeze()  # a clean slate: a dashboard page run in this process froze its heap
     seen: list[int] = []
     with ModelStub() as stub:
         backend = make_backend("ollama", "stub-model", hosts=[stub.url])
