@@ -118,6 +118,44 @@ def demo_into(store):
     return store
 
 
+def study_into(store, *, full: bool = False):
+    """The demo plus DOLCE probes (4 instances), CUE-R interventions (hard) and a small
+    attribution run (6 instances, 16 ablations): the figure tests' store, copied.
+
+    ``full`` adds what a study's store holds beside it: a top-5 four-condition run, the
+    fan-in grid answered by the same reader and, with the shared fixtures, the released
+    HotpotQA run (the venue-preset render test).
+    """
+    from core.backends import make_backend
+    from core.datasets.controlled import build_controlled
+    from core.runs import build_demo, run_attribution, run_conditions, run_interventions, run_probes
+    from core.store import Store
+
+    release = FIXTURES / RELEASE_HOTPOTQA
+
+    def build(target: Path) -> None:
+        study = Store(target)
+        build_demo(study)
+        reader = make_backend("embedded")
+        if full:
+            conditions = ("no_evidence", "full_context", "retrieved", "oracle")
+            run_conditions(study, "controlled-200", reader, conditions, name="demo-top5",
+                           top_k=5)  # fmt: skip
+            study.write_dataset(build_controlled(preset="fanin-grid", seed=42, name="fanin"))
+            run_conditions(study, "fanin", reader, conditions, name="fanin-embedded")
+        run_probes(study, "controlled-200", reader, name="probes", limit=4)
+        run_interventions(study, "controlled-200", reader, name="cuer", hardness=("hard",))
+        run_attribution(study, "controlled-200", reader, name="attribution", instances="6",
+                        ablations=16)  # fmt: skip
+        if full and release.is_file():
+            from core.results import import_results
+
+            import_results(study, release, name="hotpotqa_qwen25_14b_200", fmt="oncu-release")
+
+    _from_template(f"study-{int(full)}", Path(store.path), build)
+    return store
+
+
 def build_release_store(path: Path, *, hotpotqa: bool = False, demo: bool = False):
     """A store at ``path`` holding the released controlled outputs as run ``controlled``.
 

@@ -2,7 +2,8 @@
 
 No literal markup: the condition matrix's two-line tick labels ("No<br>evidence") are drawn
 on two lines, never with the characters ``<br>``, and no hover or label text of the page
-holds them.
+holds them. The Length & position heatmap's panels draw the same rows in the same order and
+label a length one way ("16,000"), in the ticks and in the hovers.
 """
 
 from __future__ import annotations
@@ -50,6 +51,32 @@ def test_no_literal_br_in_chart_labels(server, page):
     assert "Noevidence" in drawn and "No<br>evidence" not in drawn
     held = page.evaluate(_DATA_JS)
     assert not [t for t in held if "<\u2060br" in t], held  # no broken (literal) line break
+
+
+#: Per heatmap panel of each chart: its y axis's drawn categories (Plotly's full layout) and
+#: the rows of its data.
+_HEAT_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(gd =>
+  (gd._fullData || []).filter(t => t.type === 'heatmap').map(t => ({
+    axis: t.yaxis, rows: (t.y || []).map(String),
+    drawn: (gd._fullLayout[t.yaxis.replace('y', 'yaxis')]._categories || []).map(String),
+    hover: t.hovertemplate || ''})))"""
+
+
+def test_heatmap_panels_line_up_with_one_length_format(server, page):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{server}/length_position?dataset=controlled-200")
+    page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)
+    settle(page, timeout_ms=90_000, draw_ms=800)
+    assert_no_exception(page, "length_position")
+    panels = page.evaluate(_HEAT_JS)
+    assert len(panels) == 2, panels  # full context, retrieved
+    rows = ["4,000", "8,000", "16,000"]
+    for p in panels:
+        assert p["rows"] == rows and p["drawn"] == rows, p
+        assert "length %{y}" in p["hover"], p  # the hover shows the row's own label
+    ticks = page.evaluate(_TEXTS_JS)
+    assert {"4,000", "8,000", "16,000"} <= set(ticks)
+    assert not {"4k", "8k", "16k", "4000", "8000", "16000"} & set(ticks), ticks
 
 
 @pytest.fixture(scope="module")

@@ -146,3 +146,27 @@ def test_a_rerun_of_a_released_instance_is_refused_with_its_reason(imported, pag
     assert_no_exception(page, "case_view rerun")
     assert "shown 3 items" not in page.locator("body").inner_text()
     assert len(Store(db).runs_frame(live=False)) == runs_before  # no companion run made
+
+
+def test_a_dataset_file_uploaded_as_results_is_named(server, page):
+    """Issue 36 "Why" 12: the HotpotQA JSON uploaded as released results said "column named
+    twice in the header"; the page now says what the file is and which choice to make, and
+    imports nothing."""
+    url, db, _ = server
+    hotpot = shared_fixture("hotpotqa/hotpot_dev_distractor_sample53.json")
+    before = sorted(Store(db).runs_frame()["run_id"])
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{url}/runs")
+    _settle(page)
+    box = page.get_by_test_id("stFileUploader").filter(has_text="Files (written under")
+    box.locator('input[type="file"]').set_input_files([str(hotpot)])
+    page.get_by_role("button", name="Import", exact=True).wait_for(timeout=60_000)
+    _settle(page)
+    page.get_by_role("button", name="Import", exact=True).click()
+    alert = page.get_by_test_id("stAlert").filter(has_text="looks like a HotpotQA file")
+    alert.first.wait_for(timeout=60_000)
+    text = alert.first.inner_text()
+    assert 'choose format hotpotqa (choose What: "dataset: hotpotqa" above)' in text, text
+    assert "named twice" not in text
+    assert_no_exception(page, "runs, wrong format")
+    assert sorted(Store(db).runs_frame()["run_id"]) == before

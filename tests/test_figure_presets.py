@@ -22,11 +22,9 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 import test_figure_render as render
-from conftest import demo_into
+from conftest import study_into
 
-from core.backends import make_backend
 from core.catalog import figure_names, get_figure
-from core.datasets.controlled import build_controlled
 from core.export import (
     PRESETS,
     PX_PER_IN,
@@ -38,12 +36,6 @@ from core.export import (
 )
 from core.export_fit import wrap_text
 from core.figures import Selection
-from core.runs import (
-    run_attribution,
-    run_conditions,
-    run_interventions,
-    run_probes,
-)
 from core.store import Store
 
 RELEASE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "oncu_release"
@@ -70,22 +62,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     if why:
         pytest.skip(why)
     start_renderer()  # one Chromium for the ~500 renderings (a browser per call: 10x slower)
-    store = Store(tmp_path_factory.mktemp("presets") / "study.duckdb")
-    demo_into(store)
-    reader = make_backend("embedded")
-    conditions = ("no_evidence", "full_context", "retrieved", "oracle")
-    run_conditions(store, "controlled-200", reader, conditions, name="demo-top5", top_k=5)
-    store.write_dataset(build_controlled(preset="fanin-grid", seed=42, name="fanin"))
-    run_conditions(store, "fanin", reader, conditions, name="fanin-embedded")
-    run_probes(store, "controlled-200", reader, name="probes", limit=4)
-    run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))
-    run_attribution(store, "controlled-200", reader, name="attribution", instances="6",
-                    ablations=16)  # fmt: skip
-    release = RELEASE / "hotpotqa_qwen25_14b_200.per_sample_metrics.csv"
-    if release.is_file():
-        from core.results import import_results  # only with the shared fixtures
-
-        import_results(store, release, name="hotpotqa_qwen25_14b_200", fmt="oncu-release")
+    store = study_into(Store(tmp_path_factory.mktemp("presets") / "study.duckdb"), full=True)
     yield store
 
 
@@ -156,6 +133,8 @@ def test_figure_is_clean_at_every_size(study, browser, name, size):
     assert len(got["boxes"]) >= 4, f"{name} at {size}: only {len(got['boxes'])} texts"
     problems = text_problems(got["boxes"], got["w"], got["h"], legends)
     assert not problems, f"{name} at {size}: {problems[:5]}"
+    if size == "acl-column":  # a paper's column: both axis titles, a legend beside it narrow
+        render._check_titles_and_legend(svg, name)
 
 
 def test_the_checks_catch_each_problem():

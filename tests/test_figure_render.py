@@ -14,18 +14,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 
 import plotly.graph_objects as go
 import pytest
-from conftest import demo_into
 
-from core.backends import make_backend
-from core.catalog import figure_names, get_figure
-from core.export import ExportSettings, figure_bytes, preset_settings, start_renderer
+from core.export import ExportSettings, figure_bytes, preset_settings
 from core.figures import Selection
-from core.runs import run_attribution, run_interventions, run_probes
-from core.store import Store
 
 pytestmark = pytest.mark.slow
 
@@ -72,23 +66,6 @@ def _can_render() -> str | None:
     except (RuntimeError, OSError) as exc:
         return f"kaleido/Chromium cannot render SVG here: {exc}"
     return None
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Iterator[Store]:
-    """The demo store with DOLCE probes (4 instances) and CUE-R interventions (hard)."""
-    why = _can_render()
-    if why:
-        pytest.skip(why)
-    start_renderer()  # one Chromium for every rendering (a browser per call is ~10x slower)
-    store = Store(tmp_path_factory.mktemp("render") / "demo.duckdb")
-    demo_into(store)
-    reader = make_backend("embedded")
-    run_probes(store, "controlled-200", reader, name="probes", limit=4)
-    run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))
-    run_attribution(store, "controlled-200", reader, name="attribution", instances="6",
-                    ablations=16)  # fmt: skip
-    yield store
 
 
 def _classes(el: ET.Element) -> list[str]:
@@ -153,28 +130,10 @@ def _cartesian(fig: go.Figure) -> bool:
     return bool(fig.data) and fig.layout.xaxis.visible is not False
 
 
-def _column_figure(store: Store, name: str) -> go.Figure:
-    """The registered figure ``name`` for the first selection of :data:`SELECTIONS` with data."""
-    spec = get_figure(name)
-    fig, errors = None, []
-    for selection in SELECTIONS:
-        try:
-            fig, _ = spec.build(store, selection)
-        except ValueError as exc:
-            errors.append(str(exc))
-            continue
-        if _cartesian(fig):
-            break
-        fig = None
-    assert fig is not None, f"{name}: no data on the demo store: {errors}"
-    return fig
-
-
-@pytest.mark.parametrize("name", figure_names())
-def test_column_svg_is_fit_for_a_paper(store, browser, name):
-    svg = figure_bytes(_column_figure(store, name), "svg", COLUMN.for_figure(name))
-    _check_titles_and_legend(svg, name)
-    _check_text_on_page_without_overlaps(browser, svg, name)
+# Every figure at the ACL column width (and at every other preset) is rendered and checked by
+# tests/test_figure_presets.py, with this module's checks: text inside the canvas and not over
+# other text (_check_text_on_page_without_overlaps' rules), both axis titles present and a
+# legend beside the plot at most 35 % of the width (_check_titles_and_legend).
 
 
 def _check_titles_and_legend(svg: bytes, name: str) -> None:

@@ -15,9 +15,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 import pytest
-from conftest import demo_into
+from conftest import study_into
 
-from core.backends import make_backend
 from core.catalog import figure_names, get_figure
 from core.figures import (
     CONDITION_COLORS,
@@ -29,7 +28,6 @@ from core.figures import (
     color_for,
 )
 from core.figures.oncu import CONDITION_LABELS
-from core.runs import run_attribution, run_interventions, run_probes
 from core.store import Store
 
 #: Selections tried in turn; every one that builds is checked.
@@ -71,13 +69,7 @@ def trace_colors(trace: Any) -> list[str]:
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory) -> Iterator[dict[str, list[go.Figure]]]:
     """Every registered figure built on the demo store, under every selection that builds."""
-    store = Store(tmp_path_factory.mktemp("palette") / "demo.duckdb")
-    demo_into(store)
-    reader = make_backend("embedded")
-    run_probes(store, "controlled-200", reader, name="probes", limit=4)
-    run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))
-    run_attribution(store, "controlled-200", reader, name="attribution", instances="6",
-                    ablations=16)  # fmt: skip
+    store = study_into(Store(tmp_path_factory.mktemp("palette") / "demo.duckdb"))
     out: dict[str, list[go.Figure]] = {}
     for name in figure_names():
         built = []
