@@ -5,7 +5,7 @@ Run with ``streamlit run app.py`` or ``python -m core serve``.
 
 import streamlit as st
 
-from screens.common import first_start
+from screens.parts.common import first_start
 
 _PAGES = {
     "Diagnostics": [

@@ -2,10 +2,10 @@
 
 On the controlled-200 preset (seed 42) with the embedded reader, full context:
 
-1. run: :func:`core.runs.run_attribution` into a fresh store: 200 unablated calls, 6,400
+1. run: :func:`core.execution.runs.run_attribution` into a fresh store: 200 unablated calls, 6,400
    ablated calls and the top-1 / top-2 drops (the surrogates fitted for them), written to
    DuckDB; wall seconds, bound 60 s (issue 40), and calls/s;
-2. report: :func:`core.attribution_report.attribution_report` (200 surrogates with 200
+2. report: :func:`core.attribution.report.attribution_report` (200 surrogates with 200
    bootstrap resamples each, the run aggregates), informational.
 
 The 1-minute load average before each run is reported beside them: this machine is shared,
@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from run_all import figure, print_figures  # noqa: E402
 
-from core.attribution_report import attribution_report  # noqa: E402
+from core.attribution.report import attribution_report  # noqa: E402
 from core.backends import EmbeddedReader  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.runs import run_attribution  # noqa: E402
+from core.execution.runs import run_attribution  # noqa: E402
 from core.store import Store  # noqa: E402
 
 

@@ -45,8 +45,8 @@ from run_all import figure, print_figures  # noqa: E402
 
 from core.backends import EmbeddedReader, RetryPolicy, make_backend  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.prompts import build_messages  # noqa: E402
-from core.retrieval import retrieve  # noqa: E402
+from core.execution.prompts import build_messages  # noqa: E402
+from core.retrieval.retrievers import retrieve  # noqa: E402
 
 TARGET_SPEEDUP = 6.0
 SCRIPT = Path(__file__).name

@@ -9,7 +9,7 @@ reader's reply to the same messages (the stub server's replies; repeated records
 same prompts, so each distinct prompt is read once). None of that is timed.
 
 Each timed run imports the whole file into a fresh copy of the exported store, as ``python -m
-core batch import`` does (:func:`core.batch_runs.import_batch`: read and check every line, parse
+core batch import`` does (:func:`core.batch.runs.import_batch`: read and check every line, parse
 every reply, build the prediction rows, score them and store predictions, cache entries and
 scores in one transaction, the run finished), pinned to one core.
 
@@ -37,7 +37,7 @@ from bench_import import write_records  # noqa: E402
 from run_all import figure, one_core, print_figures  # noqa: E402
 
 from core.backends.embedded import EmbeddedReader  # noqa: E402
-from core.batch_runs import export_batch, import_batch  # noqa: E402
+from core.batch.runs import export_batch, import_batch  # noqa: E402
 from core.datasets.importers import read_dataset  # noqa: E402
 from core.store import Store  # noqa: E402
 

@@ -30,7 +30,8 @@ interaction is done once unmeasured (the first visit of a page with this selecti
 cold-cache figures are ``bench_dashboard.py``'s first loads), then :data:`REPEATS` times
 measured (median, min, max).
 
-Stores: the demo (``core.runs.build_demo``: controlled-200, the embedded reader on the four
+Stores: the demo (``core.execution.runs.build_demo``: controlled-200, the embedded reader on the
+four
 conditions; built once at ``/tmp/bench_browser_demo.duckdb``) and the 1,000,000-prediction
 store of ``bench_dashboard.py`` (``/tmp/bench_dashboard.duckdb``, built by its builder when
 missing or out of date).
@@ -160,7 +161,7 @@ async ([since0, want, absent, heading, quiet, timeout]) => {
 # --------------------------------------------------------------------------- stores
 def demo_store(db: Path = DEMO_DB) -> Path:
     """The demo store at ``db``, built unless it already holds the finished demo run."""
-    from core.runs import DEMO_DATASET, build_demo
+    from core.execution.runs import DEMO_DATASET, build_demo
     from core.store import Store
 
     if db.exists():

@@ -1,6 +1,6 @@
 """Benchmark: alpha-nDCG at 5, 10 and 20 on 400 topics with pools of 40, beside pyndeval.
 
-Issue 38 item 1: the tool's alpha-nDCG (:func:`core.crux.alpha_ndcg_topics`, computed as
+Issue 38 item 1: the tool's alpha-nDCG (:func:`core.crux.metrics.alpha_ndcg_topics`, computed as
 ndeval computes it) must take at most 1.0x the time of pyndeval (ndeval's C code behind a
 Python interface, the implementation ir-measures uses) on the same work: 400 topics, each a
 pool of 40 judged documents over 6 subtopics (each document relevant to each subtopic with
@@ -20,7 +20,7 @@ pyndeval is not a dependency of the tool: install it for the bench only, e.g.
 ``.venv/bin/pip install --target /tmp/pyndeval pyndeval`` and pass ``--pyndeval /tmp/pyndeval``
 (or set ``PYNDEVAL_PATH``). Without it the bound is pyndeval's CPU time recorded on the machine
 of docs/BENCHMARKS.md (:data:`PYNDEVAL_RECORDED_S`), and the figure is the tool's CPU seconds.
-Informational figures: both times, and the one-topic path (:func:`core.crux.alpha_ndcg`
+Informational figures: both times, and the one-topic path (:func:`core.crux.metrics.alpha_ndcg`
 called once per topic and cut-off, 1,200 calls).
 
 Usage: ``python bench/bench_crux.py [--repeats 5] [--pyndeval PATH]`` (exit status 1 when a
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run_all import figure, one_core, print_figures  # noqa: E402
 
-from core.crux import alpha_ndcg, alpha_ndcg_topics  # noqa: E402
+from core.crux.metrics import alpha_ndcg, alpha_ndcg_topics  # noqa: E402
 
 TOPICS, POOL, SUBTOPICS, P_REL = 400, 40, 6, 0.15
 CUTS = (5, 10, 20)

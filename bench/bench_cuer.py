@@ -2,12 +2,12 @@
 
 Three measurements on the controlled-200 preset (seed 42) with the embedded reader:
 
-1. planning: :func:`core.interventions.plan_interventions` for all 200 instances (BM25 top-5
+1. planning: :func:`core.cuer.interventions.plan_interventions` for all 200 instances (BM25 top-5
    base retrieval, remove, replace easy/medium/hard, duplicate front/after/end, two-support,
    zero retrieval), given the gold ids as the cited ids (no model call);
-2. run: :func:`core.runs.run_interventions` into a fresh store (base traces + ~2,000
+2. run: :func:`core.execution.runs.run_interventions` into a fresh store (base traces + ~2,000
    intervention calls through the engine, written to DuckDB), wall seconds and calls/s;
-3. report: :func:`core.cuer.intervention_report` (profile with bootstrap CIs, paired deltas
+3. report: :func:`core.cuer.metrics.intervention_report` (profile with bootstrap CIs, paired deltas
    with 5,000 resamples for 8 comparisons x 5 metrics, roles, synergy) on that run.
 
 SPEC §12 sets no bound on these; ``results(repeats)`` returns them as informational figures for
@@ -31,10 +31,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from run_all import figure, print_figures  # noqa: E402
 
 from core.backends import EmbeddedReader  # noqa: E402
-from core.cuer import intervention_report  # noqa: E402
+from core.cuer.interventions import DUPLICATE_POSITIONS, plan_interventions  # noqa: E402
+from core.cuer.metrics import intervention_report  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.interventions import DUPLICATE_POSITIONS, plan_interventions  # noqa: E402
-from core.runs import run_interventions  # noqa: E402
+from core.execution.runs import run_interventions  # noqa: E402
 from core.store import Store  # noqa: E402
 
 

@@ -22,8 +22,8 @@ Each page is measured in **fresh processes** (one subprocess per measurement, ``
 median of the N, with every run listed):
 
 * before the clock: Python, Streamlit, ``AppTest``, pandas, plotly, DuckDB,
-  :mod:`core.catalog` (which imports every figure and view module) and the dashboard's
-  shared modules (``screens/*.py`` that are not page scripts: ``screens.common`` ...) are
+  :mod:`core.views.catalog` (which imports every figure and view module) and the dashboard's
+  shared modules (``screens/*.py`` that are not page scripts: ``screens.parts.common`` ...) are
   imported, so module import time is left out (a running dashboard server has them loaded);
   Streamlit's component registry is built (a server builds it when it starts; AppTest
   would inside its first run); no store data is read and every cache (Streamlit's, the
@@ -183,7 +183,7 @@ def _small_runs(store: Store) -> None:
     """A CUE-R and a DOLCE run (embedded reader) on 30 controlled instances."""
     from core.backends import EmbeddedReader
     from core.datasets.controlled import build_controlled
-    from core.runs import run_interventions, run_probes
+    from core.execution.runs import run_interventions, run_probes
 
     ds = build_controlled(preset="controlled-200", seed=42, limit=30)
     store.write_dataset(Dataset(PROBES, ds.source, ds.builder, {}, ds.instances), replace=True)
@@ -221,10 +221,10 @@ def measure_page(name: str, repeats: int) -> dict:
     import streamlit  # noqa: F401
     from streamlit.testing.v1 import AppTest
 
-    import core.catalog  # noqa: F401
+    import core.views.catalog  # noqa: F401
 
-    # the dashboard's shared modules (screens/*.py that are not page scripts: screens.common,
-    # screens.widgets ...): a running server imported them on its first page
+    # the dashboard's shared modules (screens/*.py that are not page scripts: screens.parts.common,
+    # screens.parts.widgets ...): a running server imported them on its first page
     scripts = set(re.findall(r'"(screens/[a-z_]+\.py)"', (ROOT / "app.py").read_text()))
     for path in sorted((ROOT / "screens").glob("*.py")):
         if f"screens/{path.name}" not in scripts and path.name != "__init__.py":

@@ -44,7 +44,7 @@ from model_stub import ModelStub  # noqa: E402
 from run_all import figure, print_figures  # noqa: E402
 
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.prompts import prompt_hash  # noqa: E402
+from core.execution.prompts import prompt_hash  # noqa: E402
 from core.store import Store  # noqa: E402
 
 SCRIPT = Path(__file__).name
@@ -58,8 +58,8 @@ _EMBEDDED = textwrap.dedent(
     import sys
     sys.path.insert(0, {root!r})
     from core.backends import EmbeddedReader
-    from core.prompts import prompt_hash
-    from core.runs import run_conditions
+    from core.execution.prompts import prompt_hash
+    from core.execution.runs import run_conditions
     from core.store import Store
     from core.types import CONDITIONS
 

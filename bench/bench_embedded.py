@@ -36,10 +36,10 @@ from run_all import figure, one_core, print_figures  # noqa: E402
 
 from core.backends.embedded import EmbeddedReader  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.parsing import parse_reply  # noqa: E402
-from core.prompts import build_messages  # noqa: E402
-from core.retrieval import retrieve  # noqa: E402
-from core.scoring import score_answer  # noqa: E402
+from core.execution.prompts import build_messages  # noqa: E402
+from core.retrieval.retrievers import retrieve  # noqa: E402
+from core.scoring.parsing import parse_reply  # noqa: E402
+from core.scoring.rows import score_answer  # noqa: E402
 
 TARGET = 200.0
 N_RUNS = 5

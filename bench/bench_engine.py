@@ -66,10 +66,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from run_all import figure, one_core, print_figures  # noqa: E402
 
 from core.backends import EmbeddedReader, make_backend  # noqa: E402
-from core.conditions import plan_conditions  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.engine import execute, plan_and_execute  # noqa: E402
-from core.runs import RunSpec, start_run  # noqa: E402
+from core.execution.engine import execute, plan_and_execute  # noqa: E402
+from core.execution.runs import RunSpec, start_run  # noqa: E402
+from core.oncu.conditions import plan_conditions  # noqa: E402
 from core.store import Store  # noqa: E402
 from core.types import CONDITIONS, Dataset  # noqa: E402
 
@@ -99,7 +99,7 @@ def _engine_run(store, dataset, instances, conditions, backend, run_id, options,
     if started is not None:
         started()
     t0 = time.perf_counter()
-    with store.attached(read_only=True) as con:  # as core.runs.run_conditions does
+    with store.attached(read_only=True) as con:  # as core.execution.runs.run_conditions does
         stored = store.prediction_keys(run_id, ok_only=True, con=con)
     summary = plan_and_execute(store, run_id, instances, conditions, backend,
                                concurrency=concurrency, stored=stored)  # fmt: skip

@@ -1,11 +1,11 @@
 """Benchmark: every registered figure exported on the demo store (issue 19 item 6).
 
 Bound (``bench/run_all.py``): **no registered figure takes 30 s or more** to export. The
-store is the demo (``core.runs.build_demo``: the embedded reader on controlled-200) plus a
+store is the demo (``core.execution.runs.build_demo``: the embedded reader on controlled-200) plus a
 DOLCE probe run (4 instances) and a CUE-R run (hard replacements) of the same reader, so the
 DOLCE and CUE-R figures have data. Each figure is built for the first of a few selections that
 gives it data (the dataset, the probe run, the CUE-R run) and written as PDF through
-:func:`core.export.export_figure` at the ``acl-column`` preset, as ``export figure ...
+:func:`core.export.render.export_figure` at the ``acl-column`` preset, as ``export figure ...
 --preset acl-column --out F.pdf`` does; Chromium is started before the clock (a running
 dashboard or a second export has it). Each repeat times every figure; the figure reported is
 the slowest figure's time per repeat (median over repeats), with the slowest figure named.
@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from run_all import figure, print_figures  # noqa: E402
 
 from core.backends import make_backend  # noqa: E402
-from core.export import export_figure, preset_settings, start_renderer  # noqa: E402
-from core.runs import build_demo, run_interventions, run_probes  # noqa: E402
+from core.execution.runs import build_demo, run_interventions, run_probes  # noqa: E402
+from core.export.render import export_figure, preset_settings, start_renderer  # noqa: E402
 from core.selection import Selection  # noqa: E402
 from core.store import Store  # noqa: E402
 
@@ -50,7 +50,7 @@ def _store(path: Path) -> Store:
 
 def _export_all(store: Store, out: Path) -> dict[str, float]:
     """Seconds of each figure's export (build + PDF), for its first selection with data."""
-    from core.catalog import figure_names
+    from core.views.catalog import figure_names
 
     settings = preset_settings("acl-column")
     seconds = {}

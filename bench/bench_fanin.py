@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run_all import figure, one_core, print_figures, timed  # noqa: E402
 
-from core.crux import crux_evaluate  # noqa: E402
+from core.crux.metrics import crux_evaluate  # noqa: E402
 from core.datasets.controlled import build_controlled  # noqa: E402
-from core.fanin import fanin_analysis  # noqa: E402
+from core.fanin.metrics import fanin_analysis  # noqa: E402
 
 N_RUNS = 5
 N_INSTANCES = 4500
@@ -81,7 +81,7 @@ def build_store(path: Path = STORE_1M, n: int = N_STORE_INSTANCES, seed: int = 0
     probability falling with fan-in plus 1-4 distractors; oracle packs are the gold passages;
     full context cites a subset of the gold and one distractor. Relaxed F1 mixes exact values
     (1, 0, 0.4, 0.5, 0.667) with continuous ones (a uniform on [0, 0.5) for 30% of wrong
-    answers), so both bootstrap regimes of :mod:`core.fanin_stats` are exercised; 0.5% of
+    answers), so both bootstrap regimes of :mod:`core.fanin.stats` are exercised; 0.5% of
     calls failed (error set, no scores).
     """
     from core.store import Store

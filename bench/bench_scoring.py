@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run_all import figure, one_core, print_figures, timed  # noqa: E402
 
-from core.oncu import oncu_summary, sample_level_means  # noqa: E402
-from core.scoring import score_frame  # noqa: E402
+from core.oncu.metrics import oncu_summary, sample_level_means  # noqa: E402
+from core.scoring.rows import score_frame  # noqa: E402
 
 BUDGET_S = 2.0
 N_RUNS = 5
@@ -358,7 +358,7 @@ def _rescore_child(runs: str, db: str) -> None:
     """
     import time
 
-    from core.results import score_runs
+    from core.datasets.results import score_runs
     from core.store import Store
 
     t0 = time.perf_counter()

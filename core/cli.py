@@ -22,8 +22,8 @@ from core.commands import MODULES, Groups, add_db, add_with_runs, open_store, pr
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import FORMATS, read_dataset
 from core.datasets.ruler import build_ruler_lite
+from core.execution.runs import DEMO_DATASET
 from core.names import check_name, ellipsize
-from core.runs import DEMO_DATASET
 from core.store import StoreError, default_db_path
 from core.store.connection import unreadable_store_error
 from core.types import DataError

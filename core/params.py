@@ -3,7 +3,7 @@
 Retrievers, intervention operators, probe strategies and figure/table options declare each of
 their parameters once as a :class:`Param` (type, default, choices, range, help, paper section).
 :func:`add_argument` turns a declaration into an ``argparse`` flag; :func:`widget_spec` turns it
-into the description of a dashboard widget, which ``screens/widgets.py`` renders. Nothing here
+into the description of a dashboard widget, which ``screens/parts/widgets.py`` renders. Nothing here
 imports streamlit.
 """
 
@@ -249,7 +249,7 @@ def defaults(params: Iterable[Param]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class WidgetSpec:
-    """What dashboard widget a declaration becomes (rendered by ``screens/widgets.py``).
+    """What dashboard widget a declaration becomes (rendered by ``screens/parts/widgets.py``).
 
     Attributes:
         kind: the Streamlit function: ``number_input``, ``selectbox``, ``multiselect``,

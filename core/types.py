@@ -169,7 +169,7 @@ class PlannedCall:
             with the condition it is the prediction's key within a run.
         messages: the chat messages (system, user), built from fixed templates only.
         input_passage_ids: neutral ids of the passages shown, in prompt order.
-        prompt_hash: hex SHA-256 of the messages (:func:`core.prompts.prompt_hash`).
+        prompt_hash: hex SHA-256 of the messages (:func:`core.execution.prompts.prompt_hash`).
         meta: planner notes stored with the prediction as JSON (e.g. the CUE-R target and the
             rule that chose it, a probe's span); never shown to the model.
     """

@@ -17,8 +17,8 @@ from core.figures.attribution import (
 )
 from core.views.attribution import attribution_runs, instance_attribution, run_result
 from core.views.case import md_escape
-from screens.common import get_store, sidebar
-from screens.url_state import set_param
+from screens.parts.common import get_store, sidebar
+from screens.parts.url_state import set_param
 
 sidebar("attribution", runs=False, filters=False)
 st.title("Attribution")

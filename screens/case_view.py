@@ -2,16 +2,28 @@
 
 import streamlit as st
 
-from core.results_release import release_parse
+from core.datasets.release_files import release_parse
 from core.views.attribution import runs_with
 from core.views.case import compare_predictions, md_escape
-from screens import failure_trail
-from screens.case_card_panel import show_card_downloads
-from screens.common import HELP, cached_call, get_store, init_page_state, prefetch, sidebar
-from screens.rerun_panel import show_rerun
-from screens.selection_state import set_value
-from screens.transcript import prediction_label, show_comparison, show_passages, show_transcript
-from screens.url_state import set_param
+from screens.parts import failure_trail
+from screens.parts.case_card_panel import show_card_downloads
+from screens.parts.common import (
+    HELP,
+    cached_call,
+    get_store,
+    init_page_state,
+    prefetch,
+    sidebar,
+)
+from screens.parts.rerun_panel import show_rerun
+from screens.parts.selection_state import set_value
+from screens.parts.transcript import (
+    prediction_label,
+    show_comparison,
+    show_passages,
+    show_transcript,
+)
+from screens.parts.url_state import set_param
 
 qp = st.query_params
 if qp.get("dataset") and st.session_state.get("case.last_ds") != qp["dataset"]:
@@ -76,7 +88,7 @@ else:
     st.caption(f"Instance {trail['position']:,} of {trail['total']:,} (failure browser filter)")
     failure_trail.back_link()
 failure_trail.step_keys()
-st.session_state["case.last_qp"] = iid  # the URL holds the picked instance (screens.url_state)
+st.session_state["case.last_qp"] = iid  # the URL holds the picked instance
 set_param("instance", iid)
 heading = st.empty()  # the question, drawn before the slower case data when the index has it
 if questions.get(iid):

@@ -1,13 +1,13 @@
 """Conditions & ONCU: the four-condition matrix, ONCU with its audit, contrasts, failures,
-calibration. Every number comes from a registered figure/table (core/catalog.py, plots in
+calibration. Every number comes from a registered figure/table (core/views/catalog.py, plots in
 core/figures/oncu.py)."""
 
 import streamlit as st
 
-from core.stats import RESAMPLE_MAX
+from core.stats.inference import RESAMPLE_MAX
 from core.views.case import md_escape
-from screens import url_state
-from screens.common import (
+from screens.parts import url_state
+from screens.parts.common import (
     HELP,
     show_figure,
     show_instances,
@@ -15,7 +15,7 @@ from screens.common import (
     sidebar,
     with_options,
 )
-from screens.oncu_guard import oncu_group_guard
+from screens.parts.oncu_guard import oncu_group_guard
 
 #: Largest selection (contextual predictions) whose per-instance ONCU table shows on load.
 _PER_INSTANCE_AUTO = 20_000

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
+from core.dolce.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 from core.figures.dolce import COLUMN_HELP, PIG_ESTIMATOR, fit_notes
-from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 from core.selection import selection_to_json
 from core.views.case import md_escape
-from screens.common import (
+from screens.parts.common import (
     cached_call,
     instance_link,
     show_figure,
@@ -16,7 +16,7 @@ from screens.common import (
     tip,
     with_options,
 )
-from screens.widgets import param_widget
+from screens.parts.widgets import param_widget
 
 #: Column tooltips: each column's definition and paper section.
 HELP = {c: st.column_config.Column(help=h) for c, h in COLUMN_HELP.items()}

@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from core.annotate import DEFAULT_RUBRIC
+from core.annotate.roundtrip import DEFAULT_RUBRIC
 from core.views import resolve_selection
 from core.views.case import md_escape
 from core.views.failures import (
@@ -23,9 +23,9 @@ from core.views.failures import (
     failure_page,
     parse_notes_by_run,
 )
-from screens import failure_trail, url_state
-from screens.common import HELP, cached_call, get_store, sidebar
-from screens.judge_agreement_panel import show_human_agreement
+from screens.parts import failure_trail, url_state
+from screens.parts.common import HELP, cached_call, get_store, sidebar
+from screens.parts.judge_agreement_panel import show_human_agreement
 
 OUTCOME_HELP = (
     "correct: failure label success (strict EM = 1), or strict EM = 1 where the condition has "
@@ -45,7 +45,7 @@ KIND_HELP = (
 
 
 def _url_filters(choices: dict) -> None:
-    """Apply the page's own URL parameters (:mod:`screens.url_state`); unknown values warn."""
+    """Apply the page's own URL parameters (:mod:`screens.parts.url_state`); unknown values warn."""
     qp = st.query_params
     url_state.adopt("cond", "failures.conditions", choices["conditions"], multi=True)
     url_state.adopt("label", "failures.labels", choices["labels"], multi=True)

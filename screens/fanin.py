@@ -6,7 +6,7 @@ from core.figures.fanin import POINTS, R_INCLUDE_FULL_CONTEXT, R_INCLUDE_ORACLE,
 from core.views import resolve_selection
 from core.views.case import md_escape
 from core.views.judged import AUTHTRACE_RUBRICS, fanin_judged_tables, has_judge_runs
-from screens.common import (
+from screens.parts.common import (
     HELP,
     cached_call,
     get_store,
@@ -16,8 +16,8 @@ from screens.common import (
     sidebar,
     with_options,
 )
-from screens.judge_agreement_panel import show_human_agreement, show_judge_agreement
-from screens.widgets import param_widget
+from screens.parts.judge_agreement_panel import show_human_agreement, show_judge_agreement
+from screens.parts.widgets import param_widget
 
 selection = sidebar("fanin")
 st.title("Fan-in")

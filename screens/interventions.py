@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from core.cuer import ROLE_FLAGS
+from core.cuer.metrics import ROLE_FLAGS
 from core.figures.cuer import COLUMN_HELP, CORRECTNESS_AXIS, EPS, SYNERGY_METRIC, TAU
 from core.selection import selection_to_json
 from core.views.case import md_escape
-from screens.common import (
+from screens.parts.common import (
     cached_call,
     open_case,
     show_figure,
@@ -14,7 +14,7 @@ from screens.common import (
     sidebar,
     with_options,
 )
-from screens.widgets import param_widget
+from screens.parts.widgets import param_widget
 
 #: Column tooltips: each column's definition and paper section.
 HELP = {c: st.column_config.Column(help=h) for c, h in COLUMN_HELP.items()}

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from core.views.case import md_escape
-from screens.common import backend_status, cached_call, get_store, sidebar, store_path
+from screens.parts.common import backend_status, cached_call, get_store, sidebar, store_path
 
 selection = sidebar("overview", filters=False)
 st.title("Evidence-utilization diagnostics")

@@ -2,14 +2,14 @@
 
 import streamlit as st
 
-from core.catalog import figure_names, table_names
 from core.figures.fanin import CRUX_K_REQUIRED, ETA
 from core.figures.retrieval import OFFERED_KS, missing_note
-from core.retrieval import list_retrievers
+from core.retrieval.retrievers import list_retrievers
 from core.views import selection_to_json
 from core.views.case import md_escape
+from core.views.catalog import figure_names, table_names
 from core.views.judged import CRUX_COVERAGE_RUBRIC, METRIC_NAMES, crux_answer_tables, has_judge_runs
-from screens.common import (
+from screens.parts.common import (
     HELP,
     cached_call,
     get_store,
@@ -18,9 +18,9 @@ from screens.common import (
     sidebar,
     with_options,
 )
-from screens.dense_progress import embeddings_ready
-from screens.judge_agreement_panel import show_human_agreement, show_judge_agreement
-from screens.widgets import param_widget
+from screens.parts.dense_progress import embeddings_ready
+from screens.parts.judge_agreement_panel import show_human_agreement, show_judge_agreement
+from screens.parts.widgets import param_widget
 
 selection = sidebar("retrieval", runs=False)
 st.title("Retrieval")

@@ -6,8 +6,8 @@ import shlex
 import streamlit as st
 
 from core.backends.preflight import preflight
-from core.engine_limits import MAX_SERVER_CONCURRENCY, TIMEOUT
-from core.jobs import (
+from core.datasets.release_files import group_release_files
+from core.execution.jobs import (
     JUDGE_METHODS,
     METHODS,
     MethodRequest,
@@ -17,12 +17,12 @@ from core.jobs import (
     run_request_from_row,
     save_upload,
 )
+from core.execution.limits import MAX_SERVER_CONCURRENCY, TIMEOUT
 from core.params import CONCURRENCY
-from core.results_release import group_release_files
-from core.retrieval import RERANK, TOP_K, rerank_unavailable, retriever_param
+from core.retrieval.retrievers import RERANK, TOP_K, rerank_unavailable, retriever_param
 from core.types import CONDITIONS
 from core.views.case import md_escape
-from screens.common import (
+from screens.parts.common import (
     cached_call,
     clear_caches,
     get_store,
@@ -32,7 +32,7 @@ from screens.common import (
     sidebar,
     store_path,
 )
-from screens.widgets import method_widgets, param_widget
+from screens.parts.widgets import method_widgets, param_widget
 
 selection = sidebar("runs", filters=False)
 st.title("Runs")
@@ -62,7 +62,7 @@ def launch_checked(req, anyway: bool) -> bool:
 
 
 def _checked(errors: list[str], param, key: str, container, **kw):
-    """:func:`screens.widgets.param_widget`, a refused value appended to ``errors`` (None)."""
+    """:func:`screens.parts.widgets.param_widget`, a refused value appended to ``errors`` (None)."""
     try:
         return param_widget(param, key, container, **kw)
     except ValueError as exc:

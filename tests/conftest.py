@@ -106,12 +106,12 @@ def _no_page_run_left_over() -> Iterator[None]:
 
 
 def demo_into(store):
-    """``core.runs.build_demo(store)`` on a store not yet written: a copy of a built one.
+    """``core.execution.runs.build_demo(store)`` on a store not yet written: a copy of a built one.
 
     Returns:
         The ``store``.
     """
-    from core.runs import build_demo
+    from core.execution.runs import build_demo
     from core.store import Store
 
     _from_template("demo", Path(store.path), lambda p: build_demo(Store(p)))
@@ -128,7 +128,13 @@ def study_into(store, *, full: bool = False):
     """
     from core.backends import make_backend
     from core.datasets.controlled import build_controlled
-    from core.runs import build_demo, run_attribution, run_conditions, run_interventions, run_probes
+    from core.execution.runs import (
+        build_demo,
+        run_attribution,
+        run_conditions,
+        run_interventions,
+        run_probes,
+    )
     from core.store import Store
 
     release = FIXTURES / RELEASE_HOTPOTQA
@@ -148,7 +154,7 @@ def study_into(store, *, full: bool = False):
         run_attribution(study, "controlled-200", reader, name="attribution", instances="6",
                         ablations=16)  # fmt: skip
         if full and release.is_file():
-            from core.results import import_results
+            from core.datasets.results import import_results
 
             import_results(study, release, name="hotpotqa_qwen25_14b_200", fmt="oncu-release")
 
@@ -168,8 +174,8 @@ def build_release_store(path: Path, *, hotpotqa: bool = False, demo: bool = Fals
         The ``Store``. Skips the test when ../shared/fixtures is absent.
     """
     # Imported on use: every test run loads this conftest, most never open a store.
-    from core.results import import_results
-    from core.runs import build_demo
+    from core.datasets.results import import_results
+    from core.execution.runs import build_demo
     from core.store import Store
 
     controlled = shared_fixture(RELEASE_CONTROLLED)

@@ -75,7 +75,7 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.backends.embedded import EmbeddedReader
-from core.prompts import build_messages
+from core.execution.prompts import build_messages
 from core.types import Instance, Passage
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Agreement statistics equal hand-computed values (issue 20 item 4; core/agreement.py)."""
+"""Agreement statistics equal hand-computed values (issue 20 item 4; core/stats/agreement.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from core.agreement import (
+from core.stats.agreement import (
     UndefinedAgreement,
     cohen_kappa,
     confusion_matrix,

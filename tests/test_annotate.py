@@ -1,4 +1,4 @@
-"""The blind annotation round trip on the demo store (issue 20 item 5; core/annotate.py).
+"""The blind annotation round trip on the demo store (issue 20 item 5; core/annotate/roundtrip.py).
 
 Export a sample, fill labels in the test, import, and check ``report agreement --json``
 against a κ computed here with the plain formula; re-import adds nothing; bad files leave the
@@ -18,7 +18,7 @@ import pytest
 from conftest import demo_into
 from test_cli import run_cli
 
-from core.annotate import (
+from core.annotate.roundtrip import (
     AMBIGUOUS,
     CSV_COLUMNS,
     _neutral,
@@ -27,8 +27,8 @@ from core.annotate import (
     item_id,
 )
 from core.cli import main
-from core.runs import DEMO_RUN
-from core.scoring import FAILURE_LABELS
+from core.execution.runs import DEMO_RUN
+from core.scoring.rows import FAILURE_LABELS
 from core.store import Store
 
 VOCAB = (*FAILURE_LABELS, AMBIGUOUS)

@@ -1,5 +1,5 @@
 """The blind annotation round trip under judge rubrics (issue 20 item 5: "the same commands
-serve every judge rubric"; core/annotate_judged.py).
+serve every judge rubric"; core/annotate/judged.py).
 
 On the demo store judged by two judge runs of ``authtrace-correctness`` (the embedded lexical
 judge, and a model judge through the Ollama stub that rates every answer 2): export a sample
@@ -23,11 +23,11 @@ from test_annotate import _cli, _kappa, _rows, _write
 from test_fanin_judged import stub_judge_run
 from test_judges import tiny  # noqa: F401 - the fixture
 
-from core.annotate import CSV_COLUMNS, JUDGE_ITEM_COLUMN
+from core.annotate.roundtrip import CSV_COLUMNS, JUDGE_ITEM_COLUMN
 from core.backends import make_backend
-from core.judge_runs import make_judge, run_judge
-from core.judges import AUTHTRACE_AC_SYSTEM
-from core.runs import DEMO_RUN, run_conditions
+from core.execution.runs import DEMO_RUN, run_conditions
+from core.judges.rubrics import AUTHTRACE_AC_SYSTEM
+from core.judges.runs import make_judge, run_judge
 from core.store import Store
 from core.store.annotations import annotation_labels, sampled_items
 from core.views.judged import annotated_runs

@@ -2,8 +2,8 @@
 
 The store (built once per session) holds the released Qwen2.5-14B outputs of the ONCU paper
 (controlled and HotpotQA, ``../shared/fixtures/oncu_release``) imported with
-:func:`core.results.import_results`, plus the demo: controlled-200 run with the embedded
-baseline reader on the four conditions (:func:`core.runs.build_demo`).
+:func:`core.datasets.results.import_results`, plus the demo: controlled-200 run with the embedded
+baseline reader on the four conditions (:func:`core.execution.runs.build_demo`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from conftest import RELEASE_CONTROLLED, ROOT, build_release_store, open_tab, shared_fixture
 from streamlit.testing.v1 import AppTest
 
-from core.cuer import trace_divergence
+from core.cuer.metrics import trace_divergence
 from core.figures import Selection
 from core.store import Store
 from core.views import answer_diff, instances_behind
@@ -114,7 +114,7 @@ def test_conditions_page_hotpotqa_has_29_of_38_valid_groups(app):
 def test_conditions_page_group_key_setting_regroups_oncu(app):
     """Dropping cells from the ONCU group key pools their groups: by reasoning type alone the
     HotpotQA release has two groups (comparison, multi_hop) per condition."""
-    from core.oncu import DEFAULT_GROUP_KEY
+    from core.oncu.metrics import DEFAULT_GROUP_KEY
 
     at = app("screens/conditions.py", dataset="hotpotqa")
     control = at.multiselect(key="global.group_key")

@@ -16,7 +16,7 @@ from scipy.stats import spearmanr
 from sklearn.linear_model import Lasso, LassoCV
 from sklearn.model_selection import KFold
 
-from core.attribution import (
+from core.attribution.metrics import (
     ablation_tables,
     fit_surrogate,
     fit_surrogates,
@@ -26,7 +26,7 @@ from core.attribution import (
     retention,
     spearman,
 )
-from core.attribution_plan import (
+from core.attribution.plan import (
     ablation_masks,
     ablation_variant,
     attribution_settings,
@@ -36,8 +36,8 @@ from core.attribution_plan import (
     shown_evidence,
     topk_variant,
 )
-from core.conditions import plan_conditions
 from core.datasets.controlled import build_controlled
+from core.oncu.conditions import plan_conditions
 from core.types import Instance, Passage
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 from scipy.stats import spearmanr
 
-from core.attribution_report import analyze, attribution_report
+from core.attribution.report import analyze, attribution_report
 from core.backends import EmbeddedReader
-from core.cuer import intervention_pairs, load_pairs
+from core.cuer.metrics import intervention_pairs, load_pairs
 from core.datasets.controlled import build_controlled
-from core.runs import run_attribution, run_interventions
+from core.execution.runs import run_attribution, run_interventions
 from core.store import Store
 from core.types import Dataset
 

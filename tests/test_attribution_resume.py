@@ -1,7 +1,7 @@
 """kill -9 during an attribution run, then rerun: no stored call is made again (issue 40).
 
 The pattern (and the script) of ``tests/test_crash_resume.py``: a real subprocess runs
-:func:`core.runs.run_attribution` on a real store with a reader that answers with the
+:func:`core.execution.runs.run_attribution` on a real store with a reader that answers with the
 embedded reader after a short sleep and logs every prompt it is sent; the test SIGKILLs it
 mid-run, then lets a second process finish. Every planned call ends up stored once, and no
 prompt committed before the kill is sent to the model again.
@@ -29,7 +29,8 @@ from core.store import Store
 # the durability test's script (a reader that sleeps and logs every prompt), running an
 # attribution run instead of the four conditions
 _SCRIPT = _CONDITIONS_SCRIPT.split("summary = ")[0].replace(
-    "from core.runs import run_conditions", "from core.runs import run_attribution"
+    "from core.execution.runs import run_conditions",
+    "from core.execution.runs import run_attribution",
 ) + textwrap.dedent(
     """
     summary = run_attribution(

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, dead_url
 from model_stub import ModelStub
 
-from core.commands.engine import choose_backend
+from core.commands.run import choose_backend
 
 
 def test_explicit_backend_is_kept():

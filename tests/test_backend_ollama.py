@@ -24,7 +24,7 @@ from core.backends.base import BackendError
 from core.backends.ollama import DEFAULT_NUM_CTX, resolve_hosts
 from core.backends.support import min_prompt_tokens, too_long_error, with_retries
 from core.datasets.controlled import build_controlled
-from core.prompts import ANSWER_SCHEMA, build_messages
+from core.execution.prompts import ANSWER_SCHEMA, build_messages
 
 EXPECTED = EmbeddedReader().generate(MESSAGES).text
 FAST = RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.02)

@@ -11,7 +11,7 @@ from model_stub import MESSAGES, ModelStub, split_tokens
 
 from core.backends import Backend, EmbeddedReader, OpenAIBackend, RetryPolicy, make_backend
 from core.backends.openai_compat import normalize_base_url
-from core.prompts import ANSWER_SCHEMA
+from core.execution.prompts import ANSWER_SCHEMA
 
 EXPECTED = EmbeddedReader().generate(MESSAGES).text
 FAST = RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.02)

@@ -21,10 +21,10 @@ from conftest import shared_fixture
 from model_stub import ModelStub
 
 from core.backends.openai_compat import OpenAIBackend
-from core.batchfile import custom_id, parse_custom_id, request_options, shard_paths
+from core.batch.files import custom_id, parse_custom_id, request_options, shard_paths
 from core.cli import main
 from core.datasets.importers import read_dataset
-from core.prompts import ANSWER_SCHEMA
+from core.execution.prompts import ANSWER_SCHEMA
 from core.store import SCORE_COLUMNS, Store
 
 HOTPOT = "hotpotqa/hotpot_dev_distractor_sample53.json"

@@ -15,9 +15,9 @@ from model_stub import ModelStub
 from test_crux import _instance
 
 from core.backends import make_backend
-from core.batchfile import judge_custom_id, parse_judge_custom_id
+from core.batch.files import judge_custom_id, parse_judge_custom_id
 from core.cli import main
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
 from core.store import Store
 from core.types import Dataset, Instance
 

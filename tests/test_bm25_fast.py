@@ -1,9 +1,10 @@
 """The fast BM25 of the lexical retriever gives ``rank_bm25.BM25Okapi``'s scores, bit for bit.
 
-:func:`core.bm25_fast.bm25_okapi_scores` (vectorized over token ids) and
-:func:`core.bm25_fast.chunk_tokens` (byte operations for ASCII text) replaced the reference in
-:func:`core.retrieval._bm25_scores` (issue 17); ``rank_bm25`` stays the reference here
-(:func:`core.retrieval._bm25_reference`), on the HotpotQA fixture, controlled data and corpora
+:func:`core.retrieval.bm25.bm25_okapi_scores` (vectorized over token ids) and
+:func:`core.retrieval.bm25.chunk_tokens` (byte operations for ASCII text) replaced the reference in
+:func:`core.retrieval.retrievers._bm25_scores` (issue 17); ``rank_bm25`` stays the reference here
+(:func:`core.retrieval.retrievers._bm25_reference`), on the HotpotQA fixture, controlled data and
+corpora
 made to reach the reference's corners (the idf floor, NaN from a zero denominator).
 """
 
@@ -16,10 +17,10 @@ import pytest
 from conftest import shared_fixture
 from rank_bm25 import BM25Okapi
 
-import core.retrieval as R
-from core.bm25_fast import bm25_okapi_scores, chunk_tokens
+import core.retrieval.retrievers as R
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import read_dataset
+from core.retrieval.bm25 import bm25_okapi_scores, chunk_tokens
 
 HOTPOT = "hotpotqa/hotpot_dev_distractor_sample53.json"
 SETTINGS = [(1.5, 0.75), (1.2, 1.0), (0.9, 0.0)]

@@ -19,7 +19,7 @@ from conftest import SHOTS, assert_no_exception, settle, streamlit_server
 from core.backends import EmbeddedReader
 from core.cli import main
 from core.datasets.controlled import build_controlled
-from core.runs import run_attribution
+from core.execution.runs import run_attribution
 from core.store import Store
 
 pytestmark = [pytest.mark.browser]

@@ -1,7 +1,8 @@
 """The Case view's transcript in a real browser (issue 18, item 2).
 
 The store holds the demo (the embedded reader over controlled-200). The page must show the
-messages exactly as sent (compared with :func:`core.prompts.build_messages`, whose hash is the
+messages exactly as sent (compared with :func:`core.execution.prompts.build_messages`, whose hash is
+the
 stored prompt hash), the retrieved chunks in rank order with their stored scores, the raw
 response as stored, question text in the instance picker, and step with Next / Previous.
 """
@@ -22,7 +23,7 @@ from conftest import (
 )
 from playwright.sync_api import expect
 
-from core.prompts import build_messages, prompt_hash
+from core.execution.prompts import build_messages, prompt_hash
 from core.store import Store
 from core.store.schema import bump_data_version
 

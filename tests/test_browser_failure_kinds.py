@@ -27,8 +27,8 @@ from playwright.sync_api import expect
 
 from core import views
 from core.backends.embedded import EmbeddedReader
-from core.rerun import RerunRequest, base_shown_ids, rerun
-from core.runs import run_probes
+from core.execution.rerun import RerunRequest, base_shown_ids, rerun
+from core.execution.runs import run_probes
 from core.store.failure_rows import FailureFilter
 from core.store.schema import bump_data_version
 

@@ -20,9 +20,9 @@ import pytest
 from conftest import SHOTS, assert_no_exception, choose, demo_into, settle, streamlit_server
 from test_cli import run_cli
 
-from core.annotate import export_sample, import_labels
-from core.judge_runs import make_judge, run_judge
-from core.runs import DEMO_RUN
+from core.annotate.roundtrip import export_sample, import_labels
+from core.execution.runs import DEMO_RUN
+from core.judges.runs import make_judge, run_judge
 from core.store import Store
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

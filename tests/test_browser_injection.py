@@ -19,7 +19,7 @@ from conftest import assert_no_exception, choose, free_port, open_case, settle, 
 
 from core.backends import EmbeddedReader
 from core.datasets.controlled import build_controlled
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
 from core.store import Store
 from core.store.schema import bump_data_version
 from core.types import Dataset

@@ -15,7 +15,7 @@ WARNING = "Most valid ONCU groups are tiny"
 def server(tmp_path_factory):
     from core.backends import make_backend
     from core.datasets.importers import read_dataset
-    from core.runs import run_conditions
+    from core.execution.runs import run_conditions
     from core.store import Store
 
     path = shared_fixture("hotpotqa/hotpot_dev_distractor_sample53.json")

@@ -28,7 +28,7 @@ def case_url(tmp_path_factory):
     """The Case view of an instance of an Ollama run whose server is down, on a fresh server."""
     from core.backends import make_backend
     from core.datasets.controlled import build_controlled
-    from core.runs import run_conditions
+    from core.execution.runs import run_conditions
     from core.store import Store
 
     db = tmp_path_factory.mktemp("browser_rerun") / "store.duckdb"

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from plotly.utils import PlotlyJSONEncoder
 
-from core.case_card import card_rows, case_card_figure, case_card_latex
+from core.export.case_card import card_rows, case_card_figure, case_card_latex
 from core.store import Store
 from core.types import Dataset, Instance, Passage
 from core.views.case import case_data

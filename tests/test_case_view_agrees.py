@@ -1,6 +1,6 @@
 """The Case view's trace divergence D is the Interventions page's D (issue 14).
 
-Both come from :func:`core.cuer.trace_divergence` with the instance's answer and reasoning
+Both come from :func:`core.cuer.metrics.trace_divergence` with the instance's answer and reasoning
 type. A reader double answers ``"Total 0NNN"`` with NNN = the number of passages it was shown,
 so an original and its ``remove`` perturbation differ only in the synthetic-looking suffix:
 for a number answer (or arithmetic reasoning) that suffix is kept by the relaxed normalizer
@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import pytest
 
-import core.rerun
+import core.execution.rerun
 from core.backends import EmbeddedReader
-from core.catalog import get_table
-from core.cuer import trace_divergence
+from core.cuer.metrics import trace_divergence
 from core.datasets.controlled import build_controlled
-from core.rerun import RerunRequest, rerun
-from core.runs import run_interventions
+from core.execution.rerun import RerunRequest, rerun
+from core.execution.runs import run_interventions
 from core.selection import Selection
 from core.store import Store
 from core.types import Dataset
+from core.views.catalog import get_table
 
 
 class _SuffixReader(EmbeddedReader):
@@ -52,7 +52,9 @@ def test_case_view_divergence_equals_the_interventions_page(store, monkeypatch):
     page = page[page["operator"] == "remove"].set_index("instance_id")
     assert len(page) == 4
     # the Case view reruns with the run's own backend: the same reader double
-    monkeypatch.setattr(core.rerun, "make_backend", lambda *a, **k: _SuffixReader(workers=False))
+    monkeypatch.setattr(
+        core.execution.rerun, "make_backend", lambda *a, **k: _SuffixReader(workers=False)
+    )
     kept_suffix = 0
     for iid, row in page.iterrows():
         inst = store.load_instances("small", [iid])[0]
@@ -76,7 +78,7 @@ def test_case_view_divergence_equals_the_interventions_page(store, monkeypatch):
 def test_transcripts_rebuild_the_prompts_exactly_as_sent(store):
     """Every stored call of the run (base retrieved and each CUE-R variant) gets its messages
     back, and they hash to the stored prompt hash; the shown items follow the prompt order."""
-    from core.prompts import prompt_hash
+    from core.execution.prompts import prompt_hash
     from core.views.case import case_data
 
     for iid in store.list_instance_ids("small"):

@@ -1,4 +1,4 @@
-"""The four conditions as planned calls, and the retrieval-only audit (core/conditions.py)."""
+"""The four conditions as planned calls, and the retrieval-only audit (core/oncu/conditions.py)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,23 @@ import pytest
 from conftest import shared_fixture
 
 from core.cli import main
-from core.conditions import (
-    check_conditions,
-    plan_conditions,
-    planned_keys,
-    retrieval_audit,
-    retrieval_config,
-)
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import read_dataset
-from core.prompts import (
+from core.execution.prompts import (
     NO_PASSAGES,
     SYSTEM_CONTEXT,
     SYSTEM_NO_EVIDENCE,
     build_messages,
     prompt_hash,
 )
-from core.retrieval import retrieval_diagnostics, retrieve
+from core.oncu.conditions import (
+    check_conditions,
+    plan_conditions,
+    planned_keys,
+    retrieval_audit,
+    retrieval_config,
+)
+from core.retrieval.retrievers import retrieval_diagnostics, retrieve
 from core.store import Store
 from core.types import CONDITIONS, Instance, Passage
 
@@ -252,7 +252,7 @@ def test_report_retrieval_cli_json(tmp_path, capsys, hotpot_instances):
     ],
 )
 def test_the_planner_hashes_prompts_exactly_as_prompt_hash(text):
-    from core.conditions import _prompt_hash
+    from core.oncu.conditions import _prompt_hash
 
     for messages in (
         [{"role": "system", "content": SYSTEM_CONTEXT}, {"role": "user", "content": text}],
@@ -266,7 +266,7 @@ def test_the_planner_hashes_prompts_exactly_as_prompt_hash(text):
 
 
 def test_the_planner_hash_fails_like_prompt_hash_on_a_lone_surrogate():
-    from core.conditions import _prompt_hash
+    from core.oncu.conditions import _prompt_hash
 
     messages = [{"role": "user", "content": "half a pair: \ud800"}]
     for fn in (_prompt_hash, prompt_hash):

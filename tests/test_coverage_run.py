@@ -10,8 +10,8 @@ from scipy.stats import pearsonr
 from core.backends import EmbeddedReader
 from core.cli import main
 from core.datasets.controlled import build_controlled
-from core.retrieval import retrieval_diagnostics, retrieve
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
+from core.retrieval.retrievers import retrieval_diagnostics, retrieve
 from core.store import Store
 
 
@@ -123,9 +123,9 @@ def test_crux_report_on_fanin_grid(grid_store, capsys):
 
 
 def test_registered_fanin_and_crux_views_show_the_report_numbers(grid_store):
-    from core.catalog import get_figure, get_table
-    from core.fanin import fanin_report
+    from core.fanin.metrics import fanin_report
     from core.figures import Selection
+    from core.views.catalog import get_figure, get_table
 
     sel = Selection(dataset="fanin-grid", runs=("emb",), options={"n_resamples": 300})
     res = fanin_report(grid_store, ["emb"], n_resamples=300)

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from core.conditions import plan_conditions
 from core.datasets.controlled import build_controlled
+from core.oncu.conditions import plan_conditions
 from core.store import Store
 from core.types import CONDITIONS
 
@@ -30,8 +30,8 @@ _SCRIPT = textwrap.dedent(
     import json, sys, time
     sys.path.insert(0, {root!r})
     from core.backends import EmbeddedReader
-    from core.runs import run_conditions
-    from core.prompts import prompt_hash
+    from core.execution.runs import run_conditions
+    from core.execution.prompts import prompt_hash
     from core.store import Store
 
     class SlowReader:

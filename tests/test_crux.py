@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from core.crux import (
+from core.crux.metrics import (
     K_REQUIRED,
     alpha_ndcg,
     answerability_from_gold,
@@ -23,8 +23,8 @@ from core.crux import (
     parse_rating,
     required_subset,
 )
-from core.retrieval import Chunk
-from core.runs import judge_answerability
+from core.execution.runs import judge_answerability
+from core.retrieval.retrievers import Chunk
 from core.store import Store
 from core.types import Dataset, Instance, Passage
 

@@ -13,8 +13,8 @@ from test_cli import run_cli
 from test_judges import _SQ, tiny  # noqa: F401 - the fixture
 
 from core.backends import make_backend
-from core.crux_answers import answer_scores, kendall_table, ranking_metrics
-from core.runs import run_conditions
+from core.crux.answers import answer_scores, kendall_table, ranking_metrics
+from core.execution.runs import run_conditions
 from core.store import Store
 from core.types import count_tokens
 

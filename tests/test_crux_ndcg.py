@@ -1,4 +1,4 @@
-"""alpha-nDCG as ndeval computes it (core.crux_ndcg; issues 34 and 38).
+"""alpha-nDCG as ndeval computes it (core.crux.ndcg; issues 34 and 38).
 
 The reference is a port of ndeval's ``idealResult``, ``computeDCG`` and ``renormalize``
 (``ndeval.c`` version 4.5, the code pyndeval and ir-measures wrap) written here, loop for loop:
@@ -17,7 +17,7 @@ import random
 import numpy as np
 import pytest
 
-from core.crux import alpha_ndcg, alpha_ndcg_topics
+from core.crux.metrics import alpha_ndcg, alpha_ndcg_topics
 
 L3 = math.log2(3)
 DEPTH = 20  # ndeval's deepest cut-off

@@ -2,8 +2,8 @@
 
 A cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading
 ``'``; a number (``-0.25``) is written as it is. Every CSV the tool writes goes through
-:func:`core.export.table_csv` (``export table``, ``export figure --out X.csv`` and the pages'
-download buttons via :func:`core.export.table_bytes`).
+:func:`core.export.render.table_csv` (``export table``, ``export figure --out X.csv`` and the pages'
+download buttons via :func:`core.export.render.table_bytes`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from core.cli import main
-from core.export import safe_csv_cell, table_bytes, table_csv
+from core.export.render import safe_csv_cell, table_bytes, table_csv
 
 _EVIL = '=HYPERLINK("http://evil.example","click")'
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_hardening_import import row, write_csv
 
-from core.results import import_results
+from core.datasets.results import import_results
 from core.store import Store
 
 _PIECES = st.sampled_from(

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from core.cuer import (
+from core.cuer.metrics import (
     PRIMARY_ROLE_ORDER,
     ROLE_FLAGS,
     ROLES,
@@ -33,7 +33,7 @@ from core.figures.cuer import (
     role_table,
     roles_figure,
 )
-from core.scoring import score_answer
+from core.scoring.rows import score_answer
 
 # ------------------------------------------------------------------ trace divergence
 

@@ -11,9 +11,9 @@ from model_stub import ModelStub
 
 from core.backends import EmbeddedReader, make_backend
 from core.cli import main
-from core.cuer import intervention_report, load_pairs
+from core.cuer.metrics import intervention_report, load_pairs
 from core.datasets.controlled import build_controlled
-from core.runs import run_interventions
+from core.execution.runs import run_interventions
 from core.store import Store
 from core.types import Dataset
 
@@ -194,8 +194,8 @@ def test_ollama_path_through_the_stub(tmp_path: Path):
 
 
 def test_figures_and_tables(controlled):
-    from core.catalog import get_figure, get_table
     from core.figures import Selection
+    from core.views.catalog import get_figure, get_table
 
     store, _ = controlled
     sel = Selection(dataset="c200", options={"n_resamples": 500})

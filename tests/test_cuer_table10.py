@@ -2,7 +2,7 @@
 
 Each exemplar is written as the stored base trace and intervention it describes (answers,
 confidences, cited ids, scores as §6.9 gives them) and goes through the product's own pairing
-(:func:`core.cuer.intervention_pairs`, eq. 7 and eq. 9, eps 0.05, tau 0.5). The trace
+(:func:`core.cuer.metrics.intervention_pairs`, eq. 7 and eq. 9, eps 0.05, tau 0.5). The trace
 divergence eq. 9 computes must be the D Table 10 prints, and ``primary_role`` the label it
 prints:
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from core.cuer import intervention_pairs
+from core.cuer.metrics import intervention_pairs
 
 
 def _row(iid, cond, variant, *, correct, grnd, conf, answer, cited):

@@ -16,7 +16,7 @@ import pandas as pd
 from core import views
 from core.backends import make_backend
 from core.datasets.controlled import build_controlled
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
 from core.selection import Selection
 from core.store import Store
 from core.types import Dataset, Instance, Passage
@@ -200,7 +200,7 @@ def test_a_running_job_invalidates_its_datasets_views_batch_by_batch(tmp_path):
 
 
 def test_the_next_page_run_shows_a_write_made_between_two_runs(tmp_path, monkeypatch):
-    """The dashboard reads the data version once per page run (screens.common._version), and
+    """The dashboard reads the data version once per page run (screens.parts.common._version), and
     every new run reads it again: a write by another process shows on the next rerun."""
     from conftest import ROOT
     from streamlit.testing.v1 import AppTest

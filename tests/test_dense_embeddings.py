@@ -3,7 +3,7 @@
 - the store's ``embeddings`` table round-trips float32 vectors, ignores keys it holds, and a
   store without the table holds none;
 - a dense ranking through the store cache equals the ranking through the in-memory cache;
-- :func:`core.dense_fill.embed_into` reports progress per batch, a stop keeps the written
+- :func:`core.retrieval.dense_fill.embed_into` reports progress per batch, a stop keeps the written
   batches and the next fill embeds only the rest;
 - the Retrieval view reads every vector from the store once filled: a second audit in a
   fresh cache does not run the model at all (the model is replaced by one that fails);
@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import dense_fill
-from core import retrieval as R
 from core.datasets.controlled import build_controlled
+from core.retrieval import dense_fill
+from core.retrieval import retrievers as R
 from core.selection import Selection
 from core.store import Store
 from core.store.embeddings import StoreEmbeddingCache

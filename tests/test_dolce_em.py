@@ -34,7 +34,7 @@ from core.dolce import (
     partial_point_distribution_pig,
     partial_point_mode_pig,
 )
-from core.probes import exponential_ladder
+from core.dolce.probes import exponential_ladder
 
 #: Background noise of the simulations: P(x = 0), P(x = 1), P(IDK) without context.
 NOISE = (0.5, 0.2, 0.3)

@@ -23,7 +23,7 @@ from core.dolce import (
     fit_dolce,
     partial_point_distribution_pig,
 )
-from core.probes import exponential_ladder
+from core.dolce.probes import exponential_ladder
 
 L = 200
 LAMBDAS = (1, 2, 5, 10, 20)

@@ -15,10 +15,10 @@ from test_dolce_em import _outcomes_from, simulate
 from core.commands.dolce import report_lines
 from core.dolce import NOT_COVERED, assign_category, dip_scenario, fit_dolce, task_scenarios
 from core.dolce.outcomes import _spread_in_bins
-from core.export import style_figure
+from core.dolce.probes import exponential_ladder
+from core.export.render import style_figure
 from core.figures.dolce import category_bars, fit_notes, lambda_k_map
 from core.jsonable import json_plain
-from core.probes import exponential_ladder
 
 MOSTLY_ZERO = [0.0] * 18 + [1.0] * 2  # an exact-answer problem answered twice in 20 probes
 HALF = [0.0] * 10 + [1.0] * 10  # answered half the time: bimodal
@@ -254,7 +254,7 @@ def test_map_marks_published_pig_fits_not_identified():
 def probed_store(tmp_path_factory):
     from core.backends import make_backend
     from core.datasets.controlled import build_controlled
-    from core.runs import run_probes
+    from core.execution.runs import run_probes
     from core.store import Store
 
     db = tmp_path_factory.mktemp("dolce16") / "store.duckdb"

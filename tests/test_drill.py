@@ -28,16 +28,16 @@ import pytest
 from conftest import RELEASE_CONTROLLED, build_release_store, shared_fixture
 
 from core.backends import make_backend
-from core.catalog import figure_names, get_figure, get_table
+from core.datasets.results import import_results
+from core.execution.runs import run_interventions, run_probes
 from core.figures import Selection
 from core.figures.drill import FRAME_KEY, cell_from_point, drill_spec, point_values
-from core.oncu import BUCKET_LENGTH, DEFAULT_GROUP_KEY, EXACT_LENGTH, length_bucket
-from core.results import import_results
-from core.runs import run_interventions, run_probes
+from core.oncu.metrics import BUCKET_LENGTH, DEFAULT_GROUP_KEY, EXACT_LENGTH, length_bucket
 from core.store import Store
 from core.views import common as views_common
 from core.views import instances_behind
-from screens.common import table_cell
+from core.views.catalog import figure_names, get_figure, get_table
+from screens.parts.common import table_cell
 
 #: Options that keep the retrieval and CRUX views small (other views ignore them).
 _SMALL = {"max_instances": 8, "retrievers": ["lexical"], "ks": [1, 3],

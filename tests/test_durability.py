@@ -1,7 +1,8 @@
 """Every answered call is committed within about a second, in every execution mode (issue 15.8).
 
 SPEC §2: a call's prediction is committed as soon as it completes. The engine's writer batches
-rows, but starts each write early enough that it ends :data:`core.engine.COMMIT_S` after the
+rows, but starts each write early enough that it ends :data:`core.execution.engine.COMMIT_S` after
+the
 batch's first row completed. Each test lets a run answer some calls, then holds every further
 answer back (a gate in front of the reader, or the stub server stalling), waits 1.5 s, and
 checks from a separate read-only connection that every answered call is committed. The margin
@@ -29,9 +30,9 @@ from model_stub import ModelStub
 from test_run_lock import _dataset, _run_argv, _wait
 
 from core.backends import EmbeddedReader
-from core.conditions import plan_conditions
-from core.prompts import prompt_hash
-from core.runs import run_conditions
+from core.execution.prompts import prompt_hash
+from core.execution.runs import run_conditions
+from core.oncu.conditions import plan_conditions
 from core.store import Store
 from core.types import CONDITIONS
 

@@ -16,8 +16,8 @@ import pytest
 from core.backends import EmbeddedReader
 from core.cli import build_parser, main
 from core.datasets.controlled import build_controlled
-from core.jobs import RunRequest, run_command
-from core.runs import run_conditions
+from core.execution.jobs import RunRequest, run_command
+from core.execution.runs import run_conditions
 from core.store import Store
 from core.store.failure_rows import FailureFilter
 

@@ -19,7 +19,7 @@ import pytest
 from core.backends import EmbeddedReader
 from core.cli import main
 from core.datasets.controlled import build_controlled
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
 from core.store import SCHEMA_VERSION, Store, StoreError
 
 N = 4

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from model_stub import ModelStub
 
-from core import engine
 from core.backends import EmbeddedReader, make_backend
 from core.datasets.controlled import build_controlled
-from core.engine_limits import checked_numbers
-from core.runs import run_conditions
+from core.execution import engine
+from core.execution.limits import checked_numbers
+from core.execution.runs import run_conditions
 from core.store import Store
 
 N = 3  # instances; two conditions each

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from conftest import RELEASE_CONTROLLED, shared_fixture
 
-from core.results import import_results
+from core.datasets.results import import_results
 from core.store import Store
 from core.store.schema import PREDICTION_COLUMNS
 

@@ -25,8 +25,8 @@ from conftest import ROOT, build_release_store
 from core.backends import EmbeddedReader
 from core.cli import main
 from core.datasets.controlled import build_controlled
-from core.export_tables import csv_text
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
+from core.export.tables import csv_text
 from core.store import Store
 
 

@@ -11,9 +11,9 @@ from test_retrieval import hotpot
 
 from core.backends import EMBEDDED_LABEL, Backend, EmbeddedReader, Reply
 from core.backends.embedded import parse_prompt
-from core.parsing import parse_reply
-from core.prompts import build_messages
-from core.retrieval import retrieve
+from core.execution.prompts import build_messages
+from core.retrieval.retrievers import retrieve
+from core.scoring.parsing import parse_reply
 from core.types import Instance, Passage
 
 READER = EmbeddedReader()

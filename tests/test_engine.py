@@ -1,4 +1,4 @@
-"""The execution engine (core/engine.py) and the ``run`` command (core/commands/engine.py)."""
+"""The execution engine (core/execution/engine.py) and the ``run`` command (core/commands/run.py)"""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from conftest import ROOT
 
 from core.backends import EmbeddedReader, Reply
 from core.cli import main
-from core.conditions import plan_conditions
-from core.engine import Progress, cache_key, execute, options_hash, rerun_call
-from core.oncu import DEFAULT_GROUP_KEY, oncu_summary
-from core.prompts import prompt_hash, template_hash
-from core.runs import RunSpec, run_conditions, start_run
+from core.execution.engine import Progress, cache_key, execute, options_hash, rerun_call
+from core.execution.prompts import prompt_hash, template_hash
+from core.execution.runs import RunSpec, run_conditions, start_run
+from core.oncu.conditions import plan_conditions
+from core.oncu.metrics import DEFAULT_GROUP_KEY, oncu_summary
 from core.store import SCHEMA_VERSION, SCORE_COLUMNS, Store
 from core.store import schema as store_mod
 from core.types import CONDITIONS, Dataset, Instance, Passage
@@ -518,8 +518,8 @@ class Citing(Scripted):
 def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(
     toy_store, monkeypatch, prefetch
 ):
-    from core import batch_scores
-    from core.scoring import score_frame
+    from core.execution import score_rows as batch_scores
+    from core.scoring.rows import score_frame
 
     if not prefetch:  # a run with more passages than the writer reads up front
         monkeypatch.setattr(batch_scores, "PREFETCH_MAX", 0)

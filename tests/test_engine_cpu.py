@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from core.backends import EmbeddedReader
-from core.conditions import plan_conditions
 from core.datasets.controlled import build_controlled
-from core.engine import execute, rerun_call
-from core.runs import RunSpec, start_run
+from core.execution.engine import execute, rerun_call
+from core.execution.runs import RunSpec, start_run
+from core.oncu.conditions import plan_conditions
 from core.store import Store
 from core.types import Dataset
 

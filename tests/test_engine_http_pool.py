@@ -11,7 +11,7 @@ import pytest
 from model_stub import PASSAGE, ModelStub
 
 from core.backends import make_backend
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
 from core.store import Store
 from core.types import Dataset, Instance
 
@@ -110,7 +110,7 @@ def test_the_heap_is_frozen_while_the_calling_threads_run(db, monkeypatch):
     keep it frozen until the last ends, and afterwards nothing stays frozen."""
     import gc
 
-    from core import engine_threads
+    from core.execution import threads as engine_threads
 
     gc.unfreeze()  # a clean slate: a dashboard page run in this process froze its heap
     seen: list[int] = []

@@ -11,15 +11,15 @@ from model_stub import HUGE_PAD, PASSAGE
 
 from core.backends import EmbeddedReader, make_backend
 from core.cli import main
-from core.engine import POOL_MIN_CALLS
-from core.engine_limits import (
+from core.execution.engine import POOL_MIN_CALLS
+from core.execution.limits import (
     MAX_REPLY_BYTES,
     MAX_SERVER_CONCURRENCY,
     cap_concurrency,
     cap_reply,
     usable_cores,
 )
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
 from core.store import Store
 from core.types import Dataset, Instance
 
@@ -209,7 +209,7 @@ def test_timeout_with_the_embedded_reader_is_ignored_with_a_notice(db, capsys):
 
 
 def test_a_dashboard_launch_passes_its_timeout_to_the_run_command():
-    from core.jobs import RunRequest, run_command
+    from core.execution.jobs import RunRequest, run_command
 
     req = RunRequest("s.duckdb", "d", "r", ("oracle",), "ollama", "m", timeout_s=42.5)
     argv = run_command(req)

@@ -12,7 +12,7 @@ import pytest
 from conftest import build_release_store
 
 from core.cli import main
-from core.export import (
+from core.export.render import (
     ExportSettings,
     export_figure,
     export_table,

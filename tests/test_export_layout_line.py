@@ -32,10 +32,10 @@ def test_a_figure_that_grows_says_so(tmp_path, capsys):
 def test_the_download_menu_keeps_the_same_line_for_the_page(tmp_path):
     """The dashboard's figure maker records the command's line (in the page's words) for the
     Download popover to show under the figure once the file is made."""
-    from core.catalog import get_figure
-    from core.export import ExportSettings
+    from core.export.render import ExportSettings
     from core.selection import Selection
-    from screens import exports
+    from core.views.catalog import get_figure
+    from screens.parts import exports
 
     store = demo_into(Store(tmp_path / "s.duckdb"))
     fig, _ = get_figure("calibration").build(store, Selection(dataset="controlled-200"))

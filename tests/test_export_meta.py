@@ -18,14 +18,14 @@ import plotly.graph_objects as go
 import pytest
 from conftest import demo_into
 
-from core.export import (
+from core.export.numbers import tool_version
+from core.export.render import (
     ExportSettings,
     figure_bytes,
     figure_meta,
     pdf_with_info,
     preset_settings,
 )
-from core.paper_numbers import tool_version
 from core.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ import pytest
 from conftest import CHROMIUM, SHOTS, build_release_store, open_page
 
 from core.cli import main
-from core.export import (
+from core.export.render import (
     DEFAULT_ASPECT,
     FIGURE_ASPECT,
     FONT_FAMILY,

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 _SCRIPT = """
 import plotly.graph_objects as go
 from kaleido._sync_server import GlobalKaleidoServer
-from core import export
+from core.export import render as export
 
 assert export.start_renderer()
 server = GlobalKaleidoServer()

@@ -9,8 +9,8 @@ import pytest
 from conftest import build_release_store
 
 from core.cli import main
-from core.export import table_bytes
-from core.export_tables import latex_table, table_caption, table_csv, table_file_stem
+from core.export.render import table_bytes
+from core.export.tables import latex_table, table_caption, table_csv, table_file_stem
 
 
 def _frame() -> pd.DataFrame:

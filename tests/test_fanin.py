@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy.stats import pearsonr
 
-from core.fanin import (
+from core.fanin.metrics import (
     correlation_note,
     crossover,
     evidence_pack,

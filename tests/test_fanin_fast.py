@@ -1,7 +1,7 @@
 """The fan-in page's fast path (issue 17 items 6, 7): DuckDB summaries, bootstrap over cells.
 
 The reference is computed here from the paper's definitions over the per-instance rows
-(:func:`core.fanin.per_instance`, seed 003 eq. 1 and §3): every point estimate of the fast
+(:func:`core.fanin.metrics.per_instance`, seed 003 eq. 1 and §3): every point estimate of the fast
 path (means, counts, relative degradation, Jaccard, Pearson r) must equal it to 1e-12.
 """
 
@@ -16,10 +16,10 @@ import pyarrow as pa
 import pytest
 from conftest import build_release_store
 
-from core.fanin import BUCKETS, fanin_analysis, fanin_store, pearson, per_instance
-from core.fanin_stats import STRATA, summary_bootstrap
+from core.fanin.metrics import BUCKETS, fanin_analysis, fanin_store, pearson, per_instance
+from core.fanin.stats import STRATA, summary_bootstrap
 from core.selection import Selection
-from core.stats import bootstrap_means
+from core.stats.inference import bootstrap_means
 from core.store import Store
 from core.store.fanin_rows import _SCORES, _match_scores
 from core.types import Dataset, Instance, Passage
@@ -209,7 +209,7 @@ def test_cis_do_not_depend_on_row_order_or_fan_in_dtype():
 
 
 def _items(values: np.ndarray, scale: float = 1.0) -> dict:
-    from core.fanin_stats import item_bins
+    from core.fanin.stats import item_bins
 
     bins = item_bins(values, scale)
     df = pd.DataFrame({"bin": bins, "v": values})
@@ -273,7 +273,7 @@ def test_one_cached_entry_serves_every_score_field(tmp_path):
 
 
 def test_group_sums_do_not_drift_with_row_order():
-    from core.fanin_stats import _sum_by
+    from core.fanin.stats import _sum_by
 
     rng = np.random.default_rng(5)
     v = rng.choice([1 / 3, 0.1, 2 / 7, 0.0, 1.0], size=200_000)

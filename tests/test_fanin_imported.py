@@ -13,9 +13,9 @@ from conftest import RELEASE_HOTPOTQA, shared_fixture
 from test_hardening_import import METHODS, row, write_csv
 
 from core.cli import main
-from core.fanin import correlation_note, evidence_pack, fanin_analysis
+from core.datasets.results import import_results
+from core.fanin.metrics import correlation_note, evidence_pack, fanin_analysis
 from core.figures.fanin import fanin_buckets_table
-from core.results import import_results
 from core.selection import Selection
 from core.store import Store
 from core.views.fanin import fanin_result

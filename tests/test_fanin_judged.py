@@ -13,9 +13,9 @@ from test_cli import run_cli
 from test_judges import tiny  # noqa: F401 - the fixture
 
 from core.backends import make_backend
-from core.fanin_judged import fanin_judged, judged_values
-from core.judge_runs import make_judge, run_judge
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
+from core.fanin.judged import fanin_judged, judged_values
+from core.judges.runs import make_judge, run_judge
 from core.selection import Selection
 from core.store import Store
 from core.views.fanin import fanin_result

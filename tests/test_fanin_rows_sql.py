@@ -19,8 +19,8 @@ import pytest
 from conftest import build_release_store
 from test_fanin_fast import _random_store
 
-from core.fanin import fanin_store
-from core.fanin_stats import METRIC_SCALE, StoreSummaries, _group_items, _pack_items
+from core.fanin.metrics import fanin_store
+from core.fanin.stats import METRIC_SCALE, StoreSummaries, _group_items, _pack_items
 from core.store import Store
 from core.store.fanin_rows import (
     _SCORES,

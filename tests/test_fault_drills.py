@@ -43,13 +43,13 @@ from core.backends import make_backend
 from core.commands.serve import streamlit_command
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import read_dataset
-from core.jobs import save_upload
-from core.parsing import ParsedAnswer, parse_reply
-from core.runs import run_conditions
+from core.execution.jobs import save_upload
+from core.execution.runs import run_conditions
+from core.scoring.parsing import ParsedAnswer, parse_reply
 from core.store import Store
 
 N_JSONL = 3000  # records of the import drills: a few seconds of parsing and writing
-_ALIASES = {"answer", "final_answer", "finalanswer"}  # core.parsing's names for the answer
+_ALIASES = {"answer", "final_answer", "finalanswer"}  # core.scoring.parsing's names for the answer
 
 
 def _cli(*args: str, **kw) -> subprocess.CompletedProcess:

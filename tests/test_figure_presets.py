@@ -24,8 +24,8 @@ import pytest
 import test_figure_render as render
 from conftest import study_into
 
-from core.catalog import figure_names, get_figure
-from core.export import (
+from core.export.fit import wrap_text
+from core.export.render import (
     PRESETS,
     PX_PER_IN,
     ExportSettings,
@@ -34,9 +34,9 @@ from core.export import (
     preset_settings,
     start_renderer,
 )
-from core.export_fit import wrap_text
 from core.figures import Selection
 from core.store import Store
+from core.views.catalog import figure_names, get_figure
 
 RELEASE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "oncu_release"
 SIZES = (*PRESETS, "default")

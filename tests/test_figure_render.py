@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 import plotly.graph_objects as go
 import pytest
 
-from core.export import ExportSettings, figure_bytes, preset_settings
+from core.export.render import ExportSettings, figure_bytes, preset_settings
 from core.figures import Selection
 
 pytestmark = pytest.mark.slow

@@ -75,7 +75,7 @@ def _runs(db: Path) -> int:
 
 def test_the_runs_page_names_its_own_choice(tmp_path, monkeypatch):
     monkeypatch.setenv("EVIDENCE_DB", str(tmp_path / "s.duckdb"))
-    from screens.common import import_file
+    from screens.parts.common import import_file
 
     with pytest.raises(ValueError) as err:
         import_file("results: oncu-release", shared_fixture(HOTPOT), "x")

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.datasets.importers import FORMATS, read_dataset
-from core.results import import_results
+from core.datasets.results import import_results
 from core.store import Store, StoreError
 from core.types import DataError
 

@@ -61,7 +61,7 @@ def hotpot_file() -> Path:
 @pytest.fixture(scope="module")
 def uploaded(hotpot_file):
     """Where the Runs page writes the uploaded file; removed afterwards unless it was there."""
-    from core.jobs import UPLOAD_DIR
+    from core.execution.jobs import UPLOAD_DIR
 
     target = UPLOAD_DIR / hotpot_file.name
     existed = target.exists()

@@ -12,8 +12,8 @@ from core.cli import main
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import FORMATS, read_dataset
 from core.datasets.records import MAX_CONTEXT_LENGTH, MAX_FIELD_BYTES
+from core.datasets.results import import_results
 from core.names import NAME_MAX, check_name
-from core.results import import_results
 from core.store import Store
 from core.types import DataError
 

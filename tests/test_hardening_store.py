@@ -249,8 +249,8 @@ def test_every_run_command_refuses_a_bad_run_name(command, name, why, good_store
 def test_the_python_entry_points_refuse_a_bad_run_name(name, why, good_store, tmp_path):
     """``open_run`` (every run kind goes through it) and the dashboard's run request."""
     from core.backends import make_backend
-    from core.jobs import RunRequest, run_command
-    from core.runs import open_run
+    from core.execution.jobs import RunRequest, run_command
+    from core.execution.runs import open_run
 
     db = tmp_path / "s.duckdb"
     shutil.copy(good_store, db)
@@ -262,7 +262,7 @@ def test_the_python_entry_points_refuse_a_bad_run_name(name, why, good_store, tm
 
 
 def test_the_dashboard_request_passes_a_good_name_whole(tmp_path):
-    from core.jobs import RunRequest, run_command
+    from core.execution.jobs import RunRequest, run_command
 
     argv = run_command(RunRequest(str(tmp_path / "s.duckdb"), "d", "  -odd name (v2)  "))
     assert "--name=-odd name (v2)" in argv

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from conftest import demo_into
 
-from core.catalog import get_figure
 from core.selection import Selection
 from core.store import Store
+from core.views.catalog import get_figure
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from conftest import RELEASE_HOTPOTQA, shared_fixture
 from test_hardening_import import METHODS, refused, row, snapshot, write_csv
 
 from core.cli import main
-from core.rerun import RerunRequest, rerun
-from core.results import import_results
-from core.results_release import group_release_files, release_parse
+from core.datasets.release_files import group_release_files, release_parse
+from core.datasets.results import import_results
+from core.execution.rerun import RerunRequest, rerun
 from core.store import Store
 from core.store.failure_rows import FailureFilter
 from core.types import DataError

@@ -14,9 +14,9 @@ import pytest
 from conftest import build_release_store, demo_into
 
 from core.cli import main
-from core.crux import crux_evaluate
+from core.crux.metrics import crux_evaluate
 from core.figures.retrieval import missing_note, retrieval_curves_figure
-from core.retrieval import NO_TEXT_REASON, rankable
+from core.retrieval.retrievers import NO_TEXT_REASON, rankable
 from core.types import Instance, Passage
 from core.views.retrieval import audit_with_text
 
@@ -144,9 +144,9 @@ def test_the_release_titles_are_empty_so_title_grounding_is_missing(release):
 
 
 def test_the_condition_matrix_counts_title_grounding_and_says_why_no_evidence_is_zero(release):
-    from core.catalog import get_figure, get_table
     from core.selection import Selection
     from core.store import Store
+    from core.views.catalog import get_figure, get_table
 
     sel = Selection(dataset="hotpotqa", runs=["hotpotqa"])
     table = get_table("condition_matrix").build(Store(release), sel).set_index("condition")
@@ -162,9 +162,9 @@ def test_the_condition_matrix_counts_title_grounding_and_says_why_no_evidence_is
 
 
 def test_the_demo_has_titles_so_title_grounding_is_measured(tmp_path):
-    from core.catalog import get_table
     from core.selection import Selection
     from core.store import Store
+    from core.views.catalog import get_table
 
     store = Store(tmp_path / "d.duckdb")
     demo_into(store)

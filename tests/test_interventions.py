@@ -1,10 +1,10 @@
-"""CUE-R planning (core.interventions): operators, target selection, variants, plans."""
+"""CUE-R planning (core.cuer.interventions): operators, target selection, variants, plans."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.interventions import (
+from core.cuer.interventions import (
     PLANNER_VERSION,
     EvidenceItem,
     evidence_items,
@@ -17,14 +17,14 @@ from core.interventions import (
     select_target,
     shown_passage_ids,
 )
-from core.prompts import (
+from core.execution.prompts import (
     SYSTEM_CONTEXT,
     SYSTEM_NO_EVIDENCE,
     build_messages,
     render_evidence,
     render_passage,
 )
-from core.retrieval import chunk_instance
+from core.retrieval.retrievers import chunk_instance
 from core.types import Instance, Passage
 
 

@@ -21,8 +21,8 @@ import pytest
 from conftest import shared_fixture
 from rank_bm25 import BM25Okapi
 
+from core.cuer.interventions import plan_interventions
 from core.datasets.importers import read_dataset
-from core.interventions import plan_interventions
 
 HOTPOT = "hotpotqa/hotpot_dev_distractor_sample53.json"
 LEVELS = ("easy", "medium", "hard")

@@ -15,10 +15,10 @@ from test_crux import _instance
 
 from core.backends import make_backend
 from core.cli import build_parser
-from core.jobs import JUDGE_METHODS, MethodRequest, RunJob, command_for, method_params
-from core.judge_runs import plan_judgments
-from core.judges import RUBRICS
-from core.runs import run_conditions
+from core.execution.jobs import JUDGE_METHODS, MethodRequest, RunJob, command_for, method_params
+from core.execution.runs import run_conditions
+from core.judges.rubrics import RUBRICS
+from core.judges.runs import plan_judgments
 from core.store import Store
 from core.types import Dataset, Instance
 

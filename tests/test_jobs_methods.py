@@ -13,11 +13,11 @@ import pytest
 from model_stub import PASSAGE
 
 from core.cli import build_parser
-from core.commands.engine import ProgressBar
-from core.conditions import plan_conditions
+from core.commands.run import ProgressBar
 from core.datasets.controlled import build_controlled
-from core.engine import Progress
-from core.jobs import (
+from core.dolce.probes import plan_probes, split_units
+from core.execution.engine import Progress
+from core.execution.jobs import (
     METHODS,
     MethodRequest,
     RunJob,
@@ -28,8 +28,8 @@ from core.jobs import (
     parse_progress,
     run_command,
 )
-from core.probes import plan_probes, split_units
-from core.prompts import build_messages
+from core.execution.prompts import build_messages
+from core.oncu.conditions import plan_conditions
 from core.store import Store
 from core.types import Instance, Passage
 

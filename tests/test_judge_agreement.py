@@ -23,8 +23,8 @@ from test_crux import _instance
 from test_judges import _SQ
 
 from core.cli import main
-from core.judge_agreement import judge_agreement
-from core.judge_runs import make_judge, run_judge
+from core.judges.agreement import judge_agreement
+from core.judges.runs import make_judge, run_judge
 from core.store import Store
 from core.types import Dataset, Instance
 

@@ -12,10 +12,10 @@ from test_cli import run_cli
 from test_crux import _instance
 
 from core.backends import make_backend
-from core.crux import JUDGE_TEMPLATE
-from core.judge_lexical import LexicalJudge
-from core.judge_runs import make_judge, plan_judgments, run_judge
-from core.judges import (
+from core.crux.metrics import JUDGE_TEMPLATE
+from core.execution.runs import run_conditions
+from core.judges.lexical import LexicalJudge
+from core.judges.rubrics import (
     RUBRICS,
     ac_from_score,
     canonical_segments,
@@ -25,7 +25,7 @@ from core.judges import (
     parse_crux,
     parse_score03,
 )
-from core.runs import run_conditions
+from core.judges.runs import make_judge, plan_judgments, run_judge
 from core.store import Store
 from core.types import Dataset, Instance
 

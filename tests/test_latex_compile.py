@@ -17,12 +17,12 @@ import pytest
 from conftest import demo_into
 
 from core.backends import make_backend
-from core.catalog import table_names
-from core.export import export_table
-from core.runs import run_interventions, run_probes
+from core.execution.runs import run_interventions, run_probes
+from core.export.render import export_table
 from core.selection import Selection
 from core.store import Store
 from core.views import resolve_selection
+from core.views.catalog import table_names
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from core.cli import main
 from core.datasets.importers import read_dataset
 from core.datasets.longbench import split_context
-from core.probes import plan_probes, split_units
+from core.dolce.probes import plan_probes, split_units
 from core.store import Store
 from core.types import DataError
 

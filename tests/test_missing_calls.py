@@ -13,9 +13,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.cuer import intervention_pairs, paired_deltas, role_counts, synergy, utility_profile
+from core.cuer.metrics import (
+    intervention_pairs,
+    paired_deltas,
+    role_counts,
+    synergy,
+    utility_profile,
+)
 from core.dolce import fit_dolce, outcomes_from_probes
-from core.fanin import fanin_analysis
+from core.fanin.metrics import fanin_analysis
 from core.figures.cuer import divergence_figure, paired_heatmap_figure, utility_profile_figure
 from core.figures.fanin import (
     fanin_buckets_table,

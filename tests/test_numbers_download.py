@@ -1,6 +1,7 @@
 """The sidebar's "Download numbers (.tex)" (issue 39 item 4): the command's files for a selection.
 
-``screens.exports.numbers_files`` makes what ``python -m core export numbers`` writes (the .tex
+``screens.parts.exports.numbers_files`` makes what ``python -m core export numbers`` writes (the
+.tex
 macros and the .json sidecar); the files must be the command's own for the same store and
 runs, the time they were written aside. The sidebar offers both buttons on every page.
 """
@@ -16,7 +17,7 @@ import pytest
 from conftest import ROOT, demo_into
 
 from core.store import Store
-from screens.exports import numbers_files
+from screens.parts.exports import numbers_files
 
 _RUN = "demo-embedded"
 

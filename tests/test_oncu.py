@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.oncu import (
+from core.oncu.metrics import (
     DEFAULT_GROUP_KEY,
     condition_contrast,
     failure_breakdown,

@@ -7,8 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.oncu import condition_contrast, oncu_summary, sample_level_means, scaling_report
-from core.stats import bootstrap_means, canonical_order, canonical_rows
+from core.oncu.metrics import (
+    condition_contrast,
+    oncu_summary,
+    sample_level_means,
+    scaling_report,
+)
+from core.stats.inference import bootstrap_means, canonical_order, canonical_rows
 
 CONDS = ("no_evidence", "full_context", "retrieved", "oracle")
 LENGTHS = (4000, 8000, 16000, 32000)
@@ -130,7 +135,7 @@ def test_canonical_rows_sorts_by_value_nan_last_and_makes_resamples_order_free()
 
 def test_crux_cis_do_not_depend_on_the_row_order():
     """CRUX's per-(retriever, k) bootstrap resamples instances in instance-id order."""
-    from core.crux import _aggregate
+    from core.crux.metrics import _aggregate
 
     rng = np.random.default_rng(3)
     n = 60

@@ -14,8 +14,13 @@ import pytest
 from scipy.stats import binom
 
 from core.figures.oncu import condition_matrix_table, contrasts_table
-from core.oncu import condition_contrast, sample_level_means
-from core.stats import RESAMPLE_MAX, bootstrap_means, multinomial_means, paired_contrast
+from core.oncu.metrics import condition_contrast, sample_level_means
+from core.stats.inference import (
+    RESAMPLE_MAX,
+    bootstrap_means,
+    multinomial_means,
+    paired_contrast,
+)
 
 
 def _pct(boot: np.ndarray) -> np.ndarray:

@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 
 from core.figures.oncu import oncu_audit_figure
-from core.oncu import _error_mask, sample_level_means, share_frame
-from core.oncu_cis import add_mean_cis, add_multinomial_cis
-from core.oncu_share import cell_ids
-from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES
-from core.stats import ci_method as stats_ci_method
-from core.stats import multinomial_means, percentiles
+from core.oncu.cis import add_mean_cis, add_multinomial_cis
+from core.oncu.metrics import _error_mask, sample_level_means, share_frame
+from core.oncu.share import cell_ids
+from core.scoring.rows import ANSWER_SCORES, EVIDENCE_SCORES
+from core.stats.inference import ci_method as stats_ci_method
+from core.stats.inference import multinomial_means, percentiles
 
 _CONDS = ("no_evidence", "full_context", "retrieved", "oracle")
 
@@ -53,7 +53,7 @@ def _frame(n_inst: int, seed: int = 5, scores: tuple[str, ...] | None = None) ->
 
 
 def _old_multinomial_cis(row, block, scores, n_resamples, seed, level) -> None:
-    """The previous ``core.oncu_cis.add_multinomial_cis`` (a cell's block, every column drawn),
+    """The previous ``core.oncu.cis.add_multinomial_cis`` (a cell's block, every column drawn),
     at exactly [2.5, 97.5] (issue 34: ``percentiles(0.95)``, not 2.500000000000002)."""
     q = percentiles(level)
     used = set()
@@ -74,7 +74,7 @@ def _old_sample_level_means(
     df: pd.DataFrame, ci: bool, n_resamples: int, ci_method: str, seed: int = 42,
     level: float = 0.95,
 ) -> pd.DataFrame:  # fmt: skip
-    """The previous ``core.oncu._sample_level_means``: one row-major block per cell, each
+    """The previous ``core.oncu.metrics._sample_level_means``: one row-major block per cell, each
     cell's rows in frame (import) order (issue 34 item 4; instance-id order before)."""
     keys = [k for k in ("run", "model", "dataset") if k in df.columns] + ["condition"]
     scores = [c for c in (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error") if c in df.columns]

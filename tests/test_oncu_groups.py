@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from conftest import shared_fixture
 
-from core.oncu import (
+from core.oncu.metrics import (
     BUCKET_LENGTH,
     DEFAULT_GROUP_KEY,
     EXACT_LENGTH,
@@ -199,7 +199,7 @@ def hotpot_store(tmp_path_factory):
     """The 53 real HotpotQA records, embedded baseline reader, four conditions."""
     from core.backends import make_backend
     from core.datasets.importers import read_dataset
-    from core.runs import run_conditions
+    from core.execution.runs import run_conditions
     from core.store import Store
 
     path = shared_fixture(HOTPOT)

@@ -5,7 +5,7 @@ reference), bit for bit, on a random frame with missing scores, missing key cell
 values and error texts, on a shuffled copy and on the released ONCU outputs:
 
 - paired contrasts: each unit's instances with both conditions scored come from a score-free
-  layout computed once per shared frame (:func:`core.oncu_share.paired_columns`), not from a
+  layout computed once per shared frame (:func:`core.oncu.share.paired_columns`), not from a
   pivot per score field;
 - calibration: one computation per shared frame and score field for the table and the
   figure, no Python float per confidence;
@@ -25,17 +25,17 @@ import pytest
 from conftest import build_release_store
 
 from core.figures.oncu import calibration_figure, calibration_table, contrasts_table
-from core.oncu import (
+from core.oncu.metrics import (
     _error_mask,
     condition_contrast,
     failure_breakdown,
     sample_level_means,
     share_frame,
 )
-from core.oncu_share import cell_ids, paired_columns
-from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
+from core.oncu.share import cell_ids, paired_columns
+from core.scoring.rows import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
 from core.selection import Selection
-from core.stats import calibration, mcnemar_exact, multinomial_means, paired_contrast
+from core.stats.inference import calibration, mcnemar_exact, multinomial_means, paired_contrast
 from core.views.oncu import plain_predictions
 
 _CONDS = ("no_evidence", "full_context", "retrieved", "oracle")
@@ -254,7 +254,7 @@ def test_cell_ids_order_missing_values_last():
                                     ["x"], []])  # fmt: skip
 def test_sorted_codes_of_one_text_value_equal_the_factorize(values):
     """A column holding one value (checked without hashing it) gets the factorize's codes."""
-    from core.oncu_share import _sorted_codes
+    from core.oncu.share import _sorted_codes
 
     for col in (pd.Series(values, dtype="str"),
                 pd.concat([pd.Series(values, dtype="str")] * 3, ignore_index=True)):  # fmt: skip
@@ -283,7 +283,7 @@ def test_release_store_page_tables_match_the_previous_code(tmp_path):
 def test_holm_is_statsmodels_holm_without_the_import():
     from statsmodels.stats.multitest import multipletests
 
-    from core.stats import holm
+    from core.stats.inference import holm
 
     # hand-checked: sorted 0.01 x 3 = 0.03, 0.03 x 2 = 0.06, 0.04 x 1 -> running max 0.06
     assert holm([0.01, 0.04, 0.03]).tolist() == pytest.approx([0.03, 0.06, 0.06], abs=1e-15)
@@ -295,7 +295,7 @@ def test_holm_is_statsmodels_holm_without_the_import():
 
 
 def _statsmodels_ols(y: np.ndarray, x: pd.DataFrame) -> dict:
-    """The previous :func:`core.stats.ols`: statsmodels' OLS with an added intercept."""
+    """The previous :func:`core.stats.inference.ols`: statsmodels' OLS with an added intercept."""
     import warnings
 
     from statsmodels.regression.linear_model import OLS
@@ -316,7 +316,7 @@ def _statsmodels_ols(y: np.ndarray, x: pd.DataFrame) -> dict:
 def test_ols_is_statsmodels_ols_without_the_import():
     """Full-rank, rank-deficient (the published distance-from-end term), exactly fitted and
     saturated designs, with NaN rows: every number as statsmodels gives it (1e-12)."""
-    from core.stats import ols
+    from core.stats.inference import ols
 
     rng = np.random.default_rng(11)
     cases = []

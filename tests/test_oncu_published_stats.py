@@ -24,8 +24,8 @@ from conftest import build_release_store
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from core.oncu import condition_contrast, sample_level_means
-from core.stats import benjamini_hochberg, format_p, holm, normal_p
+from core.oncu.metrics import condition_contrast, sample_level_means
+from core.stats.inference import benjamini_hochberg, format_p, holm, normal_p
 
 #: The release's own CIs (CI95_Low, CI95_High) of Qwen2.5-14B, by (run, condition, score):
 #: experiment_backups/sci200_final_3model_20260525/ci/sci200_metric_bootstrap_ci.csv of
@@ -166,7 +166,7 @@ def test_table_29_scaling_rows_print_as_published():
     "< 0.001", never 0."""
     import pandas as pd
 
-    from core.oncu import scaling_contrasts
+    from core.oncu.metrics import scaling_contrasts
 
     rows = []
     for model, f32 in TABLE_11.items():

@@ -16,14 +16,14 @@ import pandas as pd
 import pytest
 from conftest import RELEASE_CONTROLLED, RELEASE_HOTPOTQA, shared_fixture
 
-from core.oncu import (
+from core.oncu.metrics import (
     condition_contrast,
     failure_breakdown,
     oncu_groups,
     oncu_summary,
     sample_level_means,
 )
-from core.scoring import score_frame
+from core.scoring.rows import score_frame
 
 #: ONCU release method names -> the project's conditions.
 METHODS = {

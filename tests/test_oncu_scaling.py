@@ -1,4 +1,4 @@
-"""Length-position scaling statistics, core/oncu_scaling.py (SPEC §6.7; seed 000 §8.11).
+"""Length-position scaling statistics, core/oncu/scaling.py (SPEC §6.7; seed 000 §8.11).
 
 Hand-computed values on small grids, an independent OLS (numpy least squares, the classical
 covariance sigma^2 (X'X)^-1, scipy's normal and t distributions), Holm and Benjamini-Hochberg
@@ -21,7 +21,7 @@ from statsmodels.stats.multitest import multipletests
 from test_cli import run_cli
 
 from core.datasets.controlled import DECILES, position_region
-from core.oncu import (
+from core.oncu.metrics import (
     SCALING_TERMS,
     oncu_groups,
     position_fraction,
@@ -32,14 +32,14 @@ from core.oncu import (
     scaling_regression,
     scaling_report,
 )
-from core.stats import holm, paired_contrast
+from core.stats.inference import holm, paired_contrast
 
 
 # ------------------------------------------------------------------ position fraction
 def test_module_constants_match_core_oncu():
-    """core.oncu_scaling cannot import core.oncu (which re-exports it): its copies agree."""
-    import core.oncu_scaling as sc
-    from core.oncu import ONCU_CONDITIONS, UNIT_KEYS
+    """core.oncu.scaling cannot import core.oncu.metrics (which re-exports it): its copies agree."""
+    import core.oncu.scaling as sc
+    from core.oncu.metrics import ONCU_CONDITIONS, UNIT_KEYS
 
     assert sc._UNIT_KEYS == UNIT_KEYS and sc._CONDITIONS == ONCU_CONDITIONS
 
@@ -557,7 +557,7 @@ def _write_grid(path, full=FULL, retrieved=RETRIEVED, positions=None) -> None:
 
 @pytest.fixture(scope="module")
 def grid_db(tmp_path_factory):
-    from core.results import import_results
+    from core.datasets.results import import_results
     from core.store import Store
 
     tmp = tmp_path_factory.mktemp("scaling")
@@ -648,7 +648,7 @@ def test_report_scaling_warns_when_the_data_cannot_support_a_statistic(grid_db):
 
 
 def test_scaling_tables_export_as_csv_and_latex(grid_db, tmp_path):
-    from core.export import export_table
+    from core.export.render import export_table
     from core.figures import Selection
     from core.store import Store
 
@@ -697,7 +697,7 @@ def test_length_page_shows_the_scaling_tables_and_the_notes(grid_db, monkeypatch
 def test_p_options_reach_the_tables_and_their_latex_headers(grid_db, tmp_path):
     """issue 34: the published p by default, the earlier p by option; the LaTeX headers name
     the test and the adjustment, a p below 0.001 reads $<0.001$."""
-    from core.export import export_table
+    from core.export.render import export_table
     from core.figures import Selection
     from core.store import Store
 

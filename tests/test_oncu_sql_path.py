@@ -17,7 +17,7 @@ import pytest
 from conftest import build_release_store
 
 from core.figures.oncu import calibration_table, contrasts_table
-from core.oncu import (
+from core.oncu.metrics import (
     DEFAULT_GROUP_KEY,
     _error_mask,
     _is_error,

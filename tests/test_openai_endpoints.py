@@ -22,7 +22,7 @@ from core.backends import make_backend
 from core.backends.endpoints import EndpointBalancer, resolve_base_urls, total_concurrency
 from core.backends.preflight import Problem, preflight
 from core.cli import main
-from core.runs import run_conditions
+from core.execution.runs import run_conditions
 from core.store import Store
 from core.types import Dataset, Instance
 

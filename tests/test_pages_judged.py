@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 from conftest import demo_into, open_page
 
-from core.annotate import DEFAULT_RUBRIC, export_sample, import_labels
+from core.annotate.roundtrip import DEFAULT_RUBRIC, export_sample, import_labels
 from core.cli import main
-from core.judge_runs import make_judge, run_judge
-from core.runs import DEMO_RUN
+from core.execution.runs import DEMO_RUN
+from core.judges.runs import make_judge, run_judge
 from core.store import Store
 from core.store.annotations import rule_labels
 from core.views.common import clear_cache

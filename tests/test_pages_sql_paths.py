@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from core.backends import EmbeddedReader
-from core.conditions import retrieval_audit
-from core.cuer import intervention_pairs, load_pairs, paired_deltas, role_counts
+from core.cuer.metrics import intervention_pairs, load_pairs, paired_deltas, role_counts
 from core.datasets.controlled import build_controlled
+from core.execution.runs import run_interventions
 from core.figures.retrieval import OFFERED_KS
-from core.runs import run_interventions
+from core.oncu.conditions import retrieval_audit
 from core.selection import Selection
 from core.store import Store
 from core.types import Dataset

@@ -17,7 +17,6 @@ import plotly.graph_objects as go
 import pytest
 from conftest import study_into
 
-from core.catalog import figure_names, get_figure
 from core.figures import (
     CONDITION_COLORS,
     OKABE_ITO,
@@ -29,6 +28,7 @@ from core.figures import (
 )
 from core.figures.oncu import CONDITION_LABELS
 from core.store import Store
+from core.views.catalog import figure_names, get_figure
 
 #: Selections tried in turn; every one that builds is checked.
 SELECTIONS = (

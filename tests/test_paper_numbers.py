@@ -18,7 +18,7 @@ import pytest
 from conftest import demo_into
 
 from core.datasets.controlled import build_controlled
-from core.paper_numbers import check_paper, macro_part, p_text, read_numbers
+from core.export.numbers import check_paper, macro_part, p_text, read_numbers
 from core.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

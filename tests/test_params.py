@@ -7,12 +7,19 @@ import argparse
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import core.commands.engine as engine_commands
-from core import interventions, probes
+import core.commands.run as engine_commands
 from core.cli import build_parser
 from core.commands import split_csv
+from core.cuer import interventions
+from core.dolce import probes
 from core.params import CONCURRENCY, Param, add_argument, widget_spec
-from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, list_retrievers, retriever_param
+from core.retrieval.retrievers import (
+    CHUNK_SIZE,
+    OVERLAP,
+    TOP_K,
+    list_retrievers,
+    retriever_param,
+)
 
 RUN = ["run", "--dataset", "d", "--name", "x"]
 PROBES = ["run-probes", "--dataset", "d", "--backend", "embedded", "--name", "x"]
@@ -119,8 +126,8 @@ def test_coerce_is_the_one_check_for_code_widgets_and_flags():
 def _widgets_app() -> None:
     import streamlit as st
 
-    from core import probes
-    from screens.widgets import param_widgets
+    from core.dolce import probes
+    from screens.parts.widgets import param_widgets
 
     values = param_widgets(probes.PARAMS, "t")
     st.text(repr(sorted(values.items())))

@@ -1,4 +1,4 @@
-"""Replies read into the answer contract as the ONCU protocol reads them (core/parsing.py)."""
+"""Replies read into the answer contract as the ONCU protocol reads them (core/scoring/parsing)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.parsing import INTERNAL_ERROR, ParsedAnswer, parse_reply
+from core.scoring.parsing import INTERNAL_ERROR, ParsedAnswer, parse_reply
 
 GOOD = '{"answer": "Velka", "evidence_ids": ["p0002"], "confidence": 0.8, "explanation": "p2"}'
 

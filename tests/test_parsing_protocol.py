@@ -1,8 +1,9 @@
-"""The ONCU protocol's reading of real replies (core/parsing.py, issue 34 item 1).
+"""The ONCU protocol's reading of real replies (core/scoring/parsing.py, issue 34 item 1).
 
 Every one of the release's 1,600 raw replies (``../shared/fixtures/oncu_release/
 *.raw_model_responses.jsonl``: Qwen2.5-14B, HotpotQA-200 and controlled-200, four methods) is
-parsed by :func:`core.parsing.parse_reply` with the ids that call showed, and compared with the
+parsed by :func:`core.scoring.parsing.parse_reply` with the ids that call showed, and compared with
+the
 release's own parse of it (``prediction``): answer, evidence ids and parse-error presence are
 equal on every line.
 
@@ -26,7 +27,7 @@ import json
 import pytest
 from conftest import shared_fixture
 
-from core.parsing import parse_reply
+from core.scoring.parsing import parse_reply
 
 RUNS = ("hotpotqa_qwen25_14b_200", "controlled_safe16k_qwen25_14b_200")
 

@@ -16,8 +16,8 @@ from conftest import open_page
 from test_engine import TOY, Scripted, _plan, _spec
 
 from core.backends import Reply
-from core.engine import execute
-from core.runs import start_run
+from core.execution.engine import execute
+from core.execution.runs import start_run
 from core.store import Store
 from core.views.common import clear_cache
 from core.views.failures import parse_notes_by_run
@@ -45,7 +45,7 @@ class _Replies(Scripted):
         self.by_hash = {c.prompt_hash: (c.instance_id, c.condition) for c in calls}
 
     def generate(self, messages, options=None):
-        from core.prompts import prompt_hash
+        from core.execution.prompts import prompt_hash
 
         text, apart = _TEXTS.get(self.by_hash.get(prompt_hash(messages)), (_PLAIN, None))
         return Reply(text=text, latency_ms=1.0, reasoning=apart)

@@ -14,8 +14,7 @@ from core.cli import main
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import read_dataset
 from core.dolce import is_idk, outcomes_from_probes
-from core.parsing import parse_reply
-from core.probes import (
+from core.dolce.probes import (
     MAX_SPANS,
     STRATEGY,
     exponential_ladder,
@@ -30,7 +29,8 @@ from core.probes import (
     split_units,
     summarize_plan,
 )
-from core.prompts import PROBE_INSTRUCTION, prompt_hash
+from core.execution.prompts import PROBE_INSTRUCTION, prompt_hash
+from core.scoring.parsing import parse_reply
 from core.store import Store
 from core.types import Dataset, Instance, Passage
 
@@ -361,8 +361,8 @@ def test_report_dolce_errors_are_one_line(probed, capsys, tmp_path):
 
 
 def test_dolce_figures_and_tables(probed):
-    from core.catalog import get_figure, get_table
     from core.figures import Selection
+    from core.views.catalog import get_figure, get_table
 
     db, ds = probed
     store = Store(db)

@@ -1,4 +1,4 @@
-"""Prompt templates, the answer contract and label leakage (core/prompts.py)."""
+"""Prompt templates, the answer contract and label leakage (core/execution/prompts.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 from test_retrieval import hotpot
 
-from core import prompts as P
-from core.retrieval import retrieve
+from core.execution import prompts as P
+from core.retrieval.retrievers import retrieve
 from core.types import Instance, Passage
 
 TEMPLATE_HASH_V1 = "643b2e1e510afbb93d7c64ee6489c71aa53a8b414647a3334e319d81db1586f5"

@@ -1,9 +1,9 @@
-"""``python -m core score`` re-derives stored replies' parsed fields (core/reparse.py).
+"""``python -m core score`` re-derives stored replies' parsed fields (core/scoring/reparse.py).
 
 A store written by an older parser (unshown and non-passage ids scored, no cap, replies that
 are not strict JSON salvaged into answers) is read again as the ONCU protocol reads it; DuckDB
 sets aside the rows whose parse cannot change, and the test checks that set-aside is sound:
-after the re-parse every row equals :func:`core.parsing.parse_reply` of its raw reply.
+after the re-parse every row equals :func:`core.scoring.parsing.parse_reply` of its raw reply.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from test_engine import TOY
 
 from core.cli import main
-from core.parsing import parse_reply
-from core.reparse import reparse_runs
+from core.scoring.parsing import parse_reply
+from core.scoring.reparse import reparse_runs
 from core.store import Store
 
 GOOD = {"answer": "84", "evidence_ids": ["p0002"], "confidence": 0.5, "explanation": "x"}

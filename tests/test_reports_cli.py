@@ -16,7 +16,7 @@ from conftest import shared_fixture
 from test_cli import run_cli
 from test_oncu_release import CONTROLLED, HOTPOTQA, PUBLISHED, _close3
 
-from core.oncu import sample_level_means
+from core.oncu.metrics import sample_level_means
 from core.store import Store
 
 

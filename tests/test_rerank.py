@@ -1,6 +1,7 @@
 """CE@N->k reranking (seed 000 App. A.13): retrieval protocol, run config, CLI and Runs page.
 
-The reranker is a stub scorer registered by name (:func:`core.retrieval.register_reranker`,
+The reranker is a stub scorer registered by name
+(:func:`core.retrieval.retrievers.register_reranker`,
 the documented way to stand in for a cross-encoder without weights); one test loads a tiny
 local cross-encoder directory through the real offline path.
 
@@ -22,12 +23,12 @@ import sys
 import pytest
 from conftest import ROOT, open_page
 
-from core import retrieval as R
 from core.backends import make_backend
-from core.conditions import plan_conditions, retrieval_config
-from core.jobs import RunRequest, run_command, run_request_from_row
-from core.rerun import shown_context
-from core.runs import run_conditions
+from core.execution.jobs import RunRequest, run_command, run_request_from_row
+from core.execution.rerun import shown_context
+from core.execution.runs import run_conditions
+from core.oncu.conditions import plan_conditions, retrieval_config
+from core.retrieval import retrievers as R
 from core.store import Store
 from core.types import Dataset, Instance, Passage
 

@@ -13,8 +13,8 @@ from model_stub import ModelStub
 
 from core.backends import EmbeddedReader, make_backend
 from core.datasets.controlled import build_controlled
-from core.rerun import RerunRequest, base_shown_ids, rerun
-from core.runs import run_conditions
+from core.execution.rerun import RerunRequest, base_shown_ids, rerun
+from core.execution.runs import run_conditions
 from core.store import Store
 from core.types import Dataset
 

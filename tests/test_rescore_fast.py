@@ -2,7 +2,7 @@
 
 ``score_runs`` reads the predictions, instances, passages and stored scores apart and joins
 them by integer codes (:mod:`core.store.rescore_rows`), keeps each answer string's
-normalized forms across batches (:class:`core.scoring_vector.AnswerForms`) and writes only
+normalized forms across batches (:class:`core.scoring.vector.AnswerForms`) and writes only
 the changed columns, matched by rowid; none of it may change a score.
 """
 
@@ -14,9 +14,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from core.results import score_runs
-from core.scoring import SCORE_COLUMNS, score_arrow, score_frame_rows
-from core.scoring_vector import AnswerForms, inputs_from_arrow, score_table
+from core.datasets.results import score_runs
+from core.scoring.rows import SCORE_COLUMNS, score_arrow, score_frame_rows
+from core.scoring.vector import AnswerForms, inputs_from_arrow, score_table
 from core.store import Store, rescore_rows
 from core.store.rescore_rows import rescore_batches
 from core.types import Dataset, Instance, Passage

@@ -1,4 +1,4 @@
-"""Chunking, retriever families and retrieval-only diagnostics (core/retrieval.py)."""
+"""Chunking, retriever families and retrieval-only diagnostics (core/retrieval/retrievers.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from conftest import shared_fixture
 from rank_bm25 import BM25Okapi
 
-from core import retrieval as R
-from core.prompts import render_passage
+from core.execution.prompts import render_passage
+from core.retrieval import retrievers as R
 from core.types import Instance, Passage
 
 HOTPOT = "hotpotqa/hotpot_dev_distractor_sample53.json"

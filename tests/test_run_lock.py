@@ -29,11 +29,11 @@ from conftest import ROOT
 from model_stub import ModelStub
 
 from core.backends import make_backend
-from core.conditions import plan_conditions
 from core.datasets.controlled import build_controlled
-from core.engine import rerun_call
-from core.jobs import RunJob, RunRequest
-from core.runs import open_run, run_conditions, run_interventions, run_probes
+from core.execution.engine import rerun_call
+from core.execution.jobs import RunJob, RunRequest
+from core.execution.runs import open_run, run_conditions, run_interventions, run_probes
+from core.oncu.conditions import plan_conditions
 from core.store import RunBusyError, Store
 from core.store.locks import hold_run, lock_path
 from core.types import CONDITIONS

@@ -26,13 +26,13 @@ from conftest import ROOT
 from model_stub import ModelStub
 
 from core.backends import make_backend
-from core.catalog import get_figure
 from core.datasets.controlled import build_controlled
-from core.runs import run_conditions, run_interventions, run_probes
+from core.execution.runs import run_conditions, run_interventions, run_probes
 from core.selection import Selection
 from core.store import SCHEMA_VERSION, SCORE_COLUMNS, Store
 from core.store import schema as store_mod
 from core.store.connection import in_transaction
+from core.views.catalog import get_figure
 from core.views.common import condition_runs, error_digest, error_pattern
 from core.views.oncu import plain_predictions
 
@@ -235,7 +235,7 @@ def test_a_version_2_store_is_migrated_to_errors_that_are_not_answers(tmp_path):
 
 
 def test_condition_means_and_failure_labels_count_failed_calls_as_missing():
-    from core.oncu import failure_breakdown, sample_level_means
+    from core.oncu.metrics import failure_breakdown, sample_level_means
 
     # one run, one condition: an answer (1.0), a parse error (0.0, stays), a failed call (NaN)
     df = pd.DataFrame({

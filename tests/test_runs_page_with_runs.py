@@ -14,7 +14,7 @@ HOTPOT = "hotpotqa/hotpot_dev_distractor_sample53.json"
 def store_with_a_run(tmp_path, monkeypatch):
     from core.backends import make_backend
     from core.datasets.importers import read_dataset
-    from core.runs import run_conditions
+    from core.execution.runs import run_conditions
     from core.store import Store
 
     db = tmp_path / "s.duckdb"
@@ -43,7 +43,7 @@ def test_the_choice_appears_with_replace(store_with_a_run):
 
 def test_import_file_refuses_drops_or_keeps_the_runs(store_with_a_run):
     from core.store import Store
-    from screens.common import import_file
+    from screens.parts.common import import_file
 
     path = shared_fixture(HOTPOT)
     with pytest.raises(ValueError, match="--with-runs drop"):

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.scoring import (
+from core.scoring.rows import (
     SCORE_COLUMNS,
     canonical_yes_no,
     confidence_error,

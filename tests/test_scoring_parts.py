@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 from test_scoring_vectorized import assert_same, random_frame
 
-import core.scoring_vector as sv
-from core.scoring import SCORE_COLUMNS, score_frame, score_frame_rows
+import core.scoring.vector as sv
+from core.scoring.rows import SCORE_COLUMNS, score_frame, score_frame_rows
 
 
 def _bitwise(a: pd.DataFrame, b: pd.DataFrame) -> None:

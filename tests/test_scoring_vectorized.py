@@ -1,4 +1,4 @@
-"""The column scorer (core/scoring_vector.py) equals the per-row reference on every row and field.
+"""The column scorer (core/scoring/vector.py) equals the per-row reference on every row and field.
 
 ``score_frame`` (vectorized) and ``score_arrow`` (the store's Arrow path) against
 ``score_frame_rows`` (the published definitions applied one prediction at a time): on the
@@ -18,8 +18,8 @@ import pytest
 from conftest import RELEASE_CONTROLLED, RELEASE_HOTPOTQA, shared_fixture
 from test_oncu_release import frame_from_oncu_release
 
-from core.results import import_results, score_runs
-from core.scoring import SCORE_COLUMNS, score_arrow, score_frame, score_frame_rows
+from core.datasets.results import import_results, score_runs
+from core.scoring.rows import SCORE_COLUMNS, score_arrow, score_frame, score_frame_rows
 from core.store import Store
 
 

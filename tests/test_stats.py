@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.stats import (
+from core.stats.inference import (
     benjamini_hochberg,
     bootstrap_mean_ci,
     bootstrap_means,

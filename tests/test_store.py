@@ -219,7 +219,7 @@ def test_n_gold_is_kept_with_each_instance_and_counted_for_older_stores(db_path)
     migrated) gives the same frame by counting."""
     from core.backends import make_backend
     from core.datasets.controlled import build_controlled
-    from core.runs import run_conditions
+    from core.execution.runs import run_conditions
 
     store = Store(db_path)
     ds = build_controlled("controlled-200", seed=42, limit=6)

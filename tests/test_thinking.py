@@ -1,7 +1,7 @@
 """Thinking models' output: reasoning kept apart, never parsed as the answer (issue 35 items 2, 4).
 
 Reasoning inside the reply (``<think>`` blocks of qwen3 / deepseek-r1, gpt-oss's harmony
-channels) is removed by :func:`core.parsing.parse_reply` before the answer is looked for;
+channels) is removed by :func:`core.scoring.parsing.parse_reply` before the answer is looked for;
 reasoning the server returns apart (Ollama ``message.thinking``, OpenAI-compatible
 ``message.reasoning_content`` / ``message.reasoning``) lands in ``Reply.reasoning``.
 """
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from core.parsing import REASONING_UNCLOSED, parse_reply, split_reasoning
+from core.scoring.parsing import REASONING_UNCLOSED, parse_reply, split_reasoning
 
 DRAFT = '{"answer":"Bridgetown"}'
 FINAL = '{"answer":"Keltbridge"}'
@@ -112,7 +112,7 @@ def test_the_engine_stores_reasoning_apart_and_the_run_records_its_cap(db_path, 
     from test_engine import TOY
 
     from core.backends.ollama import OllamaBackend
-    from core.runs import run_conditions
+    from core.execution.runs import run_conditions
     from core.store import Store
 
     store = Store(db_path)
@@ -140,10 +140,10 @@ def test_a_300k_character_reply_keeps_its_parsed_fields_and_is_stored_cut(db_pat
     from test_engine import TOY, Scripted, _plan, _spec
 
     from core.backends import Reply
-    from core.engine import execute
-    from core.engine_limits import MAX_REPLY_BYTES
-    from core.reparse import reparse_runs
-    from core.runs import start_run
+    from core.execution.engine import execute
+    from core.execution.limits import MAX_REPLY_BYTES
+    from core.execution.runs import start_run
+    from core.scoring.reparse import reparse_runs
     from core.store import Store
 
     long = json.dumps({"answer": "84", "evidence_ids": ["p0002", "p9999"],
@@ -180,7 +180,7 @@ def test_a_reply_cut_off_inside_reasoning_returned_apart_is_a_parse_error(db_pat
 
     from core.backends.ollama import OllamaBackend
     from core.backends.openai_compat import OpenAIBackend
-    from core.runs import run_conditions
+    from core.execution.runs import run_conditions
     from core.store import Store
 
     store = Store(db_path)

@@ -1,4 +1,4 @@
-"""The view in the URL (issue 18 item 4, :mod:`screens.url_state`).
+"""The view in the URL (issue 18 item 4, :mod:`screens.parts.url_state`).
 
 AppTest: query parameters restore the sidebar (dataset, score field, runs, group key, filters);
 an unknown value gives one warning naming its parameter; a changed widget is written back to

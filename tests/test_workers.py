@@ -21,10 +21,10 @@ from conftest import ROOT
 
 from core.backends import EmbeddedReader
 from core.backends.workers import MAX_RESTARTS
-from core.conditions import plan_conditions
 from core.datasets.controlled import build_controlled
-from core.engine import POOL_MIN_CALLS, READ_AHEAD, ReadAhead
-from core.runs import run_conditions
+from core.execution.engine import POOL_MIN_CALLS, READ_AHEAD, ReadAhead
+from core.execution.runs import run_conditions
+from core.oncu.conditions import plan_conditions
 from core.store import Store
 from core.types import CONDITIONS
 

@@ -1,7 +1,7 @@
 """The embedded baseline reader: a deterministic extractive reader with no server, no weights.
 
 SPEC §5.2. It reads only what a model would read -- the chat messages built by
-:mod:`core.prompts` -- and never sees gold labels. For each call it:
+:mod:`core.execution.prompts` -- and never sees gold labels. For each call it:
 
 1. parses the ``[passage_id: ...]`` blocks (title line, text) and the question (after the last
    ``Question:``) out of the user message; a DOLCE probe prompt is recognised by its
@@ -50,8 +50,14 @@ from functools import partial
 from typing import Any
 
 from core.backends.base import Message, Reply
-from core.backends.embedded_index import STOPWORDS, SentenceIndex, content_stems, stem_word, tokens
-from core.backends.embedded_spans import (
+from core.backends.reader_index import (
+    STOPWORDS,
+    SentenceIndex,
+    content_stems,
+    stem_word,
+    tokens,
+)
+from core.backends.reader_spans import (
     AGE_WORDS,
     DIFF_Q,
     MIN_WORDS,
@@ -82,7 +88,7 @@ _MIN_HOP_GAIN = 0.05
 
 
 def parse_prompt(messages: Sequence[Message]) -> tuple[str, list[tuple[str, str, str]], bool]:
-    """Read a :mod:`core.prompts` message list back into question, passages and probe flag.
+    """Read a :mod:`core.execution.prompts` message list back into question, passages, probe flag.
 
     Args:
         messages: the chat messages.

@@ -75,7 +75,7 @@ from core.backends.support import (  # noqa: E402
     too_long_error,
     with_retries,
 )
-from core.prompts import ANSWER_SCHEMA  # noqa: E402
+from core.execution.prompts import ANSWER_SCHEMA  # noqa: E402
 
 __all__ = [
     "DEFAULT_HOST",
@@ -132,7 +132,7 @@ class _Client(ollama.Client):
 
     A count the client's model refuses (1e20, 2.5, "x") would fail the whole call; it is
     taken out before the model checks the rest and kept on the response as ``odd_counts``,
-    so the engine stores it missing with a note (:func:`core.engine_limits.checked_numbers`).
+    so the engine stores it missing with a note (:func:`core.execution.limits.checked_numbers`).
     """
 
     def _request(self, cls: Any, *args: Any, stream: bool = False, **kwargs: Any) -> Any:

@@ -73,7 +73,7 @@ from core.backends.support import (
     too_long_error,
     with_retries,
 )
-from core.prompts import ANSWER_SCHEMA
+from core.execution.prompts import ANSWER_SCHEMA
 
 __all__ = ["CALL_OPTIONS", "OpenAIBackend", "normalize_base_url", "resolve_base_urls"]
 
@@ -511,7 +511,7 @@ def _int(value: Any) -> int | float | None:
     """A reply's count as given (not a number: None).
 
     An integral float is the integer; any other float (1.5, NaN, infinity) is kept as it is,
-    for the engine's range check to note (:func:`core.engine_limits.checked_numbers`).
+    for the engine's range check to note (:func:`core.execution.limits.checked_numbers`).
     """
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None

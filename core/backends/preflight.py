@@ -5,7 +5,7 @@ launches a run (issue 18 item 3):
 
 - ``ollama``: every host answers (``/api/version`` and ``/api/tags`` through the real
   ``ollama`` client), the model is pulled there (in ``/api/tags``), and the longest prompt of
-  the plan fits the context: the run's ``num_ctx`` (default 32768, :func:`core.commands.engine.
+  the plan fits the context: the run's ``num_ctx`` (default 32768, :func:`core.commands.run.
   run_options`), or the model's own ``*.context_length`` from ``/api/show`` ``model_info`` when
   that is smaller.
 - ``openai``: ``GET {base_url}/models`` answers, lists the model, and the longest prompt fits
@@ -13,7 +13,8 @@ launches a run (issue 18 item 3):
   URLs, each one is checked (one line per endpoint that fails).
 - ``embedded``: nothing to check.
 
-The prompt is measured in characters (:func:`core.jobs.longest_prompt_chars`) and turned into
+The prompt is measured in characters (:func:`core.execution.jobs.longest_prompt_chars`) and turned
+into
 tokens two ways: the backends' own lower bound (characters / 6, :func:`core.backends.support.
 min_prompt_tokens`), which no prompt undercuts, so reaching the context means the calls will be
 refused or truncated; and a typical count (characters / :data:`TYPICAL_CHARS_PER_TOKEN`), which

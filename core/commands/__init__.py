@@ -29,8 +29,8 @@ __all__ = [
 
 #: Command modules, registered in this order (``core.commands.<name>``).
 MODULES = (
-    "reports", "engine", "interventions", "dolce", "coverage", "crux_judge", "export", "serve",
-    "setup", "batch", "annotate", "store_admin", "paper", "attribution",
+    "report", "run", "interventions", "dolce", "coverage", "judge", "export", "serve",
+    "setup", "batch", "annotate", "store", "numbers", "attribution",
 )
 
 

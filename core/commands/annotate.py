@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from core.annotate import (
+from core.annotate.roundtrip import (
     DEFAULT_RUBRIC,
     RUBRICS,
     RULE_RATER,
@@ -25,7 +25,7 @@ from core.annotate import (
 )
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.jsonable import json_plain
-from core.judge_agreement import judge_agreement
+from core.judges.agreement import judge_agreement
 
 __all__ = ["register"]
 

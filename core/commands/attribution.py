@@ -5,13 +5,13 @@
 [--ablations 32] [--keep 0.5] [--seed 0] [--target retention|correct] [--score-field F]
 [--retriever lexical --top-k 3 --chunk-size 220 --overlap 40] [--instances N|ID,ID]
 [--concurrency N] --name RUN [--json]`` answers each instance's unablated context and its
-random ablations, then the top-1 and top-2 drops (:func:`core.runs.run_attribution`);
+random ablations, then the top-1 and top-2 drops (:func:`core.execution.runs.run_attribution`);
 rerunning the same command continues the run. ``--target logprob`` is refused with one line
 (no backend here scores a forced continuation).
 
 ``python -m core report attribution --db PATH --run RUN [--target T] [--n-boot 200]
 [--boot-seed 0] [--lds-low 0.3] [--cuer-run RUN] [--json]`` prints
-:func:`core.attribution_report.attribution_report`: LDS, the cited-vs-causal 2x2, gold
+:func:`core.attribution.report.attribution_report`: LDS, the cited-vs-causal 2x2, gold
 reliance by length / position / similarity, agreement with CUE-R remove, and (``--json``)
 every instance and passage.
 """
@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import argparse
 
-from core.attribution import LOGPROB_UNSUPPORTED, REPORT_PARAMS, SCORE_FIELD
-from core.attribution_plan import INSTANCES, RETRIEVED_TOP_K, RUN_PARAMS, TARGET
-from core.attribution_report import attribution_report
+from core.attribution.metrics import LOGPROB_UNSUPPORTED, REPORT_PARAMS, SCORE_FIELD
+from core.attribution.plan import INSTANCES, RETRIEVED_TOP_K, RUN_PARAMS, TARGET
+from core.attribution.report import attribution_report
 from core.commands import Groups, add_db, open_store, print_json
-from core.commands.engine import add_backend_args, drive_run
+from core.commands.run import add_backend_args, drive_run
+from core.execution.runs import run_attribution
 from core.jsonable import json_plain
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
-from core.retrieval import CHUNK_SIZE, OVERLAP, retriever_param
-from core.runs import run_attribution
+from core.retrieval.retrievers import CHUNK_SIZE, OVERLAP, retriever_param
 
 __all__ = ["register"]
 

@@ -4,13 +4,13 @@
 --run RUN --backend openai --model M --out F.jsonl [--shard-size N] [the live command's
 planning options] [--json]`` plans the run as ``run`` / ``run-interventions`` /
 ``run-probes`` would (same options, same defaults) and writes the calls not yet answered in
-the store as OpenAI Batch API input lines (:func:`core.batch_runs.export_batch`); the run is
+the store as OpenAI Batch API input lines (:func:`core.batch.runs.export_batch`); the run is
 then ``waiting``. ``--shard-size N`` writes ``F.000.jsonl``, ``F.001.jsonl`` ... of at most
 N lines each.
 
 ``python -m core batch import FILE... --run RUN [--db PATH] [--json]`` stores the answers of
 batch output files (vLLM ``run_batch``, the OpenAI Batch API, Ray Data LLM pipelines writing
-the same lines) as the live engine stores a reply (:func:`core.batch_runs.import_batch`): every
+the same lines) as the live engine stores a reply (:func:`core.batch.runs.import_batch`): every
 line of every file is checked first, and one bad line stops the import with one line naming
 the file, the line and the field, exit status 1, store unchanged. A second import of the same
 file stores nothing.
@@ -18,8 +18,8 @@ file stores nothing.
 ``python -m core batch export judge --rubric NAME (--run R | --dataset D) --name JUDGE_RUN
 --model M --out F.jsonl [--conditions ...] [--passages gold|all]`` plans a judge run as
 ``judge RUBRIC`` would and writes the judgments not yet stored
-(:func:`core.batch_judges.export_judge_batch`); ``batch import FILE --run JUDGE_RUN`` then stores
-the replies as judgments, parsed by the rubric (:func:`core.batch_judges.import_judge_batch`).
+(:func:`core.batch.judges.export_judge_batch`); ``batch import FILE --run JUDGE_RUN`` then stores
+the replies as judgments, parsed by the rubric (:func:`core.batch.judges.import_judge_batch`).
 """
 
 from __future__ import annotations
@@ -28,16 +28,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from core import probes
-from core.attribution import SCORE_FIELD as ATTRIBUTION_SCORE_FIELD
-from core.attribution_plan import INSTANCES as ATTRIBUTION_INSTANCES
-from core.attribution_plan import RETRIEVED_TOP_K
-from core.attribution_plan import RUN_PARAMS as ATTRIBUTION_PARAMS
-from core.batch_judges import export_judge_batch, import_judge_batch
-from core.batch_runs import export_batch, import_batch
+from core.attribution.metrics import SCORE_FIELD as ATTRIBUTION_SCORE_FIELD
+from core.attribution.plan import INSTANCES as ATTRIBUTION_INSTANCES
+from core.attribution.plan import RETRIEVED_TOP_K
+from core.attribution.plan import RUN_PARAMS as ATTRIBUTION_PARAMS
+from core.batch.judges import export_judge_batch, import_judge_batch
+from core.batch.runs import export_batch, import_batch
 from core.commands import Groups, add_db, open_store, print_json, split_csv
-from core.commands.engine import run_options
-from core.interventions import (
+from core.commands.run import run_options
+from core.cuer.interventions import (
     BASE_TOP_K,
     DUPLICATE_POSITIONS_PARAM,
     OPERATORS_PARAM,
@@ -46,10 +45,11 @@ from core.interventions import (
     TWO_SUPPORT,
     ZERO_RETRIEVAL,
 )
-from core.judges import RUBRICS
+from core.dolce import probes
+from core.judges.rubrics import RUBRICS
 from core.names import check_name
 from core.params import LIMIT, NUM_CTX, SEED, add_argument, add_arguments
-from core.retrieval import (
+from core.retrieval.retrievers import (
     CHUNK_SIZE,
     OVERLAP,
     RERANK,

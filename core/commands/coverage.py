@@ -9,9 +9,9 @@ attribution and system-pair overlap; ``report crux --dataset NAME --retrievers l
 threshold, ``--k-required`` adds k = |Z*|) and says whose answerability it used, with counts;
 when ``crux-coverage`` judge runs exist for the dataset it adds the answers' Cov(y) / Den(y)
 per judged pipeline and Kendall tau-b in the layout of seed 002 Table 3
-(:mod:`core.crux_answers`). ``report fanin`` adds judged AC / ER / EP beside the proxies, with
+(:mod:`core.crux.answers`). ``report fanin`` adds judged AC / ER / EP beside the proxies, with
 their Pearson and Spearman correlation and n, when AuthTrace judge runs judged the runs
-(:mod:`core.fanin_judged`).
+(:mod:`core.fanin.judged`).
 ``--json`` prints the full result (per-instance rows included).
 In the fan-in report ``n`` counts the answered predictions and ``missing`` the failed calls
 left out of every aggregate (a parse error stays in ``n``, scored 0).
@@ -25,16 +25,16 @@ from dataclasses import replace
 from typing import Any
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
-from core.crux import crux_report
-from core.crux_answers import CONTEXT_METRICS, AnswerCoverage, answer_coverage
-from core.fanin import correlation_note, fanin_report
-from core.fanin_judged import (
+from core.crux.answers import CONTEXT_METRICS, AnswerCoverage, answer_coverage
+from core.crux.metrics import crux_report
+from core.fanin.judged import (
     JudgedFanin,
     fanin_from_judged,
     fanin_judged,
     judged_rows,
     require_judged,
 )
+from core.fanin.metrics import correlation_note, fanin_report
 from core.figures.fanin import (
     CRUX_K_REQUIRED,
     ETA,
@@ -44,7 +44,7 @@ from core.figures.fanin import (
     SCORE_SOURCE,
 )
 from core.params import add_argument, add_arguments
-from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
+from core.retrieval.retrievers import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
 
 __all__ = ["register"]
 
@@ -152,7 +152,7 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
 
 
 def store_runs(store: Any, selectors: list[str]) -> list[str]:
-    """Run ids of ``--runs`` (run ids or dataset names, as :func:`core.fanin.fanin_report`)."""
+    """Run ids of ``--runs``: run ids or dataset names (:func:`core.fanin.metrics.fanin_report`)."""
     out: list[str] = []
     for sel in selectors:
         out.extend(r for r in store.resolve_runs(sel) if r not in out)

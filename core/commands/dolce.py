@@ -3,10 +3,11 @@
 ``python -m core run-probes --db PATH --dataset NAME --backend embedded|ollama|openai
 [--model M] [--units sentence|passage] [--strategy paper|random|take-every-N] [--max-spans 100]
 [--per-length 5] [--seed 0] [--limit N] [--concurrency N] --name RUN [--json]`` plans the
-probes of every instance (:func:`core.probes.plan_probes`; default strategy ``paper``: all
+probes of every instance (:func:`core.dolce.probes.plan_probes`; default strategy ``paper``: all
 spans, or every 5th start when the context has more than ``--max-spans`` units, at most
 ``--max-spans`` spans per length), prints the spans taken per observation length
-(:func:`core.probes.plan_line`; with ``--json`` under ``"plan"``) and executes them through the
+(:func:`core.dolce.probes.plan_line`; with ``--json`` under ``"plan"``) and executes them through
+the
 engine: predictions under condition ``probe``, variant ``C=<C>|start=<s>``, so a rerun of the
 same command resumes.
 
@@ -27,13 +28,13 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from core import probes
 from core.commands import Groups, add_db, open_store, print_json
-from core.commands.engine import add_backend_args, drive_run
+from core.commands.run import add_backend_args, drive_run
+from core.dolce import probes
 from core.dolce.params import PIG_ESTIMATOR
+from core.execution.runs import run_probes
 from core.jsonable import json_plain
 from core.params import CONCURRENCY, LIMIT, NUM_CTX, add_argument, add_arguments
-from core.runs import run_probes
 from core.store import Store
 
 __all__ = ["dolce_fit", "dolce_report", "register", "report_lines"]

@@ -3,14 +3,15 @@
 ``python -m core export figure NAME --db PATH [--dataset D] [--runs R1,R2] [--score-field F]
 [--filter COL=V1,V2] [--option KEY=JSON] [--width W --height H --font-size S | --preset NAME]
 [--template T --scale X] --out FILE.{png,svg,pdf,csv}``; ``--preset`` (a venue width in inches,
-fonts in points: :data:`core.export.PRESETS`) excludes ``--width``/``--height``/``--font-size``;
+fonts in points: :data:`core.export.render.PRESETS`) excludes
+``--width``/``--height``/``--font-size``;
 ``python -m core export table NAME --format csv|latex --out FILE``; ``python -m core export case
 --dataset D --instance I [--runs R] --out FILE.{tex,pdf,svg,png}`` (the case card,
-:mod:`core.case_card`); ``--list`` prints the
+:mod:`core.export.case_card`); ``--list`` prints the
 registered names, one per line. The same registered view and plot render the pages
-(:mod:`core.catalog`), so a file matches what the page shows. ``--score-field`` is built from
+(:mod:`core.views.catalog`), so a file matches what the page shows. ``--score-field`` is built from
 the figures' declaration (:data:`core.figures.SCORE_FIELD`); ``--option`` values are checked by
-the declared options of :data:`core.catalog.OPTIONS` when the figure or table reads them.
+the declared options of :data:`core.views.catalog.OPTIONS` when the figure or table reads them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.commands import Groups, add_db, open_store, split_csv
-from core.export import (
+from core.export.numbers import provenance_comment
+from core.export.outpaths import check_out_path
+from core.export.render import (
     PRESETS,
     TABLE_FORMATS,
     TEMPLATES,
@@ -32,18 +35,16 @@ from core.export import (
     figure_bytes,
     start_renderer,
 )
-from core.export_tables import table_file_stem
+from core.export.tables import table_file_stem
 from core.figures import SCORE_FIELD
 from core.names import ellipsize
-from core.outpaths import check_out_path
-from core.paper_numbers import provenance_comment
 from core.params import add_argument
 from core.selection import Selection, option
 from core.store import Store
 from core.views import resolve_selection
 
 if TYPE_CHECKING:  # the catalog is imported when an export runs (see _cmd_figure)
-    from core.catalog import Spec
+    from core.views.catalog import Spec
 
 __all__ = ["register", "selection_from_args"]
 
@@ -137,7 +138,7 @@ def _store_and_selection(args: argparse.Namespace, spec: Spec) -> tuple[Store, S
 
 def _cmd_figure(args: argparse.Namespace) -> int:
     # the catalog imports every view and plot: only when an export runs, not for --help
-    from core.catalog import figure_names, get_figure
+    from core.views.catalog import figure_names, get_figure
 
     if args.list:
         print("\n".join(figure_names()))
@@ -158,7 +159,7 @@ def _cmd_figure(args: argparse.Namespace) -> int:
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
-    from core.catalog import get_table, table_names  # on use: see _cmd_figure
+    from core.views.catalog import get_table, table_names  # on use: see _cmd_figure
 
     if args.list:
         print("\n".join(table_names()))
@@ -189,7 +190,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
 
 def _cmd_case(args: argparse.Namespace) -> int:
-    from core.case_card import CARD_SETTINGS, case_card_figure, case_card_latex
+    from core.export.case_card import CARD_SETTINGS, case_card_figure, case_card_latex
     from core.views.case import case_data
 
     store = open_store(args)

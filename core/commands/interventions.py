@@ -6,10 +6,10 @@
 [--duplicate-positions front,after,end] [--two-support | --no-two-support]
 [--zero-retrieval | --no-zero-retrieval] [--seed 0] [--concurrency N] --name RUN [--json]``
 runs the base retrieved traces, then the interventions planned from their citations
-(:func:`core.runs.run_interventions`); rerunning the same command continues the run.
+(:func:`core.execution.runs.run_interventions`); rerunning the same command continues the run.
 
 ``python -m core report interventions --db PATH --run RUN [--eps 0.05] [--tau 0.5]
-[--correctness-axis soft|strict] --json`` prints :func:`core.cuer.intervention_report`:
+[--correctness-axis soft|strict] --json`` prints :func:`core.cuer.metrics.intervention_report`:
 per-operator utility means with the evidence divergence and the % of answers changed, paired
 bootstrap deltas (seed 004 Table 3), role flag counts (overlapping: one count per flag, plus
 how many items carry several) and two-support synergy. ``n`` counts the answered pairs;
@@ -24,9 +24,8 @@ import argparse
 import math
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
-from core.commands.engine import add_backend_args, drive_run
-from core.cuer import CORRECTNESS_AXIS, ROLE_FLAGS, intervention_report
-from core.interventions import (
+from core.commands.run import add_backend_args, drive_run
+from core.cuer.interventions import (
     BASE_TOP_K,
     DUPLICATE_POSITIONS_PARAM,
     OPERATORS_PARAM,
@@ -36,9 +35,10 @@ from core.interventions import (
     TWO_SUPPORT,
     ZERO_RETRIEVAL,
 )
+from core.cuer.metrics import CORRECTNESS_AXIS, ROLE_FLAGS, intervention_report
+from core.execution.runs import run_interventions
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_argument, add_arguments
-from core.retrieval import CHUNK_SIZE, OVERLAP, retriever_param
-from core.runs import run_interventions
+from core.retrieval.retrievers import CHUNK_SIZE, OVERLAP, retriever_param
 
 __all__ = ["register"]
 

@@ -2,7 +2,7 @@
 
 ``python -m core serve [--db PATH] [--port N] [--no-demo]`` prints the demo build's progress
 (controlled-200 and the embedded baseline reader on the four conditions, through
-:func:`core.runs.build_demo`), then runs ``streamlit run app.py`` bound to 127.0.0.1.
+:func:`core.execution.runs.build_demo`), then runs ``streamlit run app.py`` bound to 127.0.0.1.
 
 The dashboard (Streamlit) runs in its own process group. SIGTERM, SIGINT (Ctrl+C) or SIGHUP to
 ``serve`` stop that group, first with SIGTERM, then, after :data:`STOP_GRACE_S`, with SIGKILL;
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 from core.commands import Groups, add_db, open_store
-from core.runs import build_demo
+from core.execution.runs import build_demo
 
 __all__ = ["register", "streamlit_command"]
 

@@ -1,7 +1,7 @@
 """``python -m core setup``: install the system packages the product uses, when missing.
 
 Static figure export (kaleido) and the browser tests drive Debian's ``chromium``; every export
-sets the font family :data:`core.export.FONT_FAMILY` (Liberation Serif, Debian
+sets the font family :data:`core.export.render.FONT_FAMILY` (Liberation Serif, Debian
 ``fonts-liberation``), which Chromium embeds in PDFs; the export tests read PDFs with
 ``pdfinfo`` / ``pdffonts`` (``poppler-utils``). The README's commands call this after ``pip
 install`` so a fresh machine gets them; it is a no-op once present. Without root or ``apt-get``

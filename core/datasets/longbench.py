@@ -9,7 +9,8 @@ One JSON object per line, as LongBench ships every task (``data/hotpotqa.jsonl``
 Mapping:
 - ``_id`` -> instance id; ``input`` -> question; ``answers[0]`` -> gold answer, the other
   answers -> aliases (blank answers dropped, repeats kept once);
-- ``context`` -> passages, so that DOLCE probes can sample units (:func:`core.probes.split_units`:
+- ``context`` -> passages, so that DOLCE probes can sample units
+(:func:`core.dolce.probes.split_units`:
   ``passage`` units are these passages, ``sentence`` units the sentences and lines inside them):
 
   - a context with ``Passage N:`` / ``Paragraph N:`` markers at line starts (LongBench's

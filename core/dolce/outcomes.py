@@ -11,7 +11,7 @@ import diptest
 import numpy as np
 import pandas as pd
 
-from core.probes import parse_variant
+from core.dolce.probes import parse_variant
 
 __all__ = [
     "IDK",

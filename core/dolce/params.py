@@ -1,7 +1,8 @@
 """Declared DOLCE fit knobs that live with the method (imports nothing heavy).
 
 The other fit knobs (thresholds, scenario, COW threshold, task column) are declared in
-:mod:`core.probes` beside the probe knobs; the CLI builds its flags from both on every call, so
+:mod:`core.dolce.probes` beside the probe knobs; the CLI builds its flags from both on every call,
+so
 this module must stay free of scipy and pandas (``core/dolce/__init__.py`` loads the method
 modules lazily for the same reason).
 """

@@ -5,7 +5,7 @@ options as keywords, and returns ``(plotly Figure, DataFrame)``: the figure as t
 it and the data behind it (the CSV a user downloads); a table function returns a DataFrame.
 One module per method area (``oncu``, ``retrieval``, ``cuer``, ``dolce``, ``fanin``); each
 declares its options once as :class:`core.params.Param` beside its figures. Nothing under
-``core/figures`` reads the store, calls a view or imports streamlit: :mod:`core.catalog`
+``core/figures`` reads the store, calls a view or imports streamlit: :mod:`core.views.catalog`
 pairs each registered name with its view and plot.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import plotly.graph_objects as go
 
-from core.oncu import SCORE_FIELDS
+from core.oncu.metrics import SCORE_FIELDS
 from core.params import Param
 from core.selection import Selection
 

@@ -1,9 +1,9 @@
 """Figures and tables of attribution runs (issue 40; ContextCite, Cohen-Wang et al., NeurIPS 2024).
 
 Every function takes the dict of :func:`core.views.attribution.attribution_result` (the
-report of :func:`core.attribution_report.attribution_report` with ``instances`` and
+report of :func:`core.attribution.report.attribution_report` with ``instances`` and
 ``passages`` as frames) and draws or arranges it; numbers come from :mod:`core.attribution`
-and :mod:`core.attribution_report` only. :data:`HELP` holds the definitions shown as
+and :mod:`core.attribution.report` only. :data:`HELP` holds the definitions shown as
 tooltips on the Attribution page and in the guide.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.attribution import GROUPS
+from core.attribution.metrics import GROUPS
 from core.figures import BLUE, GREEN, ORANGE, PURPLE, REFERENCE_COLOR, empty_figure, titled
 
 __all__ = [

@@ -21,8 +21,21 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.cuer import CORRECTNESS_AXIS, METRICS, PRIMARY_ROLE_ORDER, PROFILE_METRICS, ROLE_FLAGS
-from core.cuer_coverage import NOT_APPLICABLE_HELP
+from core.cuer.coverage import NOT_APPLICABLE_HELP
+from core.cuer.interventions import (
+    DUPLICATE_POSITIONS,
+    EPS,
+    REPLACE_HARDNESS,
+    SYNERGY_METRIC,
+    TAU,
+)
+from core.cuer.metrics import (
+    CORRECTNESS_AXIS,
+    METRICS,
+    PRIMARY_ROLE_ORDER,
+    PROFILE_METRICS,
+    ROLE_FLAGS,
+)
 from core.figures import (
     BLACK,
     ORANGE,
@@ -34,13 +47,6 @@ from core.figures import (
     empty_figure,
     steady_axes,
     titled,
-)
-from core.interventions import (
-    DUPLICATE_POSITIONS,
-    EPS,
-    REPLACE_HARDNESS,
-    SYNERGY_METRIC,
-    TAU,
 )
 
 __all__ = [

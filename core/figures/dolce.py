@@ -30,6 +30,7 @@ from plotly.subplots import make_subplots
 
 from core.dolce import CATEGORIES, CATEGORY_NAMES, NOT_COVERED, DolceFit, mixture_curve
 from core.dolce.params import PIG_ESTIMATOR, THRESHOLD_RULE
+from core.dolce.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 from core.figures import (
     BLACK,
     BLUE,
@@ -41,7 +42,6 @@ from core.figures import (
     drill,
 )
 from core.params import Param
-from core.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 
 __all__ = [
     "CATEGORY_COLORS",

@@ -35,7 +35,7 @@ __all__ = [
 #: The cell entry naming the prediction frame (not a column: filtered out of the label).
 FRAME_KEY = "_frame"
 #: The cell entry saying how its ``context_length`` matches: ``bucket`` (the value is a length
-#: bucket of :func:`core.oncu.length_bucket`, matching every exact length in it) or
+#: bucket of :func:`core.oncu.metrics.length_bucket`, matching every exact length in it) or
 #: ``exact``; the column ONCU group frames carry as ``length_cell``.
 LENGTH_CELL_KEY = "length_cell"
 

@@ -1,7 +1,7 @@
 """Figures and tables of fan-in degradation (AuthTrace) and retrieval-context coverage (CRUX).
 
-Fan-in functions take the :class:`core.fanin.FaninResult` of the selection
-(:func:`core.views.fanin.fanin_result`), CRUX functions its :class:`core.crux.CruxResult`
+Fan-in functions take the :class:`core.fanin.metrics.FaninResult` of the selection
+(:func:`core.views.fanin.fanin_result`), CRUX functions its :class:`core.crux.metrics.CruxResult`
 (:func:`core.views.fanin.crux_result`); numbers come from :mod:`core.fanin` and
 :mod:`core.crux` only, this module draws them. Options (declared below, read by the views):
 
@@ -14,7 +14,7 @@ Fan-in functions take the :class:`core.fanin.FaninResult` of the selection
   (220), ``overlap`` (40), ``judge`` (None).
 
 Every CRUX figure and table says where answerability came from, with counts: derived from gold
-evidence (not judged; eta does not apply) or judged (:func:`core.crux.answerability_note`).
+evidence (not judged; eta does not apply) or judged (:func:`core.crux.metrics.answerability_note`).
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.crux import ETA as CRUX_ETA
-from core.crux import K_REQUIRED, CruxResult
-from core.fanin import FaninResult, correlation_note
+from core.crux.metrics import ETA as CRUX_ETA
+from core.crux.metrics import K_REQUIRED, CruxResult
+from core.fanin.metrics import FaninResult, correlation_note
 from core.figures import REFERENCE_COLOR, SCORE_FIELD, color_for, drill, titled
 from core.params import Param
-from core.retrieval import TOP_K, retriever_param
+from core.retrieval.retrievers import TOP_K, retriever_param
 
 __all__ = [
     "CRUX_DEFAULT_KS",
@@ -206,7 +206,7 @@ def _pct(v: float) -> str:
 def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
     """ER-AC and EP-AC scatter panels with r and the regression line.
 
-    The points are those Pearson r used (:attr:`core.fanin.FaninResult.correlation`); a note
+    The points are those Pearson r used (:attr:`core.fanin.metrics.FaninResult.correlation`); a note
     under the panels says how many, of which systems and buckets, and what was left out.
     """
     corr = res.correlation
@@ -340,7 +340,8 @@ def crux_coverage_figure(res: CruxResult) -> tuple[go.Figure, pd.DataFrame]:
     """Three panels (Cov, alpha-nDCG, density) against k per retriever.
 
     ``k = |Z*|`` (when scored) is its own category after the fixed sizes. A note under the
-    panels says whose answerability was used, with counts (:attr:`core.crux.CruxResult.note`).
+    panels says whose answerability was used, with counts
+    (:attr:`core.crux.metrics.CruxResult.note`).
     """
     agg = res.aggregate
     panels = (("coverage", "Cov"), ("alpha_ndcg", "alpha-nDCG"), ("density", "density"))

@@ -15,7 +15,8 @@ page's figure with the data behind it (or a table). Numbers come from :mod:`core
   gives per-instance ONCU; see :mod:`core.oncu`);
 - ``ci``: the per-example bootstrap CIs of the condition matrix and the paired contrasts:
   ``auto`` (default) or ``true``: computed, by index resampling for cells up to
-  :data:`core.stats.RESAMPLE_MAX` examples and by multinomial counts of the distinct values
+  :data:`core.stats.inference.RESAMPLE_MAX` examples and by multinomial counts of the distinct
+  values
   above (the same distribution of the resampled mean, cost resamples x distinct values:
   :mod:`core.stats`); ``resample``: index resampling for every cell (the published
   estimator; resamples x examples, minutes at 250,000 examples a cell); ``multinomial``: the
@@ -51,7 +52,7 @@ from core.figures import (
     empty_figure,
     titled,
 )
-from core.oncu import (
+from core.oncu.metrics import (
     DEFAULT_GROUP_KEY,
     LENGTH_RULE,
     ONCU_CONDITIONS,
@@ -63,10 +64,10 @@ from core.oncu import (
     sample_level_means,
     scaling_length_wide,
 )
-from core.oncu_share import frame_memo
+from core.oncu.share import frame_memo
 from core.params import Param
-from core.scoring import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
-from core.stats import (
+from core.scoring.rows import ANSWER_SCORES, EVIDENCE_SCORES, FAILURE_LABELS
+from core.stats.inference import (
     OLS_P_TESTS,
     P_TESTS,
     RESAMPLE_MAX,
@@ -192,7 +193,7 @@ _SCORE_NAMES = {
 
 
 def _ci_mode(value: Any) -> str | None:
-    """The estimator of the ``ci`` option (:data:`core.stats.CI_METHODS`), None for no CIs."""
+    """The ``ci`` option's estimator (:data:`core.stats.inference.CI_METHODS`), None for no CIs."""
     text = str(value).strip().lower()
     if text in ("auto", "true", "1", "yes"):
         return "auto"
@@ -318,7 +319,7 @@ def oncu_summary_table(
 ) -> pd.DataFrame:
     """ONCU per (run, contextual condition): clipped headline with CI, raw, weighted, audit.
 
-    With the group-size guardrails of :func:`core.oncu.oncu_summary`: ``n`` and ``missing``
+    With the group-size guardrails of :func:`core.oncu.metrics.oncu_summary`: ``n`` and ``missing``
     (NaN-scored predictions, skipped), the key that ran (``group_key``, ``length_cell``), the
     valid groups' size distribution, ``small_group_warning`` and ``coarser_group_key``.
     """
@@ -346,7 +347,8 @@ def oncu_groups_table(
 ) -> pd.DataFrame:
     """Per-group ONCU with its validity audit (one row per group and contextual condition).
 
-    Columns of :func:`core.oncu.oncu_groups` (``n``, ``missing``, ``n_instances``, the length
+    Columns of :func:`core.oncu.metrics.oncu_groups` (``n``, ``missing``, ``n_instances``, the
+    length
     cell as ``context_length`` with ``length_cell``) plus ``status``. ``group_key=("instance_id",)``
     gives per-instance ONCU.
     """
@@ -796,8 +798,8 @@ SCALING_DISTANCE = Param(
 def scaling_length_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Seed 000 Table 10 layout: mean clipped ONCU per run, one column per condition x length.
 
-    ``report`` is :func:`core.oncu.scaling_report`'s (the view
-    :func:`core.views.oncu.scaling_result`); :func:`core.oncu.scaling_length_wide` arranges
+    ``report`` is :func:`core.oncu.metrics.scaling_report`'s (the view
+    :func:`core.views.oncu.scaling_result`); :func:`core.oncu.metrics.scaling_length_wide` arranges
     it; ``note`` names the (condition, length) cells without a valid group.
     """
     return scaling_length_wide(report["by_length"])
@@ -808,7 +810,7 @@ def scaling_contrasts_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
     Paired over matched length x position cells with a bootstrap CI, standardized effect,
     p (normal approximation by default; ``p_test`` names it) and Holm-adjusted p across every
-    run's contrasts (:func:`core.oncu.scaling_report`); ``note`` says what is missing.
+    run's contrasts (:func:`core.oncu.metrics.scaling_report`); ``note`` says what is missing.
     """
     return report["contrasts"].copy()  # the report is cached: hand out a copy
 
@@ -816,7 +818,7 @@ def scaling_contrasts_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
 def scaling_regression_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Seed 000 Table 30 scaling OLS per (run, condition) over the length x position cells.
 
-    :func:`core.oncu.scaling_regression`: coefficient, SE, t, p per term (normal
+    :func:`core.oncu.metrics.scaling_regression`: coefficient, SE, t, p per term (normal
     approximation by default; ``p_test`` names it), ``p_bh`` (Benjamini-Hochberg across every
     row of the table), R², cells used (``n``), cells left out (``left_out``) and ``note``.
     """

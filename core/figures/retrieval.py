@@ -1,12 +1,13 @@
 """Figures and tables of the retrieval-only diagnostics (SPEC §4; seed 000 App. A.10-A.13).
 
 Per (instance, retriever family, k): recall of gold passage ids, full-chain coverage, evidence
-F1, distractor rate and passages per context, from :func:`core.conditions.retrieval_audit`
+F1, distractor rate and passages per context, from :func:`core.oncu.conditions.retrieval_audit`
 (run by :func:`core.views.retrieval.retrieval_audit_frames`, which returns ``(per_instance,
 aggregate)``). Options (declared below, read by the view): ``retrievers`` (default lexical and
 oracle, which export in seconds; ``dense`` and ``hybrid`` embed every chunk with a
 sentence-transformers model, minutes on a CPU the first time, then the vectors are kept in the
-store and reused: :mod:`core.store.embeddings`, :mod:`core.dense_fill`), ``ks`` (default 1, 2, 3, 5,
+store and reused: :mod:`core.store.embeddings`, :mod:`core.retrieval.dense_fill`), ``ks`` (default
+1, 2, 3, 5,
 10), ``chunk_size`` (220), ``overlap`` (40) and ``max_instances`` (2,000: ranking every chunk
 of every instance is the costly part; ``n_instances`` in the table says how many were
 audited). The dataset is ``selection.dataset``, else the dataset of the first selected run.
@@ -24,7 +25,7 @@ from plotly.subplots import make_subplots
 
 from core.figures import color_for, empty_figure, titled
 from core.params import Param
-from core.retrieval import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
+from core.retrieval.retrievers import CHUNK_SIZE, OVERLAP, TOP_K, retriever_param
 
 __all__ = [
     "CHUNK_SIZE",

@@ -1,6 +1,6 @@
 """The calls of a run exported to a batch file, kept until their answers are imported.
 
-``python -m core batch export`` (:mod:`core.batch_runs`) plans a run's calls and writes them
+``python -m core batch export`` (:mod:`core.batch.runs`) plans a run's calls and writes them
 to an OpenAI Batch input file; what the import needs of each call and the batch output does
 not carry (its prompt hash, the passage ids shown, the planner's notes) is kept here, in the
 table ``batch_calls`` keyed like a prediction, so ``batch import`` stores an answer exactly as
@@ -8,7 +8,7 @@ the live engine would without planning the run again. The table is created on th
 export (``CREATE TABLE IF NOT EXISTS``); a store that never exported a batch has none, and
 reads of it are then empty.
 
-A judge run's exported calls (``batch export judge``, :mod:`core.batch_judges`) are kept the
+A judge run's exported calls (``batch export judge``, :mod:`core.batch.judges`) are kept the
 same way in ``batch_judge_calls``, keyed like a judgment: the rubric template whose parser
 reads the reply, and the prompt hash.
 """

@@ -292,7 +292,8 @@ def _retry_on_lock(
                     f"{path}: store is locked by another process (waited {lock_timeout:.0f} s)"
                 ) from exc
             # Short, jittered waits: a writing run leaves the file unlocked for ~0.1 s
-            # between batches (core.engine.MIN_GAP_S); longer sleeps would miss those gaps.
+            # between batches (core.execution.engine.MIN_GAP_S); longer sleeps would miss those
+            # gaps.
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.05)
 

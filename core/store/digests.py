@@ -1,6 +1,6 @@
 """Content digests of runs: what changed under a number since it was exported (issue 39).
 
-A paper's numbers (:mod:`core.paper_numbers`) record, per run they come from, a digest of the
+A paper's numbers (:mod:`core.export.numbers`) record, per run they come from, a digest of the
 run's predictions and one of its scores. When a recomputed number differs, comparing the digests
 says why: the predictions changed (a rerun or a resumed run), only the scores changed (a
 re-score), or neither (the definition or the tool changed). Digests are order-free

@@ -5,7 +5,7 @@ minutes on a CPU for a few hundred instances. The vectors depend only on the mod
 text, so they are kept in the table ``embeddings`` (``model``, ``text_sha256``, ``vector``)
 and reused by every later ranking: the Retrieval page, ``export figure retrieval_curves`` and
 the next dashboard start. :class:`StoreEmbeddingCache` is the
-:class:`core.retrieval.EmbeddingCache` over that table.
+:class:`core.retrieval.retrievers.EmbeddingCache` over that table.
 
 Not a numbered migration (like ``data_version``): the table is made by its first write, and
 a store without it reads as holding no vectors. Vectors change no number the dashboard shows
@@ -96,7 +96,7 @@ class EmbeddingsMixin(StoreBase):
 
 
 class StoreEmbeddingCache:
-    """A :class:`core.retrieval.EmbeddingCache` backed by the store's ``embeddings`` table.
+    """A :class:`core.retrieval.retrievers.EmbeddingCache` on the store's ``embeddings`` table.
 
     Reads go to memory first, then to the store in one query per :meth:`get_many`; new
     vectors are kept in memory until :meth:`flush` writes them in one transaction. When the

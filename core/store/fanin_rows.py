@@ -1,6 +1,6 @@
 """The fan-in analysis's one read query: per-prediction codes and every answer score (SPEC §9).
 
-:func:`fanin_rows` reads, in one DuckDB query, what :mod:`core.fanin_stats` needs to summarize
+:func:`fanin_rows` reads, in one DuckDB query, what :mod:`core.fanin.stats` needs to summarize
 the fan-in views for *every* answer score field: the dashboard runs it once per selection of
 runs and filters and picks the score field afterwards (issue 17 item 6). Per plain-condition
 prediction (``variant = ''``) it returns small numeric columns only -- no strings, no lists:
@@ -27,7 +27,7 @@ __all__ = ["CONDITION_CODES", "ScoreColumns", "fanin_rows"]
 
 #: The four plain conditions, coded in the order their names sort (the systems' order).
 CONDITION_CODES = ("full_context", "no_evidence", "oracle", "retrieved")
-#: The answer score columns every row carries (:data:`core.scoring.ANSWER_SCORES`).
+#: The answer score columns every row carries (:data:`core.scoring.rows.ANSWER_SCORES`).
 _SCORES = ("em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct")
 _WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 
@@ -221,7 +221,7 @@ class ScoreColumns(Mapping[str, np.ndarray]):
     A first page load summarizes one score field: the others stay in the Arrow table until
     asked for (each column costs a NaN-filled copy and a gather of every row). Values: the
     stored score, NaN where it is NULL or the row has no score row. Not thread-safe on its
-    own (:class:`core.fanin_stats.StoreSummaries` reads it under its lock).
+    own (:class:`core.fanin.stats.StoreSummaries` reads it under its lock).
     """
 
     def __init__(self, rows: dict[str, np.ndarray], scores: pa.Table) -> None:

@@ -1,6 +1,6 @@
 """Judge runs' judgments in the store (issue 20): write, read, count, finish, delete.
 
-A judge run (``runs.kind = 'judge'``, :mod:`core.judge_runs`) stores one row per judge call in
+A judge run (``runs.kind = 'judge'``, :mod:`core.judges.runs`) stores one row per judge call in
 ``judgments`` (schema migration 4): the rubric's name, version and template hash, the judge
 model, what was judged (``target_run`` / ``instance_id`` / ``condition`` / ``item``), the raw
 reply, the parsed ``rating`` and the ``parse_error``; a failed call keeps its ``error`` and a

@@ -8,8 +8,8 @@ however it ends (``kill -9`` included), so a crashed run never blocks its resume
 has to clean up. The lock files themselves stay (a few bytes each, emptied on release).
 
 Inside one process the lock belongs to the thread that took it: the same thread may take it
-again (the CLI takes it before it opens the backend, :func:`core.runs.open_run` and
-:func:`core.engine.execute` inside it), another thread is refused like another process.
+again (the CLI takes it before it opens the backend, :func:`core.execution.runs.open_run` and
+:func:`core.execution.engine.execute` inside it), another thread is refused like another process.
 """
 
 from __future__ import annotations

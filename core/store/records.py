@@ -127,7 +127,7 @@ class RecordsMixin(StoreBase):
             con: a read-write connection (inside the caller's transaction).
             frame: the key and score columns (missing ones are NULL, NaN is NULL); or an
                 Arrow table with every key and score column (null variant: ''), inserted
-                as it is (:func:`core.results.score_runs`).
+                as it is (:func:`core.datasets.results.score_runs`).
             replace: upsert (True) or plain insert of keys known to be new (False).
             bump: as in :meth:`write_predictions`.
         """

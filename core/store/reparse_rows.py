@@ -1,7 +1,8 @@
 """The re-parse's SQL: stored replies whose parse may be stale, and the write of new parses.
 
 ``python -m core score`` re-derives the parsed fields of stored replies
-(:func:`core.reparse.reparse_runs`). Parsing in Python costs tens of microseconds a reply, so
+(:func:`core.scoring.reparse.reparse_runs`). Parsing in Python costs tens of microseconds a reply,
+so
 DuckDB first sets aside, in one vectorized pass, every row whose stored fields the current
 parser is certain to give again (:data:`_CLEAN`): the reply is one whole strict JSON object
 (DuckDB's reader also takes trailing commas and ``nan`` / ``inf``: such replies are parsed

@@ -7,7 +7,7 @@ of their instance (streamed; a join on the key columns only), the stored score v
 instances of the runs' datasets and their passages -- joined by integer codes with numpy
 and Arrow ``take``, instead of a wide join and a list lambda per prediction in SQL. Passage
 ids and titles go to the scorer as integer codes
-(:func:`core.scoring_vector.inputs_from_arrow`), not strings.
+(:func:`core.scoring.vector.inputs_from_arrow`), not strings.
 
 The values are those of :func:`core.store.analysis._scoring_query` exactly:
 
@@ -253,7 +253,7 @@ def rescore_batches(
     ``stored_rowid``, the
     stored row's ``rowid`` (valid in this transaction; NULL without). A batch whose cited
     ids hold no NULL has, instead of the three passage columns, their integer codes (what
-    :func:`core.scoring_vector.inputs_from_arrow` takes): ``cited_id_codes``,
+    :func:`core.scoring.vector.inputs_from_arrow` takes): ``cited_id_codes``,
     ``cited_title_codes`` (the title of each cited id; -1: none), ``gold_id_codes`` and
     ``gold_title_codes`` (-1: a NULL title); equal strings have equal codes. Read the
     iterator to its end before running another statement on ``con``.

@@ -331,7 +331,7 @@ class RunsMixin(StoreBase):
 
 #: A run's stored calls and failed calls (parameters: the run id, twice). The calls of a
 #: four-condition run are its plain rows: rows with a variant stored beside them are Case-view
-#: reruns (:mod:`core.rerun`), which never change the run's counts or status.
+#: reruns (:mod:`core.execution.rerun`), which never change the run's counts or status.
 _COUNTS = (
     "SELECT count(*) AS n, count(*) FILTER (WHERE coalesce(error, '') <> '') AS n_errors "
     "FROM predictions WHERE run_id = ? AND (variant = '' OR coalesce("

@@ -2,7 +2,7 @@
 
 Views load (the store's queries), filter (metadata cells), pair several runs of one dataset on
 their common instances and cache (one cache keyed by the store's version, :func:`cached`);
-figures (:mod:`core.figures`) draw what they return, and :mod:`core.catalog` pairs the two.
+figures (:mod:`core.figures`) draw what they return, and :mod:`core.views.catalog` pairs the two.
 One module per area: :mod:`core.views.common` (shared helpers, the analysis frame, overview,
 drill-down; what the pages call is re-exported here), :mod:`core.views.oncu`,
 :mod:`core.views.cuer`, :mod:`core.views.dolce`, :mod:`core.views.fanin` (fan-in and CRUX),

@@ -2,7 +2,7 @@
 
 One run at a time: the selected attribution run (``selection.runs``; else the newest of the
 selection's dataset, else of the store). The analysis is
-:func:`core.attribution_report.attribution_report` (per-passage and per-instance rows and the
+:func:`core.attribution.report.attribution_report` (per-passage and per-instance rows and the
 run aggregates), cached per store version, run and options.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from core.attribution import BOOTSTRAP, LDS_LOW
-from core.attribution_report import attribution_report
+from core.attribution.metrics import BOOTSTRAP, LDS_LOW
+from core.attribution.report import attribution_report
 from core.selection import Selection, option
 from core.store import Store
 from core.views.common import cached
@@ -59,10 +59,10 @@ def runs_with(store: Store, dataset: str, instance_id: str) -> list[str]:
 def attribution_result(store: Store, selection: Selection) -> dict[str, Any]:
     """The analysis of the selection's attribution run (first of :func:`attribution_runs`).
 
-    Options: ``n_boot`` (:data:`core.attribution.BOOTSTRAP`), ``lds_low``.
+    Options: ``n_boot`` (:data:`core.attribution.metrics.BOOTSTRAP`), ``lds_low``.
 
     Returns:
-        :func:`core.attribution_report.attribution_report`'s dict with ``instances`` and
+        :func:`core.attribution.report.attribution_report`'s dict with ``instances`` and
         ``passages`` as DataFrames.
 
     Raises:

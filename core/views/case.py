@@ -1,6 +1,6 @@
 """The Case view's data: one instance end to end, its ONCU group, and answer diffs.
 
-The trace divergence a Case-view rerun shows is :func:`core.cuer.trace_divergence` with the
+The trace divergence a Case-view rerun shows is :func:`core.cuer.metrics.trace_divergence` with the
 instance's answer and reasoning type, exactly as the CUE-R analysis (and so the Interventions
 page) computes it; there is no copy of the formula here.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from core.cuer import trace_divergence
-from core.oncu import DEFAULT_GROUP_KEY, oncu_groups
+from core.cuer.metrics import trace_divergence
+from core.oncu.metrics import DEFAULT_GROUP_KEY, oncu_groups
 from core.selection import Selection
 from core.store import Store
 from core.store.analysis import GROUP_CELLS
@@ -52,7 +52,7 @@ def case_data(
         instance_id: the instance.
         runs: runs whose predictions to show (all runs of the dataset when empty).
         score_field: score used for the ONCU group values.
-        group_key: ONCU group key (default :data:`core.oncu.DEFAULT_GROUP_KEY`).
+        group_key: ONCU group key (default :data:`core.oncu.metrics.DEFAULT_GROUP_KEY`).
 
     Returns:
         ``instance`` (dict of the instance's fields), ``passages`` (DataFrame passage_id,
@@ -201,7 +201,7 @@ def compare_predictions(case: dict[str, Any], a: int, b: int) -> dict[str, Any]:
 
     Returns:
         ``diff`` (:func:`answer_diff` of a's and b's answers) and ``divergence``
-        (:func:`core.cuer.trace_divergence` with the instance's answer and reasoning type,
+        (:func:`core.cuer.metrics.trace_divergence` with the instance's answer and reasoning type,
         as the CUE-R analysis computes it), both None when either call failed (an error is
         no answer), and ``failed`` (which sides failed: ``"a"``, ``"b"``).
     """

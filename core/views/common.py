@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from core.figures.drill import FRAME_KEY, LENGTH_CELL_KEY
-from core.oncu import DEFAULT_GROUP_KEY, length_bucket
+from core.oncu.metrics import DEFAULT_GROUP_KEY, length_bucket
 from core.selection import Selection, selection_to_json
 from core.store import CELL_COLUMNS, CONDITION_KINDS, Store
 
@@ -308,7 +308,7 @@ def instances_behind(
             the scored predictions of :func:`analysis`), ``fanin`` (the fan-in frame, fan-in
             counted from the gold passages) or ``probes`` (DOLCE probe predictions). The
             entry ``length_cell`` set to ``bucket`` says the cell's ``context_length`` is a
-            length bucket (:func:`core.oncu.length_bucket`): it matches every exact length
+            length bucket (:func:`core.oncu.metrics.length_bucket`): it matches every exact length
             in that bucket.
         limit: at most this many rows (None: all).
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.cuer import (
+from core.cuer.metrics import (
     intervention_pairs,
     load_pairs,
     paired_deltas,
@@ -57,8 +57,8 @@ def cuer_result(store: Store, selection: Selection) -> dict[str, Any]:
     Returns:
         ``{"predictions", "pairs", "profile", "deltas", "roles", "combinations", "synergy",
         "correctness_axis"}``: the prediction rows (with ``dataset``),
-        :func:`core.cuer.intervention_pairs` (with ``dataset``), the
-        :class:`core.cuer.CuerResult` of the profile, paired deltas, role flag counts, role
+        :func:`core.cuer.metrics.intervention_pairs` (with ``dataset``), the
+        :class:`core.cuer.metrics.CuerResult` of the profile, paired deltas, role flag counts, role
         flag combinations and synergy, and the correctness axis that ran.
 
     Raises:

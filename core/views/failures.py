@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.parsing import REASONING_UNCLOSED
+from core.scoring.parsing import REASONING_UNCLOSED
 from core.selection import Selection
 from core.store import Store
 from core.store.failure_rows import (

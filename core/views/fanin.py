@@ -6,16 +6,16 @@ import json
 
 import pandas as pd
 
-from core.crux import CruxResult, crux_report
-from core.fanin import FaninResult, fanin_from_summaries
-from core.fanin_judged import (
+from core.crux.metrics import CruxResult, crux_report
+from core.fanin.judged import (
     JudgedFanin,
     fanin_from_judged,
     fanin_judged,
     judged_rows,
     require_judged,
 )
-from core.fanin_stats import StoreSummaries
+from core.fanin.metrics import FaninResult, fanin_from_summaries
+from core.fanin.stats import StoreSummaries
 from core.figures import N_RESAMPLES
 from core.figures.fanin import (
     CRUX_K_REQUIRED,
@@ -29,7 +29,7 @@ from core.figures.fanin import (
     SCORE_SOURCE,
 )
 from core.figures.retrieval import CHUNK_SIZE, OVERLAP
-from core.scoring import ANSWER_SCORES
+from core.scoring.rows import ANSWER_SCORES
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
 from core.store.fanin_rows import fanin_rows
@@ -45,7 +45,7 @@ __all__ = ["crux_result", "fanin_judged_result", "fanin_result"]
 
 
 def fanin_result(store: Store, selection: Selection) -> FaninResult:
-    """:class:`core.fanin.FaninResult` of the selection (cached per store version).
+    """:class:`core.fanin.metrics.FaninResult` of the selection (cached per store version).
 
     Runs: the four-condition runs (:func:`core.views.common.condition_runs`) of
     ``selection.runs`` (else every run of ``selection.dataset``, else every run), several
@@ -54,12 +54,12 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     ``n_resamples``, ``score_source`` (:mod:`core.figures.fanin`).
 
     ``score_source = judged`` takes AC / ER / EP from AuthTrace judge runs
-    (:func:`core.fanin_judged.fanin_from_judged`, same filters and pairing): a prediction
+    (:func:`core.fanin.judged.fanin_from_judged`, same filters and pairing): a prediction
     without a judged AC is counted in ``missing``.
 
     One DuckDB query per (runs, filters) reads the rows' numbers for every answer score
     (:func:`core.store.fanin_rows.fanin_rows`), cached as one entry
-    (:class:`core.fanin_stats.StoreSummaries`) that summarizes each score field on first
+    (:class:`core.fanin.stats.StoreSummaries`) that summarizes each score field on first
     use: another score field costs numpy group sums, not a query, and the options only
     recompute the statistics. The result holds no per-instance rows (a clicked point lists
     its instances through the drill-down).
@@ -107,7 +107,7 @@ def fanin_judged_result(store: Store, selection: Selection) -> JudgedFanin | Non
     """Judged AC / ER / EP beside the proxies for the selection's runs (issue 20), or None.
 
     An alternative score source: None (the proxies only) unless AuthTrace judge runs judged
-    the runs (:func:`core.fanin_judged.fanin_judged`); cached per store version.
+    the runs (:func:`core.fanin.judged.fanin_judged`); cached per store version.
     """
 
     def build() -> JudgedFanin | None:
@@ -145,7 +145,7 @@ def _allowed(store: Store, runs: list[str], selection: Selection) -> pd.DataFram
 
 
 def crux_result(store: Store, selection: Selection) -> CruxResult:
-    """:class:`core.crux.CruxResult` of the selection's dataset (cached per store version).
+    """:class:`core.crux.metrics.CruxResult` of the selection's dataset (cached per store version).
 
     The dataset is ``selection.dataset``, else the first selected run's. Options:
     ``crux_retrievers`` (else ``retrievers``), ``crux_ks`` (else ``ks``), ``crux_k_required``

@@ -3,12 +3,12 @@
 What ``report fanin``, ``report crux`` and ``report agreement`` show:
 
 - :func:`fanin_judged_tables`: AuthTrace's judged AC / ER / EP beside the proxies per (system,
-  fan-in bucket) and their Pearson / Spearman correlation (:mod:`core.fanin_judged`, through
+  fan-in bucket) and their Pearson / Spearman correlation (:mod:`core.fanin.judged`, through
   the cached :func:`core.views.fanin.fanin_judged_result`);
 - :func:`crux_answer_tables`: Cov(y) / Den(y) per judged pipeline and the Kendall tau-b table in
-  the layout of seed 002 Table 3 (:func:`core.crux_answers.answer_coverage`);
+  the layout of seed 002 Table 3 (:func:`core.crux.answers.answer_coverage`);
 - :func:`annotated_runs` and :func:`agreement_tables`: the blind annotation sample's agreement
-  per pair of raters (:func:`core.annotate.agreement_report`).
+  per pair of raters (:func:`core.annotate.roundtrip.agreement_report`).
 
 The pages ask :func:`has_judge_runs` first: it reads only the runs frame the sidebar already
 holds, so a store without judge runs pays nothing more on a page's first load.
@@ -23,10 +23,10 @@ from typing import Any
 
 import pandas as pd
 
-from core.annotate import DEFAULT_RUBRIC, agreement_report
-from core.crux_answers import CONTEXT_METRICS, AnswerCoverage, answer_coverage
+from core.annotate.roundtrip import DEFAULT_RUBRIC, agreement_report
+from core.crux.answers import CONTEXT_METRICS, AnswerCoverage, answer_coverage
 from core.figures.fanin import ETA, JUDGE
-from core.judge_agreement import judge_agreement
+from core.judges.agreement import judge_agreement
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
 from core.store.annotations import annotation_labels
@@ -142,7 +142,7 @@ def fanin_judged_tables(store: Store, selection: Selection) -> dict[str, Any] | 
 
 
 def _answer_coverage(store: Store, selection: Selection) -> AnswerCoverage | None:
-    """:func:`core.crux_answers.answer_coverage` of the selection's dataset (cached)."""
+    """:func:`core.crux.answers.answer_coverage` of the selection's dataset (cached)."""
 
     def build() -> AnswerCoverage | None:
         name = selection.dataset
@@ -168,11 +168,11 @@ def crux_answer_tables(store: Store, selection: Selection) -> dict[str, Any] | N
         ``pipelines``: ``judge_run``, ``run``, ``condition``, ``retriever``, ``k`` (text),
         ``n``, ``n_unscored``, ``cov_y``, ``den_y`` and the context metrics' means;
         ``kendall``: one row per ``k`` (text: a k, ``all``, ``contexts``) with per metric of
-        :data:`core.crux_answers.CONTEXT_METRICS` its tau-b and ``<metric>_n``; ``eta``;
+        :data:`core.crux.answers.CONTEXT_METRICS` its tau-b and ``<metric>_n``; ``eta``;
         ``judges`` (judge run -> labelled model); ``notes``.
 
     Raises:
-        ValueError: as :func:`core.crux_answers.answer_coverage` (two coverage judge runs of
+        ValueError: as :func:`core.crux.answers.answer_coverage` (two coverage judge runs of
             one run, several passage judges and none chosen).
     """
     ac = _answer_coverage(store, selection)
@@ -215,7 +215,7 @@ def agreement_tables(store: Store, run: str, rubric: str = DEFAULT_RUBRIC) -> di
         ``raw_agreement``, ``kappa``: Cohen's, NaN when undefined, with ``kappa_note``);
         ``confusion``: per pair ``(a, b)`` a frame (rows: rater a's labels, columns: rater b's)
         or None when fewer than 2 items are shared; ``per_label``: per pair a frame of the
-        label counts; ``report``: :func:`core.annotate.agreement_report` itself.
+        label counts; ``report``: :func:`core.annotate.roundtrip.agreement_report` itself.
     """
 
     def build() -> dict[str, Any]:
@@ -251,7 +251,7 @@ def judge_agreement_table(
     """Agreement of judge runs that rated the same things (``report agreement --judges``).
 
     Judge runs of one rubric and one judged run (or dataset) are compared pairwise on the items
-    both rated (:func:`core.judge_agreement.judge_agreement`); None when no rubric has two.
+    both rated (:func:`core.judges.agreement.judge_agreement`); None when no rubric has two.
 
     Returns:
         One row per pair: ``rubric``, ``judge_a``, ``judge_b``, ``n``, ``raw_agreement``,

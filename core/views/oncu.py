@@ -8,7 +8,7 @@ import pandas as pd
 
 from core.figures import N_RESAMPLES
 from core.figures.oncu import CONDITIONS_OPTION, GROUP_KEY, OLS_P_TEST, P_TEST, SCALING_DISTANCE
-from core.oncu import scaling_report, share_frame
+from core.oncu.metrics import scaling_report, share_frame
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
 from core.views.common import analysis, cached, condition_runs, empty_analysis
@@ -41,12 +41,12 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
         return df if bool(plain.all()) else df[plain]
 
     # one frame object per selection (cached, never modified): the figures of a page share
-    # its ONCU grouping (core.oncu.share_frame); unfiltered, it is the analysis frame itself
+    # its ONCU grouping (core.oncu.metrics.share_frame); unfiltered, it is the analysis frame itself
     return share_frame(cached(store, "plain", selection_to_json(base), build))
 
 
 def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame]:
-    """:func:`core.oncu.scaling_report` of :func:`plain_predictions` (cached per store version).
+    """:func:`core.oncu.metrics.scaling_report` of :func:`plain_predictions`, cached per version.
 
     One computation feeds the three scaling tables (per-length ONCU, paired contrasts, OLS).
     Options: ``group_key``, ``conditions``, ``scaling_distance``, ``n_resamples``, ``p_test``

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.conditions import retrieval_audit
-from core.dense_fill import dense_model_id, dense_texts, missing_texts
 from core.figures.retrieval import (
     CHUNK_SIZE,
     KS,
@@ -14,7 +12,9 @@ from core.figures.retrieval import (
     OVERLAP,
     RETRIEVERS,
 )
-from core.retrieval import EmbeddingCache, rankable, text_sha256
+from core.oncu.conditions import retrieval_audit
+from core.retrieval.dense_fill import dense_model_id, dense_texts, missing_texts
+from core.retrieval.retrievers import EmbeddingCache, rankable, text_sha256
 from core.selection import Selection, option
 from core.store import Store
 from core.store.embeddings import StoreEmbeddingCache
@@ -52,12 +52,13 @@ def audit_with_text(
     overlap: int,
     embedding_cache: EmbeddingCache | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`core.conditions.retrieval_audit` of the instances with passage text.
+    """:func:`core.oncu.conditions.retrieval_audit` of the instances with passage text.
 
     Instances without passage text (a dataset imported from results files) are not ranked:
     ranking their empty passages would report recall = coverage = 1 that nobody measured.
     The aggregate counts them in ``n_no_text`` and says why in ``missing``
-    (:func:`core.retrieval.rankable`; None when every instance was audited); with none left
+    (:func:`core.retrieval.retrievers.rankable`; None when every instance was audited); with none
+    left
     its metric columns are NaN (``n_instances`` 0).
     """
     keep, n_missing, reason = rankable(instances)
@@ -132,7 +133,8 @@ def dense_todo(store: Store, selection: Selection) -> tuple[list[str], int]:
 
     Nothing to do (``([], 0)``) unless a selected retriever family embeds texts
     (:data:`DENSE_FAMILIES`, or ``iterative``, whose default base is lexical: not counted).
-    The texts are the audited instances' questions and chunks (:func:`core.dense_fill.dense_texts`);
+    The texts are the audited instances' questions and chunks
+    (:func:`core.retrieval.dense_fill.dense_texts`);
     those not in the store's embedding table are to embed.
     """
     if not set(option(selection, RETRIEVERS)) & set(DENSE_FAMILIES):

@@ -1,6 +1,6 @@
 """What a model saw and said: one stored prediction as a transcript (the Case view).
 
-The store keeps each call's prompt *hash* (:func:`core.prompts.prompt_hash`), its shown
+The store keeps each call's prompt *hash* (:func:`core.execution.prompts.prompt_hash`), its shown
 passage ids, the retrieval ranking (chunk ids and scores in ``meta``), the raw reply and the
 parsed fields, not the prompt text. The transcript rebuilds the messages from the fixed
 templates and the stored instance and shows them only when their hash equals the stored one:
@@ -9,7 +9,7 @@ those are then, byte for byte, the messages that were sent. A prompt that cannot
 so, never shown approximately.
 
 Gold / distractor roles are attached to the shown items for the user's eyes only; they are
-not part of any message (:mod:`core.prompts` never renders them).
+not part of any message (:mod:`core.execution.prompts` never renders them).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.interventions import plan_interventions
-from core.parsing import split_reasoning
-from core.prompts import build_messages, prompt_hash
-from core.retrieval import RankedChunk, chunk_instance, parse_retrieval_condition
+from core.cuer.interventions import plan_interventions
+from core.execution.prompts import build_messages, prompt_hash
+from core.retrieval.retrievers import RankedChunk, chunk_instance, parse_retrieval_condition
+from core.scoring.parsing import split_reasoning
 from core.types import Instance, stored_ids
 
 __all__ = ["parse_notes", "transcript"]

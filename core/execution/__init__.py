@@ -1,0 +1,86 @@
+"""Executing runs: orchestrator, engine loop, limits, threads, write path, jobs.
+
+One concept per module:
+
+- :mod:`core.execution.engine`
+- :mod:`core.execution.jobs`
+- :mod:`core.execution.limits`
+- :mod:`core.execution.prompts`
+- :mod:`core.execution.rerun`
+- :mod:`core.execution.runs`
+- :mod:`core.execution.score_rows`
+- :mod:`core.execution.threads`
+
+The public names below are loaded on first use (PEP 562), so importing one module
+of the package does not import the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> the module that defines it.
+_WHERE = {
+    **dict.fromkeys(
+        ("BATCH_SIZE", "COALESCE_S", "COMMIT_S", "FIRST_GAP_S", "MAX_GAP_S", "MIN_GAP_S",
+         "POOL_DEPTH", "POOL_MIN_CALLS", "POOL_WRITE_SHARE", "Progress", "READ_AHEAD",
+         "ReadAhead", "RunSummary", "WRITE_SHARE", "WriteContext", "cache_key", "execute",
+         "options_hash", "plan_and_execute", "prediction_row", "rerun_call", "write_rows"),
+        "engine",
+    ),
+    **dict.fromkeys(
+        ("FANIN_SEED", "JUDGE_CONDITIONS", "JUDGE_METHODS", "JUDGE_NAME", "JUDGE_PASSAGES",
+         "JobProgress", "METHODS", "MethodRequest", "RunJob", "RunRequest", "UPLOAD_DIR",
+         "command_for", "fanin_grid_command", "interventions_command", "judge_command",
+         "judge_rubric_command", "longest_prompt_chars", "method_params", "parse_progress",
+         "probes_command", "run_command", "run_request_from_row", "save_upload"),
+        "jobs",
+    ),
+    **dict.fromkeys(
+        ("MAX_REPLY_BYTES", "MAX_SERVER_CONCURRENCY", "REPLY_NUMBER_RANGES", "TIMEOUT",
+         "cap_concurrency", "cap_reply", "checked_numbers", "concurrency_limit", "usable_cores"),
+        "limits",
+    ),
+    **dict.fromkeys(
+        ("ANSWER_SCHEMA", "MESSAGE_CONDITIONS", "NO_PASSAGES", "PASSAGE_TEMPLATE",
+         "PROBE_INSTRUCTION", "SYSTEM_CONTEXT", "SYSTEM_NO_EVIDENCE", "TEMPLATE_VERSION",
+         "USER_CONTEXT", "USER_NO_EVIDENCE", "build_messages", "prompt_hash", "render_evidence",
+         "render_passage", "template_hash"),
+        "prompts",
+    ),
+    **dict.fromkeys(
+        ("OPERATORS", "RERUN_CONDITIONS", "RerunRequest", "base_shown_ids", "missing_text",
+         "plan_perturbation", "rerun", "shown_context"),
+        "rerun",
+    ),
+    **dict.fromkeys(
+        ("DEMO_DATASET", "DEMO_RUN", "RunBusyError", "RunSpec", "base_citations", "build_demo",
+         "judge_answerability", "open_run", "present", "run_attribution", "run_conditions",
+         "run_interventions", "run_probes", "run_spec", "start_run"),
+        "runs",
+    ),
+    **dict.fromkeys(
+        ("PREFETCH_MAX", "ScoringInputs", "batch_scores"),
+        "score_rows",
+    ),
+    **dict.fromkeys(
+        ("frozen_heap", "run_threads"),
+        "threads",
+    ),
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first use."""
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -1,0 +1,1 @@
+"""The dashboard pages' shared parts: widgets, display, help texts, links, state."""
