@@ -49,7 +49,6 @@ import argparse
 import importlib
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -223,12 +222,11 @@ def measure_page(name: str, repeats: int) -> dict:
 
     import core.views.catalog  # noqa: F401
 
-    # the dashboard's shared modules (screens/*.py that are not page scripts: screens.parts.common,
+    # the dashboard's shared modules (screens/parts/*.py: screens.parts.common,
     # screens.parts.widgets ...): a running server imported them on its first page
-    scripts = set(re.findall(r'"(screens/[a-z_]+\.py)"', (ROOT / "app.py").read_text()))
-    for path in sorted((ROOT / "screens").glob("*.py")):
-        if f"screens/{path.name}" not in scripts and path.name != "__init__.py":
-            importlib.import_module(f"screens.{path.stem}")
+    for path in sorted((ROOT / "screens" / "parts").glob("*.py")):
+        if path.name != "__init__.py":
+            importlib.import_module(f"screens.parts.{path.stem}")
 
     script, dataset, change = PAGES[name]
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)

@@ -16,8 +16,8 @@ from core.figures.attribution import (
     weights_figure,
 )
 from core.views.attribution import attribution_runs, instance_attribution, run_result
-from core.views.case import md_escape
 from screens.parts.common import get_store, sidebar
+from screens.parts.markdown import md_escape
 from screens.parts.url_state import set_param
 
 sidebar("attribution", runs=False, filters=False)

@@ -4,7 +4,7 @@ import streamlit as st
 
 from core.datasets.release_files import release_parse
 from core.views.attribution import runs_with
-from core.views.case import compare_predictions, md_escape
+from core.views.case import compare_predictions
 from screens.parts import failure_trail
 from screens.parts.case_card_panel import show_card_downloads
 from screens.parts.common import (
@@ -15,6 +15,7 @@ from screens.parts.common import (
     prefetch,
     sidebar,
 )
+from screens.parts.markdown import md_escape
 from screens.parts.rerun_panel import show_rerun
 from screens.parts.selection_state import set_value
 from screens.parts.transcript import (

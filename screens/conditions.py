@@ -5,16 +5,10 @@ core/figures/oncu.py)."""
 import streamlit as st
 
 from core.stats.inference import RESAMPLE_MAX
-from core.views.case import md_escape
 from screens.parts import url_state
-from screens.parts.common import (
-    HELP,
-    show_figure,
-    show_instances,
-    show_table,
-    sidebar,
-    with_options,
-)
+from screens.parts.common import HELP, sidebar
+from screens.parts.display import show_figure, show_instances, show_table, with_options
+from screens.parts.markdown import md_escape
 from screens.parts.oncu_guard import oncu_group_guard
 
 #: Largest selection (contextual predictions) whose per-instance ONCU table shows on load.

@@ -5,17 +5,15 @@ import streamlit as st
 from core.dolce.probes import K_P, LAM_P, LAM_Q, SCENARIO, TASK_BY, THRESHOLD
 from core.figures.dolce import COLUMN_HELP, PIG_ESTIMATOR, fit_notes
 from core.selection import selection_to_json
-from core.views.case import md_escape
-from screens.parts.common import (
-    cached_call,
+from screens.parts.common import cached_call, sidebar, tip
+from screens.parts.display import (
     instance_link,
     show_figure,
     show_instances,
     show_table,
-    sidebar,
-    tip,
     with_options,
 )
+from screens.parts.markdown import md_escape
 from screens.parts.widgets import param_widget
 
 #: Column tooltips: each column's definition and paper section.

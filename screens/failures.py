@@ -12,7 +12,6 @@ import streamlit as st
 
 from core.annotate.roundtrip import DEFAULT_RUBRIC
 from core.views import resolve_selection
-from core.views.case import md_escape
 from core.views.failures import (
     KINDS,
     OUTCOMES,
@@ -26,6 +25,7 @@ from core.views.failures import (
 from screens.parts import failure_trail, url_state
 from screens.parts.common import HELP, cached_call, get_store, sidebar
 from screens.parts.judge_agreement_panel import show_human_agreement
+from screens.parts.markdown import md_escape
 
 OUTCOME_HELP = (
     "correct: failure label success (strict EM = 1), or strict EM = 1 where the condition has "

@@ -4,19 +4,11 @@ import streamlit as st
 
 from core.figures.fanin import POINTS, R_INCLUDE_FULL_CONTEXT, R_INCLUDE_ORACLE, SCORE_SOURCE
 from core.views import resolve_selection
-from core.views.case import md_escape
 from core.views.judged import AUTHTRACE_RUBRICS, fanin_judged_tables, has_judge_runs
-from screens.parts.common import (
-    HELP,
-    cached_call,
-    get_store,
-    show_figure,
-    show_instances,
-    show_table,
-    sidebar,
-    with_options,
-)
+from screens.parts.common import HELP, cached_call, get_store, sidebar
+from screens.parts.display import show_figure, show_instances, show_table, with_options
 from screens.parts.judge_agreement_panel import show_human_agreement, show_judge_agreement
+from screens.parts.markdown import md_escape
 from screens.parts.widgets import param_widget
 
 selection = sidebar("fanin")

@@ -5,15 +5,9 @@ import streamlit as st
 from core.cuer.metrics import ROLE_FLAGS
 from core.figures.cuer import COLUMN_HELP, CORRECTNESS_AXIS, EPS, SYNERGY_METRIC, TAU
 from core.selection import selection_to_json
-from core.views.case import md_escape
-from screens.parts.common import (
-    cached_call,
-    open_case,
-    show_figure,
-    show_table,
-    sidebar,
-    with_options,
-)
+from screens.parts.common import cached_call, sidebar
+from screens.parts.display import open_case, show_figure, show_table, with_options
+from screens.parts.markdown import md_escape
 from screens.parts.widgets import param_widget
 
 #: Column tooltips: each column's definition and paper section.

@@ -4,8 +4,9 @@ and the scaling statistics of seed 000 §8.11 (Tables 10, 29, 30)."""
 import streamlit as st
 
 from core.oncu.metrics import SCALING_DEFINITIONS as DEF
-from core.views.case import md_escape
-from screens.parts.common import show_figure, show_instances, show_table, sidebar, with_options
+from screens.parts.common import sidebar
+from screens.parts.display import show_figure, show_instances, show_table, with_options
+from screens.parts.markdown import md_escape
 from screens.parts.oncu_guard import oncu_group_guard
 
 selection = sidebar("length")

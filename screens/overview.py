@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from core.views.case import md_escape
 from screens.parts.common import backend_status, cached_call, get_store, sidebar, store_path
+from screens.parts.markdown import md_escape
 
 selection = sidebar("overview", filters=False)
 st.title("Evidence-utilization diagnostics")

@@ -6,20 +6,13 @@ from core.figures.fanin import CRUX_K_REQUIRED, ETA
 from core.figures.retrieval import OFFERED_KS, missing_note
 from core.retrieval.retrievers import list_retrievers
 from core.views import selection_to_json
-from core.views.case import md_escape
 from core.views.catalog import figure_names, table_names
 from core.views.judged import CRUX_COVERAGE_RUBRIC, METRIC_NAMES, crux_answer_tables, has_judge_runs
-from screens.parts.common import (
-    HELP,
-    cached_call,
-    get_store,
-    show_figure,
-    show_table,
-    sidebar,
-    with_options,
-)
+from screens.parts.common import HELP, cached_call, get_store, sidebar
 from screens.parts.dense_progress import embeddings_ready
+from screens.parts.display import show_figure, show_table, with_options
 from screens.parts.judge_agreement_panel import show_human_agreement, show_judge_agreement
+from screens.parts.markdown import md_escape
 from screens.parts.widgets import param_widget
 
 selection = sidebar("retrieval", runs=False)

@@ -21,7 +21,6 @@ from core.execution.limits import MAX_SERVER_CONCURRENCY, TIMEOUT
 from core.params import CONCURRENCY
 from core.retrieval.retrievers import RERANK, TOP_K, rerank_unavailable, retriever_param
 from core.types import CONDITIONS
-from core.views.case import md_escape
 from screens.parts.common import (
     cached_call,
     clear_caches,
@@ -32,6 +31,7 @@ from screens.parts.common import (
     sidebar,
     store_path,
 )
+from screens.parts.markdown import md_escape
 from screens.parts.widgets import method_widgets, param_widget
 
 selection = sidebar("runs", filters=False)

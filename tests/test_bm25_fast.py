@@ -20,6 +20,7 @@ from rank_bm25 import BM25Okapi
 import core.retrieval.retrievers as R
 from core.datasets.controlled import build_controlled
 from core.datasets.importers import read_dataset
+from core.retrieval import chunks
 from core.retrieval.bm25 import bm25_okapi_scores, chunk_tokens
 
 HOTPOT = "hotpotqa/hotpot_dev_distractor_sample53.json"
@@ -95,4 +96,4 @@ def test_corners_equal_the_reference(corpus, query, k1, b):
     ],
 )
 def test_tokens_equal_the_regular_expressions(text):
-    assert chunk_tokens(text, R._TOKEN_RE) == [t.encode() for t in R.lexical_tokens(text)]
+    assert chunk_tokens(text, chunks.TOKEN_RE) == [t.encode() for t in R.lexical_tokens(text)]

@@ -37,7 +37,7 @@ from core.store import Store
 from core.views import common as views_common
 from core.views import instances_behind
 from core.views.catalog import figure_names, get_figure, get_table
-from screens.parts.common import table_cell
+from screens.parts.display import table_cell
 
 #: Options that keep the retrieval and CRUX views small (other views ignore them).
 _SMALL = {"max_instances": 8, "retrievers": ["lexical"], "ks": [1, 3],

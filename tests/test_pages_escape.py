@@ -139,7 +139,7 @@ def _violations(path: Path) -> list[str]:
 
 
 def test_every_streamlit_text_in_pages_is_constant_or_escaped():
-    found = [v for p in sorted(PAGES.glob("*.py")) for v in _violations(p)]
+    found = [v for p in sorted(PAGES.rglob("*.py")) for v in _violations(p)]
     assert not found, "unescaped text reaches Streamlit:\n" + "\n".join(found)
 
 

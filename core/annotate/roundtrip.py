@@ -34,12 +34,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import itertools
 import math
 import os
 import random
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,28 +50,31 @@ import pandas as pd
 
 from core.annotate.judged import (
     PASSAGE_RUBRIC,
-    SAMPLED_RUBRICS,
-    judge_raters,
     judged_pool,
     judged_prompts,
-    rubric_labels,
+)
+from core.annotate.raters import (
+    AMBIGUOUS,
+    DEFAULT_RUBRIC,
+    RUBRICS,
+    RULE_RATER,
+    RaterSource,
+    Rubric,
+    agreement_report,
+    check_run,
+    rater_labels,
+    register_rater_source,
+    rubric_of,
 )
 from core.export.outpaths import check_out_path
 from core.export.tables import csv_text, safe_csv_cell
 from core.scoring.rows import FAILURE_LABELS
-from core.stats.agreement import (
-    UndefinedAgreement,
-    fleiss_kappa,
-    krippendorff_alpha,
-    pair_agreement,
-)
-from core.store import Store, StoreError
+from core.store import Store
 from core.store.annotations import (
     annotation_labels,
     annotation_pool,
     export_fields,
     record_items,
-    rule_labels,
     sampled_items,
     write_annotations,
 )
@@ -104,49 +106,12 @@ CSV_COLUMNS = (
     "item_id", "run", "instance_id", "condition", "question", "gold_answer", "answer",
     "shown_passages", "cited_ids", "label",
 )  # fmt: skip
-#: The label seed 000's annotators could give besides the taxonomy's (App. A.6, Table 26);
-#: the rules never assign it.
-AMBIGUOUS = "ambiguous"
-#: The rater name of the rule-based labels (``scores.failure_label``).
-RULE_RATER = "rule"
 #: An annotator's name: letters, digits and ``_.@-``, up to 64 characters.
 _ANNOTATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
 
-@dataclass(frozen=True, slots=True)
-class Rubric:
-    """What raters label under one rubric.
-
-    Attributes:
-        name: the rubric's name (``--rubric``).
-        labels: the vocabulary an annotator may use, in report order.
-        level: Krippendorff's α level of its labels (``nominal`` or ``ordinal``).
-        description: one line for the help and the report.
-    """
-
-    name: str
-    labels: tuple[str, ...]
-    level: str
-    description: str
-
-
-#: The failure taxonomy of seed 000 App. A.5 (:data:`core.scoring.rows.FAILURE_LABELS`), plus the
-#: annotators' ``ambiguous`` of App. A.6.
-DEFAULT_RUBRIC = "failure_taxonomy"
-RUBRICS: dict[str, Rubric] = {
-    DEFAULT_RUBRIC: Rubric(
-        DEFAULT_RUBRIC,
-        (*FAILURE_LABELS, AMBIGUOUS),
-        "nominal",
-        "failure taxonomy labels of seed 000 App. A.5 (rule rater: scores.failure_label)",
-    ),
-    **{name: Rubric(name, *rubric_labels(name)) for name in SAMPLED_RUBRICS},
-}
 #: The extra column of a judge rubric's sample: what the judge was asked, word for word.
 JUDGE_ITEM_COLUMN = "item"
-
-#: A rater source: ``(store, run, rubric) -> {rater: {item_id: label}}``.
-RaterSource = Callable[[Store, str, str], dict[str, dict[str, str]]]
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -221,17 +186,6 @@ class ExportSummary:
     strata_by: str = "rule label"
 
 
-def _check_run(store: Store, run: str) -> None:
-    if store.run_row(run) is None:
-        raise StoreError(f"no run '{run}' in {store.path}")
-
-
-def _rubric(name: str) -> Rubric:
-    if name not in RUBRICS:
-        raise ValueError(f"unknown rubric {name!r}; expected one of {sorted(RUBRICS)}")
-    return RUBRICS[name]
-
-
 def _neutral(text: str) -> str:
     """A cell as exported: :func:`safe_csv_cell`, a leading ``'`` doubled (exactly undone)."""
     return "'" + text if text.startswith("'") else safe_csv_cell(text)
@@ -294,13 +248,13 @@ def export_sample(
         ValueError: ``n < 1``, ``passage_chars < 1``, an unknown rubric, a run without any
             prediction to sample.
     """
-    _rubric(rubric)
+    rubric_of(rubric)
     if n < 1:
         raise ValueError(f"--sample must be at least 1, got {n}")
     if passage_chars is not None and passage_chars < 1:
         raise ValueError(f"--passage-chars must be at least 1, got {passage_chars}")
     out = check_out_path(out)  # before anything is read or written
-    _check_run(store, run)
+    check_run(store, run)
     if rubric != DEFAULT_RUBRIC:
         return _export_judged(store, run, n, seed, out, rubric, passage_chars)
     pool, n_failed = annotation_pool(store, run)
@@ -481,8 +435,6 @@ def _record_and_write(
         tmp.unlink(missing_ok=True)
 
 
-
-
 def _is_missing(value: Any) -> bool:
     """None, pandas' NA or a float NaN."""
     if value is None or value is pd.NA:
@@ -627,9 +579,9 @@ def import_labels(
         StoreError: no such run.
         ValueError: a bad annotator name or rubric.
     """
-    vocab = _rubric(rubric).labels
+    vocab = rubric_of(rubric).labels
     check_annotator(annotator)
-    _check_run(store, run)
+    check_run(store, run)
     file = str(path)
     header, rows = _read_rows(path)
     col_item, col_label = header.index("item_id"), header.index("label")
@@ -689,151 +641,3 @@ def import_labels(
     return ImportSummary(len(new), unchanged, len(changed), blank)
 
 
-# ---------------------------------------------------------------------------- raters
-def _rule_source(store: Store, run: str, rubric: str) -> dict[str, dict[str, str]]:
-    """The rule-based labels of the sampled items (failure taxonomy only)."""
-    if rubric != DEFAULT_RUBRIC:
-        return {}
-    labels = rule_labels(store, run, rubric)
-    return {RULE_RATER: labels} if labels else {}
-
-
-def _annotator_source(store: Store, run: str, rubric: str) -> dict[str, dict[str, str]]:
-    """Every annotator's imported labels."""
-    out: dict[str, dict[str, str]] = {}
-    for row in annotation_labels(store, run, rubric).itertuples(index=False):
-        out.setdefault(row.annotator, {})[row.item_id] = row.label
-    return out
-
-
-def _judge_source(store: Store, run: str, rubric: str) -> dict[str, dict[str, str]]:
-    """Every judge run of a judge rubric on the run, as ``judge:<run id>``."""
-    if rubric == DEFAULT_RUBRIC:
-        return {}
-    return judge_raters(store, run, rubric, sampled_items(store, run, rubric))
-
-
-_SOURCES: dict[str, RaterSource] = {
-    "rule": _rule_source,
-    "annotators": _annotator_source,
-    "judges": _judge_source,
-}
-
-
-def register_rater_source(name: str, source: RaterSource) -> None:
-    """Add a source of raters (a judge rubric's judgments, say) under a name.
-
-    Args:
-        name: the source's name (a second registration under it replaces the first).
-        source: ``(store, run, rubric) -> {rater: {item_id: label}}``; item ids are those of
-            the run's sample (:func:`core.store.annotations.sampled_items`), labels strings
-            (or values :func:`core.stats.agreement.pair_agreement` can compare).
-    """
-    _SOURCES[name] = source
-
-
-def rater_labels(store: Store, run: str, rubric: str = DEFAULT_RUBRIC) -> dict[str, dict[str, str]]:
-    """``{rater: {item_id: label}}`` of every source: ``rule`` first, then by name.
-
-    Raises:
-        ValueError: two sources name the same rater.
-    """
-    merged: dict[str, dict[str, str]] = {}
-    for source_name, source in _SOURCES.items():
-        for rater, labels in source(store, run, rubric).items():
-            if rater in merged:
-                raise ValueError(f"rater {rater!r} comes from two sources ({source_name})")
-            merged[rater] = dict(labels)
-    return dict(sorted(merged.items(), key=lambda kv: (kv[0] != RULE_RATER, kv[0])))
-
-
-# ---------------------------------------------------------------------------- report
-def _label_order(vocab: Sequence[str], used: set[str]) -> list[str]:
-    return [v for v in vocab if v in used] + sorted(used - set(vocab))
-
-
-def agreement_report(store: Store, run: str, rubric: str = DEFAULT_RUBRIC) -> dict[str, Any]:
-    """Agreement of every pair of raters of a run's sample, and of all raters together.
-
-    Per pair (rule first, then by name), on the items both rated: ``n``, ``agreed``,
-    ``raw_agreement``, ``expected_agreement``, ``kappa`` (Cohen's; None with ``kappa_note``
-    when undefined or when fewer than 2 items are shared), the confusion matrix (rows: the
-    first rater) over the labels either used (vocabulary order) and one row per label
-    (``count_a``, ``count_b``: each rater's count; ``both``, ``either``, ``agreement`` =
-    both / either). With three or more raters, on the items every
-    one of them rated: Fleiss' κ and Krippendorff's α (the rubric's level), each None with a
-    note when undefined.
-
-    Raises:
-        StoreError: no such run.
-        ValueError: an unknown rubric.
-    """
-    spec = _rubric(rubric)
-    _check_run(store, run)
-    raters = rater_labels(store, run, rubric)
-    n_items = len(sampled_items(store, run, rubric))
-    pairs = [_pair(a, b, raters[a], raters[b], spec) for a, b in itertools.combinations(raters, 2)]
-    return {
-        "run": run,
-        "rubric": rubric,
-        "labels": list(spec.labels),
-        "n_items": n_items,
-        "raters": {r: len(v) for r, v in raters.items()},
-        "pairs": pairs,
-        "all_raters": _all_raters(raters, spec) if len(raters) >= 3 else None,
-    }
-
-
-def _pair(
-    a: str, b: str, la: Mapping[str, str], lb: Mapping[str, str], spec: Rubric
-) -> dict[str, Any]:
-    common = sorted(set(la) & set(lb))
-    out: dict[str, Any] = {"rater_a": a, "rater_b": b, "n": len(common)}
-    if len(common) < 2:
-        return out | {"kappa": None, "kappa_note": f"{len(common)} items rated by both; need 2"}
-    xa, xb = [la[i] for i in common], [lb[i] for i in common]
-    res = pair_agreement(xa, xb, _label_order(spec.labels, {*xa, *xb}))
-    return out | {
-        "agreed": res.agreed,
-        "disagreed": res.n - res.agreed,
-        "raw_agreement": res.raw_agreement,
-        "expected_agreement": res.expected_agreement,
-        "kappa": res.kappa,
-        "kappa_note": res.kappa_note,
-        "labels": list(res.labels),
-        "confusion": [list(r) for r in res.confusion],
-        "per_label": [
-            {
-                "label": p.label,
-                "count_a": p.count_a,
-                "count_b": p.count_b,
-                "both": p.both,
-                "either": p.either,
-                "agreement": p.agreement,
-            }
-            for p in res.per_label
-        ],  # fmt: skip
-    }
-
-
-def _all_raters(raters: Mapping[str, Mapping[str, str]], spec: Rubric) -> dict[str, Any]:
-    names = list(raters)
-    common = sorted(set.intersection(*(set(v) for v in raters.values())))
-    out: dict[str, Any] = {"raters": names, "n": len(common), "alpha_level": spec.level}
-    rows = [[raters[r][i] for r in names] for i in common]
-    try:
-        out["fleiss_kappa"], out["fleiss_note"] = fleiss_kappa(rows), None
-    except UndefinedAgreement as exc:
-        out["fleiss_kappa"], out["fleiss_note"] = None, str(exc)
-    except ValueError as exc:
-        out["fleiss_kappa"], out["fleiss_note"] = None, f"{exc} (items every rater rated)"
-    data = [[raters[r][i] for i in common] for r in names]
-    order = _label_order(spec.labels, {v for row in data for v in row})
-    try:
-        out["krippendorff_alpha"] = krippendorff_alpha(data, spec.level, order)
-        out["alpha_note"] = None
-    except UndefinedAgreement as exc:
-        out["krippendorff_alpha"], out["alpha_note"] = None, str(exc)
-    except ValueError as exc:
-        out["krippendorff_alpha"], out["alpha_note"] = None, f"{exc} (items every rater rated)"
-    return out

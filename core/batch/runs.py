@@ -59,6 +59,7 @@ from core.oncu.conditions import (
     planned_keys,
     retrieval_config,
 )
+from core.retrieval.chunks import CHUNK_SIZE, OVERLAP, TOP_K
 from core.retrieval.retrievers import reranker
 from core.store import Store
 from core.store.batch_rows import batch_calls, drop_batch_calls, save_batch_calls
@@ -260,9 +261,9 @@ def _plan_conditions(
     conds = check_conditions(s.get("conditions") or ())
     retrieval = retrieval_config(
         s.get("retriever", "lexical"),
-        s.get("top_k", 3),
-        s.get("chunk_size", 220),
-        s.get("overlap", 40),
+        s.get("top_k", TOP_K.default),
+        s.get("chunk_size", CHUNK_SIZE.default),
+        s.get("overlap", OVERLAP.default),
         s.get("rerank"),
         s.get("rerank_model"),
     )
@@ -318,7 +319,7 @@ def _plan_interventions(
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
     top_k, retriever = s.get("top_k", 5), s.get("retriever", "lexical")
-    chunk_size, overlap = s.get("chunk_size", 220), s.get("overlap", 40)
+    chunk_size, overlap = s.get("chunk_size", CHUNK_SIZE.default), s.get("overlap", OVERLAP.default)
     retrieval = plan_settings(retrieval_config(retriever, top_k, chunk_size, overlap))
     open_run(
         store,

@@ -326,8 +326,8 @@ def retrieval_report(
     dataset: str,
     retrievers: Sequence[str],
     ks: Sequence[int],
-    chunk_size: int = 220,
-    overlap: int = 40,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
 ) -> list[dict[str, Any]]:
     """One object per (retriever, k): the retrieval-only audit means of a stored dataset.
 

@@ -47,6 +47,7 @@ from core.crux.metrics import (
     context_scores,
     density,
 )
+from core.retrieval.chunks import CHUNK_SIZE, OVERLAP
 from core.retrieval.retrievers import chunk_instance, rank_chunks
 from core.store import Store
 from core.types import Instance, count_tokens
@@ -375,8 +376,8 @@ def _contexts(
     ret, k = retr.get("retriever"), retr.get("top_k")
     if cond == "oracle":
         ret = "oracle"
-    size = int(retr["chunk_size"]) if retr.get("chunk_size") is not None else 220
-    over = int(retr["overlap"]) if retr.get("overlap") is not None else 40
+    size = int(retr["chunk_size"]) if retr.get("chunk_size") is not None else CHUNK_SIZE.default
+    over = int(retr["overlap"]) if retr.get("overlap") is not None else OVERLAP.default
     out: dict[str, dict[str, Any]] = {}
     for iid in iids:
         inst = by_inst.get(iid)

@@ -39,9 +39,8 @@ function returns per-instance rows and the aggregate. The defaults of ``eps`` (0
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,13 +48,40 @@ import numpy as np
 import pandas as pd
 
 from core.cuer.coverage import with_not_applicable
-from core.cuer.interventions import EPS, SYNERGY_METRIC, TAU, parse_variant
+from core.cuer.interventions import SYNERGY_METRIC
+from core.cuer.pairs import (
+    ITEM_OPERATORS,
+    call_failed,
+    correctness_score,
+    intervention_pairs,
+    load_pairs,
+)
+from core.cuer.signals import (
+    AXES,
+    AXIS_SCORE,
+    CORRECTNESS_AXIS,
+    CORRECTNESS_SCORES,
+    DEFAULT_EPS,
+    DEFAULT_TAU,
+    METRICS,
+    OPERATOR_ORDER,
+    PRIMARY_ROLE_ORDER,
+    PROFILE_METRICS,
+    ROLE_FLAGS,
+    ROLES,
+    answer_changed,
+    evidence_role,
+    finite,
+    jaccard_distance,
+    jaccard_similarity,
+    primary_role,
+    role_flags,
+    trace_divergence,
+)
 from core.jsonable import json_plain
-from core.params import Param
-from core.scoring.rows import confidence_error, normalize_relaxed
+from core.scoring.rows import confidence_error
 from core.stats.inference import bootstrap_mean_ci, paired_contrast
 from core.store import Store
-from core.types import stored_ids
 
 __all__ = [
     "AXES",
@@ -87,66 +113,6 @@ __all__ = [
     "utility_profile",
 ]
 
-#: Utility axes (seed 004 §3.3): higher is better except ``confidence_error``.
-AXES = ("correctness", "answer_f1", "grounding", "confidence_error")
-#: Metrics of the CUE-R tables: the utility axes and the trace divergence.
-METRICS = (*AXES, "trace_divergence")
-#: Metrics of the utility profile and the sweeps: :data:`METRICS` and the evidence divergence
-#: d_Jaccard(E, E') (seed 004 App. C Table 13, "Evid. Div.").
-PROFILE_METRICS = (*METRICS, "evidence_divergence")
-#: Stored score column behind each utility axis (correctness: see :data:`CORRECTNESS_SCORES`).
-_AXIS_SCORE = {
-    "correctness": "soft_correct",
-    "answer_f1": "f1_relaxed",
-    "grounding": "title_grounding",
-    "confidence_error": "confidence_error",
-}
-#: Correctness axes (seed 004 §4.6) and the stored score behind each: ``soft`` = soft
-#: correctness (App. B: normalized match, yes/no, numbers or token F1 >= 0.8; the paper's
-#: tables), ``strict`` = normalized exact match.
-CORRECTNESS_SCORES = {"soft": "soft_correct", "strict": "em_strict"}
-#: Which correctness axis the CUE-R numbers use (declared once for the page and the CLI).
-CORRECTNESS_AXIS = Param(
-    "correctness_axis", str, "soft", "correctness axis: soft (normalized match, yes/no, "
-    "numbers or token F1 >= 0.8; the paper's tables) or strict (normalized exact match). "
-    "Confidence error |c - 1[correct]|, Δcorr and the roles follow it",
-    choices=tuple(CORRECTNESS_SCORES), section="CUE-R (seed 004) §4.6, §5.8, App. B",
-)  # fmt: skip
-#: Delta column names (seed 004 eq. 7: corr, f1, grnd, cal).
-_DELTA = {
-    "correctness": "delta_corr",
-    "answer_f1": "delta_f1",
-    "grounding": "delta_grnd",
-    "confidence_error": "delta_cal",
-}
-#: The paper's operational roles (seed 004 §3.5), one flag each: an item can carry several.
-ROLE_FLAGS = ("constructive", "redundant", "distractive", "confidence_distorting")
-#: Precedence of the single ``primary_role`` label (colouring and filtering only; counts are
-#: per flag): constructive first, then distractive, as the paper labels its exemplars (seed
-#: 004 Table 10: the "Constructive" item has Δcorr = +1 and D = 0.98, so it also carries the
-#: distractive flag; every distractive item is constructive under §3.5, so the distractive
-#: flag is counted but never the primary label), then confidence-distorting (a correctness
-#: or grounding harm outranks a confidence change), and redundant last (with eps > 0 it can
-#: overlap a positive change within eps).
-PRIMARY_ROLE_ORDER = ("constructive", "distractive", "confidence_distorting", "redundant")
-#: Every ``primary_role`` value, in display order (``unassigned``: no flag holds).
-ROLES = (*ROLE_FLAGS, "unassigned")
-#: Default threshold for "negligible" (|delta| <= eps, D <= eps), as declared.
-DEFAULT_EPS = EPS.default
-#: Default threshold for "large" trace divergence (D >= tau), as declared.
-DEFAULT_TAU = TAU.default
-#: (operator, variant) rows of the report, in table order; others follow sorted.
-OPERATOR_ORDER = (
-    ("original", ""), ("remove", ""), ("replace", "easy"), ("replace", "medium"),
-    ("replace", "hard"), ("duplicate", "front"), ("duplicate", "after"), ("duplicate", "end"),
-    ("zero_retrieval", ""),
-)  # fmt: skip
-#: Item operators a run plans (a Case-view rerun of one of them, on the planned target, is the
-#: planned call: same key, same prompt).
-_PLANNED = ("remove", "replace", "duplicate")
-#: Operators whose rows describe one evidence item (they get a role).
-_ITEM_OPERATORS = ("remove", "replace", "duplicate", "move")
-
 
 @dataclass(frozen=True, slots=True)
 class CuerResult:
@@ -164,334 +130,7 @@ class CuerResult:
 # ----------------------------------------------------------------------- per-pair metrics
 
 
-def jaccard_similarity(a: Iterable[str], b: Iterable[str]) -> float:
-    """``|A & B| / |A | B|`` over id sets; 1.0 when both are empty (nothing differs).
-
-    ``{a, b}`` vs ``{b, c}``: 1 / 3.
-    """
-    sa, sb = set(a), set(b)
-    union = sa | sb
-    return 1.0 if not union else len(sa & sb) / len(union)
-
-
-def jaccard_distance(a: Iterable[str], b: Iterable[str]) -> float:
-    """``d_Jaccard = 1 - |A & B| / |A | B|`` (seed 004 §3.4, App. B); 0.0 when both are empty.
-
-    Over the cited id sets of the original and the perturbed run this is the evidence
-    divergence (App. C Table 13). ``{a, b}`` vs ``{b, c}``: 2 / 3.
-    """
-    return 1.0 - jaccard_similarity(a, b)
-
-
-def _clamp(c: Any) -> float:
-    if c is None or c is pd.NA:
-        return 0.0
-    c = float(c)
-    return 0.0 if math.isnan(c) else min(max(c, 0.0), 1.0)
-
-
-def answer_changed(
-    answer: str | None,
-    answer_perturbed: str | None,
-    *,
-    answer_type: str | None = None,
-    reasoning_type: str | None = None,
-) -> bool:
-    """``1[y != y']`` of seed 004 eq. 9: the answers differ relaxed-normalized (SPEC §6.2).
-
-    A parse error has no answer (None, or NaN once in a frame): it counts as ``""``.
-    """
-    a, a2 = (x if isinstance(x, str) else "" for x in (answer, answer_perturbed))
-    return normalize_relaxed(a, answer_type, reasoning_type) != normalize_relaxed(
-        a2, answer_type, reasoning_type
-    )
-
-
-def trace_divergence(
-    cited: Iterable[str],
-    cited_perturbed: Iterable[str],
-    answer: str | None,
-    answer_perturbed: str | None,
-    confidence: float | None,
-    confidence_perturbed: float | None,
-    *,
-    answer_type: str | None = None,
-    reasoning_type: str | None = None,
-) -> float:
-    """Trace divergence D of seed 004 eq. 9 (SPEC §7).
-
-    ``D = 0.5 * jaccard_distance(E, E') + 0.3 * 1[answer changed] + 0.2 * |c - c'|``; answers
-    are compared relaxed-normalized (SPEC §6.2, with the instance's answer and reasoning type),
-    confidences clamped to [0, 1], a missing confidence counts as 0.
-    """
-    changed = answer_changed(
-        answer, answer_perturbed, answer_type=answer_type, reasoning_type=reasoning_type
-    )
-    return (
-        0.5 * jaccard_distance(cited, cited_perturbed)
-        + 0.3 * float(changed)
-        + 0.2 * abs(_clamp(confidence) - _clamp(confidence_perturbed))
-    )
-
-
-def _finite(x: Any) -> bool:
-    return x is not None and x is not pd.NA and not (isinstance(x, float) and math.isnan(x))
-
-
-def role_flags(
-    deltas: Mapping[str, float],
-    divergence: float,
-    eps: float = DEFAULT_EPS,
-    tau: float = DEFAULT_TAU,
-) -> dict[str, bool]:
-    """Which of the paper's role rules hold for one intervention (seed 004 §3.5; SPEC §7).
-
-    Each rule is evaluated on its own (an item can be constructive and distractive at once):
-
-    - constructive: ``delta_corr > 0`` or ``delta_grnd > 0``;
-    - redundant: ``|delta_corr|``, ``|delta_grnd|``, ``|delta_cal|`` all <= eps and D <= eps;
-    - distractive: D >= tau and (``delta_corr > 0`` or ``delta_grnd > 0``);
-    - confidence-distorting: ``|delta_cal| > eps`` and ``|delta_corr| <= eps``.
-
-    Args:
-        deltas: ``delta_corr``, ``delta_grnd``, ``delta_cal`` (original - perturbed; NaN or
-            missing entries are left out of every rule; ``delta_f1`` is ignored: answer F1 is
-            no role axis, eq. 7).
-        divergence: the trace divergence D.
-        eps: "negligible" threshold (≈ 0).
-        tau: "large" trace-divergence threshold (D ≫ 0).
-
-    Returns:
-        ``{constructive, redundant, distractive, confidence_distorting}`` booleans.
-    """
-    d = {
-        k: float(v) for k, v in deltas.items()
-        if k in ("delta_corr", "delta_grnd", "delta_cal") and _finite(v)
-    }  # fmt: skip
-    corr, grnd, cal = (d.get(k) for k in ("delta_corr", "delta_grnd", "delta_cal"))
-    harms = (corr is not None and corr > 0) or (grnd is not None and grnd > 0)
-    return {
-        "constructive": harms,
-        "redundant": all(abs(v) <= eps for v in d.values()) and divergence <= eps,
-        "distractive": divergence >= tau and harms,
-        "confidence_distorting": cal is not None
-        and abs(cal) > eps
-        and corr is not None
-        and abs(corr) <= eps,
-    }
-
-
-def primary_role(flags: Mapping[str, bool]) -> str:
-    """The one label of an item, for colouring and filtering only (counts are per flag).
-
-    The first flag of :data:`PRIMARY_ROLE_ORDER` that holds, else ``unassigned``.
-    """
-    return next((r for r in PRIMARY_ROLE_ORDER if flags.get(r)), "unassigned")
-
-
-def _flag_set(flags: Mapping[str, bool]) -> str:
-    """``constructive+distractive`` (flags in :data:`ROLE_FLAGS` order), or ``unassigned``."""
-    return "+".join(r for r in ROLE_FLAGS if flags.get(r)) or "unassigned"
-
-
-def evidence_role(
-    deltas: Mapping[str, float],
-    divergence: float,
-    eps: float = DEFAULT_EPS,
-    tau: float = DEFAULT_TAU,
-) -> str:
-    """The primary role of one intervened item (:func:`role_flags`, then :func:`primary_role`)."""
-    return primary_role(role_flags(deltas, divergence, eps, tau))
-
-
 # ----------------------------------------------------------------------- pairing
-
-
-
-
-def _meta(x: Any) -> dict[str, Any]:
-    if isinstance(x, Mapping):
-        return dict(x)
-    if isinstance(x, str) and x:
-        try:
-            out = json.loads(x)
-        except ValueError:
-            return {}
-        return out if isinstance(out, dict) else {}
-    return {}
-
-
-def _label(variant: str) -> tuple[str, str, tuple[str, ...], str] | None:
-    try:
-        v = parse_variant(variant)
-    except ValueError:
-        return None
-    return v["operator"], v["param"] or "", v["targets"], v["base"]
-
-
-def _num(x: Any) -> float:
-    return float(x) if _finite(x) else math.nan
-
-
-def _correctness_score(correctness: str, columns: Iterable[str]) -> str:
-    """The stored score behind a correctness axis (ValueError: unknown axis, or no such score)."""
-    if correctness not in CORRECTNESS_SCORES:
-        raise ValueError(
-            f"unknown correctness axis {correctness!r}; choose from: "
-            f"{', '.join(CORRECTNESS_SCORES)}"
-        )
-    col = CORRECTNESS_SCORES[correctness]
-    if col not in columns:
-        raise ValueError(f"correctness axis {correctness!r} needs the score column {col!r}")
-    return col
-
-
-def _axes_of(row: Mapping[str, Any], correct_col: str) -> dict[str, float]:
-    """The utility axes of one prediction; correctness (and CE's "correct") from ``correct_col``.
-
-    Strict: correctness = em_strict and CE = |c - em_strict| (c clamped; NaN without c).
-    """
-    out = {axis: _num(row.get(col)) for axis, col in _AXIS_SCORE.items()}
-    if correct_col != _AXIS_SCORE["correctness"]:
-        out["correctness"] = _num(row.get(correct_col))
-        conf = row.get("confidence")
-        out["confidence_error"] = confidence_error(
-            conf if _finite(conf) else None, out["correctness"]
-        )
-    return out
-
-
-def intervention_pairs(
-    predictions: pd.DataFrame,
-    eps: float = DEFAULT_EPS,
-    tau: float = DEFAULT_TAU,
-    correctness: str = CORRECTNESS_AXIS.default,
-) -> pd.DataFrame:
-    """Pair every planned intervention with its base trace: one row per (instance, variant).
-
-    Args:
-        predictions: prediction rows joined with their scores and the instance's
-            ``answer_type`` / ``reasoning_type``: ``instance_id``, ``condition``, ``variant``,
-            ``answer``, ``cited_ids``, ``confidence``, ``error``, ``meta`` (optional) and the
-            score columns ``soft_correct`` (``em_strict`` for the strict axis),
-            ``f1_relaxed``, ``title_grounding``, ``confidence_error``; a ``run`` column
-            (optional) keeps runs apart. Base rows are condition ``retrieved``, variant
-            ``""``; intervention rows are condition ``intervention`` with a variant of
-            :func:`core.cuer.interventions.format_variant` on the ``retrieved`` base. Case-view
-            reruns (``meta.rule == "user"``) are left out, except a rerun of a planned
-            operator on the planned target (it replaced the planned row under the same key).
-        eps: role threshold for "negligible".
-        tau: role threshold for "large" trace divergence.
-        correctness: correctness axis, ``soft`` (default) or ``strict``
-            (:data:`CORRECTNESS_SCORES`); CE follows it.
-
-    Returns:
-        Columns ``run``, ``instance_id``, ``variant``, ``operator``, ``param``, ``target``,
-        ``rule``, the axes of both runs (``correctness_orig``, ``correctness`` ...),
-        ``trace_divergence``, ``evidence_divergence`` (d_Jaccard of the cited sets),
-        ``answer_changed``, ``correctness_changed``, the deltas (``delta_corr``,
-        ``delta_f1``, ``delta_grnd``, ``delta_cal``), the role flags ``is_constructive``,
-        ``is_redundant``, ``is_distractive``, ``is_confidence_distorting``, ``n_flags``,
-        ``flags`` (the flags that hold joined by ``+``, or ``unassigned``) and
-        ``primary_role`` (roles only for item operators, else None), ``answer_orig``,
-        ``answer``, ``confidence_orig``, ``confidence`` and ``missing``. A pair whose base or
-        intervention call failed (``error`` set) has ``missing`` True, NaN axes, divergences
-        and deltas, None for the changed indicators, and no role flags or role: its delta is
-        not computed.
-
-    Raises:
-        ValueError: an unknown correctness axis, or a frame without its score column.
-    """
-    df = predictions.copy()
-    correct_col = _correctness_score(correctness, df.columns)
-    if "run" not in df.columns:
-        df["run"] = df["run_id"] if "run_id" in df.columns else ""
-    for col in ("error", "meta", "answer_type", "reasoning_type"):
-        if col not in df.columns:
-            df[col] = None
-    df["_failed"] = [_failed(e) for e in df["error"]]
-    base = df[(df["condition"] == "retrieved") & (df["variant"].fillna("") == "")]
-    base_by = {(r["run"], r["instance_id"]): r for r in base.to_dict("records")}
-    records = [
-        (r, _label(r["variant"]), _meta(r["meta"]))
-        for r in df[df["condition"] == "intervention"].to_dict("records")
-    ]
-    # The planned target of each instance, from the planner's own rows.
-    planned = {
-        (r["run"], r["instance_id"]): m.get("target")
-        for r, lab, m in records
-        if lab is not None and lab[0] in _PLANNED and m.get("rule") not in (None, "user")
-    }
-    rows: list[dict[str, Any]] = []
-    for r, label, meta in records:
-        if label is None or label[3] != "retrieved":
-            continue
-        if meta.get("rule") == "user" and not (
-            label[0] in _PLANNED and planned.get((r["run"], r["instance_id"])) == label[2][0]
-        ):
-            continue  # a Case-view rerun the plan does not hold (a rerun of a planned call is)
-        b = base_by.get((r["run"], r["instance_id"]))
-        if b is None:
-            continue
-        op, param, targets, _ = label
-        out: dict[str, Any] = {
-            "run": r["run"], "instance_id": r["instance_id"], "variant": r["variant"],
-            "operator": op, "param": param, "target": "+".join(targets), "rule": meta.get("rule"),
-        }  # fmt: skip
-        missing = bool(b["_failed"] or r["_failed"])
-        axes_b, axes_r = _axes_of(b, correct_col), _axes_of(r, correct_col)
-        for axis in _AXIS_SCORE:
-            out[f"{axis}_orig"] = math.nan if missing else axes_b[axis]
-            out[axis] = math.nan if missing else axes_r[axis]
-        types = {"answer_type": r.get("answer_type"), "reasoning_type": r.get("reasoning_type")}
-        cited_b, cited_r = stored_ids(b["cited_ids"]), stored_ids(r["cited_ids"])
-        if missing:
-            out["trace_divergence"] = out["evidence_divergence"] = math.nan
-            out["answer_changed"] = out["correctness_changed"] = None
-        else:
-            out["trace_divergence"] = trace_divergence(
-                cited_b, cited_r, b.get("answer"), r.get("answer"), b.get("confidence"),
-                r.get("confidence"), **types,
-            )  # fmt: skip
-            out["evidence_divergence"] = jaccard_distance(cited_b, cited_r)
-            out["answer_changed"] = answer_changed(b.get("answer"), r.get("answer"), **types)
-            c0, c1 = out["correctness_orig"], out["correctness"]
-            out["correctness_changed"] = (
-                bool(c0 != c1) if math.isfinite(c0) and math.isfinite(c1) else None
-            )
-        deltas = {_DELTA[a]: out[f"{a}_orig"] - out[a] for a in AXES}
-        out.update(deltas)
-        if op in _ITEM_OPERATORS and not missing:
-            flags = role_flags(deltas, out["trace_divergence"], eps, tau)
-            out.update({f"is_{k}": v for k, v in flags.items()}, n_flags=sum(flags.values()),
-                       flags=_flag_set(flags), primary_role=primary_role(flags))  # fmt: skip
-        else:  # no item (zero retrieval, two-support) or no answer: no role
-            out.update(dict.fromkeys([f"is_{k}" for k in ROLE_FLAGS], None), n_flags=None,
-                       flags=None, primary_role=None)  # fmt: skip
-        for k in ("answer", "confidence"):
-            out[f"{k}_orig"] = b.get(k)
-            out[k] = r.get(k)
-        out["missing"] = missing
-        rows.append(out)
-    out_df = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
-    out_df["missing"] = out_df["missing"].astype(bool)
-    out_df.attrs["correctness_axis"] = correctness
-    return out_df
-
-
-#: Columns of :func:`intervention_pairs`, in order.
-PAIR_COLUMNS = (
-    "run", "instance_id", "variant", "operator", "param", "target", "rule",
-    *[c for a in AXES for c in (f"{a}_orig", a)], "trace_divergence", "evidence_divergence",
-    "answer_changed", "correctness_changed", *_DELTA.values(),
-    *[f"is_{k}" for k in ROLE_FLAGS], "n_flags", "flags", "primary_role", "answer_orig",
-    "answer", "confidence_orig", "confidence", "missing",
-)  # fmt: skip
-
-
-def _failed(error: Any) -> bool:
-    """True when a prediction's call failed (its ``error`` is set): not an answer."""
-    return _finite(error) and bool(str(error).strip())
 
 
 def _missing(frame: pd.DataFrame) -> np.ndarray:
@@ -510,25 +149,25 @@ def _base_rows(
     kept with NaN metrics, None indicators and ``missing`` True.
     """
     df = predictions
-    correct_col = _correctness_score(correctness, df.columns)
+    correct_col = correctness_score(correctness, df.columns)
     run = df["run"] if "run" in df.columns else df.get("run_id", pd.Series("", index=df.index))
     err = df["error"] if "error" in df.columns else pd.Series(None, index=df.index)
-    failed = np.array([_failed(e) for e in err], dtype=bool)
+    failed = np.array([call_failed(e) for e in err], dtype=bool)
     mask = (df["condition"] == "retrieved").to_numpy() & (df["variant"].fillna("") == "").to_numpy()
     sub = df[mask]
     out = pd.DataFrame({"run": run[mask].to_numpy(), "instance_id": sub["instance_id"]})
     gone = failed[mask]
-    cols = dict(_AXIS_SCORE, correctness=correct_col)
+    cols = dict(AXIS_SCORE, correctness=correct_col)
     vals = {
         a: pd.to_numeric(sub[c], errors="coerce").to_numpy(dtype=float) for a, c in cols.items()
     }
-    if correct_col != _AXIS_SCORE["correctness"]:
+    if correct_col != AXIS_SCORE["correctness"]:
         conf = sub["confidence"] if "confidence" in sub.columns else [None] * len(sub)
         vals["confidence_error"] = np.array(
-            [confidence_error(c if _finite(c) else None, k)
+            [confidence_error(c if finite(c) else None, k)
              for c, k in zip(conf, vals["correctness"], strict=True)], dtype=float,
         )  # fmt: skip
-    for axis in _AXIS_SCORE:
+    for axis in AXIS_SCORE:
         out[axis] = np.where(gone, np.nan, vals[axis])
     for m in ("trace_divergence", "evidence_divergence"):
         out[m] = np.where(gone, np.nan, 0.0)
@@ -629,7 +268,7 @@ def utility_profile(
             row[f"{m}_ci_high"] = ci["ci_high"]
         for m, pct in (("answer_changed", "pct_answer_changed"),
                        ("correctness_changed", "pct_correctness_changed")):  # fmt: skip
-            known = [bool(v) for v in grp.loc[~grp["missing"], m] if v is not None and _finite(v)]
+            known = [bool(v) for v in grp.loc[~grp["missing"], m] if v is not None and finite(v)]
             count = "answers_changed" if m == "answer_changed" else m
             row[count] = sum(known)
             row[pct] = 100.0 * sum(known) / len(known) if known else math.nan
@@ -723,7 +362,7 @@ def paired_deltas(
 
 
 def _items(pairs: pd.DataFrame) -> pd.DataFrame:
-    return pairs[pairs["operator"].isin(_ITEM_OPERATORS)].reset_index(drop=True)
+    return pairs[pairs["operator"].isin(ITEM_OPERATORS)].reset_index(drop=True)
 
 
 def role_counts(pairs: pd.DataFrame) -> CuerResult:
@@ -882,37 +521,6 @@ def synergy(
 
 
 # ----------------------------------------------------------------------- store side
-
-
-def load_pairs(store: Store, runs: Sequence[str]) -> pd.DataFrame:
-    """The CUE-R prediction rows of the runs: predictions with scores and instance types.
-
-    Returns:
-        Base (``retrieved``) and ``intervention`` rows, with ``run``, ``answer_type`` and
-        ``reasoning_type`` added; the input of :func:`intervention_pairs`.
-
-    Raises:
-        ValueError: a run that is not stored.
-    """
-    frames = []
-    types: dict[str, pd.DataFrame] = {}
-    for run in runs:
-        row = store.run_row(run)
-        if row is None:
-            raise ValueError(f"no run '{run}' in {store.path}")
-        preds = store.prediction_rows(run)
-        preds = preds[preds["condition"].isin(["retrieved", "intervention"])].copy()
-        ds = row.get("dataset_id")
-        if ds not in types:
-            inst = store.instances_frame(ds) if ds in store.dataset_names() else pd.DataFrame()
-            cols = ["instance_id", "answer_type", "reasoning_type"]
-            types[ds] = inst[cols] if len(inst) else pd.DataFrame(columns=cols)
-        preds = preds.merge(types[ds], on="instance_id", how="left")
-        preds.insert(0, "run", run)
-        frames.append(preds)
-    if not frames:
-        return pd.DataFrame()
-    return pd.concat(frames, ignore_index=True)
 
 
 def intervention_report(

@@ -69,6 +69,21 @@ from dataclasses import asdict, dataclass
 from itertools import product
 from typing import Any
 
+from core.datasets.facts import (
+    RELS,
+    TITLES,
+    Fact,
+    Names,
+    Rel,
+    Spec,
+    arithmetic,
+    comparison,
+    fmt,
+    multi_hop,
+    new_fact,
+    single_hop,
+    title_stem,
+)
 from core.datasets.records import make_instance
 from core.datasets.synthetic_text import (
     MIN_FILLER,
@@ -294,398 +309,38 @@ def density_label(n_gold: int) -> str:
     return "medium" if n_gold <= 3 else "high"
 
 
-# ---------------------------------------------------------------------------- entities, facts
-def _family(pattern: str, words: str) -> tuple[str, ...]:
-    return tuple(pattern.format(w) for w in words.split())
-
-
-_STEMS = {
-    "model": _family("Model {}", "Alpha Beta Gamma Delta Epsilon Zeta Theta Kappa Lambda Sigma"),
-    "lab": _family("{} Labs", "Arcturus Borealis Cygnus Draco Lyra Orion Vega Altair Carina"),
-    "city": _family("{}", "Velmora Tarsk Ostrel Brindlemoor Calvane Dunmere Eskerby Falkirn"),
-    "dataset": _family("Dataset {}", "Amber Birch Cobalt Dune Ember Fjord Garnet Heron Iris"),
-    "province": _family("{} Province", "Norvale Eastmarch Highmoor Saltreach Tamberlin Wendover"),
-    "agency": _family("{} Agency", "Meridian Keystone Lodestar Beacon Harbinger Sentinel"),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class _Rel:
-    subj: str
-    obj: str  # entity family, or "number"
-    phrasings: tuple[str, ...]
-    question: str
-    describe: str = ""
-    low: int = 0  # numeric range (inclusive), in tenths for accuracy
-    high: int = 0
-    tenths: bool = False
-
-
-_RELS: dict[str, _Rel] = {
-    "developed_by": _Rel(
-        "model",
-        "lab",
-        ("{s} was developed by {o}.", "{o} developed {s} as its main research system."),
-        "Which lab developed {s}?",
-        "the developer of {s}",
-    ),
-    "located_in": _Rel(
-        "lab",
-        "city",
-        ("{s} is headquartered in {o}.", "The main offices of {s} are located in {o}."),
-        "In which city is {s} headquartered?",
-        "the headquarters city of {s}",
-    ),
-    "trained_on": _Rel(
-        "model",
-        "dataset",
-        ("{s} was trained on {o}.", "The training data for {s} came from {o}."),
-        "Which dataset was {s} trained on?",
-        "the training dataset of {s}",
-    ),
-    "curated_by": _Rel(
-        "dataset",
-        "lab",
-        ("{s} was curated by {o}.", "{o} assembled and curated {s}."),
-        "Which lab curated {s}?",
-        "the curator of {s}",
-    ),
-    "in_region": _Rel(
-        "city",
-        "province",
-        ("{s} lies within {o}.", "The city of {s} is part of {o}."),
-        "Which province contains {s}?",
-        "the province containing {s}",
-    ),
-    "administered_by": _Rel(
-        "province",
-        "agency",
-        ("{s} is administered by {o}.", "{o} oversees the administration of {s}."),
-        "Which agency administers {s}?",
-        "the agency administering {s}",
-    ),
-    "fine_tuned_from": _Rel(
-        "model",
-        "model",
-        ("{s} was fine-tuned from {o}.", "{s} started as a fine-tuned copy of {o}."),
-        "Which model was {s} fine-tuned from?",
-        "the base model of {s}",
-    ),
-    "accuracy": _Rel(
-        "model",
-        "number",
-        (
-            "{s} achieved an accuracy of {o} on the held-out evaluation.",
-            "On the held-out evaluation, {s} reached an accuracy of {o}.",
-        ),
-        "What accuracy did {s} achieve on the held-out evaluation?",
-        low=550,
-        high=950,
-        tenths=True,
-    ),
-    "samples": _Rel(
-        "dataset",
-        "number",
-        ("{s} contains {o} samples.", "In total, {s} holds {o} samples."),
-        "How many samples does {s} contain?",
-        low=100,
-        high=999,
-    ),
-    "researchers": _Rel(
-        "lab",
-        "number",
-        ("{s} employs {o} researchers.", "The staff of {s} includes {o} researchers."),
-        "How many researchers does {s} employ?",
-        low=20,
-        high=480,
-    ),
-}
-
-_SINGLE_HOP_RELS = (
-    "developed_by",
-    "located_in",
-    "trained_on",
-    "curated_by",
-    "in_region",
-    "fine_tuned_from",
-    "accuracy",
-    "samples",
-    "researchers",
-)
-_CHAINS = {
-    2: ("developed_by", "located_in"),
-    3: ("developed_by", "located_in", "in_region"),
-    4: ("trained_on", "curated_by", "located_in", "in_region"),
-    5: ("fine_tuned_from", "trained_on", "curated_by", "located_in", "in_region"),
-    6: (
-        "fine_tuned_from",
-        "trained_on",
-        "curated_by",
-        "located_in",
-        "in_region",
-        "administered_by",
-    ),
-}
-_COMPARE = {
-    "accuracy": (
-        "Which model achieved the higher accuracy on the held-out evaluation, {a} or {b}?",
-        "Which of these models achieved the highest accuracy on the held-out evaluation: {l}?",
-    ),
-    "samples": (
-        "Which dataset contains more samples, {a} or {b}?",
-        "Which of these datasets contains the most samples: {l}?",
-    ),
-    "researchers": (
-        "Which lab employs more researchers, {a} or {b}?",
-        "Which of these labs employs the most researchers: {l}?",
-    ),
-}
-_ARITH = {
-    "samples": (
-        "What is the total number of samples in {l} combined?",
-        "How many more samples does {a} contain than {b}?",
-    ),
-    "researchers": (
-        "How many researchers do {l} employ in total?",
-        "How many more researchers does {a} employ than {b}?",
-    ),
-}
-_TITLES = ("Profile: {s}", "Notes on {s}", "{s} overview", "Record for {s}", "About {s}")
-
-
-def _stem(name: str) -> str:
-    return name.rsplit(" ", 1)[0]
-
-
-def _fmt(rel: _Rel, value: int) -> str:
-    return f"{value / 10:.1f}" if rel.tenths else str(value)
-
-
-def _listing(names: Sequence[str], last: str) -> str:
-    return ", ".join(names[:-1]) + f" {last} " + names[-1]
-
-
-class _Names:
-    """Unique entity names of one instance."""
-
-    def __init__(self, rng: random.Random):
-        self.rng = rng
-        self.used: set[str] = set()
-
-    def new(self, family: str, avoid: Iterable[str] = ()) -> str:
-        avoid = set(avoid)
-        stems = [s for s in _STEMS[family] if s not in avoid] or list(_STEMS[family])
-        while True:
-            name = f"{self.rng.choice(stems)} {self.rng.randint(100, 9999):05d}"
-            if name not in self.used:
-                self.used.add(name)
-                return name
-
-    def near(self, name: str) -> str:
-        """Same stem, suffix differing in exactly one of its last three digits."""
-        stem, suffix = name.rsplit(" ", 1)
-        while True:
-            pos = self.rng.randint(len(suffix) - 3, len(suffix) - 1)
-            digit = self.rng.choice([c for c in "0123456789" if c != suffix[pos]])
-            cand = f"{stem} {suffix[:pos]}{digit}{suffix[pos + 1 :]}"
-            if cand not in self.used:
-                self.used.add(cand)
-                return cand
-
-
-@dataclass(slots=True)
-class _Fact:
-    subject: str
-    relation: str
-    value: str
-    number: int | None = None  # raw integer (tenths for accuracy)
-    phrasing: int = 0
-    title: int = 0
-
-    def sentence(self) -> str:
-        rel = _RELS[self.relation]
-        return rel.phrasings[self.phrasing].format(s=self.subject, o=self.value)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"subject": self.subject, "relation": self.relation, "value": self.value}
-
-
-def _new_fact(rng: random.Random, subject: str, relation: str, value: str, number=None) -> _Fact:
-    rel = _RELS[relation]
-    return _Fact(
-        subject,
-        relation,
-        value,
-        number,
-        rng.randrange(len(rel.phrasings)),
-        rng.randrange(len(_TITLES)),
-    )
-
-
-def _distinct_numbers(rng: random.Random, rel: _Rel, k: int, gap: int, pad: int = 0) -> list[int]:
-    """Values in the relation's range (shrunk by ``pad`` at both ends), pairwise >= gap apart."""
-    while True:
-        vals = [rng.randint(rel.low + pad, rel.high - pad) for _ in range(k)]
-        ordered = sorted(vals)
-        if all(b - a >= gap for a, b in zip(ordered, ordered[1:], strict=False)):
-            return vals
-
-
 def _other_number(
-    rng: random.Random, rel: _Rel, forbidden: set[str], lo: int | None = None, hi: int | None = None
+    rng: random.Random, rel: Rel, forbidden: set[str], lo: int | None = None, hi: int | None = None
 ) -> int:
     """A value in ``[lo, hi]`` (default: the relation's range) whose text is not forbidden."""
     lo = rel.low if lo is None else max(rel.low, lo)
     hi = rel.high if hi is None else min(rel.high, hi)
     while True:
         v = rng.randint(lo, hi)
-        if _fmt(rel, v) not in forbidden and str(v) not in forbidden:
+        if fmt(rel, v) not in forbidden and str(v) not in forbidden:
             return v
 
 
-# ---------------------------------------------------------------------------- questions
-@dataclass(slots=True)
-class _Spec:
-    """What one instance asks and which facts its gold passages state."""
-
-    question: str
-    answer: str
-    answer_type: str
-    aliases: tuple[str, ...]
-    facts: list[_Fact]  # one per gold passage, in logical order
-    mode: str
-    numbers: dict[str, Any]
-    corroborate: bool = False
-
-
-def _number_aliases(rel: _Rel, value: int) -> tuple[str, ...]:
-    if rel.tenths:
-        return (str(value // 10),) if value % 10 == 0 else ()
-    return (f"{value:,}",) if value >= 1000 else ()
-
-
-def _single_hop(rng: random.Random, names: _Names, scattered: bool) -> _Spec:
-    relation = rng.choice(_SINGLE_HOP_RELS)
-    rel = _RELS[relation]
-    subject = names.new(rel.subj)
-    if rel.obj == "number":
-        number = rng.randint(rel.low, rel.high)
-        fact = _new_fact(rng, subject, relation, _fmt(rel, number), number)
-        answer_type, aliases = "number", _number_aliases(rel, number)
-        numbers: dict[str, Any] = {"value": _fmt(rel, number)}
-    else:
-        fact = _new_fact(rng, subject, relation, names.new(rel.obj, avoid=[_stem(subject)]))
-        answer_type, aliases, numbers = "entity", (), {}
-    facts = [fact, fact] if scattered else [fact]
-    return _Spec(
-        rel.question.format(s=subject),
-        fact.value,
-        answer_type,
-        aliases,
-        facts,
-        "corroborated" if scattered else "single",
-        numbers,
-        corroborate=scattered,
-    )
-
-
-def _multi_hop(rng: random.Random, names: _Names, k: int) -> _Spec:
-    chain = _CHAINS[k]
-    entity = names.new(_RELS[chain[0]].subj)
-    start = entity
-    facts = []
-    stems = {_stem(entity)}
-    for relation in chain:
-        rel = _RELS[relation]
-        obj = names.new(rel.obj, avoid=stems)
-        stems.add(_stem(obj))
-        facts.append(_new_fact(rng, entity, relation, obj))
-        entity = obj
-    desc = start
-    for relation in chain[:-1]:
-        desc = _RELS[relation].describe.format(s=desc)
-    question = _RELS[chain[-1]].question.format(s=desc)
-    return _Spec(question, entity, "entity", (), facts, "chain", {"chain": list(chain)})
-
-
-def _subjects(names: _Names, rel: _Rel, k: int) -> list[str]:
-    """``k`` new subjects of relation ``rel``, no two sharing a stem."""
-    subjects: list[str] = []
-    for _ in range(k):
-        subjects.append(names.new(rel.subj, avoid=[_stem(s) for s in subjects]))
-    return subjects
-
-
-def _comparison(rng: random.Random, names: _Names, k: int) -> _Spec:
-    attribute = rng.choice(tuple(_COMPARE))
-    rel = _RELS[attribute]
-    subjects = _subjects(names, rel, k)
-    gap = 10 if rel.tenths else 5
-    # keep 3 gaps of room at both ends, so conflicting look-alikes can score below / above all
-    values = _distinct_numbers(rng, rel, k, gap, pad=3 * gap)
-    facts = [
-        _new_fact(rng, s, attribute, _fmt(rel, v), v) for s, v in zip(subjects, values, strict=True)
-    ]
-    winner = subjects[values.index(max(values))]
-    shown = subjects[:]
-    rng.shuffle(shown)
-    two, many = _COMPARE[attribute]
-    question = (
-        two.format(a=shown[0], b=shown[1]) if k == 2 else many.format(l=_listing(shown, "or"))
-    )
-    numbers = {"attribute": attribute, "values": {f.subject: f.value for f in facts}}
-    return _Spec(question, winner, "entity", (), facts, "compare", numbers)
-
-
-def _arithmetic(rng: random.Random, names: _Names, k: int) -> _Spec:
-    attribute = rng.choice(tuple(_ARITH))
-    rel = _RELS[attribute]
-    subjects = _subjects(names, rel, k)
-    values = _distinct_numbers(rng, rel, k, gap=1)
-    facts = [_new_fact(rng, s, attribute, str(v), v) for s, v in zip(subjects, values, strict=True)]
-    op = rng.choice(("sum", "difference")) if k == 2 else "sum"
-    total, diff = _ARITH[attribute]
-    if op == "sum":
-        shown = subjects[:]
-        rng.shuffle(shown)
-        result = sum(values)
-        question = total.format(l=_listing(shown, "and"))
-    else:
-        hi_i = values.index(max(values))
-        a, b = subjects[hi_i], subjects[1 - hi_i]
-        result = values[hi_i] - values[1 - hi_i]
-        question = diff.format(a=a, b=b)
-    numbers = {
-        "attribute": attribute,
-        "operation": op,
-        "operands": {f.subject: v for f, v in zip(facts, values, strict=True)},
-        "result": result,
-    }
-    return _Spec(
-        question, str(result), "number", _number_aliases(rel, result), facts, "aggregate", numbers
-    )
-
-
 # ---------------------------------------------------------------------------- passages
-def _fact_block(rng: random.Random, fact: _Fact, role: str, doc_key: str, *, audit=False) -> Block:
+def _fact_block(rng: random.Random, fact: Fact, role: str, doc_key: str, *, audit=False) -> Block:
     if audit:
         title = f"Audit summary for {fact.subject}"
         core = "An independent audit confirmed that " + fact.sentence()
     else:
-        title = _TITLES[fact.title].format(s=fact.subject)
+        title = TITLES[fact.title].format(s=fact.subject)
         core = fact.sentence()
     n = rng.randint(80, 120) if role == "gold" else rng.randint(100, 180)
     n_body = n - len(title.split())
     return Block(title, pad_sentences(rng, [core], n_body), role, doc_key, fact.as_dict())
 
 
-def _forbidden(spec: _Spec) -> tuple[set[str], set[str]]:
+def _forbidden(spec: Spec) -> tuple[set[str], set[str]]:
     """Name stems and number texts a distractor must not use (it never states the answer)."""
-    stems = {_stem(spec.answer)} if spec.answer_type == "entity" else set()
+    stems = {title_stem(spec.answer)} if spec.answer_type == "entity" else set()
     numbers = {spec.answer, *spec.aliases} if spec.answer_type == "number" else set()
     for f in spec.facts:
         if f.number is None:
-            stems.add(_stem(f.value))
+            stems.add(title_stem(f.value))
         else:
             numbers.add(f.value)
     return stems, numbers
@@ -693,29 +348,29 @@ def _forbidden(spec: _Spec) -> tuple[set[str], set[str]]:
 
 def _variant(
     rng: random.Random,
-    names: _Names,
-    fact: _Fact,
+    names: Names,
+    fact: Fact,
     stems: set[str],
     numbers: set[str],
     lo: int | None = None,
     hi: int | None = None,
-) -> _Fact:
+) -> Fact:
     """The same relation about a near-identical entity, with a different value."""
-    rel = _RELS[fact.relation]
+    rel = RELS[fact.relation]
     subject = names.near(fact.subject)
     if rel.obj == "number":
         v = _other_number(rng, rel, numbers | {fact.value}, lo, hi)
-        return _new_fact(rng, subject, fact.relation, _fmt(rel, v), v)
-    return _new_fact(
-        rng, subject, fact.relation, names.new(rel.obj, avoid=stems | {_stem(subject)})
+        return new_fact(rng, subject, fact.relation, fmt(rel, v), v)
+    return new_fact(
+        rng, subject, fact.relation, names.new(rel.obj, avoid=stems | {title_stem(subject)})
     )
 
 
-def _distractors(rng: random.Random, names: _Names, spec: _Spec, similarity: str) -> list[Block]:
+def _distractors(rng: random.Random, names: Names, spec: Spec, similarity: str) -> list[Block]:
     if similarity == "none":
         return []
     stems, numbers = _forbidden(spec)
-    unique: list[_Fact] = []
+    unique: list[Fact] = []
     for f in spec.facts:
         if all(f is not u for u in unique):
             unique.append(f)
@@ -723,19 +378,19 @@ def _distractors(rng: random.Random, names: _Names, spec: _Spec, similarity: str
     blocks: list[Block] = []
     if similarity == "low":
         gold_rels = {f.relation for f in spec.facts}
-        gold_fams = {_RELS[f.relation].subj for f in spec.facts}
-        pool = [r for r in _RELS if r not in gold_rels and _RELS[r].subj not in gold_fams]
-        pool = pool or [r for r in _RELS if r not in gold_rels]
-        gold_stems = stems | {_stem(f.subject) for f in spec.facts}
+        gold_fams = {RELS[f.relation].subj for f in spec.facts}
+        pool = [r for r in RELS if r not in gold_rels and RELS[r].subj not in gold_fams]
+        pool = pool or [r for r in RELS if r not in gold_rels]
+        gold_stems = stems | {title_stem(f.subject) for f in spec.facts}
         for i in range(n):
             relation = rng.choice(pool)
-            rel = _RELS[relation]
+            rel = RELS[relation]
             subject = names.new(rel.subj, avoid=gold_stems)
             if rel.obj == "number":
                 v = _other_number(rng, rel, numbers)
-                fact = _new_fact(rng, subject, relation, _fmt(rel, v), v)
+                fact = new_fact(rng, subject, relation, fmt(rel, v), v)
             else:
-                fact = _new_fact(rng, subject, relation, names.new(rel.obj, avoid=gold_stems))
+                fact = new_fact(rng, subject, relation, names.new(rel.obj, avoid=gold_stems))
             blocks.append(_fact_block(rng, fact, "distractor", f"d{i}"))
         return blocks
     for i in range(n):
@@ -820,17 +475,17 @@ def _layout(
 # ---------------------------------------------------------------------------- instances
 def _build_instance(preset: str, seed: int, index: int, cell: _Cell) -> Instance:
     rng = derive_rng("controlled", preset, seed, index)
-    names = _Names(rng)
+    names = Names(rng)
     scattered = cell.evidence_position == "scattered"
     k = max(2, cell.fan_in or 2)
     if cell.reasoning_type == "single_hop":
-        spec = _single_hop(rng, names, scattered)
+        spec = single_hop(rng, names, scattered)
     elif cell.reasoning_type == "multi_hop":
-        spec = _multi_hop(rng, names, k)
+        spec = multi_hop(rng, names, k)
     elif cell.reasoning_type == "comparison":
-        spec = _comparison(rng, names, k)
+        spec = comparison(rng, names, k)
     else:
-        spec = _arithmetic(rng, names, k)
+        spec = arithmetic(rng, names, k)
     n_gold = len(spec.facts)
     fan_in = cell.fan_in or n_gold
     gold = [

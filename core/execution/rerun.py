@@ -32,6 +32,7 @@ from core.cuer.metrics import trace_divergence
 from core.execution.engine import rerun_call
 from core.execution.runs import open_run
 from core.oncu.conditions import plan_conditions
+from core.retrieval.chunks import CHUNK_SIZE, OVERLAP, TOP_K
 from core.retrieval.retrievers import retrieve
 from core.store import Store
 from core.types import Instance, PlannedCall
@@ -139,9 +140,9 @@ def shown_context(store: Store, run: Mapping[str, Any], instance: Instance, cond
     return retrieve(
         instance,
         cfg.get("retriever", "lexical"),
-        int(cfg.get("top_k", 3)),
-        int(cfg.get("chunk_size", 220)),
-        int(cfg.get("overlap", 40)),
+        int(cfg.get("top_k", TOP_K.default)),
+        int(cfg.get("chunk_size", CHUNK_SIZE.default)),
+        int(cfg.get("overlap", OVERLAP.default)),
         **rerank,
     )
 
@@ -157,7 +158,7 @@ def plan_perturbation(
     req.checked()
     if req.operator == "retriever":
         retriever = str(req.params.get("retriever", "lexical"))
-        k = int(req.params.get("top_k", 3))
+        k = int(req.params.get("top_k", TOP_K.default))
         calls = plan_conditions([instance], ["retrieved"], retriever=retriever, top_k=k)
         meta = dict(calls[0].meta) | {"operator": "retriever", "retriever": retriever,
                                       "top_k": k, "base_condition": "retrieved"}  # fmt: skip
@@ -168,8 +169,8 @@ def plan_perturbation(
     params = {own: req.params[own]} if own and own in req.params else {}
     if req.operator == "replace":
         cfg = dict(run.get("retrieval") or {})
-        params |= {"chunk_size": int(cfg.get("chunk_size", 220)),
-                   "overlap": int(cfg.get("overlap", 40))}  # fmt: skip
+        params |= {"chunk_size": int(cfg.get("chunk_size", CHUNK_SIZE.default)),
+                   "overlap": int(cfg.get("overlap", OVERLAP.default))}  # fmt: skip
     return plan_rerun(instance, shown, req.operator, req.target_id, base=req.condition, **params)
 
 
@@ -258,7 +259,7 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
             cfg = dict(base.get("retrieval") or {})
             plain = plan_conditions([instance], [req.condition],
                                     retriever=cfg.get("retriever", "lexical"),
-                                    top_k=int(cfg.get("top_k", 3)))  # fmt: skip
+                                    top_k=int(cfg.get("top_k", TOP_K.default)))  # fmt: skip
             original = rerun_call(store, run_id, plain[0], backend)
         else:
             original = _stored(store, run_id, req.instance_id, req.condition)

@@ -42,7 +42,7 @@ _WHERE = {
          "PRESETS", "Preset", "TABLE_FORMATS", "TEMPLATES", "export_figure", "export_table",
          "figure_bytes", "figure_meta", "latex_escape", "layout_line", "mime_type",
          "neutralize_frame", "preset_settings", "safe_csv_cell", "start_renderer",
-         "style_figure", "table_bytes", "table_csv", "table_latex", "with_size"),
+         "style_figure", "table_bytes", "table_csv", "table_latex"),
         "render",
     ),
     **dict.fromkeys(

@@ -29,14 +29,26 @@ checks the result with the browser's own measurement at every preset.
 
 from __future__ import annotations
 
-import functools
-import glob
 import html
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from core.export.text_boxes import (
+    ASCENT,
+    BR,
+    DESCENT,
+    FONT_SIZE,
+    LINE_EM,
+    SVG,
+    TAG,
+    TextBox,
+    svg_text_boxes,
+    text_width,
+    translate,
+    wrap_text,
+)
 
 __all__ = [
     "TextBox",
@@ -47,11 +59,6 @@ __all__ = [
     "wrap_text",
 ]
 
-_SVG = "{http://www.w3.org/2000/svg}"
-#: Ascent and descent of Liberation Serif (Times metrics) as fractions of the font size.
-_ASCENT, _DESCENT = 0.891, 0.216
-#: Plotly's line height of multi-line text, in em.
-_LINE_EM = 1.3
 #: Width of a legend entry's symbol and its gap, in px (plotly: 40).
 _LEGEND_SYMBOL_PX = 40.0
 #: Plotly's default title size relative to the base font.
@@ -61,9 +68,6 @@ _TITLE_NAME = "figure title"
 #: Tick labels closer than this (px; negative: a gap) count as colliding (the estimate of a
 #: text's width can be short of the browser's by a pixel or two).
 _TICK_GAP = -4.0
-#: Wrapped lines are kept this much narrower than their room (the browser's text can be a
-#: little wider than the sum of advance widths).
-_WRAP_SAFETY = 0.95
 #: Plotly's default font size (px) of a text whose layout gives none.
 _PLOTLY_PX = 12.0
 #: A legend below the plot is drawn whole (plotly's default caps a horizontal legend at half
@@ -72,183 +76,16 @@ _NO_SCROLL_PX = 100_000
 #: At a fixed size, the plot keeps at least this share of the height it had before a legend
 #: and notes went below it; the figure grows past the size asked for instead (and says so).
 _MIN_PLOT_SHARE = 0.4
-_TAG = re.compile(r"<(?!br\s*/?>)[^>]+>", re.IGNORECASE)
-_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
-#: Where a name with no spaces may break (after ``_``, ``/`` or a hyphen between letters):
-#: ``hotpotqa_qwen25_14b_200``, ``fanin-embedded``; never inside a number.
-_JOINT = re.compile(r"(?<=[_/])(?=\w)|(?<=[^\W\d]-)(?=[^\W\d])")
-
-
-# ------------------------------------------------------------------------------ metrics
-@functools.lru_cache(maxsize=4)
-def _advances(family: str) -> tuple[dict[int, int], int, float] | None:
-    """``(advance per code point, default advance, units per em)`` of ``family`` (None: no file)."""
-    stem = family.replace(" ", "")
-    paths = sorted(glob.glob(f"/usr/share/fonts/**/{stem}-Regular.ttf", recursive=True))
-    if not paths:
-        return None
-    try:
-        from fontTools.ttLib import TTFont
-
-        font = TTFont(paths[0], lazy=True)
-        cmap = font.getBestCmap()
-        hmtx = font["hmtx"].metrics
-        units = float(font["head"].unitsPerEm)
-        widths = {cp: hmtx[name][0] for cp, name in cmap.items() if name in hmtx}
-        default = hmtx.get(".notdef", (int(units / 2), 0))[0]
-    except Exception:
-        return None
-    return widths, default, units
-
-
-def text_width(text: str, size_px: float, family: str = "Liberation Serif") -> float:
-    """Width in px of the widest line of ``text`` (plotly markup: ``<br>`` breaks lines).
-
-    Advance widths of ``family`` (no kerning); 0.5 em per character when the font file is not
-    on the machine.
-    """
-    lines = _BR.split(html.unescape(_TAG.sub("", str(text))))
-    metrics = _advances(family)
-    if metrics is None:
-        return max(len(line) for line in lines) * 0.5 * size_px
-    widths, default, units = metrics
-    return max(sum(widths.get(ord(c), default) for c in line) for line in lines) * size_px / units
-
-
-def wrap_text(text: str, max_px: float, size_px: float, family: str = "Liberation Serif") -> str:
-    """``text`` with ``<br>`` between words so that no line is wider than ``max_px``.
-
-    Existing ``<br>`` are kept; a single word wider than ``max_px`` stays on its own line.
-    """
-    out = []
-    room = max_px * _WRAP_SAFETY
-    for line in _BR.split(str(text)):
-        current = ""
-        for word in line.split(" "):
-            trial = f"{current} {word}" if current else word
-            if current and text_width(trial, size_px, family) > room:
-                out.append(current)
-                current = word
-            else:
-                current = trial
-            if text_width(current, size_px, family) > room and _JOINT.search(current):
-                # one name wider than the room (a run name): broken after its _ / -
-                pieces, current = _JOINT.split(current), ""
-                for piece in pieces:
-                    if current and text_width(current + piece, size_px, family) > room:
-                        out.append(current)
-                        current = piece
-                    else:
-                        current += piece
-        out.append(current)
-    return "<br>".join(out)
-
-
-# ------------------------------------------------------------------------- SVG geometry
-@dataclass(frozen=True, slots=True)
-class TextBox:
-    """An estimated text box of a rendered SVG, in the SVG's px.
-
-    Attributes:
-        text: the text (lines joined by a space).
-        cls: the class of the text or of its nearest classed ancestor (``xtick``,
-            ``x2title``, ``legendtext``, ``annotation-text``, ``textpoint`` ...).
-        left, top, right, bottom: the box.
-    """
-
-    text: str
-    cls: str
-    left: float
-    top: float
-    right: float
-    bottom: float
-
-    def overlaps(self, other: TextBox, slack: float = 1.0) -> bool:
-        """Whether the boxes share more than ``slack`` px in both directions."""
-        dx = min(self.right, other.right) - max(self.left, other.left)
-        dy = min(self.bottom, other.bottom) - max(self.top, other.top)
-        return dx > slack and dy > slack
-
-
-_TRANSLATE = re.compile(r"translate\(\s*([-\d.e]+)(?:[\s,]+([-\d.e]+))?\s*\)")
-_FONT_SIZE = re.compile(r"font-size:\s*([\d.]+)px")
-
-
-def _translate(el: ET.Element) -> tuple[float, float] | None:
-    """The element's translation; None when it is rotated or scaled (not estimated)."""
-    t = re.sub(r"rotate\(\s*0(?:\.0*)?(?:[\s,][^)]*)?\)", "", el.get("transform") or "")
-    if "rotate" in t or "scale" in t or "matrix" in t:
-        return None
-    m = _TRANSLATE.search(t)
-    return (float(m.group(1)), float(m.group(2) or 0)) if m else (0.0, 0.0)
-
-
-def svg_text_boxes(svg: bytes | str, family: str = "Liberation Serif") -> list[TextBox]:
-    """Estimated boxes of every visible, unrotated, non-empty text of a plotly SVG."""
-    root = ET.fromstring(svg)
-    boxes: list[TextBox] = []
-
-    def walk(el: ET.Element, dx: float, dy: float, cls: str, hidden: bool) -> None:
-        move = _translate(el)
-        if move is None:
-            return
-        dx, dy = dx + move[0], dy + move[1]
-        style = el.get("style") or ""
-        hidden = hidden or "opacity: 0;" in style.replace("fill-opacity: 0;", "")
-        own = (el.get("class") or "").split()
-        cls = own[0] if own else cls
-        if el.tag == _SVG + "text":
-            if not hidden:
-                box = _text_box(el, dx, dy, cls, family)
-                if box is not None:
-                    boxes.append(box)
-            return
-        for child in el:
-            walk(child, dx, dy, cls, hidden)
-
-    walk(root, 0.0, 0.0, "", False)
-    return boxes
-
-
-def _text_box(el: ET.Element, dx: float, dy: float, cls: str, family: str) -> TextBox | None:
-    m = _FONT_SIZE.search(el.get("style") or "")
-    size = float(m.group(1)) if m else 12.0
-    spans = [t for t in el if t.tag == _SVG + "tspan" and "line" in (t.get("class") or "")]
-    lines = ["".join(t.itertext()) for t in spans] if spans else ["".join(el.itertext())]
-    lines = [line for line in lines if line.strip()]
-    if not lines:
-        return None
-    x, y = float(el.get("x") or 0) + dx, float(el.get("y") or 0) + dy
-    base = [y]
-    if spans and all(t.get("y") is not None for t in spans):
-        # plotly gives each line the text's y and its own offset from it (0, 1.3, 2.6 em)
-        base = [float(t.get("y")) + dy + _em(t, size, 0.0) for t in spans]
-    else:
-        for t in spans[1:]:
-            base.append(base[-1] + _em(t, size, _LINE_EM * size))
-        if spans:
-            base = [b + _em(spans[0], size, 0.0) for b in base]
-    width = max(text_width(line, size, family) for line in lines)
-    anchor = el.get("text-anchor") or "start"
-    left = x - width / 2 if anchor == "middle" else x - width if anchor == "end" else x
-    return TextBox(" ".join(lines), cls, left, min(base) - _ASCENT * size, left + width,
-                   max(base) + _DESCENT * size)  # fmt: skip
-
-
-def _em(span: ET.Element, size: float, default: float) -> float:
-    """A tspan's ``dy`` in px (``default`` without one in em)."""
-    em = re.match(r"([-\d.e]+)em", span.get("dy") or "")
-    return float(em.group(1)) * size if em else default
 
 
 def _plot_areas(root: ET.Element) -> list[tuple[float, float, float, float]]:
     """``(left, top, right, bottom)`` of each subplot's plot area (clipped ``...plot`` groups)."""
-    clips = {c.get("id"): next(c.iter(_SVG + "rect"), None) for c in root.iter(_SVG + "clipPath")}
+    clips = {c.get("id"): next(c.iter(SVG + "rect"), None) for c in root.iter(SVG + "clipPath")}
     out = []
-    for g in root.iter(_SVG + "g"):
+    for g in root.iter(SVG + "g"):
         m = re.search(r"url\(#([^)]+)\)", g.get("clip-path") or "")
         rect = clips.get(m.group(1)) if m and m.group(1).endswith("plot") else None
-        move = _translate(g)
+        move = translate(g)
         if rect is None or move is None:
             continue
         x, y = move
@@ -257,10 +94,10 @@ def _plot_areas(root: ET.Element) -> list[tuple[float, float, float, float]]:
 
 
 def _legend_box(root: ET.Element) -> tuple[float, float, float, float] | None:
-    for g in root.iter(_SVG + "g"):
+    for g in root.iter(SVG + "g"):
         if (g.get("class") or "").split() == ["legend"]:
-            move = _translate(g) or (0.0, 0.0)
-            rect = next((r for r in g.iter(_SVG + "rect") if "bg" in (r.get("class") or "")), None)
+            move = translate(g) or (0.0, 0.0)
+            rect = next((r for r in g.iter(SVG + "rect") if "bg" in (r.get("class") or "")), None)
             if rect is None:
                 return None
             w, h = float(rect.get("width") or 0), float(rect.get("height") or 0)
@@ -401,9 +238,9 @@ def _fix_after(
     boxes = svg_text_boxes(svg, family)
     areas = _plot_areas(root)
     ytitle_px = {}  # rotated, so not among the boxes: the font size each y title got
-    for el in root.iter(_SVG + "text"):
+    for el in root.iter(SVG + "text"):
         m = re.fullmatch(r"y(\d*)title", (el.get("class") or "").strip())
-        size = _FONT_SIZE.search(el.get("style") or "")
+        size = FONT_SIZE.search(el.get("style") or "")
         if m and size:
             ytitle_px[f"yaxis{m.group(1)}"] = float(size.group(1))
     legend = _legend_box(root)
@@ -433,10 +270,10 @@ def _fix_after(
             above = [b.top for b in rest if b.bottom <= top + 1 and b.right > 0]
             lift = max(0.0, top - min(above) + pad / 2) if above else 0.0
             size = title_ann.font.size or _TITLE_EM * font_px
-            title_ann.text = wrap_text(_BR.sub(" ", title_ann.text), width - l_px - pad, size,
+            title_ann.text = wrap_text(BR.sub(" ", title_ann.text), width - l_px - pad, size,
                                        family)  # fmt: skip
-            lines = len(_BR.split(title_ann.text))
-            title_h = (lines - 1) * _LINE_EM * size + (_ASCENT + _DESCENT) * size
+            lines = len(BR.split(title_ann.text))
+            title_h = (lines - 1) * LINE_EM * size + (ASCENT + DESCENT) * size
             title_ann.yshift = lift
             over_top = max(over_top, lift + title_h + pad - top)
         over_right = max([0.0] + [b.right - width for b in others])
@@ -466,9 +303,9 @@ def _fix_after(
         note_h = []
         for a in notes:
             size = a.font.size or font_px
-            a.text = wrap_text(_BR.sub(" ", a.text), note_room, size, family)
-            note_h.append((len(_BR.split(a.text)) - 1) * _LINE_EM * size
-                          + (_ASCENT + _DESCENT) * size + pad)  # fmt: skip
+            a.text = wrap_text(BR.sub(" ", a.text), note_room, size, family)
+            note_h.append((len(BR.split(a.text)) - 1) * LINE_EM * size
+                          + (ASCENT + DESCENT) * size + pad)  # fmt: skip
         if grow:
             new_height = round(t + plot_h + axis_b + leg_h + sum(note_h), 2)
         else:  # the height asked for: the plot gives up what the legend and notes need
@@ -496,7 +333,7 @@ def _fix_after(
                 dom = ax.domain or (0, 1)
                 room = max(plot_h * float(dom[1] - dom[0]) - font_px, 4 * font_px)
                 size = ytitle_px.get(axis, ax.title.font.size or font_px)
-                ax.title.text = wrap_text(_BR.sub(" ", ax.title.text), room, size, family)
+                ax.title.text = wrap_text(BR.sub(" ", ax.title.text), room, size, family)
         margins = {"t": t, "b": new_height - t - plot_h, "l": l_px, "r": r_px}
         fig.update_layout(height=new_height, margin=margins)
         shrink_x = min(1.0, (width - l_px - r_px) / max(right - left, 1.0))
@@ -571,7 +408,7 @@ def _lift_subplot_titles(fig: Any, boxes: list[TextBox]) -> None:
 
 def _plain(text: str) -> str:
     """Plotly markup as the SVG shows it: lines joined by a space, tags dropped."""
-    return " ".join(html.unescape(_TAG.sub("", line)) for line in _BR.split(str(text)))
+    return " ".join(html.unescape(TAG.sub("", line)) for line in BR.split(str(text)))
 
 
 def _collide(ticks: list[TextBox], horizontal: bool, shrink: float) -> bool:
@@ -610,7 +447,7 @@ def _thin_ticks(
             text = ax.ticktext if ax.tickmode == "array" and ax.ticktext else None
             ax.update(tickangle=-90)
             if text:  # one line each when vertical
-                ax.update(ticktext=[_BR.sub(" ", str(t)) for t in text])
+                ax.update(ticktext=[BR.sub(" ", str(t)) for t in text])
         elif ax.type == "log":
             ax.update(dtick="D2" if ax.dtick in (None, "D1") else 1)
         else:
@@ -727,13 +564,13 @@ def _rewrap_facet_titles(fig: Any, svg: bytes, family: str) -> bool:
         room = min(a[2] - a[0] for a in panel)
         size = ann.font.size or _PLOTLY_PX
         if max(text_width(line, size, family) for line in _plain_lines(ann.text)) > room:
-            ann.text = wrap_text(_BR.sub(" ", ann.text), room, size, family)
+            ann.text = wrap_text(BR.sub(" ", ann.text), room, size, family)
             changed = True
     return changed
 
 
 def _plain_lines(text: str) -> list[str]:
-    return [html.unescape(_TAG.sub("", line)) for line in _BR.split(str(text))]
+    return [html.unescape(TAG.sub("", line)) for line in BR.split(str(text))]
 
 
 def _room_on_top(
@@ -793,7 +630,7 @@ def _rewrap_x_titles(fig: Any, svg: bytes, width: float, font_px: float, family:
         room = 2 * min(centre, width - centre) - font_px
         size = sizes.get(axis, ax.title.font.size or font_px)
         if text_width(_plain(ax.title.text), size, family) > room:
-            ax.title.text = wrap_text(_BR.sub(" ", ax.title.text), max(room, 4 * size), size,
+            ax.title.text = wrap_text(BR.sub(" ", ax.title.text), max(room, 4 * size), size,
                                       family)  # fmt: skip
 
 
@@ -816,10 +653,10 @@ def _rewrap_notes(
     gained = 0.0
     for a in notes:
         size = a.font.size or font_px
-        before = len(_BR.split(a.text))
-        a.text = wrap_text(_BR.sub(" ", a.text), room, size, family)
+        before = len(BR.split(a.text))
+        a.text = wrap_text(BR.sub(" ", a.text), room, size, family)
         a.update(y=float(a.y) - gained / plot_h)  # below the lines the notes above gained
-        gained += (len(_BR.split(a.text)) - before) * _LINE_EM * size
+        gained += (len(BR.split(a.text)) - before) * LINE_EM * size
     if gained <= 0 or not grow:
         return height, gained != 0
     new_height = round(height + gained, 2)
@@ -833,9 +670,9 @@ def _rewrap_notes(
 def _title_sizes(root: ET.Element, letter: str) -> dict[str, float]:
     """The font size each axis title of one direction got in the rendering (px)."""
     sizes = {}
-    for el in root.iter(_SVG + "text"):
+    for el in root.iter(SVG + "text"):
         m = re.fullmatch(rf"{letter}(\d*)title", (el.get("class") or "").strip())
-        size = _FONT_SIZE.search(el.get("style") or "")
+        size = FONT_SIZE.search(el.get("style") or "")
         if m and size:
             sizes[f"{letter}axis{m.group(1)}"] = float(size.group(1))
     return sizes
@@ -861,9 +698,9 @@ def _rewrap_y_titles(fig: Any, svg: bytes, font_px: float, family: str) -> bool:
         dom = ax.domain or (0, 1)
         room = max(band * float(dom[1] - dom[0]) - font_px, 4 * font_px)
         size = sizes.get(axis, ax.title.font.size or font_px)
-        before = len(_BR.split(ax.title.text))
-        ax.title.text = wrap_text(_BR.sub(" ", ax.title.text), room, size, family)
-        extra = max(extra, (len(_BR.split(ax.title.text)) - before) * _LINE_EM * size)
+        before = len(BR.split(ax.title.text))
+        ax.title.text = wrap_text(BR.sub(" ", ax.title.text), room, size, family)
+        extra = max(extra, (len(BR.split(ax.title.text)) - before) * LINE_EM * size)
     if extra > 0:
         fig.layout.margin.l = float(fig.layout.margin.l or 0) + extra
     return extra > 0

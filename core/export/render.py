@@ -65,7 +65,6 @@ __all__ = [
     "table_bytes",
     "table_csv",
     "table_latex",
-    "with_size",
 ]
 
 #: Static figure formats (file suffix = format).
@@ -695,6 +694,3 @@ def _table_provenance(
                               " ".join(cmd))  # fmt: skip
 
 
-def with_size(settings: ExportSettings, **changes: Any) -> ExportSettings:
-    """A checked copy of ``settings`` with ``changes`` applied."""
-    return replace(settings, **changes).checked()

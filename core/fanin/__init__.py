@@ -25,7 +25,7 @@ _WHERE = {
     **dict.fromkeys(
         ("BUCKETS", "FAILURE_AC", "FaninResult", "LOW_ER", "PACK_CONDITIONS", "R_CONDITIONS",
          "R_LEFT_OUT", "answer_correctness", "correlation_note", "crossover", "evidence_pack",
-         "evidence_precision", "evidence_recall", "failure_attribution", "fan_in",
+         "evidence_precision", "evidence_recall", "fan_in",
          "fan_in_bucket", "fanin_analysis", "fanin_from_summaries", "fanin_report",
          "fanin_store", "jaccard", "pearson", "per_instance", "relative_degradation"),
         "metrics",

@@ -48,7 +48,7 @@ _WHERE = {
     ),
     **dict.fromkeys(
         ("SHARED", "cell_ids", "error_mask", "frame_memo", "is_error", "isnan",
-         "paired_columns", "scoped_memo", "sorted_codes"),
+         "paired_columns", "scoped_memo"),
         "share",
     ),
 }

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from core.execution.prompts import build_messages, prompt_hash
+from core.retrieval.chunks import CHUNK_SIZE, OVERLAP, TOP_K
 from core.retrieval.retrievers import (
     RERANK_POOL,
     EmbeddingCache,
@@ -86,9 +87,9 @@ def check_conditions(conditions: Iterable[str]) -> tuple[str, ...]:
 
 def retrieval_config(
     retriever: str = "lexical",
-    top_k: int = 3,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    top_k: int = TOP_K.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     rerank: int | None = None,
     rerank_model: str | None = None,
 ) -> dict[str, Any]:
@@ -269,9 +270,9 @@ def plan_conditions(
     conditions: Iterable[str],
     *,
     retriever: str = "lexical",
-    top_k: int = 3,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    top_k: int = TOP_K.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     rerank: int | None = None,
     rerank_model: str | None = None,
     embedding_cache: EmbeddingCache | None = None,
@@ -344,8 +345,8 @@ def retrieval_audit(
     retrievers: Sequence[str] = ("lexical",),
     ks: Sequence[int] = (3,),
     *,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     embedding_cache: EmbeddingCache | None = None,
 ) -> RetrievalAudit:
     """Recall, chain coverage, evidence F1, distractor rate and passages per context.

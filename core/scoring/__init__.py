@@ -38,7 +38,7 @@ _WHERE = {
          "canonical_yes_no", "confidence_error", "evidence_scores", "exact_match",
          "failure_label", "keeps_synthetic_suffix", "normalize_relaxed", "normalize_strict",
          "parse_number", "score_answer", "score_arrow", "score_frame", "score_frame_rows",
-         "soft_correct", "stored_differs", "stored_differs_by_column", "token_f1"),
+         "soft_correct", "stored_differs_by_column", "token_f1"),
         "rows",
     ),
     **dict.fromkeys(

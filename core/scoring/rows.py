@@ -78,7 +78,6 @@ __all__ = [
     "score_frame",
     "score_frame_rows",
     "soft_correct",
-    "stored_differs",
     "stored_differs_by_column",
     "token_f1",
 ]
@@ -383,19 +382,13 @@ def score_arrow(
     return pa.table({k: cols[k] for k in SCORE_COLUMNS})
 
 
-def stored_differs(scores: pa.Table, stored: pa.Table | pa.RecordBatch) -> np.ndarray:
-    """Per row, whether ``scores`` (``SCORE_COLUMNS``) differ from the stored ones.
+def stored_differs_by_column(scores: pa.Table, stored: pa.Table | pa.RecordBatch) -> np.ndarray:
+    """Per score column and row, whether ``scores`` differ from the stored ones.
 
     ``stored`` has ``stored_<column>`` for each score column, row for row (as
-    :meth:`core.store.Store.scoring_batches` gives them with ``stored=True``); two values
-    are the same when both are null or both equal, so a row with no stored scores differs
-    unless every new score is null too.
+    :meth:`core.store.Store.scoring_batches` gives them with ``stored=True``); two values are
+    the same when both are null or both equal. Shape ``(len(SCORE_COLUMNS), rows)``.
     """
-    return stored_differs_by_column(scores, stored).any(axis=0)
-
-
-def stored_differs_by_column(scores: pa.Table, stored: pa.Table | pa.RecordBatch) -> np.ndarray:
-    """:func:`stored_differs` per score column: shape ``(len(SCORE_COLUMNS), rows)``."""
     out = np.zeros((len(SCORE_COLUMNS), scores.num_rows), dtype=bool)
     for j, col in enumerate(SCORE_COLUMNS):
         new, old = scores.column(col), stored.column(f"stored_{col}")

@@ -22,6 +22,7 @@ from typing import Any
 
 from core.cuer.interventions import plan_interventions
 from core.execution.prompts import build_messages, prompt_hash
+from core.retrieval.chunks import CHUNK_SIZE, OVERLAP
 from core.retrieval.retrievers import RankedChunk, chunk_instance, parse_retrieval_condition
 from core.scoring.parsing import split_reasoning
 from core.types import Instance, stored_ids
@@ -194,7 +195,8 @@ def _replan(
         calls = plan_interventions(
             instance, stored_ids(base.get("cited_ids")), top_k=int(cfg.get("top_k", 5)),
             retriever=str(cfg.get("retriever", "lexical")),
-            chunk_size=int(cfg.get("chunk_size", 220)), overlap=int(cfg.get("overlap", 40)),
+            chunk_size=int(cfg.get("chunk_size", CHUNK_SIZE.default)),
+            overlap=int(cfg.get("overlap", OVERLAP.default)),
             operators=None, hardness=None, positions=None, two_support=True,
             zero_retrieval=True, shown=shown,
         )  # fmt: skip
@@ -222,7 +224,8 @@ def _chunks(
         cfg = dict((run or {}).get("retrieval") or {})
     try:
         chunks = {c.chunk_id: c for c in chunk_instance(
-            instance, int(cfg.get("chunk_size", 220)), int(cfg.get("overlap", 40)))}  # fmt: skip
+            instance, int(cfg.get("chunk_size", CHUNK_SIZE.default)),
+            int(cfg.get("overlap", OVERLAP.default)))}  # fmt: skip
     except (TypeError, ValueError):
         return None
     if not all(i in chunks for i in ids):

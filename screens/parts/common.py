@@ -2,7 +2,8 @@
 
 Method pages import from here and stay thin::
 
-    from screens.parts.common import sidebar, show_figure, show_table
+    from screens.parts.common import sidebar
+    from screens.parts.display import show_figure, show_table
 
     selection = sidebar("dolce")
     show_figure("lambda_k_map", selection)
@@ -25,16 +26,13 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.utils import PlotlyJSONEncoder
 
 from core import views
 from core.backends import server_status
@@ -42,20 +40,17 @@ from core.datasets.importers import read_dataset
 from core.datasets.results import import_results
 from core.execution.jobs import RunJob
 from core.execution.runs import build_demo
-from core.export.render import ExportSettings, mime_type
-from core.export.tables import p_as_text, table_caption, table_file_stem
+from core.export.render import ExportSettings
 from core.figures import SCORE_FIELD
-from core.figures.drill import FRAME_KEY, cell_from_point, drill_spec
 from core.figures.oncu import GROUP_KEY
-from core.figures.plain_text import plain_figure
 from core.selection import Selection
 from core.store import CONDITION_KINDS, Store, StoreError, default_db_path
-from core.views.case import md_escape
 from core.views.catalog import get_figure, get_table
 from core.views.common import begin_page_run
-from core.views.oncu import plain_predictions
 from screens.parts import selection_state, url_state
-from screens.parts.exports import download_menu, export_settings, export_sidebar, lazy_table
+from screens.parts.exports import export_settings, export_sidebar
+from screens.parts.help import HELP, tip
+from screens.parts.markdown import md_escape
 from screens.parts.run_banner import error_banner
 from screens.parts.selection_state import keep, run_label
 
@@ -72,80 +67,15 @@ __all__ = [
     "import_file",
     "jobs",
     "init_page_state",
-    "instance_link",
-    "open_case",
     "prefetch",
-    "show_figure",
-    "show_instances",
-    "show_table",
     "sidebar",
     "store_path",
-    "table_cell",
     "tip",
-    "with_options",
 ]
 
 #: The Case view page file (target of every drill-down).
 CASE_PAGE = "screens/case_view.py"
 
-#: Definitions (and where they come from) of every number the pages show, for tooltips.
-HELP = {
-    "crux_judge": "Whose 0-5 answerability ratings CRUX uses (imported with `import crux` or "
-    "made by `judge crux`); a passage answers a sub-question when its rating is >= η (the "
-    "threshold below; default 3). "
-    "Instances without rated sub-questions fall back to gold evidence: each gold passage "
-    "answers a sub-question of its own. SPEC §9, seed 002 §3.1-3.3.",
-    "group_key": "Metadata cells that define an ONCU group: S_none, S_oracle and S_c are means "
-    "over a group's predictions, and a group is valid only when S_oracle > S_none. Default: "
-    "source, model, reasoning_type, context_length, evidence_position, evidence_density, "
-    "distractor_similarity (SPEC §6.5, seed 000 §3.3). Imported data with exact context "
-    "lengths (HotpotQA) makes every instance its own group: drop context_length.",
-    "oncu_clipped": "Unweighted mean over valid groups of clip((S_c - S_none) / (S_oracle - "
-    "S_none), 0, 1): the share of the oracle's advantage the condition recovers. SPEC §6.5, "
-    "seed 000 §3.3.",
-    "oncu_raw_mean": "Mean of the unclipped ratio over valid groups; > 1 means above the "
-    "oracle, < 0 below the no-evidence baseline. SPEC §6.5.",
-    "oncu_weighted": "sum(S_c - S_none) / sum(S_oracle - S_none) over valid groups (the "
-    "aggregate raw ratio of seed 000 Table 23). SPEC §6.5.",
-    "valid_groups": "Groups with no-evidence and oracle predictions, all instances "
-    "oracle-applicable and S_oracle > S_none. SPEC §6.5.",
-    "ci": "95% percentile bootstrap interval, 5,000 resamples, seed 42. SPEC §6.6.",
-    "trace_divergence": "D = 0.5 (1 - Jaccard of cited ids) + 0.3 [answer changed] + "
-    "0.2 |c - c'|. SPEC §7, CUE-R.",
-    "f1_relaxed": "Token F1 after the published relaxed normalization: accents dropped, "
-    "Unicode punctuation to spaces (symbols such as $ + = are kept, so relaxed can be stricter "
-    "than strict on symbol answers), articles a/an/the removed, synthetic suffix dropped; max "
-    "over gold aliases. SPEC §6.2; seed 000 released scorer.",
-    "ev_f1": "F1 of cited passage ids against gold passage ids. SPEC §6.3.",
-    "failure_label": "parse -> success -> localization (nothing cited) -> selection -> "
-    "integration -> conversion, strict EM = correct. SPEC §6.4.",
-    "confidence": "The model's self-reported confidence in [0, 1] (answer contract).",
-    "judged_fanin": "AuthTrace's judged scores from `judge authtrace-correctness` and `judge "
-    "authtrace-evidence` runs, beside the proxies. Judged AC = score/3 x 100 (the 0-3 claim "
-    "rubric; seed 003 §3, App. K). Judged ER = gold evidence units the pack's ~120-token "
-    "segments cover / |E*| (eq. 4); judged EP = segments that match a gold unit / segments "
-    "(eq. 5), shown in %. A value whose judge calls failed is left out and counted in `judged "
-    "missing`. Correlations: Pearson r and Spearman ρ between proxy and judged value over the "
-    "instances with both (n).",
-    "crux_answers": "Answer coverage from `judge crux-coverage` runs (seed 002 §3.3): Cov(y) = "
-    "share of the answerable sub-questions Q_ans the generated answer y addresses with a 0-5 "
-    "rating >= η; Den(y) = ((Cov(y) / tokens(y)) / (Cov(Z*) / tokens(Z*)))^0.5 with the oracle "
-    "context Z* as reference (eq. 5). An answer with an unrated sub-question is unscored "
-    "(counted). Kendall τ-b (scipy's default, ties corrected) between each retrieval-context "
-    "metric and Cov(y) (Den(Z): with Den(y)) across the judged pipelines of each k, over all "
-    "pipelines (all) and over single contexts (contexts), in the layout of seed 002 Table 3; "
-    "each cell's n is its number of points, τ is empty below two points or for a constant "
-    "column.",
-    "agreement": "People's labels (`annotate import`) against each other and against the rule "
-    "labels (rater `rule`) on the blind sample of seed 000 App. A.6. Per pair of raters, on "
-    "the items both rated: n, raw agreement = agreed / n, Cohen's κ = (p_o - p_e) / (1 - p_e); "
-    "κ is empty with its note when undefined (fewer than 2 shared items, or p_e = 1). "
-    "Confusion matrix: rows the first rater, columns the second (seed 000 Table 28 style).",
-    "judge_agreement": "Judge runs of one rubric that rated the same items (same judged run, "
-    "instance, condition and item), per pair: n, raw agreement, Cohen's κ and the "
-    "quadratic-weighted κ of the rubric's ordered scale (0-5 or 0-3); failed calls are left "
-    "out (`report agreement --judges J1,J2`).",
-}
 
 _DEFAULT_EXPORT = ExportSettings()
 _GLOBAL_DEFAULTS: dict[str, Any] = {
@@ -688,202 +618,3 @@ def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:
     return {} if key == tuple(GROUP_KEY.default) else {"group_key": key}
 
 
-def tip(name: str) -> str | None:
-    """Tooltip text (definition + paper section) of a number or a registered figure/table."""
-    if name in HELP:
-        return HELP[name]
-    for getter in (get_figure, get_table):
-        try:
-            spec = getter(name)
-        except ValueError:
-            continue
-        return f"{spec.description} ({spec.reference})"
-    return None
-
-
-# --------------------------------------------------------------------------- figures
-def show_figure(
-    name: str, selection: Selection, *, key: str | None = None, drill: bool = True
-) -> dict[str, Any] | None:
-    """Render a registered figure with its download menu; return the clicked aggregate.
-
-    With ``drill`` a figure that declares its drill-down keys (:mod:`core.figures.drill`) is
-    selectable: a clicked bar/point returns its cell (e.g. ``{"run": ..., "condition": ...,
-    "failure_label": ...}``, every key the figure declares), which :func:`show_instances`
-    lists.
-    """
-    spec = get_figure(name)
-    key = key or f"fig.{name}"
-    sel = views.selection_to_json(selection)
-    try:
-        # shown only when the work takes over half a second (a first load, a new selection)
-        with st.spinner(f"Computing {spec.title} ...", show_time=True):
-            fig, data = cached_call("figure", name=name, sel=sel)
-    except ValueError as exc:
-        st.warning(f"{spec.title}: {md_escape(exc)}")
-        return None
-    head = st.columns([6, 1])
-    head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
-    with head[1]:
-        download_menu(name, spec.title, fig, data, key, export_settings().for_figure(name),
-                      dataset=selection.dataset, runs=selection.runs)  # fmt: skip
-    drill = drill and drill_spec(fig) is not None
-    shown = plain_figure(fig)  # data strings drawn as text, never as Plotly's markup
-    event = st.plotly_chart(
-        _stable_figure(shown) if drill else shown, key=key,
-        on_select="rerun" if drill else "ignore",
-        selection_mode=("points",), config={"displaylogo": False},
-    )  # fmt: skip
-    if not drill or not event:
-        return None
-    points = (event.get("selection") or {}).get("points") or []
-    return _cell_from_point(points[0], fig) if points else None
-
-
-def _stable_figure(fig: Any) -> go.Figure:
-    """The figure with its properties in one canonical (sorted) order.
-
-    Streamlit identifies a selectable chart by its key *and* its spec; a figure fresh from
-    its view and the same figure out of ``st.cache_data`` (unpickled) serialize their
-    properties in different orders, so the rerun that a click starts saw another chart and
-    dropped the click (the first click on a freshly computed figure listed nothing).
-    """
-    plain = json.dumps(fig.to_plotly_json(), sort_keys=True, cls=PlotlyJSONEncoder)
-    return go.Figure(json.loads(plain))
-
-
-#: Key columns of a selected table row (tables of the plain-condition predictions).
-_DRILL_KEYS = ("run", "condition", "source", "reasoning_type", "answer_type", "context_length",
-               "evidence_position", "evidence_density", "distractor_similarity", "fan_in",
-               "model", "length_cell")  # fmt: skip
-
-
-def _cell_from_point(point: Mapping[str, Any], fig: Any) -> dict[str, Any] | None:
-    """The cell of a clicked point: the key values the figure declares in its customdata
-    (:func:`core.figures.drill.cell_from_point`); None for a point without drill data."""
-    return cell_from_point(fig, point)
-
-
-def _plain(v: Any) -> Any:
-    v = v.item() if hasattr(v, "item") else v
-    return None if v is pd.NA or (isinstance(v, float) and v != v) else v
-
-
-def show_table(
-    name: str,
-    selection: Selection,
-    *,
-    key: str | None = None,
-    drill: bool = False,
-    column_config: Mapping[str, Any] | None = None,
-    columns: Sequence[str] | None = None,
-) -> tuple[pd.DataFrame, dict[str, Any] | None]:
-    """Render a registered table with CSV / LaTeX downloads.
-
-    Returns:
-        ``(table, cell)``: the full table, and with ``drill`` the selected row's key cells
-        (None when no row is selected).
-    """
-    spec = get_table(name)
-    key = key or f"tab.{name}"
-    sel = views.selection_to_json(selection)
-    try:
-        with st.spinner(f"Computing {spec.title} ...", show_time=True):
-            df = cached_call("table", name=name, sel=sel)
-    except ValueError as exc:
-        st.warning(f"{spec.title}: {md_escape(exc)}")
-        return pd.DataFrame(), None
-    head = st.columns([5, 1, 1])
-    head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
-    # the files are made when a button is clicked, not on every render (0.5 s at 1M rows)
-    stem = table_file_stem(name, selection.dataset, selection.runs)  # dataset + runs in names
-    head[1].download_button("CSV", lazy_table(df, "csv"), f"{stem}.csv", "text/csv",
-                            key=f"{key}.csv", on_click="ignore")  # fmt: skip
-    cap = table_caption(spec.title, selection.dataset, selection.runs)
-    head[2].download_button("LaTeX", lazy_table(df, "latex", caption=cap, name=name),
-                            f"{stem}.tex", mime_type("latex"), key=f"{key}.tex",
-                            on_click="ignore")  # fmt: skip
-    shown = df[[c for c in columns if c in df.columns]] if columns else df
-    shown = _displayable(shown)
-    event = st.dataframe(
-        shown, key=key, hide_index=True, column_config=dict(column_config or {}),
-        on_select="rerun" if drill else "ignore", selection_mode="single-row",
-    )  # fmt: skip
-    if not drill or not event:
-        return df, None
-    rows = (event.get("selection") or {}).get("rows") or []
-    if not rows:
-        return df, None
-    return df, table_cell(spec, df, rows[0])
-
-
-def table_cell(spec: Any, table: pd.DataFrame, row: int) -> dict[str, Any]:
-    """The cell of row ``row`` (by position) of a registered table: its key columns
-    (``_DRILL_KEYS``; a missing value is None), plus ``variant=""`` for a table of the plain
-    predictions, which counts no intervention rows. Pure: what :func:`show_table` returns for
-    a selected row."""
-    values = table.iloc[row]
-    cell = {k: _plain(values[k]) for k in _DRILL_KEYS if k in table.columns}
-    if spec.view is plain_predictions:
-        cell["variant"] = ""
-    return cell
-
-
-def _displayable(df: pd.DataFrame) -> pd.DataFrame:
-    """Dict/list cells as text (Arrow cannot show mixed objects); p columns as text, a p
-    below 0.001 as ``< 0.001`` (issue 34; the CSV keeps the numbers)."""
-    out = p_as_text(df)
-    out = out.copy() if out is df else out
-    for col in out.columns:
-        if out[col].dtype == object and out[col].map(lambda v: isinstance(v, dict | list)).any():
-            out[col] = out[col].map(
-                lambda v: ", ".join(f"{k}: {x}" for k, x in v.items()) if isinstance(v, dict)
-                else (", ".join(map(str, v)) if isinstance(v, list) else v)
-            )  # fmt: skip
-    return out
-
-
-# --------------------------------------------------------------------------- drill-down
-#: Most predictions a drill-down lists (its caption counts them all).
-_LISTED = 500
-
-
-def show_instances(selection: Selection, cell: Mapping[str, Any] | None, *, key: str) -> None:
-    """List the predictions behind a clicked aggregate; selecting one opens the Case view."""
-    if not cell:
-        st.caption("Click a bar, point or table row to list the instances behind it.")
-        return
-    label = ", ".join(f"{k}={v}" for k, v in cell.items() if k not in (FRAME_KEY, "variant"))
-    sel = views.selection_to_json(selection)
-    df = cached_call("instances", sel=sel, cell=dict(cell))
-    total = len(df)
-    shown = f" (the first {_LISTED:,} listed)" if total > _LISTED else ""
-    df = df.head(_LISTED)
-    st.markdown(f"**{total} predictions behind** {md_escape(label)}{shown} — select one to open it")
-    event = st.dataframe(df, key=key, hide_index=True, on_select="rerun",
-                         selection_mode="single-row")  # fmt: skip
-    rows = (event.get("selection") or {}).get("rows") or [] if event else []
-    if rows:
-        row = df.iloc[rows[0]]
-        open_case(str(row["dataset"]), str(row["instance_id"]), [str(row["run"])])
-
-
-def open_case(dataset: str, instance_id: str, runs: Sequence[str] = ()) -> None:
-    """Switch to the Case view of one instance."""
-    params = {"dataset": dataset, "instance": instance_id}
-    if runs:
-        params["runs"] = ",".join(runs)
-    st.switch_page(CASE_PAGE, query_params=params)
-
-
-def instance_link(dataset: str, instance_id: str, label: str | None = None) -> None:
-    """A link to the Case view of one instance."""
-    st.page_link(
-        CASE_PAGE, label=label or f"Open {md_escape(instance_id)} in the Case view",  # text:
-        query_params={"dataset": dataset, "instance": instance_id}, icon=":material/search:",
-    )  # fmt: skip
-
-
-def with_options(selection: Selection, **options: Any) -> Selection:
-    """The selection with view options added (``selection.options``)."""
-    return replace(selection, options=dict(selection.options) | options)

@@ -17,9 +17,9 @@ import streamlit as st
 
 from core.retrieval.dense_fill import embed_into
 from core.selection import Selection
-from core.views.case import md_escape
 from core.views.retrieval import dense_todo, embedding_cache
 from screens.parts.common import get_store
+from screens.parts.markdown import md_escape
 
 __all__ = ["embeddings_ready"]
 

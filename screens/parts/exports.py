@@ -36,7 +36,7 @@ from core.export.render import (
     table_bytes,
 )
 from core.export.tables import table_file_stem
-from core.views.case import md_escape
+from screens.parts.markdown import md_escape
 from screens.parts.selection_state import keep
 
 __all__ = ["download_menu", "export_settings", "export_sidebar", "lazy_table", "numbers_files",

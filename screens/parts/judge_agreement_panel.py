@@ -18,7 +18,8 @@ import streamlit as st
 
 from core.store import Store
 from core.views.judged import agreement_tables, annotated_runs, judge_agreement_table
-from screens.parts.common import HELP, cached_call, get_store, md_escape
+from screens.parts.common import HELP, cached_call, get_store
+from screens.parts.markdown import md_escape
 
 __all__ = ["show_human_agreement", "show_judge_agreement"]
 

@@ -12,8 +12,9 @@ import streamlit as st
 from core import views
 from core.oncu.metrics import BUCKET_LENGTH, DEFAULT_GROUP_KEY, EXACT_LENGTH, LENGTH_RULE
 from core.selection import Selection
-from core.views.case import md_escape as esc
-from screens.parts.common import cached_call, with_options
+from screens.parts.common import cached_call
+from screens.parts.display import with_options
+from screens.parts.markdown import md_escape as esc
 from screens.parts.selection_state import keep
 
 __all__ = ["oncu_group_guard"]

@@ -18,8 +18,8 @@ from core.execution.rerun import (
     base_shown_ids,
     rerun,
 )
-from core.views.case import md_code, md_escape
 from screens.parts.common import HELP, clear_caches, get_store
+from screens.parts.markdown import md_code, md_escape
 
 __all__ = ["show_rerun"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from core.views.case import md_escape
+from screens.parts.markdown import md_escape
 
 __all__ = ["error_banner"]
 

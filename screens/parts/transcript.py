@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.views.case import error_text, md_escape
+from core.views.case import error_text
 from screens.parts.common import HELP
+from screens.parts.markdown import md_escape
 
 __all__ = ["prediction_label", "show_comparison", "show_passages", "show_transcript"]
 

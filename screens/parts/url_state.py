@@ -35,7 +35,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from core.views.case import md_escape
+from screens.parts.markdown import md_escape
 
 __all__ = ["adopt", "adopt_filters", "adopt_named", "applying", "copy_link", "set_param",
            "warn", "write_back"]
