@@ -2,8 +2,11 @@
 
 One concept per module:
 
-- :mod:`core.annotate.judged`
-- :mod:`core.annotate.roundtrip`
+- :mod:`core.annotate.judged`: the blind annotation round trip for judge rubrics: people rate what a
+  judge rated (issue 20);
+- :mod:`core.annotate.raters`: raters of an annotation sample: rule labels, annotators, judge runs;
+- :mod:`core.annotate.roundtrip`: the blind annotation round trip: export a sample, import people's
+  labels, report agreement.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

@@ -2,9 +2,14 @@
 
 One concept per module:
 
-- :mod:`core.attribution.metrics`
-- :mod:`core.attribution.plan`
-- :mod:`core.attribution.report`
+- :mod:`core.attribution.lasso`: the attribution surrogate's fit: Lasso by coordinate descent, alpha
+  cross-validated;
+- :mod:`core.attribution.metrics`: context attribution: the sparse linear surrogate of an
+  attribution run (issue 40 item 3);
+- :mod:`core.attribution.plan`: attribution runs as planned model calls: random ablations of the
+  shown passages (issue 40);
+- :mod:`core.attribution.report`: analyses of attribution runs (issue 40 item 4): per passage, per
+  instance, per run.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

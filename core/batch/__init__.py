@@ -2,9 +2,12 @@
 
 One concept per module:
 
-- :mod:`core.batch.files`
-- :mod:`core.batch.judges`
-- :mod:`core.batch.runs`
+- :mod:`core.batch.files`: openAI Batch files: the request lines a run's calls become and the result
+  lines read back;
+- :mod:`core.batch.judges`: judge runs through batch files (issue 21 item 1): export a judge run's
+  calls, import its replies;
+- :mod:`core.batch.runs`: runs through batch files: export a run's calls for an offline batch
+  runner, import its answers.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

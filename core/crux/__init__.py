@@ -2,9 +2,12 @@
 
 One concept per module:
 
-- :mod:`core.crux.answers`
-- :mod:`core.crux.metrics`
-- :mod:`core.crux.ndcg`
+- :mod:`core.crux.answerability`: CRUX answerability: required sub-questions, ratings from gold or a
+  judge, the judge's prompt;
+- :mod:`core.crux.answers`: CRUX on the generated answer: Cov(y), Den(y) and Kendall tau with the
+  context metrics (issue 20);
+- :mod:`core.crux.metrics`: retrieval-context coverage (CRUX, seed 002 §3;
+- :mod:`core.crux.ndcg`: ranked coverage: alpha-nDCG computed as ndeval computes it (seed 002 eq.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

@@ -2,9 +2,17 @@
 
 One concept per module:
 
-- :mod:`core.cuer.coverage`
-- :mod:`core.cuer.interventions`
-- :mod:`core.cuer.metrics`
+- :mod:`core.cuer.coverage`: where a planned CUE-R operator could not apply: counted beside its rows
+  (issue 34 item 3);
+- :mod:`core.cuer.evidence`: what an intervention acts on: a base call's evidence items, the target,
+  replacement passages;
+- :mod:`core.cuer.interventions`: CUE-R interventions as planned model calls (SPEC §7;
+- :mod:`core.cuer.metrics`: CUE-R: multi-axis utility, trace divergence, evidence roles and synergy
+  (SPEC §7;
+- :mod:`core.cuer.pairs`: CUE-R's per-instance pairs: each intervened call beside its original, with
+  the axes' deltas;
+- :mod:`core.cuer.signals`: CUE-R's per-pair signals: the axes and their deltas, answer change,
+  trace divergence, roles.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

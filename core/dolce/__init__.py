@@ -15,7 +15,8 @@ One concept per module:
 - :mod:`core.dolce.em`: Algorithms 1 and 2 (and the PIG identifiability caveat);
 - :mod:`core.dolce.likelihood`: the PIG estimator that identifies lambda (the default);
 - :mod:`core.dolce.params`: the declared knobs that live here (no heavy imports);
-- :mod:`core.dolce.pipeline`: :func:`fit_dolce`, the whole pipeline.
+- :mod:`core.dolce.pipeline`: :func:`fit_dolce`, the whole pipeline;
+- :mod:`core.dolce.probes`: the planner of the span-sampling probes and its knobs.
 
 The names below are loaded on first use (PEP 562), so importing :mod:`core.dolce.params` (the
 CLI does, on every call) does not load scipy.
@@ -46,6 +47,14 @@ _WHERE = {
     **dict.fromkeys(("IDK", "code_outcomes", "dip_scenario", "is_idk", "outcomes_from_probes",
                      "task_scenarios"), "outcomes"),
     **dict.fromkeys(("DolceFit", "fit_dolce", "mixture_curve"), "pipeline"),
+    **dict.fromkeys(("FIT_PARAMS", "K_P", "LAM_P", "LAM_Q", "MAX_SPANS", "PAPER_STEP",
+                     "PARAMS", "PER_LENGTH", "PROBE_CONDITION", "SCENARIO", "SEED",
+                     "STRATEGIES", "STRATEGY", "TASK_BY", "THRESHOLD", "UNITS",
+                     "UNITS_PARAM", "Unit", "exponential_ladder", "paper_stride",
+                     "parse_strategy", "parse_variant", "plan_line", "plan_probes",
+                     "probe_variant", "render_span", "span_starts", "split_sentences",
+                     "split_units", "summarize_plan"),
+                    "probes"),
 }  # fmt: skip
 
 __all__ = sorted(_WHERE)

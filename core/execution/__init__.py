@@ -2,14 +2,24 @@
 
 One concept per module:
 
-- :mod:`core.execution.engine`
-- :mod:`core.execution.jobs`
-- :mod:`core.execution.limits`
-- :mod:`core.execution.prompts`
-- :mod:`core.execution.rerun`
-- :mod:`core.execution.runs`
-- :mod:`core.execution.score_rows`
-- :mod:`core.execution.threads`
+- :mod:`core.execution.engine`: execution engine: plan -> skip stored -> cache -> execute -> parse
+  -> store -> score (SPEC §5.3);
+- :mod:`core.execution.jobs`: background runs for the dashboard: ``python -m core run ...`` in a
+  child process;
+- :mod:`core.execution.launch`: a method launched from the Runs page as the exact CLI argv a user
+  would type (command_for);
+- :mod:`core.execution.limits`: limits the execution engine keeps (issue 17): concurrency and the
+  stored size of a reply;
+- :mod:`core.execution.prompts`: fixed prompt templates and the answer contract: (instance,
+  condition) -> chat messages;
+- :mod:`core.execution.rerun`: case-view reruns: one instance, one perturbation, run now, stored,
+  compared with the original;
+- :mod:`core.execution.runs`: runs: every way of running a method against a model starts, goes and
+  ends here;
+- :mod:`core.execution.score_rows`: scores of the engine's write batches, computed from what the
+  engine holds;
+- :mod:`core.execution.threads`: the engine's calling threads, for a server backend at
+  ``concurrency`` > 1 (issue 17).
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

@@ -2,12 +2,19 @@
 
 One concept per module:
 
-- :mod:`core.export.case_card`
-- :mod:`core.export.fit`
-- :mod:`core.export.numbers`
-- :mod:`core.export.outpaths`
-- :mod:`core.export.render`
-- :mod:`core.export.tables`
+- :mod:`core.export.case_card`: the case card: one instance for a paper, as LaTeX and as a figure
+  (issue 19 item 5);
+- :mod:`core.export.fit`: fit a figure to a printed size: no text outside the page, no text over
+  text (issue 19);
+- :mod:`core.export.numbers`: numbers with provenance: one LaTeX macro per headline number, and a
+  paper that checks itself;
+- :mod:`core.export.outpaths`: output files of the commands that write one (exports, samples, batch
+  files): checked first;
+- :mod:`core.export.render`: publication export: figures to PNG / SVG / PDF at a set size, tables to
+  CSV / LaTeX (booktabs);
+- :mod:`core.export.tables`: table export: CSV for data, LaTeX (booktabs) a paper can use as it is;
+- :mod:`core.export.text_boxes`: text measured as a figure draws it: widths in the embedded font,
+  wrapping, SVG text boxes.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

@@ -2,9 +2,14 @@
 
 One concept per module:
 
-- :mod:`core.fanin.judged`
-- :mod:`core.fanin.metrics`
-- :mod:`core.fanin.stats`
+- :mod:`core.fanin.judged`: authTrace's judged AC / ER / EP beside the fan-in proxies (issue 20 item
+  2;
+- :mod:`core.fanin.measures`: fan-in's per-item measures: fan-in, buckets, evidence recall and
+  precision, per-instance rows;
+- :mod:`core.fanin.metrics`: fan-in degradation of answer quality and evidence packs (AuthTrace,
+  seed 003;
+- :mod:`core.fanin.stats`: cell summaries of the fan-in analysis and the bootstrap over them (issue
+  17 items 6, 7).
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

@@ -2,10 +2,13 @@
 
 One concept per module:
 
-- :mod:`core.judges.agreement`
-- :mod:`core.judges.lexical`
-- :mod:`core.judges.rubrics`
-- :mod:`core.judges.runs`
+- :mod:`core.judges.agreement`: agreement between judge runs of one rubric on the same items (issue
+  20 item 4);
+- :mod:`core.judges.lexical`: the embedded lexical judge: a deterministic, offline *baseline* for
+  every rubric (issue 20);
+- :mod:`core.judges.rubrics`: the papers' judge rubrics as fixed, versioned templates (issue 20);
+- :mod:`core.judges.runs`: judge runs: a rubric (:mod:`core.judges`) applied by a judge backend, as
+  a run (issue 20).
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

@@ -2,11 +2,15 @@
 
 One concept per module:
 
-- :mod:`core.oncu.cis`
-- :mod:`core.oncu.conditions`
-- :mod:`core.oncu.metrics`
-- :mod:`core.oncu.scaling`
-- :mod:`core.oncu.share`
+- :mod:`core.oncu.cis`: bootstrap CIs of the sample-level means
+  (:func:`core.oncu.metrics.sample_level_means`);
+- :mod:`core.oncu.conditions`: the four evidence conditions as planned model calls (SPEC §6.1;
+- :mod:`core.oncu.groups`: ONCU's groups: the group key, length buckets and the length grid, per-
+  group ONCU, group sizes;
+- :mod:`core.oncu.metrics`: oracle-referenced normalized context utilization (ONCU, seed 000 §3.3,
+  §4.4;
+- :mod:`core.oncu.scaling`: length-position scaling statistics of ONCU (SPEC §6.7;
+- :mod:`core.oncu.share`: one computation per shared page frame (issue 17 item 6).
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

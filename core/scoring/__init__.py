@@ -2,11 +2,17 @@
 
 One concept per module:
 
-- :mod:`core.scoring.normalize`
-- :mod:`core.scoring.parsing`
-- :mod:`core.scoring.reparse`
-- :mod:`core.scoring.rows`
-- :mod:`core.scoring.vector`
+- :mod:`core.scoring.inputs`: the vectorized scorer's inputs: score columns read from a frame or
+  from Arrow, coded;
+- :mod:`core.scoring.normalize`: answer normalization and the score vocabulary (SPEC §6.2-6.4),
+  shared by both scorers;
+- :mod:`core.scoring.parsing`: replies read into the answer contract as the ONCU protocol reads them
+  (SPEC §5.1);
+- :mod:`core.scoring.reparse`: stored replies read again by the current parser, before a re-score
+  (issue 34 item 1);
+- :mod:`core.scoring.rows`: per-prediction scores and failure labels (SPEC §6.2-6.4);
+- :mod:`core.scoring.vector`: per-prediction scores over whole columns: the scores of
+  :mod:`core.scoring`, vectorized.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.

@@ -2,8 +2,9 @@
 
 One concept per module:
 
-- :mod:`core.stats.agreement`
-- :mod:`core.stats.inference`
+- :mod:`core.stats.agreement`: agreement between raters: Cohen's κ, Fleiss' κ, Krippendorff's α,
+  confusion matrices;
+- :mod:`core.stats.inference`: statistics shared by every method (SPEC §6.6), vectorized with numpy.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.
