@@ -7,8 +7,7 @@ values; more go through ``INSERT OR IGNORE``. Both keep a cached key's first res
 
 from __future__ import annotations
 
-from core.store import Store
-from core.store import records
+from core.store import Store, records
 from core.store.schema import CACHE_COLUMNS
 
 
