@@ -153,7 +153,8 @@ class JudgmentsMixin(StoreBase):
         rt = with_columns(ratings, ("instance_id", "sq_id", "passage_id", "rating", "judge"))
         sq.insert(0, "dataset_id", dataset)
         with self.transaction() as con:
-            if not self.has_dataset(dataset, con):  # type: ignore[attr-defined]
+            # fetchall: a pending result would refuse insert_frame's register()
+            if not con.execute("SELECT 1 FROM datasets WHERE dataset_id = ?", [dataset]).fetchall():
                 raise StoreError(f"no dataset named '{dataset}' in {self.path}")
             insert_frame(con, "sub_questions", sq, tuple(sq.columns), on_conflict="replace")
             for judge, part in rt.groupby(rt["judge"].astype(str), sort=True):
@@ -254,8 +255,8 @@ def _judge_run(con: duckdb.DuckDBPyConnection, dataset: str, judge: str) -> None
         "FROM datasets WHERE dataset_id = ? ON CONFLICT DO NOTHING",
         [judge, dataset, judge, LEGACY_RETRIEVAL, dataset],
     )
-    row = con.execute("SELECT kind, dataset_id FROM runs WHERE run_id = ?", [judge]).fetchone()
-    if row is None or row[0] != "judge" or row[1] != dataset:
+    rows = con.execute("SELECT kind, dataset_id FROM runs WHERE run_id = ?", [judge]).fetchall()
+    if not rows or rows[0][0] != "judge" or rows[0][1] != dataset:
         raise StoreError(
             f"judge name '{judge}' is taken by a run that is not a CRUX judge run of dataset "
             f"'{dataset}'; store the ratings under another --judge; nothing written"

@@ -22,7 +22,6 @@ __all__ = [
     "PREDICTION_KEY",
     "RUN_COLUMNS",
     "RUN_JSON_COLUMNS",
-    "ANSWERABILITY_VIEW",
     "LEGACY_RETRIEVAL",
     "SCHEMA_VERSION",
     "SCORE_COLUMNS",
@@ -50,41 +49,8 @@ _FINGERPRINT_OF = """(
 #: ``SELECT`` of one dataset's fingerprint (parameters: the dataset id, twice).
 DATASET_FINGERPRINT = "SELECT " + _FINGERPRINT_OF.format(ds="?")
 
-#: The ``answerability`` view (schema 8): the CRUX ratings of the ``crux-answerability`` judge
-#: runs, in the columns of the table it replaced (``judge`` is the judge run's id).
-ANSWERABILITY_VIEW = """
-    CREATE VIEW answerability AS
-    SELECT r.dataset_id, j.instance_id, split_part(j.item, '|', 1) AS sq_id,
-        substr(j.item, strpos(j.item, '|') + 1) AS passage_id,
-        CAST(j.rating AS INTEGER) AS rating, j.run_id AS judge
-    FROM judgments j JOIN runs r USING (run_id)
-    WHERE j.rubric = 'crux-answerability' AND j.target_run = '' AND coalesce(j.error, '') = '';
-"""
-#: Migration 8's ratings to move (no judgment holds them), each with the judge run it goes to:
-#: the judge's name, or ``<judge>@<dataset>`` when a run has that name or the judge rated
-#: several datasets; and the dataset's fingerprint.
-_LEGACY_RATINGS = """
-    WITH legacy AS (
-        SELECT a.dataset_id, a.instance_id, a.sq_id, a.passage_id, a.rating,
-            coalesce(a.judge, '') AS judge
-        FROM answerability a
-        WHERE NOT EXISTS (
-            SELECT 1 FROM judgments j JOIN runs r USING (run_id)
-            WHERE j.run_id = a.judge AND r.dataset_id = a.dataset_id AND j.target_run = ''
-                AND j.rubric = 'crux-answerability' AND j.instance_id = a.instance_id
-                AND j.item = a.sq_id || '|' || a.passage_id)
-    ), judges AS (
-        SELECT dataset_id, judge, CASE
-            WHEN judge <> '' AND count(*) OVER (PARTITION BY judge) = 1
-                AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = judge) THEN judge
-            ELSE judge || '@' || dataset_id END AS run_id
-        FROM (SELECT DISTINCT dataset_id, judge FROM legacy)
-    )
-    SELECT l.*, j.run_id, d.fingerprint
-    FROM legacy l JOIN judges j USING (dataset_id, judge)
-    LEFT JOIN datasets d USING (dataset_id)
-"""
-#: ``runs.retrieval`` of a judge run made of ratings stored before schema 8.
+#: ``runs.retrieval`` of a judge run made of ratings stored by name (``import crux``; migration 8
+#: writes the same literal).
 LEGACY_RETRIEVAL = (
     '{"judge": {"rubric": "crux-answerability", "version": "stored", "hash": null, '
     '"target_run": "", "conditions": [], "passages": null}}'
@@ -360,12 +326,36 @@ _MIGRATIONS: tuple[str, ...] = (
     # when that name is taken by another run or rated several datasets), rubric version
     # ``stored``, its raw reply unknown. ``answerability`` becomes a view of the judgments
     # with its old columns, so its readers read the one table.
-    f"""
-    CREATE TABLE migrating_ratings AS {_LEGACY_RATINGS};
+    """
+    -- the ratings to move (no judgment holds them), each with the judge run it goes to: the
+    -- judge's name, or <judge>@<dataset> when a run has that name or it rated several datasets
+    CREATE TABLE migrating_ratings AS
+    WITH legacy AS (
+        SELECT a.dataset_id, a.instance_id, a.sq_id, a.passage_id, a.rating,
+            coalesce(a.judge, '') AS judge
+        FROM answerability a
+        WHERE NOT EXISTS (
+            SELECT 1 FROM judgments j JOIN runs r USING (run_id)
+            WHERE j.run_id = a.judge AND r.dataset_id = a.dataset_id AND j.target_run = ''
+                AND j.rubric = 'crux-answerability' AND j.instance_id = a.instance_id
+                AND j.item = a.sq_id || '|' || a.passage_id)
+    ), judges AS (
+        SELECT dataset_id, judge, CASE
+            WHEN judge <> '' AND count(*) OVER (PARTITION BY judge) = 1
+                AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = judge) THEN judge
+            ELSE judge || '@' || dataset_id END AS run_id
+        FROM (SELECT DISTINCT dataset_id, judge FROM legacy)
+    )
+    SELECT l.*, j.run_id, d.fingerprint
+    FROM legacy l JOIN judges j USING (dataset_id, judge)
+    LEFT JOIN datasets d USING (dataset_id);
     INSERT INTO runs (run_id, dataset_id, backend, model, retrieval, status, n_planned, n_done,
                       n_errors, kind, notes, finished_at, dataset_fingerprint)
-    SELECT run_id, dataset_id, 'stored', judge, '{LEGACY_RETRIEVAL}', 'done', count(*),
-        count(*), 0, 'judge', 'CRUX ratings stored before schema 8 under judge ' || judge,
+    SELECT run_id, dataset_id, 'stored', judge,
+        '{"judge": {"rubric": "crux-answerability", "version": "stored", "hash": null, '
+        || '"target_run": "", "conditions": [], "passages": null}}',
+        'done', count(*), count(*), 0, 'judge',
+        'CRUX ratings stored before schema 8 under judge ' || judge,
         current_timestamp, any_value(fingerprint)
     FROM migrating_ratings GROUP BY run_id, dataset_id, judge
     ON CONFLICT DO NOTHING;
@@ -377,7 +367,13 @@ _MIGRATIONS: tuple[str, ...] = (
     ON CONFLICT DO NOTHING;
     DROP TABLE migrating_ratings;
     DROP TABLE answerability;
-    {ANSWERABILITY_VIEW}
+    -- the view: the ratings of the crux-answerability judge runs, in the old table's columns
+    CREATE VIEW answerability AS
+    SELECT r.dataset_id, j.instance_id, split_part(j.item, '|', 1) AS sq_id,
+        substr(j.item, strpos(j.item, '|') + 1) AS passage_id,
+        CAST(j.rating AS INTEGER) AS rating, j.run_id AS judge
+    FROM judgments j JOIN runs r USING (run_id)
+    WHERE j.rubric = 'crux-answerability' AND j.target_run = '' AND coalesce(j.error, '') = '';
     """,
 )
 
