@@ -68,31 +68,3 @@ def test_a_small_batch_of_only_cached_keys_inserts_nothing(tmp_path, monkeypatch
         assert store.write_cache(Spy(), [_entry("a", "x"), _entry("b", "y")]) == 2
     assert len(statements) == 1 and statements[0].startswith("SELECT")  # a lookup only
     assert [r[-1] for r in _cache(store)] == ["1", "2"]
-
-
-def test_progress_batches_defer_the_checkpoint_and_finishing_the_run_makes_it(tmp_path):
-    """A run's batches leave their commits in the log (bounded); its last leaves one file."""
-    from pathlib import Path
-
-    from core.store import connection
-
-    store = Store(tmp_path / "s.duckdb")
-    store.save_run({"run_id": "r", "dataset_id": "d", "status": "running",
-                    "kind": "conditions"})  # fmt: skip
-    wal = Path(f"{store.path}.wal")
-    for i in range(40):
-        with store.write_batch() as con:
-            store.write_predictions(con, [{"run_id": "r", "instance_id": f"x{i}",
-                                           "condition": "oracle", "answer": "a"}],
-                                    replace=False, bump=False)  # fmt: skip
-            store.record_progress(con, "r", 0.1, float(i))
-        size = wal.stat().st_size if wal.exists() else 0
-        assert size < connection.WAL_CHECKPOINT_BYTES + 64 * 1024  # bounded replay
-    assert str(store.path.resolve()) in connection._UNCHECKPOINTED or not wal.exists()
-    # another reader sees every committed batch (the log is replayed)
-    row = store.run_row("r")
-    assert row["n_done"] == 40
-    with store.write_batch() as con:
-        assert store.finish_run("r", "done", 40, con) == "done"
-    assert not wal.exists() or wal.stat().st_size == 0  # one self-contained file
-    assert len(store.prediction_rows("r")) == 40

@@ -31,7 +31,6 @@ __all__ = [
     "StoreBase",
     "StoreError",
     "default_db_path",
-    "defer_checkpoint",
     "in_transaction",
     "unreadable_store_error",
 ]
@@ -325,98 +324,25 @@ _HUB_LOCK = threading.Lock()
 _ALIASES = itertools.count()
 
 
-#: Hub settings: a detach checkpoints only when :func:`_detach` asks (``CHECKPOINT`` first).
-_HUB_CONFIG = {**_CONFIG, "checkpoint_on_detach": "DISABLED"}
-
-#: A store whose write-ahead log is at least this long is checkpointed on detach even when
-#: its batch deferred that (:func:`defer_checkpoint`): each attach replays the log (measured
-#: ~0.08 ms of CPU a KiB), so this bounds what a deferral adds to the next attach.
-WAL_CHECKPOINT_BYTES = 16 * 1024
-
-#: ``id(con)`` of the attached connections whose batch deferred its checkpoint.
-_DEFERRED: set[int] = set()
-#: Real paths this process detached with a log left to checkpoint (done at exit).
-_UNCHECKPOINTED: set[str] = set()
-
-
-def defer_checkpoint(con: duckdb.DuckDBPyConnection) -> None:
-    """Let the batch on ``con`` (an :meth:`StoreBase.attached` one) skip its checkpoint.
-
-    The batch's commit is in the write-ahead log, which survives a kill -9 and is replayed
-    by the next open, so only the checkpoint's cost (~7 ms of CPU) moves: the log is
-    checkpointed by the next batch that does not defer, once it reaches
-    :data:`WAL_CHECKPOINT_BYTES`, by any :meth:`StoreBase.connect` (closing a database
-    checkpoints it), and at this process's exit. :meth:`core.store.Store.record_progress`
-    defers (a run's batches); the last, :meth:`core.store.Store.finish_run`, does not, so
-    a finished run leaves one self-contained file. Other connections are left as they are.
-    """
-    _DEFERRED.add(id(con))
-
-
 def _hub_cursor() -> duckdb.DuckDBPyConnection:
     """A new connection to the process's in-memory DuckDB (created on first use)."""
     global _HUB
     with _HUB_LOCK:
         if _HUB is None:
-            _HUB = duckdb.connect(":memory:", config=_HUB_CONFIG)
+            _HUB = duckdb.connect(":memory:", config=_CONFIG)
             atexit.register(_drop_hub)  # closed before the interpreter tears duckdb down
-            atexit.register(_checkpoint_left)  # runs first (atexit is last in, first out)
         return _HUB.cursor()
 
 
-def _wal_bytes(path: str) -> int:
-    """The length of the store's write-ahead log (0 when there is none)."""
+def _detach(con: duckdb.DuckDBPyConnection, alias: str, quiet: bool = False) -> None:
+    """Detach (checkpoint and unlock) an attached store; if that fails, drop the hub."""
     try:
-        return os.stat(path + ".wal").st_size
-    except OSError:
-        return 0
-
-
-def _detach(
-    con: duckdb.DuckDBPyConnection, alias: str, quiet: bool = False, path: str | None = None
-) -> None:
-    """Detach (unlock) an attached store; if that fails, drop the hub.
-
-    With ``path`` (a read-write attach that committed), the store is checkpointed first
-    unless its batch deferred that (:func:`defer_checkpoint`) and its log is short.
-    """
-    deferred = id(con) in _DEFERRED
-    _DEFERRED.discard(id(con))
-    try:
-        if path is not None:
-            if not deferred or _wal_bytes(path) >= WAL_CHECKPOINT_BYTES:
-                con.execute(f"CHECKPOINT {alias}")
-                _UNCHECKPOINTED.discard(path)
-            elif _wal_bytes(path):
-                _UNCHECKPOINTED.add(path)
         con.execute("USE memory")
         con.execute(f"DETACH {alias}")
     except duckdb.Error:
         _drop_hub()  # never leave the file attached (locked) to this process
         if not quiet:
             raise
-
-
-def _checkpoint_left() -> None:
-    """At exit: checkpoint the stores this process left with a deferred log (best effort).
-
-    The log is durable as it is (any open replays it); this leaves each store one
-    self-contained file. A store another process holds, or one that fails, keeps its log.
-    """
-    while _UNCHECKPOINTED:
-        path = _UNCHECKPOINTED.pop()
-        if not _wal_bytes(path):
-            continue
-        with suppress(duckdb.Error, OSError):
-            cur = _hub_cursor()
-            try:
-                cur.execute("ATTACH ? AS store_at_exit", [path])
-                try:
-                    cur.execute("CHECKPOINT store_at_exit")
-                finally:
-                    cur.execute("DETACH store_at_exit")
-            finally:
-                cur.close()
 
 
 def _drop_hub() -> None:
@@ -506,7 +432,7 @@ class StoreBase:
                     if unreadable is not None:
                         raise unreadable from exc
                     raise
-                _detach(con, alias, path=None if read_only else os.path.realpath(self.path))
+                _detach(con, alias)
         finally:
             con.close()
 

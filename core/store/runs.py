@@ -14,7 +14,7 @@ import duckdb
 import pandas as pd
 
 from core.store.batch_rows import drop_batch_calls, drop_judge_calls
-from core.store.connection import StoreBase, StoreError, defer_checkpoint
+from core.store.connection import StoreBase, StoreError
 from core.store.judgments import delete_judgments
 from core.store.locks import hold_run, holder
 from core.store.schema import RUN_COLUMNS, RUN_JSON_COLUMNS, bump_data_version
@@ -160,12 +160,7 @@ class RunsMixin(StoreBase):
         ``n_done`` and ``n_errors`` are recounted, ``n_planned`` set when given,
         ``model_seconds`` added to and ``wall_seconds`` replaced; ``pid``, ``host`` and
         ``heartbeat_at`` say which process is running it and when it last wrote.
-
-        On an attached connection (the engine's batches) the batch's checkpoint is deferred
-        (:func:`core.store.connection.defer_checkpoint`): its commit is in the write-ahead
-        log all the same, and the run's last batch (:meth:`finish_run`) checkpoints.
         """
-        defer_checkpoint(con)
         bump_data_version(con, runs=[run_id])
         con.execute(
             "UPDATE runs SET status = 'running', n_done = c.n, n_errors = c.n_errors, "
