@@ -12,11 +12,13 @@ execution, ``repeats`` times per backend; each time the run is then rerun to the
   before the kill (the stub's request log; the embedded reader's log, read-ahead included).
 
 Backends: ``ollama`` against ``tests/model_stub.py`` in this process (fixed latency 20 ms),
-200 calls (50 instances of ``controlled-200`` x the four conditions), ``--concurrency 1``; and
-the embedded reader in its worker process, the 800 calls of ``controlled-200``,
-``--concurrency 1``. Kill moments are uniform over 10-90 % of an unkilled run's execution
-(seeded). Bounds: the worst kill loses < 1 s worth of answers; no call is repeated. The
-engine-overhead figure (< 5 %) is ``bench_engine.py``'s.
+200 calls (50 instances of ``controlled-200`` x the four conditions), ``--concurrency 1``; the
+same stub as the judge of a judge run (``judge crux-answerability``: 2 sub-questions x the gold
+passages of the 50 instances, ``--concurrency 1``; its judgments are committed by the engine's
+writer like predictions, issue 37); and the embedded reader in its worker process, the 800
+calls of ``controlled-200``, ``--concurrency 1``. Kill moments are uniform over 10-90 % of an
+unkilled run's execution (seeded). Bounds: the worst kill loses < 1 s worth of answers; no call
+is repeated. The engine-overhead figure (< 5 %) is ``bench_engine.py``'s.
 
 Usage: ``python bench/bench_durability.py [--repeats 5]``; exit status 1 when a bound is missed.
 """
@@ -40,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import pandas as pd  # noqa: E402
 from model_stub import ModelStub  # noqa: E402
 from run_all import figure, print_figures  # noqa: E402
 
@@ -125,7 +128,10 @@ def _store(db: Path, limit: int | None) -> None:
 
 def _committed(db: Path, run: str) -> tuple[set[str], int, float]:
     """(committed prompt hashes, rows, mean model seconds per call) of ``run``."""
-    rows = Store(db).prediction_rows(run)
+    store = Store(db)
+    rows = store.prediction_rows(run)
+    if not len(rows):  # a judge run: its judgments
+        rows = store.judgments_frame(runs=[run])
     per_call = float(rows["latency_ms"].mean()) / 1000.0 if len(rows) else float("nan")
     return set(rows["prompt_hash"]), len(rows), per_call
 
@@ -218,6 +224,32 @@ class _StubDrill(_Drill):
         return self.stub.log()[self.marks[log] :]
 
 
+class _JudgeDrill(_StubDrill):
+    """The stub as the judge of a ``crux-answerability`` judge run (CRUX ratings)."""
+
+    name = "judge"
+
+    def __init__(self, tmp: Path, stub: _AnswerLog):
+        super().__init__(tmp, stub)
+        from core.judges.runs import plan_judgments
+
+        store = Store(self.db)
+        sq = pd.DataFrame([{"instance_id": i.instance_id, "sq_id": f"s{k}",
+                            "text": f"What does passage {k} of {i.instance_id} say?"}
+                           for i in store.load_instances("ctl") for k in (1, 2)])  # fmt: skip
+        store.write_crux_judgments("ctl", sq, pd.DataFrame())
+        self.n_calls = len(plan_judgments(store, "crux-answerability", dataset="ctl")[1])
+
+    def start(self, run: str, log: Path) -> subprocess.Popen:
+        self.marks[log] = len(self.stub.log())
+        argv = [sys.executable, "-m", "core", "judge", "crux-answerability", "--db",
+                str(self.db), "--dataset", "ctl", "--backend", "ollama", "--model",
+                "stub-model", "--host", self.stub.url, "--concurrency", "1", "--name", run,
+                "--json", "--seed", str(sum(map(ord, run)))]  # fmt: skip
+        return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
 class _EmbeddedDrill(_Drill):
     name = "embedded"
     n_calls = 800
@@ -257,20 +289,26 @@ def results(repeats: int = 5) -> list[dict]:
         tmp = Path(tmpdir)
         with _AnswerLog(latency_s=STUB_LATENCY_S) as stub:
             stub_kills = _drill(_StubDrill(tmp, stub), repeats, rng)
+            judge = _JudgeDrill(tmp, stub)
+            judge_kills = _drill(judge, repeats, rng)
         emb_kills = _drill(_EmbeddedDrill(tmp), repeats, rng)
     ms = STUB_LATENCY_S * 1000
     figs = []
-    for label, kills in ((f"{ms:.0f} ms stub server (ollama backend, 200 calls, concurrency 1)",
-                          stub_kills),
-                         ("embedded reader (800 calls of controlled-200, concurrency 1)",
-                          emb_kills)):  # fmt: skip
+    for label, kills, rows in (
+        (f"{ms:.0f} ms stub server (ollama backend, 200 calls, concurrency 1)", stub_kills,
+         "predictions"),
+        (f"{ms:.0f} ms stub judge (judge run crux-answerability, {judge.n_calls} judgments, "
+         "concurrency 1)", judge_kills, "judgments"),
+        ("embedded reader (800 calls of controlled-200, concurrency 1)", emb_kills,
+         "predictions"),
+    ):  # fmt: skip
         lost_s = [k["lost_s"] for k in kills]
         figs += [
             figure(f"kill -9 vs {label}: answered calls lost per kill", [k["lost"] for k in kills],
                    "calls", SCRIPT),
             figure(f"kill -9 vs {label}: answers lost per kill, worst of {len(kills)}", lost_s,
                    "s worth", SCRIPT, bound=LOST_BOUND_S, value=max(lost_s)),
-            figure(f"kill -9 vs {label}: rerun calls for committed predictions, all kills",
+            figure(f"kill -9 vs {label}: rerun calls for committed {rows}, all kills",
                    [k["repeated"] for k in kills], "calls", SCRIPT, bound=1,
                    value=sum(k["repeated"] for k in kills)),
         ]  # fmt: skip

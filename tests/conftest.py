@@ -57,6 +57,12 @@ _TEMPLATES_ENV = "EVIDENCE_TEST_STORES"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # This machine type sets PYTHONDONTWRITEBYTECODE=1: without bytecode, every xdist worker
+    # rewrites the asserts of every test module anew and every child process (CLI, Streamlit
+    # server) compiles our modules from source, about a minute of the suite's CPU in all.
+    # __pycache__/ is ignored by git; a clean clone starts without it.
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if not hasattr(config, "workerinput") and _TEMPLATES_ENV not in os.environ:
         os.environ[_TEMPLATES_ENV] = tempfile.mkdtemp(prefix="evidence-test-stores-")
         config._evidence_templates = os.environ[_TEMPLATES_ENV]

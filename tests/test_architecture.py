@@ -16,8 +16,6 @@ MAX_LINES = 800
 #: The top-level modules of ``core/`` (everything else lives in a package): the package marker,
 #: the ``python -m core`` entry and its parser, and the small shared records every stage uses.
 TOP_LEVEL = {"__init__", "__main__", "cli", "types", "params", "selection", "jsonable", "names"}
-#: Modules being shortened elsewhere (issue 37 item 2, merged from main): remove on merge.
-_SHORTENED_ON_MAIN = {"core/execution/engine.py", "core/execution/runs.py"}
 
 
 def _modules() -> dict[str, Path]:
@@ -136,7 +134,7 @@ def test_no_module_over_800_lines() -> None:
         for p in _modules().values()
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
-    assert {k: n for k, n in long.items() if k not in _SHORTENED_ON_MAIN} == {}
+    assert long == {}
 
 
 def test_core_keeps_at_most_eight_top_level_modules() -> None:

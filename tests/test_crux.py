@@ -23,7 +23,7 @@ from core.crux.metrics import (
     parse_rating,
     required_subset,
 )
-from core.execution.runs import judge_answerability
+from core.judges.runs import run_judge
 from core.retrieval.retrievers import Chunk
 from core.store import Store
 from core.types import Dataset, Instance, Passage
@@ -472,6 +472,14 @@ def test_parse_rating_follows_the_rubric_format():
     assert parse_rating('{"answer": "4", "evidence_ids": [], "confidence": 0.9}') == 4
 
 
+def _judge_crux(store, backend, passages="all"):
+    """``judge crux``'s path: the crux-answerability judge run under the judge's name."""
+    out = run_judge(store, "crux-answerability", backend, name="double:rubric-double|crux-v1",
+                    dataset="tiny", passages=passages)  # fmt: skip
+    return {"judge": out.run, "n_pairs": out.planned, "n_called": out.executed,
+            "n_cached": out.cached + out.skipped_existing, "n_errors": out.errors}  # fmt: skip
+
+
 def test_judge_rates_pairs_caches_calls_and_feeds_crux(db_path):
     store = Store(db_path)
     store.write_dataset(Dataset("tiny", "test", "test", {}, (_instance(),)))
@@ -479,14 +487,14 @@ def test_judge_rates_pairs_caches_calls_and_feeds_crux(db_path):
                        "text": ["Which word follows one?", "Which word follows three?"]})
     store.write_crux_judgments("tiny", sq, pd.DataFrame())
     double = _RubricDouble()
-    out = judge_answerability(store, "tiny", double, passages="all")
+    out = _judge_crux(store, double)
     assert out == {"judge": "double:rubric-double|crux-v1", "n_pairs": 6, "n_called": 6,
                    "n_cached": 0, "n_errors": 0}  # fmt: skip
     _, ratings = store.crux_judgments("tiny")
     got = {(r.passage_id, r.sq_id): r.rating for r in ratings.itertuples()}
     assert got == {("p0001", "s1"): 5, ("p0002", "s1"): 1, ("p0003", "s1"): 1,
                    ("p0001", "s2"): 1, ("p0002", "s2"): 5, ("p0003", "s2"): 1}  # fmt: skip
-    again = judge_answerability(store, "tiny", double, passages="all")
+    again = _judge_crux(store, double)
     assert again["n_cached"] == 6 and double.calls == 6  # served from the response cache
     res = crux_report(store, "tiny", ["oracle"], [1, 3], chunk_size=10, overlap=0,
                       n_resamples=100)  # fmt: skip
@@ -494,4 +502,4 @@ def test_judge_rates_pairs_caches_calls_and_feeds_crux(db_path):
     per = res.per_context.set_index("k")
     assert per.loc[1, "coverage"] == 0.5 and per.loc[3, "coverage"] == 1.0
     with pytest.raises(ValueError, match="'gold' or 'all'"):
-        judge_answerability(store, "tiny", double, passages="some")
+        _judge_crux(store, double, passages="some")

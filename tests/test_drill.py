@@ -199,7 +199,9 @@ def _exercise(store: Store, name: str, selection: Selection) -> dict[str, int]:
 @pytest.mark.parametrize("name", figure_names())
 def test_every_point_of_every_figure_lists_exactly_its_predictions(store, name):
     checked = defaultdict(int)
-    for selection in SELECTIONS:
+    # a figure no page makes clickable is built for the first two selections only (one dataset
+    # each): whether a figure declares a drill-down does not depend on the selection
+    for selection in SELECTIONS if name in DRILLED else SELECTIONS[:2]:
         for k, v in _exercise(store, name, selection).items():
             checked[k] += v
     if name in DRILLED:

@@ -121,7 +121,7 @@ def test_migration_7_fingerprints_stored_datasets_and_their_runs(store):
         con.execute("ALTER TABLE datasets DROP COLUMN fingerprint")
         con.execute("ALTER TABLE runs DROP COLUMN dataset_fingerprint")
         con.execute("DELETE FROM schema_version WHERE version >= 7")
-    assert Store(store.path).schema_version() == SCHEMA_VERSION == 7
+    assert Store(store.path).schema_version() == SCHEMA_VERSION == 8
     assert store.run_row("r")["dataset_fingerprint"] == fingerprint
     assert store.changed_runs() == []
 

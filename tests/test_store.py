@@ -55,7 +55,7 @@ def _snapshot(path) -> dict[str, list]:
 
 
 def test_new_store_is_migrated_to_current_version(db_path):
-    assert Store(db_path).schema_version() == SCHEMA_VERSION == len(store_mod._MIGRATIONS) == 7
+    assert Store(db_path).schema_version() == SCHEMA_VERSION == len(store_mod._MIGRATIONS) == 8
     con = duckdb.connect(str(db_path), read_only=True)
     rows = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
     tables = {r[0] for r in rows}

@@ -127,24 +127,76 @@ def _odd_count(value: Any) -> bool:
     return not (is_int and -(2**63) <= value < 2**63)
 
 
+def _plain_entry(entry: Any) -> dict[str, Any] | None:
+    """One log-probability entry as :func:`_token_dict` gives it, or None.
+
+    None when the entry is not plainly well-formed: a dict whose ``token`` is a string and
+    ``logprob`` a number.
+    """
+    if type(entry) is not dict:
+        return None
+    token, logprob = entry.get("token"), entry.get("logprob")
+    if type(token) is not str or not (
+        type(logprob) is float or (type(logprob) is int and -(2**53) <= logprob <= 2**53)
+    ):
+        return None
+    return {"token": token, "logprob": float(logprob)}
+
+
+def _plain_logprobs(entries: Any) -> list[dict[str, Any]] | None:
+    """A reply's ``logprobs`` list as :func:`_token_dict` entries, without the client's model.
+
+    The client's pydantic model checked every entry and its alternatives, a fifth of the
+    client's CPU a call. None when any entry is not plainly well-formed: the model then checks
+    (and reports) them as before.
+    """
+    if type(entries) is not list:
+        return None
+    out = []
+    for entry in entries:
+        tok = _plain_entry(entry)
+        if tok is None:
+            return None
+        top = entry.get("top_logprobs")
+        if top:
+            if type(top) is not list:
+                return None
+            alts = [_plain_entry(t) for t in top]
+            if None in alts:
+                return None
+            tok["top_logprobs"] = alts
+        elif top is not None and type(top) is not list:
+            return None
+        out.append(tok)
+    return out
+
+
 class _Client(ollama.Client):
     """``ollama.Client`` whose non-streaming replies keep odd counts instead of failing.
 
     A count the client's model refuses (1e20, 2.5, "x") would fail the whole call; it is
     taken out before the model checks the rest and kept on the response as ``odd_counts``,
     so the engine stores it missing with a note (:func:`core.execution.limits.checked_numbers`).
+    Well-formed log-probabilities skip the model too (:func:`_plain_logprobs`, kept as
+    ``plain_logprobs``); any other goes through it and fails the call as before.
     """
 
     def _request(self, cls: Any, *args: Any, stream: bool = False, **kwargs: Any) -> Any:
         if stream:
             return super()._request(cls, *args, stream=stream, **kwargs)
         data = self._request_raw(*args, **kwargs).json()
-        odd = {}
+        odd: dict[str, Any] = {}
+        plain = None
         if isinstance(data, dict):
             odd = {k: data.pop(k) for k in _COUNTS if _odd_count(data.get(k))}
+            plain = _plain_logprobs(data.get("logprobs"))
+            if plain is not None:
+                del data["logprobs"]
         resp = cls(**data)  # a list or null: the TypeError _chat reports
         if odd:
             object.__setattr__(resp, "odd_counts", odd)
+        if plain is not None:
+            object.__setattr__(resp, "plain_logprobs", plain)
         return resp
 
 
@@ -557,7 +609,9 @@ class OllamaBackend:
             )
         latency_ms = (time.perf_counter() - t0) * 1e3
         host = used[-1]
-        tokens = [_token_dict(lp) for lp in (resp.logprobs or [])] or None
+        plain = getattr(resp, "plain_logprobs", None)
+        tokens = (plain if plain is not None else
+                  [_token_dict(lp) for lp in (resp.logprobs or [])]) or None  # fmt: skip
         error = None
         n_prompt = _count(resp, "prompt_eval_count")
         if isinstance(n_prompt, int) and self.num_ctx <= n_prompt < 2**31:  # else: range check

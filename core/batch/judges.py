@@ -20,7 +20,7 @@ cache under the key a live judge call would use. A judgment stored already is no
 (a second import adds nothing; a failed one is replaced by an answer imported later). After each
 file the run's counts are refreshed (:meth:`core.store.Store.finish_judge_run`): ``done`` /
 ``partial`` / ``failed`` once every exported call has a reply, ``partial`` while some have none.
-A ``crux-answerability`` run's ratings are then mirrored into ``answerability`` as a live run's.
+A ``crux-answerability`` run's judgments are CRUX's ratings, read as a live run's are.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from core.judges.runs import (
     default_conditions,
     judge_config,
     judgment_row,
-    mirror_answerability,
     plan_judgments,
 )
 from core.store import Store
@@ -239,8 +238,6 @@ def import_judge_batch(store: Store, run_id: str, paths: Iterable[Path]) -> dict
                 x["error"] is None and x["parse_error"] is not None for x in rows
             )
         totals["answers"] = totals["stored"] - totals["errors"]
-    if totals["stored"] and rub.name == "crux-answerability":
-        mirror_answerability(store, run_id, str(row.get("dataset_id")))
     return {
         "run": run_id,
         "files": len(paths),

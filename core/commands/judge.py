@@ -11,11 +11,12 @@ rubric of :data:`core.judges.rubrics.RUBRICS` as a judge run (:func:`core.judges
 kind ``judge``, cached, resumable by ``--name``, ``--concurrency`` threads, failed calls stored
 as errors); ``--backend embedded`` is the lexical baseline judge, not a model.
 
-``judge crux --dataset NAME --backend ollama --model M`` rates every (passage, stored
-sub-question) pair 0..5 with the CRUX rubric through a model backend
-(:func:`core.execution.runs.judge_answerability`; calls go through the response cache), so that
-``report crux --judge NAME`` uses real ratings instead of the binary ones derived from gold
-evidence. The raw 0..5 ratings are stored; the threshold eta is applied when reporting
+``judge crux --dataset NAME --backend ollama --model M [--judge J]`` is an alias of ``judge
+crux-answerability --dataset NAME`` (the same judge run, the same table): it rates every
+(passage, stored sub-question) pair 0..5 with the CRUX rubric as the judge run ``J`` (default
+``<backend>:<model>|crux-v<version>``), so that ``report crux --judge J`` uses real ratings
+instead of the binary ones derived from gold evidence; it prints its summary in the pairs'
+words. The raw 0..5 ratings are stored; the threshold eta is applied when reporting
 (``report crux --eta 5``; default 3), so one judging serves every threshold.
 """
 
@@ -30,8 +31,8 @@ import pandas as pd
 
 from core.commands import Groups, add_db, open_store, print_json, split_csv
 from core.commands.run import ProgressBar, add_backend_args, backend_from_args, run_options
+from core.crux.metrics import JUDGE_TEMPLATE_VERSION
 from core.datasets.records import check_record, jsonl_records
-from core.execution.runs import judge_answerability
 from core.judges.rubrics import RUBRICS
 from core.judges.runs import make_judge, run_judge
 from core.params import CONCURRENCY, NUM_CTX, SEED, add_arguments
@@ -110,31 +111,8 @@ def _cmd_import_crux(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_judge_crux(args: argparse.Namespace) -> int:
-    store = open_store(args)
-    options = run_options(args.backend, args.seed, args.num_ctx)
-    backend = backend_from_args(args, options)  # --timeout included
-    out = judge_answerability(
-        store, args.dataset, backend, passages=args.passages, options=options, judge=args.judge
-    )
-    if args.json:
-        print_json(out)
-    else:
-        stored = out["n_pairs"] - out["n_errors"]
-        print(
-            f"judge '{out['judge']}': {out['n_pairs']} (passage, sub-question) pairs, "
-            f"{out['n_called']} model calls, {out['n_cached']} cached, {out['n_errors']} errors"
-            + (f"; report crux --dataset {args.dataset} --judge '{out['judge']}' uses the "
-               f"{stored} ratings" if stored else "")
-        )  # fmt: skip
-    if out["n_errors"]:
-        print(f"{out['n_errors']} calls failed and were not stored; rerun to fill them",
-              file=sys.stderr)  # fmt: skip
-        return 1 if out["n_errors"] == out["n_called"] else 0
-    return 0
-
-
-def _cmd_judge_rubric(args: argparse.Namespace) -> int:
+def _judge(args: argparse.Namespace, rubric: str, name: str | None) -> Any:
+    """Run ``rubric`` as a judge run from the parsed arguments; None when interrupted."""
     store = open_store(args)
     options = run_options(args.backend, args.seed, args.num_ctx)
     if args.backend == "embedded":
@@ -142,18 +120,55 @@ def _cmd_judge_rubric(args: argparse.Namespace) -> int:
         options = {}
     else:
         backend = backend_from_args(args, options)  # --timeout included
-    target = args.run or args.dataset
-    name = args.name or f"judge-{args.rubric}-{target}-{backend.name}-{backend.model}"
-    conds = split_csv(args.conditions) if args.conditions else None
+    if name is None and rubric == "crux-answerability" and args.judge_kind == "crux":
+        name = f"{backend.name}:{backend.model}|crux-v{JUDGE_TEMPLATE_VERSION}"
+    target = getattr(args, "run", None) or args.dataset
+    name = name or f"judge-{rubric}-{target}-{backend.name}-{backend.model}"
+    conds = split_csv(args.conditions) if getattr(args, "conditions", None) else None
     try:  # progress on stderr: judgments done / planned (a dashboard job parses these lines)
-        out = run_judge(
-            store, args.rubric, backend, name=name, dataset=args.dataset, run=args.run,
-            conditions=conds, passages=args.passages, concurrency=args.concurrency,
-            options=options, progress=ProgressBar(sys.stderr),
+        return run_judge(
+            store, rubric, backend, name=name, dataset=args.dataset,
+            run=getattr(args, "run", None), conditions=conds, passages=args.passages,
+            concurrency=args.concurrency, options=options, progress=ProgressBar(sys.stderr),
         )  # fmt: skip
     except KeyboardInterrupt:
         print(f"\ninterrupted: completed judgments are stored; rerun the same command to "
               f"continue judge run '{name}'", file=sys.stderr)  # fmt: skip
+        return None
+
+
+def _cmd_judge_crux(args: argparse.Namespace) -> int:
+    """``judge crux``: ``judge crux-answerability`` under the judge's name, in pairs' words."""
+    out = _judge(args, "crux-answerability", args.judge)
+    if out is None:
+        return 130
+    summary = {
+        "judge": out.run,
+        "n_pairs": out.planned,
+        "n_called": out.executed,
+        "n_cached": out.cached + out.skipped_existing,  # no model call: stored or cached
+        "n_errors": out.errors,
+        "status": out.status,
+    }
+    if args.json:
+        print_json(summary)
+    else:
+        stored = out.planned - out.errors
+        print(
+            f"judge '{out.run}': {out.planned} (passage, sub-question) pairs, "
+            f"{out.executed} model calls, {summary['n_cached']} cached, {out.errors} errors"
+            + (f"; report crux --dataset {args.dataset} --judge '{out.run}' uses the "
+               f"{stored} ratings" if stored else "")
+        )  # fmt: skip
+    if out.errors:
+        print(f"{out.errors} calls failed (stored as errors, no rating); rerun to fill them",
+              file=sys.stderr)  # fmt: skip
+    return 1 if out.status == "failed" else 0
+
+
+def _cmd_judge_rubric(args: argparse.Namespace) -> int:
+    out = _judge(args, args.rubric, args.name)
+    if out is None:
         return 130
     if args.json:
         print_json(out.to_dict())
@@ -190,7 +205,8 @@ def register(groups: Groups) -> None:
     )
     sub = judge.add_subparsers(dest="judge_kind", metavar="KIND", required=True)
     crux = sub.add_parser(
-        "crux", help="rate (passage, sub-question) pairs 0-5 with the CRUX rubric (SPEC §9)"
+        "crux", help="rate (passage, sub-question) pairs 0-5 with the CRUX rubric (SPEC §9): "
+        "judge crux-answerability, named by --judge"
     )
     crux.add_argument("--dataset", required=True, help="dataset with stored sub-questions")
     add_backend_args(crux)
@@ -198,8 +214,9 @@ def register(groups: Groups) -> None:
         "--passages", default="gold", choices=("gold", "all"),
         help="rate the gold passages only (CRUX's pre-judged P*, default) or every passage",
     )  # fmt: skip
-    crux.add_argument("--judge", help="name to store the ratings under (default backend:model)")
-    add_arguments(crux, (NUM_CTX, SEED))
+    crux.add_argument("--judge", help="the judge run's name, the ratings' (default "
+                      "BACKEND:MODEL|crux-vN); the same name resumes it")  # fmt: skip
+    add_arguments(crux, (CONCURRENCY, NUM_CTX, SEED))
     crux.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_db(crux)
     crux.set_defaults(handler=_cmd_judge_crux)

@@ -2,8 +2,8 @@
 
 One concept per module:
 
-- :mod:`core.execution.engine`: execution engine: plan -> skip stored -> cache -> execute -> parse
-  -> store -> score (SPEC §5.3);
+- :mod:`core.execution.engine`: the one execution loop (execute_work) of every model call,
+  predictions and judgments: skip stored -> cache -> execute -> parse -> store -> score;
 - :mod:`core.execution.jobs`: background runs for the dashboard: ``python -m core run ...`` in a
   child process;
 - :mod:`core.execution.launch`: a method launched from the Runs page as the exact CLI argv a user
@@ -14,12 +14,16 @@ One concept per module:
   condition) -> chat messages;
 - :mod:`core.execution.rerun`: case-view reruns: one instance, one perturbation, run now, stored,
   compared with the original;
+- :mod:`core.execution.run_spec`: a run's spec and row: created, reopened or refused before any
+  call (open_run);
 - :mod:`core.execution.runs`: runs: every way of running a method against a model starts, goes and
   ends here;
 - :mod:`core.execution.score_rows`: scores of the engine's write batches, computed from what the
   engine holds;
 - :mod:`core.execution.threads`: the engine's calling threads, for a server backend at
-  ``concurrency`` > 1 (issue 17).
+  ``concurrency`` > 1 (issue 17);
+- :mod:`core.execution.write`: the write path: cache keys, prediction rows, the writer thread that
+  commits within a second of an answer.
 
 The public names below are loaded on first use (PEP 562), so importing one module
 of the package does not import the others.
@@ -34,18 +38,31 @@ from typing import Any
 _WHERE = {
     **dict.fromkeys(
         ("BATCH_SIZE", "COALESCE_S", "COMMIT_S", "FIRST_GAP_S", "MAX_GAP_S", "MIN_GAP_S",
-         "POOL_DEPTH", "POOL_MIN_CALLS", "POOL_WRITE_SHARE", "Progress", "READ_AHEAD",
-         "ReadAhead", "RunSummary", "WRITE_SHARE", "WriteContext", "cache_key", "execute",
-         "options_hash", "plan_and_execute", "prediction_row", "rerun_call", "write_rows"),
+         "POOL_WRITE_SHARE", "Progress", "WRITE_SHARE", "WriteContext", "WriteFn", "Writer",
+         "cache_key", "from_cache", "options_hash", "prediction_row", "write_rows"),
+        "write",
+    ),
+    **dict.fromkeys(
+        ("RunSpec", "open_run", "run_spec", "start_run", "undone_if_refused"),
+        "run_spec",
+    ),
+    **dict.fromkeys(
+        ("POOL_DEPTH", "POOL_MIN_CALLS", "PredictionWork", "READ_AHEAD", "ReadAhead", "RunSummary",
+         "Work", "execute", "execute_work", "plan_and_execute", "rerun_call"),
         "engine",
     ),
     **dict.fromkeys(
-        ("FANIN_SEED", "JUDGE_CONDITIONS", "JUDGE_METHODS", "JUDGE_NAME", "JUDGE_PASSAGES",
-         "JobProgress", "METHODS", "MethodRequest", "RunJob", "RunRequest", "UPLOAD_DIR",
-         "command_for", "fanin_grid_command", "interventions_command", "judge_command",
-         "judge_rubric_command", "longest_prompt_chars", "method_params", "parse_progress",
-         "probes_command", "run_command", "run_request_from_row", "save_upload"),
+        ("JobProgress", "RunJob", "UPLOAD_DIR", "longest_prompt_chars", "parse_progress",
+         "run_request_from_row", "save_upload"),
         "jobs",
+    ),
+    **dict.fromkeys(
+        ("DEFAULT_RETRIEVER", "FANIN_REPLACE", "FANIN_SEED", "JUDGE_CONDITIONS", "JUDGE_METHODS",
+         "JUDGE_NAME", "JUDGE_PASSAGES", "JUDGE_RUBRIC", "METHODS", "METHOD_PARAMS",
+         "MethodRequest", "RunRequest", "attribution_command", "command_for", "fanin_grid_command",
+         "interventions_command", "judge_command", "judge_rubric_command", "method_params",
+         "probes_command", "run_command"),
+        "launch",
     ),
     **dict.fromkeys(
         ("MAX_REPLY_BYTES", "MAX_SERVER_CONCURRENCY", "REPLY_NUMBER_RANGES", "TIMEOUT",
@@ -65,9 +82,8 @@ _WHERE = {
         "rerun",
     ),
     **dict.fromkeys(
-        ("DEMO_DATASET", "DEMO_RUN", "RunBusyError", "RunSpec", "base_citations", "build_demo",
-         "judge_answerability", "open_run", "present", "run_attribution", "run_conditions",
-         "run_interventions", "run_probes", "run_spec", "start_run"),
+        ("DEMO_DATASET", "DEMO_RUN", "base_citations", "build_demo", "present", "run_attribution",
+         "run_conditions", "run_interventions", "run_probes"),
         "runs",
     ),
     **dict.fromkeys(

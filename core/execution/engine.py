@@ -1,49 +1,47 @@
 """Execution engine: plan -> skip stored -> cache -> execute -> parse -> store -> score (SPEC §5.3).
 
-Runs are created, and their kinds (conditions, interventions, probes, the demo) driven, by
-:mod:`core.execution.runs`; this module executes the calls of a run it has started, holding the
-run's
-lock (:meth:`core.store.Store.run_lock`: one process per run name).
+Runs are created, and their kinds (conditions, interventions, probes, attribution, the demo,
+judge runs) driven, by :mod:`core.execution.runs` and :mod:`core.judges.runs`; this module executes
+the
+calls of a run they have started, holding the run's lock (:meth:`core.store.Store.run_lock`:
+one process per run name).
 
-:func:`execute` runs planned calls (from :mod:`core.oncu.conditions`,
-:mod:`core.cuer.interventions`,
-:mod:`core.dolce.probes`) against a :class:`~core.backends.base.Backend`:
+:func:`execute_work` is the one loop that calls a model. It runs a plan's *items* against a
+:class:`~core.backends.base.Backend`, through a :class:`Work` that says what an item is: a
+planned call of :mod:`core.oncu.conditions`, :mod:`core.cuer.interventions`,
+:mod:`core.dolce.probes` or
+:mod:`core.attribution.plan` (:class:`PredictionWork`, what :func:`execute` runs: predictions
+and their scores), or a planned judgment (:class:`core.judges.runs.JudgmentWork`: judgments).
+Every kind is executed alike:
 
-1. calls whose ``(run_id, instance_id, condition, variant)`` is already stored are skipped, so
-   rerunning a run continues where it stopped (a stored call that failed is made again and
-   its row replaced: a server that was down when it ran may answer now);
-2. a call whose response is in the ``response_cache`` table is served from it (key: backend
-   kind, model digest or name, options hash, prompt hash); calls of one execution that share a
-   key are sent once, the others are served from that reply;
+1. items whose key is already stored in the run are skipped, so rerunning a run continues
+   where it stopped (a stored item that failed is made again and its row replaced: a server
+   that was down when it ran may answer now);
+2. an item whose response is in the ``response_cache`` table is served from it
+   (:func:`core.execution.write.cache_key`: backend kind, model digest or name, options hash,
+   prompt hash); calls of one execution that share a key are sent once, the others are
+   served from that reply (:attr:`Work.shared`: not judgments, each asked as before);
 3. the rest run on ``concurrency`` threads (:func:`core.execution.threads.run_threads`: each
-   takes the next call, makes it and parses the reply, so ``cancel`` takes effect at once;
+   takes the next item, makes it and builds its row, so ``cancel`` takes effect at once;
    with one, in the calling thread, one call at a time), ``concurrency`` capped by
    :func:`core.execution.limits.cap_concurrency` and a server backend's HTTP pool sized to it
-   (``size_pool``); each reply is parsed (whole; stored cut to
+   (``size_pool``); a prediction's reply is parsed (whole; stored cut to
    :data:`core.execution.limits.MAX_REPLY_BYTES`, flagged) with
-   :func:`core.scoring.parsing.parse_reply` against the ids shown. A backend with worker processes
-   (the embedded reader, :mod:`core.backends.workers`) gets them instead for a run of
-   :data:`POOL_MIN_CALLS` calls or more: ``concurrency`` processes with
-   :data:`POOL_DEPTH` prompts queued each, so the reader never waits for the engine, whose
-   own work then runs beside it; :func:`plan_and_execute` sends the first prompts while the
-   rest are still being planned (:class:`ReadAhead`);
-4. one writer thread commits predictions, their cache entries and their scores
-   (:func:`core.scoring.rows.score_frame` over the same inputs as :meth:`core.store.Store.
-   scoring_frame`) in one short-lived read-write transaction per batch: it takes whatever
-   has completed, writes it, detaches the file and leaves it unlocked for a gap of
-   :data:`MIN_GAP_S` to :data:`MAX_GAP_S` (the write's duration over :data:`WRITE_SHARE`;
-   :data:`FIRST_GAP_S` before the first write), so a read-only process (the dashboard) can
-   open the store between batches and writing stays a small share of the run (with worker
-   processes :data:`POOL_WRITE_SHARE`; once every call is sent, the writer waits for the
-   end, so the last calls and what came before them share one write). Whatever the gap,
-   a batch's write starts early enough to end :data:`COMMIT_S` (1 s) after its first row
-   completed (the last write's duration, scaled to the rows queued, tells how early), in
-   every mode: this thread, a thread pool, worker processes, the last calls. Killing the
-   process loses only the calls in flight and at most about a second of answers, and a
-   rerun makes exactly those again (never a committed one; the read-ahead sends no stored
-   call either). Replies read ahead while a run is planned are the exception: they are
-   committed only once planning ends (at most :data:`READ_AHEAD` calls per worker, about
-   0.1 s of the reader's work), as soon as execution starts.
+   :func:`core.scoring.parsing.parse_reply`
+   against the ids shown. A backend with worker processes (the embedded reader,
+   :mod:`core.backends.workers`) gets them instead for a run of :data:`POOL_MIN_CALLS` calls
+   or more: ``concurrency`` processes with :data:`POOL_DEPTH` prompts queued each, so the
+   reader never waits for the engine, whose own work then runs beside it;
+   :func:`plan_and_execute` sends the first prompts while the rest are still being planned
+   (:class:`ReadAhead`);
+4. one writer thread (:class:`core.execution.write.Writer`) commits the rows, their cache entries
+   (and a prediction's scores) in one short transaction per batch, each batch within
+   :data:`COMMIT_S` (1 s) of its first row's completion: killing the process loses only the
+   calls in flight and at most about a second of answers or judgments, and a rerun makes
+   exactly those again (never a committed one; the read-ahead sends no stored call either).
+   Replies read ahead while a run is planned are the exception: they are committed only once
+   planning ends (at most :data:`READ_AHEAD` calls per worker, about 0.1 s of the reader's
+   work), as soon as execution starts.
 
 Errors are not answers: a call that fails permanently (the backend returns ``Reply.error``,
 or raises) is stored with its ``error`` only (no ``parse_error``, no answer), its scores are
@@ -56,37 +54,41 @@ every denominator (seed 000 §8.1). The run records its server time (sum of
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
 from core.backends.base import Backend, Reply
-from core.execution.limits import (
-    REPLY_NUMBER_RANGES,
-    cap_concurrency,
-    cap_reply,
-    checked_numbers,
-)
-from core.execution.score_rows import ScoringInputs, batch_scores
+from core.execution.limits import cap_concurrency
+from core.execution.score_rows import ScoringInputs
 from core.execution.threads import run_threads
-from core.oncu.conditions import plan_conditions, planned_keys
-from core.scoring.parsing import (
-    DEFAULT_MAX_CITED,
-    REASONING_UNCLOSED,
-    ParsedAnswer,
-    parse_reply,
-    run_max_cited,
+from core.execution.write import (
+    BATCH_SIZE,
+    COALESCE_S,
+    COMMIT_S,
+    FIRST_GAP_S,
+    MAX_GAP_S,
+    MIN_GAP_S,
+    POOL_WRITE_SHARE,
+    WRITE_SHARE,
+    Progress,
+    WriteContext,
+    WriteFn,
+    Writer,
+    cache_key,
+    from_cache,
+    options_hash,
+    prediction_row,
+    write_rows,
 )
-from core.store import PREDICTION_COLUMNS, Store, StoreError
+from core.oncu.conditions import plan_conditions, planned_keys
+from core.store import Store, StoreError
 from core.types import Instance, PlannedCall
 
 __all__ = [
@@ -103,49 +105,19 @@ __all__ = [
     "WRITE_SHARE",
     "cache_key",
     "execute",
+    "execute_work",
     "options_hash",
     "plan_and_execute",
     "prediction_row",
+    "PredictionWork",
     "Progress",
     "ReadAhead",
     "rerun_call",
     "RunSummary",
+    "Work",
     "write_rows",
     "WriteContext",
 ]
-
-#: Most predictions committed in one transaction.
-BATCH_SIZE = 4096
-#: Seconds within which a completed call is committed (SPEC §2: committed as soon as it
-#: completes), whatever the backend's speed: the writer starts a batch's write early enough
-#: that it ends this long after the batch's first row completed, so ``kill -9`` loses at most
-#: about this much of the backend's answers (``bench/bench_engine.py`` measures it).
-COMMIT_S = 1.0
-#: Seconds the writer leaves the store unlocked after each batch (readers get in) ...
-MIN_GAP_S = 0.1
-#: ... and at most, however long the writes take (:data:`COMMIT_S` may end a gap sooner).
-MAX_GAP_S = 1.0
-#: Seconds from the start of an execution before its first write (unless it ends sooner).
-FIRST_GAP_S = 0.25
-#: Share of wall time the writer may spend writing: after a write of ``d`` seconds it waits
-#: ``d / WRITE_SHARE`` (between the two gaps, and no longer than :data:`COMMIT_S` allows)
-#: gathering the next batch. A write costs about 50 ms whatever its size (attaching the file,
-#: one statement per table, the checkpoint on detach) plus ~0.1 ms a row, so with the fast
-#: embedded reader the gap is what keeps writing a small share of the run.
-WRITE_SHARE = 0.02
-#: :data:`WRITE_SHARE` when the reader runs in worker processes (:data:`POOL_MIN_CALLS`):
-#: the writer then works beside the reader, not in its way, and writing often keeps the last
-#: write (the only one the run waits for) small.
-POOL_WRITE_SHARE = 0.25
-#: Seconds the writer waits after a first completed call for others to share its write.
-COALESCE_S = 0.01
-#: Seconds of :data:`COMMIT_S` kept in hand for a write slower than the writer expects.
-_COMMIT_MARGIN_S = 0.1
-#: Seconds between the waiting writer's looks at its queue: the batch grows while it waits,
-#: and with it the time its write will take.
-_POLL_S = 0.05
-#: Seconds the writer expects its first write to take (later: from the last write).
-_FIRST_WRITE_S = 0.05
 
 _Key = tuple[str, str, str]
 
@@ -185,438 +157,119 @@ class RunSummary:
         return asdict(self)
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
-    """Progress of an execution, reported after each committed batch.
+# --------------------------------------------------------------------------- work items
+
+
+@runtime_checkable
+class Work(Protocol):
+    """What :func:`execute_work` executes: how a kind of run keys, makes and stores its items.
+
+    An item has ``prompt_hash`` (its cache key's part) and ``messages`` (what a worker
+    process is sent): a :class:`core.types.PlannedCall` or a
+    :class:`core.judges.runs.PlannedJudgment`.
 
     Attributes:
-        done: calls of this execution stored so far.
-        total: calls this execution has to store (planned minus skipped).
-        rate: stored calls per second since the execution started.
-        eta_s: estimated seconds left (NaN before the first batch).
-        errors: failed calls stored so far.
+        pooled: items may go to a reader's worker processes (the embedded reader's).
+        shared: items of one execution that share a cache key are sent once, the others
+            served from that reply (else each is sent).
     """
 
-    done: int
-    total: int
-    rate: float
-    eta_s: float
-    errors: int
+    pooled: bool
+    shared: bool
 
+    def key(self, item: Any) -> tuple[str, ...]:
+        """The item's key in its run (unique in a plan)."""
+        ...
 
-# --------------------------------------------------------------------------- cache keys
+    def stored(self, store: Store, run_id: str, con: Any) -> tuple[set[Any], set[Any]]:
+        """Keys stored in the run: all, and the answered ones (not made again)."""
+        ...
 
+    def n_planned(self, keys: Sequence[Any], stored_all: set[Any], stored_ok: set[Any]) -> int:
+        """The run's planned count once this plan is executed."""
+        ...
 
-def _sha(obj: Any) -> str:
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    def call(self, backend: Backend, item: Any) -> Reply:
+        """Make the item's call; a backend that raises gives a failed reply."""
+        ...
 
+    def row(
+        self, ctx: WriteContext, item: Any, reply: Reply, hit: bool, ms: float, ck: str
+    ) -> dict[str, Any]:
+        """The item's stored row from its reply, with its ``_cache`` entry (or None)."""
+        ...
 
-def options_hash(options: Mapping[str, Any] | None) -> str:
-    """Hex SHA-256 of the options (canonical JSON, key order ignored)."""
-    return _sha(dict(options or {}))
+    def writer(
+        self, store: Store, ctx: WriteContext, todo: Sequence[Any], n_planned: int,
+        replace: Collection[Any],
+    ) -> WriteFn:
+        """How the writer commits a batch of this execution's rows (:data:`WriteFn`)."""
+        ...
 
-
-def cache_key(backend: str, model: str, opts_hash: str, prompt: str) -> str:
-    """Response-cache key of one call.
-
-    SHA-256 of (backend kind, model id, options hash, prompt hash); ``model`` is the model
-    digest when known, else its name.
-    """
-    return _sha([backend, model, opts_hash, prompt])
-
-
-@dataclass(frozen=True, slots=True)
-class WriteContext:
-    """What every call of a run shares: where results go and how they are cached."""
-
-    run_id: str
-    dataset: str
-    wall_seconds: float
-    backend: str
-    model_id: str
-    options: Mapping[str, Any]
-    options_hash: str
-    max_cited: int = DEFAULT_MAX_CITED
-
-    @classmethod
-    def of(cls, store: Store, run_id: str, con: Any = None) -> WriteContext:
-        """The context of stored run ``run_id`` (its backend, options and cache identity)."""
-        run = store.run_row(run_id, con=con)
-        if run is None:
-            raise ValueError(
-                f"no run '{run_id}' in {store.path}; "
-                "open it with core.execution.runs.open_run first"
-            )
-        options = run.get("options") or {}
-        return cls(
-            run_id=run_id,
-            dataset=run.get("dataset_id") or "",
-            wall_seconds=float(run.get("wall_seconds") or 0.0),
-            backend=run.get("backend") or "",
-            model_id=run.get("model_digest") or run.get("model") or "",
-            options=options,
-            options_hash=options_hash(options),
-            max_cited=run_max_cited(options),
-        )
-
-    def key(self, call: PlannedCall) -> str:
-        """The response-cache key of ``call`` in this run."""
-        return cache_key(self.backend, self.model_id, self.options_hash, call.prompt_hash)
-
-
-# --------------------------------------------------------------------------- calls -> rows
+    def fail(self, store: Store, ctx: WriteContext, n_planned: int) -> None:
+        """Mark the run ``failed`` (the writer failed); a locked store is let be."""
+        ...
 
 
 def _key(call: PlannedCall) -> _Key:
     return (call.instance_id, call.condition, call.variant)
 
 
-def _call_backend(backend: Backend, call: PlannedCall) -> Reply:
+def _call_backend(backend: Backend, call: Any) -> Reply:
     try:
         return backend.generate(list(call.messages))
     except Exception as exc:
         return Reply(text="", error=f"backend raised {type(exc).__name__}: {exc}")
 
 
-def prediction_row(
-    ctx: WriteContext,
-    call: PlannedCall,
-    reply: Reply,
-    cache_hit: bool,
-    latency_ms: float,
-    key: str | None = None,
-) -> dict[str, Any]:
-    """One prediction row (plus its ``_cache`` entry) from a reply.
+class PredictionWork:
+    """Planned calls -> predictions and their scores (conditions, CUE-R, probes, attribution)."""
 
-    ``key`` is the call's cache key when the caller has it (computed otherwise).
-    """
-    ok = reply.error is None
-    # A failed call is an error, not an answer: nothing is parsed (no parse error, no answer),
-    # whatever text came with the error.
-    parsed = (
-        parse_reply(reply.text, call.input_passage_ids, max_cited=ctx.max_cited)
-        if ok
-        else _NOT_PARSED
-    )
-    if ok and reply.reasoning and not reply.text.strip():  # reasoning apart, no answer after
-        parsed = ParsedAnswer(answer="", parse_error=REASONING_UNCLOSED)
-    meta = dict(call.meta)
-    if ok and parsed.record():  # cited ids set aside (not shown, over the cap), salvaged text
-        meta["parse"] = parsed.record()
-    if ok and reply.reasoning:  # returned apart by the server: stored apart, capped alike
-        meta["reasoning"], cut = cap_reply(reply.reasoning)
-        if cut is not None:
-            meta["reasoning_truncated"] = cut
-    # Parsed whole above; stored cut to MAX_REPLY_BYTES (core.execution.limits), and flagged.
-    raw, truncated = cap_reply(reply.text)
-    if truncated is not None:
-        meta["raw_response_truncated"] = truncated
-    # A server's numbers are data: one out of its column's range is stored missing, noted.
-    nums, dropped = checked_numbers({k: getattr(reply, k, None) for k in REPLY_NUMBER_RANGES})
-    if dropped:
-        meta["out_of_range"] = dropped
-    row: dict[str, Any] = {
-        "run_id": ctx.run_id,
-        "instance_id": call.instance_id,
-        "condition": call.condition,
-        "variant": call.variant,
-        "prompt_hash": call.prompt_hash,
-        "input_passage_ids": list(call.input_passage_ids),
-        "raw_response": raw,
-        "answer": parsed.answer,
-        "cited_ids": list(parsed.evidence_ids),
-        "confidence": parsed.confidence,
-        "logprob_confidence": nums["logprob_confidence"],
-        "explanation": parsed.explanation,
-        "parse_error": parsed.parse_error,
-        "error": reply.error,
-        "latency_ms": float(latency_ms),
-        "prompt_tokens": nums["prompt_tokens"],
-        "completion_tokens": nums["completion_tokens"],
-        "total_duration_ns": None if cache_hit else nums["total_duration_ns"],
-        "load_duration_ns": None if cache_hit else nums["load_duration_ns"],
-        "prompt_eval_duration_ns": None if cache_hit else nums["prompt_eval_duration_ns"],
-        "eval_duration_ns": None if cache_hit else nums["eval_duration_ns"],
-        "cache_hit": bool(cache_hit),
-        "meta": json.dumps(meta, sort_keys=True, default=str, ensure_ascii=False),
-    }
-    row["_cache"] = (
-        {
-            "cache_key": key or ctx.key(call),
-            "backend": ctx.backend,
-            "model": ctx.model_id,
-            "options_hash": ctx.options_hash,
-            "prompt_hash": call.prompt_hash,
-            "response": _cached_text(reply),
-        }
-        if ok and not cache_hit and truncated is None
-        else None
-    )
-    return row
+    pooled = True
+    shared = True
 
+    def key(self, item: PlannedCall) -> _Key:
+        """The call's ``(instance_id, condition, variant)``."""
+        return _key(item)
 
-#: What a failed call stores in the parsed fields: nothing (:func:`prediction_row`).
-_NOT_PARSED = ParsedAnswer(answer=None, explanation=None)  # type: ignore[arg-type]
+    def stored(self, store: Store, run_id: str, con: Any) -> tuple[set[Any], set[Any]]:
+        """The run's stored prediction keys: all, answered."""
+        stored_all = store.prediction_keys(run_id, con=con)
+        ok = store.prediction_keys(run_id, ok_only=True, con=con) if stored_all else set()
+        return stored_all, ok
 
+    def n_planned(self, keys: Sequence[Any], stored_all: set[Any], stored_ok: set[Any]) -> int:
+        """The run's planned calls."""
+        # A plan of plain calls counts the run's plain rows only: variant rows stored beside
+        # them are Case-view reruns, not part of it (and not counted in the run's n_done).
+        plain = all(k[2] == "" for k in keys)
+        return len({k for k in stored_ok if not plain or k[2] == ""} | set(keys))
 
-def _cached_text(reply: Reply) -> str:
-    return json.dumps(
-        {
-            "text": reply.text,
-            "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens,
-            "logprob_confidence": getattr(reply, "logprob_confidence", None),
-            "model_digest": reply.model_digest,
-            "reasoning": reply.reasoning,
-        },
-        ensure_ascii=False,
-    )
+    def call(self, backend: Backend, item: PlannedCall) -> Reply:
+        """Send the call's messages."""
+        return _call_backend(backend, item)
 
+    def row(
+        self, ctx: WriteContext, item: PlannedCall, reply: Reply, hit: bool, ms: float, ck: str
+    ) -> dict[str, Any]:
+        """The prediction row (:func:`core.execution.write.prediction_row`)."""
+        return prediction_row(ctx, item, reply, hit, ms, ck)
 
-def _from_cache(response: str) -> Reply:
-    obj = json.loads(response)
-    kwargs = {k: obj.get(k) for k in ("prompt_tokens", "completion_tokens", "model_digest")}
-    if "logprob_confidence" in Reply.__dataclass_fields__:  # the field lands with the backends
-        kwargs["logprob_confidence"] = obj.get("logprob_confidence")
-    return Reply(text=obj.get("text") or "", reasoning=obj.get("reasoning"), **kwargs)
+    def writer(
+        self, store: Store, ctx: WriteContext, todo: Sequence[PlannedCall], n_planned: int,
+        replace: Collection[Any],
+    ) -> WriteFn:
+        """Writes predictions, cache entries and scores (:func:`write_rows`)."""
+        inputs = ScoringInputs(ctx.dataset, {c.instance_id for c in todo})  # read once
 
+        def write(rows: Sequence[dict[str, Any]], wall: float, finish: str | None) -> Any:
+            return write_rows(store, ctx, rows, wall, n_planned, finish, replace, inputs=inputs)
 
-def _is_set(value: Any) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, float) and math.isnan(value):
-        return False
-    return bool(str(value).strip())
+        return write
 
-
-def write_rows(store: Store, ctx: WriteContext, rows: Sequence[dict[str, Any]], *args, **kw) -> Any:
-    """:func:`_write_batch`, sure to keep a batch's answers that can be stored.
-
-    A batch the store refuses is written again with every row that cannot be stored
-    (:meth:`core.store.Store.unstorable`) made that call's recorded error, so one odd reply
-    never loses the batch's other answers; a refusal no row explains, or a store error, is
-    raised.
-    """
-    try:
-        return _write_batch(store, ctx, rows, *args, **kw)
-    except StoreError:
-        raise
-    except Exception:
-        reasons = [store.unstorable(r) for r in rows]
-        if not any(reasons):
-            raise
-    kept = [r if w is None else _unstorable_row(r, w) for r, w in zip(rows, reasons, strict=True)]
-    return _write_batch(store, ctx, kept, *args, **kw)
-
-
-def _unstorable_row(row: dict[str, Any], why: str) -> dict[str, Any]:
-    """A row that cannot be stored as the call's error: its key, prompt and timing kept."""
-    why = " ".join(why.split())[:200]
-    out = {k: row.get(k) for k in ("run_id", "instance_id", "condition", "variant",
-                                    "prompt_hash", "input_passage_ids", "latency_ms")}  # fmt: skip
-    out.update({k: None for k in PREDICTION_COLUMNS if k not in out})
-    out.update(cited_ids=[], cache_hit=bool(row.get("cache_hit")), _cache=None,
-               error=f"reply could not be stored: {why}",
-               meta=json.dumps({"unstorable": why}, ensure_ascii=True))  # fmt: skip
-    return out
-
-
-def _write_batch(
-    store: Store,
-    ctx: WriteContext,
-    rows: Sequence[dict[str, Any]],
-    wall_s: float,
-    n_planned: int | None = None,
-    finish: str | None = None,
-    replace: Collection[_Key] | None = None,
-    progress: bool = True,
-    inputs: ScoringInputs | None = None,
-) -> str | None:
-    """Commit predictions, cache entries, scores and run progress in one transaction.
-
-    With ``finish``, the run is also marked with that final status (in the same transaction)
-    and the status stored is returned (``done`` may become ``partial`` or ``failed``,
-    :meth:`core.store.Store.finish_run`); None otherwise.
-    ``progress=False`` leaves the run row alone (status, counts, timings): a Case-view rerun
-    adds a row to a run without running it.
-    ``replace`` names the keys that may be stored already (a failed call made again); the
-    others are new and take the plain insert. None: any key may be stored.
-    ``inputs``: the run's scoring inputs read so far (the writer's); None reads this batch's.
-
-    The store is attached (:meth:`core.store.Store.write_batch`), not opened, and every row
-    goes in as one Arrow table per table: a batch costs a few statements, whatever its size.
-    """
-    if not rows:
-        if finish is None:
-            return None
-        with store.write_batch() as con:
-            timing = (0.0, wall_s) if progress else (None, None)
-            return store.finish_run(ctx.run_id, finish, n_planned, con, *timing)
-    model_s = sum((r["total_duration_ns"] or 0) for r in rows) / 1e9
-    again = [replace is None or _key_of(r) in replace for r in rows]
-    parts = [[r for r, a in zip(rows, again, strict=True) if a == flag] for flag in (False, True)]
-    cache = [r["_cache"] for r in rows if r["_cache"] is not None]
-    # One data-version bump a batch (each costs ~4 ms): record_progress and finish_run bump
-    # the run's; a batch that records no progress bumps it with its first predictions.
-    bump = not progress
-    with store.write_batch() as con:
-        for flag, part in zip((False, True), parts, strict=True):
-            if part:
-                store.write_predictions(con, part, replace=flag, bump=bump)
-                bump = False
-        store.write_cache(con, cache)
-        cited = [(r["instance_id"], r["cited_ids"]) for r in rows]
-        info = (inputs or ScoringInputs(ctx.dataset)).get(store, con, cited)
-        for flag, part in zip((False, True), parts, strict=True):
-            scores = batch_scores(part, info)
-            if scores is not None:
-                store.write_scores(con, scores, replace=flag, bump=False)
-        if finish is not None:  # one update: the progress and the final status
-            timing = (model_s, wall_s) if progress else (None, None)
-            return store.finish_run(ctx.run_id, finish, n_planned, con, *timing)
-        if progress:
-            store.record_progress(con, ctx.run_id, model_s, wall_s, n_planned)
-    return None
-
-
-def _key_of(row: Mapping[str, Any]) -> _Key:
-    return (row["instance_id"], row["condition"], row["variant"])
-
-
-# --------------------------------------------------------------------------- writer
-
-
-class _Writer(threading.Thread):
-    """The one thread that writes: batches completed rows into short transactions."""
-
-    _STOP = "stop"  # sent as (_STOP, final status); rows as (monotonic time completed, row)
-
-    def __init__(
-        self,
-        store: Store,
-        ctx: WriteContext,
-        total: int,
-        progress: Callable[[Progress], None] | None,
-        n_planned: int,
-        replace: Collection[_Key],
-        t0: float,
-        write_share: float,
-        planned: Collection[str] = (),
-    ):
-        super().__init__(name=f"engine-writer-{ctx.run_id}", daemon=True)
-        self.store, self.ctx, self.total, self.progress = store, ctx, total, progress
-        self.n_planned, self.replace = n_planned, replace
-        self.t0, self.write_share = t0, write_share
-        self.inputs = ScoringInputs(ctx.dataset, planned)  # read in the first write
-        self.q: queue.Queue[Any] = queue.Queue()
-        self.closing = threading.Event()
-        # drain(): every call has been sent. The writer then waits for close() (or COMMIT_S)
-        # instead of its gap: the last calls are a few milliseconds away, and one last write
-        # costs less than a write now and a small one at the end (each ~50 ms of CPU
-        # whatever its size).
-        self.draining = threading.Event()
-        self._wake = threading.Event()  # set by drain() and close()
-        self.done = self.errors = self.parse_errors = 0
-        self.model_ns = 0
-        self.failure: BaseException | None = None
-        self.final: str | None = None  # the status the last write stored (finish_run)
-
-    def put(self, row: dict[str, Any]) -> None:
-        """Queue a completed call's row; it is committed within :data:`COMMIT_S`."""
-        self.q.put((time.monotonic(), row))
-
-    def close(self, status: str) -> None:
-        """Write what is left, mark the run ``status`` in that transaction, and stop."""
-        self.q.put((self._STOP, status))
-        self.closing.set()
-        self._wake.set()
-        self.join()
-
-    def drain(self) -> None:
-        """Every call has been sent (see ``draining``); idempotent."""
-        if not self.draining.is_set():
-            self.draining.set()
-            self._wake.set()
-
-    def report(self) -> None:
-        if self.progress is None:
-            return
-        elapsed = max(time.monotonic() - self.t0, 1e-9)
-        rate = self.done / elapsed
-        left = self.total - self.done
-        eta = left / rate if rate > 0 else (0.0 if left == 0 else math.nan)
-        self.progress(Progress(self.done, self.total, rate, eta, self.errors))
-
-    def run(self) -> None:
-        last_write, gap = self.t0, FIRST_GAP_S
-        took, took_rows = _FIRST_WRITE_S, 1  # the last write: seconds, rows
-        status: str | None = None
-        while status is None:
-            item = self.q.get()
-            batch: list[dict[str, Any]] = []
-            if item[0] is self._STOP:
-                status = item[1]
-            else:
-                batch.append(item[1])
-                self._gather(item[0], last_write, gap, took, took_rows)
-                while len(batch) < BATCH_SIZE:
-                    try:
-                        nxt = self.q.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt[0] is self._STOP:
-                        status = nxt[1]
-                        break
-                    batch.append(nxt[1])
-            started = time.monotonic()
-            try:
-                wall = self.ctx.wall_seconds + started - self.t0
-                stored = write_rows(self.store, self.ctx, batch, wall, self.n_planned, status,
-                                self.replace, inputs=self.inputs)  # fmt: skip
-                if status is not None:
-                    self.final = stored
-            except BaseException as exc:
-                self.failure = exc
-                return
-            last_write = time.monotonic()
-            took, took_rows = last_write - started, max(1, len(batch))
-            gap = min(MAX_GAP_S, max(MIN_GAP_S, took / self.write_share))
-            for r in batch:
-                self.done += 1
-                self.errors += _is_set(r["error"])
-                self.parse_errors += _is_set(r["parse_error"]) and not _is_set(r["error"])
-                self.model_ns += r["total_duration_ns"] or 0
-            if batch:
-                self.report()
-
-    def _gather(
-        self, first: float, last_write: float, gap: float, took: float, took_rows: int
-    ) -> None:
-        """Wait while the next batch gathers; its first row completed at ``first``.
-
-        The store stays unlocked for ``gap`` after the previous write (at least
-        :data:`MIN_GAP_S`), and rows completing within :data:`COALESCE_S` of the first share
-        its write; but the write starts early enough to end :data:`COMMIT_S` after ``first``:
-        the last write's duration, scaled to the rows queued now (the batch grows while the
-        writer waits, and so does its write), plus :data:`_COMMIT_MARGIN_S`. Only close()
-        wakes the writer early; once every call is sent (drain()) it waits for close() or
-        that deadline, whatever the gap.
-        """
-        floor = last_write + MIN_GAP_S
-        while not self.closing.is_set():
-            now = time.monotonic()
-            rows = self.q.qsize() + 1
-            est = min(COMMIT_S / 2, max(2 * took, took * rows / took_rows))
-            due = first + COMMIT_S - _COMMIT_MARGIN_S - est
-            draining = self.draining.is_set()
-            if draining:
-                until = max(floor, due)
-            else:
-                until = max(floor, min(last_write + gap, due), first + COALESCE_S)
-            if until <= now:
-                break
-            (self.closing if draining else self._wake).wait(min(until - now, _POLL_S))
+    def fail(self, store: Store, ctx: WriteContext, n_planned: int) -> None:
+        """Mark the run ``failed``."""
+        _finish(store, ctx.run_id, "failed", n_planned)
 
 
 # --------------------------------------------------------------------------- execute
@@ -665,81 +318,88 @@ def execute(
         StoreError: the store stayed locked by another process past its lock timeout.
     """
     with store.run_lock(run_id):
-        return _execute(
-            store, run_id, calls, backend, concurrency=concurrency, progress=progress,
-            cancel=cancel, ahead=ahead, started=started,
-        )  # fmt: skip
+        return execute_work(
+            store, run_id, calls, backend, PredictionWork(), concurrency=concurrency,
+            progress=progress, cancel=cancel, ahead=ahead, started=started,
+        )
 
 
-def _execute(
+def execute_work(
     store: Store,
     run_id: str,
-    calls: Sequence[PlannedCall],
+    items: Sequence[Any],
     backend: Backend,
+    work: Work,
     *,
-    concurrency: int,
-    progress: Callable[[Progress], None] | None,
-    cancel: threading.Event | None,
-    ahead: ReadAhead | None,
-    started: float | None,
+    concurrency: int = 1,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    ahead: ReadAhead | None = None,
+    started: float | None = None,
 ) -> RunSummary:
-    """:func:`execute` with the run's lock held."""
+    """Execute a started run's planned items: the one loop that calls a model.
+
+    Predictions (:func:`execute`, :class:`PredictionWork`) and judgments
+    (:func:`core.judges.runs.run_judge`) alike; see the module docstring and :func:`execute`
+    for the arguments. The caller holds the run's lock (:meth:`core.store.Store.run_lock`).
+
+    Raises:
+        ValueError: no such run, duplicate item keys, or ``concurrency`` below 1.
+        StoreError: the store stayed locked by another process past its lock timeout.
+    """
     concurrency, _ = cap_concurrency(backend, concurrency)  # the commands print the notice
     t0 = time.monotonic() if started is None else started
-    keys = [_key(c) for c in calls]
+    keys = [work.key(c) for c in items]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
         raise ValueError(f"duplicate planned call {dup!r} in run '{run_id}'")
     with store.attached(read_only=True) as con:  # the run's state, in one connection
         ctx = WriteContext.of(store, run_id, con)
-        stored_all = store.prediction_keys(run_id, con=con)
-        stored = store.prediction_keys(run_id, ok_only=True, con=con) if stored_all else set()
-        todo = [c for c in calls if _key(c) not in stored]
+        stored_all, stored = work.stored(store, run_id, con)
+        todo = [c for c, k in zip(items, keys, strict=True) if k not in stored]
         ckeys = [ctx.key(c) for c in todo]  # SHA-256 of short strings: once per call
         hits = store.cached_responses(ckeys, con=con)
-    skipped = len(calls) - len(todo)
-    # A plan of plain calls counts the run's plain rows only: variant rows stored beside them
-    # are Case-view reruns, not part of it (and not counted in the run's n_done either).
-    plain = all(k[2] == "" for k in keys)
-    n_planned = len({k for k in stored if not plain or k[2] == ""} | set(keys))
-    pool = _reader_pool(backend, sum(ck not in hits for ck in ckeys), int(concurrency))
+    skipped = len(items) - len(todo)
+    n_planned = work.n_planned(keys, stored_all, stored)
+    n_new = sum(ck not in hits for ck in ckeys)
+    pool = _reader_pool(backend, n_new, int(concurrency)) if work.pooled else None
     size_pool = getattr(backend, "size_pool", None)
     if pool is None and callable(size_pool):  # a server backend: one connection per thread
         size_pool(int(concurrency))
     # With worker processes the writer works beside the reader: it may write more often.
     share = POOL_WRITE_SHARE if pool is not None else WRITE_SHARE
-    writer = _Writer(store, ctx, len(todo), progress, n_planned, stored_all - stored, t0, share,
-                     {c.instance_id for c in todo})  # fmt: skip
+    write = work.writer(store, ctx, todo, n_planned, stored_all - stored)
+    writer = Writer(run_id, write, len(todo), progress, ctx.wall_seconds, t0, share)
     writer.start()
     writer.report()
     executed = cached = 0
     cancel = cancel or threading.Event()
-    leaders: dict[str, PlannedCall] = {}
-    followers: dict[str, list[PlannedCall]] = {}
+    queue_: list[tuple[Any, str]] = []  # the calls to make, with their cache keys
+    followers: dict[str, list[Any]] = {}  # calls that take the reply of the first of their key
     for call, ck in zip(todo, ckeys, strict=True):
         if ck in hits:
-            writer.put(prediction_row(ctx, call, _from_cache(hits[ck]), True, 0.0, ck))
+            writer.put(work.row(ctx, call, from_cache(hits[ck]), True, 0.0, ck))
             cached += 1
-        elif ck in leaders:
-            followers.setdefault(ck, []).append(call)
+        elif work.shared and ck in followers:
+            followers[ck].append(call)
         else:
-            leaders[ck] = call
-    queue_ = [(call, ck) for ck, call in leaders.items()]
+            followers.setdefault(ck, [])
+            queue_.append((call, ck))
 
-    def work(call: PlannedCall, ck: str) -> tuple[Reply, float]:
+    def make(call: Any, ck: str) -> tuple[Reply, float]:
         t = time.perf_counter()
-        reply = _call_backend(backend, call)
+        reply = work.call(backend, call)
         return reply, (time.perf_counter() - t) * 1000.0
 
     def finish(
-        call: PlannedCall, ck: str, reply: Reply, ms: float, row: dict[str, Any] | None = None
+        call: Any, ck: str, reply: Reply, ms: float, row: dict[str, Any] | None = None
     ) -> None:
         nonlocal executed, cached
         executed += 1
-        writer.put(row if row is not None else prediction_row(ctx, call, reply, False, ms, ck))
+        writer.put(row if row is not None else work.row(ctx, call, reply, False, ms, ck))
         for other in followers.pop(ck, []):
             if reply.error is None:
-                writer.put(prediction_row(ctx, other, reply, True, 0.0, ck))
+                writer.put(work.row(ctx, other, reply, True, 0.0, ck))
                 cached += 1
             else:
                 queue_.append((other, ck))  # the shared call failed: make it too
@@ -761,23 +421,23 @@ def _execute(
             pos = 0
             while going(pos):
                 call, ck = queue_[pos]
-                finish(call, ck, *work(call, ck))
+                finish(call, ck, *make(call, ck))
                 pos += 1
         elif pool is None:
 
-            def made(call: PlannedCall, ck: str) -> tuple[Reply, float, dict[str, Any]]:
-                reply, ms = work(call, ck)
-                return reply, ms, prediction_row(ctx, call, reply, False, ms, ck)
+            def made(call: Any, ck: str) -> tuple[Reply, float, dict[str, Any]]:
+                reply, ms = make(call, ck)
+                return reply, ms, work.row(ctx, call, reply, False, ms, ck)
 
             run_threads(int(concurrency), queue_, going, made, finish, cancel)
         else:
             # Worker processes: the reply carries the reader's time.
-            def submit(call: PlannedCall, ck: str) -> Future:
+            def submit(call: Any, ck: str) -> Future:
                 fut = early.pop(call.prompt_hash, None)
                 return fut if fut is not None else pool.submit(list(call.messages))
 
             limit = POOL_DEPTH * int(concurrency)
-            pending: dict[Future, tuple[PlannedCall, str]] = {}
+            pending: dict[Future, tuple[Any, str]] = {}
             pos = 0
             while pos < len(queue_) or pending:
                 while len(pending) < limit and going(pos):
@@ -800,11 +460,11 @@ def _execute(
     status = "done" if executed + cached == len(todo) else "cancelled"
     writer.close(status)
     if writer.failure is not None:
-        _finish(store, run_id, "failed", n_planned)
+        work.fail(store, ctx, n_planned)
         raise writer.failure
     return RunSummary(
         run=run_id,
-        planned=len(calls),
+        planned=len(items),
         executed=executed,
         cached=cached,
         skipped_existing=skipped,
@@ -963,7 +623,7 @@ def rerun_call(store: Store, run_id: str, call: PlannedCall, backend: Backend) -
             ctx = WriteContext.of(store, run_id, con)
             hit = store.cached_responses([ctx.key(call)], con=con)
         if hit:
-            row = prediction_row(ctx, call, _from_cache(hit[ctx.key(call)]), True, 0.0)
+            row = prediction_row(ctx, call, from_cache(hit[ctx.key(call)]), True, 0.0)
         else:
             t = time.perf_counter()
             reply = _call_backend(backend, call)

@@ -1,8 +1,8 @@
 """Runs: every way of running a method against a model starts, goes and ends here.
 
 A run is a row in the store (:class:`RunSpec`: dataset, backend, model, options, retrieval,
-conditions) and the predictions stored under it. This module is the one caller of the run
-lifecycle (:func:`open_run` creates or reopens the row with status ``running``;
+conditions) and the predictions stored under it. This module drives the run lifecycle
+(:func:`core.execution.run_spec.open_run` creates or reopens the row with status ``running``;
 :func:`core.execution.engine.execute` commits the final status, ``done`` / ``cancelled`` /
 ``failed``,
 with the run's last batch) for every kind of run:
@@ -10,8 +10,7 @@ with the run's last batch) for every kind of run:
 - :func:`run_conditions`: the four-condition protocol (SPEC §6.1);
 - :func:`run_interventions`: CUE-R, base traces then interventions (SPEC §7);
 - :func:`run_probes`: DOLCE span-sampling probes;
-- :func:`judge_answerability`: CRUX 0..5 answerability ratings (stored as ratings, not as a
-  run: they are keyed by the judge's name);
+- :func:`run_attribution`: leave-one-out passage attribution;
 - :func:`build_demo`: the demo store (controlled-200 and the embedded baseline reader).
 
 Planning stays with the planners (:mod:`core.oncu.conditions`, :mod:`core.cuer.interventions`,
@@ -19,7 +18,9 @@ Planning stays with the planners (:mod:`core.oncu.conditions`, :mod:`core.cuer.i
 (``core/commands``), the Runs page (through :mod:`core.execution.jobs`, which starts ``python -m
 core
 run``), the first start of the dashboard and the Case view's companion runs
-(:mod:`core.execution.rerun`) all come here.
+(:mod:`core.execution.rerun`) all come here. Judge runs (CRUX ratings among them) are driven by
+:func:`core.judges.runs.run_judge` through the same lifecycle and the same engine loop
+(:func:`core.execution.engine.execute_work`).
 
 One process runs a run name at a time: every run holds its lock (:meth:`core.store.Store.
 run_lock`, a lock file beside the store that dies with its process) from before its row is
@@ -30,12 +31,10 @@ it, before any model call and with the store unchanged.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -44,7 +43,6 @@ from core.attribution.metrics import SCORE_FIELD, ablation_tables, plan_drops
 from core.attribution.plan import attribution_settings, pick_instances, plan_run, run_config
 from core.backends import make_backend
 from core.backends.base import Backend
-from core.crux.metrics import JUDGE_TEMPLATE_VERSION, judge_messages, parse_rating
 from core.cuer.interventions import check_plan_options, plan_interventions, plan_settings
 from core.datasets.controlled import build_controlled
 from core.dolce.probes import (
@@ -56,33 +54,25 @@ from core.dolce.probes import (
     plan_probes,
     summarize_plan,
 )
-from core.execution.engine import (
-    Progress,
-    RunSummary,
-    cache_key,
-    execute,
-    options_hash,
-    plan_and_execute,
-)
-from core.execution.prompts import TEMPLATE_VERSION, prompt_hash, template_hash
-from core.names import check_name
+from core.execution.engine import Progress, RunSummary, execute, plan_and_execute
+from core.execution.run_spec import RunSpec, open_run, run_spec, start_run, undone_if_refused
 from core.oncu.conditions import (
     check_conditions,
     plan_conditions,
     planned_keys,
     retrieval_config,
 )
+from core.retrieval.chunks import CHUNK_SIZE, OVERLAP, TOP_K
 from core.retrieval.retrievers import reranker
-from core.scoring.parsing import DEFAULT_MAX_CITED, MAX_CITED
-from core.store import RUN_KINDS, RunBusyError, Store
-from core.types import Passage, stored_ids
+from core.scoring.parsing import DEFAULT_MAX_CITED
+from core.store import RunBusyError, Store
+from core.types import stored_ids
 
 __all__ = [
     "DEMO_DATASET",
     "DEMO_RUN",
     "base_citations",
     "build_demo",
-    "judge_answerability",
     "open_run",
     "present",
     "run_attribution",
@@ -93,6 +83,7 @@ __all__ = [
     "RunBusyError",
     "RunSpec",
     "start_run",
+    "undone_if_refused",
 ]
 
 #: The demo store's dataset (controlled generator preset, seed 42).
@@ -101,209 +92,6 @@ DEMO_DATASET = "controlled-200"
 DEMO_RUN = "demo-embedded"
 
 _ProgressFn = Callable[[Progress], None]
-
-
-# --------------------------------------------------------------------------- the run row
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    """What a run is: recorded on its row and checked when the run is resumed.
-
-    Attributes:
-        run_id: the run's name (unique in the store).
-        dataset: the dataset the run reads.
-        backend: backend kind (``embedded``, ``ollama``, ``openai``).
-        model: model name as the user gave it.
-        options: effective generation options (temperature, seed, num_ctx ...).
-        retrieval: the retrieved condition's configuration (:func:`core.oncu.conditions.
-            retrieval_config`); empty when no retrieved condition is planned.
-        conditions: the conditions planned.
-        notes: free text.
-        kind: what the run is (:data:`core.store.RUN_KINDS`): ``conditions`` (the four
-            matched conditions), ``interventions`` (CUE-R), ``probes`` (DOLCE), ``judge``,
-            ``rerun`` (Case-view reruns of an imported run).
-    """
-
-    run_id: str
-    dataset: str
-    backend: str
-    model: str
-    options: Mapping[str, Any] = field(default_factory=dict)
-    retrieval: Mapping[str, Any] = field(default_factory=dict)
-    conditions: tuple[str, ...] = ()
-    notes: str = ""
-    kind: str = "conditions"
-
-
-_CHECKED = ("dataset_id", "kind", "backend", "model", "model_digest", "options", "template_hash")
-
-
-def run_spec(
-    backend: Backend,
-    name: str,
-    dataset: str,
-    *,
-    options: Mapping[str, Any] | None = None,
-    reported_options: bool = True,
-    retrieval: Mapping[str, Any] | None = None,
-    conditions: Iterable[str] = (),
-    notes: str = "",
-    kind: str = "conditions",
-    max_cited: int = DEFAULT_MAX_CITED,
-) -> RunSpec:
-    """The :class:`RunSpec` of a run of ``backend`` (kind and model read from the backend).
-
-    Args:
-        backend: the model backend.
-        name: the run id.
-        dataset: the dataset the run reads.
-        options: generation options to record ...
-        reported_options: ... when the backend's ``describe()`` reports no ``options`` of its
-            own (True), or always (False: the options the caller passed, as given).
-        retrieval: the run's retrieval (or probe) configuration.
-        conditions: the conditions planned.
-        notes: free text stored on the run.
-        kind: the run's kind (:data:`core.store.RUN_KINDS`).
-        max_cited: evidence ids scored per reply (:data:`core.scoring.parsing.MAX_CITED`); recorded
-            in ``options`` as ``max_cited`` when not the default 3.
-
-    Raises:
-        ValueError: an unknown kind, or a ``name`` that :func:`core.names.check_name` refuses.
-    """
-    check_name("run", name)
-    if kind not in RUN_KINDS:
-        raise ValueError(f"unknown run kind {kind!r}; choose from {', '.join(RUN_KINDS)}")
-    desc = backend.describe()
-    reported = desc.get("options") if reported_options else None
-    recorded = dict(reported or options or {})
-    if max_cited != DEFAULT_MAX_CITED:
-        recorded["max_cited"] = MAX_CITED.coerce(max_cited)
-    return RunSpec(
-        run_id=name,
-        dataset=dataset,
-        backend=getattr(backend, "name", desc.get("kind", "")),
-        model=getattr(backend, "model", desc.get("model", "")),
-        options=recorded,
-        retrieval=dict(retrieval or {}),
-        conditions=tuple(conditions),
-        notes=notes,
-        kind=kind,
-    )
-
-
-def start_run(store: Store, spec: RunSpec, backend: Backend) -> None:
-    """Create the run row, or reopen a stored run with the same configuration.
-
-    Records the template version and hash, the backend's description and model digest, the
-    options, the retrieval configuration, the conditions and the kind; a new run is
-    ``planned`` until the engine stores its first call (``running``), a reopened one keeps
-    its status until then.
-
-    The run's lock (:meth:`core.store.Store.run_lock`) is held while the row is written;
-    a caller that goes on to execute calls holds it for the whole run.
-
-    Raises:
-        RunBusyError: the run is running in another process (nothing is written).
-        ValueError: the dataset is not stored, or a run of that name exists with another
-            dataset, backend, model, model digest, options, template or retrieval setting
-            (resuming it would mix configurations in one run).
-    """
-    desc = dict(backend.describe())
-    row: dict[str, Any] = {
-        "run_id": spec.run_id,
-        "dataset_id": spec.dataset,
-        "backend": spec.backend,
-        "model": spec.model,
-        "model_digest": desc.get("model_digest") or desc.get("digest"),
-        "options": dict(spec.options),
-        "template_version": TEMPLATE_VERSION,
-        "template_hash": template_hash(),
-        "retrieval": dict(spec.retrieval),
-        "notes": spec.notes,
-        "kind": spec.kind,
-        "backend_info": desc,
-        "conditions": list(spec.conditions),
-    }
-    with store.run_lock(spec.run_id), store.write_batch() as con:
-        if not store.has_dataset(spec.dataset, con=con):
-            raise ValueError(f"no dataset named '{spec.dataset}' in {store.path}")
-        old = store.run_row(spec.run_id, con=con)
-        if old is not None:
-            _reopen(spec, old, row)
-            if any(r["run_id"] == spec.run_id for r in store.changed_runs(con)):
-                raise ValueError(  # its stored answers were made on other instances or gold
-                    f"run '{spec.run_id}' ran on dataset '{spec.dataset}' before it was "
-                    "replaced (--with-runs keep-orphans); resuming it would mix the two: "
-                    "choose another --name"
-                )
-        else:
-            row["status"] = "planned"
-        store.save_run(row, con=con)
-
-
-def _reopen(spec: RunSpec, old: Mapping[str, Any], row: dict[str, Any]) -> None:
-    """Check a stored run's configuration against ``row``; merge conditions and notes."""
-    for col in _CHECKED:
-        if col in ("model_digest", "kind") and _norm(old.get(col)) is None:
-            continue  # unknown when the run started (server unreachable, older store)
-        if _norm(old.get(col)) != _norm(row[col]):
-            raise ValueError(
-                f"run '{spec.run_id}' exists with another {col} ({old.get(col)!r}, now "
-                f"{row[col]!r}); choose another --name to start a new run"
-            )
-    if old.get("retrieval") and row["retrieval"] and old["retrieval"] != row["retrieval"]:
-        raise ValueError(
-            f"run '{spec.run_id}' exists with another retrieval setting "
-            f"({old['retrieval']!r}, now {row['retrieval']!r}); choose another --name"
-        )
-    row["retrieval"] = row["retrieval"] or old.get("retrieval") or {}
-    row["conditions"] = list(dict.fromkeys([*(old.get("conditions") or []), *spec.conditions]))
-    row["notes"] = spec.notes or old.get("notes")
-
-
-def _norm(value: Any) -> Any:
-    return value if value not in (None, "", {}) else None
-
-
-@contextmanager
-def undone_if_refused(store: Store, name: str) -> Iterator[None]:
-    """A run this block creates is deleted again when the block fails before storing a call.
-
-    A command refused after :func:`open_run` wrote the ``planned`` row (a damaged store found
-    while planning, a bad setting) leaves no run behind (issue 35 item 7); a run that existed
-    before, or stored a call, is kept as it is.
-    """
-    new = store.run_row(name) is None
-    try:
-        yield
-    except Exception:
-        if new:
-            with suppress(Exception):  # a store too damaged to delete it: the error says so
-                store.discard_unstarted_run(name)
-        raise
-
-
-def open_run(store: Store, backend: Backend, name: str, dataset: str, **spec: Any) -> RunSpec:
-    """Create or reopen run ``name`` of ``backend`` (:func:`run_spec`, then :func:`start_run`).
-
-    Args:
-        store: the store.
-        backend: the model backend.
-        name: the run id.
-        dataset: a stored dataset.
-        **spec: :func:`run_spec` keyword arguments.
-
-    Returns:
-        The run's spec, as recorded.
-
-    Raises:
-        RunBusyError: see :func:`start_run`.
-        ValueError: see :func:`start_run`.
-    """
-    run = run_spec(backend, name, dataset, **spec)
-    start_run(store, run, backend)
-    return run
 
 
 # --------------------------------------------------------------------------- conditions
@@ -317,9 +105,9 @@ def run_conditions(
     *,
     name: str,
     retriever: str = "lexical",
-    top_k: int = 3,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    top_k: int = TOP_K.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     rerank: int | None = None,
     rerank_model: str | None = None,
     concurrency: int = 1,
@@ -412,8 +200,8 @@ def run_interventions(
     name: str,
     top_k: int = 5,
     retriever: str = "lexical",
-    chunk_size: int = 220,
-    overlap: int = 40,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     operators: Iterable[str] | None = None,
     hardness: Iterable[str] | None = None,
     positions: Iterable[str] | None = ("end",),
@@ -542,9 +330,9 @@ def run_attribution(
     target: str = "retention",
     score_field: str = SCORE_FIELD.default,
     retriever: str = "lexical",
-    top_k: int = 3,
-    chunk_size: int = 220,
-    overlap: int = 40,
+    top_k: int = TOP_K.default,
+    chunk_size: int = CHUNK_SIZE.default,
+    overlap: int = OVERLAP.default,
     instances: str | None = None,
     concurrency: int = 1,
     progress: _ProgressFn | None = None,
@@ -719,111 +507,6 @@ def run_probes(
             store, name, calls, backend, concurrency=concurrency, progress=progress,
             cancel=cancel,
         )  # fmt: skip
-
-
-# --------------------------------------------------------------------------- CRUX judge
-
-
-def answerability_pairs(
-    store: Store, dataset: str, sq: pd.DataFrame, passages: str = "gold"
-) -> Iterator[tuple[Any, Passage, str, list[dict[str, str]]]]:
-    """Every (sub-question, passage) pair CRUX's answerability judge rates (seed 002 Fig. 8).
-
-    Yields ``(sub-question row, passage, context, messages)`` in the sub-questions' order, each
-    instance's passages in order (only gold ones when ``passages`` is ``gold``); instances not
-    stored are skipped. Both the CRUX judge and the ``crux-answerability`` judge runs plan
-    from here.
-    """
-    wanted = sorted(set(sq["instance_id"]))
-    by_inst = {i.instance_id: i for i in store.load_instances(dataset, wanted)}
-    for row in sq.itertuples(index=False):
-        inst = by_inst.get(row.instance_id)
-        if inst is None:
-            continue
-        for p in inst.passages:
-            if passages == "gold" and not p.is_gold:
-                continue
-            context = f"{p.title}\n{p.text}" if p.title else p.text
-            yield row, p, context, judge_messages(str(row.text or ""), context)
-
-
-def judge_answerability(
-    store: Store,
-    dataset: str,
-    backend: Backend,
-    *,
-    passages: str = "gold",
-    options: Mapping[str, Any] | None = None,
-    judge: str | None = None,
-) -> dict[str, Any]:
-    """Rate (passage, sub-question) pairs 0..5 with the CRUX rubric and store the ratings.
-
-    Every call goes through the response cache (key: backend kind, model digest or name,
-    options hash, prompt hash), so rerunning the judge costs no model calls. The ratings are
-    stored under the judge's name (:meth:`core.store.Store.write_crux_judgments`), not as a
-    run.
-
-    Args:
-        store: the store.
-        dataset: a dataset with stored sub-questions.
-        backend: the judge's backend (temperature 0 is the CRUX setting).
-        passages: ``gold`` (the relevant passages P*, as CRUX pre-judges) or ``all``.
-        options: generation options passed to the backend (part of the cache key).
-        judge: the name the ratings are stored under; default
-            ``<backend>:<model>|crux-v<version>``.
-
-    Returns:
-        ``{"judge", "n_pairs", "n_called", "n_cached", "n_errors"}``; a failed call is not
-        stored (rerun to fill it).
-
-    Raises:
-        ValueError: bad ``passages`` value, unknown dataset or no sub-questions stored.
-    """
-    if passages not in ("gold", "all"):
-        raise ValueError(f"passages must be 'gold' or 'all', got {passages!r}")
-    if dataset not in store.dataset_names():
-        raise ValueError(f"unknown dataset {dataset!r}")
-    sq, _ = store.crux_judgments(dataset)
-    if sq.empty:
-        raise ValueError(
-            f"dataset {dataset!r} has no sub-questions; store them first "
-            "(Store.write_crux_judgments)"
-        )
-    desc = backend.describe() if hasattr(backend, "describe") else {}
-    model_id = desc.get("model_digest") or getattr(backend, "model", "")
-    name = judge or f"{backend.name}:{backend.model}|crux-v{JUDGE_TEMPLATE_VERSION}"
-    opts = dict(options or {})
-    ohash = options_hash(opts)
-    pairs = []
-    for row, p, _, msgs in answerability_pairs(store, dataset, sq, passages):
-        key = cache_key(backend.name, model_id, ohash, prompt_hash(msgs))
-        pairs.append((row.instance_id, row.sq_id, p.passage_id, msgs, key))
-    cached = store.cached_responses([k for *_, k in pairs])
-    ratings, new_cache = [], []
-    n_called = n_errors = 0
-    for iid, sq_id, pid, msgs, key in pairs:
-        if key in cached:
-            text = json.loads(cached[key]).get("text", "")
-        else:
-            reply = backend.generate(msgs, opts)
-            n_called += 1
-            if reply.error is not None:
-                n_errors += 1
-                continue
-            text = reply.text
-            cached[key] = json.dumps({"text": text})
-            new_cache.append({"cache_key": key, "backend": backend.name, "model": model_id,
-                              "options_hash": ohash, "prompt_hash": prompt_hash(msgs),
-                              "response": cached[key]})  # fmt: skip
-        ratings.append({"instance_id": iid, "sq_id": sq_id, "passage_id": pid,
-                        "rating": parse_rating(text), "judge": name})  # fmt: skip
-    if new_cache:
-        with store.transaction() as con:
-            store.write_cache(con, pd.DataFrame(new_cache))
-    if ratings:
-        store.write_crux_judgments(dataset, sq, pd.DataFrame(ratings))
-    return {"judge": name, "n_pairs": len(pairs), "n_called": n_called,
-            "n_cached": len(pairs) - n_called, "n_errors": n_errors}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- demo

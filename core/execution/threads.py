@@ -95,7 +95,9 @@ def run_threads(
                     return queue_[pos]
                 if state["inflight"] == 0 or cancel.is_set() or failures:
                     return None
-                cond.wait(0.5)
+                # Every call in flight notifies when it is recorded: no timed wake-ups while
+                # the last calls are out (issue 38 item 4).
+                cond.wait()
 
     def loop() -> None:
         while (item := take()) is not None:

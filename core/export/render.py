@@ -387,11 +387,22 @@ def figure_bytes(
     s = (settings or ExportSettings()).checked()
     styled = style_figure(fig, s, aspect)
     width, height, font_px = s.layout_size(aspect)
+    last: dict[str, Any] = {}  # the last SVG rendering and the figure state it is of
+
+    def render_svg(g: Any, w: float, h: float) -> bytes:
+        state = (g.to_json(), w, h)
+        if last.get("state") != state:  # the layout changed since: render again
+            last["state"], last["svg"] = state, _to_image(g, "svg", w, h, 1.0)
+        return last["svg"]
+
     height = fit_figure(
-        styled, width, height, font_px, lambda g, w, h: _to_image(g, "svg", w, h, 1.0),
-        s.font_family, grow=s.preset is not None, said=said,
+        styled, width, height, font_px, render_svg, s.font_family,
+        grow=s.preset is not None, said=said,
     )  # fmt: skip
-    data = _to_image(styled, f, width, height, float(s.scale) if f == "png" else 1.0)
+    if f == "svg":
+        data = render_svg(styled, width, height)
+    else:
+        data = _to_image(styled, f, width, height, float(s.scale) if f == "png" else 1.0)
     if meta is None:
         title = fig.layout.title.text if fig.layout.title and fig.layout.title.text else ""
         meta = figure_meta(_plain_title(title) or "Figure")

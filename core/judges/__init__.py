@@ -33,13 +33,14 @@ _WHERE = {
         ("AUTHTRACE_AC_SYSTEM", "AUTHTRACE_AC_USER", "AUTHTRACE_EP_USER", "AUTHTRACE_ER_USER",
          "AUTHTRACE_EVIDENCE_SYSTEM", "MAX_SEGMENTS", "RUBRICS", "Rubric", "SEGMENT_MAX",
          "SEGMENT_MIN", "SEGMENT_TARGET", "ac_from_score", "authtrace_messages",
-         "canonical_segments", "count_tokens", "crux_messages", "get_rubric", "parse_binary",
+         "canonical_segments", "count_tokens", "get_rubric", "parse_binary",
          "parse_crux", "parse_score03"),
         "rubrics",
     ),
     **dict.fromkeys(
-        ("DERIVED_SQ", "JudgeSummary", "PlannedJudgment", "default_conditions", "judge_config",
-         "judgment_row", "make_judge", "mirror_answerability", "plan_judgments", "run_judge"),
+        ("DERIVED_SQ", "JudgeSummary", "JudgmentWork", "PlannedJudgment", "answerability_pairs",
+         "default_conditions", "judge_config", "judgment_row", "make_judge", "plan_judgments",
+         "run_judge"),
         "runs",
     ),
 }

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.crux.metrics import JUDGE_TEMPLATE, JUDGE_TEMPLATE_VERSION, judge_messages
+from core.crux.metrics import JUDGE_TEMPLATE, JUDGE_TEMPLATE_VERSION
 
 __all__ = [
     "AUTHTRACE_AC_SYSTEM",
@@ -64,7 +64,6 @@ __all__ = [
     "authtrace_messages",
     "canonical_segments",
     "count_tokens",
-    "crux_messages",
     "get_rubric",
     "parse_binary",
     "parse_crux",
@@ -457,7 +456,3 @@ def canonical_segments(documents: Sequence[str]) -> list[str]:
                 out.append(seg)
     return out[:MAX_SEGMENTS]
 
-
-def crux_messages(question: str, context: str) -> list[Message]:
-    """The CRUX Figure 8 messages (both CRUX rubrics; :func:`core.crux.metrics.judge_messages`)."""
-    return judge_messages(question, context)

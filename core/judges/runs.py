@@ -5,8 +5,9 @@ rows
 of the ``judgments`` table (:mod:`core.store.judgments`). What is judged:
 
 - ``crux-answerability``: every (stored sub-question, passage) pair of a *dataset* (the gold
-  passages P*, as CRUX pre-judges, or ``all``); the ratings are also written to the
-  ``answerability`` table under the run's name, so ``report crux --judge NAME`` uses them;
+  passages P*, as CRUX pre-judges, or ``all``); the judgments are CRUX's ratings (the store's
+  ``answerability`` view), so ``report crux --judge NAME`` uses them (``judge crux`` is this
+  rubric's run under a judge's name);
 - ``crux-coverage``: every (answer, sub-question) pair of a *run*'s predictions (condition
   ``retrieved`` by default). Sub-questions are the dataset's stored ones; an instance without
   any gets one derived sub-question, its own question (sq id ``question``), and says so;
@@ -20,15 +21,17 @@ of the ``judgments`` table (:mod:`core.store.judgments`). What is judged:
 
 A failed prediction (``error`` set) is not an answer and is not judged; the count says so.
 
-Execution follows the engine's rules with the engine's parts
-(:func:`core.execution.engine.cache_key`,
-:func:`core.execution.threads.run_threads`, :func:`core.execution.limits.cap_concurrency`): stored
-judgments are skipped (a rerun makes no call; a failed one is made again), cached replies are
-reused (key: backend kind, model digest or name, options hash, prompt hash -- the same key
-``judge crux`` has always used, so its cache serves ``crux-answerability``), calls run on
-``concurrency`` threads, and judgments are committed in batches about once a second, each with
-the run's counts. A failed call is stored with its ``error`` and no rating; the run ends
-``done``, ``partial`` (some calls failed), ``failed`` (all did) or ``cancelled``.
+Execution is the engine's (:func:`core.execution.engine.execute_work`, the one loop that calls a
+model,
+with :class:`JudgmentWork`): stored judgments are skipped (a rerun makes no call; a failed one
+is made again), cached replies are reused (key: backend kind, model digest or name, options
+hash, prompt hash; each judgment is asked, even one whose prompt another shares), calls run
+on ``concurrency`` threads (capped as every run's), and judgments are committed by the
+engine's writer within :data:`core.execution.engine.COMMIT_S` of their answer, each batch with the
+run's
+counts, so a kill loses at most about a second of judgments. A failed call is stored with its
+``error`` and no rating; the run ends ``done``, ``partial`` (some calls failed), ``failed``
+(all did) or ``cancelled``. This module plans, asks (:meth:`JudgmentWork.call`) and builds rows.
 The lexical judge (:class:`core.judges.lexical.LexicalJudge`) gets the rubric's fields instead
 of the prompt; its replies are cached and stored the same way.
 """
@@ -36,10 +39,9 @@ of the prompt; its replies are cached and stored the same way.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -48,25 +50,26 @@ import pandas as pd
 from core.backends import make_backend
 from core.backends.base import Backend, Reply
 from core.crux.metrics import judge_messages
-from core.execution.engine import Progress, cache_key, options_hash
-from core.execution.limits import cap_concurrency, cap_reply
+from core.execution.engine import Progress, WriteContext, execute_work
+from core.execution.limits import cap_reply
 from core.execution.prompts import prompt_hash
-from core.execution.runs import answerability_pairs, open_run, present
-from core.execution.threads import run_threads
+from core.execution.runs import open_run, present
+from core.execution.write import WriteFn
 from core.fanin.metrics import evidence_pack
 from core.judges.lexical import LexicalJudge
 from core.judges.rubrics import Rubric, authtrace_messages, canonical_segments, get_rubric
-from core.store import Store
-from core.types import Instance, stored_ids
+from core.store import Store, StoreError
+from core.types import Instance, Passage, stored_ids
 
 __all__ = [
     "DERIVED_SQ",
     "default_conditions",
     "judge_config",
+    "answerability_pairs",
     "JudgeSummary",
     "judgment_row",
     "make_judge",
-    "mirror_answerability",
+    "JudgmentWork",
     "plan_judgments",
     "PlannedJudgment",
     "run_judge",
@@ -75,10 +78,6 @@ __all__ = [
 #: Sub-question id of the one derived sub-question (the instance's own question) of an
 #: instance without stored sub-questions (``crux-coverage``).
 DERIVED_SQ = "question"
-#: Judgments per committed batch at most, and seconds between commits at most.
-_BATCH = 256
-_COMMIT_S = 1.0
-
 _Key = tuple[str, str, str, str]
 
 
@@ -251,6 +250,28 @@ def plan_judgments(
     return ds, plan, info
 
 
+def answerability_pairs(
+    store: Store, dataset: str, sq: pd.DataFrame, passages: str = "gold"
+) -> Iterator[tuple[Any, Passage, str, list[dict[str, str]]]]:
+    """Every (sub-question, passage) pair CRUX's answerability judge rates (seed 002 Fig. 8).
+
+    Yields ``(sub-question row, passage, context, messages)`` in the sub-questions' order, each
+    instance's passages in order (only gold ones when ``passages`` is ``gold``); instances not
+    stored are skipped. The ``crux-answerability`` judge runs plan from here.
+    """
+    wanted = sorted(set(sq["instance_id"]))
+    by_inst = {i.instance_id: i for i in store.load_instances(dataset, wanted)}
+    for row in sq.itertuples(index=False):
+        inst = by_inst.get(row.instance_id)
+        if inst is None:
+            continue
+        for p in inst.passages:
+            if passages == "gold" and not p.is_gold:
+                continue
+            context = f"{p.title}\n{p.text}" if p.title else p.text
+            yield row, p, context, judge_messages(str(row.text or ""), context)
+
+
 def _plan_answerability(store: Store, dataset: str, passages: str) -> list[PlannedJudgment]:
     if passages not in ("gold", "all"):
         raise ValueError(f"passages must be 'gold' or 'all', got {passages!r}")
@@ -419,16 +440,6 @@ def make_judge(kind: str, model: str | None = None, **settings: Any) -> Backend:
     return make_backend(kind, model, **settings)
 
 
-def _call(backend: Any, call: PlannedJudgment) -> Reply:
-    try:
-        if isinstance(backend, LexicalJudge):
-            kind = "crux" if call.template == "user" else call.template
-            return backend.rate(kind, call.fields)
-        return backend.generate(list(call.messages))
-    except Exception as exc:
-        return Reply(text="", error=f"backend raised {type(exc).__name__}: {exc}")
-
-
 def run_judge(
     store: Store,
     rubric: str,
@@ -487,11 +498,24 @@ def run_judge(
             kind="judge",
             notes=notes,
         )
-        summary = _execute(store, name, rub, plan, backend, concurrency, progress, cancel, t0)
-    if rub.name == "crux-answerability":
-        mirror_answerability(store, name, ds)
+        work = JudgmentWork(rub, f"{backend.name}:{backend.model}")
+        out = execute_work(
+            store, name, plan, backend, work, concurrency=concurrency, progress=progress,
+            cancel=cancel, started=t0,
+        )
     return JudgeSummary(
-        **{**summary, "not_judged": info["not_judged"], "notes": tuple(info["notes"] + extra)}
+        run=name,
+        rubric=rub.name,
+        planned=out.planned,
+        executed=out.executed,
+        cached=out.cached,
+        skipped_existing=out.skipped_existing,
+        errors=out.errors,
+        parse_errors=out.parse_errors,
+        not_judged=info["not_judged"],
+        seconds=out.seconds,
+        status=out.status,
+        notes=tuple(info["notes"] + extra),
     )
 
 
@@ -547,151 +571,87 @@ def judgment_row(
     }
 
 
-def _execute(
-    store: Store,
-    name: str,
-    rub: Rubric,
-    plan: Sequence[PlannedJudgment],
-    backend: Any,
-    concurrency: int,
-    progress: Callable[[Progress], None] | None,
-    cancel: threading.Event | None,
-    t0: float,
-) -> dict[str, Any]:
-    keys = [c.key for c in plan]
-    if len(set(keys)) != len(keys):
-        dup = next(k for k in keys if keys.count(k) > 1)
-        raise ValueError(f"duplicate planned judgment {dup!r} in run '{name}'")
-    run_row = store.run_row(name) or {}
-    model_id = str(run_row.get("model_digest") or run_row.get("model") or "")
-    opts = run_row.get("options") or {}
-    ohash = options_hash(opts)
-    judge_model = f"{backend.name}:{backend.model}"
-    stored = store.judgment_keys(name, ok_only=True)
-    todo = [c for c in plan if c.key not in stored]
-    ckeys = [cache_key(backend.name, model_id, ohash, c.prompt_hash) for c in todo]
-    hits = store.cached_responses(ckeys)
-    n_stored_before = len(store.judgment_keys(name, ok_only=False) | set(keys))
-    conc, _ = cap_concurrency(backend, concurrency)
-    cancel = cancel or threading.Event()
-    lock = threading.Lock()
-    state = {
-        "buffer": [],
-        "cache": [],
-        "last": time.monotonic(),
-        "done": 0,
-        "errors": 0,
-        "parse_errors": 0,
-        "executed": 0,
-        "cached": 0,
-    }
+class JudgmentWork:
+    """Planned judgments -> judgment rows: a judge run's :class:`core.execution.engine.Work`.
 
-    def row(call: PlannedJudgment, reply: Reply, hit: bool, ms: float) -> dict[str, Any]:
-        return judgment_row(name, rub, judge_model, call, reply, hit, ms)
+    Args:
+        rub: the rubric (parses each reply).
+        judge_model: ``backend:model`` of the judge, stored on each judgment.
+    """
 
-    def flush(status: str) -> str | None:
-        rows, cache = state["buffer"], state["cache"]
-        state["buffer"], state["cache"] = [], []
-        wall = time.monotonic() - t0
-        with store.write_batch() as con:
-            store.write_judgments(con, name, rows)
-            if cache:
-                store.write_cache(con, pd.DataFrame(cache))
-            final = store.finish_judge_run(con, name, status, n_stored_before, wall)
-        state["last"] = time.monotonic()
-        if progress is not None:
-            rate = state["done"] / max(wall, 1e-9)
-            left = len(todo) - state["done"]
-            progress(
-                Progress(
-                    state["done"],
-                    len(todo),
-                    rate,
-                    left / rate if rate else math.nan,
-                    state["errors"],
-                )
-            )
-        return final
+    pooled = False  # the judges have no worker processes
+    shared = False  # every judgment is asked, even one whose prompt another shares
 
-    def record(call: PlannedJudgment, ck: str, reply: Reply, ms: float, hit: bool) -> None:
-        r = row(call, reply, hit, ms)
-        with lock:
-            state["buffer"].append(r)
-            state["done"] += 1
-            state["errors"] += reply.error is not None
-            state["parse_errors"] += r["parse_error"] is not None
-            state["cached" if hit else "executed"] += 1
-            if reply.error is None and not hit:
-                state["cache"].append(
-                    {
-                        "cache_key": ck,
-                        "backend": backend.name,
-                        "model": model_id,
-                        "options_hash": ohash,
-                        "prompt_hash": call.prompt_hash,
-                        "response": json.dumps({"text": reply.text}),
-                    }
-                )
-            if len(state["buffer"]) >= _BATCH or time.monotonic() - state["last"] >= _COMMIT_S:
-                flush("running")
+    def __init__(self, rub: Rubric, judge_model: str):
+        self.rub, self.judge_model = rub, judge_model
 
-    queue_: list[tuple[PlannedJudgment, str]] = []
-    for call, ck in zip(todo, ckeys, strict=True):
-        if ck in hits:
-            record(call, ck, Reply(text=json.loads(hits[ck]).get("text") or ""), 0.0, True)
-        else:
-            queue_.append((call, ck))
+    def key(self, item: PlannedJudgment) -> _Key:
+        """The judgment's ``(target_run, instance_id, condition, item)``."""
+        return item.key
 
-    def make(call: PlannedJudgment, ck: str) -> tuple[Reply, float, None]:
-        t = time.perf_counter()
-        reply = _call(backend, call)
-        return reply, (time.perf_counter() - t) * 1e3, None
+    def stored(self, store: Store, run_id: str, con: Any) -> tuple[set[Any], set[Any]]:
+        """The run's stored judgment keys: all, answered (a failed one is made again)."""
+        stored_all = store.judgment_keys(run_id, ok_only=False, con=con)
+        ok = store.judgment_keys(run_id, ok_only=True, con=con) if stored_all else set()
+        return stored_all, ok
 
-    def finish(call: PlannedJudgment, ck: str, reply: Reply, ms: float, _: Any) -> None:
-        record(call, ck, reply, ms, False)
+    def n_planned(self, keys: Sequence[Any], stored_all: set[Any], stored_ok: set[Any]) -> int:
+        """The run's judgments once this plan is made (stored ones included)."""
+        return len(stored_all | set(keys))
 
-    def going(pos: int) -> bool:
-        return pos < len(queue_) and not cancel.is_set()
+    def call(self, backend: Any, item: PlannedJudgment) -> Reply:
+        """Ask the judge: the rubric's fields to the lexical judge, else the prompt."""
+        try:
+            if isinstance(backend, LexicalJudge):
+                kind = "crux" if item.template == "user" else item.template
+                return backend.rate(kind, item.fields)
+            return backend.generate(list(item.messages))
+        except Exception as exc:
+            return Reply(text="", error=f"backend raised {type(exc).__name__}: {exc}")
 
-    if conc == 1:
-        pos = 0
-        while going(pos):
-            finish(*queue_[pos], *make(*queue_[pos]))
-            pos += 1
-    else:
-        run_threads(int(conc), queue_, going, make, finish, cancel)
-    complete = state["done"] == len(todo)
-    with lock:
-        final = flush("done" if complete else "cancelled")
-    return {
-        "run": name,
-        "rubric": rub.name,
-        "planned": len(plan),
-        "executed": state["executed"],
-        "cached": state["cached"],
-        "skipped_existing": len(plan) - len(todo),
-        "errors": state["errors"],
-        "parse_errors": state["parse_errors"],
-        "seconds": time.monotonic() - t0,
-        "status": final or ("done" if complete else "cancelled"),
-    }
+    def row(
+        self, ctx: WriteContext, item: PlannedJudgment, reply: Reply, hit: bool, ms: float, ck: str
+    ) -> dict[str, Any]:
+        """The judgment row (:func:`judgment_row`) and its cache entry (a new answer's)."""
+        out = judgment_row(ctx.run_id, self.rub, self.judge_model, item, reply, hit, ms)
+        out["_cache"] = (
+            {
+                "cache_key": ck,
+                "backend": ctx.backend,
+                "model": ctx.model_id,
+                "options_hash": ctx.options_hash,
+                "prompt_hash": item.prompt_hash,
+                "response": json.dumps({"text": reply.text}),
+            }
+            if reply.error is None and not hit
+            else None
+        )
+        return out
 
+    def writer(
+        self, store: Store, ctx: WriteContext, todo: Sequence[Any], n_planned: int,
+        replace: Collection[Any],
+    ) -> WriteFn:
+        """Writes judgments, cache entries and the run's counts in one transaction a batch."""
 
-def mirror_answerability(store: Store, name: str, dataset: str) -> None:
-    """Copy a crux-answerability run's ratings into ``answerability`` (judge = the run name)."""
-    frame = store.judgments_frame(runs=[name])
-    ok = frame[frame["error"].fillna("").astype(str).str.strip() == ""]
-    if ok.empty:
-        return
-    parts = ok["item"].str.split("|", n=1, expand=True)
-    ratings = pd.DataFrame(
-        {
-            "instance_id": ok["instance_id"].to_numpy(),
-            "sq_id": parts[0].to_numpy(),
-            "passage_id": parts[1].to_numpy(),
-            "rating": ok["rating"].astype(int).to_numpy(),
-            "judge": name,
-        }
-    )
-    sq, _ = store.crux_judgments(dataset)
-    store.write_crux_judgments(dataset, sq, ratings)
+        def write(rows: Sequence[dict[str, Any]], wall: float, finish: str | None) -> Any:
+            if not rows and finish is None:
+                return None
+            cache = [r["_cache"] for r in rows if r["_cache"] is not None]
+            with store.write_batch() as con:
+                store.write_judgments(con, ctx.run_id, rows)
+                if cache:
+                    store.write_cache(con, cache)
+                status = finish or "running"
+                stored = store.finish_judge_run(con, ctx.run_id, status, n_planned, wall)
+            return stored if finish is not None else None
+
+        return write
+
+    def fail(self, store: Store, ctx: WriteContext, n_planned: int) -> None:
+        """Mark the run ``failed`` (a store locked past its timeout is let be)."""
+        try:
+            with store.write_batch() as con:
+                store.finish_judge_run(con, ctx.run_id, "failed", n_planned, ctx.wall_seconds)
+        except StoreError:
+            pass

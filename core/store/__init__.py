@@ -13,7 +13,7 @@ migrations, column constants), :mod:`~core.store.datasets`, :mod:`~core.store.ru
 page's one query; :mod:`~core.store.rescore_rows`, the re-score's read) and
 :mod:`~core.store.embeddings` (the dense retriever's vectors, kept for reuse);
 :mod:`~core.store.failure_rows` holds the failure browser's filtered pages;
-:mod:`~core.store.judgments` the judge runs' judgments (issue 20).
+:mod:`~core.store.judgments` the judge runs' judgments (issue 20), CRUX ratings included.
 :mod:`~core.store.merge` exports a store as Parquet and merges stores from several machines.
 :mod:`~core.store.locks` keeps one process per run name (a lock file beside the store,
 :meth:`Store.run_lock`).
@@ -61,13 +61,15 @@ __all__ = [
 
 
 class Store(
+    # First: its CRUX rating writes (schema 8, judgments) replace the answerability-table
+    # ones of DatasetsMixin (write_crux_judgments, _delete_dataset).
+    JudgmentsMixin,
     DatasetsMixin,
     RunsMixin,
     RecordsMixin,
     AnalysisMixin,
     EmbeddingsMixin,
     FailuresMixin,
-    JudgmentsMixin,
 ):
     """A DuckDB store file. Cheap to create; connections are opened per operation.
 

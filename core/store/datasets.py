@@ -14,7 +14,7 @@ import pandas as pd
 
 from core.names import ellipsize
 from core.store.connection import StoreBase, StoreError
-from core.store.frames import insert_frame, with_columns
+from core.store.frames import insert_frame
 from core.store.schema import (
     CELL_COLUMNS,
     DATASET_FINGERPRINT,
@@ -103,7 +103,7 @@ class DatasetsMixin(StoreBase):
             )
         if taken:
             self._settle_runs(con, dataset.name, with_runs, replacing)
-            self._delete_dataset(con, dataset.name)
+            self._delete_dataset(con, dataset.name)  # JudgmentsMixin: + its CRUX ratings
         con.execute(
             "INSERT INTO datasets (dataset_id, name, source, builder, builder_params, "
             "n_instances) VALUES (?, ?, ?, ?, ?, ?)",
@@ -157,13 +157,6 @@ class DatasetsMixin(StoreBase):
         if with_runs == "drop":
             for run_id in ids:
                 self.drop_run(con, run_id)
-
-    @staticmethod
-    def _delete_dataset(con: duckdb.DuckDBPyConnection, name: str) -> None:
-        for table in ("answerability", "sub_questions", "passages", "instances"):
-            con.execute(f"DELETE FROM {table} WHERE dataset_id = ?", [name])
-        con.execute("DELETE FROM datasets WHERE dataset_id = ?", [name])
-        bump_data_version(con, datasets=[name])
 
     def delete_dataset(self, name: str) -> None:
         """Delete a dataset with its instances and passages (runs are kept)."""
@@ -351,34 +344,6 @@ class DatasetsMixin(StoreBase):
                 ).fetchall()
                 out[col] = [r[0] for r in rows if r[0] is not None]
         return out
-
-    def write_crux_judgments(
-        self, dataset: str, sub_questions: pd.DataFrame, ratings: pd.DataFrame
-    ) -> int:
-        """Store sub-questions and ratings of a dataset in one transaction (upsert).
-
-        Args:
-            dataset: the dataset name (must exist).
-            sub_questions: ``instance_id, sq_id, text``.
-            ratings: ``instance_id, sq_id, passage_id, rating, judge``.
-
-        Returns:
-            The number of rating rows written.
-
-        Raises:
-            StoreError: the dataset is not stored.
-        """
-        sq = with_columns(sub_questions, ("instance_id", "sq_id", "text"))
-        rt = with_columns(ratings, ("instance_id", "sq_id", "passage_id", "rating", "judge"))
-        sq.insert(0, "dataset_id", dataset)
-        rt.insert(0, "dataset_id", dataset)
-        with self.transaction() as con:
-            if not self.has_dataset(dataset, con):
-                raise StoreError(f"no dataset named '{dataset}' in {self.path}")
-            insert_frame(con, "sub_questions", sq, tuple(sq.columns), on_conflict="replace")
-            insert_frame(con, "answerability", rt, tuple(rt.columns), on_conflict="replace")
-            bump_data_version(con, datasets=[dataset])
-        return len(rt)
 
 
 def _dataset_rows(

@@ -6,6 +6,11 @@ model, what was judged (``target_run`` / ``instance_id`` / ``condition`` / ``ite
 reply, the parsed ``rating`` and the ``parse_error``; a failed call keeps its ``error`` and a
 NULL rating (failures are data, never ratings). The run's counts and final status come from
 its judgments, as a prediction run's come from its predictions.
+
+CRUX answerability ratings are judgments of ``crux-answerability`` judge runs (schema 8): the
+``answerability`` view shows them as ``(dataset_id, instance_id, sq_id, passage_id, rating,
+judge)``; :meth:`JudgmentsMixin.write_crux_judgments` stores a dataset's sub-questions and
+ratings given by name (``import crux``), each judge a judge run of that name.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from core.store.connection import StoreBase
-from core.store.frames import insert_frame
-from core.store.schema import bump_data_version
+from core.store.connection import StoreBase, StoreError
+from core.store.frames import insert_frame, with_columns
+from core.store.schema import LEGACY_RETRIEVAL, bump_data_version
 
-__all__ = ["JUDGMENT_COLUMNS", "JudgmentsMixin", "delete_judgments"]
+__all__ = ["CRUX_RUBRIC", "JUDGMENT_COLUMNS", "JudgmentsMixin", "delete_judgments"]
+
+#: The rubric whose judgments are CRUX's answerability ratings.
+CRUX_RUBRIC = "crux-answerability"
 
 #: Columns of a judgment row as callers give it (``created_at`` is the store's).
 JUDGMENT_COLUMNS = (
@@ -120,6 +128,62 @@ class JudgmentsMixin(StoreBase):
                 return pd.DataFrame(columns=[*JUDGMENT_COLUMNS, "dataset_id"])
             return con.execute(sql, [rl, rl, rubric, rubric, tl, tl]).df()
 
+    def write_crux_judgments(
+        self, dataset: str, sub_questions: pd.DataFrame, ratings: pd.DataFrame
+    ) -> int:
+        """Store sub-questions and ratings of a dataset in one transaction (upsert).
+
+        Each judge's ratings are the judgments of a ``crux-answerability`` judge run named
+        after it (created when missing; rubric version ``stored``, no raw reply), so they are
+        read like the ratings of ``judge crux-answerability`` (the ``answerability`` view).
+
+        Args:
+            dataset: the dataset name (must exist).
+            sub_questions: ``instance_id, sq_id, text``.
+            ratings: ``instance_id, sq_id, passage_id, rating, judge``.
+
+        Returns:
+            The number of rating rows written.
+
+        Raises:
+            StoreError: the dataset is not stored, or a judge's name is taken by a run that is
+                not a CRUX judge run of the dataset.
+        """
+        sq = with_columns(sub_questions, ("instance_id", "sq_id", "text"))
+        rt = with_columns(ratings, ("instance_id", "sq_id", "passage_id", "rating", "judge"))
+        sq.insert(0, "dataset_id", dataset)
+        with self.transaction() as con:
+            # fetchall: a pending result would refuse insert_frame's register()
+            if not con.execute("SELECT 1 FROM datasets WHERE dataset_id = ?", [dataset]).fetchall():
+                raise StoreError(f"no dataset named '{dataset}' in {self.path}")
+            insert_frame(con, "sub_questions", sq, tuple(sq.columns), on_conflict="replace")
+            for judge, part in rt.groupby(rt["judge"].astype(str), sort=True):
+                _judge_run(con, dataset, str(judge))
+                rows = [
+                    {"run_id": judge, "rubric": CRUX_RUBRIC, "rubric_version": "stored",
+                     "judge_model": judge, "target_run": "", "instance_id": r.instance_id,
+                     "condition": "", "item": f"{r.sq_id}|{r.passage_id}", "rating": r.rating,
+                     "cache_hit": False}
+                    for r in part.itertuples(index=False)
+                ]  # fmt: skip
+                self.write_judgments(con, str(judge), rows)
+                con.execute(_RECOUNT, [judge, judge])
+            bump_data_version(con, datasets=[dataset])
+        return len(rt)
+
+    @staticmethod
+    def _delete_dataset(con: duckdb.DuckDBPyConnection, name: str) -> None:
+        """Delete a dataset, its instances, passages, sub-questions and CRUX ratings."""
+        con.execute(
+            "DELETE FROM judgments WHERE rubric = ? AND target_run = '' AND run_id IN "
+            "(SELECT run_id FROM runs WHERE dataset_id = ?)",
+            [CRUX_RUBRIC, name],
+        )
+        for table in ("sub_questions", "passages", "instances"):
+            con.execute(f"DELETE FROM {table} WHERE dataset_id = ?", [name])
+        con.execute("DELETE FROM datasets WHERE dataset_id = ?", [name])
+        bump_data_version(con, datasets=[name])
+
     @staticmethod
     def finish_judge_run(
         con: duckdb.DuckDBPyConnection,
@@ -174,3 +238,26 @@ def _has_table(con: duckdb.DuckDBPyConnection) -> bool:
         "WHERE database_name = current_database() AND table_name = 'judgments'"
     ).fetchone()
     return bool(row and row[0])
+
+
+_RECOUNT = (
+    "UPDATE runs SET n_planned = c.n, n_done = c.n, n_errors = c.n_errors "
+    f"FROM ({_COUNTS}) c WHERE runs.run_id = ?"
+)
+
+
+def _judge_run(con: duckdb.DuckDBPyConnection, dataset: str, judge: str) -> None:
+    """Create the judge run ``judge`` of stored CRUX ratings, or check the one stored."""
+    con.execute(
+        "INSERT INTO runs (run_id, dataset_id, backend, model, retrieval, status, kind, notes, "
+        "finished_at, dataset_fingerprint) SELECT ?, ?, 'stored', ?, ?, 'done', 'judge', "
+        "'CRUX ratings stored by name (import crux)', current_timestamp, fingerprint "
+        "FROM datasets WHERE dataset_id = ? ON CONFLICT DO NOTHING",
+        [judge, dataset, judge, LEGACY_RETRIEVAL, dataset],
+    )
+    rows = con.execute("SELECT kind, dataset_id FROM runs WHERE run_id = ?", [judge]).fetchall()
+    if not rows or rows[0][0] != "judge" or rows[0][1] != dataset:
+        raise StoreError(
+            f"judge name '{judge}' is taken by a run that is not a CRUX judge run of dataset "
+            f"'{dataset}'; store the ratings under another --judge; nothing written"
+        )

@@ -245,7 +245,10 @@ class RecordsMixin(StoreBase):
                 data = with_columns(pd.DataFrame(unique), CACHE_COLUMNS)
         if len(data) == 0:
             return 0
-        insert_frame(con, "response_cache", data, CACHE_COLUMNS, "ignore")
+        if isinstance(data, pa.Table) and data.num_rows <= _SMALL_CACHE_BATCH:
+            _insert_new_cache_rows(con, data)
+        else:
+            insert_frame(con, "response_cache", data, CACHE_COLUMNS, "ignore")
         return len(data)
 
     def cached_responses(
@@ -339,6 +342,38 @@ class RecordsMixin(StoreBase):
                 """,
                 [dataset, int(limit), list(run_ids)],
             ).df()
+
+
+#: Up to this many cache entries, :meth:`RecordsMixin.write_cache` looks the keys up and
+#: inserts the new ones as plain values: ~1 ms of CPU for one entry where DuckDB's
+#: ``INSERT OR IGNORE`` of a registered table costs ~3 ms (the engine's small batches).
+_SMALL_CACHE_BATCH = 64
+_CACHE_VALUES = "(" + ", ".join("?" * len(CACHE_COLUMNS)) + ")"
+
+
+def _insert_new_cache_rows(con: duckdb.DuckDBPyConnection, data: pa.Table) -> None:
+    """``INSERT OR IGNORE`` of a few distinct-key cache rows, as a lookup and a plain insert.
+
+    Stores exactly what ``INSERT OR IGNORE`` would: the rows whose key is not cached yet
+    (the lookup and the insert are in the caller's transaction, which holds the file).
+    """
+    keys = data.column("cache_key").to_pylist()
+    marks = ", ".join("?" * len(keys))
+    held = {
+        r[0]
+        for r in con.execute(
+            f"SELECT cache_key FROM response_cache WHERE cache_key IN ({marks})", keys
+        ).fetchall()
+    }
+    rows = [r for r in data.select(list(CACHE_COLUMNS)).to_pylist() if r["cache_key"] not in held]
+    if not rows:
+        return
+    params = [r[c] for r in rows for c in CACHE_COLUMNS]
+    con.execute(
+        f"INSERT INTO response_cache ({', '.join(CACHE_COLUMNS)}) VALUES "
+        + ", ".join([_CACHE_VALUES] * len(rows)),
+        params,
+    )
 
 
 def _run_ids(rows: pd.DataFrame | pa.Table) -> list[str]:

@@ -22,6 +22,7 @@ __all__ = [
     "PREDICTION_KEY",
     "RUN_COLUMNS",
     "RUN_JSON_COLUMNS",
+    "LEGACY_RETRIEVAL",
     "SCHEMA_VERSION",
     "SCORE_COLUMNS",
     "apply_migrations",
@@ -47,6 +48,13 @@ _FINGERPRINT_OF = """(
     ), 0) FROM passages p WHERE p.dataset_id = {ds}))"""
 #: ``SELECT`` of one dataset's fingerprint (parameters: the dataset id, twice).
 DATASET_FINGERPRINT = "SELECT " + _FINGERPRINT_OF.format(ds="?")
+
+#: ``runs.retrieval`` of a judge run made of ratings stored by name (``import crux``; migration 8
+#: writes the same literal).
+LEGACY_RETRIEVAL = (
+    '{"judge": {"rubric": "crux-answerability", "version": "stored", "hash": null, '
+    '"target_run": "", "conditions": [], "passages": null}}'
+)
 
 #: Forward migrations; migration ``i`` brings the schema from version ``i`` to ``i + 1``.
 #: Never edit a released migration: append a new one and the version follows.
@@ -309,9 +317,74 @@ _MIGRATIONS: tuple[str, ...] = (
         SELECT d.fingerprint FROM datasets d WHERE d.dataset_id = runs.dataset_id
     );
     """,
+    # 8: CRUX answerability ratings in one table (issue 37 item 2). They were rows of
+    # ``answerability`` (``judge crux``, ``import crux``, and a copy of each
+    # ``crux-answerability`` judge run's judgments); now every rating is a judgment of a
+    # ``crux-answerability`` judge run (``item`` = ``<sq_id>|<passage_id>``, ``target_run``
+    # ''). Copies of judge runs' judgments are dropped (the judgment is kept); every other
+    # rating becomes a judgment of a judge run named after its judge (``<judge>@<dataset>``
+    # when that name is taken by another run or rated several datasets), rubric version
+    # ``stored``, its raw reply unknown. ``answerability`` becomes a view of the judgments
+    # with its old columns, so its readers read the one table.
+    """
+    -- the ratings to move (no judgment holds them), each with the judge run it goes to: the
+    -- judge's name, or <judge>@<dataset> when a run has that name or it rated several datasets
+    CREATE TABLE migrating_ratings AS
+    WITH legacy AS (
+        SELECT a.dataset_id, a.instance_id, a.sq_id, a.passage_id, a.rating,
+            coalesce(a.judge, '') AS judge
+        FROM answerability a
+        WHERE NOT EXISTS (
+            SELECT 1 FROM judgments j JOIN runs r USING (run_id)
+            WHERE j.run_id = a.judge AND r.dataset_id = a.dataset_id AND j.target_run = ''
+                AND j.rubric = 'crux-answerability' AND j.instance_id = a.instance_id
+                AND j.item = a.sq_id || '|' || a.passage_id)
+    ), judges AS (
+        SELECT dataset_id, judge, CASE
+            WHEN judge <> '' AND count(*) OVER (PARTITION BY judge) = 1
+                AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = judge) THEN judge
+            ELSE judge || '@' || dataset_id END AS run_id
+        FROM (SELECT DISTINCT dataset_id, judge FROM legacy)
+    )
+    SELECT l.*, j.run_id, d.fingerprint
+    FROM legacy l JOIN judges j USING (dataset_id, judge)
+    LEFT JOIN datasets d USING (dataset_id);
+    INSERT INTO runs (run_id, dataset_id, backend, model, retrieval, status, n_planned, n_done,
+                      n_errors, kind, notes, finished_at, dataset_fingerprint)
+    SELECT run_id, dataset_id, 'stored', judge,
+        '{"judge": {"rubric": "crux-answerability", "version": "stored", "hash": null, '
+        || '"target_run": "", "conditions": [], "passages": null}}',
+        'done', count(*), count(*), 0, 'judge',
+        'CRUX ratings stored before schema 8 under judge ' || judge,
+        current_timestamp, any_value(fingerprint)
+    FROM migrating_ratings GROUP BY run_id, dataset_id, judge
+    ON CONFLICT DO NOTHING;
+    INSERT INTO judgments (run_id, rubric, rubric_version, judge_model, target_run,
+                           instance_id, condition, item, rating, cache_hit)
+    SELECT run_id, 'crux-answerability', 'stored', judge, '', instance_id, '',
+        sq_id || '|' || passage_id, rating, false
+    FROM migrating_ratings
+    ON CONFLICT DO NOTHING;
+    DROP TABLE migrating_ratings;
+    DROP TABLE answerability;
+    -- the view: the ratings of the crux-answerability judge runs, in the old table's columns
+    CREATE VIEW answerability AS
+    SELECT r.dataset_id, j.instance_id, split_part(j.item, '|', 1) AS sq_id,
+        substr(j.item, strpos(j.item, '|') + 1) AS passage_id,
+        CAST(j.rating AS INTEGER) AS rating, j.run_id AS judge
+    FROM judgments j JOIN runs r USING (run_id)
+    WHERE j.rubric = 'crux-answerability' AND j.target_run = '' AND coalesce(j.error, '') = '';
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
+#: Migrations whose work a query finds done already (a store whose version rows were set back,
+#: or its file copied mid-way), by index: they are recorded without being run again (DuckDB
+#: has no conditional DDL, and dropping a view as a table fails).
+_DONE_IF: dict[int, str] = {
+    7: "SELECT count(*) > 0 FROM duckdb_views() "
+    "WHERE database_name = current_database() AND view_name = 'answerability'",
+}
 #: The first schema version whose instances keep ``n_gold`` (older stores opened read-only
 #: count it from the passages).
 N_GOLD_VERSION = 6
@@ -392,7 +465,9 @@ def apply_migrations(con: duckdb.DuckDBPyConnection, version: int) -> None:
         "(version INTEGER PRIMARY KEY, applied_at TIMESTAMP DEFAULT current_timestamp)"
     )
     for target in range(version, SCHEMA_VERSION):
-        con.execute(_MIGRATIONS[target])
+        done = _DONE_IF.get(target)
+        if done is None or not con.execute(done).fetchone()[0]:
+            con.execute(_MIGRATIONS[target])
         con.execute("INSERT INTO schema_version (version) VALUES (?)", [target + 1])
     con.execute(DATA_VERSION_DDL)
 
