@@ -55,14 +55,33 @@ def results(repeats: int = 5) -> list[dict]:
             report_s.append(time.perf_counter() - t)
     script = Path(__file__).name
     return [
-        figure(f"attribution run, 200 instances x 32 ablations ({calls} calls, embedded "
-               "reader, DuckDB)", run_s, "s", script, bound=60.0),  # fmt: skip
-        figure("attribution run throughput", [calls / t for t in run_s], "calls/s", script,
-               better="higher"),  # fmt: skip
-        figure("attribution run, CPU of the run's own process (the reader works in a worker)",
-               cpu_s, "s", script),  # fmt: skip
-        figure("attribution report (200 surrogates, 200 bootstrap resamples each)", report_s,
-               "s", script),  # fmt: skip
+        figure(
+            f"attribution run, 200 instances x 32 ablations ({calls} calls, embedded "
+            "reader, DuckDB)",
+            run_s,
+            "s",
+            script,
+            bound=60.0,
+        ),
+        figure(
+            "attribution run throughput",
+            [calls / t for t in run_s],
+            "calls/s",
+            script,
+            better="higher",
+        ),
+        figure(
+            "attribution run, CPU of the run's own process (the reader works in a worker)",
+            cpu_s,
+            "s",
+            script,
+        ),
+        figure(
+            "attribution report (200 surrogates, 200 bootstrap resamples each)",
+            report_s,
+            "s",
+            script,
+        ),
         figure("load average (1 min) before each attribution run", load, "", script),
     ]
 

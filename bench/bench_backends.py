@@ -78,8 +78,14 @@ def overhead(prompts: list, runs: int) -> list[dict]:
     base = _timed(lambda: [reader.generate(p) for p in prompts], runs)
     ref = statistics.median(base) / n
     print(f"embedded reader alone: median {ref * 1e3:.3f} ms/call (runs {_fmt(base)})")
-    figs = [figure(f"embedded reader alone, {n} retrieved prompts", [t / n * 1e3 for t in base],
-                   "ms/call", SCRIPT)]  # fmt: skip
+    figs = [
+        figure(
+            f"embedded reader alone, {n} retrieved prompts",
+            [t / n * 1e3 for t in base],
+            "ms/call",
+            SCRIPT,
+        )
+    ]
     with ModelStub() as stub:
         for kind, kw in (("ollama", {"hosts": [stub.url]}), ("openai", {"base_url": stub.url})):
             backend = make_backend(kind, "stub-model", options={"retries": 1}, **kw)
@@ -99,9 +105,7 @@ def overhead(prompts: list, runs: int) -> list[dict]:
 def concurrency(prompts: list, latency_s: float, runs: int) -> dict:
     """Speed-up of 8 worker threads over 1 at a fixed model latency (bound >= 6)."""
     cmd = [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", str(latency_s)]
-    with subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as server:
+    with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as server:
         try:
             url = server.stdout.readline().strip()
             backend = make_backend("ollama", "stub-model", hosts=[url])
@@ -127,9 +131,13 @@ def concurrency(prompts: list, latency_s: float, runs: int) -> dict:
     )
     return figure(
         f"ollama backend speed-up, 8 threads vs 1, {len(prompts)} calls at "
-        f"{latency_s * 1e3:.0f} ms stub latency", ratios, "x", SCRIPT, bound=TARGET_SPEEDUP,
+        f"{latency_s * 1e3:.0f} ms stub latency",
+        ratios,
+        "x",
+        SCRIPT,
+        bound=TARGET_SPEEDUP,
         better="higher",
-    )  # fmt: skip
+    )
 
 
 def results(repeats: int = 5, calls: int = 200, latency_s: float = 0.05) -> list[dict]:

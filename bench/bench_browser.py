@@ -66,8 +66,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 from run_all import figure, print_figures  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+]
 DEMO_DB = Path(tempfile.gettempdir()) / "bench_browser_demo.duckdb"
 REPEATS = 5
 #: Milliseconds the page must stay ready (idle, marker shown) before the wait ends.
@@ -196,9 +201,23 @@ def _free_port() -> int:
 
 def server_command(port: int) -> list[str]:
     """The dashboard server's command line (``python -m core serve`` runs the same app)."""
-    return [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-            str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
 
 
 @contextlib.contextmanager
@@ -207,8 +226,9 @@ def server(db: Path, log: Path) -> Iterator[str]:
     port = _free_port()
     env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1")
     with log.open("w") as out:
-        proc = subprocess.Popen(server_command(port), cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            server_command(port), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.time() + 90
@@ -245,8 +265,14 @@ class Session:
         """The page's clock on the wall (ms since the epoch, sub-millisecond)."""
         return float(self.page.evaluate("performance.timeOrigin + performance.now()"))
 
-    def wait(self, t0: float, want: tuple[str, ...] = (), absent: tuple[str, ...] = (),
-             heading: str = "", timeout_s: float = TIMEOUT_S) -> float:  # fmt: skip
+    def wait(
+        self,
+        t0: float,
+        want: tuple[str, ...] = (),
+        absent: tuple[str, ...] = (),
+        heading: str = "",
+        timeout_s: float = TIMEOUT_S,
+    ) -> float:
         """Seconds from ``t0`` until the page is drawn and idle and shows what is asked."""
         from playwright.sync_api import Error as PlaywrightError
 
@@ -262,8 +288,10 @@ class Session:
         else:
             raise RuntimeError("the page kept loading new documents")
         if got.get("ms") is None:
-            raise RuntimeError(f"not ready after {timeout_s:.0f} s (waiting for {want!r} "
-                               f"{heading!r}, not {absent!r}): {got}")  # fmt: skip
+            raise RuntimeError(
+                f"not ready after {timeout_s:.0f} s (waiting for {want!r} "
+                f"{heading!r}, not {absent!r}): {got}"
+            )
         boxes = self.page.locator('[data-testid="stException"]')
         if boxes.count():
             raise RuntimeError(f"exception on the page: {boxes.first.inner_text()[:300]}")
@@ -326,8 +354,11 @@ class Session:
         grid.scroll_into_view_if_needed()
         box = grid.bounding_box()
         x, y = box["x"] + 18, box["y"] + 35 + 17 + 35 * i  # the row marker, below the header
-        return self.timed(lambda: self.page.mouse.click(x, y), heading="Case view",
-                          want=("(failure browser filter)", "Raw response"))  # fmt: skip
+        return self.timed(
+            lambda: self.page.mouse.click(x, y),
+            heading="Case view",
+            want=("(failure browser filter)", "Raw response"),
+        )
 
     def back_to_list(self) -> None:
         """The Case view's link back to the failure browser (untimed)."""
@@ -345,8 +376,11 @@ class Session:
         """Press ``key`` (j / k) in the Case view; seconds until it shows the neighbour."""
         goal = self.position() + (1 if key == "j" else -1)
         self.page.get_by_role("heading", name="Case view").click()  # focus the page, no field
-        return self.timed(lambda: self.page.keyboard.press(key), heading="Case view",
-                          want=(f"Instance {goal:,} of", "Raw response"))  # fmt: skip
+        return self.timed(
+            lambda: self.page.keyboard.press(key),
+            heading="Case view",
+            want=(f"Instance {goal:,} of", "Raw response"),
+        )
 
 
 # --------------------------------------------------------------------------- one store
@@ -434,16 +468,23 @@ def results(repeats: int = REPEATS, stores: tuple[str, ...] = tuple(STORES)) -> 
             print(f"  {name}: FAILED {error}", flush=True)
         print(f"  load after {os.getloadavg()[0]:.2f}", flush=True)
         if error:
-            figs.append(dict(figure(f"browser {name}: interactions", [], "s", script,
-                                    bound=0.0), error=error))  # fmt: skip
+            figs.append(
+                dict(
+                    figure(f"browser {name}: interactions", [], "s", script, bound=0.0), error=error
+                )
+            )
             continue
         for what, runs in got.items():
-            fig = figure(f"browser {name} store: {what}", runs, "s", script,
-                         bound=BOUNDS[_kind(what)])  # fmt: skip
+            fig = figure(
+                f"browser {name} store: {what}", runs, "s", script, bound=BOUNDS[_kind(what)]
+            )
             figs.append(fig)
-            print(f"  {what:44} median {statistics.median(runs):6.3f} s  "
-                  f"min {min(runs):6.3f}  max {max(runs):6.3f}  (bound {fig['bound']:g} s)"
-                  + ("" if fig["ok"] else "  MISSED"), flush=True)  # fmt: skip
+            print(
+                f"  {what:44} median {statistics.median(runs):6.3f} s  "
+                f"min {min(runs):6.3f}  max {max(runs):6.3f}  (bound {fig['bound']:g} s)"
+                + ("" if fig["ok"] else "  MISSED"),
+                flush=True,
+            )
     return figs
 
 

@@ -108,8 +108,10 @@ def check_equal(got: np.ndarray, ref: dict) -> None:
     same = (got == want) | (np.isnan(got) & (want == 0))
     if not same.all():
         t, c = np.argwhere(~same)[0]
-        raise SystemExit(f"alpha-nDCG differs from pyndeval at topic {t}, @{CUTS[c]}: "
-                         f"{got[t, c]!r} vs {want[t, c]!r}")  # fmt: skip
+        raise SystemExit(
+            f"alpha-nDCG differs from pyndeval at topic {t}, @{CUTS[c]}: "
+            f"{got[t, c]!r} vs {want[t, c]!r}"
+        )
 
 
 def alternating(fa, fb, repeats: int) -> dict[str, list[float]]:
@@ -142,23 +144,43 @@ def results(repeats: int = 5, pyndeval_path: str | None = None) -> list[dict]:
             t = alternating(lambda: ours(tool_input), ref, repeats)
             ratios = [a / b for a, b in zip(t["cpu_a"], t["cpu_b"], strict=True)]
             walls = [a / b for a, b in zip(t["wall_a"], t["wall_b"], strict=True)]
-            figs.append(figure(f"alpha-nDCG, {work}: tool / pyndeval, CPU time",
-                               ratios, "x", SCRIPT, bound=BOUND_RATIO))  # fmt: skip
-            figs.append(figure(f"alpha-nDCG, {work}: tool / pyndeval, wall time", walls, "x",
-                               SCRIPT))  # fmt: skip
-            figs.append(figure(f"alpha-nDCG, {work}: pyndeval 0.0.8, CPU", t["cpu_b"], "s",
-                               SCRIPT))  # fmt: skip
+            figs.append(
+                figure(
+                    f"alpha-nDCG, {work}: tool / pyndeval, CPU time",
+                    ratios,
+                    "x",
+                    SCRIPT,
+                    bound=BOUND_RATIO,
+                )
+            )
+            figs.append(
+                figure(f"alpha-nDCG, {work}: tool / pyndeval, wall time", walls, "x", SCRIPT)
+            )
+            figs.append(figure(f"alpha-nDCG, {work}: pyndeval 0.0.8, CPU", t["cpu_b"], "s", SCRIPT))
             figs.append(figure(f"alpha-nDCG, {work}: tool, CPU", t["cpu_a"], "s", SCRIPT))
         else:
             ours(tool_input)
             t = alternating(lambda: ours(tool_input), lambda: None, repeats)
-            figs.append(figure(f"alpha-nDCG, {work}: tool, CPU (pyndeval not installed; bound "
-                               f"= its CPU time recorded, {PYNDEVAL_RECORDED_S} s)", t["cpu_a"],
-                               "s", SCRIPT, bound=PYNDEVAL_RECORDED_S))  # fmt: skip
+            figs.append(
+                figure(
+                    f"alpha-nDCG, {work}: tool, CPU (pyndeval not installed; bound "
+                    f"= its CPU time recorded, {PYNDEVAL_RECORDED_S} s)",
+                    t["cpu_a"],
+                    "s",
+                    SCRIPT,
+                    bound=PYNDEVAL_RECORDED_S,
+                )
+            )
         one_topic_calls(tool_input)
         t = alternating(lambda: one_topic_calls(tool_input), lambda: None, repeats)
-    figs.append(figure(f"alpha-nDCG, {work}: one alpha_ndcg call per value (1,200 calls), CPU",
-                       t["cpu_a"], "s", SCRIPT))  # fmt: skip
+    figs.append(
+        figure(
+            f"alpha-nDCG, {work}: one alpha_ndcg call per value (1,200 calls), CPU",
+            t["cpu_a"],
+            "s",
+            SCRIPT,
+        )
+    )
     return figs
 
 

@@ -65,8 +65,9 @@ def results(repeats: int = 5) -> list[dict]:
     return [
         figure(f"CUE-R planning, {n} intervention calls for 200 instances", plan_s, "s", script),
         figure(f"CUE-R run, {calls} calls (embedded reader, DuckDB)", run_s, "s", script),
-        figure("CUE-R run throughput", [calls / t for t in run_s], "calls/s", script,
-               better="higher"),  # fmt: skip
+        figure(
+            "CUE-R run throughput", [calls / t for t in run_s], "calls/s", script, better="higher"
+        ),
         figure("CUE-R report (profile, paired deltas, roles, synergy)", report_s, "s", script),
     ]
 

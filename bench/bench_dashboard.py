@@ -98,9 +98,12 @@ PAGES: dict[str, tuple[str, str | None, tuple]] = {
     "runs": ("screens/runs.py", None, ("selectbox", "runs.pick")),
     "fanin": ("screens/fanin.py", None, ("selectbox", "global.score_field")),
     "dolce": ("screens/dolce.py", PROBES, ("selectbox", "dolce.problem")),
-    "interventions": ("screens/interventions.py", PROBES,
-                      ("selectbox", "interventions.correctness_axis")),
-}  # fmt: skip
+    "interventions": (
+        "screens/interventions.py",
+        PROBES,
+        ("selectbox", "interventions.correctness_axis"),
+    ),
+}
 #: What each page's changed selection is, in words (printed with the figures).
 CHANGES = {name: spec[2][1] for name, spec in PAGES.items()}
 
@@ -124,21 +127,49 @@ def build(path: Path, n: int) -> None:
     instances = []
     for i in range(n):
         fan = int(fans[i])
-        gold = tuple(Passage(f"p{j:04d}", j - 1, f"Item {i} part {j}", f"Part {j} of code {i}.",
-                             f"d{i}.{j}", "gold", True) for j in range(1, fan + 1))  # fmt: skip
-        instances.append(Instance(
-            instance_id=f"b{i:07d}", question=f"What is the code of Item {i:05d}?",
-            gold_answer=f"code {i % 997}", answer_type="entity",
-            reasoning_type=reasons[i % 4], context_length=lengths[(i // 4) % 4],
-            evidence_position=f"pos_{(i // 16) % 10:02d}",
-            distractor_similarity=dists[(i // 160) % 4], evidence_density="low", fan_in=fan,
-            source="bench",
-            passages=gold + (Passage("p0099", fan, f"Item {i + 1}", "A distractor passage.",
-                                     f"e{i}", "distractor", False),),
-        ))  # fmt: skip
+        gold = tuple(
+            Passage(
+                f"p{j:04d}",
+                j - 1,
+                f"Item {i} part {j}",
+                f"Part {j} of code {i}.",
+                f"d{i}.{j}",
+                "gold",
+                True,
+            )
+            for j in range(1, fan + 1)
+        )
+        instances.append(
+            Instance(
+                instance_id=f"b{i:07d}",
+                question=f"What is the code of Item {i:05d}?",
+                gold_answer=f"code {i % 997}",
+                answer_type="entity",
+                reasoning_type=reasons[i % 4],
+                context_length=lengths[(i // 4) % 4],
+                evidence_position=f"pos_{(i // 16) % 10:02d}",
+                distractor_similarity=dists[(i // 160) % 4],
+                evidence_density="low",
+                fan_in=fan,
+                source="bench",
+                passages=gold
+                + (
+                    Passage(
+                        "p0099",
+                        fan,
+                        f"Item {i + 1}",
+                        "A distractor passage.",
+                        f"e{i}",
+                        "distractor",
+                        False,
+                    ),
+                ),
+            )
+        )
     store = Store(path)
-    store.write_dataset(Dataset(DATASET, "bench", BUILD_TAG, {"n": n}, tuple(instances)),
-                        replace=True)  # fmt: skip
+    store.write_dataset(
+        Dataset(DATASET, "bench", BUILD_TAG, {"n": n}, tuple(instances)), replace=True
+    )
     ids = np.array([x.instance_id for x in instances])
     del instances
     _, every, prefix = _gold_lists()
@@ -153,26 +184,59 @@ def build(path: Path, n: int) -> None:
             cited = [prefix[f][c] for f, c in zip(fans.tolist(), k.tolist(), strict=True)]
             shown = [prefix[f][f] if cond == "oracle" else every[f] for f in fans.tolist()]
             recall = k / fans
-        preds.append(pd.DataFrame({
-            "run_id": RUN, "instance_id": ids, "condition": cond, "variant": "",
-            "answer": np.where(correct, "right", "wrong"), "cited_ids": cited,
-            "input_passage_ids": shown, "confidence": np.clip(f1 + rng.normal(0, 0.2, n), 0, 1),
-        }))  # fmt: skip
-        label = np.where(correct, "success", np.where(rng.random(n) < 0.5, "conversion",
-                                                      "localization"))  # fmt: skip
-        scores.append(pd.DataFrame({
-            "run_id": RUN, "instance_id": ids, "condition": cond, "variant": "",
-            "em_strict": correct.astype(float), "f1_strict": f1, "em_relaxed": correct * 1.0,
-            "f1_relaxed": f1, "soft_correct": correct * 1.0,
-            "ev_precision": (recall > 0) * 1.0, "ev_recall": recall,
-            "ev_f1": np.where(recall > 0, 2 * recall / (1 + recall), 0.0),
-            "citation_grounding": 1.0, "title_grounding": 1.0, "confidence_error": 0.0,
-            "failure_label": None if cond == "no_evidence" else label,
-        }))  # fmt: skip
+        preds.append(
+            pd.DataFrame(
+                {
+                    "run_id": RUN,
+                    "instance_id": ids,
+                    "condition": cond,
+                    "variant": "",
+                    "answer": np.where(correct, "right", "wrong"),
+                    "cited_ids": cited,
+                    "input_passage_ids": shown,
+                    "confidence": np.clip(f1 + rng.normal(0, 0.2, n), 0, 1),
+                }
+            )
+        )
+        label = np.where(
+            correct, "success", np.where(rng.random(n) < 0.5, "conversion", "localization")
+        )
+        scores.append(
+            pd.DataFrame(
+                {
+                    "run_id": RUN,
+                    "instance_id": ids,
+                    "condition": cond,
+                    "variant": "",
+                    "em_strict": correct.astype(float),
+                    "f1_strict": f1,
+                    "em_relaxed": correct * 1.0,
+                    "f1_relaxed": f1,
+                    "soft_correct": correct * 1.0,
+                    "ev_precision": (recall > 0) * 1.0,
+                    "ev_recall": recall,
+                    "ev_f1": np.where(recall > 0, 2 * recall / (1 + recall), 0.0),
+                    "citation_grounding": 1.0,
+                    "title_grounding": 1.0,
+                    "confidence_error": 0.0,
+                    "failure_label": None if cond == "no_evidence" else label,
+                }
+            )
+        )
     with store.transaction() as con:
-        store.insert_run(con, {"run_id": RUN, "dataset_id": DATASET, "backend": "imported",
-                               "model": "synthetic", "status": "done", "n_planned": 4 * n,
-                               "n_done": 4 * n, "kind": "imported"})  # fmt: skip
+        store.insert_run(
+            con,
+            {
+                "run_id": RUN,
+                "dataset_id": DATASET,
+                "backend": "imported",
+                "model": "synthetic",
+                "status": "done",
+                "n_planned": 4 * n,
+                "n_done": 4 * n,
+                "kind": "imported",
+            },
+        )
         store.write_predictions(con, pd.concat(preds, ignore_index=True), replace=False)
         store.write_scores(con, pd.concat(scores, ignore_index=True), replace=False)
     _small_runs(store)
@@ -259,8 +323,14 @@ def measure_page(name: str, repeats: int) -> dict:
         t = time.perf_counter()
         at.run()
         again.append(time.perf_counter() - t)
-    return {"page": name, "first": first, "changed": changed, "rerender": again,
-            "change": what, "errors": errors}  # fmt: skip
+    return {
+        "page": name,
+        "first": first,
+        "changed": changed,
+        "rerender": again,
+        "change": what,
+        "errors": errors,
+    }
 
 
 def _widget(at, change: tuple):
@@ -303,9 +373,11 @@ def results(
     ensure_store(db, instances, rebuild)
     env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1")
     n_pred = int(Store(db).runs_frame(live=False)["n_predictions"].sum())
-    print(f"store {db}: {n_pred:,} predictions; bounds: first load < {FIRST_LOAD_S} s "
-          f"(failures < {FIRST_LOAD_BOUNDS['failures']} s), "
-          f"changed selection < {CHANGED_S} s (each page in a fresh process)")  # fmt: skip
+    print(
+        f"store {db}: {n_pred:,} predictions; bounds: first load < {FIRST_LOAD_S} s "
+        f"(failures < {FIRST_LOAD_BOUNDS['failures']} s), "
+        f"changed selection < {CHANGED_S} s (each page in a fresh process)"
+    )
     script = Path(__file__).name
     figs = []
     for name in pages:
@@ -314,25 +386,38 @@ def results(
         outs = [_child(name, repeats if i == 0 else 0, env) for i in range(max(1, fresh))]
         out = dict(outs[0], errors=[e for o in outs for e in o["errors"]])
         label = f"dashboard {PAGES[name][0]}"
-        first = figure(f"{label}, first load (fresh process)", [o["first"] for o in outs], "s",
-                       script, bound=FIRST_LOAD_BOUNDS.get(name, FIRST_LOAD_S))  # fmt: skip
-        changed = figure(f"{label}, changed selection ({out['change']})",
-                         [o["changed"] for o in outs], "s", script, bound=CHANGED_S)  # fmt: skip
+        first = figure(
+            f"{label}, first load (fresh process)",
+            [o["first"] for o in outs],
+            "s",
+            script,
+            bound=FIRST_LOAD_BOUNDS.get(name, FIRST_LOAD_S),
+        )
+        changed = figure(
+            f"{label}, changed selection ({out['change']})",
+            [o["changed"] for o in outs],
+            "s",
+            script,
+            bound=CHANGED_S,
+        )
         out.update(first=first["value"], changed=changed["value"])
         figs += [first, changed]
         if out["rerender"]:
-            figs.append(figure(f"{label}, re-render of the same selection", out["rerender"], "s",
-                               script))  # fmt: skip
+            figs.append(
+                figure(f"{label}, re-render of the same selection", out["rerender"], "s", script)
+            )
         for fig in (first, changed):
             if out["errors"]:
                 fig.update(ok=False, error=f"exception: {out['errors'][0][:200]}")
             elif fig["value"] != fig["value"]:  # NaN: the change could not be made
                 fig.update(ok=False, error=f"no changed selection: {out['change']}")
         med = statistics.median(out["rerender"]) if out["rerender"] else float("nan")
-        print(f"{name:16} first {out['first']:6.2f} s | changed {out['changed']:6.2f} s "
-              f"({out['change']}) | re-render median {med:5.2f} s"
-              + ("" if first["ok"] and changed["ok"] else "  MISSES A BOUND")
-              + (f"  EXCEPTION {out['errors'][0][:80]}" if out["errors"] else ""))  # fmt: skip
+        print(
+            f"{name:16} first {out['first']:6.2f} s | changed {out['changed']:6.2f} s "
+            f"({out['change']}) | re-render median {med:5.2f} s"
+            + ("" if first["ok"] and changed["ok"] else "  MISSES A BOUND")
+            + (f"  EXCEPTION {out['errors'][0][:80]}" if out["errors"] else "")
+        )
     return figs
 
 
@@ -340,13 +425,23 @@ def _child(name: str, repeats: int, env: dict) -> dict:
     """Run :func:`measure_page` in a fresh interpreter; its JSON result."""
     proc = subprocess.run(
         [sys.executable, str(Path(__file__)), "--page", name, "--repeats", str(repeats)],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=1800,
+    )
     line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
     if line is None:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"page": name, "first": float("nan"), "changed": float("nan"), "rerender": [],
-                "change": CHANGES[name], "errors": [f"child failed: {err}"]}  # fmt: skip
+        return {
+            "page": name,
+            "first": float("nan"),
+            "changed": float("nan"),
+            "rerender": [],
+            "change": CHANGES[name],
+            "errors": [f"child failed: {err}"],
+        }
     return json.loads(line)
 
 
@@ -357,8 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instances", type=int, default=N_INSTANCES)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rebuild", action="store_true")
-    ap.add_argument("--fresh", type=int, default=None,
-                    help="fresh processes per page for the first load (default: --repeats)")
+    ap.add_argument(
+        "--fresh",
+        type=int,
+        default=None,
+        help="fresh processes per page for the first load (default: --repeats)",
+    )
     ap.add_argument("--pages", default=",".join(PAGES), help="comma-separated page names")
     ap.add_argument("--page", help=argparse.SUPPRESS)  # the child process: one page
     args = ap.parse_args(argv)

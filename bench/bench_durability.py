@@ -192,12 +192,21 @@ class _Drill:
         if n_final != self.n_calls:
             raise RuntimeError(f"{self.name}: {run} ended with {n_final} of {self.n_calls} rows")
         lost = len(answered - committed)
-        out = {"lost": lost, "lost_s": lost * per_call, "repeated": len(repeated),
-               "committed": n_committed, "answered": len(answered), "ended": ended}  # fmt: skip
-        print(f"{self.name} kill {i} at +{delay:.2f} s: answered {len(answered)}, committed "
-              f"{n_committed} rows, lost {lost} ({out['lost_s']:.3f} s worth at "
-              f"{per_call * 1000:.1f} ms/call), rerun repeated {len(repeated)}"
-              f"{' (the run had ended)' if ended else ''}", file=sys.stderr)  # fmt: skip
+        out = {
+            "lost": lost,
+            "lost_s": lost * per_call,
+            "repeated": len(repeated),
+            "committed": n_committed,
+            "answered": len(answered),
+            "ended": ended,
+        }
+        print(
+            f"{self.name} kill {i} at +{delay:.2f} s: answered {len(answered)}, committed "
+            f"{n_committed} rows, lost {lost} ({out['lost_s']:.3f} s worth at "
+            f"{per_call * 1000:.1f} ms/call), rerun repeated {len(repeated)}"
+            f"{' (the run had ended)' if ended else ''}",
+            file=sys.stderr,
+        )
         return out
 
 
@@ -213,12 +222,32 @@ class _StubDrill(_Drill):
 
     def start(self, run: str, log: Path) -> subprocess.Popen:
         self.marks[log] = len(self.stub.log())
-        argv = [sys.executable, "-m", "core", "run", "--db", str(self.db), "--dataset", "ctl",
-                "--backend", "ollama", "--model", "stub-model", "--host", self.stub.url,
-                "--concurrency", "1", "--name", run, "--json",
-                "--seed", str(sum(map(ord, run)))]  # a seed per run: no cache hits  # fmt: skip
-        return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "core",
+            "run",
+            "--db",
+            str(self.db),
+            "--dataset",
+            "ctl",
+            "--backend",
+            "ollama",
+            "--model",
+            "stub-model",
+            "--host",
+            self.stub.url,
+            "--concurrency",
+            "1",
+            "--name",
+            run,
+            "--json",
+            "--seed",
+            str(sum(map(ord, run))),
+        ]  # a seed per run: no cache hits
+        return subprocess.Popen(
+            argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
 
     def answered(self, log: Path) -> list[str]:
         return self.stub.log()[self.marks[log] :]
@@ -234,20 +263,49 @@ class _JudgeDrill(_StubDrill):
         from core.judges.runs import plan_judgments
 
         store = Store(self.db)
-        sq = pd.DataFrame([{"instance_id": i.instance_id, "sq_id": f"s{k}",
-                            "text": f"What does passage {k} of {i.instance_id} say?"}
-                           for i in store.load_instances("ctl") for k in (1, 2)])  # fmt: skip
+        sq = pd.DataFrame(
+            [
+                {
+                    "instance_id": i.instance_id,
+                    "sq_id": f"s{k}",
+                    "text": f"What does passage {k} of {i.instance_id} say?",
+                }
+                for i in store.load_instances("ctl")
+                for k in (1, 2)
+            ]
+        )
         store.write_crux_judgments("ctl", sq, pd.DataFrame())
         self.n_calls = len(plan_judgments(store, "crux-answerability", dataset="ctl")[1])
 
     def start(self, run: str, log: Path) -> subprocess.Popen:
         self.marks[log] = len(self.stub.log())
-        argv = [sys.executable, "-m", "core", "judge", "crux-answerability", "--db",
-                str(self.db), "--dataset", "ctl", "--backend", "ollama", "--model",
-                "stub-model", "--host", self.stub.url, "--concurrency", "1", "--name", run,
-                "--json", "--seed", str(sum(map(ord, run)))]  # fmt: skip
-        return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "core",
+            "judge",
+            "crux-answerability",
+            "--db",
+            str(self.db),
+            "--dataset",
+            "ctl",
+            "--backend",
+            "ollama",
+            "--model",
+            "stub-model",
+            "--host",
+            self.stub.url,
+            "--concurrency",
+            "1",
+            "--name",
+            run,
+            "--json",
+            "--seed",
+            str(sum(map(ord, run))),
+        ]
+        return subprocess.Popen(
+            argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
 
 
 class _EmbeddedDrill(_Drill):
@@ -262,8 +320,9 @@ class _EmbeddedDrill(_Drill):
 
     def start(self, run: str, log: Path) -> subprocess.Popen:
         argv = [sys.executable, str(self.script), str(log), run]
-        return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        return subprocess.Popen(
+            argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
 
     def answered(self, log: Path) -> list[str]:
         return log.read_text().split() if log.exists() else []
@@ -271,8 +330,7 @@ class _EmbeddedDrill(_Drill):
 
 def _drill(drill: _Drill, repeats: int, rng: random.Random) -> list[dict]:
     span = drill.span()
-    print(f"{drill.name}: {span:.2f} s from the first answer to the end of a run",
-          file=sys.stderr)  # fmt: skip
+    print(f"{drill.name}: {span:.2f} s from the first answer to the end of a run", file=sys.stderr)
     out = []
     for i in range(repeats):
         got = drill.kill(i, rng.uniform(0.1, 0.9) * span)
@@ -295,23 +353,44 @@ def results(repeats: int = 5) -> list[dict]:
     ms = STUB_LATENCY_S * 1000
     figs = []
     for label, kills, rows in (
-        (f"{ms:.0f} ms stub server (ollama backend, 200 calls, concurrency 1)", stub_kills,
-         "predictions"),
-        (f"{ms:.0f} ms stub judge (judge run crux-answerability, {judge.n_calls} judgments, "
-         "concurrency 1)", judge_kills, "judgments"),
-        ("embedded reader (800 calls of controlled-200, concurrency 1)", emb_kills,
-         "predictions"),
-    ):  # fmt: skip
+        (
+            f"{ms:.0f} ms stub server (ollama backend, 200 calls, concurrency 1)",
+            stub_kills,
+            "predictions",
+        ),
+        (
+            f"{ms:.0f} ms stub judge (judge run crux-answerability, {judge.n_calls} judgments, "
+            "concurrency 1)",
+            judge_kills,
+            "judgments",
+        ),
+        ("embedded reader (800 calls of controlled-200, concurrency 1)", emb_kills, "predictions"),
+    ):
         lost_s = [k["lost_s"] for k in kills]
         figs += [
-            figure(f"kill -9 vs {label}: answered calls lost per kill", [k["lost"] for k in kills],
-                   "calls", SCRIPT),
-            figure(f"kill -9 vs {label}: answers lost per kill, worst of {len(kills)}", lost_s,
-                   "s worth", SCRIPT, bound=LOST_BOUND_S, value=max(lost_s)),
-            figure(f"kill -9 vs {label}: rerun calls for committed {rows}, all kills",
-                   [k["repeated"] for k in kills], "calls", SCRIPT, bound=1,
-                   value=sum(k["repeated"] for k in kills)),
-        ]  # fmt: skip
+            figure(
+                f"kill -9 vs {label}: answered calls lost per kill",
+                [k["lost"] for k in kills],
+                "calls",
+                SCRIPT,
+            ),
+            figure(
+                f"kill -9 vs {label}: answers lost per kill, worst of {len(kills)}",
+                lost_s,
+                "s worth",
+                SCRIPT,
+                bound=LOST_BOUND_S,
+                value=max(lost_s),
+            ),
+            figure(
+                f"kill -9 vs {label}: rerun calls for committed {rows}, all kills",
+                [k["repeated"] for k in kills],
+                "calls",
+                SCRIPT,
+                bound=1,
+                value=sum(k["repeated"] for k in kills),
+            ),
+        ]
     return figs
 
 

@@ -74,8 +74,14 @@ def results(repeats: int = N_RUNS) -> list[dict]:
     with one_core():
         rates = speed(repeats)
     return [
-        figure("embedded reader, 8K-token full-context prompts, one core", rates, "calls/s",
-               Path(__file__).name, bound=TARGET, better="higher"),  # fmt: skip
+        figure(
+            "embedded reader, 8K-token full-context prompts, one core",
+            rates,
+            "calls/s",
+            Path(__file__).name,
+            bound=TARGET,
+            better="higher",
+        ),
     ]
 
 

@@ -102,8 +102,9 @@ def _store(tmp: Path, name: str, dataset: Dataset) -> Store:
     return store
 
 
-def _engine_run(store, dataset, instances, conditions, backend, run_id, options, concurrency=1,
-                started=None):  # fmt: skip
+def _engine_run(
+    store, dataset, instances, conditions, backend, run_id, options, concurrency=1, started=None
+):
     """Start a run (not timed), then plan + execute it; returns (wall seconds, summary).
 
     ``started``, when given, is called once the run row is created, just before the clock
@@ -116,8 +117,9 @@ def _engine_run(store, dataset, instances, conditions, backend, run_id, options,
     t0 = time.perf_counter()
     with store.attached(read_only=True) as con:  # as core.execution.runs.run_conditions does
         stored = store.prediction_keys(run_id, ok_only=True, con=con)
-    summary = plan_and_execute(store, run_id, instances, conditions, backend,
-                               concurrency=concurrency, stored=stored)  # fmt: skip
+    summary = plan_and_execute(
+        store, run_id, instances, conditions, backend, concurrency=concurrency, stored=stored
+    )
     return time.perf_counter() - t0, summary
 
 
@@ -177,8 +179,16 @@ def embedded_runs(tmp: Path, repeats: int) -> dict[str, list[float] | int]:
 
     def engine(backend, tag):
         def run(i, started=None):
-            wall, s = _engine_run(store, "ovh", instances, conds, backend, f"{tag}{i}",
-                                  {"rep": f"{tag}{i}"}, started=started)  # fmt: skip
+            wall, s = _engine_run(
+                store,
+                "ovh",
+                instances,
+                conds,
+                backend,
+                f"{tag}{i}",
+                {"rep": f"{tag}{i}"},
+                started=started,
+            )
             if (s.executed, s.errors) != (n, 0):
                 raise RuntimeError(f"run {tag}{i}: expected {n} executed calls and no error, {s}")
             return wall
@@ -202,9 +212,11 @@ def embedded_runs(tmp: Path, repeats: int) -> dict[str, list[float] | int]:
         e1, w1 = time.process_time(), _cpu_s(pids)
         [(e0, w0)] = marks
         overheads.append(100.0 * (e1 - e0) / (w1 - w0))
-        print(f"reader in its worker, {n} x 8K full context: {wall:.2f} s; engine CPU "
-              f"{e1 - e0:.2f} s, reader CPU {w1 - w0:.2f} s: overhead {overheads[-1]:.1f}%",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"reader in its worker, {n} x 8K full context: {wall:.2f} s; engine CPU "
+            f"{e1 - e0:.2f} s, reader CPU {w1 - w0:.2f} s: overhead {overheads[-1]:.1f}%",
+            file=sys.stderr,
+        )
     reader.close()
     # 1. calls/s on one core: the engine, the reader's worker process and everything else
     # share the core (the worker, started here, inherits the pin).
@@ -214,16 +226,23 @@ def embedded_runs(tmp: Path, repeats: int) -> dict[str, list[float] | int]:
         run("-warm")
         rates = [n / run(i) for i in range(repeats)]
         reader.close()
-    print(f"one core, {n} x 8K full context: {', '.join(f'{r:.0f}' for r in rates)} calls/s",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"one core, {n} x 8K full context: {', '.join(f'{r:.0f}' for r in rates)} calls/s",
+        file=sys.stderr,
+    )
     # Informational: the reader in the engine's process, one core (the engine's own CPU time
     # adds to the reader's there).
     with one_core():
         alone = EmbeddedReader(workers=False)
         run = engine(alone, "here")
         run("-warm")
-        in_process = _paired("reader in the engine's process, one core", run,
-                             lambda: _reader_alone(alone, calls), repeats, n)  # fmt: skip
+        in_process = _paired(
+            "reader in the engine's process, one core",
+            run,
+            lambda: _reader_alone(alone, calls),
+            repeats,
+            n,
+        )
     return {"rates": rates, "overheads": overheads, "in_process": in_process, "n": n}
 
 
@@ -386,8 +405,9 @@ def gpu_speed_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
     with _stub_server(STUB_LATENCY_S, _stub_workers(GPU_CONCURRENCY)) as url:
         for i in range(repeats + 1):  # the first run warms the client, the stub and the store
             run_id = f"gpu-{i}"
-            s, plan_s, exec_s, wall = _cpu_run(store, "gpu", instances, run_id, url,
-                                               GPU_CONCURRENCY, 7000 + i)  # fmt: skip
+            s, plan_s, exec_s, wall = _cpu_run(
+                store, "gpu", instances, run_id, url, GPU_CONCURRENCY, 7000 + i
+            )
             bare_ms, bare_pct = bare_client_run(instances, url, GPU_CONCURRENCY, STUB_LATENCY_S)
             lat = store.prediction_rows(run_id)["latency_ms"]
             cpu_ms = 1e3 * (plan_s + exec_s) / s.executed
@@ -404,9 +424,20 @@ def gpu_speed_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
                 file=sys.stderr,
             )
             if i > 0:
-                for key, value in zip(keys, (cpu_ms, 1e3 * plan_s / s.executed,
-                                             1e3 * exec_s / s.executed, bare_ms, over, pct,
-                                             stall, bare_pct), strict=True):  # fmt: skip
+                for key, value in zip(
+                    keys,
+                    (
+                        cpu_ms,
+                        1e3 * plan_s / s.executed,
+                        1e3 * exec_s / s.executed,
+                        bare_ms,
+                        over,
+                        pct,
+                        stall,
+                        bare_pct,
+                    ),
+                    strict=True,
+                ):
                     out[key].append(value)
     out["client_ms"] = client_alone_runs(instances, repeats)
     return out
@@ -440,9 +471,17 @@ def bare_client_run(instances, url: str, concurrency: int, latency_s: float) -> 
             if call is None:
                 return
             try:
-                client.chat(model="stub-model", messages=[dict(m) for m in call.messages],
-                            stream=False, format=ANSWER_SCHEMA, options=options, think=False,
-                            keep_alive="30m", logprobs=True, top_logprobs=0)  # fmt: skip
+                client.chat(
+                    model="stub-model",
+                    messages=[dict(m) for m in call.messages],
+                    stream=False,
+                    format=ANSWER_SCHEMA,
+                    options=options,
+                    think=False,
+                    keep_alive="30m",
+                    logprobs=True,
+                    top_logprobs=0,
+                )
             except Exception as exc:  # reported below
                 failed.append(exc)
 
@@ -475,8 +514,10 @@ def slow_server_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
     grows as the calls slow down; CPU spent per reply does not.
     """
     first = build_controlled("controlled-200", seed=42)
-    second = [dataclasses.replace(i, instance_id=f"b{i.instance_id}")
-              for i in build_controlled("controlled-200", seed=43).instances]  # fmt: skip
+    second = [
+        dataclasses.replace(i, instance_id=f"b{i.instance_id}")
+        for i in build_controlled("controlled-200", seed=43).instances
+    ]
     ds = Dataset("slow", first.source, first.builder, {}, [*first.instances, *second])
     store = _store(tmp, "slow", ds)
     instances = store.load_instances("slow")
@@ -493,18 +534,29 @@ def slow_server_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
             line = []
             for c in SLOW_CONCURRENCY:
                 seed = 9000 + 1000 * i + c
-                s, _, _, wall = _cpu_run(store, "slow", instances, f"slow-{c}-{i}", url, c,
-                                         seed, planned[: SLOW_CALLS[c]])  # fmt: skip
+                s, _, _, wall = _cpu_run(
+                    store,
+                    "slow",
+                    instances,
+                    f"slow-{c}-{i}",
+                    url,
+                    c,
+                    seed,
+                    planned[: SLOW_CALLS[c]],
+                )
                 pct = 100.0 * s.executed / wall / (c / SLOW_LATENCY_S)
                 out[f"pct{c}"].append(pct)
                 line.append(f"c={c} {s.executed / wall:.0f} calls/s = {pct:.1f}%")
             idle = planned[:IDLE_CALLS]
-            s, _, exec_s, _ = _cpu_run(store, "slow", instances, f"idle-{i}", url,
-                                       IDLE_CONCURRENCY, 9500 + i, idle)  # fmt: skip
+            s, _, exec_s, _ = _cpu_run(
+                store, "slow", instances, f"idle-{i}", url, IDLE_CONCURRENCY, 9500 + i, idle
+            )
             out["idle_ms"].append(1e3 * exec_s / s.executed)
-            print(f"{SLOW_LATENCY_S * 1000:.0f} ms server, run {i}: {', '.join(line)}; "
-                  f"c={IDLE_CONCURRENCY}: execution CPU {out['idle_ms'][-1]:.3f} ms/call",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"{SLOW_LATENCY_S * 1000:.0f} ms server, run {i}: {', '.join(line)}; "
+                f"c={IDLE_CONCURRENCY}: execution CPU {out['idle_ms'][-1]:.3f} ms/call",
+                file=sys.stderr,
+            )
     return out
 
 
@@ -530,8 +582,10 @@ def client_alone_runs(instances, repeats: int, n_calls: int = 400) -> list[float
                     raise RuntimeError(f"client-alone call failed: {reply.error}")
             if i > 0:
                 out.append(1e3 * (time.process_time() - c0) / len(calls))
-        print(f"ollama client alone: {', '.join(f'{x:.3f}' for x in out)} ms of CPU a call",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"ollama client alone: {', '.join(f'{x:.3f}' for x in out)} ms of CPU a call",
+            file=sys.stderr,
+        )
     return out
 
 
@@ -543,10 +597,18 @@ def _stub_server(latency_s: float, workers: int = 64) -> Iterator[str]:
     The stub stops when its stdin closes (on leaving the block).
     """
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", str(latency_s),
-         "--workers", str(workers)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "tests" / "model_stub.py"),
+            "--latency",
+            str(latency_s),
+            "--workers",
+            str(workers),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield server.stdout.readline().strip()
     finally:
@@ -571,82 +633,125 @@ def results(repeats: int = 5) -> list[dict]:
         figure(
             f"engine + embedded reader, {emb['n']} x 8K full-context calls (scaling-3200), "
             "one core",
-            emb["rates"], "calls/s", SCRIPT, bound=CALLS_BOUND, better="higher",
+            emb["rates"],
+            "calls/s",
+            SCRIPT,
+            bound=CALLS_BOUND,
+            better="higher",
         ),
         figure(
             "engine overhead at the embedded reader's speed (8K full context, reader in its "
             "worker process): engine process CPU / reader CPU, informational (issue 38: the "
             "bound is retired)",
-            emb["overheads"], "%", SCRIPT,
+            emb["overheads"],
+            "%",
+            SCRIPT,
         ),
         figure(
             "engine overhead with the reader in the engine's process, one core, of model time",
-            emb["in_process"], "%", SCRIPT,
+            emb["in_process"],
+            "%",
+            SCRIPT,
         ),
         figure(
             f"engine overhead vs a {stub_ms:.0f} ms stub server (ollama backend, 200 calls, "
             "concurrency 1), of model time",
-            stub_overheads, "%", SCRIPT, bound=OVERHEAD_BOUND,
+            stub_overheads,
+            "%",
+            SCRIPT,
+            bound=OVERHEAD_BOUND,
         ),
         figure(
             "cached rerun of one instance's four conditions (load, plan, run, store, score)",
-            cached, "ms", SCRIPT, bound=CACHED_BOUND_MS,
+            cached,
+            "ms",
+            SCRIPT,
+            bound=CACHED_BOUND_MS,
         ),
         figure(
             f"concurrency speed-up 8 vs 1, {stub_ms:.0f} ms stub server, 200 calls",
-            speedups, "x", SCRIPT, bound=SPEEDUP_BOUND, better="higher",
+            speedups,
+            "x",
+            SCRIPT,
+            bound=SPEEDUP_BOUND,
+            better="higher",
         ),
         figure(
             f"engine CPU per call beyond the bare ollama client, over the bare client's CPU "
             f"per call ({stub_ms:.0f} ms stub server, 800 calls of controlled-200, concurrency "
             f"{GPU_CONCURRENCY}; the bare client: the same prompts from {GPU_CONCURRENCY} "
             "threads, same process and minutes)",
-            gpu["over"], "x", SCRIPT, bound=ENGINE_OVER_CLIENT_BOUND,
+            gpu["over"],
+            "x",
+            SCRIPT,
+            bound=ENGINE_OVER_CLIENT_BOUND,
         ),
         figure(
             "engine CPU per call (planning, HTTP client, parsing, scoring, storing), same runs, "
             "informational",
-            gpu["cpu_ms"], "ms", SCRIPT,
+            gpu["cpu_ms"],
+            "ms",
+            SCRIPT,
         ),
         figure(
             "of which planning (retrieval, prompts, hashes), informational",
-            gpu["plan_ms"], "ms", SCRIPT,
+            gpu["plan_ms"],
+            "ms",
+            SCRIPT,
         ),
         figure(
             "execution alone (planning left out) beyond the bare client, over the bare "
             "client's CPU per call, same runs, informational",
-            [(e - b) / b for e, b in zip(gpu["exec_ms"], gpu["bare_ms"], strict=True)], "x",
+            [(e - b) / b for e, b in zip(gpu["exec_ms"], gpu["bare_ms"], strict=True)],
+            "x",
             SCRIPT,
         ),
         figure(
             f"the bare ollama client, CPU per call ({GPU_CONCURRENCY} threads, the same "
             "prompts and stub, right after each engine run), informational",
-            gpu["bare_ms"], "ms", SCRIPT,
+            gpu["bare_ms"],
+            "ms",
+            SCRIPT,
         ),
         figure(
             "the ollama backend's client alone, CPU per call (generate from one thread, the "
             "same prompts, a stub answering at once), informational",
-            gpu["client_ms"], "ms", SCRIPT,
+            gpu["client_ms"],
+            "ms",
+            SCRIPT,
         ),
         figure(
             f"throughput at concurrency {GPU_CONCURRENCY} vs a {stub_ms:.0f} ms server, % of "
             "ideal (concurrency / latency)",
-            gpu["pct"], "%", SCRIPT, bound=THROUGHPUT_BOUND, better="higher",
+            gpu["pct"],
+            "%",
+            SCRIPT,
+            bound=THROUGHPUT_BOUND,
+            better="higher",
         ),
         figure(
             "the bare client's throughput in the same minutes, % of ideal, informational",
-            gpu["bare_pct"], "%", SCRIPT,
+            gpu["bare_pct"],
+            "%",
+            SCRIPT,
         ),
         figure(
             f"slowest call latency / server latency, concurrency {GPU_CONCURRENCY} (max)",
-            gpu["stall"], "x", SCRIPT, bound=STALL_BOUND,
+            gpu["stall"],
+            "x",
+            SCRIPT,
+            bound=STALL_BOUND,
         ),
         *[
             figure(
                 f"throughput at concurrency {c} vs a {slow_ms:.0f} ms server "
                 f"({SLOW_CALLS[c]} calls, stub answering {_stub_workers(max(SLOW_CONCURRENCY))} "
                 "at once), % of ideal (concurrency / latency)",
-                slow[f"pct{c}"], "%", SCRIPT, bound=SLOW_THROUGHPUT_BOUND, better="higher",
+                slow[f"pct{c}"],
+                "%",
+                SCRIPT,
+                bound=SLOW_THROUGHPUT_BOUND,
+                better="higher",
             )
             for c in SLOW_CONCURRENCY
         ],
@@ -654,14 +759,19 @@ def results(repeats: int = 5) -> list[dict]:
             f"execution CPU per call at concurrency {IDLE_CONCURRENCY} vs a {slow_ms:.0f} ms "
             f"server ({IDLE_CALLS} calls), over the same at concurrency {GPU_CONCURRENCY} vs "
             f"{stub_ms:.0f} ms (median {exec32:.3f} ms): no CPU on timers while nothing arrives",
-            [x / exec32 for x in slow["idle_ms"]], "x", SCRIPT, bound=IDLE_RATIO_BOUND,
+            [x / exec32 for x in slow["idle_ms"]],
+            "x",
+            SCRIPT,
+            bound=IDLE_RATIO_BOUND,
         ),
         figure(
             f"execution CPU per call at concurrency {IDLE_CONCURRENCY} vs a {slow_ms:.0f} ms "
             "server, informational",
-            slow["idle_ms"], "ms", SCRIPT,
+            slow["idle_ms"],
+            "ms",
+            SCRIPT,
         ),
-    ]  # fmt: skip
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

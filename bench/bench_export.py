@@ -35,8 +35,11 @@ from core.store import Store  # noqa: E402
 
 SCRIPT = Path(__file__).name
 BOUND_S = 30.0
-SELECTIONS = (Selection(dataset="controlled-200"), Selection(runs=("probes",)),
-              Selection(runs=("cuer",)))  # fmt: skip
+SELECTIONS = (
+    Selection(dataset="controlled-200"),
+    Selection(runs=("probes",)),
+    Selection(runs=("cuer",)),
+)
 
 
 def _store(path: Path) -> Store:
@@ -79,14 +82,25 @@ def results(repeats: int = 3) -> list[dict]:
             names.append(slowest)
             total.append(sum(seconds.values()))
             counts.append(len(seconds))
-    print(f"export: {counts[0]} figures with data; slowest per repeat: "
-          + ", ".join(f"{n} {s:.2f} s" for n, s in zip(names, worst, strict=True)))  # fmt: skip
+    print(
+        f"export: {counts[0]} figures with data; slowest per repeat: "
+        + ", ".join(f"{n} {s:.2f} s" for n, s in zip(names, worst, strict=True))
+    )
     slowest = max(set(names), key=names.count)
     return [
-        figure(f"slowest registered figure export, demo store, PDF at acl-column ({slowest})",
-               worst, "s", SCRIPT, bound=BOUND_S),  # fmt: skip
-        figure(f"all {counts[0]} registered figures with data exported, one after another",
-               total, "s", SCRIPT),  # fmt: skip
+        figure(
+            f"slowest registered figure export, demo store, PDF at acl-column ({slowest})",
+            worst,
+            "s",
+            SCRIPT,
+            bound=BOUND_S,
+        ),
+        figure(
+            f"all {counts[0]} registered figures with data exported, one after another",
+            total,
+            "s",
+            SCRIPT,
+        ),
     ]
 
 

@@ -58,9 +58,20 @@ def build_frame(seed: int = 0) -> pd.DataFrame:
                 shown = hit + list(rng.choice(others, 3, replace=False))
                 cited = hit[:2]
             f1 = 0.0 if cond == "no_evidence" else float(rng.random() < 0.9 - 0.1 * f)
-            rows.append({"run": "bench", "model": "m", "dataset": "d", "instance_id": f"i{i}",
-                         "condition": cond, "input_passage_ids": shown, "cited_ids": cited,
-                         "gold_ids": gold, "fan_in": f, "f1_relaxed": f1})  # fmt: skip
+            rows.append(
+                {
+                    "run": "bench",
+                    "model": "m",
+                    "dataset": "d",
+                    "instance_id": f"i{i}",
+                    "condition": cond,
+                    "input_passage_ids": shown,
+                    "cited_ids": cited,
+                    "gold_ids": gold,
+                    "fan_in": f,
+                    "f1_relaxed": f1,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -93,28 +104,42 @@ def build_store(path: Path = STORE_1M, n: int = N_STORE_INSTANCES, seed: int = 0
     instances, gold_ids, all_ids = [], [], []
     for i in range(n):
         f = int(fan[i])
-        passages = [Passage(f"p{j + 1:04d}", j, "", f"gold {j} of {i}", f"g{i}-{j}", "gold", True)
-                    for j in range(f)]  # fmt: skip
-        passages += [Passage(f"p{f + j + 1:04d}", f + j, "", f"distractor {j}", f"x{i}-{j}",
-                             "distractor", False) for j in range(3)]  # fmt: skip
-        instances.append(Instance(
-            instance_id=f"f{i:07d}", question=f"Q{i}?", gold_answer=f"a{i}",
-            passages=tuple(passages), reasoning_type=("single_hop", "multi_hop")[f > 1],
-            context_length=(4000, 8000)[i % 2], fan_in=f, oracle_applicable=f > 0,
-            source="bench",
-        ))  # fmt: skip
+        passages = [
+            Passage(f"p{j + 1:04d}", j, "", f"gold {j} of {i}", f"g{i}-{j}", "gold", True)
+            for j in range(f)
+        ]
+        passages += [
+            Passage(
+                f"p{f + j + 1:04d}", f + j, "", f"distractor {j}", f"x{i}-{j}", "distractor", False
+            )
+            for j in range(3)
+        ]
+        instances.append(
+            Instance(
+                instance_id=f"f{i:07d}",
+                question=f"Q{i}?",
+                gold_answer=f"a{i}",
+                passages=tuple(passages),
+                reasoning_type=("single_hop", "multi_hop")[f > 1],
+                context_length=(4000, 8000)[i % 2],
+                fan_in=f,
+                oracle_applicable=f > 0,
+                source="bench",
+            )
+        )
         gold_ids.append([p.passage_id for p in passages[:f]])
         all_ids.append([p.passage_id for p in passages])
     store = Store(path)
-    store.write_dataset(Dataset(STORE_DATASET, "bench", "bench", {"n": n}, tuple(instances)),
-                        replace=True)  # fmt: skip
+    store.write_dataset(
+        Dataset(STORE_DATASET, "bench", "bench", {"n": n}, tuple(instances)), replace=True
+    )
     ids = np.array([x.instance_id for x in instances])
     acc = {"no_evidence": 0.05, "full_context": 0.6, "retrieved": 0.7, "oracle": 0.85}
     preds, scores = [], []
     for cond in CONDITIONS:
         shown, cited = [], []
         for i in range(n):
-            g, others = gold_ids[i], all_ids[i][len(gold_ids[i]):]
+            g, others = gold_ids[i], all_ids[i][len(gold_ids[i]) :]
             hit = [x for x in g if rng.random() < 1.0 / (1 + 0.15 * len(g))]
             if cond == "retrieved":
                 shown.append(hit + others[: int(rng.integers(1, 4))])
@@ -129,26 +154,55 @@ def build_store(path: Path = STORE_1M, n: int = N_STORE_INSTANCES, seed: int = 0
                 shown.append([])
                 cited.append([])
         correct = rng.random(n) < acc[cond] * (1 - 0.05 * fan)
-        wrong = np.where(rng.random(n) < 0.3, rng.random(n) * 0.5,
-                         rng.choice([0.0, 0.0, 0.4, 0.5, 2 / 3], size=n))  # fmt: skip
+        wrong = np.where(
+            rng.random(n) < 0.3,
+            rng.random(n) * 0.5,
+            rng.choice([0.0, 0.0, 0.4, 0.5, 2 / 3], size=n),
+        )
         f1 = np.where(correct, 1.0, wrong)
         failed = rng.random(n) < 0.005
-        preds.append(pd.DataFrame({
-            "run_id": STORE_RUN, "instance_id": ids, "condition": cond, "variant": "",
-            "input_passage_ids": shown, "cited_ids": cited, "answer": "x",
-            "error": np.where(failed, "HTTP 500", None),
-        }))  # fmt: skip
+        preds.append(
+            pd.DataFrame(
+                {
+                    "run_id": STORE_RUN,
+                    "instance_id": ids,
+                    "condition": cond,
+                    "variant": "",
+                    "input_passage_ids": shown,
+                    "cited_ids": cited,
+                    "answer": "x",
+                    "error": np.where(failed, "HTTP 500", None),
+                }
+            )
+        )
         em = correct.astype(float)
-        sc = pd.DataFrame({
-            "run_id": STORE_RUN, "instance_id": ids, "condition": cond, "variant": "",
-            "em_strict": em, "f1_strict": f1, "em_relaxed": em, "f1_relaxed": f1,
-            "soft_correct": em,
-        })  # fmt: skip
+        sc = pd.DataFrame(
+            {
+                "run_id": STORE_RUN,
+                "instance_id": ids,
+                "condition": cond,
+                "variant": "",
+                "em_strict": em,
+                "f1_strict": f1,
+                "em_relaxed": em,
+                "f1_relaxed": f1,
+                "soft_correct": em,
+            }
+        )
         scores.append(sc[~failed])
     with store.transaction() as con:
-        store.insert_run(con, {"run_id": STORE_RUN, "dataset_id": STORE_DATASET,
-                               "backend": "imported", "model": "synthetic", "status": "done",
-                               "n_planned": 4 * n, "n_done": 4 * n})  # fmt: skip
+        store.insert_run(
+            con,
+            {
+                "run_id": STORE_RUN,
+                "dataset_id": STORE_DATASET,
+                "backend": "imported",
+                "model": "synthetic",
+                "status": "done",
+                "n_planned": 4 * n,
+                "n_done": 4 * n,
+            },
+        )
         store.write_predictions(con, pd.concat(preds, ignore_index=True), replace=False)
         store.write_scores(con, pd.concat(scores, ignore_index=True), replace=False)
 
@@ -170,10 +224,16 @@ def results(repeats: int = N_RUNS) -> list[dict]:
         crux = timed(lambda: crux_evaluate(grid, ["lexical", "oracle"], [1, 3, 5]), repeats)
     script = Path(__file__).name
     return [
-        figure(f"fanin_analysis with CIs, {len(frame):,} predictions, one core", fanin, "s",
-               script),  # fmt: skip
-        figure(f"crux_evaluate, fanin-grid ({len(grid)} instances) x lexical/oracle x k 1,3,5, "
-               "one core", crux, "s", script),  # fmt: skip
+        figure(
+            f"fanin_analysis with CIs, {len(frame):,} predictions, one core", fanin, "s", script
+        ),
+        figure(
+            f"crux_evaluate, fanin-grid ({len(grid)} instances) x lexical/oracle x k 1,3,5, "
+            "one core",
+            crux,
+            "s",
+            script,
+        ),
     ]
 
 

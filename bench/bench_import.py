@@ -47,12 +47,17 @@ def _synthetic(n: int) -> list[dict]:
             [t, [f" {t} sentence {s} says something about item {i * 10 + j}." for s in range(4)]]
             for j, t in enumerate(titles)
         ]
-        records.append({
-            "_id": f"syn{i:07d}", "question": f"Which topic links item {i} and item {i + 1}?",
-            "answer": f"Topic {i} 3", "type": "bridge" if i % 4 else "comparison",
-            "level": "medium", "supporting_facts": [[titles[3], 0], [titles[7], 1]],
-            "context": context,
-        })  # fmt: skip
+        records.append(
+            {
+                "_id": f"syn{i:07d}",
+                "question": f"Which topic links item {i} and item {i + 1}?",
+                "answer": f"Topic {i} 3",
+                "type": "bridge" if i % 4 else "comparison",
+                "level": "medium",
+                "supporting_facts": [[titles[3], 0], [titles[7], 1]],
+                "context": context,
+            }
+        )
     return records
 
 
@@ -92,14 +97,22 @@ def results(repeats: int = 5, records: int = N_RECORDS) -> list[dict]:
             n_read = result.n_written
             n_passages = sum(len(i.passages) for i in result.dataset.instances)
             (Path(tmp) / f"s{run}.duckdb").unlink()
-    print(f"import: {n_read:,} records, {n_passages:,} passages, {mb:.1f} MB ({source}); "
-          f"runs {', '.join(f'{t:.2f}' for t in total_s)} s")  # fmt: skip
+    print(
+        f"import: {n_read:,} records, {n_passages:,} passages, {mb:.1f} MB ({source}); "
+        f"runs {', '.join(f'{t:.2f}' for t in total_s)} s"
+    )
     what = f"HotpotQA-format import into a fresh store, {n_read:,} records"
     return [
-        figure(f"{what}: records", [n_read / t for t in total_s], "records/s", SCRIPT,
-               better="higher"),  # fmt: skip
-        figure(f"{what}: passages", [n_passages / t for t in total_s], "passages/s", SCRIPT,
-               better="higher"),  # fmt: skip
+        figure(
+            f"{what}: records", [n_read / t for t in total_s], "records/s", SCRIPT, better="higher"
+        ),
+        figure(
+            f"{what}: passages",
+            [n_passages / t for t in total_s],
+            "passages/s",
+            SCRIPT,
+            better="higher",
+        ),
         figure(f"{what}: store write alone", write_s, "s", SCRIPT),
     ]
 

@@ -46,10 +46,23 @@ from core.scoring.rows import score_frame  # noqa: E402
 BUDGET_S = 2.0
 N_RUNS = 5
 CONDITIONS = ("no_evidence", "full_context", "retrieved", "oracle")
-DATASETS = (("controlled", 2000, "qwen2.5:14b"), ("hotpotqa", 1500, "qwen3:14b"),
-            ("twowiki", 1000, "gemma3:12b"))  # fmt: skip
-ENTITIES = ("Model Alpha", "Zurich", "São Paulo", "Café Müller", "New York City", "The Beatles",
-            "Marie Curie", "Ernest Hemingway", "Lake Geneva", "Mount Kilimanjaro")  # fmt: skip
+DATASETS = (
+    ("controlled", 2000, "qwen2.5:14b"),
+    ("hotpotqa", 1500, "qwen3:14b"),
+    ("twowiki", 1000, "gemma3:12b"),
+)
+ENTITIES = (
+    "Model Alpha",
+    "Zurich",
+    "São Paulo",
+    "Café Müller",
+    "New York City",
+    "The Beatles",
+    "Marie Curie",
+    "Ernest Hemingway",
+    "Lake Geneva",
+    "Mount Kilimanjaro",
+)
 REASONING = ("single_hop", "multi_hop", "comparison", "arithmetic")
 LENGTHS = ("4000", "8000", "16000")
 POSITIONS = ("front", "middle", "end", "scattered")
@@ -129,9 +142,16 @@ def _predict(rng: np.random.Generator, cond: str, gold: str, gold_ids: list[str]
         answer = (gold.rsplit(" ", 1)[0] + "!") if " " in gold else gold.lower() + ".0"
     else:
         answer = (
-            "", "None", "unknown", "Lake Geneva", "yes", "no", "1,000", "the answer is unclear",
+            "",
+            "None",
+            "unknown",
+            "Lake Geneva",
+            "yes",
+            "no",
+            "1,000",
+            "the answer is unclear",
             ENTITIES[rng.integers(len(ENTITIES))],
-        )[rng.integers(9)]  # fmt: skip
+        )[rng.integers(9)]
     parse_error = "invalid JSON" if rng.random() < 0.003 else None
     if cond == "no_evidence":
         cited: list[str] = []
@@ -172,13 +192,29 @@ def results(repeats: int = N_RUNS) -> list[dict]:
     summary = last["out"][1]
     print(f"predictions: {len(df):,}  instances: {df['instance_id'].nunique():,}")
     print(
-        summary[["dataset", "condition", "valid_groups", "total_groups", "oncu_clipped",
-                 "oncu_ci_low", "oncu_ci_high"]].round(3).to_string(index=False)
-    )  # fmt: skip
+        summary[
+            [
+                "dataset",
+                "condition",
+                "valid_groups",
+                "total_groups",
+                "oncu_clipped",
+                "oncu_ci_low",
+                "oncu_ci_high",
+            ]
+        ]
+        .round(3)
+        .to_string(index=False)
+    )
     script = Path(__file__).name
     return [
-        figure("scoring + ONCU + bootstrap CIs, 18,000 predictions, one core", runs, "s", script,
-               bound=BUDGET_S),  # fmt: skip
+        figure(
+            "scoring + ONCU + bootstrap CIs, 18,000 predictions, one core",
+            runs,
+            "s",
+            script,
+            bound=BUDGET_S,
+        ),
         figure("score_frame alone, 18,000 predictions, one core", score_runs, "s", script),
         *growth_results(repeats),
         *rescore_results(repeats),
@@ -227,9 +263,11 @@ def _run_growth(scale: int, build_only: bool = False) -> tuple[float, float, int
     """Wall seconds, CPU seconds, rows and peak RSS (GB) of a fresh process on one core."""
     import subprocess
 
-    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).resolve().parents[1])!r}, "
-            f"{str(Path(__file__).resolve().parent)!r}]; import bench_scoring as b; "
-            f"b._growth_child({scale}, {build_only})")  # fmt: skip
+    code = (
+        f"import sys; sys.path[:0] = [{str(Path(__file__).resolve().parents[1])!r}, "
+        f"{str(Path(__file__).resolve().parent)!r}]; import bench_scoring as b; "
+        f"b._growth_child({scale}, {build_only})"
+    )
     cmd = [sys.executable, "-c", code]
     if hasattr(os, "sched_getaffinity"):
         cmd = ["taskset", "-c", str(min(os.sched_getaffinity(0))), *cmd]
@@ -258,28 +296,49 @@ def growth_results(repeats: int = N_RUNS) -> list[dict]:
             _run_growth(scale, build_only=True)
         out[scale] = [_run_growth(scale) for _ in range(1 if scale >= 100 else repeats)]
         for dt, cpu, n, peak in out[scale]:
-            print(f"library path {n:,} predictions: {dt:.2f} s wall, {cpu:.2f} s CPU, "
-                  f"peak RSS {peak:.2f} GB")  # fmt: skip
+            print(
+                f"library path {n:,} predictions: {dt:.2f} s wall, {cpu:.2f} s CPU, "
+                f"peak RSS {peak:.2f} GB"
+            )
     figures = []
     for scale in GROWTH_SCALES:
         n = f"{18_000 * scale:,}"
         big = scale == GROWTH_SCALES[-1]
         runs = out[scale]
         figures += [
-            figure(f"library path (score_frame, ONCU + CIs, sample means + CIs), {n} "
-                   "predictions, fresh process, one core: wall", [r[0] for r in runs], "s",
-                   script, bound=GROWTH_BOUND_S if big else None),  # fmt: skip
-            figure(f"library path, {n} predictions: CPU (user + sys)", [r[1] for r in runs],
-                   "s", script),  # fmt: skip
-            figure(f"library path, {n} predictions: peak RSS (VmHWM, input frame included)",
-                   [r[3] for r in runs], "GB", script,
-                   bound=GROWTH_PEAK_GB if big else None),  # fmt: skip
+            figure(
+                f"library path (score_frame, ONCU + CIs, sample means + CIs), {n} "
+                "predictions, fresh process, one core: wall",
+                [r[0] for r in runs],
+                "s",
+                script,
+                bound=GROWTH_BOUND_S if big else None,
+            ),
+            figure(
+                f"library path, {n} predictions: CPU (user + sys)",
+                [r[1] for r in runs],
+                "s",
+                script,
+            ),
+            figure(
+                f"library path, {n} predictions: peak RSS (VmHWM, input frame included)",
+                [r[3] for r in runs],
+                "GB",
+                script,
+                bound=GROWTH_PEAK_GB if big else None,
+            ),
         ]
     small = statistics.median(r[1] for r in out[GROWTH_SCALES[0]]) / 18_000
     large = statistics.median(r[1] for r in out[GROWTH_SCALES[-1]]) / (18_000 * GROWTH_SCALES[-1])
     figures.append(
-        figure("library path growth: CPU per prediction at 1,800,000 / at 18,000 (<= 1: "
-               "linear or better)", [large / small], "x", script, bound=1.0)  # fmt: skip
+        figure(
+            "library path growth: CPU per prediction at 1,800,000 / at 18,000 (<= 1: "
+            "linear or better)",
+            [large / small],
+            "x",
+            script,
+            bound=1.0,
+        )
     )
     return figures
 
@@ -314,30 +373,53 @@ def build_store(path: Path = STORE, n: int = N_STORE_INSTANCES, extra: int = N_E
             gold, atype = ENTITIES[rng.integers(len(ENTITIES))], "entity"
         n_gold = 1 if rtype == "single_hop" else int(rng.integers(2, 4))
         passages = tuple(
-            Passage(f"p{j + 1:04d}", j, f"Title {i % 5000} {j}", "text", f"d{i}-{j}",
-                    "gold" if j < n_gold else "distractor", j < n_gold)
+            Passage(
+                f"p{j + 1:04d}",
+                j,
+                f"Title {i % 5000} {j}",
+                "text",
+                f"d{i}-{j}",
+                "gold" if j < n_gold else "distractor",
+                j < n_gold,
+            )
             for j in range(6)
-        )  # fmt: skip
+        )
         golds.append(gold)
         gold_ids.append([p.passage_id for p in passages if p.is_gold])
-        instances.append(Instance(
-            instance_id=f"r{i:07d}", question="q", gold_answer=gold,
-            answer_aliases=(gold.upper(),) if rng.random() < 0.2 else (), answer_type=atype,
-            reasoning_type=rtype, context_length=(4000, 8000, 16000)[i % 3], source="bench",
-            passages=passages,
-        ))  # fmt: skip
+        instances.append(
+            Instance(
+                instance_id=f"r{i:07d}",
+                question="q",
+                gold_answer=gold,
+                answer_aliases=(gold.upper(),) if rng.random() < 0.2 else (),
+                answer_type=atype,
+                reasoning_type=rtype,
+                context_length=(4000, 8000, 16000)[i % 3],
+                source="bench",
+                passages=passages,
+            )
+        )
     store = Store(path)
-    store.write_dataset(Dataset("rescore", "bench", "bench", {"n": n}, tuple(instances)),
-                        replace=True)  # fmt: skip
+    store.write_dataset(
+        Dataset("rescore", "bench", "bench", {"n": n}, tuple(instances)), replace=True
+    )
     del instances
     with store.transaction() as con:
         for run, m in ((RESCORE_RUN, n), (EXTRA_RUN, extra)):
-            store.insert_run(con, {"run_id": run, "dataset_id": "rescore", "backend": "imported",
-                                   "model": run, "status": "done", "n_planned": 4 * m,
-                                   "n_done": 4 * m})  # fmt: skip
+            store.insert_run(
+                con,
+                {
+                    "run_id": run,
+                    "dataset_id": "rescore",
+                    "backend": "imported",
+                    "model": run,
+                    "status": "done",
+                    "n_planned": 4 * m,
+                    "n_done": 4 * m,
+                },
+            )
             for cond in CONDITIONS:
-                preds = [_predict(rng, cond, golds[i], gold_ids[i])
-                         for i in range(m)]  # fmt: skip
+                preds = [_predict(rng, cond, golds[i], gold_ids[i]) for i in range(m)]
                 frame = pd.DataFrame(preds)
                 frame.insert(0, "run_id", run)
                 frame.insert(1, "instance_id", [f"r{i:07d}" for i in range(m)])
@@ -385,9 +467,11 @@ def _run_child(runs: str, pin: bool) -> tuple[float, int, float]:
     """Seconds, rows and peak RSS (GB) of a fresh process re-scoring ``runs``."""
     import subprocess
 
-    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).resolve().parents[1])!r}, "
-            f"{str(Path(__file__).resolve().parent)!r}]; import bench_scoring as b; "
-            f"b._rescore_child({runs!r}, {str(STORE)!r})")  # fmt: skip
+    code = (
+        f"import sys; sys.path[:0] = [{str(Path(__file__).resolve().parents[1])!r}, "
+        f"{str(Path(__file__).resolve().parent)!r}]; import bench_scoring as b; "
+        f"b._rescore_child({runs!r}, {str(STORE)!r})"
+    )
     cmd = [sys.executable, "-c", code]
     if pin and hasattr(os, "sched_getaffinity"):
         cmd = ["taskset", "-c", str(min(os.sched_getaffinity(0))), *cmd]
@@ -429,14 +513,29 @@ def rescore_results(repeats: int = N_RUNS) -> list[dict]:
         print(f"1.8M re-score: {n:,} rows, {dt:.2f} s, peak RSS {peak:.2f} GB")
     script = Path(__file__).name
     return [
-        figure("re-score 1,000,000 stored predictions (score_runs: read, score, compare, "
-               "every row rewritten), one core", secs, "s", script,
-               bound=RESCORE_BOUND_S),  # fmt: skip
-        figure("re-score 1,000,000 stored predictions whose scores are unchanged (nothing "
-               "written), one core", same, "s", script),  # fmt: skip
-        figure("peak RSS of a process re-scoring 1,800,000 stored predictions (every row "
-               "rewritten; the process's own VmHWM)", peaks, "GB",
-               script, bound=PEAK_BOUND_GB),  # fmt: skip
+        figure(
+            "re-score 1,000,000 stored predictions (score_runs: read, score, compare, "
+            "every row rewritten), one core",
+            secs,
+            "s",
+            script,
+            bound=RESCORE_BOUND_S,
+        ),
+        figure(
+            "re-score 1,000,000 stored predictions whose scores are unchanged (nothing "
+            "written), one core",
+            same,
+            "s",
+            script,
+        ),
+        figure(
+            "peak RSS of a process re-scoring 1,800,000 stored predictions (every row "
+            "rewritten; the process's own VmHWM)",
+            peaks,
+            "GB",
+            script,
+            bound=PEAK_BOUND_GB,
+        ),
     ]
 
 

@@ -72,8 +72,12 @@ class Clock:
 
 
 def _rows(ctx, calls):
-    reply = Reply(text='{"answer": "a", "evidence_ids": [], "confidence": 0.5}',
-                  total_duration_ns=1000, prompt_tokens=10, completion_tokens=3)  # fmt: skip
+    reply = Reply(
+        text='{"answer": "a", "evidence_ids": [], "confidence": 0.5}',
+        total_duration_ns=1000,
+        prompt_tokens=10,
+        completion_tokens=3,
+    )
     return [ew.prediction_row(ctx, c, reply, False, 5.0) for c in calls]
 
 
@@ -112,8 +116,14 @@ def main() -> None:
                     for i in range(writes):
                         clock.parts.clear()
                         t = time.process_time()
-                        ew.write_rows(store, ctx, rows[i * size : (i + 1) * size], 1.0,
-                                      replace=set(), inputs=inputs)  # fmt: skip
+                        ew.write_rows(
+                            store,
+                            ctx,
+                            rows[i * size : (i + 1) * size],
+                            1.0,
+                            replace=set(),
+                            inputs=inputs,
+                        )
                         parts = dict(clock.parts)
                         parts["total"] = time.process_time() - t
                         per.append(parts)
@@ -126,15 +136,27 @@ def main() -> None:
             ew.batch_scores = scoring
             ew.ScoringInputs.get = inputs_get
     report = {}
-    order = ["attach", "write_predictions", "write_cache", "scoring_inputs", "scoring",
-             "write_scores", "record_progress", "commit_detach", "total"]  # fmt: skip
+    order = [
+        "attach",
+        "write_predictions",
+        "write_cache",
+        "scoring_inputs",
+        "scoring",
+        "write_scores",
+        "record_progress",
+        "commit_detach",
+        "total",
+    ]
     print(f"{'rows':>5} " + " ".join(f"{k[:14]:>14}" for k in order))
     for size, rounds in results.items():
         med = {k: statistics.median(r.get(k, 0.0) for r in rounds) * 1e3 for k in order}
         spread = [min(r["total"] for r in rounds) * 1e3, max(r["total"] for r in rounds) * 1e3]
         report[size] = {"median_ms": med, "total_min_max_ms": spread}
-        print(f"{size:>5} " + " ".join(f"{med[k]:>14.2f}" for k in order)
-              + f"   (total {spread[0]:.1f}-{spread[1]:.1f})")  # fmt: skip
+        print(
+            f"{size:>5} "
+            + " ".join(f"{med[k]:>14.2f}" for k in order)
+            + f"   (total {spread[0]:.1f}-{spread[1]:.1f})"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

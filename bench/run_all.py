@@ -44,8 +44,22 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 #: Run order (cheap and bounded first); scripts found on disk but not listed run last.
-ORDER = ("scoring", "embedded", "engine", "backends", "dolce", "dashboard", "browser", "cuer",
-         "fanin", "crux", "attribution", "import", "export", "batch_import")  # fmt: skip
+ORDER = (
+    "scoring",
+    "embedded",
+    "engine",
+    "backends",
+    "dolce",
+    "dashboard",
+    "browser",
+    "cuer",
+    "fanin",
+    "crux",
+    "attribution",
+    "import",
+    "export",
+    "batch_import",
+)
 LOGS = Path(tempfile.gettempdir()) / "evidence_bench_logs"
 KEYS = ("name", "value", "unit", "bound", "better", "ok", "runs", "script")
 
@@ -199,8 +213,10 @@ def print_figures(figs: list[dict]) -> int:
     print(table(figs))
     missed = [f["name"] for f in figs if not f.get("ok") or f.get("error")]
     if missed:
-        print(f"FAIL: {len(missed)} figure(s) missed a bound or failed: {'; '.join(missed)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"FAIL: {len(missed)} figure(s) missed a bound or failed: {'; '.join(missed)}",
+            file=sys.stderr,
+        )
     return exit_status(figs)
 
 
@@ -212,9 +228,17 @@ def discover() -> list[str]:
 
 
 def _error(name: str, message: str) -> dict:
-    return {"name": f"{name}: {message}", "value": math.nan, "unit": "", "bound": None,
-            "better": "lower", "ok": False, "runs": [], "script": f"bench_{name}.py",
-            "error": message}  # fmt: skip
+    return {
+        "name": f"{name}: {message}",
+        "value": math.nan,
+        "unit": "",
+        "bound": None,
+        "better": "lower",
+        "ok": False,
+        "runs": [],
+        "script": f"bench_{name}.py",
+        "error": message,
+    }
 
 
 def validate(name: str, figs: object) -> list[dict]:
@@ -282,8 +306,10 @@ def machine() -> str:
         kb = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
         mem = f", {kb / 2**20:.0f} GiB"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"{cpu}, {cores} cores{mem}, Python {platform.python_version()}, "
-            f"{platform.system()} {platform.release()}")  # fmt: skip
+    return (
+        f"{cpu}, {cores} cores{mem}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,8 +354,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   done in {took:.0f} s: {len(got)} figures{note}", file=sys.stderr, flush=True)
         figs.extend(got)
     wall = time.perf_counter() - t_all
-    header = (f"machine: {machine()}\ndate: {started:%Y-%m-%d %H:%M %Z}; repeats {args.repeats}; "
-              f"suite wall time {wall:.0f} s")  # fmt: skip
+    header = (
+        f"machine: {machine()}\ndate: {started:%Y-%m-%d %H:%M %Z}; repeats {args.repeats}; "
+        f"suite wall time {wall:.0f} s"
+    )
     print(header)
     status = print_figures(figs)
     n_bound = sum(f.get("bound") is not None for f in figs)
@@ -340,8 +368,12 @@ def main(argv: list[str] | None = None) -> int:
             "\n".join(f"{line}  " for line in header.splitlines()) + "\n\n" + markdown(figs) + "\n"
         )
     if args.json:
-        meta = {"machine": machine(), "date": started.isoformat(), "repeats": args.repeats,
-                "wall_s": wall}  # fmt: skip
+        meta = {
+            "machine": machine(),
+            "date": started.isoformat(),
+            "repeats": args.repeats,
+            "wall_s": wall,
+        }
         args.json.write_text(json.dumps({**meta, "figures": figs}, indent=1) + "\n")
     return status
 

@@ -35,8 +35,6 @@ _Handler = Callable[[argparse.Namespace], int]
 _DISK_FULL = re.compile(r"No space left|File too large|disk is full", re.I)
 
 
-
-
 # ---------------------------------------------------------------------------- generate
 def _cmd_generate_controlled(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
@@ -64,9 +62,7 @@ def _cmd_generate_ruler(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- import
 def _cmd_import_dataset(args: argparse.Namespace) -> int:
     result = read_dataset(args.file, fmt=args.format, name=args.name)
-    open_store(args).write_dataset(
-        result.dataset, replace=args.replace, with_runs=args.with_runs
-    )
+    open_store(args).write_dataset(result.dataset, replace=args.replace, with_runs=args.with_runs)
     print(f"{args.file}: {result.summary()} -> dataset '{args.name}' in {open_store(args).path}")
     return 0
 

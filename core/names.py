@@ -31,6 +31,7 @@ def ellipsize(value: object, limit: int = ECHO_MAX) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
+
 # Unicode categories refused inside a name: control (Cc), format (Cf, e.g. U+200B, U+202E),
 # line/paragraph separators (Zl, Zp), surrogates (Cs), private use (Co) and unassigned (Cn).
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})

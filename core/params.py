@@ -152,9 +152,11 @@ class Param:
     def many(self, default: Iterable[Any], description: str | None = None) -> Param:
         """The same knob as a list of values (``--k 3,5``), each item checked as declared."""
         return dataclasses.replace(
-            self, default=tuple(default), description=description or self.description,
+            self,
+            default=tuple(default),
+            description=description or self.description,
             multiple=True,
-        )  # fmt: skip
+        )
 
 
 #: The name retrieval code used before parameters were shared; the same class.
@@ -163,11 +165,16 @@ ParamInfo = Param
 #: Execution knobs every run command and the Runs page share.
 CONCURRENCY = Param("concurrency", int, 1, "parallel model calls", minimum=1)
 NUM_CTX = Param(
-    "num_ctx", int, None, "context window in tokens, fixed per run (Ollama default 32768)",
-    minimum=1, maximum=10_000_000,
-)  # fmt: skip
-SEED = Param("seed", int, 0, "generation seed (a 64-bit integer)", minimum=-(2**63),
-             maximum=2**63 - 1)  # what a server takes (Ollama, OpenAI: int64)  # fmt: skip
+    "num_ctx",
+    int,
+    None,
+    "context window in tokens, fixed per run (Ollama default 32768)",
+    minimum=1,
+    maximum=10_000_000,
+)
+SEED = Param(
+    "seed", int, 0, "generation seed (a 64-bit integer)", minimum=-(2**63), maximum=2**63 - 1
+)  # what a server takes (Ollama, OpenAI: int64)
 #: Work on the first N instances of a dataset only (None: all of them).
 LIMIT = Param("limit", int, None, "only the first N instances", minimum=1)
 

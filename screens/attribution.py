@@ -22,9 +22,11 @@ from screens.parts.url_state import set_param
 
 sidebar("attribution", runs=False, filters=False)
 st.title("Attribution")
-st.caption("Each instance's context was answered whole and under random ablations (each passage "
-           "kept with probability keep); a sparse linear surrogate of the target on the masks "
-           "gives each passage a weight (ContextCite: Cohen-Wang et al., NeurIPS 2024).")
+st.caption(
+    "Each instance's context was answered whole and under random ablations (each passage "
+    "kept with probability keep); a sparse linear surrogate of the target on the masks "
+    "gives each passage a weight (ContextCite: Cohen-Wang et al., NeurIPS 2024)."
+)
 store, ss, qp = get_store(), st.session_state, st.query_params
 try:
     runs = attribution_runs(store)
@@ -38,42 +40,68 @@ set_param("run", run)
 with st.spinner("Fitting the surrogates (Lasso, bootstrap CIs) ..."):
     rep = run_result(store, run)
 s = rep["settings"]
-st.caption(md_escape(f"condition {s.get('condition')} · target {s['target']} · "
-                     f"{s.get('ablations')} ablations · keep {s.get('keep')} · seed "
-                     f"{s.get('seed')}"), help=HELP["retention"])  # fmt: skip
+st.caption(
+    md_escape(
+        f"condition {s.get('condition')} · target {s['target']} · "
+        f"{s.get('ablations')} ablations · keep {s.get('keep')} · seed "
+        f"{s.get('seed')}"
+    ),
+    help=HELP["retention"],
+)
 
 m = st.columns(6)
 m[0].metric("Instances fitted", f"{rep['n_fitted']} / {rep['n_instances']}")
-m[1].metric("Failed ablated calls", rep["calls"]["failed"],
-            help="Left out of the fit and counted; never a target of 0.")  # fmt: skip
+m[1].metric(
+    "Failed ablated calls",
+    rep["calls"]["failed"],
+    help="Left out of the fit and counted; never a target of 0.",
+)
 lds = rep["lds"]
-m[2].metric("Median LDS", "—" if lds["median"] is None else f"{lds['median']:.3f}",
-            help=HELP["lds"])  # fmt: skip
-m[3].metric(f"LDS < {lds['threshold']:g}", lds["below"], help=HELP["lds"]
-            + f" Undefined (constant targets or predictions): {lds['undefined']:,}.")  # fmt: skip
+m[2].metric(
+    "Median LDS", "—" if lds["median"] is None else f"{lds['median']:.3f}", help=HELP["lds"]
+)
+m[3].metric(
+    f"LDS < {lds['threshold']:g}",
+    lds["below"],
+    help=HELP["lds"] + f" Undefined (constant targets or predictions): {lds['undefined']:,}.",
+)
 tg = rep["top_gold"]
-m[4].metric("Top passage is gold", "—" if tg["rate"] is None else f"{tg['rate']:.0%}",
-            help=f"Among the {tg['n_correct']:,} instances answered correctly (unablated).")
-m[5].metric("Mean top-1 drop", "—" if rep["top_drop"]["1"] is None
-            else f"{rep['top_drop']['1']:.3f}", help=HELP["topk"])  # fmt: skip
+m[4].metric(
+    "Top passage is gold",
+    "—" if tg["rate"] is None else f"{tg['rate']:.0%}",
+    help=f"Among the {tg['n_correct']:,} instances answered correctly (unablated).",
+)
+m[5].metric(
+    "Mean top-1 drop",
+    "—" if rep["top_drop"]["1"] is None else f"{rep['top_drop']['1']:.3f}",
+    help=HELP["topk"],
+)
 for reason, n in rep["not_fitted"].items():
     st.warning(md_escape(f"{n} instance(s) not fitted: {reason}"))
 
 st.subheader("Cited vs causal", help=HELP["causal"] + " " + HELP["cited"])
 cc = rep["cited_vs_causal"]
 st.dataframe(cited_causal_table(rep), hide_index=True, key="attribution.cc")
-st.caption(f"{cc['n']:,} shown passages; {cc['undetermined']:,} undetermined (always kept or "
-           "dropped by the masks, or an instance not fitted).")  # fmt: skip
+st.caption(
+    f"{cc['n']:,} shown passages; {cc['undetermined']:,} undetermined (always kept or "
+    "dropped by the masks, or an instance not fitted)."
+)
 lists = st.columns(2)
-for col, name, title in ((lists[0], "cited_not_causal", "Cited but not causal"),
-                         (lists[1], "causal_not_cited", "Causal but not cited")):  # fmt: skip
+for col, name, title in (
+    (lists[0], "cited_not_causal", "Cited but not causal"),
+    (lists[1], "causal_not_cited", "Causal but not cited"),
+):
     with col.expander(f"{title} ({len(cc[name])})"):  # text: a constant title
         if cc[name]:
             st.dataframe(
-                [{"instance": i, "passage": p, "open": f"attribution?run={run}&instance={i}"}
-                 for i, p in cc[name]], hide_index=True, key=f"attribution.{name}",
+                [
+                    {"instance": i, "passage": p, "open": f"attribution?run={run}&instance={i}"}
+                    for i, p in cc[name]
+                ],
+                hide_index=True,
+                key=f"attribution.{name}",
                 column_config={"open": st.column_config.LinkColumn(display_text="open")},
-            )  # fmt: skip
+            )
 
 st.subheader("Gold reliance", help=HELP["gold_reliance"])
 fig, _ = gold_reliance_figure(rep)
@@ -97,21 +125,27 @@ row = one["instance"] or {}
 st.markdown("**Unablated answer**")
 st.code(row.get("full_answer") or "(no answer: the call failed)", language=None, wrap_lines=True)
 info = st.columns(4)
-info[0].metric("LDS", "—" if row.get("lds") != row.get("lds") else f"{row['lds']:.3f}",
-               help=HELP["lds"])  # fmt: skip
+info[0].metric(
+    "LDS", "—" if row.get("lds") != row.get("lds") else f"{row['lds']:.3f}", help=HELP["lds"]
+)
 info[1].metric("Answered ablations", f"{row.get('n', 0)} (failed {row.get('n_failed', 0)})")
 for k, col in ((1, info[2]), (2, info[3])):
     drop = row.get(f"top{k}_drop")
-    col.metric(f"Top-{k} drop", "—" if drop is None or drop != drop else f"{drop:.3f}",  # text:
-               help=HELP["topk"] + " Dropped: " + md_escape(row.get(f"top{k}") or "none"))
+    col.metric(
+        f"Top-{k} drop",
+        "—" if drop is None or drop != drop else f"{drop:.3f}",  # text:
+        help=HELP["topk"] + " Dropped: " + md_escape(row.get(f"top{k}") or "none"),
+    )
 if row.get("reason"):
     st.warning(md_escape(row["reason"]))
 st.plotly_chart(weights_figure(one["passages"])[0], key="attribution.weights_fig")
 text = st.column_config.TextColumn
 st.dataframe(
-    one["passages"][["passage_id", "position", "weight", "ci_low", "ci_high", "causal", "gold",
-                     "cited", "note"]],
-    hide_index=True, key="attribution.weights",
+    one["passages"][
+        ["passage_id", "position", "weight", "ci_low", "ci_high", "causal", "gold", "cited", "note"]
+    ],
+    hide_index=True,
+    key="attribution.weights",
     column_config={
         "weight": st.column_config.NumberColumn(format="%.4f", help=HELP["weight"]),
         "ci_low": st.column_config.NumberColumn(format="%.4f", help=HELP["ci"]),
@@ -120,8 +154,11 @@ st.dataframe(
         "cited": st.column_config.CheckboxColumn(help=HELP["cited"]),
         "note": text(help="always kept / always dropped: the masks say nothing about it"),
     },
-)  # fmt: skip
+)
 dataset = (store.run_row(run) or {}).get("dataset_id") or ""
-st.page_link("screens/case_view.py", label=f"Open {md_escape(iid)} in the Case view",
-             query_params={"dataset": dataset, "instance": iid, "runs": run},
-             icon=":material/search:")  # fmt: skip
+st.page_link(
+    "screens/case_view.py",
+    label=f"Open {md_escape(iid)} in the Case view",
+    query_params={"dataset": dataset, "instance": iid, "runs": run},
+    icon=":material/search:",
+)

@@ -35,29 +35,43 @@ st.caption(
     "(COW / PIG per task), Figure 1 and §4 (categories and thresholds); SPEC §8; issue 16 "
     "(the PIG likelihood estimator).",
 )
-st.page_link("screens/runs.py", label="Launch DOLCE probes on the Runs page",
-             icon=":material/play_circle:")  # fmt: skip
+st.page_link(
+    "screens/runs.py", label="Launch DOLCE probes on the Runs page", icon=":material/play_circle:"
+)
 
 with st.expander("Settings: scenario, PIG estimator and category thresholds", expanded=False):
     cols = st.columns(4) + st.columns(3)
-    labels = {"lam_p": "λ_p", "k_p": "k_p", "lam_q": "λ_q", "scenario": "Scenario",
-              "threshold": "COW threshold on relaxed F1",
-              "task_by": "Task = problems sharing background noise",
-              "pig_estimator": "PIG estimator"}  # fmt: skip
+    labels = {
+        "lam_p": "λ_p",
+        "k_p": "k_p",
+        "lam_q": "λ_q",
+        "scenario": "Scenario",
+        "threshold": "COW threshold on relaxed F1",
+        "task_by": "Task = problems sharing background noise",
+        "pig_estimator": "PIG estimator",
+    }
     offered = {"task_by": ("dataset", "reasoning_type", "source")}
     fit = {
-        param.name: param_widget(param, f"dolce.{param.name}", col, label=labels[param.name],
-                                 options=offered.get(param.name))
-        for param, col in zip((LAM_P, K_P, LAM_Q, SCENARIO, THRESHOLD, TASK_BY, PIG_ESTIMATOR),
-                              cols, strict=True)
-    }  # fmt: skip
+        param.name: param_widget(
+            param,
+            f"dolce.{param.name}",
+            col,
+            label=labels[param.name],
+            options=offered.get(param.name),
+        )
+        for param, col in zip(
+            (LAM_P, K_P, LAM_Q, SCENARIO, THRESHOLD, TASK_BY, PIG_ESTIMATOR), cols, strict=True
+        )
+    }
 
 selection = with_options(selection, **fit)
 
 try:
     sel = selection_to_json(selection)
-    notes = fit_notes(cached_call("table", name="dolce_problems", sel=sel),
-                      cached_call("table", name="dolce_tasks", sel=sel))  # fmt: skip
+    notes = fit_notes(
+        cached_call("table", name="dolce_problems", sel=sel),
+        cached_call("table", name="dolce_tasks", sel=sel),
+    )
 except ValueError:
     notes = []  # the figures below say what is missing
 for level, text in notes:
@@ -75,11 +89,29 @@ show_figure("dolce_categories", selection, drill=False)
 
 st.subheader("One problem", help=tip("dolce_outcome_curve"))
 problems, picked = show_table(
-    "dolce_problems", selection, drill=False, column_config=HELP,
-    columns=["problem", "task", "category", "identified", "lam", "k", "scenario", "dip_p",
-             "dip_scenario", "estimator", "p_oracle", "L", "n_obs", "missing",
-             "reasoning_type", "question"],
-)  # fmt: skip
+    "dolce_problems",
+    selection,
+    drill=False,
+    column_config=HELP,
+    columns=[
+        "problem",
+        "task",
+        "category",
+        "identified",
+        "lam",
+        "k",
+        "scenario",
+        "dip_p",
+        "dip_scenario",
+        "estimator",
+        "p_oracle",
+        "L",
+        "n_obs",
+        "missing",
+        "reasoning_type",
+        "question",
+    ],
+)
 if not problems.empty:
     problem = st.selectbox("Problem", problems["problem"].tolist(), key="dolce.problem")
     row = problems[problems["problem"] == problem].iloc[0]

@@ -34,8 +34,15 @@ OUTCOME_HELP = (
     "it is never counted as wrong; unscored: no score stored yet. SPEC §6.4."
 )
 #: The page's own filters and their defaults (kept across visits to other pages).
-_STATE = {"conditions": [], "labels": [], "outcomes": [], "kinds": ["answer"], "only": True,
-          "text": "", "sort": "list"}  # fmt: skip
+_STATE = {
+    "conditions": [],
+    "labels": [],
+    "outcomes": [],
+    "kinds": ["answer"],
+    "only": True,
+    "text": "",
+    "sort": "list",
+}
 KIND_HELP = (
     "What the listed predictions are: answer (a question answered under one of the four "
     "conditions, CUE-R base traces included), intervention (CUE-R interventions and Case-view "
@@ -81,9 +88,11 @@ def _url_write(offset: int) -> None:
 url = url_state.applying()  # before the sidebar writes its part of the URL
 selection = sidebar("failures")
 st.title("Failure browser")
-st.caption("Every prediction of the selected runs, across conditions, filtered and sorted in "
-           "the store. Select a row to open it in the Case view; its ◀ Previous / Next ▶ (keys "
-           "k / j) then step through this list.")  # fmt: skip
+st.caption(
+    "Every prediction of the selected runs, across conditions, filtered and sorted in "
+    "the store. Select a row to open it in the Case view; its ◀ Previous / Next ▶ (keys "
+    "k / j) then step through this list."
+)
 store, ss = get_store(), st.session_state
 try:
     runs = resolve_selection(store, selection, cached_call("runs")).runs  # the sidebar's frame
@@ -94,8 +103,13 @@ if not runs:
     st.info("No runs in the selection: launch or import one on the Runs page.")
     st.stop()
 facets = failure_facets(store, runs)
-choices = {"conditions": facets["conditions"], "labels": facets["labels"],
-           "outcomes": list(OUTCOMES), "kinds": list(KINDS), "sort": list(SORTS)}  # fmt: skip
+choices = {
+    "conditions": facets["conditions"],
+    "labels": facets["labels"],
+    "outcomes": list(OUTCOMES),
+    "kinds": list(KINDS),
+    "sort": list(SORTS),
+}
 for name, default in _STATE.items():
     value = ss.get(f"failures.{name}", ss.get(f"failures.keep.{name}", default))
     if name in ("conditions", "labels", "outcomes", "kinds"):  # values no longer offered go
@@ -107,35 +121,65 @@ if url:  # a link restores the list: cond, label, outcome, sort, q, only=0, page
     _url_filters(choices)
 
 row1 = st.columns(5)
-row1[0].multiselect("Condition", choices["conditions"], key="failures.conditions",
-                    help="Only these conditions (empty: every condition of the kinds "
-                    "chosen beside).")  # fmt: skip
+row1[0].multiselect(
+    "Condition",
+    choices["conditions"],
+    key="failures.conditions",
+    help="Only these conditions (empty: every condition of the kinds chosen beside).",
+)
 row1[4].multiselect("Kind", choices["kinds"], key="failures.kinds", help=KIND_HELP)
-row1[1].multiselect("Failure label", choices["labels"], key="failures.labels",
-                    help=HELP["failure_label"] + " Empty: any label, or none.")  # fmt: skip
-row1[2].multiselect("Outcome", choices["outcomes"], key="failures.outcomes",
-                    help=OUTCOME_HELP + " Empty: any outcome.")  # fmt: skip
-row1[3].selectbox("Sort", choices["sort"], key="failures.sort",
-                  format_func=lambda k: SORTS[k][0],
-                  help="Order of the list; ties in run, instance, condition order.")  # fmt: skip
+row1[1].multiselect(
+    "Failure label",
+    choices["labels"],
+    key="failures.labels",
+    help=HELP["failure_label"] + " Empty: any label, or none.",
+)
+row1[2].multiselect(
+    "Outcome",
+    choices["outcomes"],
+    key="failures.outcomes",
+    help=OUTCOME_HELP + " Empty: any outcome.",
+)
+row1[3].selectbox(
+    "Sort",
+    choices["sort"],
+    key="failures.sort",
+    format_func=lambda k: SORTS[k][0],
+    help="Order of the list; ties in run, instance, condition order.",
+)
 row2 = st.columns([3, 1], vertical_alignment="bottom")
-row2[0].text_input("Search question and answer", key="failures.text",
-                   help="Case-insensitive text found in the question or the model's answer, "
-                   "taken literally (% and _ are plain characters).")  # fmt: skip
-row2[1].toggle("Failures only", key="failures.only",
-               help="Only failed calls and predictions with a failure label other than "
-               "success, as the Case view counts failures. The no-evidence baseline has no "
-               "label: pick Outcome = wrong to list its wrong answers.")  # fmt: skip
-st.caption("Metadata cells (fan-in, reasoning type, context length, ...): *Filters (metadata "
-           "cells)* in the sidebar. Score column: the sidebar's score field.")  # fmt: skip
+row2[0].text_input(
+    "Search question and answer",
+    key="failures.text",
+    help="Case-insensitive text found in the question or the model's answer, "
+    "taken literally (% and _ are plain characters).",
+)
+row2[1].toggle(
+    "Failures only",
+    key="failures.only",
+    help="Only failed calls and predictions with a failure label other than "
+    "success, as the Case view counts failures. The no-evidence baseline has no "
+    "label: pick Outcome = wrong to list its wrong answers.",
+)
+st.caption(
+    "Metadata cells (fan-in, reasoning type, context length, ...): *Filters (metadata "
+    "cells)* in the sidebar. Score column: the sidebar's score field."
+)
 for name in _STATE:
     ss[f"failures.keep.{name}"] = ss[f"failures.{name}"]
 
 filt = failure_filter(
-    store, selection, runs=runs, conditions=ss["failures.conditions"],
-    labels=ss["failures.labels"], outcomes=ss["failures.outcomes"], kinds=ss["failures.kinds"],
-    failures_only=ss["failures.only"], text=ss["failures.text"], sort=ss["failures.sort"],
-)  # fmt: skip
+    store,
+    selection,
+    runs=runs,
+    conditions=ss["failures.conditions"],
+    labels=ss["failures.labels"],
+    outcomes=ss["failures.outcomes"],
+    kinds=ss["failures.kinds"],
+    failures_only=ss["failures.only"],
+    text=ss["failures.text"],
+    sort=ss["failures.sort"],
+)
 if ss.get("failures.last") != filt:  # another list: back to its first page
     ss["failures.last"], ss["failures.offset"] = filt, ss.pop("failures.url_offset", 0)
 page = failure_page(store, filt, ss.get("failures.offset", 0))
@@ -151,25 +195,34 @@ def _open_picked(event: Any) -> None:
     picked = ((event or {}).get("selection") or {}).get("rows") or []
     if picked and picked[0] < len(rows):
         ss["failures.nonce"] = nonce + 1
-        failure_trail.open_case(filt, rows.iloc[picked[0]].to_dict(), selection.runs,
-                                cached_call("runs"))  # fmt: skip
+        failure_trail.open_case(
+            filt, rows.iloc[picked[0]].to_dict(), selection.runs, cached_call("runs")
+        )
 
 
 # a row selected in the last run opens its case now, before the rest of the list is drawn
 # again (the switch to the Case view drops it anyway; issue 36 item 9)
 _open_picked(ss.get(f"failures.table.{nonce}"))
 
-st.markdown(f"**{total:,} predictions** in this list: {counts['wrong']:,} wrong · "
-            f"{counts['call failed']:,} call failed · {counts['correct']:,} correct · "
-            f"{counts['unscored']:,} unscored", help=OUTCOME_HELP)  # fmt: skip
+st.markdown(
+    f"**{total:,} predictions** in this list: {counts['wrong']:,} wrong · "
+    f"{counts['call failed']:,} call failed · {counts['correct']:,} correct · "
+    f"{counts['unscored']:,} unscored",
+    help=OUTCOME_HELP,
+)
 for run_id, line in parse_notes_by_run(store, runs).items():  # what the parse set apart
-    st.caption(f"Run {md_escape(run_id)}: {md_escape(line)}. Not scored; each reply's are in "
-               "its transcript (Case view).")  # fmt: skip
+    st.caption(
+        f"Run {md_escape(run_id)}: {md_escape(line)}. Not scored; each reply's are in "
+        "its transcript (Case view)."
+    )
 if counts["call failed"]:
     n = counts["call failed"]
-    st.warning(f"{n:,} failed call{'s' if n != 1 else ''} in this list: the call raised, so "
-               "there is no answer and no score. Listed as *call failed* (never as wrong), with "
-               "the error in the error column.", icon="⚠️")  # fmt: skip
+    st.warning(
+        f"{n:,} failed call{'s' if n != 1 else ''} in this list: the call raised, so "
+        "there is no answer and no score. Listed as *call failed* (never as wrong), with "
+        "the error in the error column.",
+        icon="⚠️",
+    )
 
 
 def _turn(by: int) -> None:
@@ -178,14 +231,30 @@ def _turn(by: int) -> None:
 
 
 nav = st.columns([1.3, 4, 1.1], vertical_alignment="center")
-nav[0].button("◀ Previous page", key="failures.prev", on_click=_turn, args=(-PAGE_ROWS,),
-              disabled=offset == 0, use_container_width=True)  # fmt: skip
-nav[1].caption(f"rows {offset + 1:,}–{offset + len(rows):,} of {total:,}" if total else
-               "No prediction matches these filters.")  # fmt: skip
-nav[2].button("Next page ▶", key="failures.next", on_click=_turn, args=(PAGE_ROWS,),
-              disabled=offset + PAGE_ROWS >= total, use_container_width=True)  # fmt: skip
+nav[0].button(
+    "◀ Previous page",
+    key="failures.prev",
+    on_click=_turn,
+    args=(-PAGE_ROWS,),
+    disabled=offset == 0,
+    use_container_width=True,
+)
+nav[1].caption(
+    f"rows {offset + 1:,}–{offset + len(rows):,} of {total:,}"
+    if total
+    else "No prediction matches these filters."
+)
+nav[2].button(
+    "Next page ▶",
+    key="failures.next",
+    on_click=_turn,
+    args=(PAGE_ROWS,),
+    disabled=offset + PAGE_ROWS >= total,
+    use_container_width=True,
+)
 
 text = st.column_config.TextColumn
+# a table, one row per line: the formatter would put each item on a line of its own
 columns = {
     "row": st.column_config.NumberColumn("#", help="Place in the filtered, sorted list."),
     "run": text("run", help="The run (model, backend, settings) that made the prediction."),
@@ -220,13 +289,38 @@ columns = {
 }  # fmt: skip
 shown = rows if rows["dataset"].nunique() > 1 else rows.drop(columns=["dataset"])
 config = {k: v for k, v in columns.items() if k in shown.columns}
-order = [c for c in ("row", "run", "dataset", "condition", "instance_id", "outcome",
-                     "failure_label", "score", "question", "answer", "gold", "explanation",
-                     "error", "fan_in", "reasoning_type", "variant",
-                     "kind") if c in shown.columns]  # fmt: skip
-event = st.dataframe(shown, key=f"failures.table.{nonce}", hide_index=True, on_select="rerun",
-                     selection_mode="single-row", column_config=config,
-                     column_order=order)  # fmt: skip
+order = [
+    c
+    for c in (
+        "row",
+        "run",
+        "dataset",
+        "condition",
+        "instance_id",
+        "outcome",
+        "failure_label",
+        "score",
+        "question",
+        "answer",
+        "gold",
+        "explanation",
+        "error",
+        "fan_in",
+        "reasoning_type",
+        "variant",
+        "kind",
+    )
+    if c in shown.columns
+]
+event = st.dataframe(
+    shown,
+    key=f"failures.table.{nonce}",
+    hide_index=True,
+    on_select="rerun",
+    selection_mode="single-row",
+    column_config=config,
+    column_order=order,
+)
 # People's labels of the blind sample (issue 20; seed 000 App. A.6): only for annotated runs.
 show_human_agreement(store, runs, DEFAULT_RUBRIC, key="failures")
 _open_picked(event)

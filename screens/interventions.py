@@ -29,25 +29,36 @@ st.caption(
     "Method: CUE-R interventions).",
     help="CUE-R (seed 004) §3-6, App. A-D; SPEC §7.",
 )
-st.page_link("screens/runs.py", label="Launch CUE-R interventions on the Runs page",
-             icon=":material/play_circle:")  # fmt: skip
+st.page_link(
+    "screens/runs.py",
+    label="Launch CUE-R interventions on the Runs page",
+    icon=":material/play_circle:",
+)
 c = st.columns(4)
 knobs = {
     param.name: param_widget(param, f"interventions.{param.name}", c[i], label=label)
-    for i, (param, label) in enumerate(((EPS, "eps (negligible change)"),
-                                         (TAU, "tau (large divergence)"),
-                                         (CORRECTNESS_AXIS, "Correctness axis"),
-                                         (SYNERGY_METRIC, "Synergy axis")))
-}  # fmt: skip
+    for i, (param, label) in enumerate(
+        (
+            (EPS, "eps (negligible change)"),
+            (TAU, "tau (large divergence)"),
+            (CORRECTNESS_AXIS, "Correctness axis"),
+            (SYNERGY_METRIC, "Synergy axis"),
+        )
+    )
+}
 sel = with_options(selection, **knobs)
 axis = knobs["correctness_axis"]
 st.caption(
     f"Correctness axis: **{md_escape(axis)}** — "
-    + ("soft correctness (normalized match, yes/no, numbers or token F1 >= 0.8; the paper's "
-       "tables)" if axis == "soft" else "strict normalized exact match")
+    + (
+        "soft correctness (normalized match, yes/no, numbers or token F1 >= 0.8; the paper's "
+        "tables)"
+        if axis == "soft"
+        else "strict normalized exact match"
+    )
     + "; confidence error, Δcorr and the roles follow it.",
     help=CORRECTNESS_AXIS.help,
-)  # fmt: skip
+)
 st.subheader("Utility profile")
 show_figure("cuer_profile", sel, drill=False)
 show_table("cuer_profile", sel, column_config=HELP)
@@ -70,9 +81,13 @@ show_figure("cuer_roles", sel, drill=False)
 show_table("cuer_roles", sel, column_config=HELP)
 show_table("cuer_role_combinations", sel, column_config=HELP)
 f = st.columns(2)
-flag = f[0].selectbox("Role flag", [*ROLE_FLAGS, "unassigned"], key="interventions.role",
-                      help="Items carrying this flag (they may carry others too); "
-                      "unassigned: items carrying none. CUE-R §3.5.")  # fmt: skip
+flag = f[0].selectbox(
+    "Role flag",
+    [*ROLE_FLAGS, "unassigned"],
+    key="interventions.role",
+    help="Items carrying this flag (they may carry others too); "
+    "unassigned: items carrying none. CUE-R §3.5.",
+)
 op = f[1].selectbox("Operator", ["remove", "replace", "duplicate"], key="interventions.op")
 try:
     table = cached_call("table", name="cuer_role_examples", sel=selection_to_json(sel))
@@ -83,12 +98,19 @@ if table is not None:
     has = table["n_flags"] == 0 if flag == "unassigned" else table[f"is_{flag}"] == True  # noqa: E712
     rows = table[has & (table["operator"] == op)].reset_index(drop=True)
     also = int((rows["n_flags"] >= 2).sum())
-    st.markdown(f"**{len(rows)} {md_escape(op)} interventions carry the flag {md_escape(flag)}** "
-                f"({also} of them "
-                "carry other flags too) — select one to open it in the Case view")  # fmt: skip
-    event = st.dataframe(rows, key="interventions.examples", hide_index=True,
-                         column_config=HELP, on_select="rerun",
-                         selection_mode="single-row")  # fmt: skip
+    st.markdown(
+        f"**{len(rows)} {md_escape(op)} interventions carry the flag {md_escape(flag)}** "
+        f"({also} of them "
+        "carry other flags too) — select one to open it in the Case view"
+    )
+    event = st.dataframe(
+        rows,
+        key="interventions.examples",
+        hide_index=True,
+        column_config=HELP,
+        on_select="rerun",
+        selection_mode="single-row",
+    )
     picked = (event.get("selection") or {}).get("rows") or [] if event else []
     if picked:
         row = rows.iloc[picked[0]]

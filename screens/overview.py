@@ -30,8 +30,9 @@ if info["empty"]:
         "--name NAME",
         language="bash",
     )
-    st.page_link("screens/runs.py", label="Launch a run or import a file",
-                 icon=":material/play_circle:")
+    st.page_link(
+        "screens/runs.py", label="Launch a run or import a file", icon=":material/play_circle:"
+    )
 
 st.subheader("Datasets")
 st.dataframe(info["datasets"], hide_index=True)
@@ -40,8 +41,9 @@ st.subheader("Runs")
 runs = info["runs"].copy()
 if not runs.empty:
     store = get_store()
-    runs["status"] = [store.live_status(r, s) for r, s in zip(runs["run_id"], runs["status"],
-                                                              strict=True)]  # fmt: skip
+    runs["status"] = [
+        store.live_status(r, s) for r, s in zip(runs["run_id"], runs["status"], strict=True)
+    ]
     runs["backend"] = [
         f"{b} (baseline)" if b == "embedded" else b for b in runs["backend"].astype(str)
     ]
@@ -75,9 +77,11 @@ with b[1]:
             models = ", ".join(host.get("models") or []) or "no models pulled"
             st.success(md_escape(f"Ollama {host.get('version') or ''} at {host['host']}: {models}"))
         else:
-            st.warning(md_escape(
-                f"Ollama at {host['host']}: not reachable. {host.get('error') or ''}".strip()
-            ))
+            st.warning(
+                md_escape(
+                    f"Ollama at {host['host']}: not reachable. {host.get('error') or ''}".strip()
+                )
+            )
 
 st.subheader("Next steps")
 n = st.columns(3)

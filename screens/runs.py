@@ -50,14 +50,24 @@ def launch_checked(req, anyway: bool) -> bool:
         raise ValueError(f"no dataset named {req.dataset!r} in {store_path()}")
     chars = longest_prompt_chars(store.load_instances(req.dataset), req)
     ctx = getattr(req, "params", {}).get("num_ctx")
-    problems = preflight(req.backend, req.model, hosts=req.hosts, base_url=req.base_url,
-                         prompt_chars=chars, num_ctx=ctx)  # fmt: skip
+    problems = preflight(
+        req.backend,
+        req.model,
+        hosts=req.hosts,
+        base_url=req.base_url,
+        prompt_chars=chars,
+        num_ctx=ctx,
+    )
     stop = [p for p in problems if p.check != "context" or not anyway]
     for p in problems:
         (st.error if p in stop else st.warning)(md_escape(f"preflight: {p}"))
     if not problems:
-        st.success(md_escape(f"preflight: {req.backend} answers and serves {req.model}; the "
-                             f"longest prompt ({chars:,} characters) fits"))  # fmt: skip
+        st.success(
+            md_escape(
+                f"preflight: {req.backend} answers and serves {req.model}; the "
+                f"longest prompt ({chars:,} characters) fits"
+            )
+        )
     return not stop
 
 
@@ -72,23 +82,32 @@ def _checked(errors: list[str], param, key: str, container, **kw):
 
 with st.expander("Launch a run", expanded=not jobs().all()):
     kind = st.selectbox(
-        "Method", list(LABELS), format_func=LABELS.get, key="runs.method",
+        "Method",
+        list(LABELS),
+        format_func=LABELS.get,
+        key="runs.method",
         help="What to launch; each has the same parameters, defaults and help as its command "
         "(`python -m core run`, `run-interventions`, `run-probes`, `generate controlled "
         "--preset fanin-grid`, `judge crux`, `judge RUBRIC` for a judge run).",
-    )  # fmt: skip
+    )
     # Enter in a field never submits: a launch takes exactly what is on screen at the click
     with st.form("runs.launch", enter_to_submit=False):
         c = st.columns(3)
         grid = kind == "fanin-grid"
         dataset = "" if grid else c[0].selectbox("Dataset", datasets)
-        name = "" if kind == "judge" else c[1].text_input(  # the judge's name is a knob
-            "Dataset name" if grid else "Run name", "fanin-grid" if grid else "my-run",
-            key=f"runs.name.{kind}",
-            help="The new dataset's name" if grid else "An existing name resumes that run.",
-        )  # fmt: skip
-        backend = "embedded" if grid else c[2].selectbox("Backend", ("embedded", "ollama",
-                                                                     "openai"))  # fmt: skip
+        name = (
+            ""
+            if kind == "judge"
+            else c[1].text_input(  # the judge's name is a knob
+                "Dataset name" if grid else "Run name",
+                "fanin-grid" if grid else "my-run",
+                key=f"runs.name.{kind}",
+                help="The new dataset's name" if grid else "An existing name resumes that run.",
+            )
+        )
+        backend = (
+            "embedded" if grid else c[2].selectbox("Backend", ("embedded", "ollama", "openai"))
+        )
         d = st.columns(4)
         errors: list[str] = []  # refused values: one line each when Launch is clicked
         model = url = ""
@@ -97,39 +116,61 @@ with st.expander("Launch a run", expanded=not jobs().all()):
             model = d[0].text_input(
                 "Model", "", help="e.g. qwen2.5:14b; empty for the embedded reader"
             )
-            url = d[1].text_input("Server URL", "", key="runs.url", placeholder="default",
-                                  help="Ollama host (default $OLLAMA_HOST) or OpenAI-compatible "
-                                  "base URL (default $OPENAI_BASE_URL)")  # fmt: skip
+            url = d[1].text_input(
+                "Server URL",
+                "",
+                key="runs.url",
+                placeholder="default",
+                help="Ollama host (default $OLLAMA_HOST) or OpenAI-compatible "
+                "base URL (default $OPENAI_BASE_URL)",
+            )
             if kind != "judge":  # judge crux makes one call at a time
-                concurrency = _checked(errors, CONCURRENCY, f"runs.concurrency.{kind}", d[2],
-                                       label="Concurrency",
-                                       maximum=MAX_SERVER_CONCURRENCY)  # fmt: skip
+                concurrency = _checked(
+                    errors,
+                    CONCURRENCY,
+                    f"runs.concurrency.{kind}",
+                    d[2],
+                    label="Concurrency",
+                    maximum=MAX_SERVER_CONCURRENCY,
+                )
             timeout = _checked(errors, TIMEOUT, "runs.timeout", d[3], label="Timeout (s)")
         target = None
         if kind in JUDGE_METHODS and kind != "judge-crux-answerability":
             runs = cached_call("runs")
             ok = runs["kind"] != "judge" if "kind" in runs.columns else runs.index == runs.index
             judged = sorted(runs.loc[ok, "run_id"]) if len(runs) else []
-            target = st.selectbox("Judged run", judged, key=f"runs.target.{kind}",
-                                  help="The run whose answers are judged (--run).")  # fmt: skip
+            target = st.selectbox(
+                "Judged run",
+                judged,
+                key=f"runs.target.{kind}",
+                help="The run whose answers are judged (--run).",
+            )
         if kind == "conditions":
             e = st.columns([1, 1, 1, 2])
             retriever = param_widget(retriever_param(), "runs.retriever", e[0], label="Retriever")
             top_k = _checked(errors, TOP_K, "runs.top_k", e[1], label="top-k")
             no_rerank = rerank_unavailable()  # why no cross-encoder can be used, or None
             rerank = e[2].number_input(
-                "Rerank N", min_value=1, value=None, step=1, placeholder="off",
-                key="runs.rerank", disabled=no_rerank is not None,
+                "Rerank N",
+                min_value=1,
+                value=None,
+                step=1,
+                placeholder="off",
+                key="runs.rerank",
+                disabled=no_rerank is not None,
                 help=md_escape(no_rerank or RERANK.help),
-            )  # fmt: skip
+            )
             if no_rerank is not None:
                 e[3].caption(md_escape(f"Rerank (CE@N→k) is off: {no_rerank}"))
             conditions = st.multiselect("Conditions", CONDITIONS, default=list(CONDITIONS))
         else:
             params = method_widgets(kind, f"runs.{kind}", errors)
-        anyway = st.checkbox("Override the context check", key="runs.anyway",
-                             help="Overrides the preflight's context check only; an unreachable "
-                             "server or a missing model always stops the launch.")  # fmt: skip
+        anyway = st.checkbox(
+            "Override the context check",
+            key="runs.anyway",
+            help="Overrides the preflight's context check only; an unreachable "
+            "server or a missing model always stops the launch.",
+        )
         launch = st.form_submit_button("Launch", type="primary")
     if launch:
         try:
@@ -139,18 +180,36 @@ with st.expander("Launch a run", expanded=not jobs().all()):
             base_url = url if url and backend == "openai" else None
             if kind == "conditions":
                 req = RunRequest(
-                    store_path(), dataset or "", name, tuple(conditions), backend,
-                    model or None, retriever, int(top_k), int(concurrency), hosts, base_url,
+                    store_path(),
+                    dataset or "",
+                    name,
+                    tuple(conditions),
+                    backend,
+                    model or None,
+                    retriever,
+                    int(top_k),
+                    int(concurrency),
+                    hosts,
+                    base_url,
                     rerank=None if rerank is None else int(rerank),
                     timeout_s=None if timeout is None else float(timeout),
-                )  # fmt: skip
+                )
             else:
                 label = f"judge {params.get('judge') or dataset}" if kind == "judge" else name
                 req = MethodRequest(
-                    kind, store_path(), dataset or "", label, backend, model or None, hosts,
-                    base_url, int(concurrency), None if timeout is None else float(timeout),
-                    params, target_run=target,
-                )  # fmt: skip
+                    kind,
+                    store_path(),
+                    dataset or "",
+                    label,
+                    backend,
+                    model or None,
+                    hosts,
+                    base_url,
+                    int(concurrency),
+                    None if timeout is None else float(timeout),
+                    params,
+                    target_run=target,
+                )
             if launch_checked(req, anyway):
                 jobs().start(req)
                 st.toast(f"{md_escape(LABELS[kind])} {md_escape(req.name)} started")
@@ -188,8 +247,11 @@ def _progress() -> None:
                 job.cancel()
                 st.rerun()
             again = job.status() in ("cancelled", "failed") and job.request.kind != "fanin-grid"
-            if again and c[2].button("Resume job", key=f"runs.resume.{run_id}",
-                                     help="Start it again: stored calls are skipped."):  # fmt: skip
+            if again and c[2].button(
+                "Resume job",
+                key=f"runs.resume.{run_id}",
+                help="Start it again: stored calls are skipped.",
+            ):
                 try:
                     jobs().start(job.request)
                 except ValueError as exc:
@@ -208,8 +270,17 @@ def _progress() -> None:
 _progress()
 
 st.subheader("Stored runs")
-first = ["run_id", "kind", "status", "n_planned", "n_done", "n_errors", "dataset_id", "backend",
-         "model"]  # fmt: skip
+first = [
+    "run_id",
+    "kind",
+    "status",
+    "n_planned",
+    "n_done",
+    "n_errors",
+    "dataset_id",
+    "backend",
+    "model",
+]
 hidden = ("options", "retrieval", "backend_info")
 
 
@@ -219,19 +290,31 @@ def _runs_table() -> None:
     cols = [c for c in first if c in runs.columns] + [
         c for c in runs.columns if c not in first and c not in hidden
     ]
-    st.dataframe(runs[cols], hide_index=True, key="runs.table", column_config={
-        "kind": st.column_config.TextColumn(
-            "kind", help="What the run is: conditions (the four conditions), interventions "
-            "(CUE-R), probes (DOLCE), judge, imported (released outputs), rerun (Case view)"),
-        "status": st.column_config.TextColumn(
-            "status", help="planned · running · waiting (its calls were exported by `batch "
-            "export`; `batch import` stores the answers) · done · partial (some calls failed, "
-            "or a batch's answers are still missing) · failed (every call failed) · cancelled · "
-            "interrupted (its process ended mid-run: Resume continues it)"),
-        "n_errors": st.column_config.NumberColumn(
-            "errors", help="Failed calls (errors, not answers: no scores, missing in every "
-            "number). Resume makes them again."),
-    })  # fmt: skip
+    st.dataframe(
+        runs[cols],
+        hide_index=True,
+        key="runs.table",
+        column_config={
+            "kind": st.column_config.TextColumn(
+                "kind",
+                help="What the run is: conditions (the four conditions), interventions "
+                "(CUE-R), probes (DOLCE), judge, imported (released outputs), rerun (Case view)",
+            ),
+            "status": st.column_config.TextColumn(
+                "status",
+                help="planned · running · waiting (its calls were exported by `batch "
+                "export`; `batch import` stores the answers) · done · partial (some calls failed, "
+                "or a batch's answers are still missing) · failed (every call failed) · cancelled "
+                "· "
+                "interrupted (its process ended mid-run: Resume continues it)",
+            ),
+            "n_errors": st.column_config.NumberColumn(
+                "errors",
+                help="Failed calls (errors, not answers: no scores, missing in every "
+                "number). Resume makes them again.",
+            ),
+        },
+    )
 
 
 _runs_table()
@@ -243,21 +326,27 @@ if not runs.empty:
         row = store.run_row(pick) or {}
         launched = jobs().all().get(pick)
         if row.get("status") == "running":  # its process holds the run's lock: it goes on
-            st.warning(f"{md_escape(pick)} is running (its process holds the run); Resume is "
-                       "for a run that stopped.")  # fmt: skip
+            st.warning(
+                f"{md_escape(pick)} is running (its process holds the run); Resume is "
+                "for a run that stopped."
+            )
         elif launched is not None and launched.request.kind != "conditions":
             jobs().start(launched.request)  # the same command as its launch
             st.rerun()
         elif row.get("kind") in ("interventions", "probes"):
-            st.warning(f"{md_escape(pick)} was not launched from this dashboard: resume it with "
-                       "the command that started it (its row does not keep every planning "
-                       "setting, e.g. the operators or the probe limit).")  # fmt: skip
+            st.warning(
+                f"{md_escape(pick)} was not launched from this dashboard: resume it with "
+                "the command that started it (its row does not keep every planning "
+                "setting, e.g. the operators or the probe limit)."
+            )
         elif row.get("backend") in ("embedded", "ollama", "openai"):
             jobs().start(run_request_from_row(store_path(), row))
             st.rerun()
         else:
-            st.warning(f"{md_escape(pick)} was imported ({md_escape(row.get('backend'))}); "
-                       "there is nothing to resume.")  # fmt: skip
+            st.warning(
+                f"{md_escape(pick)} was imported ({md_escape(row.get('backend'))}); "
+                "there is nothing to resume."
+            )
     if c[2].button("Delete", type="secondary"):
         st.session_state["runs.confirm_delete"] = pick
     if st.session_state.get("runs.confirm_delete") == pick:
@@ -270,31 +359,47 @@ if not runs.empty:
 
 st.subheader("Import")
 #: The replace's choice for a dataset's runs (label -> ``--with-runs`` value).
-_WITH_RUNS = {"refuse if it has runs": None, "drop them (delete with it)": "drop",
-              "keep them (orphans)": "keep-orphans"}  # fmt: skip
+_WITH_RUNS = {
+    "refuse if it has runs": None,
+    "drop them (delete with it)": "drop",
+    "keep them (orphans)": "keep-orphans",
+}
 c = st.columns(3)
-kind = c[0].selectbox("What", ("results: oncu-release", "dataset: hotpotqa", "dataset: 2wiki",
-                               "dataset: oncu-jsonl", "dataset: jsonl"))  # fmt: skip
+kind = c[0].selectbox(
+    "What",
+    (
+        "results: oncu-release",
+        "dataset: hotpotqa",
+        "dataset: 2wiki",
+        "dataset: oncu-jsonl",
+        "dataset: jsonl",
+    ),
+)
 iname = c[1].text_input("Name in the store", "", key="runs.import_name")
 replace = c[2].checkbox("Replace existing", key="runs.import_replace")
 with_runs = None
 if replace:  # --with-runs: a replaced dataset's runs are never silently re-scored on new gold
     keep = c[2].selectbox(
-        "Runs of the replaced dataset", _WITH_RUNS, key="runs.import_with_runs",
+        "Runs of the replaced dataset",
+        _WITH_RUNS,
+        key="runs.import_with_runs",
         help="Replacing a dataset that has runs: refuse (nothing written), drop its runs with "
         "it, or keep them as orphans (`score` lists them as run on a changed dataset). "
         "Same as --with-runs on the command line.",
-    )  # fmt: skip
+    )
     with_runs = _WITH_RUNS[keep]
 results = kind.startswith("results")
 uploads = st.file_uploader(
     "Files (written under data/uploads/)" if results else "File (written under data/uploads/)",
-    key="runs.upload", accept_multiple_files=results,
+    key="runs.upload",
+    accept_multiple_files=results,
     help="Released results: each run's <run>.per_sample_metrics.csv, with its "
     "<run>.parsed_predictions.jsonl and <run>.raw_model_responses.jsonl to add the "
     "explanations and raw replies; several runs at once, grouped by the <run> prefix (each "
-    "named after it unless a name is given for a single run)." if results else None,
-)  # fmt: skip
+    "named after it unless a name is given for a single run)."
+    if results
+    else None,
+)
 uploads = [u for u in (uploads if isinstance(uploads, list) else [uploads]) if u is not None]
 if done := st.session_state.pop("runs.imported", None):
     st.success(md_escape(done))
@@ -305,8 +410,10 @@ if uploads and st.button("Import", type="primary", disabled=not (iname or result
         if results:  # one import per run, all-or-nothing each (as the command line)
             groups = group_release_files(paths, beside=False)
             if iname and len(groups) > 1:
-                raise ValueError(f"the files hold {len(groups)} runs; leave the name empty and "
-                                 "each run is named after its files")  # fmt: skip
+                raise ValueError(
+                    f"the files hold {len(groups)} runs; leave the name empty and "
+                    "each run is named after its files"
+                )
             for g in groups:
                 try:
                     lines.append(import_file(kind, g, iname or g.name, replace, with_runs))

@@ -151,14 +151,14 @@ def study_into(store, *, full: bool = False):
         reader = make_backend("embedded")
         if full:
             conditions = ("no_evidence", "full_context", "retrieved", "oracle")
-            run_conditions(study, "controlled-200", reader, conditions, name="demo-top5",
-                           top_k=5)  # fmt: skip
+            run_conditions(study, "controlled-200", reader, conditions, name="demo-top5", top_k=5)
             study.write_dataset(build_controlled(preset="fanin-grid", seed=42, name="fanin"))
             run_conditions(study, "fanin", reader, conditions, name="fanin-embedded")
         run_probes(study, "controlled-200", reader, name="probes", limit=4)
         run_interventions(study, "controlled-200", reader, name="cuer", hardness=("hard",))
-        run_attribution(study, "controlled-200", reader, name="attribution", instances="6",
-                        ablations=16)  # fmt: skip
+        run_attribution(
+            study, "controlled-200", reader, name="attribution", instances="6", ablations=16
+        )
         if full and release.is_file():
             from core.datasets.results import import_results
 
@@ -227,11 +227,26 @@ def streamlit_server(db: Path, logdir: Path) -> Iterator[str]:
     env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1")
     log = open(logdir / "streamlit.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60
@@ -296,8 +311,9 @@ def browser_type_launch_args(browser_type_launch_args):
 def settle(page, timeout_ms: int = 60_000, draw_ms: int = 500) -> None:
     """Wait until the script run finished (Streamlit marks the app root), then ``draw_ms``
     more so that charts draw before a screenshot."""
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=timeout_ms)  # fmt: skip
+    page.wait_for_selector(
+        '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms
+    )
     page.wait_for_timeout(draw_ms)
 
 
@@ -325,8 +341,16 @@ def choose(page, scope, label: str, option: str, settle_page=settle) -> None:
     pick(page, box, option, f"selectbox {label!r}", settle_page=settle_page)
 
 
-def pick(page, box, option: str, what: str, *, typed: bool = False, settle_page=settle,
-         timeout_ms: int = 5_000) -> None:  # fmt: skip
+def pick(
+    page,
+    box,
+    option: str,
+    what: str,
+    *,
+    typed: bool = False,
+    settle_page=settle,
+    timeout_ms: int = 5_000,
+) -> None:
     """Open ``box`` (a selectbox or multiselect), optionally type ``option`` into it, and
     click the option; three tries, ``settle_page(page)`` before each (a click that lands
     while Streamlit draws the page anew finds the box or its option list replaced)."""

@@ -84,9 +84,15 @@ from core.execution.prompts import build_messages
 from core.types import Instance, Passage
 
 __all__ = [
-    "GARBAGE_REPLIES", "HUGE_PAD", "MESSAGES", "MODES", "PASSAGE", "ModelStub", "main",
+    "GARBAGE_REPLIES",
+    "HUGE_PAD",
+    "MESSAGES",
+    "MODES",
+    "PASSAGE",
+    "ModelStub",
+    "main",
     "split_tokens",
-]  # fmt: skip
+]
 
 #: The one gold passage of the example chat the backend and stub tests send.
 PASSAGE = Passage(
@@ -105,9 +111,18 @@ MESSAGES = build_messages(
 
 #: Modes :meth:`ModelStub.set_mode` accepts.
 MODES = (
-    "ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage",
-    "json-list", "json-null", "huge",
-)  # fmt: skip
+    "ok",
+    "500",
+    "503-once",
+    "stall",
+    "not-json",
+    "missing-fields",
+    "close",
+    "garbage",
+    "json-list",
+    "json-null",
+    "huge",
+)
 #: Characters ``é`` (2 bytes each in UTF-8) the ``huge`` mode appends to the reply's
 #: ``explanation``: a reply of about 300 KB, but of fewer characters than the parser reads.
 HUGE_PAD = 150_000
@@ -335,8 +350,11 @@ class ModelStub:
 
     def _logprobs(self, text: str, conf: float, answer: str, top: int) -> list[dict[str, Any]]:
         """The reply's log-probability entries (remembered per reply; never modified)."""
-        return self._remembered(self._entries, (text, conf, answer, top),
-                                lambda: self._logprob_entries(text, conf, answer, top))  # fmt: skip
+        return self._remembered(
+            self._entries,
+            (text, conf, answer, top),
+            lambda: self._logprob_entries(text, conf, answer, top),
+        )
 
     @staticmethod
     def _logprob_entries(text: str, conf: float, answer: str, top: int) -> list[dict[str, Any]]:
@@ -390,8 +408,11 @@ class ModelStub:
         out: dict[str, Any] = {
             "model": model,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "message": {"role": "assistant", "content": self._content(text, ""),
-                        **self._thought("thinking")},  # fmt: skip
+            "message": {
+                "role": "assistant",
+                "content": self._content(text, ""),
+                **self._thought("thinking"),
+            },
             "done": True,
             "done_reason": "stop",
             "total_duration": load + prompt_ns + eval_ns + int(self.latency_s * 1e9),
@@ -444,8 +465,11 @@ class ModelStub:
         n_eval = len(split_tokens(text))
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": self._content(text, None),
-                        **self._thought("reasoning_content")},  # fmt: skip
+            "message": {
+                "role": "assistant",
+                "content": self._content(text, None),
+                **self._thought("reasoning_content"),
+            },
             "finish_reason": "stop",
             "logprobs": None,
         }
@@ -622,9 +646,7 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = {"id": "chatcmpl-stub", "object": "chat.completion"}
             self._send(200, payload)
             return
-        status, payload = (
-            stub.ollama_chat(body) if path == "/api/chat" else stub.openai_chat(body)
-        )
+        status, payload = stub.ollama_chat(body) if path == "/api/chat" else stub.openai_chat(body)
         if mode == "garbage" and status == 200:
             with stub._lock:
                 text = GARBAGE_REPLIES[stub._garbage % len(GARBAGE_REPLIES)]
@@ -668,8 +690,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port (0: a free one)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per chat answer")
     parser.add_argument("--model", default="stub-model", help="the model name served")
-    parser.add_argument("--workers", type=int, default=64,
-                        help="requests answered at once (max_workers; default 64)")  # fmt: skip
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=64,
+        help="requests answered at once (max_workers; default 64)",
+    )
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be at least 1, got {args.workers}")

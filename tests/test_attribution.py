@@ -100,8 +100,12 @@ def test_retrieved_and_oracle_conditions(inst):
     assert calls[0].prompt_hash == cond.prompt_hash
     oracle = plan_attribution(inst, condition="oracle", ablations=4)
     assert oracle[0].meta["attribution"]["passages"] == list(inst.gold_ids)
-    nogold = Instance(**{**{f: getattr(inst, f) for f in inst.__slots__},
-                         "passages": tuple(p for p in inst.passages if not p.is_gold)})
+    nogold = Instance(
+        **{
+            **{f: getattr(inst, f) for f in inst.__slots__},
+            "passages": tuple(p for p in inst.passages if not p.is_gold),
+        }
+    )
     assert plan_attribution(nogold, condition="oracle", ablations=4) == []
 
 
@@ -127,8 +131,10 @@ def test_pick_instances(inst):
     ds = build_controlled(preset="controlled-200", seed=42, name="c").instances
     assert [i.instance_id for i in pick_instances(ds, "3")] == [i.instance_id for i in ds[:3]]
     two = f"{ds[5].instance_id},{ds[1].instance_id}"
-    assert [i.instance_id for i in pick_instances(ds, two)] == [ds[1].instance_id,
-                                                                 ds[5].instance_id]
+    assert [i.instance_id for i in pick_instances(ds, two)] == [
+        ds[1].instance_id,
+        ds[5].instance_id,
+    ]
     with pytest.raises(ValueError, match="nope"):
         pick_instances(ds, "nope")
 
@@ -220,16 +226,26 @@ def test_surrogate_recovers_a_known_reader_and_says_what_it_cannot_know():
 
 def _row(variant, answer, mask=None, error=None, **extra):
     meta = {"attribution": {"mask": mask, **extra}}
-    return {"instance_id": "q1", "condition": "full_context", "variant": variant,
-            "answer": answer, "cited_ids": ["p0002"], "error": error,
-            "meta": json.dumps(meta), "soft_correct": 1.0 if answer == "yes" else 0.0}
+    return {
+        "instance_id": "q1",
+        "condition": "full_context",
+        "variant": variant,
+        "answer": answer,
+        "cited_ids": ["p0002"],
+        "error": error,
+        "meta": json.dumps(meta),
+        "soft_correct": 1.0 if answer == "yes" else 0.0,
+    }
 
 
 def test_ablation_tables_leave_failed_calls_out_and_count_them():
-    rows = [_row("full", "yes", "111", passages=["p0001", "p0002", "p0003"]),
-            _row("abl:0000", "yes", "010"), _row("abl:0001", "no", "101"),
-            _row("abl:0002", None, "110", error="HTTP 500"),
-            _row("top1drop", "no", "101", k=1, dropped=["p0002"])]
+    rows = [
+        _row("full", "yes", "111", passages=["p0001", "p0002", "p0003"]),
+        _row("abl:0000", "yes", "010"),
+        _row("abl:0001", "no", "101"),
+        _row("abl:0002", None, "110", error="HTTP 500"),
+        _row("top1drop", "no", "101", k=1, dropped=["p0002"]),
+    ]
     (t,) = ablation_tables(pd.DataFrame(rows))
     assert t.passages == ("p0001", "p0002", "p0003")
     assert t.n_planned == 3 and t.n_failed == 1
@@ -239,8 +255,7 @@ def test_ablation_tables_leave_failed_calls_out_and_count_them():
     assert t.drops == {1: (("p0002",), 0.0)}
     (c,) = ablation_tables(pd.DataFrame(rows), "correct")
     assert c.y.tolist() == [1.0, 0.0]
-    failed = [_row("full", None, "111", error="x", passages=["p0001", "p0002", "p0003"]),
-              *rows[1:]]
+    failed = [_row("full", None, "111", error="x", passages=["p0001", "p0002", "p0003"]), *rows[1:]]
     (f,) = ablation_tables(pd.DataFrame(failed))
     assert f.full_failed and "unablated call failed" in f.reason
     with pytest.raises(ValueError, match="forced continuation"):
@@ -270,8 +285,10 @@ def test_a_fit_depends_on_neither_its_batch_nor_the_row_order():
     assert together[1].alpha == alone.alpha
     assert together[1].lds == pytest.approx(alone.lds, abs=1e-9)
     rows = [_row("full", "yes", "111", passages=["p0001", "p0002", "p0003"])]
-    rows += [_row(f"abl:{i:04d}", "yes" if i % 3 else "no", mask) for i, mask in
-             enumerate(["010", "101", "110", "011", "001", "100", "111", "000"])]
+    rows += [
+        _row(f"abl:{i:04d}", "yes" if i % 3 else "no", mask)
+        for i, mask in enumerate(["010", "101", "110", "011", "001", "100", "111", "000"])
+    ]
     a = ablation_tables(pd.DataFrame(rows))[0]
     b = ablation_tables(pd.DataFrame(rows[::-1]))[0]
     assert np.array_equal(a.masks, b.masks) and np.array_equal(a.y, b.y)

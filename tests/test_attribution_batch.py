@@ -25,27 +25,80 @@ def test_two_rounds_then_the_same_run_as_a_live_one(stub, tmp_path, capsys):
 
     def export(n: int) -> dict:
         out = tmp_path / f"round{n}.jsonl"
-        assert main(["batch", "export", "attribution", "--db", str(db), *_ARGS, "--name", "ab",
-                     "--out", str(out), "--json"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "batch",
+                    "export",
+                    "attribution",
+                    "--db",
+                    str(db),
+                    *_ARGS,
+                    "--name",
+                    "ab",
+                    "--out",
+                    str(out),
+                    "--json",
+                ]
+            )
+            == 0
+        )
         return json.loads(capsys.readouterr().out)
 
     first = export(1)
     assert first["phase"] == "ablations" and first["n_calls"] == 3 * 9
     answers = _answer(stub, _lines(tmp_path / "round1.jsonl"), tmp_path / "out1.jsonl")
     assert len(answers) == 27
-    assert main(["batch", "import", str(tmp_path / "out1.jsonl"), "--run", "ab", "--db",
-                 str(db), "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "batch",
+                "import",
+                str(tmp_path / "out1.jsonl"),
+                "--run",
+                "ab",
+                "--db",
+                str(db),
+                "--json",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     second = export(2)
     assert second["phase"] == "drops" and 0 < second["n_calls"] <= 6
     _answer(stub, _lines(tmp_path / "round2.jsonl"), tmp_path / "out2.jsonl")
-    assert main(["batch", "import", str(tmp_path / "out2.jsonl"), "--run", "ab", "--db",
-                 str(db), "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "batch",
+                "import",
+                str(tmp_path / "out2.jsonl"),
+                "--run",
+                "ab",
+                "--db",
+                str(db),
+                "--json",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert export(3)["n_calls"] == 0
 
-    live = ["run-attribution", "--db", str(db), *_ARGS, "--backend", "openai", "--base-url",
-            stub.url, "--name", "live", "--json"]  # fmt: skip
+    live = [
+        "run-attribution",
+        "--db",
+        str(db),
+        *_ARGS,
+        "--backend",
+        "openai",
+        "--base-url",
+        stub.url,
+        "--name",
+        "live",
+        "--json",
+    ]
     assert main(live) == 0
     capsys.readouterr()
     store = Store(db)
@@ -59,7 +112,10 @@ def test_two_rounds_then_the_same_run_as_a_live_one(stub, tmp_path, capsys):
         rep = json.loads(capsys.readouterr().out)
         reports.append((rep["passages"], rep["cited_vs_causal"], rep["lds"]))
     for a, b in zip(*reports, strict=True):
-        assert json.dumps([{k: v for k, v in r.items() if k != "run"} for r in a]
-                          if isinstance(a, list) else a, sort_keys=True) == json.dumps(
-            [{k: v for k, v in r.items() if k != "run"} for r in b]
-            if isinstance(b, list) else b, sort_keys=True)  # fmt: skip
+        assert json.dumps(
+            [{k: v for k, v in r.items() if k != "run"} for r in a] if isinstance(a, list) else a,
+            sort_keys=True,
+        ) == json.dumps(
+            [{k: v for k, v in r.items() if k != "run"} for r in b] if isinstance(b, list) else b,
+            sort_keys=True,
+        )

@@ -26,8 +26,7 @@ def test_agreement_with_cuer_remove(tmp_path):
     store.write_dataset(Dataset("c12", full.source, full.builder, {}, full.instances[:12]))
     reader = EmbeddedReader()
     run_interventions(store, "c12", reader, name="cuer", top_k=5)
-    run_attribution(store, "c12", reader, name="att", condition="retrieved", top_k=5,
-                    ablations=32)  # fmt: skip
+    run_attribution(store, "c12", reader, name="att", condition="retrieved", top_k=5, ablations=32)
     rep = attribution_report(store, "att", cuer_run="cuer", n_boot=50)
     ag = rep["agreement"]
     assert ag["cuer_run"] == "cuer" and ag["n_pairs"] >= 10 and ag["n_instances"] >= 6
@@ -36,8 +35,11 @@ def test_agreement_with_cuer_remove(tmp_path):
     pairs = intervention_pairs(load_pairs(store, ["cuer"]))
     for iid, pid, w, delta in ag["pairs"]:
         assert weights.loc[(iid, pid), "weight"] == pytest.approx(w)
-        rows = pairs[(pairs["instance_id"] == iid) & (pairs["target"] == pid)
-                     & pairs["operator"].isin(["remove", "two_support"])]  # fmt: skip
+        rows = pairs[
+            (pairs["instance_id"] == iid)
+            & (pairs["target"] == pid)
+            & pairs["operator"].isin(["remove", "two_support"])
+        ]
         assert delta in set(rows["delta_f1"])
     rho = spearmanr([p[2] for p in ag["pairs"]], [p[3] for p in ag["pairs"]]).statistic
     assert ag["spearman"] == pytest.approx(rho)

@@ -55,8 +55,9 @@ def test_sigkill_then_rerun_repeats_no_stored_call(tmp_path):
     script.write_text(_SCRIPT.format(root=str(ROOT), db=str(db)))
     logs = [tmp_path / "calls0.log", tmp_path / "calls1.log"]
 
-    proc = subprocess.Popen([sys.executable, str(script), str(logs[0])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(logs[0])], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -72,8 +73,9 @@ def test_sigkill_then_rerun_repeats_no_stored_call(tmp_path):
     before = _snapshot(db)
     assert 30 <= len(before) < 6 * 17, "the kill did not land mid-run"
 
-    done = subprocess.run([sys.executable, str(script), str(logs[1])], capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), str(logs[1])], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     final = _snapshot(db)
@@ -84,6 +86,6 @@ def test_sigkill_then_rerun_repeats_no_stored_call(tmp_path):
     for key, (created, _) in before.items():
         assert final[key][0] == created, key
     committed = {h for _, h in before.values()}
-    made = (logs[1].read_text().split() if logs[1].exists() else [])
+    made = logs[1].read_text().split() if logs[1].exists() else []
     assert not committed & set(made)
     assert Store(db).run_row("att")["status"] == "done"

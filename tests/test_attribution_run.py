@@ -25,10 +25,23 @@ _DS, _RUN = "controlled-200", "attr-c200"
 @pytest.fixture(scope="module")
 def c200(tmp_path_factory):
     db = tmp_path_factory.mktemp("attr") / "c200.duckdb"
-    assert main(["generate", "controlled", "--preset", _DS, "--seed", "42", "--db",
-                 str(db)]) == 0  # fmt: skip
-    argv = ["run-attribution", "--db", str(db), "--dataset", _DS, "--backend", "embedded",
-            "--condition", "full_context", "--ablations", "32", "--name", _RUN, "--json"]
+    assert main(["generate", "controlled", "--preset", _DS, "--seed", "42", "--db", str(db)]) == 0
+    argv = [
+        "run-attribution",
+        "--db",
+        str(db),
+        "--dataset",
+        _DS,
+        "--backend",
+        "embedded",
+        "--condition",
+        "full_context",
+        "--ablations",
+        "32",
+        "--name",
+        _RUN,
+        "--json",
+    ]
     assert main(argv) == 0
     return db, argv
 
@@ -61,25 +74,30 @@ def test_top_passage_is_gold_and_a_rerun_makes_no_call(c200, report, capsys):
     assert top["n_correct"] >= 100
     assert top["rate"] >= 0.90, top
     assert rep["lds"]["median"] is not None and -1.0 <= rep["lds"]["median"] <= 1.0
-    print(f"controlled-200: top passage gold for {top['top_is_gold']} of {top['n_correct']} "
-          f"({top['rate']:.3f}); median LDS {rep['lds']['median']:.3f}; LDS < 0.3: "
-          f"{rep['lds']['below']}")  # fmt: skip
+    print(
+        f"controlled-200: top passage gold for {top['top_is_gold']} of {top['n_correct']} "
+        f"({top['rate']:.3f}); median LDS {rep['lds']['median']:.3f}; LDS < 0.3: "
+        f"{rep['lds']['below']}"
+    )
     # the same command again: every call is stored, none is made
     again = _json(capsys, argv)
     assert again["executed"] == 0 and again["cached"] == 0
     assert again["skipped_existing"] == again["planned"] > 200 * 33
     # another run of the same settings on the first 20 instances: every reply comes from the
     # response cache (its prompts are the same)
-    other = _json(capsys, [*argv[:-3], "--instances", "20", "--name", "attr-c200-again",
-                           "--json"])  # fmt: skip
+    other = _json(capsys, [*argv[:-3], "--instances", "20", "--name", "attr-c200-again", "--json"])
     assert other["executed"] == 0 and other["cached"] == other["planned"] > 20 * 33
     store = Store(db)
     store.delete_run("attr-c200-again")  # the page test reads the store's one attribution run
     assert store.run_row(_RUN)["kind"] == "attribution"
     assert store.run_row(_RUN)["retrieval"]["attribution"] == {
-        "condition": "full_context", "ablations": 32, "keep": 0.5, "seed": 0,
-        "target": "retention", "score_field": "soft_correct",
-    }  # fmt: skip
+        "condition": "full_context",
+        "ablations": 32,
+        "keep": 0.5,
+        "seed": 0,
+        "target": "retention",
+        "score_field": "soft_correct",
+    }
 
 
 def test_logprob_is_refused_with_one_line(c200, capsys):
@@ -104,12 +122,14 @@ def test_attribution_page_shows_the_report(c200, report, monkeypatch):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Attribution"
-    table = next(d.value for d in at.dataframe if "causal" in d.value.columns
-                 and "not causal" in d.value.columns)  # fmt: skip
+    table = next(
+        d.value
+        for d in at.dataframe
+        if "causal" in d.value.columns and "not causal" in d.value.columns
+    )
     cells = rep["cited_vs_causal"]["cells"]
     assert list(table["causal"]) == [cells["cited_causal"], cells["not_cited_causal"]]
-    assert list(table["not causal"]) == [cells["cited_not_causal"],
-                                         cells["not_cited_not_causal"]]  # fmt: skip
+    assert list(table["not causal"]) == [cells["cited_not_causal"], cells["not_cited_not_causal"]]
     weights = next(d.value for d in at.dataframe if "weight" in d.value.columns)
     first = [p for p in rep["passages"] if p["instance_id"] == rep["instances"][0]["instance_id"]]
     assert list(weights["passage_id"]) == [p["passage_id"] for p in first]

@@ -26,10 +26,17 @@ def _dataset(name: str, gold: tuple[str, ...]) -> Dataset:
     insts = []
     for i in range(N):
         passages = tuple(
-            Passage(pid, j, f"Doc {j} of {i}", f"Filler text number {j} for question {i}.",
-                    f"d{j}", "gold" if pid in gold else "filler", pid in gold)
+            Passage(
+                pid,
+                j,
+                f"Doc {j} of {i}",
+                f"Filler text number {j} for question {i}.",
+                f"d{j}",
+                "gold" if pid in gold else "filler",
+                pid in gold,
+            )
             for j, pid in enumerate(IDS)
-        )  # fmt: skip
+        )
         # the question names the dataset: the two readers must not share cached replies
         insts.append(Instance(f"q{i:03d}", f"Is {name} statement {i} true?", "yes", passages))
     return Dataset(name, "test", "test", {}, tuple(insts))
@@ -42,14 +49,30 @@ def _shown(messages) -> set[str]:
 
 def _run(stub, db, capsys, name, ablations, needs):
     stub.answer_for = lambda messages: "yes" if needs <= _shown(messages) else "no"
-    argv = ["run-attribution", "--db", str(db), "--dataset", name, "--backend", "openai",
-            "--model", "stub-model", "--base-url", stub.url, "--ablations", str(ablations),
-            "--concurrency", "8", "--name", f"att-{name}", "--json"]  # fmt: skip
+    argv = [
+        "run-attribution",
+        "--db",
+        str(db),
+        "--dataset",
+        name,
+        "--backend",
+        "openai",
+        "--model",
+        "stub-model",
+        "--base-url",
+        stub.url,
+        "--ablations",
+        str(ablations),
+        "--concurrency",
+        "8",
+        "--name",
+        f"att-{name}",
+        "--json",
+    ]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["errors"] == 0 and summary["status"] == "done"
-    assert main(["report", "attribution", "--db", str(db), "--run", f"att-{name}",
-                 "--json"]) == 0  # fmt: skip
+    assert main(["report", "attribution", "--db", str(db), "--run", f"att-{name}", "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -92,7 +115,9 @@ def test_known_readers_are_recovered_through_the_cli(stub, tmp_path, capsys):
     seen["both"] = _check(both, {"p0001", "p0004"})
     with capsys.disabled():  # the figures, for the record (pytest -s shows them)
         for name, (good, excluded, ignored) in seen.items():
-            print(f"\nreader {name}: {good}/{N} instances recovered; ignored passages with a "
-                  f"CI excluding 0: {excluded}/{ignored}")
+            print(
+                f"\nreader {name}: {good}/{N} instances recovered; ignored passages with a "
+                f"CI excluding 0: {excluded}/{ignored}"
+            )
     # one extra call per k: dropping the two needed passages loses the answer
     assert both["top_drop"]["2"] == pytest.approx(1.0)

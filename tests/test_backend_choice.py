@@ -41,15 +41,43 @@ def test_a_server_that_answers_is_used_and_needs_a_model():
 def test_run_without_backend_uses_the_embedded_reader_when_no_server(tmp_path):
     db = str(tmp_path / "s.duckdb")
     env_cmd = [sys.executable, "-m", "core"]
-    gen = subprocess.run([*env_cmd, "generate", "controlled", "--preset", "controlled-200",
-                          "--name", "c", "--db", db],
-                         cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    gen = subprocess.run(
+        [
+            *env_cmd,
+            "generate",
+            "controlled",
+            "--preset",
+            "controlled-200",
+            "--name",
+            "c",
+            "--db",
+            db,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert gen.returncode == 0, gen.stderr
     run = subprocess.run(
-        [*env_cmd, "run", "--dataset", "c", "--conditions", "oracle", "--host", dead_url(),
-         "--name", "r", "--json", "--db", db],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            *env_cmd,
+            "run",
+            "--dataset",
+            "c",
+            "--conditions",
+            "oracle",
+            "--host",
+            dead_url(),
+            "--name",
+            "r",
+            "--json",
+            "--db",
+            db,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert "running the embedded baseline reader" in run.stderr
     summary = json.loads(run.stdout)
@@ -58,10 +86,13 @@ def test_run_without_backend_uses_the_embedded_reader_when_no_server(tmp_path):
 
 def test_several_hosts_in_ollama_host_do_not_break_the_client_import():
     env = dict(__import__("os").environ, OLLAMA_HOST="127.0.0.1:9,127.0.0.1:10")
-    code = ("from core.backends.ollama import resolve_hosts; import os; "
-            "print(resolve_hosts(), os.environ['OLLAMA_HOST'])")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True)  # fmt: skip
+    code = (
+        "from core.backends.ollama import resolve_hosts; import os; "
+        "print(resolve_hosts(), os.environ['OLLAMA_HOST'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("] ")[1].strip() == "127.0.0.1:9,127.0.0.1:10"
     assert "http://127.0.0.1:10" in out.stdout

@@ -25,12 +25,18 @@ WELL_FORMED = [
     [{"token": "a", "logprob": -1.5, "bytes": [97], "top_logprobs": []}],
     [{"token": "a", "logprob": -1.5, "top_logprobs": None}],
     [
-        {"token": "a", "logprob": -0.25, "bytes": [97],
-         "top_logprobs": [{"token": "a", "logprob": -0.25, "bytes": [97]},
-                          {"token": "<alt1>", "logprob": -2.25}]},
+        {
+            "token": "a",
+            "logprob": -0.25,
+            "bytes": [97],
+            "top_logprobs": [
+                {"token": "a", "logprob": -0.25, "bytes": [97]},
+                {"token": "<alt1>", "logprob": -2.25},
+            ],
+        },
         {"token": "é", "logprob": float("-inf"), "top_logprobs": [{"token": "é", "logprob": -3}]},
     ],
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("entries", WELL_FORMED)

@@ -596,9 +596,14 @@ def test_reasoning_returned_apart_is_stored_apart_never_the_answer(db, tmp_path,
     draft = '{"answer": "Bridgetown", "evidence_ids": []}'
     msg0 = lines[0]["response"]["body"]["choices"][0]["message"]
     lines[0]["response"]["body"]["choices"][0]["message"] = {
-        **msg0, "reasoning_content": f"draft {draft}"}  # fmt: skip
+        **msg0,
+        "reasoning_content": f"draft {draft}",
+    }
     lines[1]["response"]["body"]["choices"][0]["message"] = {
-        "role": "assistant", "content": None, "reasoning": f"still thinking {draft}"}  # fmt: skip
+        "role": "assistant",
+        "content": None,
+        "reasoning": f"still thinking {draft}",
+    }
     results = tmp_path / "out.jsonl"
     _write(results, lines)
     capsys.readouterr()

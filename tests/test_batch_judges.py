@@ -23,8 +23,17 @@ from core.types import Dataset, Instance
 
 _SQ = {"s1": "what alpha one?", "s2": "what beta three?", "s3": "what zeta?"}
 _KEY = ["target_run", "instance_id", "condition", "item"]
-_SAME = ["rating", "raw_reply", "parse_error", "error", "prompt_hash", "judge_model",
-         "rubric", "rubric_version", "rubric_hash"]  # fmt: skip
+_SAME = [
+    "rating",
+    "raw_reply",
+    "parse_error",
+    "error",
+    "prompt_hash",
+    "judge_model",
+    "rubric",
+    "rubric_version",
+    "rubric_hash",
+]
 
 
 @pytest.fixture
@@ -70,8 +79,14 @@ def _answer(stub: ModelStub, requests: list[dict]) -> list[dict]:
         for i, req in enumerate(requests):
             r = client.post(req["url"], json=req["body"])
             assert r.status_code == 200, r.text
-            out.append({"id": f"b-{i}", "custom_id": req["custom_id"], "error": None,
-                        "response": {"status_code": 200, "body": r.json()}})  # fmt: skip
+            out.append(
+                {
+                    "id": f"b-{i}",
+                    "custom_id": req["custom_id"],
+                    "error": None,
+                    "response": {"status_code": 200, "body": r.json()},
+                }
+            )
     return out
 
 
@@ -81,8 +96,23 @@ def _write(path: Path, lines: list[dict]) -> Path:
 
 
 def _export(db: Path, rubric: str, target: list[str], name: str, out: Path, capsys) -> dict:
-    argv = ["batch", "export", "judge", "--rubric", rubric, *target, "--name", name,
-            "--model", "stub-model", "--out", str(out), "--db", str(db), "--json"]  # fmt: skip
+    argv = [
+        "batch",
+        "export",
+        "judge",
+        "--rubric",
+        rubric,
+        *target,
+        "--name",
+        name,
+        "--model",
+        "stub-model",
+        "--out",
+        str(out),
+        "--db",
+        str(db),
+        "--json",
+    ]
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -103,8 +133,9 @@ def _judgments(db: Path, name: str) -> pd.DataFrame:
         ("authtrace-correctness", ["--run", "r"], 4),  # 2 instances x 2 conditions
     ],
 )
-def test_imported_judgments_equal_a_live_openai_judge(db, tmp_path, stub, capsys, rubric, target,
-                                                      n):  # fmt: skip
+def test_imported_judgments_equal_a_live_openai_judge(
+    db, tmp_path, stub, capsys, rubric, target, n
+):
     out = tmp_path / "in.jsonl"
     summary = _export(db, rubric, target, "bj", out, capsys)
     assert (summary["n_calls"], summary["status"]) == (n, "waiting")
@@ -137,8 +168,20 @@ def test_imported_judgments_equal_a_live_openai_judge(db, tmp_path, stub, capsys
 
     chats = "/v1/chat/completions"
     n_before = len(stub.bodies(chats))
-    live = ["judge", rubric, *target, "--backend", "openai", "--model", "stub-model",
-            "--base-url", stub.url, "--name", "lj", "--json"]  # fmt: skip
+    live = [
+        "judge",
+        rubric,
+        *target,
+        "--backend",
+        "openai",
+        "--model",
+        "stub-model",
+        "--base-url",
+        stub.url,
+        "--name",
+        "lj",
+        "--json",
+    ]
     assert main([*live, "--db", str(live_db)]) == 0
     capsys.readouterr()
     live_bodies = stub.bodies(chats)[n_before:]
@@ -150,8 +193,9 @@ def test_imported_judgments_equal_a_live_openai_judge(db, tmp_path, stub, capsys
     # the batch bodies are what the live openai judge sends (messages, decoding, schema)
     fields = ("model", "messages", "temperature", "seed", "max_tokens", "response_format")
     sent = sorted(json.dumps({k: b.get(k) for k in fields}, sort_keys=True) for b in live_bodies)
-    batch = sorted(json.dumps({k: r["body"].get(k) for k in fields}, sort_keys=True)
-                   for r in requests)  # fmt: skip
+    batch = sorted(
+        json.dumps({k: r["body"].get(k) for k in fields}, sort_keys=True) for r in requests
+    )
     assert sent == batch
 
     imported, made = _judgments(db, "bj"), _judgments(live_db, "lj")
@@ -171,8 +215,9 @@ def test_imported_judgments_equal_a_live_openai_judge(db, tmp_path, stub, capsys
         assert q1["rating"].isna().all() and q1["parse_error"].notna().all()
 
 
-def test_error_lines_are_stored_as_errors_and_the_run_waits_for_the_rest(db, tmp_path, stub,
-                                                                        capsys):  # fmt: skip
+def test_error_lines_are_stored_as_errors_and_the_run_waits_for_the_rest(
+    db, tmp_path, stub, capsys
+):
     out = tmp_path / "in.jsonl"
     _export(db, "crux-answerability", ["--dataset", "tiny"], "bj", out, capsys)
     results = _answer(stub, _lines(out))
@@ -182,8 +227,11 @@ def test_error_lines_are_stored_as_errors_and_the_run_waits_for_the_rest(db, tmp
     assert (s["stored"], s["errors"], s["missing"], s["status"]) == (3, 1, 3, "partial")
     j = _judgments(db, "bj")
     err = j[j["error"].notna()]
-    assert len(err) == 1 and err["rating"].isna().all() and err["error"].iloc[0].startswith(
-        "batch: HTTP 500")  # fmt: skip
+    assert (
+        len(err) == 1
+        and err["rating"].isna().all()
+        and err["error"].iloc[0].startswith("batch: HTTP 500")
+    )
     # a new export writes the failed call and the unanswered ones, nothing stored already
     again = _export(db, "crux-answerability", ["--dataset", "tiny"], "bj", out, capsys)
     assert (again["n_calls"], again["already_stored"]) == (4, 2)

@@ -35,8 +35,11 @@ def test_passes_rejects_nan_against_a_bound():
 
 
 def test_table_and_markdown_show_bound_and_verdict():
-    figs = [_fake("scoring", 0.63, 2.0), _fake("embedded", 150.0, 200.0, "higher"),
-            _fake("import", 1500.0, None, "higher")]  # fmt: skip
+    figs = [
+        _fake("scoring", 0.63, 2.0),
+        _fake("embedded", 150.0, 200.0, "higher"),
+        _fake("import", 1500.0, None, "higher"),
+    ]
     text = run_all.table(figs)
     lines = text.splitlines()
     assert lines[0].split() == run_all.HEADER and len(lines) == 5

@@ -29,8 +29,9 @@ SETTINGS = [(1.5, 0.75), (1.2, 1.0), (0.9, 0.0)]
 
 def _same(a, b) -> bool:
     """Equal as floats, bit for bit (NaN equal to NaN)."""
-    return np.array_equal(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64),
-                          equal_nan=True)  # fmt: skip
+    return np.array_equal(
+        np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), equal_nan=True
+    )
 
 
 def _check_instances(instances, windows=((220, 40),)) -> int:

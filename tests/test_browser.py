@@ -19,8 +19,17 @@ from conftest import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-PAGES = ("overview", "conditions", "length_position", "retrieval", "fanin", "interventions",
-         "dolce", "case_view", "runs")  # fmt: skip
+PAGES = (
+    "overview",
+    "conditions",
+    "length_position",
+    "retrieval",
+    "fanin",
+    "interventions",
+    "dolce",
+    "case_view",
+    "runs",
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +55,9 @@ def test_every_page_renders_without_exceptions(server, page):
         assert_no_exception(page, name)
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
         seen.append(name)
-    assert {"overview", "conditions", "length_position", "retrieval", "case_view",
-            "runs"} <= set(seen)  # fmt: skip
+    assert {"overview", "conditions", "length_position", "retrieval", "case_view", "runs"} <= set(
+        seen
+    )
     page.goto(server)
     _settle(page)
     # tables are canvas grids: check the metrics (800 imported + 800 embedded predictions)

@@ -62,8 +62,9 @@ def test_open_attribution_from_the_failure_browser(served, page, capsys):
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)  # the first row's marker
-    link = page.get_by_role("link", name=f"Attribution: which passages this answer depended "
-                            f"on (run {_RUN})")  # fmt: skip
+    link = page.get_by_role(
+        "link", name=f"Attribution: which passages this answer depended on (run {_RUN})"
+    )
     link.wait_for(timeout=120_000)
     _settle(page)
     assert "/case_view" in page.url
@@ -93,7 +94,13 @@ def test_open_attribution_from_the_failure_browser(served, page, capsys):
     table = next(_cells(g) for g in grids.all() if "not cited" in _cells(g))
     cited = table[table.index("cited") + 1 : table.index("cited") + 4]
     not_cited = table[table.index("not cited") + 1 : table.index("not cited") + 4]
-    assert [int(x) for x in cited] == [cc["cited_causal"], cc["cited_not_causal"],
-                                       cc["cited_causal"] + cc["cited_not_causal"]]
-    assert [int(x) for x in not_cited] == [cc["not_cited_causal"], cc["not_cited_not_causal"],
-                                           cc["not_cited_causal"] + cc["not_cited_not_causal"]]
+    assert [int(x) for x in cited] == [
+        cc["cited_causal"],
+        cc["cited_not_causal"],
+        cc["cited_causal"] + cc["cited_not_causal"],
+    ]
+    assert [int(x) for x in not_cited] == [
+        cc["not_cited_causal"],
+        cc["not_cited_not_causal"],
+        cc["not_cited_causal"] + cc["not_cited_not_causal"],
+    ]

@@ -71,8 +71,11 @@ def test_transcript_shows_prompt_passage_order_and_raw_reply(demo, page):
     meta = json.loads(stored["meta"])
     page.get_by_text("Show the messages as sent").click()  # drawn on demand
     # the click's rerun may start after the page first looks idle (under load): wait for it
-    expect(page.locator('[data-testid="stCode"] pre').filter(
-        has_text="You answer a question using the passages").first).to_be_visible(timeout=60_000)
+    expect(
+        page.locator('[data-testid="stCode"] pre')
+        .filter(has_text="You answer a question using the passages")
+        .first
+    ).to_be_visible(timeout=60_000)
     _settle(page)
     codes = _codes(page)
     # the test rebuilds the retrieved messages from the stored chunks on its own: the
@@ -82,8 +85,10 @@ def test_transcript_shows_prompt_passage_order_and_raw_reply(demo, page):
     sent = [c for c in codes if c.startswith("You answer a question using the passages")]
     assert len(sent) == 1, codes[:3]
     user = next(c for c in codes if c.startswith("Passages:\n\n[passage_id: "))
-    assert prompt_hash([{"role": "system", "content": sent[0]},
-                        {"role": "user", "content": user}]) == stored["prompt_hash"]  # fmt: skip
+    assert (
+        prompt_hash([{"role": "system", "content": sent[0]}, {"role": "user", "content": user}])
+        == stored["prompt_hash"]
+    )
     assert page.get_by_text("exactly as sent", exact=False).first.is_visible()
 
     # the shown chunks, in rank order, with the stored retrieval scores

@@ -86,15 +86,31 @@ def no_renderer(tmp_path_factory):
     db = tmp_path_factory.mktemp("charts_fail") / "store.duckdb"
     demo_into(Store(db))
     port = free_port()
-    env = dict(os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1",
-               BROWSER_PATH="/nonexistent/chromium")  # fmt: skip
+    env = dict(
+        os.environ, EVIDENCE_DB=str(db), EVIDENCE_NO_DEMO="1", BROWSER_PATH="/nonexistent/chromium"
+    )
     log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):

@@ -53,9 +53,10 @@ def server(tmp_path_factory):
 
 def test_clicking_a_failure_label_segment_lists_its_predictions(server, page):
     published = {
-        r["sample_id"] for r in csv.DictReader(shared_fixture(RELEASE_CONTROLLED).open())
+        r["sample_id"]
+        for r in csv.DictReader(shared_fixture(RELEASE_CONTROLLED).open())
         if r["method"] == "direct" and r["failure_type"] == "evidence_integration_failure"
-    }  # fmt: skip
+    }
     page.set_viewport_size({"width": 1400, "height": 1400})
     page.goto(f"{server}/conditions")
     settle(page, timeout_ms=90_000)
@@ -65,7 +66,7 @@ def test_clicking_a_failure_label_segment_lists_its_predictions(server, page):
         "gd.layout.meta && gd.layout.meta.drill && "
         "gd.layout.meta.drill.keys.includes('failure_label') && gd.offsetWidth > 0)",
         timeout=60_000,
-    )  # fmt: skip
+    )
     page.wait_for_timeout(800)
     seg = page.evaluate(_SEGMENT_JS, ["controlled", "full_context", "integration"])
     assert seg is not None and seg["n"] == 20 and seg["w"] > 5, seg
@@ -79,11 +80,15 @@ def test_clicking_a_failure_label_segment_lists_its_predictions(server, page):
     assert "run=controlled, condition=full_context, failure_label=integration" in text, text
     # the listed rows: Streamlit's grid keeps an accessible copy of the cells it draws
     grid = page.locator('[data-testid="stDataFrame"]').filter(
-        has=page.locator("td", has_text="integration"))  # fmt: skip
+        has=page.locator("td", has_text="integration")
+    )
     grid.first.wait_for(timeout=30_000)
     cells = grid.first.locator("td").all_inner_texts()
-    labels = {c for c in cells if c in ("integration", "success", "conversion", "selection",
-                                        "localization", "parse")}  # fmt: skip
+    labels = {
+        c
+        for c in cells
+        if c in ("integration", "success", "conversion", "selection", "localization", "parse")
+    }
     ids = {c for c in cells if c.startswith("controlled_")}
     assert labels == {"integration"}, labels
     assert ids and ids <= published, sorted(ids - published)

@@ -43,19 +43,36 @@ def server(tmp_path_factory):
     shared_fixture("oncu_release")
     db = tmp_path_factory.mktemp("kinds") / "store.duckdb"
     store = build_release_store(db, demo=True)
-    run_probes(store, "controlled-200", EmbeddedReader(), name="probes-1", units="passage",
-               limit=1)  # fmt: skip
+    run_probes(store, "controlled-200", EmbeddedReader(), name="probes-1", units="passage", limit=1)
     # the demo run stands in for an imported release with text: a rerun then goes to a
     # companion run of kind "rerun", here against an Ollama host that is down
     with store.transaction() as con:
-        con.execute("UPDATE runs SET backend = 'oncu-release', kind = 'imported' "
-                    "WHERE run_id = 'demo-embedded'")  # fmt: skip
+        con.execute(
+            "UPDATE runs SET backend = 'oncu-release', kind = 'imported' "
+            "WHERE run_id = 'demo-embedded'"
+        )
         bump_data_version(con, runs=["demo-embedded"])
     iid = store.list_instance_ids("controlled-200")[0]
-    shown = base_shown_ids(views.case_data(store, "controlled-200", iid, ["demo-embedded"])[
-        "predictions"], "demo-embedded", "oracle")
-    got = rerun(store, RerunRequest("controlled-200", iid, "demo-embedded", "oracle", "remove",
-                                    shown[0], {}, "ollama", "x", dead_url()))  # fmt: skip
+    shown = base_shown_ids(
+        views.case_data(store, "controlled-200", iid, ["demo-embedded"])["predictions"],
+        "demo-embedded",
+        "oracle",
+    )
+    got = rerun(
+        store,
+        RerunRequest(
+            "controlled-200",
+            iid,
+            "demo-embedded",
+            "oracle",
+            "remove",
+            shown[0],
+            {},
+            "ollama",
+            "x",
+            dead_url(),
+        ),
+    )
     assert got["error"] and got["run"] != "demo-embedded", got
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         yield url, store, got["run"], iid
@@ -78,19 +95,22 @@ def test_all_datasets_counts_answers_and_shows_gold(server, page):
     _settle(page)
     assert_no_exception(page, "failures, all datasets")
     runs = tuple(views.stored_runs(store)["run_id"])
-    _, answers = store.failure_page(FailureFilter(runs=runs, kinds=("answer",),
-                                                  failures_only=False), 0, 1)  # fmt: skip
+    _, answers = store.failure_page(
+        FailureFilter(runs=runs, kinds=("answer",), failures_only=False), 0, 1
+    )
     _, every = store.failure_page(FailureFilter(runs=runs, failures_only=False), 0, 1)
     assert every["total"] > answers["total"]  # the probes are there, and not counted
     assert _total(page) == answers["total"]
     # the grid's accessible copy is filled after the canvas draws (late under load): wait
     headers = page.locator('[data-testid="stDataFrame"] th')
     expect(headers.filter(has_text=re.compile(r"^\s*gold answer\s*$")).first).to_be_attached(
-        timeout=60_000)
+        timeout=60_000
+    )
     page.goto(f"{url}/failures?dataset=*&only=0&kind=answer,probe")
     _settle(page)
-    probes = store.failure_page(FailureFilter(runs=runs, kinds=("answer", "probe"),
-                                              failures_only=False), 0, 1)[1]  # fmt: skip
+    probes = store.failure_page(
+        FailureFilter(runs=runs, kinds=("answer", "probe"), failures_only=False), 0, 1
+    )[1]
     assert _total(page) == probes["total"] > answers["total"]
 
 

@@ -83,8 +83,18 @@ def judged(tmp_path_factory):
         writer.writeheader()
         writer.writerows(rows)
     import_labels(store, rated, DEMO_RUN, "alice", rubric=CORRECTNESS)
-    fanin = _report("fanin", "--runs", DEMO_RUN, "--score-source", "judged", "--resamples",
-                    "50", "--no-instances", "--db", db)  # fmt: skip
+    fanin = _report(
+        "fanin",
+        "--runs",
+        DEMO_RUN,
+        "--score-source",
+        "judged",
+        "--resamples",
+        "50",
+        "--no-instances",
+        "--db",
+        db,
+    )
     agreement = _report("agreement", "--run", DEMO_RUN, "--rubric", CORRECTNESS, "--db", db)
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -119,9 +129,11 @@ def _one(v: float | None, scale: float = 1.0) -> float | None:
 def _curves(page, title: str) -> dict:
     """The degradation curves once their AC axis is titled ``title`` (the figure is drawn a
     moment after the script run ends)."""
-    page.wait_for_function(f"() => {{ const c = ({_CURVES_JS})(); "
-                           f"return c !== null && c.title === {json.dumps(title)}; }}",
-                           timeout=60_000)  # fmt: skip
+    page.wait_for_function(
+        f"() => {{ const c = ({_CURVES_JS})(); "
+        f"return c !== null && c.title === {json.dumps(title)}; }}",
+        timeout=60_000,
+    )
     return page.evaluate(_CURVES_JS)
 
 
@@ -149,14 +161,18 @@ def test_switching_fanin_to_judged_scores_shows_report_fanin_judged(judged, page
     # the curves: one point per (condition, fan-in), AC as the hover label shows it (one decimal)
     curves = _curves(page, JUDGED_AXIS)
     assert set(curves["traces"]) == {"full_context", "no_evidence", "oracle", "retrieved"}
-    shown = {(c, int(x)): y for c, t in curves["traces"].items()
-             for x, y in zip(t["x"], t["y"], strict=True)}  # fmt: skip
+    shown = {
+        (c, int(x)): y
+        for c, t in curves["traces"].items()
+        for x, y in zip(t["x"], t["y"], strict=True)
+    }
     assert shown.keys() == points.keys() and len(points) == 8  # fan-in 1 and 2, 4 conditions
     for key, ac in points.items():
         assert round(shown[key], 1) == _one(ac), key
     # the judges' AC is not the proxy's: full context at fan-in 2 drops from 75.9 to 75.3
-    before = dict(zip(proxy["traces"]["full_context"]["x"], proxy["traces"]["full_context"]["y"],
-                      strict=True))  # fmt: skip
+    before = dict(
+        zip(proxy["traces"]["full_context"]["x"], proxy["traces"]["full_context"]["y"], strict=True)
+    )
     assert round(before[2], 1) == 75.9 and _one(points[("full_context", 2)]) == 75.3
 
     # the bucket table: AC / ER / EP per (condition, bucket), ER and EP in %
@@ -170,13 +186,17 @@ def test_switching_fanin_to_judged_scores_shows_report_fanin_judged(judged, page
         assert _num(row["ER judged %"]) == _one(want["er"], 100), row
         assert _num(row["EP judged %"]) == _one(want["ep"], 100), row
         old = proxy_rows[(row["condition"], row["bucket"])]
-        differ += (old["AC proxy"], old["ER id-overlap %"]) != (row["AC judged"],
-                                                               row["ER judged %"])
+        differ += (old["AC proxy"], old["ER id-overlap %"]) != (
+            row["AC judged"],
+            row["ER judged %"],
+        )
     assert differ >= 3, "the judged bucket table shows the proxies' numbers"
     fc_low = next(r for r in rows if (r["condition"], r["bucket"]) == ("full_context", "low"))
     assert (fc_low["AC judged"], fc_low["ER judged %"]) == ("75.3", "91")  # proxy: 75.9, 79.9
-    assert (proxy_rows[("full_context", "low")]["AC proxy"],
-            proxy_rows[("full_context", "low")]["ER id-overlap %"]) == ("75.9", "79.9")  # fmt: skip
+    assert (
+        proxy_rows[("full_context", "low")]["AC proxy"],
+        proxy_rows[("full_context", "low")]["ER id-overlap %"],
+    ) == ("75.9", "79.9")
 
     # the degradation table: AC at fan-in 1 (no instance of the demo has fan-in >= 4)
     deg = {r["condition"]: r for r in rep["degradation"]}
@@ -193,8 +213,7 @@ def test_switching_fanin_to_judged_scores_shows_report_fanin_judged(judged, page
 def test_people_vs_judge_expander_shows_report_agreement(judged, page):
     url, _, rep = judged
     (want,) = rep["pairs"]
-    assert (want["rater_a"], want["rater_b"], want["n"]) == (
-        "alice", f"judge:j-{CORRECTNESS}", 12)  # fmt: skip
+    assert (want["rater_a"], want["rater_b"], want["n"]) == ("alice", f"judge:j-{CORRECTNESS}", 12)
     # hand-checked: alice's alternating labels against the judge's 0 / 3 give the confusion
     # [[4, 2], [2, 4]]: p_o = 8/12, p_e = (6/12)^2 + (6/12)^2 = 1/2, kappa = (2/3 - 1/2) / (1/2)
     assert (want["labels"], want["confusion"]) == (["0", "3"], [[4, 2], [2, 4]])

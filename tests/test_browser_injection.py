@@ -51,7 +51,7 @@ class _Tracker(http.server.ThreadingHTTPServer):
 def _hostile(port: int, where: str) -> str:
     return (
         f"{where} ![t](http://127.0.0.1:{port}/exfil.png?data=leak) "
-        f"[link](http://127.0.0.1:{port}/x) <img src=\"http://127.0.0.1:{port}/h.png\"> "
+        f'[link](http://127.0.0.1:{port}/x) <img src="http://127.0.0.1:{port}/h.png"> '
         "# Heading $\\frac{1}{2}$ :red[red] **bold** www.example.org"
     )
 
@@ -70,24 +70,31 @@ def site(tmp_path_factory):
     gold = "Velmora] :green-background[not the gold answer"
     passages = tuple(
         replace(p, title=_hostile(port, "TITLE"), text=_hostile(port, "PASSAGE") + " " + p.text)
-        if p.is_gold else p
+        if p.is_gold
+        else p
         for p in first.passages
-    )  # fmt: skip
-    inst = replace(first, question=_hostile(port, "QUESTION"), gold_answer=gold,
-                   passages=passages)  # fmt: skip
+    )
+    inst = replace(first, question=_hostile(port, "QUESTION"), gold_answer=gold, passages=passages)
     db = tmp_path_factory.mktemp("injection") / "store.duckdb"
     store = Store(db)
-    store.write_dataset(Dataset("hostile", full.source, full.builder, full.builder_params,
-                                (inst, full.instances[1])))  # fmt: skip
-    run_conditions(store, "hostile", EmbeddedReader(workers=False),
-                   ["no_evidence", "full_context", "retrieved", "oracle"], name="r1")  # fmt: skip
+    store.write_dataset(
+        Dataset(
+            "hostile", full.source, full.builder, full.builder_params, (inst, full.instances[1])
+        )
+    )
+    run_conditions(
+        store,
+        "hostile",
+        EmbeddedReader(workers=False),
+        ["no_evidence", "full_context", "retrieved", "oracle"],
+        name="r1",
+    )
     with store.transaction() as con:
         con.execute(
             "UPDATE predictions SET answer = ?, explanation = ?, raw_response = ? "
             "WHERE run_id = 'r1' AND instance_id = ? AND condition <> 'oracle'",
-            [_hostile(port, "ANSWER"), _hostile(port, "EXPLANATION"), _hostile(port, "RAW"),
-             _IID],
-        )  # fmt: skip
+            [_hostile(port, "ANSWER"), _hostile(port, "EXPLANATION"), _hostile(port, "RAW"), _IID],
+        )
         con.execute(
             "UPDATE predictions SET error = ?, answer = NULL "
             "WHERE run_id = 'r1' AND instance_id = ? AND condition = 'oracle'",

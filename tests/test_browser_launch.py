@@ -142,5 +142,7 @@ def test_cuer_and_dolce_launched_from_the_runs_page_finish_with_progress(runs_ur
     assert "probes" in dolce and "done" in dolce, dolce
     store = Store(db)
     assert (store.run_row("cuer-ui")["kind"], store.run_row("dolce-ui")["status"]) == (
-        "interventions", "done")  # fmt: skip
+        "interventions",
+        "done",
+    )
     page.screenshot(path=str(SHOTS / "runs_launch.png"), full_page=True)

@@ -22,8 +22,13 @@ def server(tmp_path_factory):
     db = tmp_path_factory.mktemp("browser_oncu") / "store.duckdb"
     store = Store(db)
     store.write_dataset(read_dataset(path, fmt="hotpotqa", name="hp").dataset)
-    run_conditions(store, "hp", make_backend("embedded"),
-                   ["no_evidence", "full_context", "retrieved", "oracle"], name="hp-emb")
+    run_conditions(
+        store,
+        "hp",
+        make_backend("embedded"),
+        ["no_evidence", "full_context", "retrieved", "oracle"],
+        name="hp-emb",
+    )
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         SHOTS.mkdir(parents=True, exist_ok=True)
         yield url

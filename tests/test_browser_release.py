@@ -33,8 +33,10 @@ _RUN = "hotpotqa_qwen25_14b_200"
 _IID = "hotpotqa_5adddccd5542997dc7907069"
 # hand-read from the fixture's parsed_predictions.jsonl, line 15 (retrieve_then_read; gold
 # answer "keyboard function keys", released answer "Siri Remote": a wrong answer)
-_EXPLANATION = ("The Siri Remote is designed specifically to work with the always-on Siri "
-                "capable Apple TV, which was originally interacted with by the Apple Remote.")
+_EXPLANATION = (
+    "The Siri Remote is designed specifically to work with the always-on Siri "
+    "capable Apple TV, which was originally interacted with by the Apple Remote."
+)
 _KINDS = ("per_sample_metrics.csv", "parsed_predictions.jsonl", "raw_model_responses.jsonl")
 
 
@@ -48,9 +50,26 @@ def server(tmp_path_factory):
     # issue 36.1's steps: the metrics CSV alone, imported with the command line
     alone = tmp_path_factory.mktemp("alone") / files[0].name
     shutil.copy(files[0], alone)
-    res = subprocess.run([sys.executable, "-m", "core", "import", "results", "--format",
-                          "oncu-release", str(alone), "--name", "csv-only", "--db", str(db)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "import",
+            "results",
+            "--format",
+            "oncu-release",
+            str(alone),
+            "--name",
+            "csv-only",
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -103,10 +122,14 @@ def test_case_view_shows_a_released_failure_with_its_explanation_and_reply(impor
     assert explanation.first.is_visible()
     # the raw reply exactly as the model wrote it (the fixture's raw_response)
     replies = [json.loads(line) for line in files[2].read_text(encoding="utf-8").splitlines()]
-    raw = next(r["raw_response"] for r in replies
-               if (r["sample_id"], r["method"]) == (_IID, "retrieve_then_read"))  # fmt: skip
+    raw = next(
+        r["raw_response"]
+        for r in replies
+        if (r["sample_id"], r["method"]) == (_IID, "retrieve_then_read")
+    )
     codes = page.locator('[data-testid="stCode"] pre').evaluate_all(
-        "els => els.map(e => e.innerText)")
+        "els => els.map(e => e.innerText)"
+    )
     assert raw.strip() in [c.strip() for c in codes]
     body = page.locator("body").inner_text()
     assert "The release's parse and this tool's parse of the raw reply" in body
@@ -139,8 +162,9 @@ def test_a_rerun_of_a_released_instance_is_refused_with_its_reason(imported, pag
     page.get_by_text("Raw response").first.wait_for(timeout=180_000)
     _settle(page)
     page.get_by_role("button", name="Run now").click()
-    refusal = page.get_by_text(f"cannot rerun {_IID}: the store holds no question or passage "
-                               "text for it", exact=False)  # fmt: skip
+    refusal = page.get_by_text(
+        f"cannot rerun {_IID}: the store holds no question or passage text for it", exact=False
+    )
     refusal.first.wait_for(timeout=120_000)
     _settle(page)
     assert_no_exception(page, "case_view rerun")

@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
+
 @pytest.fixture(scope="module")
 def case_url(tmp_path_factory):
     """The Case view of an instance of an Ollama run whose server is down, on a fresh server."""
@@ -87,8 +88,9 @@ def test_a_rerun_against_a_dead_server_shows_the_error(case_url, page):
     # CI run read the box mid-rerun): see it start, let it end, then expect the error box
     # (an assertion that retries until it holds or 60 s pass)
     try:
-        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="running"]',
-                               timeout=5_000)  # fmt: skip
+        page.wait_for_selector(
+            '[data-testid="stApp"][data-test-script-state="running"]', timeout=5_000
+        )
     except PlaywrightTimeout:
         pass  # the rerun started and ended between two looks
     _settle(page)

@@ -64,8 +64,15 @@ def test_sidebar_selection_survives_page_changes_and_links(server, page, browser
     choose(page, sidebar, "Venue preset", "acl-column", settle_page=_settle)
     _settle(page)
     seen = []
-    for title in ("Conditions & ONCU", "Length & position", "Fan-in", "Conditions & ONCU",
-                  "Failure browser", "Overview", "Conditions & ONCU"):
+    for title in (
+        "Conditions & ONCU",
+        "Length & position",
+        "Fan-in",
+        "Conditions & ONCU",
+        "Failure browser",
+        "Overview",
+        "Conditions & ONCU",
+    ):
         _nav(page, title)
         assert_no_exception(page, title)
         seen.append((title, _box(page, "Dataset"), _box(page, "Score field")))

@@ -49,8 +49,7 @@ def test_the_theme_follows_the_system(server, browser, scheme):
         _settle(page)
         assert_no_exception(page, f"{scheme} theme")
         rgb = page.evaluate(
-            "getComputedStyle(document.querySelector('[data-testid=\"stApp\"]'))"
-            ".backgroundColor"
+            "getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor"
         )
         r, g, b = (int(x) for x in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3])
         brightness = (r + g + b) / 3

@@ -32,8 +32,9 @@ def case(tmp_path_factory) -> dict:
         Passage("p2", 1, "Gold", "the answer is Velmora", "d2", "gold", True),
         Passage("p3", 2, "Gamma", HOSTILE, "d3", "distractor", False),
     )
-    inst = Instance(instance_id="i1", question=f"Q {HOSTILE}?", gold_answer="Velmora",
-                    passages=passages)  # fmt: skip
+    inst = Instance(
+        instance_id="i1", question=f"Q {HOSTILE}?", gold_answer="Velmora", passages=passages
+    )
     store.write_dataset(Dataset("D", "test", "test", {}, (inst,)))
     rows = [  # condition, answer, cited, input, error, f1_relaxed
         ("oracle", None, [], ["p2"], "backend raised TimeoutError", None),
@@ -41,14 +42,35 @@ def case(tmp_path_factory) -> dict:
         ("full_context", "Velmora", ["p2", "p3"], None, None, 1.0),
         ("no_evidence", "unknown", [], None, None, 0.25),
     ]
-    preds = [{"run_id": "r", "instance_id": "i1", "condition": c, "variant": "", "answer": a,
-              "cited_ids": cited, "input_passage_ids": shown, "error": e}
-             for c, a, cited, shown, e, _ in rows]  # fmt: skip
-    scores = [{"run_id": "r", "instance_id": "i1", "condition": c, "variant": "",
-               "f1_relaxed": f1} for c, _, _, _, _, f1 in rows]  # fmt: skip
+    preds = [
+        {
+            "run_id": "r",
+            "instance_id": "i1",
+            "condition": c,
+            "variant": "",
+            "answer": a,
+            "cited_ids": cited,
+            "input_passage_ids": shown,
+            "error": e,
+        }
+        for c, a, cited, shown, e, _ in rows
+    ]
+    scores = [
+        {"run_id": "r", "instance_id": "i1", "condition": c, "variant": "", "f1_relaxed": f1}
+        for c, _, _, _, _, f1 in rows
+    ]
     with store.transaction() as con:
-        store.insert_run(con, {"run_id": "r", "dataset_id": "D", "backend": "imported",
-                               "model": "m", "status": "done", "kind": "imported"})  # fmt: skip
+        store.insert_run(
+            con,
+            {
+                "run_id": "r",
+                "dataset_id": "D",
+                "backend": "imported",
+                "model": "m",
+                "status": "done",
+                "kind": "imported",
+            },
+        )
         store.write_predictions(con, preds, replace=False)
         store.write_scores(con, pd.DataFrame(scores), replace=False)
     return {**case_data(store, "D", "i1", ["r"]), "_db": store.path}
@@ -94,15 +116,38 @@ def test_cli_writes_the_card_as_latex_and_pdf(case, tmp_path, capsys):
 
     db = str(case["_db"])
     tex = tmp_path / "card.tex"
-    assert main(["export", "case", "--db", db, "--dataset", "D", "--instance", "i1",
-                 "--out", str(tex)]) == 0  # fmt: skip
+    assert (
+        main(
+            ["export", "case", "--db", db, "--dataset", "D", "--instance", "i1", "--out", str(tex)]
+        )
+        == 0
+    )
     assert r"r & oracle & call failed: backend raised TimeoutError &  & -- \\" in tex.read_text()
-    assert main(["export", "case", "--db", db, "--dataset", "D", "--instance", "nope",
-                 "--out", str(tex)]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "case",
+                "--db",
+                db,
+                "--dataset",
+                "D",
+                "--instance",
+                "nope",
+                "--out",
+                str(tex),
+            ]
+        )
+        == 1
+    )
     assert "no instance 'nope'" in capsys.readouterr().err
     if shutil.which("chromium") is None:
         pytest.skip("no chromium: the PDF case card needs it (python -m core setup)")
     pdf = tmp_path / "card.pdf"
-    assert main(["export", "case", "--db", db, "--dataset", "D", "--instance", "i1",
-                 "--out", str(pdf)]) == 0  # fmt: skip
+    assert (
+        main(
+            ["export", "case", "--db", db, "--dataset", "D", "--instance", "i1", "--out", str(pdf)]
+        )
+        == 0
+    )
     assert pdf.read_bytes().startswith(b"%PDF")

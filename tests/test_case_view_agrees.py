@@ -40,9 +40,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store(tmp_path_factory.mktemp("agree") / "s.duckdb")
     store.write_dataset(Dataset("small", full.source, full.builder, full.builder_params, picks))
     summary = run_interventions(
-        store, "small", _SuffixReader(workers=False), name="cr", operators=("remove",),
-        two_support=False, zero_retrieval=False,
-    )  # fmt: skip
+        store,
+        "small",
+        _SuffixReader(workers=False),
+        name="cr",
+        operators=("remove",),
+        two_support=False,
+        zero_retrieval=False,
+    )
     assert summary.status == "done" and summary.errors == 0
     return store
 
@@ -58,15 +63,21 @@ def test_case_view_divergence_equals_the_interventions_page(store, monkeypatch):
     kept_suffix = 0
     for iid, row in page.iterrows():
         inst = store.load_instances("small", [iid])[0]
-        req = RerunRequest("small", iid, "cr", "retrieved", "remove", row["target"], {},
-                           "embedded", None)  # fmt: skip
+        req = RerunRequest(
+            "small", iid, "cr", "retrieved", "remove", row["target"], {}, "embedded", None
+        )
         res = rerun(store, req)
         case_d = res["divergence"]
         assert case_d == pytest.approx(row["trace_divergence"])
         orig, pert = res["original"], res["perturbed"]
-        untyped = trace_divergence(orig["cited_ids"] or (), pert["cited_ids"] or (),
-                                   orig["answer"], pert["answer"], orig["confidence"],
-                                   pert["confidence"])  # fmt: skip
+        untyped = trace_divergence(
+            orig["cited_ids"] or (),
+            pert["cited_ids"] or (),
+            orig["answer"],
+            pert["answer"],
+            orig["confidence"],
+            pert["confidence"],
+        )
         if inst.answer_type == "number" or inst.reasoning_type == "arithmetic":
             kept_suffix += 1
             assert case_d == pytest.approx(untyped + 0.3)  # the answer type matters here
@@ -104,12 +115,20 @@ def test_a_changed_prompt_is_not_shown_as_sent(store):
     from core.views.transcript import transcript
 
     inst: Instance = store.load_instances("small", store.list_instance_ids("small")[:1])[0]
-    row = {"condition": "full_context", "variant": "", "prompt_hash": "0" * 64,
-           "input_passage_ids": [p.passage_id for p in inst.passages], "meta": "{}"}  # fmt: skip
+    row = {
+        "condition": "full_context",
+        "variant": "",
+        "prompt_hash": "0" * 64,
+        "input_passage_ids": [p.passage_id for p in inst.passages],
+        "meta": "{}",
+    }
     t = transcript(inst, row, None)
     assert t["messages"] is None and "cannot be rebuilt" in t["prompt_note"]
-    cut = transcript(inst, dict(row, meta='{"raw_response_truncated": {"bytes": 900000, '
-                                          '"kept_bytes": 262144}}'), None)  # fmt: skip
+    cut = transcript(
+        inst,
+        dict(row, meta='{"raw_response_truncated": {"bytes": 900000, "kept_bytes": 262144}}'),
+        None,
+    )
     assert cut["truncated_note"] == "reply cut to 262144 of 900000 bytes when stored"
     # "contains the answer": whole words, any case
     word = inst.passages[0].text.split()[1].strip(".,")

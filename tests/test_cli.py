@@ -55,8 +55,17 @@ def test_usage_error_exits_2_with_one_line():
 
 def test_missing_file_is_a_data_error(tmp_path):
     db = tmp_path / "s.duckdb"
-    res = run_cli("import", "dataset", "--format", "hotpotqa", tmp_path / "absent.json",
-                  "--name", "x", "--db", db)  # fmt: skip
+    res = run_cli(
+        "import",
+        "dataset",
+        "--format",
+        "hotpotqa",
+        tmp_path / "absent.json",
+        "--name",
+        "x",
+        "--db",
+        db,
+    )
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "absent.json" in lines[0]
@@ -66,18 +75,32 @@ def test_generate_twice_gives_identical_hashes_and_all_cells(tmp_path):
     hashes = []
     for i in range(2):
         db = tmp_path / f"x{i}.duckdb"
-        res = run_cli("generate", "controlled", "--preset", "controlled-200", "--seed", "42",
-                      "--name", "c200", "--db", db)  # fmt: skip
+        res = run_cli(
+            "generate",
+            "controlled",
+            "--preset",
+            "controlled-200",
+            "--seed",
+            "42",
+            "--name",
+            "c200",
+            "--db",
+            db,
+        )
         assert res.returncode == 0, res.stderr
         res = run_cli("datasets", "--db", db, "--json")
         assert res.returncode == 0, res.stderr
         (summary,) = json.loads(res.stdout)
         assert summary["name"] == "c200" and summary["n_instances"] == 200
         cells = {
-            (c["context_length"], c["evidence_position"], c["distractor_similarity"],
-             c["reasoning_type"])
+            (
+                c["context_length"],
+                c["evidence_position"],
+                c["distractor_similarity"],
+                c["reasoning_type"],
+            )
             for c in summary["cell_counts"]
-        }  # fmt: skip
+        }
         expected = {
             (length, pos, dis, rea)
             for length in (4000, 8000, 16000)
@@ -93,8 +116,10 @@ def test_generate_twice_gives_identical_hashes_and_all_cells(tmp_path):
     assert hashes[0] == hashes[1]
     # a different seed gives different content
     db = tmp_path / "other.duckdb"
-    assert run_cli("generate", "controlled", "--seed", "7", "--name", "c200", "--db", db)\
-        .returncode == 0  # fmt: skip
+    assert (
+        run_cli("generate", "controlled", "--seed", "7", "--name", "c200", "--db", db).returncode
+        == 0
+    )
     (other,) = json.loads(run_cli("datasets", "--db", db, "--json").stdout)
     assert other["content_hash"] != hashes[0]
 
@@ -141,13 +166,27 @@ def test_bad_file_leaves_store_unchanged(tmp_path):
 def test_output_piped_into_a_closed_reader_stops_quietly(tmp_path):
     db = tmp_path / "s.duckdb"
     for seed in (1, 2, 3):  # about 110 KB of JSON, more than a pipe holds
-        assert run_cli("generate", "controlled", "--preset", "controlled-200", "--seed",
-                       str(seed), "--name", f"c{seed}", "--db",
-                       str(db)).returncode == 0  # fmt: skip
+        assert (
+            run_cli(
+                "generate",
+                "controlled",
+                "--preset",
+                "controlled-200",
+                "--seed",
+                str(seed),
+                "--name",
+                f"c{seed}",
+                "--db",
+                str(db),
+            ).returncode
+            == 0
+        )
     proc = subprocess.Popen(
         [sys.executable, "-m", "core", "datasets", "--db", str(db), "--json"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.read(1)
     proc.stdout.close()  # like `| head -c 1`
     err = proc.stderr.read().decode()
@@ -161,28 +200,68 @@ def test_a_run_whose_calls_fail_says_why_and_fails_only_when_all_did(tmp_path):
     from model_stub import ModelStub
 
     db = tmp_path / "s.duckdb"
-    gen = run_cli("generate", "controlled", "--preset", "controlled-200", "--seed", "42",
-                  "--name", "c", "--db", db)  # fmt: skip
+    gen = run_cli(
+        "generate",
+        "controlled",
+        "--preset",
+        "controlled-200",
+        "--seed",
+        "42",
+        "--name",
+        "c",
+        "--db",
+        db,
+    )
     assert gen.returncode == 0, gen.stderr
     with ModelStub() as stub:
         stub.queue_modes("500", "500", "500")
-        some = run_cli("run", "--dataset", "c", "--backend", "ollama", "--model", "stub-model",
-                       "--host", stub.url, "--conditions", "no_evidence", "--name", "some",
-                       "--db", db)  # fmt: skip
+        some = run_cli(
+            "run",
+            "--dataset",
+            "c",
+            "--backend",
+            "ollama",
+            "--model",
+            "stub-model",
+            "--host",
+            stub.url,
+            "--conditions",
+            "no_evidence",
+            "--name",
+            "some",
+            "--db",
+            db,
+        )
     assert some.returncode == 0, some.stderr
     line = some.stderr.strip().splitlines()[-1]
     assert line.startswith("run 'some': 3 of 200 calls failed, most frequent: "), line
-    assert "500" in line and line.endswith("(3); rerun the same command to make the failed "
-                                           "calls again")  # fmt: skip
+    assert "500" in line and line.endswith(
+        "(3); rerun the same command to make the failed calls again"
+    )
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    none = run_cli("run", "--dataset", "c", "--backend", "ollama", "--model", "stub-model",
-                   "--host", dead, "--conditions", "no_evidence", "--name", "none",
-                   "--db", db)  # fmt: skip
+    none = run_cli(
+        "run",
+        "--dataset",
+        "c",
+        "--backend",
+        "ollama",
+        "--model",
+        "stub-model",
+        "--host",
+        dead,
+        "--conditions",
+        "no_evidence",
+        "--name",
+        "none",
+        "--db",
+        db,
+    )
     assert none.returncode == 1, none.stderr
     line = none.stderr.strip().splitlines()[-1]
-    assert line.startswith("run 'none': all 200 calls failed, most frequent: cannot reach "
-                           f"Ollama at {dead}"), line  # fmt: skip
+    assert line.startswith(
+        f"run 'none': all 200 calls failed, most frequent: cannot reach Ollama at {dead}"
+    ), line
     assert "(200)" in line

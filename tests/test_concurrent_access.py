@@ -55,11 +55,32 @@ def test_a_run_and_a_read_only_reader_share_the_store(tmp_path):
     )
     with ModelStub(latency_s=0.02) as stub:  # 800 calls x 20 ms / 4 workers: about 4 s
         writer = subprocess.run(
-            [sys.executable, "-m", "core", "run", "--db", str(db), "--dataset", "controlled-200",
-             "--backend", "ollama", "--model", "stub-model", "--host", stub.url,
-             "--concurrency", "4", "--name", "live", "--json"],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "core",
+                "run",
+                "--db",
+                str(db),
+                "--dataset",
+                "controlled-200",
+                "--backend",
+                "ollama",
+                "--model",
+                "stub-model",
+                "--host",
+                stub.url,
+                "--concurrency",
+                "4",
+                "--name",
+                "live",
+                "--json",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     out, err = reader.communicate(timeout=120)
     assert writer.returncode == 0, writer.stderr
     assert reader.returncode == 0, err

@@ -38,13 +38,18 @@ def _toy(instance_id: str = "i1", oracle_applicable: bool = True, gold: bool = T
     passages = (
         Passage("p0001", 0, "Alpha", "Alpha is a quiet village by the river.", "d1"),
         Passage(
-            "p0002", 1, "Beta", "Beta scored 84 points on the final test.", "d2",
-            "gold" if gold else "filler", gold,
+            "p0002",
+            1,
+            "Beta",
+            "Beta scored 84 points on the final test.",
+            "d2",
+            "gold" if gold else "filler",
+            gold,
         ),
         Passage(
             "p0003", 2, "Gamma", "Gamma scored 80 points on the final test.", "d3", "distractor"
         ),
-    )  # fmt: skip
+    )
     return Instance(
         instance_id,
         "What did Beta score on the final test?",
@@ -100,8 +105,10 @@ def test_oracle_is_not_planned_without_gold_evidence():
         ("c", "no_evidence"),
     ]
     assert planned_keys(insts[1], FOUR) == [
-        ("b", "no_evidence", ""), ("b", "full_context", ""), ("b", "retrieved", ""),
-    ]  # fmt: skip
+        ("b", "no_evidence", ""),
+        ("b", "full_context", ""),
+        ("b", "retrieved", ""),
+    ]
     assert planned_keys(insts[0], ["oracle", "oracle"]) == [("a", "oracle", "")]
 
 
@@ -211,26 +218,56 @@ def test_audit_on_hotpotqa_reports_bm25_recall_and_oracle_reaches_one(hotpot_ins
 def test_report_retrieval_cli_json(tmp_path, capsys, hotpot_instances):
     db = tmp_path / "s.duckdb"
     rc = main(
-        ["import", "dataset", "--format", "hotpotqa", str(shared_fixture(HOTPOT)), "--name",
-         "hotpot", "--db", str(db)]
-    )  # fmt: skip
+        [
+            "import",
+            "dataset",
+            "--format",
+            "hotpotqa",
+            str(shared_fixture(HOTPOT)),
+            "--name",
+            "hotpot",
+            "--db",
+            str(db),
+        ]
+    )
     assert rc == 0
     capsys.readouterr()
     rc = main(
-        ["report", "retrieval", "--db", str(db), "--dataset", "hotpot", "--retrievers",
-         "lexical,oracle", "--k", "3,16", "--json"]
-    )  # fmt: skip
+        [
+            "report",
+            "retrieval",
+            "--db",
+            str(db),
+            "--dataset",
+            "hotpot",
+            "--retrievers",
+            "lexical,oracle",
+            "--k",
+            "3,16",
+            "--json",
+        ]
+    )
     assert rc == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["retriever"], r["k"]) for r in rows] == [
-        ("lexical", 3), ("lexical", 16), ("oracle", 3), ("oracle", 16),
-    ]  # fmt: skip
+        ("lexical", 3),
+        ("lexical", 16),
+        ("oracle", 3),
+        ("oracle", 16),
+    ]
     assert rows[0]["recall"] == pytest.approx(48 / 53)
     assert rows[2]["recall"] == 1.0
     assert set(rows[0]) >= {
-        "dataset", "retriever", "k", "recall", "full_chain_coverage", "evidence_f1",
-        "distractor_rate", "passages_per_context", "n_instances",
-    }  # fmt: skip
+        "dataset",
+        "retriever",
+        "k",
+        "recall",
+        "full_chain_coverage",
+        "evidence_f1",
+        "distractor_rate",
+        "passages_per_context",
+        "n_instances",
+    }
     rc = main(["report", "retrieval", "--db", str(db), "--dataset", "nope", "--json"])
     assert rc == 1
     assert "no dataset named 'nope'" in capsys.readouterr().err

@@ -197,9 +197,10 @@ def test_labels_agree_with_the_importers_rule(c200: Dataset) -> None:
 
 def test_single_hop_scattered_is_corroborated(c200: Dataset) -> None:
     cases = [
-        i for i in c200.instances
+        i
+        for i in c200.instances
         if i.reasoning_type == "single_hop" and i.evidence_position == "scattered"
-    ]  # fmt: skip
+    ]
     assert len(cases) == 12
     for inst in cases:
         gold = [p for p in inst.passages if p.is_gold]
@@ -411,9 +412,10 @@ def test_multi_hop_chain_leads_from_question_to_answer(c200: Dataset, fanin: Dat
         gold_text = [p.text for p in inst.passages if p.is_gold]
         for fact in chain:  # each hop is stated by one gold passage
             stated = [
-                t for t in gold_text
+                t
+                for t in gold_text
                 if any(fact["subject"] in s and fact["value"] in s for s in t.split(". "))
-            ]  # fmt: skip
+            ]
             assert len(stated) == 1, (inst.instance_id, fact)
 
 

@@ -20,9 +20,14 @@ def grid_store(tmp_path_factory) -> Store:
     store = Store(tmp_path_factory.mktemp("fanin") / "store.duckdb")
     store.write_dataset(build_controlled("fanin-grid", seed=42))
     summary = run_conditions(
-        store, "fanin-grid", EmbeddedReader(), ["retrieved", "oracle", "full_context"],
-        name="emb", retriever="lexical", top_k=3,
-    )  # fmt: skip
+        store,
+        "fanin-grid",
+        EmbeddedReader(),
+        ["retrieved", "oracle", "full_context"],
+        name="emb",
+        retriever="lexical",
+        top_k=3,
+    )
     assert summary.errors == 0 and summary.executed == 3 * 144
     return store
 
@@ -33,8 +38,18 @@ def _cli_json(capsys, *argv) -> dict:
 
 
 def test_fanin_report_shows_ac_and_er_falling_with_fan_in(grid_store, capsys):
-    out = _cli_json(capsys, "report", "fanin", "--db", str(grid_store.path), "--runs", "emb",
-                    "--json", "--resamples", "1000")  # fmt: skip
+    out = _cli_json(
+        capsys,
+        "report",
+        "fanin",
+        "--db",
+        str(grid_store.path),
+        "--runs",
+        "emb",
+        "--json",
+        "--resamples",
+        "1000",
+    )
     rows = {(r["condition"], r["bucket"]): r for r in out["by_bucket"]}
     single, low, high = (rows[("retrieved", b)] for b in ("single", "low", "high"))
     assert (single["n"], low["n"], high["n"]) == (24, 48, 72)
@@ -59,11 +74,14 @@ def test_fanin_report_shows_ac_and_er_falling_with_fan_in(grid_store, capsys):
     ma = sum(a for _, a in pts) / 6
     assert sum((f - mf) * (a - ma) for f, a in pts) < 0
     # The oracle pack is the gold evidence: ER = EP = 1 at every fan-in.
-    assert all(rows[("oracle", b)]["er"] == 1.0 == rows[("oracle", b)]["ep"] for b in
-               ("single", "low", "high"))  # fmt: skip
+    assert all(
+        rows[("oracle", b)]["er"] == 1.0 == rows[("oracle", b)]["ep"]
+        for b in ("single", "low", "high")
+    )
     # Per-instance rows drill down to the numbers: retrieved high-bucket AC is their mean.
-    inst = [r for r in out["per_instance"] if r["condition"] == "retrieved"
-            and r["bucket"] == "high"]  # fmt: skip
+    inst = [
+        r for r in out["per_instance"] if r["condition"] == "retrieved" and r["bucket"] == "high"
+    ]
     assert len(inst) == 72
     assert sum(r["ac"] for r in inst) / 72 == pytest.approx(high["ac"])
     # Pearson r as seed 003 Fig. 3: the retrieved system x 3 buckets, oracle and full context
@@ -76,9 +94,23 @@ def test_fanin_report_shows_ac_and_er_falling_with_fan_in(grid_store, capsys):
     assert corr["er_ac"]["r"] == pytest.approx(
         pearsonr([p["er"] for p in pts], [p["ac"] for p in pts]).statistic
     )
-    every = _cli_json(capsys, "report", "fanin", "--db", str(grid_store.path), "--runs", "emb",
-                      "--json", "--no-instances", "--resamples", "200", "--points", "fan_in",
-                      "--r-include-oracle", "--r-include-full-context")  # fmt: skip
+    every = _cli_json(
+        capsys,
+        "report",
+        "fanin",
+        "--db",
+        str(grid_store.path),
+        "--runs",
+        "emb",
+        "--json",
+        "--no-instances",
+        "--resamples",
+        "200",
+        "--points",
+        "fan_in",
+        "--r-include-oracle",
+        "--r-include-full-context",
+    )
     assert every["correlation"]["er_ac"]["n"] == 18  # 3 systems with packs x 6 fan-ins
     assert every["correlation"]["excluded"] == {}
 
@@ -87,19 +119,48 @@ def test_fanin_report_text_and_errors(grid_store, capsys):
     assert main(["report", "fanin", "--db", str(grid_store.path), "--runs", "emb"]) == 0
     text = capsys.readouterr().out
     assert "emb:retrieved" in text and "relative degradation" in text and "ER-AC r =" in text
-    assert ("Pearson r over 3 (system, bucket) points: 1 system (emb:retrieved) x buckets "
-            "single, low, high; left out: oracle (3 points") in text  # fmt: skip
-    assert main(["report", "fanin", "--db", str(grid_store.path), "--runs", "emb",
-                 "--r-include-oracle", "--resamples", "100"]) == 0  # fmt: skip
+    assert (
+        "Pearson r over 3 (system, bucket) points: 1 system (emb:retrieved) x buckets "
+        "single, low, high; left out: oracle (3 points"
+    ) in text
+    assert (
+        main(
+            [
+                "report",
+                "fanin",
+                "--db",
+                str(grid_store.path),
+                "--runs",
+                "emb",
+                "--r-include-oracle",
+                "--resamples",
+                "100",
+            ]
+        )
+        == 0
+    )
     assert "over 6 (system, bucket) points: 2 systems" in capsys.readouterr().out
     assert main(["report", "fanin", "--db", str(grid_store.path), "--runs", "nope"]) == 1
     assert "no runs matching 'nope'" in capsys.readouterr().err
 
 
 def test_crux_report_on_fanin_grid(grid_store, capsys):
-    out = _cli_json(capsys, "report", "crux", "--db", str(grid_store.path), "--dataset",
-                    "fanin-grid", "--retrievers", "lexical,oracle", "--k", "1,3",
-                    "--json", "--resamples", "500")  # fmt: skip
+    out = _cli_json(
+        capsys,
+        "report",
+        "crux",
+        "--db",
+        str(grid_store.path),
+        "--dataset",
+        "fanin-grid",
+        "--retrievers",
+        "lexical,oracle",
+        "--k",
+        "1,3",
+        "--json",
+        "--resamples",
+        "500",
+    )
     assert out["answerability_source"] == "gold"
     agg = {(r["retriever"], r["k"]): r for r in out["aggregate"]}
     assert set(agg) == {("lexical", 1), ("lexical", 3), ("oracle", 1), ("oracle", 3)}
@@ -138,8 +199,9 @@ def test_registered_fanin_and_crux_views_show_the_report_numbers(grid_store):
     fig, pts = get_figure("fanin_scatter").build(grid_store, sel)
     assert len(pts) == 3 and "ER-AC: r = " in fig.layout.annotations[0].text
     assert "Pearson r over 3 (system, bucket) points" in fig.layout.annotations[-1].text
-    with_oracle = Selection(dataset="fanin-grid", runs=("emb",),
-                            options={"n_resamples": 300, "r_include_oracle": True})  # fmt: skip
+    with_oracle = Selection(
+        dataset="fanin-grid", runs=("emb",), options={"n_resamples": 300, "r_include_oracle": True}
+    )
     _, pts = get_figure("fanin_scatter").build(grid_store, with_oracle)
     assert len(pts) == 6 and set(pts["condition"]) == {"retrieved", "oracle"}
     deg = get_table("fanin_degradation").build(grid_store, sel).set_index("condition")
@@ -154,13 +216,19 @@ def test_registered_fanin_and_crux_views_show_the_report_numbers(grid_store):
     assert set(buckets["bucket"]) == {"single", "low", "high", "all"}
     assert len(get_table("fanin_pairs").build(grid_store, sel)) == 3
     # Metadata filters restrict the instances: comparison questions only (8 per fan-in).
-    only = Selection(dataset="fanin-grid", runs=("emb",), filters={"reasoning_type":
-                     ("comparison",)}, options={"n_resamples": 200})  # fmt: skip
+    only = Selection(
+        dataset="fanin-grid",
+        runs=("emb",),
+        filters={"reasoning_type": ("comparison",)},
+        options={"n_resamples": 200},
+    )
     _, data = get_figure("fanin_degradation").build(grid_store, only)
     assert set(data["n"]) == {8}
     # CRUX under the names the Retrieval page renders.
-    crux = Selection(dataset="fanin-grid", options={"crux_retrievers": ["oracle"],
-                     "crux_ks": [1], "n_resamples": 200})  # fmt: skip
+    crux = Selection(
+        dataset="fanin-grid",
+        options={"crux_retrievers": ["oracle"], "crux_ks": [1], "n_resamples": 200},
+    )
     fig, agg = get_figure("crux_coverage").build(grid_store, crux)
     assert agg["alpha_ndcg"].tolist() == pytest.approx([1.0])
     assert get_table("crux_table").build(grid_store, crux)["n"].tolist() == [144]
@@ -178,6 +246,7 @@ def test_fanin_page_renders(grid_store, monkeypatch):
     # The r settings: bucket points without the oracle by default; including it is a click.
     assert at.selectbox(key="fanin.points").value == "bucket"
     assert not at.checkbox(key="fanin.r_include_oracle").value
+
     def scatter_spec() -> str:
         return next(c.proto.spec for c in at.get("plotly_chart") if "ER-AC: r = " in c.proto.spec)
 

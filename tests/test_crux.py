@@ -116,8 +116,11 @@ def test_required_subset_is_greedy_set_cover_with_first_wins_ties():
 
 def _instance() -> Instance:
     # Each passage renders to 3 label tokens + 1 title token + 6 text tokens = 10 tokens.
-    texts = ("alpha beta gamma delta one two", "alpha beta gamma delta three four",
-             "epsilon zeta eta theta five six")  # fmt: skip
+    texts = (
+        "alpha beta gamma delta one two",
+        "alpha beta gamma delta three four",
+        "epsilon zeta eta theta five six",
+    )
     gold = (True, True, False)
     passages = tuple(
         Passage(f"p{i + 1:04d}", i, "T", texts[i], f"d{i}", "gold" if g else "filler", g)
@@ -137,10 +140,16 @@ def test_answerability_from_gold_gives_each_gold_passage_its_own_sub_question():
 def _ratings():
     # (passage, sub-question, rating 0..5); eta = 3. s3 is answered by nothing.
     return [
-        ("p0001", "s1", 5), ("p0002", "s1", 1), ("p0003", "s1", 4),
-        ("p0001", "s2", 0), ("p0002", "s2", 3), ("p0003", "s2", 2),
-        ("p0001", "s3", 2), ("p0002", "s3", 0), ("p0003", "s3", 0),
-    ]  # fmt: skip
+        ("p0001", "s1", 5),
+        ("p0002", "s1", 1),
+        ("p0003", "s1", 4),
+        ("p0001", "s2", 0),
+        ("p0002", "s2", 3),
+        ("p0003", "s2", 2),
+        ("p0001", "s3", 2),
+        ("p0002", "s3", 0),
+        ("p0003", "s3", 0),
+    ]
 
 
 def test_answerability_from_ratings_thresholds_at_eta():
@@ -199,10 +208,26 @@ def _judged_q3(eta):
 
 def test_crux_at_eta_3_and_5_differ_hand_computed():
     # Lexical ranks chunks (10 tokens = one passage each) p3, p1, p2.
-    at3 = crux_evaluate([_q3()], ["lexical"], [1, 3], _judged_q3(3), eta=3, chunk_size=10,
-                        overlap=0, n_resamples=100).per_context.set_index("k")  # fmt: skip
-    at5 = crux_evaluate([_q3()], ["lexical"], [1, 3], _judged_q3(5), eta=5, chunk_size=10,
-                        overlap=0, n_resamples=100).per_context.set_index("k")  # fmt: skip
+    at3 = crux_evaluate(
+        [_q3()],
+        ["lexical"],
+        [1, 3],
+        _judged_q3(3),
+        eta=3,
+        chunk_size=10,
+        overlap=0,
+        n_resamples=100,
+    ).per_context.set_index("k")
+    at5 = crux_evaluate(
+        [_q3()],
+        ["lexical"],
+        [1, 3],
+        _judged_q3(5),
+        eta=5,
+        chunk_size=10,
+        overlap=0,
+        n_resamples=100,
+    ).per_context.set_index("k")
     # eta 3: Q_ans {s1, s2}, p3 -> {s1}, p1 -> {s1}, p2 -> {s2}. k=1 (p3): Cov 1/2, nDCG 1
     # (ideal rank 1 gains 1 too), density ((1/2)/10 / (1/20))^0.5 = 1.
     assert at3.loc[1, "coverage"] == 0.5 and at3.loc[1, "alpha_ndcg"] == pytest.approx(1.0)
@@ -257,8 +282,16 @@ def test_k_required_without_a_required_subset_is_unscored():
     ans = answerability_from_ratings(_q3(), ["s1"], [("p0003", "s1", 5)], "j1")
     assert ans.required == () and ans.answerable == frozenset()
     assert ans.discarded == {"s1"} and ans.answers == {"p0003": frozenset()}
-    res = crux_evaluate([_q3()], ["lexical"], [1], {"q3": ans}, k_required=True,
-                        chunk_size=10, overlap=0, n_resamples=50)  # fmt: skip
+    res = crux_evaluate(
+        [_q3()],
+        ["lexical"],
+        [1],
+        {"q3": ans},
+        k_required=True,
+        chunk_size=10,
+        overlap=0,
+        n_resamples=50,
+    )
     agg = res.aggregate.set_index("k")
     assert agg.loc[K_REQUIRED, "n"] == 0 and agg.loc[K_REQUIRED, "n_unscored"] == 1
     assert agg.loc[1, "n"] == 0 and agg.loc[1, "n_unscored"] == 1
@@ -293,8 +326,13 @@ def _store_with_ratings(db_path, judges=("j1",)) -> Store:
     inst = _instance()
     other = Instance("q2", "Which?", "y", passages=_instance().passages, fan_in=2)
     store.write_dataset(Dataset("tiny", "test", "test", {}, (inst, other)))
-    sq = pd.DataFrame({"instance_id": ["q1"] * 3, "sq_id": ["s1", "s2", "s3"],
-                       "text": ["what a?", "what b?", "what c?"]})  # fmt: skip
+    sq = pd.DataFrame(
+        {
+            "instance_id": ["q1"] * 3,
+            "sq_id": ["s1", "s2", "s3"],
+            "text": ["what a?", "what b?", "what c?"],
+        }
+    )
     rows = [
         {"instance_id": "q1", "sq_id": s, "passage_id": p, "rating": r, "judge": j}
         for j in judges
@@ -306,8 +344,9 @@ def _store_with_ratings(db_path, judges=("j1",)) -> Store:
 
 def test_crux_report_uses_stored_ratings_and_falls_back_to_gold(db_path):
     store = _store_with_ratings(db_path)
-    res = crux_report(store, "tiny", ["oracle"], [1, 2, 3], chunk_size=10, overlap=0,
-                      n_resamples=200)  # fmt: skip
+    res = crux_report(
+        store, "tiny", ["oracle"], [1, 2, 3], chunk_size=10, overlap=0, n_resamples=200
+    )
     assert res.answerability_source == "mixed"  # q1 judged, q2 derived from gold
     per = res.per_context.set_index(["instance_id", "k"])
     assert per.loc[("q1", 1), "answerability_source"] == "judge:j1"
@@ -331,21 +370,43 @@ def test_a_sub_question_only_a_distractor_answers_is_discarded(db_path):
     # gold p2 answers s2 and s3, the non-gold p3 answers s1 and s4. Seed 002 §3.2: Q_ans is
     # what the oracle context answers, {s1, s2, s3}; s4 (only a distractor answers it) is
     # discarded, so Cov(Z*) = 1 (Z* = p2, p1). Counting s4 gave Cov(Z*) = 3/4 before.
-    ratings = [("p0001", "s1", 5), ("p0002", "s2", 4), ("p0002", "s3", 3),
-               ("p0003", "s1", 4), ("p0003", "s4", 5)]  # fmt: skip
+    ratings = [
+        ("p0001", "s1", 5),
+        ("p0002", "s2", 4),
+        ("p0002", "s3", 3),
+        ("p0003", "s1", 4),
+        ("p0003", "s4", 5),
+    ]
     ans = answerability_from_ratings(_q3(), ["s1", "s2", "s3", "s4"], ratings, "j1")
     assert ans.answerable == {"s1", "s2", "s3"} and ans.discarded == {"s4"}
     assert ans.required == ("p0002", "p0001")
     assert ans.answers["p0003"] == {"s1"}  # s4 is out of every metric, alpha-nDCG included
     store = Store(db_path)
     store.write_dataset(Dataset("tiny", "test", "test", {}, (_q3(),)))
-    sq = pd.DataFrame({"instance_id": ["q3"] * 4, "sq_id": ["s1", "s2", "s3", "s4"],
-                       "text": ["a?", "b?", "c?", "d?"]})  # fmt: skip
-    rows = pd.DataFrame([{"instance_id": "q3", "sq_id": q, "passage_id": p, "rating": r,
-                          "judge": "j1"} for p, q, r in ratings])  # fmt: skip
+    sq = pd.DataFrame(
+        {
+            "instance_id": ["q3"] * 4,
+            "sq_id": ["s1", "s2", "s3", "s4"],
+            "text": ["a?", "b?", "c?", "d?"],
+        }
+    )
+    rows = pd.DataFrame(
+        [
+            {"instance_id": "q3", "sq_id": q, "passage_id": p, "rating": r, "judge": "j1"}
+            for p, q, r in ratings
+        ]
+    )
     store.write_crux_judgments("tiny", sq, rows)
-    res = crux_report(store, "tiny", ["lexical"], [1, 3], k_required=True, chunk_size=10,
-                      overlap=0, n_resamples=100)  # fmt: skip
+    res = crux_report(
+        store,
+        "tiny",
+        ["lexical"],
+        [1, 3],
+        k_required=True,
+        chunk_size=10,
+        overlap=0,
+        n_resamples=100,
+    )
     per = res.per_context.set_index("k")
     assert (per["coverage_ref"] == 1.0).all() and (per["n_answerable"] == 3).all()
     # Lexical ranks p3, p1, p2 (one chunk each, 10 tokens). k=1, Z = (p3): answers s1 only.
@@ -364,9 +425,11 @@ def test_a_sub_question_only_a_distractor_answers_is_discarded(db_path):
     assert per.loc[K_REQUIRED, "k_size"] == 2
     assert per.loc[K_REQUIRED, "coverage"] == pytest.approx(1 / 3)
     assert (res.discarded, res.distractor_only) == (1, 1)
-    assert res.note.endswith(" 1 judged sub-question that no gold passage answers is left out, "
-                             "as the paper filters them (1 answered only by a non-gold "
-                             "passage).")  # fmt: skip
+    assert res.note.endswith(
+        " 1 judged sub-question that no gold passage answers is left out, "
+        "as the paper filters them (1 answered only by a non-gold "
+        "passage)."
+    )
 
 
 def test_crux_report_eta_5_and_the_gold_derived_note(db_path):
@@ -402,8 +465,17 @@ def test_crux_figure_and_table_carry_the_gold_derived_note(db_path):
     from core.figures.fanin import crux_coverage_figure, crux_table
 
     store = _store_with_ratings(db_path)
-    res = crux_report(store, "tiny", ["oracle"], [1, 3], eta=5, k_required=True,
-                      chunk_size=10, overlap=0, n_resamples=100)  # fmt: skip
+    res = crux_report(
+        store,
+        "tiny",
+        ["oracle"],
+        [1, 3],
+        eta=5,
+        k_required=True,
+        chunk_size=10,
+        overlap=0,
+        n_resamples=100,
+    )
     fig, data = crux_coverage_figure(res)
     # the note under the panels, HTML-escaped for Plotly (which shows &gt; as >)
     note = html.unescape(fig.layout.annotations[-1].text.replace("<br>", " "))
@@ -417,8 +489,18 @@ def test_crux_figure_and_table_carry_the_gold_derived_note(db_path):
     assert set(table["answerability"]) == {"judged 1/2, gold-derived 1/2"}
     assert set(table["gold_derived"]) == {1} and set(table["judged"]) == {1}
     # Every instance gold-derived: the note and the column say so.
-    gold = crux_table(crux_report(Store(db_path), "tiny", ["oracle"], [1], instance_ids=["q2"],
-                                  chunk_size=10, overlap=0, n_resamples=50))  # fmt: skip
+    gold = crux_table(
+        crux_report(
+            Store(db_path),
+            "tiny",
+            ["oracle"],
+            [1],
+            instance_ids=["q2"],
+            chunk_size=10,
+            overlap=0,
+            n_resamples=50,
+        )
+    )
     assert gold["answerability"].tolist() == ["gold-derived 1/1 (not judged)"]
 
 
@@ -426,8 +508,9 @@ def test_crux_report_needs_a_judge_choice_when_several_rated(db_path):
     store = _store_with_ratings(db_path, judges=("j1", "j2"))
     with pytest.raises(ValueError, match="j1, j2"):
         crux_report(store, "tiny", ["oracle"], [1], chunk_size=10, overlap=0)
-    res = crux_report(store, "tiny", ["oracle"], [1], judge="j2", chunk_size=10, overlap=0,
-                      n_resamples=100)  # fmt: skip
+    res = crux_report(
+        store, "tiny", ["oracle"], [1], judge="j2", chunk_size=10, overlap=0, n_resamples=100
+    )
     assert "judge:j2" in set(res.per_context["answerability_source"])
     with pytest.raises(ValueError, match="unknown dataset"):
         crux_report(store, "nope", ["oracle"], [1])
@@ -474,30 +557,56 @@ def test_parse_rating_follows_the_rubric_format():
 
 def _judge_crux(store, backend, passages="all"):
     """``judge crux``'s path: the crux-answerability judge run under the judge's name."""
-    out = run_judge(store, "crux-answerability", backend, name="double:rubric-double|crux-v1",
-                    dataset="tiny", passages=passages)  # fmt: skip
-    return {"judge": out.run, "n_pairs": out.planned, "n_called": out.executed,
-            "n_cached": out.cached + out.skipped_existing, "n_errors": out.errors}  # fmt: skip
+    out = run_judge(
+        store,
+        "crux-answerability",
+        backend,
+        name="double:rubric-double|crux-v1",
+        dataset="tiny",
+        passages=passages,
+    )
+    return {
+        "judge": out.run,
+        "n_pairs": out.planned,
+        "n_called": out.executed,
+        "n_cached": out.cached + out.skipped_existing,
+        "n_errors": out.errors,
+    }
 
 
 def test_judge_rates_pairs_caches_calls_and_feeds_crux(db_path):
     store = Store(db_path)
     store.write_dataset(Dataset("tiny", "test", "test", {}, (_instance(),)))
-    sq = pd.DataFrame({"instance_id": ["q1", "q1"], "sq_id": ["s1", "s2"],
-                       "text": ["Which word follows one?", "Which word follows three?"]})
+    sq = pd.DataFrame(
+        {
+            "instance_id": ["q1", "q1"],
+            "sq_id": ["s1", "s2"],
+            "text": ["Which word follows one?", "Which word follows three?"],
+        }
+    )
     store.write_crux_judgments("tiny", sq, pd.DataFrame())
     double = _RubricDouble()
     out = _judge_crux(store, double)
-    assert out == {"judge": "double:rubric-double|crux-v1", "n_pairs": 6, "n_called": 6,
-                   "n_cached": 0, "n_errors": 0}  # fmt: skip
+    assert out == {
+        "judge": "double:rubric-double|crux-v1",
+        "n_pairs": 6,
+        "n_called": 6,
+        "n_cached": 0,
+        "n_errors": 0,
+    }
     _, ratings = store.crux_judgments("tiny")
     got = {(r.passage_id, r.sq_id): r.rating for r in ratings.itertuples()}
-    assert got == {("p0001", "s1"): 5, ("p0002", "s1"): 1, ("p0003", "s1"): 1,
-                   ("p0001", "s2"): 1, ("p0002", "s2"): 5, ("p0003", "s2"): 1}  # fmt: skip
+    assert got == {
+        ("p0001", "s1"): 5,
+        ("p0002", "s1"): 1,
+        ("p0003", "s1"): 1,
+        ("p0001", "s2"): 1,
+        ("p0002", "s2"): 5,
+        ("p0003", "s2"): 1,
+    }
     again = _judge_crux(store, double)
     assert again["n_cached"] == 6 and double.calls == 6  # served from the response cache
-    res = crux_report(store, "tiny", ["oracle"], [1, 3], chunk_size=10, overlap=0,
-                      n_resamples=100)  # fmt: skip
+    res = crux_report(store, "tiny", ["oracle"], [1, 3], chunk_size=10, overlap=0, n_resamples=100)
     assert res.answerability_source == "judge:double:rubric-double|crux-v1"
     per = res.per_context.set_index("k")
     assert per.loc[1, "coverage"] == 0.5 and per.loc[3, "coverage"] == 1.0

@@ -35,17 +35,35 @@ def _records() -> list[dict]:
     ratings: dict[str, dict[str, int]] = {s: {} for s in texts}
     for pid, sq, rating in _ratings():
         ratings[sq][pid] = rating
-    return [{"instance_id": "q1", "sq_id": s, "text": t, "ratings": ratings[s]}
-            for s, t in texts.items()]  # fmt: skip
+    return [
+        {"instance_id": "q1", "sq_id": s, "text": t, "ratings": ratings[s]}
+        for s, t in texts.items()
+    ]
 
 
 def test_imported_ratings_drive_the_crux_report(tiny, tmp_path):
     res = run_cli("import", "crux", _file(tmp_path, _records()), "--dataset", "tiny", "--db", tiny)
     assert res.returncode == 0, res.stderr
     assert "3 sub-questions of 1 instances, 9 ratings (judge 'imported')" in res.stdout
-    out = run_cli("report", "crux", "--dataset", "tiny", "--retrievers", "oracle", "--k", "1,3",
-                  "--chunk-size", "10", "--overlap", "0", "--judge", "imported", "--json",
-                  "--db", tiny)  # fmt: skip
+    out = run_cli(
+        "report",
+        "crux",
+        "--dataset",
+        "tiny",
+        "--retrievers",
+        "oracle",
+        "--k",
+        "1,3",
+        "--chunk-size",
+        "10",
+        "--overlap",
+        "0",
+        "--judge",
+        "imported",
+        "--json",
+        "--db",
+        tiny,
+    )
     assert out.returncode == 0, out.stderr
     per = {(r["instance_id"], r["k"]): r for r in json.loads(out.stdout)["per_context"]}
     # Hand-checked in tests/test_crux.py: k=1 Cov 1/2, density 1; k=3 Cov 1, density
@@ -81,12 +99,30 @@ def test_a_bad_sub_question_file_leaves_the_store_unchanged(tiny, tmp_path, chan
 
 def test_judge_rates_every_pair_through_the_ollama_client_and_caches(tiny, tmp_path):
     records = [{k: v for k, v in r.items() if k != "ratings"} for r in _records()]
-    assert run_cli("import", "crux", _file(tmp_path, records), "--dataset", "tiny",
-                   "--db", tiny).returncode == 0  # fmt: skip
+    assert (
+        run_cli(
+            "import", "crux", _file(tmp_path, records), "--dataset", "tiny", "--db", tiny
+        ).returncode
+        == 0
+    )
     with ModelStub() as stub:
-        args = ("judge", "crux", "--dataset", "tiny", "--backend", "ollama", "--model",
-                "stub-model", "--host", stub.url, "--passages", "all", "--json",
-                "--db", tiny)  # fmt: skip
+        args = (
+            "judge",
+            "crux",
+            "--dataset",
+            "tiny",
+            "--backend",
+            "ollama",
+            "--model",
+            "stub-model",
+            "--host",
+            stub.url,
+            "--passages",
+            "all",
+            "--json",
+            "--db",
+            tiny,
+        )
         first = run_cli(*args)
         assert first.returncode == 0, first.stderr
         again = run_cli(*args)
@@ -98,9 +134,25 @@ def test_judge_rates_every_pair_through_the_ollama_client_and_caches(tiny, tmp_p
     _, ratings = Store(tiny).crux_judgments("tiny")
     assert len(ratings) == 9 and set(ratings["judge"]) == {"ollama:stub-model|crux-v1"}
     assert ratings["rating"].between(0, 5).all()
-    report = run_cli("report", "crux", "--dataset", "tiny", "--retrievers", "oracle", "--k", "1",
-                     "--chunk-size", "10", "--overlap", "0", "--judge",
-                     "ollama:stub-model|crux-v1", "--json", "--db", tiny)  # fmt: skip
+    report = run_cli(
+        "report",
+        "crux",
+        "--dataset",
+        "tiny",
+        "--retrievers",
+        "oracle",
+        "--k",
+        "1",
+        "--chunk-size",
+        "10",
+        "--overlap",
+        "0",
+        "--judge",
+        "ollama:stub-model|crux-v1",
+        "--json",
+        "--db",
+        tiny,
+    )
     assert report.returncode == 0, report.stderr
     assert "judge:ollama:stub-model|crux-v1" in report.stdout
 
@@ -124,14 +176,36 @@ def test_retrieval_page_lets_the_user_choose_whose_ratings_crux_uses(tmp_path, m
 
 
 def _report(tiny, *extra):
-    return run_cli("report", "crux", "--dataset", "tiny", "--retrievers", "oracle", "--k", "1,3",
-                   "--chunk-size", "10", "--overlap", "0", "--resamples", "200", "--judge",
-                   "imported", *extra, "--db", tiny)  # fmt: skip
+    return run_cli(
+        "report",
+        "crux",
+        "--dataset",
+        "tiny",
+        "--retrievers",
+        "oracle",
+        "--k",
+        "1,3",
+        "--chunk-size",
+        "10",
+        "--overlap",
+        "0",
+        "--resamples",
+        "200",
+        "--judge",
+        "imported",
+        *extra,
+        "--db",
+        tiny,
+    )
 
 
 def test_report_crux_eta_and_k_required_flags(tiny, tmp_path):
-    assert run_cli("import", "crux", _file(tmp_path, _records()), "--dataset", "tiny",
-                   "--db", tiny).returncode == 0  # fmt: skip
+    assert (
+        run_cli(
+            "import", "crux", _file(tmp_path, _records()), "--dataset", "tiny", "--db", tiny
+        ).returncode
+        == 0
+    )
     default = _report(tiny, "--json")
     strict = _report(tiny, "--eta", "5", "--k-required", "--json")
     assert default.returncode == 0 and strict.returncode == 0, strict.stderr
@@ -151,9 +225,7 @@ def test_report_crux_eta_and_k_required_flags(tiny, tmp_path):
     assert agg["|Z*|"]["k_mean"] == 1.5 and agg["|Z*|"]["n"] == 2
     # The gold-derived instance is counted and said.
     assert s["answerability_counts"] == {"judge:imported": 1, "gold": 1}
-    assert "derived from gold evidence, not judged, for 1 of 2 instances" in s[
-        "answerability_note"
-    ]
+    assert "derived from gold evidence, not judged, for 1 of 2 instances" in s["answerability_note"]
     assert (agg[1]["judged"], agg[1]["gold_derived"]) == (1, 1)
     text = _report(tiny, "--eta", "5", "--k-required")
     assert text.returncode == 0, text.stderr
@@ -172,12 +244,30 @@ def test_report_crux_refuses_a_bad_eta(tiny):
 
 
 def test_report_crux_all_gold_derived_says_so(tiny):
-    out = run_cli("report", "crux", "--dataset", "tiny", "--retrievers", "oracle", "--k", "1",
-                  "--chunk-size", "10", "--overlap", "0", "--resamples", "100", "--db", tiny)
+    out = run_cli(
+        "report",
+        "crux",
+        "--dataset",
+        "tiny",
+        "--retrievers",
+        "oracle",
+        "--k",
+        "1",
+        "--chunk-size",
+        "10",
+        "--overlap",
+        "0",
+        "--resamples",
+        "100",
+        "--db",
+        tiny,
+    )
     assert out.returncode == 0, out.stderr
-    assert ("Answerability derived from gold evidence, not judged, for all 2 instances: each "
-            "gold passage answers a sub-question of its own (binary, so eta = 3 does not apply "
-            "to them).") in out.stdout  # fmt: skip
+    assert (
+        "Answerability derived from gold evidence, not judged, for all 2 instances: each "
+        "gold passage answers a sub-question of its own (binary, so eta = 3 does not apply "
+        "to them)."
+    ) in out.stdout
 
 
 def test_retrieval_page_crux_eta_and_k_required(tmp_path, monkeypatch):

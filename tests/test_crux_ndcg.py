@@ -133,8 +133,11 @@ def test_subtopics_numbered_per_topic_keep_ndevals_order(kind):
     topics = _topics(300, seed=3)
     sets = []
     for t, (q, r, _) in enumerate(topics):
-        name = (lambda j, t=t: 100 * t + j) if kind == "many" else (
-            (lambda j: j) if t % 2 else (lambda j: f"s{j:02d}"))  # fmt: skip
+        name = (
+            (lambda j, t=t: 100 * t + j)
+            if kind == "many"
+            else ((lambda j: j) if t % 2 else (lambda j: f"s{j:02d}"))
+        )
         sets.append(_as_sets(q, r, name))
     rankings, pools, ids = zip(*sets, strict=True)
     got = alpha_ndcg_topics(rankings, pools, CUTS, 0.3, ids)
@@ -191,8 +194,7 @@ def test_ties_go_to_the_greater_docno_hand_computed():
 def test_shallow_ideals_are_prefixes_of_the_deepest():
     # ndeval orders the pool once; the ideal at cut-off k is the first k of that order, so
     # one greedy run to the deepest cut-off gives every cut-off's value.
-    rankings, pools, ids = zip(*(_as_sets(q, r) for q, r, _ in _topics(300, seed=5)),
-                               strict=True)  # fmt: skip
+    rankings, pools, ids = zip(*(_as_sets(q, r) for q, r, _ in _topics(300, seed=5)), strict=True)
     together = alpha_ndcg_topics(rankings, pools, (20, 5, 10), 0.5, ids)
     for c, k in enumerate((20, 5, 10)):
         alone = alpha_ndcg_topics(rankings, pools, (k,), 0.5, ids)[:, 0]

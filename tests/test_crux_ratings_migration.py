@@ -28,8 +28,11 @@ _OLD_TABLE = """
 
 
 def _dataset(name: str) -> Dataset:
-    texts = ("alpha beta gamma delta one two", "alpha beta gamma delta three four",
-             "epsilon zeta eta theta five six")  # fmt: skip
+    texts = (
+        "alpha beta gamma delta one two",
+        "alpha beta gamma delta three four",
+        "epsilon zeta eta theta five six",
+    )
     passages = tuple(
         Passage(f"p{i + 1:04d}", i, "T", t, f"d{i}", "gold" if i < 2 else "filler", i < 2)
         for i, t in enumerate(texts)
@@ -43,11 +46,22 @@ def _schema_7_store(path) -> tuple[Store, set[tuple]]:
     store = Store(path)
     for ds in ("tiny", "other"):
         store.write_dataset(_dataset(ds))
-        sq = pd.DataFrame({"instance_id": ["q1", "q1"], "sq_id": ["s1", "s2"],
-                           "text": ["what alpha?", "what epsilon?"]})  # fmt: skip
+        sq = pd.DataFrame(
+            {
+                "instance_id": ["q1", "q1"],
+                "sq_id": ["s1", "s2"],
+                "text": ["what alpha?", "what epsilon?"],
+            }
+        )
         store.write_crux_judgments(ds, sq, pd.DataFrame())
-    run_judge(store, "crux-answerability", make_judge("embedded"), name="jr", dataset="tiny",
-              passages="all")  # fmt: skip
+    run_judge(
+        store,
+        "crux-answerability",
+        make_judge("embedded"),
+        name="jr",
+        dataset="tiny",
+        passages="all",
+    )
     mirrored = store.crux_judgments("tiny")[1]  # the judge run's ratings, as mirrored
     assert len(mirrored) == 6
     legacy = [  # judge crux, import crux; a judge rating two datasets; a name a run has
@@ -62,9 +76,12 @@ def _schema_7_store(path) -> tuple[Store, set[tuple]]:
     con.execute(_OLD_TABLE)
     con.executemany(
         "INSERT INTO answerability VALUES (?, ?, ?, ?, ?, ?)",
-        [("tiny", r.instance_id, r.sq_id, r.passage_id, int(r.rating), r.judge)
-         for r in mirrored.itertuples(index=False)] + legacy,
-    )  # fmt: skip
+        [
+            ("tiny", r.instance_id, r.sq_id, r.passage_id, int(r.rating), r.judge)
+            for r in mirrored.itertuples(index=False)
+        ]
+        + legacy,
+    )
     con.execute("DELETE FROM schema_version WHERE version > 7")
     rows = con.execute("SELECT * FROM answerability").fetchall()
     con.close()
@@ -88,17 +105,31 @@ def test_a_schema_7_store_migrates_and_keeps_every_crux_rating(db_path):
             judge = "jr@tiny"  # the name is the judge run's
         expected.add((ds, iid, sq, pid, rating, judge))
     assert after == expected and len(after) == len(before) == 11
-    assert store.crux_judges("tiny") == sorted(["imported@tiny", "jr", "jr@tiny",
-                                                "ollama:m|crux-v1"])  # fmt: skip
+    assert store.crux_judges("tiny") == sorted(
+        ["imported@tiny", "jr", "jr@tiny", "ollama:m|crux-v1"]
+    )
     judged = store.judgments_frame(rubric="crux-answerability")
     assert len(judged) == 11 and set(judged["run_id"]) == {
-        "jr", "jr@tiny", "imported@tiny", "imported@other", "ollama:m|crux-v1"}
+        "jr",
+        "jr@tiny",
+        "imported@tiny",
+        "imported@other",
+        "ollama:m|crux-v1",
+    }
     for run in ("ollama:m|crux-v1", "imported@other"):
         row = store.run_row(run)
         assert row["kind"] == "judge" and row["status"] == "done"
     # The report uses a migrated judge's ratings as it used them before.
-    res = crux_report(store, "tiny", ["oracle"], [1, 3], chunk_size=10, overlap=0,
-                      n_resamples=50, judge="ollama:m|crux-v1")  # fmt: skip
+    res = crux_report(
+        store,
+        "tiny",
+        ["oracle"],
+        [1, 3],
+        chunk_size=10,
+        overlap=0,
+        n_resamples=50,
+        judge="ollama:m|crux-v1",
+    )
     assert res.answerability_source == "judge:ollama:m|crux-v1"
     # A second open changes nothing; deleting a dataset deletes its ratings.
     assert len(Store(db_path).crux_judgments("tiny")[1]) == 10
@@ -111,13 +142,21 @@ def test_import_crux_ratings_are_judgments_of_a_judge_run_named_after_the_judge(
     store = Store(db_path)
     store.write_dataset(_dataset("tiny"))
     sq = pd.DataFrame({"instance_id": ["q1"], "sq_id": ["s1"], "text": ["what alpha?"]})
-    ratings = pd.DataFrame({"instance_id": ["q1"] * 2, "sq_id": ["s1"] * 2,
-                            "passage_id": ["p0001", "p0002"], "rating": [5, 0],
-                            "judge": ["crux-released"] * 2})  # fmt: skip
+    ratings = pd.DataFrame(
+        {
+            "instance_id": ["q1"] * 2,
+            "sq_id": ["s1"] * 2,
+            "passage_id": ["p0001", "p0002"],
+            "rating": [5, 0],
+            "judge": ["crux-released"] * 2,
+        }
+    )
     assert store.write_crux_judgments("tiny", sq, ratings) == 2
     got = store.crux_judgments("tiny")[1]
     assert got[["passage_id", "rating", "judge"]].values.tolist() == [
-        ["p0001", 5, "crux-released"], ["p0002", 0, "crux-released"]]
+        ["p0001", 5, "crux-released"],
+        ["p0002", 0, "crux-released"],
+    ]
     frame = store.judgments_frame(runs=["crux-released"])
     assert frame["item"].tolist() == ["s1|p0001", "s1|p0002"]
     assert store.run_row("crux-released")["n_done"] == 2

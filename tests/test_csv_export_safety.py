@@ -66,20 +66,38 @@ def test_latex_is_not_prefixed():
 
 
 def _import_evil(tmp_path: Path) -> Path:
-    header = ("sample_id,model_name,method,source,reasoning_type,answer_type,context_length,"
-              "evidence_position,evidence_density,distractor_similarity,gold_answer,"
-              "predicted_answer,gold_evidence_ids,predicted_evidence_ids")  # fmt: skip
+    header = (
+        "sample_id,model_name,method,source,reasoning_type,answer_type,context_length,"
+        "evidence_position,evidence_density,distractor_similarity,gold_answer,"
+        "predicted_answer,gold_evidence_ids,predicted_evidence_ids"
+    )
     model = '"' + _EVIL.replace('"', '""') + '"'
     lines = [header]
     for sid, pred in (("s1", "Lyon"), ("s2", "Paris")):
         for method in ("no_evidence", "direct"):
-            lines.append(f"{sid},{model},{method},controlled,single_hop,entity,4000,front,low,"
-                         f"none,Paris,{pred if method == 'direct' else 'Paris'},p1,p1")  # fmt: skip
+            lines.append(
+                f"{sid},{model},{method},controlled,single_hop,entity,4000,front,low,"
+                f"none,Paris,{pred if method == 'direct' else 'Paris'},p1,p1"
+            )
     src = tmp_path / "evil.per_sample_metrics.csv"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     db = tmp_path / "s.duckdb"
-    assert main(["import", "results", "--format", "oncu-release", str(src), "--name", "=r1",
-                 "--db", str(db)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "import",
+                "results",
+                "--format",
+                "oncu-release",
+                str(src),
+                "--name",
+                "=r1",
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
     return db
 
 
@@ -88,10 +106,38 @@ def test_exported_table_and_figure_data_neutralize_an_imported_model_name(tmp_pa
     of a figure: both cells carry the ``'``; the scores beside them are numbers."""
     db = _import_evil(tmp_path)
     table, data = tmp_path / "t.csv", tmp_path / "f.csv"
-    assert main(["export", "table", "condition_matrix", "--runs", "=r1", "--out", str(table),
-                 "--db", str(db)]) == 0  # fmt: skip
-    assert main(["export", "figure", "condition_matrix", "--runs", "=r1", "--out", str(data),
-                 "--db", str(db)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "table",
+                "condition_matrix",
+                "--runs",
+                "=r1",
+                "--out",
+                str(table),
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "export",
+                "figure",
+                "condition_matrix",
+                "--runs",
+                "=r1",
+                "--out",
+                str(data),
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
     rows = _rows(table.read_text(encoding="utf-8"))
     assert {r[rows[0].index("model")] for r in rows[1:]} == {"'" + _EVIL}
     assert {r[rows[0].index("run")] for r in rows[1:]} == {"'=r1"}

@@ -27,8 +27,10 @@ def test_round_trip_of_random_cells(tmp_path):
         seen["n"] += 1
         folder = tmp_path / f"case{seen['n']}"
         folder.mkdir()
-        rows = [row(f"s{i}", "direct", predicted_answer=a, gold_answer=gold, source=source)
-                for i, a in enumerate(answers)]  # fmt: skip
+        rows = [
+            row(f"s{i}", "direct", predicted_answer=a, gold_answer=gold, source=source)
+            for i, a in enumerate(answers)
+        ]
         store = Store(folder / "s.db")
         import_results(store, write_csv(folder / "r.per_sample_metrics.csv", rows), "r")
         back = store.scoring_frame(["r"]).set_index("instance_id")

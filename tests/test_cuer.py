@@ -82,12 +82,21 @@ def test_trace_divergence_both_citation_sets_empty():
 def test_trace_divergence_identical_sets():
     # Same sets; "Draco Labs 07064" and "draco labs" are equal relaxed-normalized for an
     # entity answer (the synthetic suffix is dropped): only 0.2 * |0.9 - 0.5| = 0.08 remains.
-    d = trace_divergence(["p1", "p2"], ["p2", "p1"], "Draco Labs 07064", "draco labs", 0.9, 0.5,
-                         answer_type="entity", reasoning_type="single_hop")  # fmt: skip
+    d = trace_divergence(
+        ["p1", "p2"],
+        ["p2", "p1"],
+        "Draco Labs 07064",
+        "draco labs",
+        0.9,
+        0.5,
+        answer_type="entity",
+        reasoning_type="single_hop",
+    )
     assert d == pytest.approx(0.08)
     # For a number answer the suffix rule is off: "07064" is kept, so the answers differ.
-    d = trace_divergence(["p1"], ["p1"], "Draco Labs 07064", "draco labs", 0.9, 0.9,
-                         answer_type="number")  # fmt: skip
+    d = trace_divergence(
+        ["p1"], ["p1"], "Draco Labs 07064", "draco labs", 0.9, 0.9, answer_type="number"
+    )
     assert d == pytest.approx(0.3)
 
 
@@ -114,17 +123,26 @@ _NONE = dict.fromkeys(ROLE_FLAGS, False)
 _ITEMS = [
     # A: Brown County (§6.9): removal kills the answer. Δcorr 1 > 0 -> constructive; D 0.94 >=
     #    0.5 with Δcorr > 0 -> distractive; |Δcorr| 1 > eps -> not confidence-distorting.
-    ("A", {"delta_corr": 1.0, "delta_f1": 1.0, "delta_grnd": 1.0, "delta_cal": -0.8}, 0.94,
-     {"constructive", "distractive"}, "constructive"),
+    (
+        "A",
+        {"delta_corr": 1.0, "delta_f1": 1.0, "delta_grnd": 1.0, "delta_cal": -0.8},
+        0.94,
+        {"constructive", "distractive"},
+        "constructive",
+    ),
     # B: Derrickson duplicate (§6.9): every Δ 0 and D 0 -> redundant only.
     ("B", _ZERO, 0.0, {"redundant"}, "redundant"),
     # C: Badly Drawn Boy (§6.9): CE 0.1 -> 0.5, Δcal -0.4, Δcorr 0, D 0.08 -> conf.-distorting.
-    ("C", {**_ZERO, "delta_cal": -0.4}, 0.08, {"confidence_distorting"},
-     "confidence_distorting"),
+    ("C", {**_ZERO, "delta_cal": -0.4}, 0.08, {"confidence_distorting"}, "confidence_distorting"),
     # D: grounding lost (Δgrnd 0.5 > 0), D 0.6 >= tau, |Δcal| 0.3 > eps with Δcorr 0 ->
     #    constructive, distractive and confidence-distorting at once.
-    ("D", {**_ZERO, "delta_grnd": 0.5, "delta_cal": 0.3}, 0.6,
-     {"constructive", "distractive", "confidence_distorting"}, "constructive"),
+    (
+        "D",
+        {**_ZERO, "delta_grnd": 0.5, "delta_cal": 0.3},
+        0.6,
+        {"constructive", "distractive", "confidence_distorting"},
+        "constructive",
+    ),
     # E: grounding improved (Δgrnd -0.5), D 0.3: no rule holds (|Δgrnd| > eps, D < tau).
     ("E", {**_ZERO, "delta_grnd": -0.5}, 0.3, set(), "unassigned"),
     # F: Δgrnd 0.03 > 0 -> constructive; every |Δ| <= 0.05 and D 0.02 <= 0.05 -> redundant.
@@ -139,9 +157,8 @@ _ITEMS = [
     ("J", {**_ZERO, "delta_corr": 1.0}, 0.3, {"constructive"}, "constructive"),
     # K: the manga case (§6.9): wrong both times, confidence 0.5 -> 0.9 (Δcal -0.4), D 0.88
     #    >= tau but nothing worsens on correctness/grounding -> confidence-distorting only.
-    ("K", {**_ZERO, "delta_cal": -0.4}, 0.88, {"confidence_distorting"},
-     "confidence_distorting"),
-]  # fmt: skip
+    ("K", {**_ZERO, "delta_cal": -0.4}, 0.88, {"confidence_distorting"}, "confidence_distorting"),
+]
 
 
 @pytest.mark.parametrize(("name", "deltas", "d", "flags", "primary"), _ITEMS)
@@ -154,8 +171,12 @@ def test_role_flag_counts_of_the_hand_built_items():
     got = [role_flags(deltas, d) for _, deltas, d, _, _ in _ITEMS]
     counts = {f: sum(g[f] for g in got) for f in ROLE_FLAGS}
     # constructive A D F J; redundant B F I; distractive A D; conf.-distorting C D K
-    assert counts == {"constructive": 4, "redundant": 3, "distractive": 2,
-                      "confidence_distorting": 3}  # fmt: skip
+    assert counts == {
+        "constructive": 4,
+        "redundant": 3,
+        "distractive": 2,
+        "confidence_distorting": 3,
+    }
     assert sum(sum(g.values()) >= 2 for g in got) == 3  # A, D, F
     assert sum(not any(g.values()) for g in got) == 3  # E, G, H
     # the paper's distractive needs Δcorr > 0 or Δgrnd > 0: always constructive as well
@@ -172,55 +193,136 @@ def test_role_thresholds_and_precedence():
     assert evidence_role({**_ZERO, "delta_cal": 0.1}, 0.1) == "confidence_distorting"
     # Constructive before distractive, as the paper's Table 10 labels its exemplars
     # (tests/test_cuer_table10.py).
-    assert PRIMARY_ROLE_ORDER == ("constructive", "distractive", "confidence_distorting",
-                                  "redundant")  # fmt: skip
+    assert PRIMARY_ROLE_ORDER == (
+        "constructive",
+        "distractive",
+        "confidence_distorting",
+        "redundant",
+    )
     assert primary_role({}) == "unassigned" and ROLES[-1] == "unassigned"
 
 
 # ------------------------------------------------------------------ pairing and aggregates
 
 
-def _row(iid, cond, variant, *, corr, f1, grnd, ce, answer="a", cited=("p1",), conf=0.9,
-         error=None, meta=None, at="entity", rt="single_hop"):  # fmt: skip
+def _row(
+    iid,
+    cond,
+    variant,
+    *,
+    corr,
+    f1,
+    grnd,
+    ce,
+    answer="a",
+    cited=("p1",),
+    conf=0.9,
+    error=None,
+    meta=None,
+    at="entity",
+    rt="single_hop",
+):
     return {
-        "run": "r", "instance_id": iid, "condition": cond, "variant": variant, "answer": answer,
-        "cited_ids": list(cited), "confidence": conf, "error": error, "meta": meta,
-        "soft_correct": corr, "f1_relaxed": f1, "title_grounding": grnd,
-        "confidence_error": ce, "answer_type": at, "reasoning_type": rt,
-    }  # fmt: skip
+        "run": "r",
+        "instance_id": iid,
+        "condition": cond,
+        "variant": variant,
+        "answer": answer,
+        "cited_ids": list(cited),
+        "confidence": conf,
+        "error": error,
+        "meta": meta,
+        "soft_correct": corr,
+        "f1_relaxed": f1,
+        "title_grounding": grnd,
+        "confidence_error": ce,
+        "answer_type": at,
+        "reasoning_type": rt,
+    }
 
 
 def _frame():
     rows = [
         _row("a", "retrieved", "", corr=1, f1=1.0, grnd=1.0, ce=0.1),
-        _row("a", "intervention", "remove|p1", corr=0, f1=0.0, grnd=0.0, ce=0.2,
-             answer="unknown", cited=(), conf=0.2),
+        _row(
+            "a",
+            "intervention",
+            "remove|p1",
+            corr=0,
+            f1=0.0,
+            grnd=0.0,
+            ce=0.2,
+            answer="unknown",
+            cited=(),
+            conf=0.2,
+        ),
         _row("a", "intervention", "duplicate:end|p1", corr=1, f1=1.0, grnd=1.0, ce=0.1),
-        _row("a", "intervention", "zero_retrieval", corr=0, f1=0.0, grnd=0.0, ce=0.05,
-             answer="unknown", cited=(), conf=0.05),
+        _row(
+            "a",
+            "intervention",
+            "zero_retrieval",
+            corr=0,
+            f1=0.0,
+            grnd=0.0,
+            ce=0.05,
+            answer="unknown",
+            cited=(),
+            conf=0.05,
+        ),
         _row("b", "retrieved", "", corr=1, f1=0.5, grnd=0.5, ce=0.5, conf=0.5, cited=("p1", "p2")),
-        _row("b", "intervention", "remove|p2", corr=0, f1=0.0, grnd=0.0, ce=0.0,
-             answer="unknown", cited=(), conf=0.0, meta='{"rule": "cited", "target": "p2"}'),
+        _row(
+            "b",
+            "intervention",
+            "remove|p2",
+            corr=0,
+            f1=0.0,
+            grnd=0.0,
+            ce=0.0,
+            answer="unknown",
+            cited=(),
+            conf=0.0,
+            meta='{"rule": "cited", "target": "p2"}',
+        ),
         # a Case-view rerun of the planned call (same key) replaced the planned row: kept
-        _row("b", "intervention", "duplicate:end|p2", corr=1, f1=0.5, grnd=1.0, ce=0.5,
-             conf=0.5, cited=("p2",), meta='{"rule": "user", "target": "p2"}'),
+        _row(
+            "b",
+            "intervention",
+            "duplicate:end|p2",
+            corr=1,
+            f1=0.5,
+            grnd=1.0,
+            ce=0.5,
+            conf=0.5,
+            cited=("p2",),
+            meta='{"rule": "user", "target": "p2"}',
+        ),
         # a failed call: a missing pair (no delta, no role); a Case-view rerun and another
         # base: left out of the pairs
-        _row("b", "intervention", "replace:easy|p2", corr=None, f1=None, grnd=None, ce=None,
-             error="HTTP 500"),
-        _row("b", "intervention", "remove|p1", corr=0, f1=0, grnd=0, ce=0,
-             meta='{"rule": "user"}'),
-        _row("b", "intervention", "move:0|p2", corr=0, f1=0, grnd=0, ce=0,
-             meta='{"rule": "user"}'),
+        _row(
+            "b",
+            "intervention",
+            "replace:easy|p2",
+            corr=None,
+            f1=None,
+            grnd=None,
+            ce=None,
+            error="HTTP 500",
+        ),
+        _row("b", "intervention", "remove|p1", corr=0, f1=0, grnd=0, ce=0, meta='{"rule": "user"}'),
+        _row("b", "intervention", "move:0|p2", corr=0, f1=0, grnd=0, ce=0, meta='{"rule": "user"}'),
         _row("b", "intervention", "remove|p1@oracle", corr=0, f1=0, grnd=0, ce=0),
-    ]  # fmt: skip
+    ]
     return pd.DataFrame(rows)
 
 
 def test_intervention_pairs_deltas_divergence_roles():
     pairs = intervention_pairs(_frame())
     assert list(pairs["variant"]) == [
-        "remove|p1", "duplicate:end|p1", "zero_retrieval", "remove|p2", "duplicate:end|p2",
+        "remove|p1",
+        "duplicate:end|p1",
+        "zero_retrieval",
+        "remove|p2",
+        "duplicate:end|p2",
         "replace:easy|p2",
     ]
     assert list(pairs["missing"]) == [False] * 5 + [True]
@@ -240,8 +342,10 @@ def test_intervention_pairs_deltas_divergence_roles():
     assert (rm["is_constructive"], rm["is_distractive"]) == (True, True)
     assert (rm["is_redundant"], rm["is_confidence_distorting"]) == (False, False)
     assert (rm["flags"], rm["n_flags"], rm["primary_role"]) == (
-        "constructive+distractive", 2, "constructive",
-    )  # fmt: skip
+        "constructive+distractive",
+        2,
+        "constructive",
+    )
     dup_b = pairs.iloc[4]
     # {p1, p2} vs {p2}: 0.5 * 0.5 = 0.25; same answer, same confidence
     assert dup_b["trace_divergence"] == pytest.approx(0.25)
@@ -249,8 +353,10 @@ def test_intervention_pairs_deltas_divergence_roles():
     assert dup_b["answer_changed"] is False
     assert dup_b["delta_grnd"] == pytest.approx(-0.5)
     assert (dup_b["flags"], dup_b["n_flags"], dup_b["primary_role"]) == (
-        "unassigned", 0, "unassigned",
-    )  # fmt: skip
+        "unassigned",
+        0,
+        "unassigned",
+    )
     assert pairs.iloc[1]["flags"] == pairs.iloc[1]["primary_role"] == "redundant"
     assert pd.isna(pairs.iloc[2]["primary_role"])  # zero retrieval describes no item
 
@@ -259,8 +365,11 @@ def test_utility_profile_means():
     frame = _frame()
     prof = utility_profile(frame, n_resamples=200).aggregate
     assert list(zip(prof["operator"], prof["variant"], prof["n"], prof["missing"])) == [
-        ("original", "", 2, 0), ("remove", "", 2, 0), ("replace", "easy", 0, 1),
-        ("duplicate", "end", 2, 0), ("zero_retrieval", "", 1, 0),
+        ("original", "", 2, 0),
+        ("remove", "", 2, 0),
+        ("replace", "easy", 0, 1),
+        ("duplicate", "end", 2, 0),
+        ("zero_retrieval", "", 1, 0),
     ]
     orig = prof.iloc[0]
     assert orig["correctness"] == 1.0 and orig["answer_f1"] == 0.75
@@ -288,7 +397,11 @@ def test_paired_deltas_table3_layout():
     assert dup.loc["grounding", "delta"] == pytest.approx(-0.25)
     assert list(agg.columns[:4]) == ["run", "operator", "variant", "metric"]
     assert list(agg["metric"][:5]) == [
-        "correctness", "answer_f1", "grounding", "confidence_error", "trace_divergence",
+        "correctness",
+        "answer_f1",
+        "grounding",
+        "confidence_error",
+        "trace_divergence",
     ]
 
 
@@ -298,23 +411,48 @@ def test_role_counts():
     # both constructive + distractive. duplicate a: all 0 -> redundant; duplicate b: Δgrnd
     # -0.5, D 0.25 -> no flag. replace b: the call failed -> missing.
     got = agg.drop(columns="run").to_dict("records")
-    zero = {"constructive": 0, "redundant": 0, "distractive": 0, "confidence_distorting": 0,
-            "unassigned": 0, "several_flags": 0}  # fmt: skip
+    zero = {
+        "constructive": 0,
+        "redundant": 0,
+        "distractive": 0,
+        "confidence_distorting": 0,
+        "unassigned": 0,
+        "several_flags": 0,
+    }
     assert got == [
-        {"operator": "remove", "variant": "", "n": 2, "missing": 0, **zero,
-         "constructive": 2, "distractive": 2, "several_flags": 2},
+        {
+            "operator": "remove",
+            "variant": "",
+            "n": 2,
+            "missing": 0,
+            **zero,
+            "constructive": 2,
+            "distractive": 2,
+            "several_flags": 2,
+        },
         {"operator": "replace", "variant": "easy", "n": 0, "missing": 1, **zero},
-        {"operator": "duplicate", "variant": "end", "n": 2, "missing": 0, **zero,
-         "redundant": 1, "unassigned": 1},
-    ]  # fmt: skip
+        {
+            "operator": "duplicate",
+            "variant": "end",
+            "n": 2,
+            "missing": 0,
+            **zero,
+            "redundant": 1,
+            "unassigned": 1,
+        },
+    ]
     combos = role_combinations(intervention_pairs(_frame())).aggregate
     assert combos.drop(columns="run").to_dict("records") == [
-        {"operator": "remove", "variant": "", "flags": "constructive+distractive",
-         "n_flags": 2, "n": 2},
+        {
+            "operator": "remove",
+            "variant": "",
+            "flags": "constructive+distractive",
+            "n_flags": 2,
+            "n": 2,
+        },
         {"operator": "duplicate", "variant": "end", "flags": "redundant", "n_flags": 1, "n": 1},
-        {"operator": "duplicate", "variant": "end", "flags": "unassigned", "n_flags": 0,
-         "n": 1},
-    ]  # fmt: skip
+        {"operator": "duplicate", "variant": "end", "flags": "unassigned", "n_flags": 0, "n": 1},
+    ]
 
 
 def _hand_items() -> pd.DataFrame:
@@ -323,34 +461,82 @@ def _hand_items() -> pd.DataFrame:
         # i1: correct -> wrong ("a" -> "b"), grounding 1 -> 0, CE 0.1 -> 0.8, {p1} -> {}:
         # D = 0.5 + 0.3 + 0.2 * |0.9 - 0.8| = 0.82; Δcorr 1 -> constructive + distractive
         _row("i1", "retrieved", "", corr=1, f1=1, grnd=1, ce=0.1),
-        _row("i1", "intervention", "remove|p1", corr=0, f1=0, grnd=0, ce=0.8, answer="b",
-             cited=(), conf=0.8),
+        _row(
+            "i1",
+            "intervention",
+            "remove|p1",
+            corr=0,
+            f1=0,
+            grnd=0,
+            ce=0.8,
+            answer="b",
+            cited=(),
+            conf=0.8,
+        ),
         # i2: nothing changes ({p1, p2} -> {p2, p1}): D 0 -> redundant
         _row("i2", "retrieved", "", corr=1, f1=1, grnd=1, ce=0.1, cited=("p1", "p2")),
-        _row("i2", "intervention", "remove|p3", corr=1, f1=1, grnd=1, ce=0.1,
-             cited=("p2", "p1")),
+        _row("i2", "intervention", "remove|p3", corr=1, f1=1, grnd=1, ce=0.1, cited=("p2", "p1")),
         # i3: wrong both times ("x" -> "y"), grounding 0.5 both, confidence 0.5 -> 0.9 (CE 0.5
         # -> 0.9, Δcal -0.4), {p1, p2} -> {p2, p3}: D = 0.5 * 2/3 + 0.3 + 0.2 * 0.4 = 0.7133
         # -> confidence-distorting only (D >= tau, but nothing worsens on corr / grnd)
-        _row("i3", "retrieved", "", corr=0, f1=0, grnd=0.5, ce=0.5, answer="x",
-             cited=("p1", "p2"), conf=0.5),
-        _row("i3", "intervention", "remove|p1", corr=0, f1=0, grnd=0.5, ce=0.9, answer="y",
-             cited=("p2", "p3"), conf=0.9),
+        _row(
+            "i3",
+            "retrieved",
+            "",
+            corr=0,
+            f1=0,
+            grnd=0.5,
+            ce=0.5,
+            answer="x",
+            cited=("p1", "p2"),
+            conf=0.5,
+        ),
+        _row(
+            "i3",
+            "intervention",
+            "remove|p1",
+            corr=0,
+            f1=0,
+            grnd=0.5,
+            ce=0.9,
+            answer="y",
+            cited=("p2", "p3"),
+            conf=0.9,
+        ),
         # i4: grounding 1 -> 0.5 ({p1} -> {p1, p3}), same answer and confidence: D = 0.5 *
         # 1/2 = 0.25 < tau -> constructive only
         _row("i4", "retrieved", "", corr=1, f1=1, grnd=1, ce=0.1),
-        _row("i4", "intervention", "remove|p2", corr=1, f1=1, grnd=0.5, ce=0.1,
-             cited=("p1", "p3")),
+        _row("i4", "intervention", "remove|p2", corr=1, f1=1, grnd=0.5, ce=0.1, cited=("p1", "p3")),
         # i5: the call failed -> missing (no flags)
         _row("i5", "retrieved", "", corr=1, f1=1, grnd=1, ce=0.1),
-        _row("i5", "intervention", "remove|p1", corr=None, f1=None, grnd=None, ce=None,
-             error="HTTP 500", answer=None, cited=(), conf=None),
+        _row(
+            "i5",
+            "intervention",
+            "remove|p1",
+            corr=None,
+            f1=None,
+            grnd=None,
+            ce=None,
+            error="HTTP 500",
+            answer=None,
+            cited=(),
+            conf=None,
+        ),
         # i6: wrong both times, the answer changes ("x" -> "y"): D 0.3, every Δ 0 -> no flag
-        _row("i6", "retrieved", "", corr=0, f1=0, grnd=0, ce=0.2, answer="x", cited=(),
-             conf=0.2),
-        _row("i6", "intervention", "remove|p1", corr=0, f1=0, grnd=0, ce=0.2, answer="y",
-             cited=(), conf=0.2),
-    ]  # fmt: skip
+        _row("i6", "retrieved", "", corr=0, f1=0, grnd=0, ce=0.2, answer="x", cited=(), conf=0.2),
+        _row(
+            "i6",
+            "intervention",
+            "remove|p1",
+            corr=0,
+            f1=0,
+            grnd=0,
+            ce=0.2,
+            answer="y",
+            cited=(),
+            conf=0.2,
+        ),
+    ]
     return pd.DataFrame(rows)
 
 
@@ -366,19 +552,33 @@ def test_hand_built_items_flags_and_counts():
     assert pd.isna(pairs.loc["i5", "flags"]) and pd.isna(pairs.loc["i5", "primary_role"])
     answered = pairs.drop(index="i5")
     assert answered["flags"].to_dict() == {
-        "i1": "constructive+distractive", "i2": "redundant", "i3": "confidence_distorting",
-        "i4": "constructive", "i6": "unassigned",
-    }  # fmt: skip
+        "i1": "constructive+distractive",
+        "i2": "redundant",
+        "i3": "confidence_distorting",
+        "i4": "constructive",
+        "i6": "unassigned",
+    }
     assert answered["primary_role"].to_dict() == {
-        "i1": "constructive", "i2": "redundant", "i3": "confidence_distorting",
-        "i4": "constructive", "i6": "unassigned",
-    }  # fmt: skip
+        "i1": "constructive",
+        "i2": "redundant",
+        "i3": "confidence_distorting",
+        "i4": "constructive",
+        "i6": "unassigned",
+    }
     agg = role_counts(intervention_pairs(_hand_items())).aggregate.iloc[0].to_dict()
     assert agg == {
-        "run": "r", "operator": "remove", "variant": "", "n": 5, "missing": 1,
-        "constructive": 2, "redundant": 1, "distractive": 1, "confidence_distorting": 1,
-        "unassigned": 1, "several_flags": 1,
-    }  # fmt: skip
+        "run": "r",
+        "operator": "remove",
+        "variant": "",
+        "n": 5,
+        "missing": 1,
+        "constructive": 2,
+        "redundant": 1,
+        "distractive": 1,
+        "confidence_distorting": 1,
+        "unassigned": 1,
+        "several_flags": 1,
+    }
     # a lower tau makes i4 (D 0.25) distractive too; the counts follow
     low = role_counts(intervention_pairs(_hand_items(), tau=0.25)).aggregate.iloc[0]
     assert (low["distractive"], low["several_flags"]) == (2, 2)
@@ -396,11 +596,35 @@ def _axis_frame() -> pd.DataFrame:
     assert (base["soft_correct"], base["em_strict"]) == (1.0, 0.0)
     assert (dup["soft_correct"], dup["em_strict"]) == (1.0, 1.0)
     rows = [
-        {**_row("o", "retrieved", "", corr=1.0, f1=1.0, grnd=1.0, ce=0.1,
-                answer="Obama Barack", conf=0.9), "em_strict": base["em_strict"]},
-        {**_row("o", "intervention", "duplicate:end|p1", corr=1.0, f1=1.0, grnd=1.0, ce=0.4,
-                answer="Barack Obama", conf=0.6), "em_strict": dup["em_strict"]},
-    ]  # fmt: skip
+        {
+            **_row(
+                "o",
+                "retrieved",
+                "",
+                corr=1.0,
+                f1=1.0,
+                grnd=1.0,
+                ce=0.1,
+                answer="Obama Barack",
+                conf=0.9,
+            ),
+            "em_strict": base["em_strict"],
+        },
+        {
+            **_row(
+                "o",
+                "intervention",
+                "duplicate:end|p1",
+                corr=1.0,
+                f1=1.0,
+                grnd=1.0,
+                ce=0.4,
+                answer="Barack Obama",
+                conf=0.6,
+            ),
+            "em_strict": dup["em_strict"],
+        },
+    ]
     return pd.DataFrame(rows)
 
 
@@ -425,8 +649,10 @@ def test_strict_em_correctness_axis():
     prof_s = utility_profile(frame, correctness="strict", n_resamples=50).aggregate
     orig, dup = prof_s.iloc[0], prof_s.iloc[1]
     assert (orig["correctness_axis"], orig["correctness"], orig["confidence_error"]) == (
-        "strict", 0.0, pytest.approx(0.9),
-    )  # fmt: skip
+        "strict",
+        0.0,
+        pytest.approx(0.9),
+    )
     assert (dup["correctness"], dup["pct_correctness_changed"]) == (1.0, 100.0)
     prof = utility_profile(frame, n_resamples=50).aggregate
     assert prof.iloc[0]["correctness"] == 1.0 and prof.iloc[1]["pct_correctness_changed"] == 0
@@ -446,8 +672,18 @@ def _positions_frame() -> pd.DataFrame:
     rows = []
     for iid in ("i1", "i2", "i3", "i4"):
         cited = ("p1", "p2") if iid == "i2" else ("p1",)
-        rows.append(_row(iid, "retrieved", "", corr=1 if iid != "i4" else 0, f1=1, grnd=1,
-                         ce=0.1, cited=cited))  # fmt: skip
+        rows.append(
+            _row(
+                iid,
+                "retrieved",
+                "",
+                corr=1 if iid != "i4" else 0,
+                f1=1,
+                grnd=1,
+                ce=0.1,
+                cited=cited,
+            )
+        )
     dup = [
         # front: i1 answer "b" (wrong now) and cites {p1, p2}; i4 answer "c" (wrong before
         # and after); i2, i3 unchanged -> answers changed 2/4, correctness flipped 1/4,
@@ -481,8 +717,11 @@ def test_duplicate_position_sweep_changed_answers_and_evidence_divergence():
     result = {"profile": utility_profile(frame, pairs, n_resamples=50)}
     table = duplicate_positions_table(result)
     assert list(zip(table["operator"], table["variant"])) == [
-        ("original", ""), ("duplicate", "front"), ("duplicate", "after"), ("duplicate", "end"),
-    ]  # fmt: skip
+        ("original", ""),
+        ("duplicate", "front"),
+        ("duplicate", "after"),
+        ("duplicate", "end"),
+    ]
     assert list(table["n"]) == [4, 4, 4, 3] and list(table["missing"]) == [0, 0, 0, 1]
     assert list(table["answers_changed"]) == [0, 2, 1, 0]
     assert list(table["pct_answer_changed"]) == [0.0, 50.0, 25.0, 0.0]
@@ -502,27 +741,48 @@ def test_role_table_figure_and_examples_show_overlapping_flags():
     fig, data = roles_figure(result)
     assert fig.layout.barmode == "group"  # not stacked: the flags overlap
     bars = {t.name: list(t.y) for t in fig.data}
-    assert bars == {"constructive": [2], "redundant": [1], "distractive": [1],
-                    "confidence_distorting": [1], "unassigned": [1],
-                    "several flags": [1]}  # fmt: skip
+    assert bars == {
+        "constructive": [2],
+        "redundant": [1],
+        "distractive": [1],
+        "confidence_distorting": [1],
+        "unassigned": [1],
+        "several flags": [1],
+    }
     assert "of 5 (missing: 1)" in fig.data[0].text[0]
     assert role_table(result).iloc[0]["several_flags"] == 1
     ex = role_examples(result).set_index("instance_id")
-    assert ex.loc["i1", ["flags", "is_constructive", "is_distractive", "primary_role"]].tolist() \
-        == ["constructive+distractive", True, True, "constructive"]
+    assert ex.loc[
+        "i1", ["flags", "is_constructive", "is_distractive", "primary_role"]
+    ].tolist() == ["constructive+distractive", True, True, "constructive"]
 
 
 def test_every_column_of_the_cuer_tables_has_a_tooltip_with_a_section():
     frame = _frame()
     pairs = intervention_pairs(frame).assign(dataset="d")
-    result = {"profile": utility_profile(frame, pairs, n_resamples=20),
-              "roles": role_counts(pairs)}  # fmt: skip
-    shown = {*result["profile"].aggregate.columns, *role_table(result).columns,
-             *role_examples(result).columns, *duplicate_positions_table(result).columns,
-             *paired_deltas(pairs, n_resamples=20).aggregate.columns, "stars",
-             *synergy(pairs).aggregate.columns}  # fmt: skip
-    keys = {"run", "dataset", "instance_id", "operator", "variant", "metric", "target",
-            "rule", "answer_orig", "answer", "effect"}  # fmt: skip
+    result = {"profile": utility_profile(frame, pairs, n_resamples=20), "roles": role_counts(pairs)}
+    shown = {
+        *result["profile"].aggregate.columns,
+        *role_table(result).columns,
+        *role_examples(result).columns,
+        *duplicate_positions_table(result).columns,
+        *paired_deltas(pairs, n_resamples=20).aggregate.columns,
+        "stars",
+        *synergy(pairs).aggregate.columns,
+    }
+    keys = {
+        "run",
+        "dataset",
+        "instance_id",
+        "operator",
+        "variant",
+        "metric",
+        "target",
+        "rule",
+        "answer_orig",
+        "answer",
+        "effect",
+    }
     numbers = shown - keys
     assert not numbers - set(COLUMN_HELP), sorted(numbers - set(COLUMN_HELP))
     for col in numbers:
@@ -541,11 +801,11 @@ def _two(iid, orig, one, two, both):
 
 def test_synergy_arithmetic():
     rows = (
-        _two("a", 1.0, 1.0, 1.0, 0.0)      # drops 0, 0, 1: synergy 1, strong complementary
-        + _two("b", 1.0, 0.5, 0.0, 0.0)    # drops 0.5, 1, 1: synergy 0
-        + _two("c", 0.5, 0.5, 0.25, 0.0)   # drops 0, 0.25, 0.5: synergy 0.25, positive
+        _two("a", 1.0, 1.0, 1.0, 0.0)  # drops 0, 0, 1: synergy 1, strong complementary
+        + _two("b", 1.0, 0.5, 0.0, 0.0)  # drops 0.5, 1, 1: synergy 0
+        + _two("c", 0.5, 0.5, 0.25, 0.0)  # drops 0, 0.25, 0.5: synergy 0.25, positive
         + _two("d", 1.0, 1.0, 1.0, 0.0)[:3]  # no joint removal: not eligible
-    )  # fmt: skip
+    )
     res = synergy(intervention_pairs(pd.DataFrame(rows)))
     per = res.per_instance.set_index("instance_id")
     assert per["synergy"].to_dict() == {"a": 1.0, "b": 0.0, "c": 0.25}

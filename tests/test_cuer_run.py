@@ -34,22 +34,49 @@ def test_controlled_200_intervention_properties(controlled):
     s = info["summary"]
     assert s.status == "done" and s.errors == 0 and s.parse_errors == 0
     rep = intervention_report(store, "cr")
-    assert set(rep) == {"correctness_axis", "operators", "paired", "roles", "roles_by_operator",
-                        "role_combinations", "role_precedence", "roles_missing", "synergy"}
+    assert set(rep) == {
+        "correctness_axis",
+        "operators",
+        "paired",
+        "roles",
+        "roles_by_operator",
+        "role_combinations",
+        "role_precedence",
+        "roles_missing",
+        "synergy",
+    }
     ops = {(r["operator"], r["variant"]): r for r in rep["operators"]}
     assert list(ops) == [
-        ("original", ""), ("remove", ""), ("replace", "easy"), ("replace", "medium"),
-        ("replace", "hard"), ("duplicate", "front"), ("duplicate", "after"),
-        ("duplicate", "end"), ("zero_retrieval", ""),
-    ]  # fmt: skip
+        ("original", ""),
+        ("remove", ""),
+        ("replace", "easy"),
+        ("replace", "medium"),
+        ("replace", "hard"),
+        ("duplicate", "front"),
+        ("duplicate", "after"),
+        ("duplicate", "end"),
+        ("zero_retrieval", ""),
+    ]
     assert {r["n"] for r in rep["operators"]} == {200}
     assert {r["missing"] for r in rep["operators"]} == {0} and rep["roles_missing"] == 0
     assert {r["not_applicable"] for r in rep["operators"]} == {0}
     assert set(rep["operators"][0]) == {
-        "operator", "variant", "n", "missing", "not_applicable", "correctness", "answer_f1",
-        "grounding", "confidence_error", "trace_divergence", "evidence_divergence",
-        "answers_changed", "pct_answer_changed", "correctness_changed", "pct_correctness_changed",
-    }  # fmt: skip
+        "operator",
+        "variant",
+        "n",
+        "missing",
+        "not_applicable",
+        "correctness",
+        "answer_f1",
+        "grounding",
+        "confidence_error",
+        "trace_divergence",
+        "evidence_divergence",
+        "answers_changed",
+        "pct_answer_changed",
+        "correctness_changed",
+        "pct_correctness_changed",
+    }
     assert rep["correctness_axis"] == "soft"
     orig = ops[("original", "")]["correctness"]
     assert orig > 0.5 and ops[("original", "")]["trace_divergence"] == 0.0
@@ -62,9 +89,17 @@ def test_controlled_200_intervention_properties(controlled):
     assert ops[("zero_retrieval", "")]["correctness"] == 0.0  # synthetic entities
     paired = {(r["operator"], r["variant"], r["metric"]): r for r in rep["paired"]}
     assert set(paired[("remove", "", "correctness")]) == {
-        "operator", "variant", "metric", "n", "missing", "not_applicable", "delta", "ci_low",
-        "ci_high", "p",
-    }  # fmt: skip
+        "operator",
+        "variant",
+        "metric",
+        "n",
+        "missing",
+        "not_applicable",
+        "delta",
+        "ci_low",
+        "ci_high",
+        "p",
+    }
     rm = paired[("remove", "", "correctness")]
     assert rm["delta"] == pytest.approx(orig - ops[("remove", "")]["correctness"])
     assert rm["ci_low"] > 0 and rm["p"] < 0.001
@@ -72,9 +107,15 @@ def test_controlled_200_intervention_properties(controlled):
     assert abs(dup["delta"]) <= 0.02 and dup["p"] > 0.05
     roles = rep["roles"]
     assert set(roles) == {
-        "n", "missing", "constructive", "redundant", "distractive", "confidence_distorting",
-        "unassigned", "several_flags",
-    }  # fmt: skip
+        "n",
+        "missing",
+        "constructive",
+        "redundant",
+        "distractive",
+        "confidence_distorting",
+        "unassigned",
+        "several_flags",
+    }
     # 200 instances x (remove + 3 replace + 3 duplicate) item interventions.
     assert roles["n"] == 1400 and roles["missing"] == 0
     # the flags overlap (every distractive item is constructive too): one count per flag, and
@@ -134,8 +175,22 @@ def test_cli_report_json_and_table(controlled, capsys):
     text = capsys.readouterr().out
     assert "orig vs remove" in text and "synergy (answer_f1" in text
     assert "correctness axis: soft" in text and "role flags of 1400 items (overlapping" in text
-    assert main(["report", "interventions", "--db", str(store.path), "--run", "cr",
-                 "--correctness-axis", "strict", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "report",
+                "interventions",
+                "--db",
+                str(store.path),
+                "--run",
+                "cr",
+                "--correctness-axis",
+                "strict",
+                "--json",
+            ]
+        )
+        == 0
+    )
     strict = json.loads(capsys.readouterr().out)
     assert strict["correctness_axis"] == "strict"
     assert strict == json.loads(json.dumps(intervention_report(store, "cr", correctness="strict")))
@@ -146,8 +201,21 @@ def test_cli_report_json_and_table(controlled, capsys):
 def test_cli_rejects_bad_operator(tmp_path: Path, capsys):
     db = tmp_path / "s.duckdb"
     Store(db).write_dataset(_small(3))
-    code = main(["run-interventions", "--db", str(db), "--dataset", "small", "--backend",
-                 "embedded", "--operators", "remove,swap", "--name", "x"])  # fmt: skip
+    code = main(
+        [
+            "run-interventions",
+            "--db",
+            str(db),
+            "--dataset",
+            "small",
+            "--backend",
+            "embedded",
+            "--operators",
+            "remove,swap",
+            "--name",
+            "x",
+        ]
+    )
     assert code == 1
     assert "unknown operator 'swap'" in capsys.readouterr().err
 
@@ -162,9 +230,26 @@ def _small(n: int) -> Dataset:
 def test_cli_run_interventions(tmp_path: Path, capsys):
     db = tmp_path / "s.duckdb"
     Store(db).write_dataset(_small(4))
-    code = main(["run-interventions", "--db", str(db), "--dataset", "small", "--backend",
-                 "embedded", "--operators", "remove,duplicate", "--duplicate-positions",
-                 "front", "--no-two-support", "--no-zero-retrieval", "--name", "x", "--json"])
+    code = main(
+        [
+            "run-interventions",
+            "--db",
+            str(db),
+            "--dataset",
+            "small",
+            "--backend",
+            "embedded",
+            "--operators",
+            "remove,duplicate",
+            "--duplicate-positions",
+            "front",
+            "--no-two-support",
+            "--no-zero-retrieval",
+            "--name",
+            "x",
+            "--json",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["planned"] == 4 + 4 * 2 and summary["status"] == "done"
@@ -203,19 +288,33 @@ def test_figures_and_tables(controlled):
     fig, data = get_figure("cuer_paired_heatmap").build(store, sel)
     heat = fig.data[0]
     assert list(heat.y)[:2] == ["remove", "replace:easy"]
-    assert list(heat.x) == ["Correctness ↑", "Answer F1 ↑", "Grounding ↑", "Conf. error ↓",
-                            "Trace div. ↓"]  # fmt: skip
+    assert list(heat.x) == [
+        "Correctness ↑",
+        "Answer F1 ↑",
+        "Grounding ↑",
+        "Conf. error ↓",
+        "Trace div. ↓",
+    ]
     want = {(r["operator"], r["variant"], r["metric"]): r["delta"] for r in rep["paired"]}
-    got = {(o, v, m): d for o, v, m, d in zip(data["operator"], data["variant"], data["metric"],
-                                              data["delta"])}  # fmt: skip
+    got = {
+        (o, v, m): d
+        for o, v, m, d in zip(data["operator"], data["variant"], data["metric"], data["delta"])
+    }
     assert got == pytest.approx(want)
     assert heat.z[0][0] == pytest.approx(want[("remove", "", "correctness")])
     assert heat.text[0][0].endswith("***")
     fig, data = get_figure("cuer_profile").build(store, sel)
     assert [t.name for t in fig.data] == [
-        "original", "remove", "replace:easy", "replace:medium", "replace:hard",
-        "duplicate:front", "duplicate:after", "duplicate:end", "zero_retrieval",
-    ]  # fmt: skip
+        "original",
+        "remove",
+        "replace:easy",
+        "replace:medium",
+        "replace:hard",
+        "duplicate:front",
+        "duplicate:after",
+        "duplicate:end",
+        "zero_retrieval",
+    ]
     assert list(fig.data[0].y)[0] == pytest.approx(rep["operators"][0]["correctness"])
     fig, data = get_figure("cuer_roles").build(store, sel)
     assert int(data["n"].sum()) == 1400 and fig.layout.barmode == "group"
@@ -247,8 +346,11 @@ def test_figures_and_tables(controlled):
     examples = get_table("cuer_role_examples").build(store, sel)
     assert len(examples) == 1400 and set(examples["dataset"]) == {"c200"}
     # Metadata filters restrict the instances (50 of each reasoning type).
-    only = Selection(dataset="c200", filters={"reasoning_type": ("comparison",)},
-                     options={"n_resamples": 200, "eps": 0.0})  # fmt: skip
+    only = Selection(
+        dataset="c200",
+        filters={"reasoning_type": ("comparison",)},
+        options={"n_resamples": 200, "eps": 0.0},
+    )
     prof = get_table("cuer_profile").build(store, only)
     assert set(prof["n"]) == {50}
     with pytest.raises(ValueError, match="no intervention run selected"):
@@ -278,14 +380,20 @@ def test_interventions_page(controlled, monkeypatch):
     assert len(examples) > 0 and (examples["n_flags"] >= 2).any()
     flags = next(v for v in frames if "several_flags" in v.columns)
     assert int(flags["n"].sum()) == 1400
-    sweep = next(v for v in frames if "pct_answer_changed" in v.columns and len(v) == 4
-                 and "front" in set(v["variant"]))  # fmt: skip
+    sweep = next(
+        v
+        for v in frames
+        if "pct_answer_changed" in v.columns and len(v) == 4 and "front" in set(v["variant"])
+    )
     assert "evidence_divergence" in sweep.columns
     assert at.selectbox(key="interventions.correctness_axis").value == "soft"
     at.selectbox(key="interventions.role").set_value("distractive").run()
     assert not at.exception
-    examples = next(v.value for v in at.dataframe
-                    if "primary_role" in v.value.columns and "target" in v.value.columns)
+    examples = next(
+        v.value
+        for v in at.dataframe
+        if "primary_role" in v.value.columns and "target" in v.value.columns
+    )
     assert set(examples["is_distractive"]) == {True} and len(examples) > 0
     at.selectbox(key="interventions.correctness_axis").set_value("strict").run()
     assert not at.exception and not at.warning
@@ -311,18 +419,39 @@ def test_real_hotpotqa_sample(tmp_path: Path, capsys):
     # Replacements are whole non-support passages (seed 004 §5.6): every example with one
     # besides the target gets all three levels; one example holds only its two supporting
     # paragraphs, so replace cannot apply there and is counted beside the Replace rows.
-    assert n == {("original", ""): (53, 0), ("remove", ""): (53, 0),
-                 ("replace", "easy"): (52, 1), ("replace", "medium"): (52, 1),
-                 ("replace", "hard"): (52, 1), ("duplicate", "end"): (53, 0),
-                 ("zero_retrieval", ""): (53, 0)}  # fmt: skip
+    assert n == {
+        ("original", ""): (53, 0),
+        ("remove", ""): (53, 0),
+        ("replace", "easy"): (52, 1),
+        ("replace", "medium"): (52, 1),
+        ("replace", "hard"): (52, 1),
+        ("duplicate", "end"): (53, 0),
+        ("zero_retrieval", ""): (53, 0),
+    }
     paired = {(r["operator"], r["variant"], r["metric"]): r for r in rep["paired"]}
     assert paired[("replace", "hard", "correctness")]["not_applicable"] == 1
     assert paired[("remove", "", "correctness")]["not_applicable"] == 0
     assert main(["report", "interventions", "--db", str(store.path), "--run", "h"]) == 0
     assert "n/a: replace could not apply to 1 targeted instance(s)" in capsys.readouterr().out
     out = tmp_path / "profile.csv"
-    assert main(["export", "table", "cuer_profile", "--db", str(store.path), "--runs", "h",
-                 "--format", "csv", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "table",
+                "cuer_profile",
+                "--db",
+                str(store.path),
+                "--runs",
+                "h",
+                "--format",
+                "csv",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = pd.read_csv(out).fillna({"variant": ""})
     got = dict(zip(zip(table["operator"], table["variant"]), table["not_applicable"], strict=True))
     assert got[("replace", "medium")] == 1 and got[("remove", "")] == 0

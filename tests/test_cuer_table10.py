@@ -29,37 +29,71 @@ from core.cuer.metrics import intervention_pairs
 
 def _row(iid, cond, variant, *, correct, grnd, conf, answer, cited):
     return {
-        "run": "r", "instance_id": iid, "condition": cond, "variant": variant,
-        "answer": answer, "cited_ids": list(cited), "confidence": conf, "error": None,
-        "meta": None, "soft_correct": correct, "f1_relaxed": float(correct),
-        "title_grounding": grnd, "confidence_error": abs(conf - correct),
-        "answer_type": "entity", "reasoning_type": "multi_hop",
-    }  # fmt: skip
+        "run": "r",
+        "instance_id": iid,
+        "condition": cond,
+        "variant": variant,
+        "answer": answer,
+        "cited_ids": list(cited),
+        "confidence": conf,
+        "error": None,
+        "meta": None,
+        "soft_correct": correct,
+        "f1_relaxed": float(correct),
+        "title_grounding": grnd,
+        "confidence_error": abs(conf - correct),
+        "answer_type": "entity",
+        "reasoning_type": "multi_hop",
+    }
 
 
 #: (instance, variant, base row args, intervention row args, Δcorr, D, flags, primary role).
 EXEMPLARS = [
     # Brown County, Kansas: 9,984 correct (0.9) -> "Unknown" (0.0) when the chunk is removed.
-    ("brown", "remove|p0001",
-     dict(correct=1, grnd=1.0, conf=0.9, answer="9,984", cited=("p0001",)),
-     dict(correct=0, grnd=0.0, conf=0.0, answer="Unknown", cited=()),
-     1.0, 0.98, "constructive+distractive", "constructive"),
+    (
+        "brown",
+        "remove|p0001",
+        dict(correct=1, grnd=1.0, conf=0.9, answer="9,984", cited=("p0001",)),
+        dict(correct=0, grnd=0.0, conf=0.0, answer="Unknown", cited=()),
+        1.0,
+        0.98,
+        "constructive+distractive",
+        "constructive",
+    ),
     # Manga illustrator: 1970 wrong (0.5) -> 1968 wrong (0.9) under replacement.
-    ("manga", "replace:easy|p0002",
-     dict(correct=0, grnd=0.5, conf=0.5, answer="1970", cited=("p0002",)),
-     dict(correct=0, grnd=0.5, conf=0.9, answer="1968", cited=("p0005",)),
-     0.0, 0.88, "confidence_distorting", "confidence_distorting"),
+    (
+        "manga",
+        "replace:easy|p0002",
+        dict(correct=0, grnd=0.5, conf=0.5, answer="1970", cited=("p0002",)),
+        dict(correct=0, grnd=0.5, conf=0.9, answer="1968", cited=("p0005",)),
+        0.0,
+        0.88,
+        "confidence_distorting",
+        "confidence_distorting",
+    ),
     # Derrickson / Ed Wood: "no" (wrong) both times, confidence 0.9, grounding 0.5.
-    ("derrickson", "duplicate:end|p0003",
-     dict(correct=0, grnd=0.5, conf=0.9, answer="no", cited=("p0003", "p0004")),
-     dict(correct=0, grnd=0.5, conf=0.9, answer="no", cited=("p0003", "p0004")),
-     0.0, 0.0, "redundant", "redundant"),
+    (
+        "derrickson",
+        "duplicate:end|p0003",
+        dict(correct=0, grnd=0.5, conf=0.9, answer="no", cited=("p0003", "p0004")),
+        dict(correct=0, grnd=0.5, conf=0.9, answer="no", cited=("p0003", "p0004")),
+        0.0,
+        0.0,
+        "redundant",
+        "redundant",
+    ),
     # Badly Drawn Boy: correct at 0.9 -> correct at 0.5 under duplication (CE 0.1 -> 0.5).
-    ("bdb", "duplicate:end|p0006",
-     dict(correct=1, grnd=1.0, conf=0.9, answer="Badly Drawn Boy", cited=("p0006",)),
-     dict(correct=1, grnd=1.0, conf=0.5, answer="Badly Drawn Boy", cited=("p0006",)),
-     0.0, 0.08, "confidence_distorting", "confidence_distorting"),
-]  # fmt: skip
+    (
+        "bdb",
+        "duplicate:end|p0006",
+        dict(correct=1, grnd=1.0, conf=0.9, answer="Badly Drawn Boy", cited=("p0006",)),
+        dict(correct=1, grnd=1.0, conf=0.5, answer="Badly Drawn Boy", cited=("p0006",)),
+        0.0,
+        0.08,
+        "confidence_distorting",
+        "confidence_distorting",
+    ),
+]
 
 
 @pytest.mark.parametrize(

@@ -26,17 +26,25 @@ from core.views.common import clear_cache
 def _dataset(name: str, n: int = 2) -> Dataset:
     instances = tuple(
         Instance(
-            instance_id=f"i{i}", question=f"What did Alpha score ({i})?", gold_answer="84.0",
+            instance_id=f"i{i}",
+            question=f"What did Alpha score ({i})?",
+            gold_answer="84.0",
             passages=(Passage("p0001", 0, "Alpha", "Alpha scored 84.0.", "doc_a", "gold", True),),
         )
         for i in range(n)
-    )  # fmt: skip
+    )
     return Dataset(name, "test", "test", {}, instances)
 
 
 def _prediction(run: str, iid: str = "i0") -> dict:
-    return {"run_id": run, "instance_id": iid, "condition": "oracle", "variant": "",
-            "answer": "84.0", "cited_ids": ["p0001"]}  # fmt: skip
+    return {
+        "run_id": run,
+        "instance_id": iid,
+        "condition": "oracle",
+        "variant": "",
+        "answer": "84.0",
+        "cited_ids": ["p0001"],
+    }
 
 
 def _store(tmp_path: Path) -> Store:
@@ -68,28 +76,66 @@ def test_every_write_path_bumps_the_whole_store_and_its_dataset(tmp_path):
         def run() -> None:
             with store.transaction() as con:
                 fn(con)
+
         return run
 
-    check(lambda: store.write_dataset(_dataset("A", 3), replace=True, with_runs="keep-orphans"),
-          {"A"})  # fmt: skip
-    check(in_tx(lambda con: store.write_predictions(con, [_prediction("ra")], replace=True)),
-          {"A"})  # fmt: skip
-    check(in_tx(lambda con: store.write_predictions(con, pd.DataFrame([_prediction("rb")]),
-                                                    replace=True)), {"B"})  # fmt: skip
+    check(
+        lambda: store.write_dataset(_dataset("A", 3), replace=True, with_runs="keep-orphans"), {"A"}
+    )
+    check(in_tx(lambda con: store.write_predictions(con, [_prediction("ra")], replace=True)), {"A"})
+    check(
+        in_tx(
+            lambda con: store.write_predictions(
+                con, pd.DataFrame([_prediction("rb")]), replace=True
+            )
+        ),
+        {"B"},
+    )
     check(in_tx(lambda con: store.delete_scores(con, ["ra"])), {"A"})  # the re-score path
-    check(in_tx(lambda con: store.write_scores(
-        con, pd.DataFrame([{"run_id": "rb", "instance_id": "i0", "condition": "oracle",
-                            "variant": "", "em_strict": 1.0}]), replace=True)), {"B"})  # fmt: skip
+    check(
+        in_tx(
+            lambda con: store.write_scores(
+                con,
+                pd.DataFrame(
+                    [
+                        {
+                            "run_id": "rb",
+                            "instance_id": "i0",
+                            "condition": "oracle",
+                            "variant": "",
+                            "em_strict": 1.0,
+                        }
+                    ]
+                ),
+                replace=True,
+            )
+        ),
+        {"B"},
+    )
     check(in_tx(lambda con: store.record_progress(con, "ra", 0.1, 0.2)), {"A"})
     check(lambda: store.finish_run("ra", "done"), {"A"})
     check(lambda: store.save_run({"run_id": "rb", "notes": "x"}), {"B"})
     check(lambda: store.save_run({"run_id": "rc", "dataset_id": "B"}), {"B"})  # a new run
     check(in_tx(lambda con: store.delete_run_results(con, ["rb"])), {"B"})
     check(lambda: store.delete_run("rc"), {"B"})
-    check(lambda: store.write_crux_judgments(
-        "A", pd.DataFrame([{"instance_id": "i0", "sq_id": "q1", "text": "?"}]),
-        pd.DataFrame([{"instance_id": "i0", "sq_id": "q1", "passage_id": "p0001", "rating": 4,
-                       "judge": "j"}])), {"A"})  # fmt: skip
+    check(
+        lambda: store.write_crux_judgments(
+            "A",
+            pd.DataFrame([{"instance_id": "i0", "sq_id": "q1", "text": "?"}]),
+            pd.DataFrame(
+                [
+                    {
+                        "instance_id": "i0",
+                        "sq_id": "q1",
+                        "passage_id": "p0001",
+                        "rating": 4,
+                        "judge": "j",
+                    }
+                ]
+            ),
+        ),
+        {"A"},
+    )
     check(lambda: store.write_dataset(_dataset("C")), set())
     check(lambda: store.delete_dataset("B"), {"B"})
 
@@ -107,8 +153,14 @@ def test_writes_nothing_reads_and_reads_leave_the_version(tmp_path):
     store = _store(tmp_path)
     before = _versions(store)
     with store.transaction() as con:
-        row = {"cache_key": "k", "backend": "b", "model": "m", "options_hash": "o",
-               "prompt_hash": "p", "response": "r"}  # fmt: skip
+        row = {
+            "cache_key": "k",
+            "backend": "b",
+            "model": "m",
+            "options_hash": "o",
+            "prompt_hash": "p",
+            "response": "r",
+        }
         store.write_cache(con, [row])
     with store.run_lock("ra"):  # the lock file beside the store
         pass
@@ -158,8 +210,9 @@ def test_the_view_cache_is_used_until_a_write_changes_what_it_reads(tmp_path):
     sel = Selection(dataset="A")
 
     def view() -> int:
-        return views.cached(store, "test-view", "k", lambda: builds.append(1) or len(builds),
-                            selection=sel)  # fmt: skip
+        return views.cached(
+            store, "test-view", "k", lambda: builds.append(1) or len(builds), selection=sel
+        )
 
     assert (view(), view()) == (1, 1) and len(builds) == 1  # the second call is cached
     with store.transaction() as con:  # another dataset's run writes: A's views are kept
@@ -188,11 +241,18 @@ def test_a_running_job_invalidates_its_datasets_views_batch_by_batch(tmp_path):
     def progress(_p) -> None:  # the engine calls it after each committed write batch
         seen.append(store.data_version("ctl"))
         other.append(store.data_version("other"))
-        views.cached(store, "job-view", "k", lambda: builds.append(1),
-                     selection=Selection(dataset="ctl"))  # fmt: skip
+        views.cached(
+            store, "job-view", "k", lambda: builds.append(1), selection=Selection(dataset="ctl")
+        )
 
-    run_conditions(store, "ctl", make_backend("embedded"), ("no_evidence", "oracle"),
-                   name="job", progress=progress)  # fmt: skip
+    run_conditions(
+        store,
+        "ctl",
+        make_backend("embedded"),
+        ("no_evidence", "oracle"),
+        name="job",
+        progress=progress,
+    )
     assert len(seen) >= 2, "the run wrote in one batch: nothing to check"
     assert len(set(seen)) == len(seen)  # every batch changed the version ...
     assert len(builds) == len(seen)  # ... and rebuilt the view

@@ -372,12 +372,23 @@ def _reference_fit_pig(frame: pd.DataFrame, steps: int = 5) -> tuple[pd.DataFram
             ok = s[~np.isnan(s)]
             y.append([float(np.sum(1.0 - ok)), float(np.sum(ok)), float(np.isnan(s).sum())])
             n.append(len(s))
-        probs.append({"id": pid, "L": L, "C": Cs, "y": y, "n": n,
-                      "cand": [int(c) for c in candidate_grid(Cs, L)],
-                      "q": [[0.5] * 3 for _ in Cs], "prior": 0.5})  # fmt: skip
+        probs.append(
+            {
+                "id": pid,
+                "L": L,
+                "C": Cs,
+                "y": y,
+                "n": n,
+                "cand": [int(c) for c in candidate_grid(Cs, L)],
+                "q": [[0.5] * 3 for _ in Cs],
+                "prior": 0.5,
+            }
+        )
     for _ in range(steps):
-        w = [sum(p["q"][c][v] * p["y"][c][v] for p in probs for c in range(len(p["C"])))
-             for v in range(3)]  # fmt: skip
+        w = [
+            sum(p["q"][c][v] * p["y"][c][v] for p in probs for c in range(len(p["C"])))
+            for v in range(3)
+        ]
         p_n = [x / max(sum(w), 1e-300) for x in w]
         for p in probs:
             p_o = []
@@ -397,8 +408,9 @@ def _reference_fit_pig(frame: pd.DataFrame, steps: int = 5) -> tuple[pd.DataFram
                         best = (ll, lam, k, rho)
             _, lam, k, p["rho"] = best
             p["lam"], p["k"] = lam, k
-            oracle = sum((1.0 - p["q"][c][v]) * p["y"][c][v]
-                         for c in range(len(p["C"])) for v in range(3))  # fmt: skip
+            oracle = sum(
+                (1.0 - p["q"][c][v]) * p["y"][c][v] for c in range(len(p["C"])) for v in range(3)
+            )
             for c, C in enumerate(p["C"]):
                 mode = partial_point_mode_pig(lam, k, p["L"], C)
                 rest = p_o[c][0] + p_o[c][2]
@@ -414,8 +426,11 @@ def _reference_fit_pig(frame: pd.DataFrame, steps: int = 5) -> tuple[pd.DataFram
     rows, fit_s = [], {}
     for p in probs:
         po = p["prior"]
-        ll = sum(n * math.log(r * po + (1.0 - po))
-                 for n, r in zip(p["n"], p["rho"], strict=True) if n > 0)  # fmt: skip
+        ll = sum(
+            n * math.log(r * po + (1.0 - po))
+            for n, r in zip(p["n"], p["rho"], strict=True)
+            if n > 0
+        )
         rows.append((p["id"], p["lam"], p["k"], po, ll))
         for c, C in enumerate(p["C"]):
             fit_s[(p["id"], C)] = p["p_o"][c][1] * po + p_n_last[1] * (1.0 - po)

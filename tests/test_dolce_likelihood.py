@@ -89,8 +89,15 @@ def test_em_by_hand_on_a_one_unit_context():
 
 
 def test_fit_dolce_pig_uses_the_likelihood_estimator_by_default():
-    frame = pd.DataFrame({"problem": ["p", "p"], "L": [1, 1], "C": [0, 1], "score": [0.0, 1.0],
-                          "idk": [False, False]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "problem": ["p", "p"],
+            "L": [1, 1],
+            "C": [0, 1],
+            "score": [0.0, 1.0],
+            "idk": [False, False],
+        }
+    )
     fit = fit_dolce(frame, scenario="PIG")
     assert fit.settings["pig_estimator"] == "likelihood" and fit.settings["pig_steps"] == 10
     assert fit.problems["estimator"].iloc[0] == "likelihood"
@@ -136,8 +143,9 @@ def _reference(frame: pd.DataFrame, steps: int) -> pd.DataFrame:
         L = int(f["L"].max())
         obs = [(int(c), float(s)) for c, s in zip(f["C"], f["s"])]
         cand = [int(c) for c in candidate_grid([c for c, _ in obs], L)]
-        probs.append({"id": pid, "L": L, "obs": obs, "q": [0.5] * len(obs), "prior": 0.5,
-                      "cand": cand})  # fmt: skip
+        probs.append(
+            {"id": pid, "L": L, "obs": obs, "q": [0.5] * len(obs), "prior": 0.5, "cand": cand}
+        )
     for _ in range(steps):
         w = [0.0] * 4
         for p in probs:
@@ -159,17 +167,21 @@ def _reference(frame: pd.DataFrame, steps: int) -> pd.DataFrame:
                     po = [_p_oracle(s, lam, k, p["L"], C, eta[C]) for C, s in p["obs"]]
                     pi = p["prior"]
                     for _ in range(PRIOR_STEPS):
-                        resp = sum(pi * o / max(pi * o + (1 - pi) * n, _TINY)
-                                   for o, n in zip(po, pn))  # fmt: skip
+                        resp = sum(
+                            pi * o / max(pi * o + (1 - pi) * n, _TINY) for o, n in zip(po, pn)
+                        )
                         pi = min(max(resp / len(po), 1e-6), 1.0)
                     ll = sum(math.log(max(pi * o + (1 - pi) * n, _TINY)) for o, n in zip(po, pn))
                     if best is None or ll > best[0]:
                         best = (ll, lam, k, pi, po)
             _, p["lam"], p["k"], p["prior"], po = best
-            p["q"] = [p["prior"] * o / max(p["prior"] * o + (1 - p["prior"]) * n, _TINY)
-                      for o, n in zip(po, pn)]  # fmt: skip
-            p["ll"] = sum(math.log(max(p["prior"] * o + (1 - p["prior"]) * n, _TINY))
-                          for o, n in zip(po, pn))  # fmt: skip
+            p["q"] = [
+                p["prior"] * o / max(p["prior"] * o + (1 - p["prior"]) * n, _TINY)
+                for o, n in zip(po, pn)
+            ]
+            p["ll"] = sum(
+                math.log(max(p["prior"] * o + (1 - p["prior"]) * n, _TINY)) for o, n in zip(po, pn)
+            )
     rows = [(p["id"], p["lam"], p["k"], p["prior"], p["ll"]) for p in probs]
     return pd.DataFrame(rows, columns=["problem", "lam", "k", "p_oracle", "log_likelihood"])
 

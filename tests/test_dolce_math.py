@@ -79,9 +79,7 @@ def _alternating_exact(g: int, lam: int, k: int, L: int, C: int) -> Fraction:
     """The paper's App. B.1 sum, literally, in exact integer arithmetic."""
     d = Fraction(L - C, k) - (lam - g)
     top = min(g, int(d // 1)) if d >= 0 else -1
-    acc = sum(
-        (-1) ** t * comb(L - k * (lam - g) - t * k, C) * comb(g, t) for t in range(top + 1)
-    )
+    acc = sum((-1) ** t * comb(L - k * (lam - g) - t * k, C) * comb(g, t) for t in range(top + 1))
     return Fraction(comb(lam, g) * acc, comb(L, C))
 
 
@@ -326,8 +324,10 @@ def test_pig_values_do_not_depend_on_chunking_or_cached_tables(monkeypatch):
     monkeypatch.setattr(dolce, "_CHUNK_TERMS", 7)
     monkeypatch.setattr(dolce, "_SURJ_TABLES", {})
     got = np.concatenate(
-        [partial_point_probability_pig_vec(g[i::3], lam[i::3], k[i::3], L[i::3], C[i::3])
-         for i in range(3)]
-    )  # fmt: skip
+        [
+            partial_point_probability_pig_vec(g[i::3], lam[i::3], k[i::3], L[i::3], C[i::3])
+            for i in range(3)
+        ]
+    )
     order = np.concatenate([np.arange(300)[i::3] for i in range(3)])
     assert np.array_equal(got, want[order])

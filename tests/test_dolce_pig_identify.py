@@ -49,8 +49,9 @@ def simulate_pig(noise: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
                         score, idk = int(rng.choice(lam + 1, p=dist)) / lam, False
                         if rng.random() < noise:
                             kind = int(rng.integers(3))
-                            score, idk = ((0.0, True), (0.0, False),
-                                          (float(rng.uniform()), False))[kind]  # fmt: skip
+                            score, idk = ((0.0, True), (0.0, False), (float(rng.uniform()), False))[
+                                kind
+                            ]
                         rows.append(("sim", problem, L, C, score, idk))
                 problem += 1
     out = pd.DataFrame(rows, columns=["task", "problem", "L", "C", "score", "idk"])
@@ -76,12 +77,15 @@ def test_truth_spans_categories_iii_and_iv():
     outcomes, truth = simulate_pig(0.0, 16)
     assert len(truth) == 60 and len(outcomes) == 60 * 9 * 30
     fit = fit_dolce(outcomes, scenario="PIG")
-    assert set(zip(fit.problems["lam_p"], fit.problems["k_p"], fit.problems["lam_q"],
-                   strict=True)) == {(5.0, 5.0, 100.0)}  # fmt: skip
+    assert set(
+        zip(fit.problems["lam_p"], fit.problems["k_p"], fit.problems["lam_q"], strict=True)
+    ) == {(5.0, 5.0, 100.0)}
     cats = assign_category(truth["lam_true"], truth["k_true"], 5, 5, 100)
     assert {c: int(np.sum(cats == c)) for c in ("II", "III", "IV")} == {
-        "II": 0, "III": 36, "IV": 24,
-    }  # fmt: skip
+        "II": 0,
+        "III": 36,
+        "IV": 24,
+    }
 
 
 def test_default_estimator_recovers_lambda_and_k_without_noise():

@@ -87,8 +87,7 @@ def test_fit_dolce_applies_the_rule_per_task_and_reports_it():
     frame = _task((12, MOSTLY_ZERO), (8, HALF))
     out = frame.assign(task="demo", L=20, C=np.tile(np.arange(20), 20), idk=False)
     other = _task((11, HALF), (11, SPREAD)).assign(L=20, idk=False)
-    other = other.assign(task="mixed", problem="m" + other["problem"],
-                         C=np.tile(np.arange(20), 22))  # fmt: skip
+    other = other.assign(task="mixed", problem="m" + other["problem"], C=np.tile(np.arange(20), 22))
     fit = fit_dolce(pd.concat([out, other], ignore_index=True))
     p = fit.problems.set_index("problem")
     assert set(p.loc[p["task"] == "demo", "scenario"]) == {"COW"}
@@ -103,8 +102,9 @@ def test_fit_dolce_applies_the_rule_per_task_and_reports_it():
     notes = fit_notes(fit.problems, fit.tasks)
     text = [n for lvl, n in notes if lvl == "task"]
     assert text[0].startswith("Task demo: not split") and "8 COW, 12 PIG" in text[0]
-    assert text[1] == ("Task mixed: split into 11 COW and 11 PIG problems (App. H: more than "
-                       "10 on both sides).")  # fmt: skip
+    assert text[1] == (
+        "Task mixed: split into 11 COW and 11 PIG problems (App. H: more than 10 on both sides)."
+    )
     # A scenario chosen by hand is no rule.
     fixed = fit_dolce(out, scenario="COW")
     assert fixed.tasks["scenario_rule"].tolist() == ["fixed"]
@@ -115,8 +115,9 @@ def test_fit_dolce_applies_the_rule_per_task_and_reports_it():
 def _with_never_answered() -> pd.DataFrame:
     frame, _ = simulate(6, scenario="COW", per_length=10, seed=11, lengths=(20,))
     out = _outcomes_from(frame)
-    never = [("sim", "never", 20, C, 0.0, True, "q") for C in exponential_ladder(20)
-             for _ in range(10)]  # fmt: skip
+    never = [
+        ("sim", "never", 20, C, 0.0, True, "q") for C in exponential_ladder(20) for _ in range(10)
+    ]
     cols = ["task", "problem", "L", "C", "score", "idk", "question"]
     return pd.concat([out, pd.DataFrame(never, columns=cols)], ignore_index=True)
 
@@ -142,15 +143,21 @@ def test_cow_k_zero_is_not_covered_by_the_model():
     fig, _ = lambda_k_map(fit)
     crosses = [t for t in fig.data if t.marker.symbol == "x"]
     assert sum(len(t.x) for t in crosses) == 5
-    assert any(lvl == "warning" and n.startswith("5 COW problem(s) NOT COVERED")
-               for lvl, n in fit_notes(fit.problems, fit.tasks))  # fmt: skip
+    assert any(
+        lvl == "warning" and n.startswith("5 COW problem(s) NOT COVERED")
+        for lvl, n in fit_notes(fit.problems, fit.tasks)
+    )
 
 
 # ------------------------------------------------------------------ report text
 def _report(fit) -> dict:
-    return json_plain({"settings": dict(fit.settings),
-                       "problems": fit.problems.to_dict("records"),
-                       "tasks": fit.tasks.to_dict("records")})  # fmt: skip
+    return json_plain(
+        {
+            "settings": dict(fit.settings),
+            "problems": fit.problems.to_dict("records"),
+            "tasks": fit.tasks.to_dict("records"),
+        }
+    )
 
 
 def test_report_lines_flag_not_identified_and_not_covered():
@@ -160,13 +167,21 @@ def test_report_lines_flag_not_identified_and_not_covered():
     assert any("5 COW problem(s) not covered by the model" in line for line in lines)
     assert lines[-1] == "PIG estimator: likelihood (10 EM steps); COW: Algorithm 1"
     frame, _ = simulate(4, scenario="PIG", per_length=5, seed=2, lengths=(45,))
-    out = pd.DataFrame({"task": "t", "problem": frame["problem"], "L": frame["L"],
-                        "C": frame["C"], "score": frame["s"].fillna(0.0),
-                        "idk": frame["s"].isna()})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "task": "t",
+            "problem": frame["problem"],
+            "L": frame["L"],
+            "C": frame["C"],
+            "score": frame["s"].fillna(0.0),
+            "idk": frame["s"].isna(),
+        }
+    )
     pub = report_lines(_report(fit_dolce(out, scenario="PIG", pig_estimator="published")))
     assert sum("(not identified)" in line for line in pub) == 4
-    assert any(line.startswith("  4 PIG problem(s): lambda and category not identified")
-               for line in pub)  # fmt: skip
+    assert any(
+        line.startswith("  4 PIG problem(s): lambda and category not identified") for line in pub
+    )
     assert pub[-1] == "PIG estimator: published (5 EM steps); COW: Algorithm 1"
     lik = report_lines(_report(fit_dolce(out, scenario="PIG")))
     assert not any("not identified" in line for line in lik)
@@ -186,8 +201,10 @@ def test_map_draws_each_threshold_set_in_its_own_facet():
     assert len(data) == 16 and sum(len(t.x) for t in fig.data) == 16
     facets = {(a.text) for a in fig.layout.annotations if a.text.endswith(" problems")}
     n150 = int((fit.problems["L"] == 150).sum())
-    assert facets == {f"λ_p=5, k_p=5, λ_q=100: {n150} problems",
-                      f"λ_p=10, k_p=10, λ_q=500: {16 - n150} problems"}  # fmt: skip
+    assert facets == {
+        f"λ_p=5, k_p=5, λ_q=100: {n150} problems",
+        f"λ_p=10, k_p=10, λ_q=500: {16 - n150} problems",
+    }
     # Dashed lines (shapes take data values on log axes): lambda_p and lambda_q upright from
     # the bottom (0.4) to the top, k_p flat from the left edge to lambda_p.
     lines = {}
@@ -232,9 +249,16 @@ def test_map_single_threshold_set_has_no_facet_titles_and_export_keeps_everythin
 
 def test_map_marks_published_pig_fits_not_identified():
     frame, _ = simulate(4, scenario="PIG", per_length=5, seed=2, lengths=(45,))
-    out = pd.DataFrame({"task": "t", "problem": frame["problem"], "L": frame["L"],
-                        "C": frame["C"], "score": frame["s"].fillna(0.0),
-                        "idk": frame["s"].isna()})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "task": "t",
+            "problem": frame["problem"],
+            "L": frame["L"],
+            "C": frame["C"],
+            "score": frame["s"].fillna(0.0),
+            "idk": frame["s"].isna(),
+        }
+    )
     fit = fit_dolce(out, scenario="PIG", pig_estimator="published")
     fig, _ = lambda_k_map(fit)
     assert {t.marker.symbol for t in fig.data} == {"circle-open"}
@@ -285,8 +309,10 @@ def test_page_names_the_estimator_and_flags_what_is_not_identified(probed_store,
     assert not at.exception, [e.value for e in at.exception]
     assert [i.value for i in at.info] == ["Fitted by PIG: Algorithm 2 as published."]
     # the page shows the note as text (Markdown-escaped source: "problem\\(s\\)")
-    assert any(w.value.replace("\\", "").startswith(
-        "4 PIG problem(s): λ and category NOT IDENTIFIED") for w in at.warning)  # fmt: skip
+    assert any(
+        w.value.replace("\\", "").startswith("4 PIG problem(s): λ and category NOT IDENTIFIED")
+        for w in at.warning
+    )
     problems = next(df.value for df in at.dataframe if "category" in df.value.columns)
     assert list(problems["identified"]) == [False] * 4
     assert set(problems["estimator"]) == {"published"}
@@ -297,6 +323,8 @@ def test_map_hover_shows_dataset_text_as_text():
     out = _outcomes_from(frame).assign(question="<b>bold</b> & <a href='x'>link</a>")
     fig, _ = lambda_k_map(fit_dolce(out, scenario="COW"))
     text = [s for t in fig.data for s in t.text]
-    assert all("&lt;b&gt;bold&lt;/b&gt; &amp; &lt;a href=&#x27;x&#x27;&gt;link&lt;/a&gt;" in s
-               for s in text)  # fmt: skip
+    assert all(
+        "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;a href=&#x27;x&#x27;&gt;link&lt;/a&gt;" in s
+        for s in text
+    )
     assert not any("<b>" in s or "<a " in s for s in text)

@@ -40,8 +40,13 @@ from core.views.catalog import figure_names, get_figure, get_table
 from screens.parts.display import table_cell
 
 #: Options that keep the retrieval and CRUX views small (other views ignore them).
-_SMALL = {"max_instances": 8, "retrievers": ["lexical"], "ks": [1, 3],
-          "crux_retrievers": ["lexical"], "crux_ks": [3]}  # fmt: skip
+_SMALL = {
+    "max_instances": 8,
+    "retrievers": ["lexical"],
+    "ks": [1, 3],
+    "crux_retrievers": ["lexical"],
+    "crux_ks": [3],
+}
 #: The selections every figure is built for: one dataset each, two runs side by side (run
 #: and condition must not swap), and another score field.
 SELECTIONS = (
@@ -53,8 +58,14 @@ SELECTIONS = (
 )
 #: The figures a page makes clickable (``show_figure`` with ``drill``): each must declare
 #: its drill-down and have points on the fixture store.
-DRILLED = {"condition_matrix", "oncu_audit", "failure_breakdown", "oncu_heatmap",
-           "fanin_degradation", "dolce_lambda_k_map"}  # fmt: skip
+DRILLED = {
+    "condition_matrix",
+    "oncu_audit",
+    "failure_breakdown",
+    "oncu_heatmap",
+    "fanin_degradation",
+    "dolce_lambda_k_map",
+}
 #: Mean-of-a-score points: figure -> (the trace's axis holding the score panel, scale).
 MEANS = {"condition_matrix": ("x", 1.0), "fanin_degradation": ("x", 100.0)}
 
@@ -187,8 +198,9 @@ def _exercise(store: Store, name: str, selection: Selection) -> dict[str, int]:
     # a failure segment is n of the labelled predictions of its (run, condition), in percent
     for (run, cond), segs in failure_totals.items():
         total = sum(n for n, _ in segs)
-        rows = instances_behind(store, selection, {"run": run, "condition": cond,
-                                                   "variant": ""}, limit=None)  # fmt: skip
+        rows = instances_behind(
+            store, selection, {"run": run, "condition": cond, "variant": ""}, limit=None
+        )
         assert total == int(rows["failure_label"].notna().sum()), (run, cond)
         for n, pct in segs:
             assert pct == pytest.approx(100.0 * n / total, abs=1e-9), (run, cond, n)
@@ -218,23 +230,39 @@ def test_the_failure_label_segment_of_a_run_and_condition(store):
     selection = Selection(runs=("controlled", "hotpotqa"))
     fig, _ = get_figure("failure_breakdown").build(store, selection)
     trace = next(t for t in fig.data if t.name == "integration")
-    j = next(j for j, row in enumerate(trace.customdata)
-             if row[0] == "controlled" and row[1] == "full_context")  # fmt: skip
-    point = {"customdata": json.loads(fig.to_json())["data"][list(fig.data).index(trace)][
-        "customdata"][j]}  # fmt: skip
+    j = next(
+        j
+        for j, row in enumerate(trace.customdata)
+        if row[0] == "controlled" and row[1] == "full_context"
+    )
+    point = {
+        "customdata": json.loads(fig.to_json())["data"][list(fig.data).index(trace)]["customdata"][
+            j
+        ]
+    }
     cell = cell_from_point(fig, point)
-    assert cell == {"run": "controlled", "condition": "full_context",
-                    "failure_label": "integration", "variant": "", FRAME_KEY: "predictions"}
+    assert cell == {
+        "run": "controlled",
+        "condition": "full_context",
+        "failure_label": "integration",
+        "variant": "",
+        FRAME_KEY: "predictions",
+    }
     rows = instances_behind(store, selection, cell, limit=None)
     # the published labels: the "direct" method (full context) of the released outputs
     published = sorted(
-        r["sample_id"] for r in csv.DictReader(shared_fixture(RELEASE_CONTROLLED).open())
+        r["sample_id"]
+        for r in csv.DictReader(shared_fixture(RELEASE_CONTROLLED).open())
         if r["method"] == "direct" and r["failure_type"] == "evidence_integration_failure"
-    )  # fmt: skip
+    )
     with duckdb.connect(str(store.path), read_only=True) as con:
-        stored = sorted(x for (x,) in con.execute(
-            "SELECT instance_id FROM scores WHERE run_id = 'controlled' AND condition = "
-            "'full_context' AND variant = '' AND failure_label = 'integration'").fetchall())
+        stored = sorted(
+            x
+            for (x,) in con.execute(
+                "SELECT instance_id FROM scores WHERE run_id = 'controlled' AND condition = "
+                "'full_context' AND variant = '' AND failure_label = 'integration'"
+            ).fetchall()
+        )
     assert len(published) == 20 and stored == published
     assert sorted(rows["instance_id"]) == published
     assert point["customdata"][-1] == 20
@@ -248,11 +276,13 @@ def test_the_failure_label_segment_of_a_run_and_condition(store):
 # ------------------------------------------------------------------------------- tables
 @pytest.mark.parametrize(
     ("name", "selection"),
-    [("oncu_groups", Selection(dataset="controlled")),
-     ("oncu_groups", Selection(dataset="hotpotqa")),
-     ("length_position", Selection(dataset="controlled")),
-     ("oncu_groups", Selection(runs=("controlled", "hotpotqa")))],
-)  # fmt: skip
+    [
+        ("oncu_groups", Selection(dataset="controlled")),
+        ("oncu_groups", Selection(dataset="hotpotqa")),
+        ("length_position", Selection(dataset="controlled")),
+        ("oncu_groups", Selection(runs=("controlled", "hotpotqa"))),
+    ],
+)
 def test_a_selected_table_row_lists_exactly_its_predictions(store, name, selection):
     """Tables of plain predictions (``show_table(..., drill=True)``): every row's cell lists
     its n predictions, all with the row's key values and plain (no intervention rows)."""
@@ -261,8 +291,7 @@ def test_a_selected_table_row_lists_exactly_its_predictions(store, name, selecti
     assert len(table) > 0 and "n" in table.columns
     for i in range(len(table)):
         cell = table_cell(spec, table, i)
-        assert cell["variant"] == "" and cell["run"] in selection.runs + (
-            "controlled", "hotpotqa")
+        assert cell["variant"] == "" and cell["run"] in selection.runs + ("controlled", "hotpotqa")
         rows = instances_behind(store, selection, cell, limit=None)
         assert len(rows) == int(table.iloc[i]["n"]), (name, cell)
         for key, value in cell.items():
@@ -274,11 +303,23 @@ def test_a_selected_table_row_lists_exactly_its_predictions(store, name, selecti
 def test_a_table_row_cell_keeps_missing_cells_missing():
     """A NaN cell (HotpotQA has no context length) is None, numbers are plain Python."""
     spec = get_table("oncu_groups")
-    table = pd.DataFrame({"run": ["r"], "condition": ["oracle"], "context_length": [math.nan],
-                          "evidence_density": [np.float64(0.25)], "n": [np.int64(3)]})
+    table = pd.DataFrame(
+        {
+            "run": ["r"],
+            "condition": ["oracle"],
+            "context_length": [math.nan],
+            "evidence_density": [np.float64(0.25)],
+            "n": [np.int64(3)],
+        }
+    )
     cell = table_cell(spec, table, 0)
-    assert cell == {"run": "r", "condition": "oracle", "context_length": None,
-                    "evidence_density": 0.25, "variant": ""}
+    assert cell == {
+        "run": "r",
+        "condition": "oracle",
+        "context_length": None,
+        "evidence_density": 0.25,
+        "variant": "",
+    }
     assert type(cell["evidence_density"]) is float
 
 
@@ -309,7 +350,12 @@ def test_group_points_with_a_length_cell_list_their_predictions(off_grid, length
             if bucketed:
                 assert set(length_bucket(rows["context_length"])) <= {cell["context_length"]}
     # a bucket spans several exact lengths
-    cell = {"run": "offgrid", "condition": "oracle", "variant": "", "context_length": 4000,
-            "length_cell": "bucket"}
+    cell = {
+        "run": "offgrid",
+        "condition": "oracle",
+        "variant": "",
+        "context_length": 4000,
+        "length_cell": "bucket",
+    }
     rows = instances_behind(off_grid, selection, cell, limit=None)
     assert rows["context_length"].nunique() > 1 and len(rows) == 67

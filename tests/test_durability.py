@@ -137,8 +137,9 @@ def _committed(db: Path, run: str) -> set[str]:
         ("drain", 1, True, -4),  # the last 4 replies, after every call has been sent
     ],
 )
-def test_answered_calls_are_committed_within_a_second(tmp_path, mode, concurrency, workers,
-                                                      stop_after):  # fmt: skip
+def test_answered_calls_are_committed_within_a_second(
+    tmp_path, mode, concurrency, workers, stop_after
+):
     db = tmp_path / "store.duckdb"
     ds = _dataset(db)  # 40 instances x 4 conditions: 160 calls, 159 distinct prompts
     n_prompts = len({c.prompt_hash for c in plan_conditions(ds.instances, CONDITIONS)})
@@ -202,9 +203,12 @@ def test_kill_9_after_a_quiet_second_loses_no_answer_and_the_rerun_repeats_none(
     planned = plan_conditions(ds.instances, CONDITIONS)
     with _AnswerLog(latency_s=0.02, stall_s=300) as stub:
         first = subprocess.Popen(
-            _run_argv(db, stub, concurrency=concurrency), cwd=ROOT, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            _run_argv(db, stub, concurrency=concurrency),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             _wait(lambda: len(stub.answered) >= 40, first, "40 answered calls")
             stub.set_mode("stall")  # answers stop: the calls in flight hang
@@ -224,9 +228,12 @@ def test_kill_9_after_a_quiet_second_loses_no_answer_and_the_rerun_repeats_none(
         stub.set_mode("ok")
         seen = len(stub.bodies("/api/chat"))
         again = subprocess.run(
-            _run_argv(db, stub, concurrency=concurrency), cwd=ROOT, capture_output=True,
-            text=True, timeout=300,
-        )  # fmt: skip
+            _run_argv(db, stub, concurrency=concurrency),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert again.returncode == 0, again.stderr
         asked = {prompt_hash(b["messages"]) for b in stub.bodies("/api/chat")[seen:]}
     assert not asked & committed, "the rerun called the model for a committed prediction"

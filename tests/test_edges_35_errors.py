@@ -30,11 +30,31 @@ def base(tmp_path_factory) -> Path:
     store = Store(db)
     store.write_dataset(build_controlled("controlled-200", limit=6, name="ds"))
     for name in ("r", "a,b"):
-        run_conditions(store, "ds", EmbeddedReader(workers=False), ("full_context", "oracle"),
-                       name=name)  # fmt: skip
-    assert main(["batch", "export", "conditions", "--db", str(db), "--dataset", "ds", "--run",
-                 "b", "--conditions", "oracle", "--model", "m",
-                 "--out", str(db.parent / "b.jsonl")]) == 0  # fmt: skip
+        run_conditions(
+            store, "ds", EmbeddedReader(workers=False), ("full_context", "oracle"), name=name
+        )
+    assert (
+        main(
+            [
+                "batch",
+                "export",
+                "conditions",
+                "--db",
+                str(db),
+                "--dataset",
+                "ds",
+                "--run",
+                "b",
+                "--conditions",
+                "oracle",
+                "--model",
+                "m",
+                "--out",
+                str(db.parent / "b.jsonl"),
+            ]
+        )
+        == 0
+    )
     return db
 
 
@@ -74,27 +94,62 @@ def test_outputs_under_a_file_are_one_line(base, tmp_path, capsys):
     under = tmp_path / "f" / "out"
     line = _fails(capsys, ["store", "export", "--out", str(under), "--db", str(base)])
     assert str(under) in line
-    line = _fails(capsys, ["export", "table", "oncu_summary", "--runs", "r",
-                           "--out", str(under) + ".csv", "--db", str(base)])  # fmt: skip
+    line = _fails(
+        capsys,
+        [
+            "export",
+            "table",
+            "oncu_summary",
+            "--runs",
+            "r",
+            "--out",
+            str(under) + ".csv",
+            "--db",
+            str(base),
+        ],
+    )
     assert "--out" in line and "is a file, not a folder" in line
-    line = _fails(capsys, ["export", "figure", "condition_matrix", "--runs", "r",
-                           "--out", str(tmp_path), "--db", str(base)])  # fmt: skip
+    line = _fails(
+        capsys,
+        [
+            "export",
+            "figure",
+            "condition_matrix",
+            "--runs",
+            "r",
+            "--out",
+            str(tmp_path),
+            "--db",
+            str(base),
+        ],
+    )
     assert "--out" in line and "is a directory" in line
 
 
 # ------------------------------------------------------------------------ export flags
 def test_export_table_unknown_dataset_writes_no_file(base, tmp_path, capsys):
     out = tmp_path / "t.csv"
-    line = _fails(capsys, ["export", "table", "oncu_summary", "--dataset", "nope",
-                           "--out", str(out), "--db", str(base)])  # fmt: skip
+    line = _fails(
+        capsys,
+        [
+            "export",
+            "table",
+            "oncu_summary",
+            "--dataset",
+            "nope",
+            "--out",
+            str(out),
+            "--db",
+            str(base),
+        ],
+    )
     assert "--dataset nope" in line and "ds" in line
     assert not out.exists()
 
 
 def test_export_option_unknown_nested_or_huge(base, tmp_path, capsys):
     out = tmp_path / "t.csv"
-    args = ["export", "table", "oncu_summary", "--runs", "r", "--out", str(out),
-            "--db", str(base)]  # fmt: skip
+    args = ["export", "table", "oncu_summary", "--runs", "r", "--out", str(out), "--db", str(base)]
     line = _fails(capsys, [*args, "--option", "bogus=1"])
     assert "unknown --option bogus" in line and "n_resamples" in line
     line = _fails(capsys, [*args, "--option", "n_resamples=" + "[" * 100_000])
@@ -107,12 +162,22 @@ def test_export_option_unknown_nested_or_huge(base, tmp_path, capsys):
 def test_export_option_of_the_wrong_kind_is_one_line(base, tmp_path, capsys):
     """A declared --option with a value of the wrong kind: one line naming it, no traceback."""
     out = tmp_path / "f.png"
-    args = ["export", "figure", "retrieval_curves", "--dataset", "ds", "--out", str(out),
-            "--db", str(base)]  # fmt: skip
-    for value, words in (("ks=5.5", "'ks' expects int, got 5.5"),
-                         ('ks={"a": 1}', "'ks' expects int"),
-                         ("retrievers=5", "is not one of lexical, dense, hybrid, iterative, "
-                          "oracle")):  # fmt: skip
+    args = [
+        "export",
+        "figure",
+        "retrieval_curves",
+        "--dataset",
+        "ds",
+        "--out",
+        str(out),
+        "--db",
+        str(base),
+    ]
+    for value, words in (
+        ("ks=5.5", "'ks' expects int, got 5.5"),
+        ('ks={"a": 1}', "'ks' expects int"),
+        ("retrievers=5", "is not one of lexical, dense, hybrid, iterative, oracle"),
+    ):
         line = _fails(capsys, [*args, "--option", value])
         assert words in line, line
     assert not out.exists()
@@ -120,19 +185,66 @@ def test_export_option_of_the_wrong_kind_is_one_line(base, tmp_path, capsys):
 
 def test_runs_with_a_comma_are_selectable(base, tmp_path, capsys):
     out = tmp_path / "t.csv"
-    assert main(["export", "table", "oncu_summary", "--runs", '"a,b"', "--runs", "r",
-                 "--out", str(out), "--db", str(base)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "table",
+                "oncu_summary",
+                "--runs",
+                '"a,b"',
+                "--runs",
+                "r",
+                "--out",
+                str(out),
+                "--db",
+                str(base),
+            ]
+        )
+        == 0
+    )
     text = out.read_text("utf-8")
     assert '"a,b"' in text and "\nr," in text
 
 
 def test_seed_out_of_range_is_a_usage_error(base, capsys):
-    line = _fails(capsys, ["run", "--dataset", "ds", "--backend", "embedded", "--conditions",
-                           "oracle", "--seed", str(2**70), "--name", "s", "--db", str(base)],
-                  code=2)  # fmt: skip
+    line = _fails(
+        capsys,
+        [
+            "run",
+            "--dataset",
+            "ds",
+            "--backend",
+            "embedded",
+            "--conditions",
+            "oracle",
+            "--seed",
+            str(2**70),
+            "--name",
+            "s",
+            "--db",
+            str(base),
+        ],
+        code=2,
+    )
     assert "--seed" in line
-    line = _fails(capsys, ["run", "--dataset", "ds", "--backend", "embedded", "--seed",
-                           "9" * 5000, "--name", "s", "--db", str(base)], code=2)  # fmt: skip
+    line = _fails(
+        capsys,
+        [
+            "run",
+            "--dataset",
+            "ds",
+            "--backend",
+            "embedded",
+            "--seed",
+            "9" * 5000,
+            "--name",
+            "s",
+            "--db",
+            str(base),
+        ],
+        code=2,
+    )
     assert len(line) < 600
 
 
@@ -140,14 +252,15 @@ def test_seed_out_of_range_is_a_usage_error(base, capsys):
 def test_control_characters_refused_in_a_judge_name(base, tmp_path, capsys):
     crux = tmp_path / "crux.jsonl"
     crux.write_text(json.dumps({"instance_id": "x", "sub_questions": []}) + "\n")
-    line = _fails(capsys, ["import", "crux", str(crux), "--dataset", "ds", "--judge", "a\nb",
-                           "--db", str(base)])  # fmt: skip
+    line = _fails(
+        capsys,
+        ["import", "crux", str(crux), "--dataset", "ds", "--judge", "a\nb", "--db", str(base)],
+    )
     assert "judge name" in line and "U+000A" in line
 
 
 def test_dataset_named_with_a_dash_launches(base):
-    argv = run_command(RunRequest(db=str(base), dataset="-x", name="r2",
-                                  conditions=("oracle",)))  # fmt: skip
+    argv = run_command(RunRequest(db=str(base), dataset="-x", name="r2", conditions=("oracle",)))
     args = build_parser().parse_args(argv[3:])
     assert isinstance(args, argparse.Namespace) and args.dataset == "-x"
 
@@ -178,8 +291,12 @@ def test_a_store_whose_folder_cannot_be_made_is_one_line(tmp_path, capsys):
 def test_every_runs_list_takes_a_quoted_name_with_a_comma(base, capsys):
     """``split_csv`` (every comma-separated option) reads CSV quoting: the fan-in report and
     the paper's numbers select the run ``a,b`` by ``'"a,b"'``, not runs ``a`` and ``b``."""
-    assert main(["report", "fanin", "--runs", '"a,b",r', "--json", "--no-instances",
-                 "--db", str(base)]) == 0  # fmt: skip
+    assert (
+        main(
+            ["report", "fanin", "--runs", '"a,b",r', "--json", "--no-instances", "--db", str(base)]
+        )
+        == 0
+    )
     systems = {r["system"] for r in json.loads(capsys.readouterr().out)["by_bucket"]}
     assert any(s.startswith("a,b") for s in systems) and any(s.startswith("r") for s in systems)
     assert main(["report", "fanin", "--runs", "a,b", "--db", str(base)]) == 1

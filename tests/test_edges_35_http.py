@@ -85,7 +85,7 @@ def trickle(conn: socket.socket) -> None:
     """Answer 200 one byte every 0.5 s (status line, headers and body alike)."""
     _read_request(conn)
     head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(_BODY)}"
-    for byte in (head.encode() + b"\r\n\r\n" + _BODY):
+    for byte in head.encode() + b"\r\n\r\n" + _BODY:
         conn.sendall(bytes([byte]))
         time.sleep(0.5)
 
@@ -96,8 +96,9 @@ def test_timeout_is_a_whole_call_deadline_against_a_trickling_server(kind):
         if kind == "ollama":
             backend = OllamaBackend("m", hosts=[url], timeout_s=2, retry=ONE_TRY)
         else:
-            backend = OpenAIBackend("m", base_url=f"{url}/v1", timeout_s=2, retry=ONE_TRY,
-                                          context_length=32768)  # fmt: skip
+            backend = OpenAIBackend(
+                "m", base_url=f"{url}/v1", timeout_s=2, retry=ONE_TRY, context_length=32768
+            )
         t0 = time.monotonic()
         reply = backend.generate(MESSAGES)
         took = time.monotonic() - t0
@@ -113,8 +114,9 @@ def test_retries_share_the_one_deadline(kind):
         if kind == "ollama":
             backend = OllamaBackend("m", hosts=[url], timeout_s=1, retry=retry)
         else:
-            backend = OpenAIBackend("m", base_url=f"{url}/v1", timeout_s=1, retry=retry,
-                                    context_length=32768)  # fmt: skip
+            backend = OpenAIBackend(
+                "m", base_url=f"{url}/v1", timeout_s=1, retry=retry, context_length=32768
+            )
         t0 = time.monotonic()
         reply = backend.generate(MESSAGES)
         took = time.monotonic() - t0
@@ -131,14 +133,23 @@ def test_a_retry_inside_the_deadline_still_answers():
         if calls.count("/v1/chat/completions") == 1 and calls[-1] == "/v1/chat/completions":
             conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
             return
-        body = (b'{"choices": [{"message": {"role": "assistant", "content": '
-                b'"{\\"answer\\": \\"x\\"}"}}]}')
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body) + body)  # fmt: skip
+        body = (
+            b'{"choices": [{"message": {"role": "assistant", "content": '
+            b'"{\\"answer\\": \\"x\\"}"}}]}'
+        )
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
 
     with raw_server(flaky) as (url, _):
-        backend = OpenAIBackend("m", base_url=f"{url}/v1", timeout_s=5, context_length=32768,
-                                retry=RetryPolicy(attempts=3, backoff_s=0.05, max_backoff_s=0.05))
+        backend = OpenAIBackend(
+            "m",
+            base_url=f"{url}/v1",
+            timeout_s=5,
+            context_length=32768,
+            retry=RetryPolicy(attempts=3, backoff_s=0.05, max_backoff_s=0.05),
+        )
         reply = backend.generate(MESSAGES)
     assert reply.error is None, reply.error
     assert calls.count("/v1/chat/completions") == 2, calls
@@ -158,8 +169,12 @@ def _redirect_to(target: str) -> Callable[[socket.socket], None]:
 
 def _ok(conn: socket.socket) -> None:
     _read_request(conn)
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                 + str(len(_BODY)).encode() + b"\r\n\r\n" + _BODY)  # fmt: skip
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+        + str(len(_BODY)).encode()
+        + b"\r\n\r\n"
+        + _BODY
+    )
 
 
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
@@ -168,8 +183,9 @@ def test_a_redirect_to_another_host_is_not_followed(kind):
         if kind == "ollama":
             backend = OllamaBackend("m", hosts=[url], timeout_s=5, retry=ONE_TRY)
         else:
-            backend = OpenAIBackend("m", base_url=f"{url}/v1", timeout_s=5, retry=ONE_TRY,
-                                          context_length=32768)  # fmt: skip
+            backend = OpenAIBackend(
+                "m", base_url=f"{url}/v1", timeout_s=5, retry=ONE_TRY, context_length=32768
+            )
         reply = backend.generate(MESSAGES)
     assert reply.error is not None
     assert reached == []  # the prompt never went to the other port
@@ -193,10 +209,21 @@ def _alive(pid: int) -> bool:
 def test_serve_killed_with_sigkill_takes_the_dashboard_with_it(tmp_path):
     """``core serve`` SIGKILLed (no handler can run): its Streamlit child ends too."""
     serve = subprocess.Popen(
-        [sys.executable, "-m", "core", "serve", "--no-demo", "--port", str(free_port()),
-         "--db", str(tmp_path / "s.duckdb")],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "serve",
+            "--no-demo",
+            "--port",
+            str(free_port()),
+            "--db",
+            str(tmp_path / "s.duckdb"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         child = None
         deadline = time.monotonic() + 60

@@ -44,8 +44,10 @@ def store(tmp_path) -> Store:
 
 def _digest(store: Store) -> list:
     with store.connect(read_only=True) as con:
-        return [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
-                for t in ("datasets", "instances", "runs", "predictions", "scores")]  # fmt: skip
+        return [
+            con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+            for t in ("datasets", "instances", "runs", "predictions", "scores")
+        ]
 
 
 def test_replace_of_a_dataset_with_runs_is_refused_and_writes_nothing(store):
@@ -58,12 +60,28 @@ def test_replace_of_a_dataset_with_runs_is_refused_and_writes_nothing(store):
 
 def test_cli_replace_refused_one_line_exit_1(store, tmp_path, capsys):
     path = tmp_path / "ds.jsonl"
-    record = {"id": "q1", "question": "Who?", "answer": "A",
-              "passages": [{"id": "p1", "text": "A is here."}]}  # fmt: skip
+    record = {
+        "id": "q1",
+        "question": "Who?",
+        "answer": "A",
+        "passages": [{"id": "p1", "text": "A is here."}],
+    }
     path.write_text(json.dumps(record) + "\n")
     before = _digest(store)
-    code = main(["import", "dataset", "--format", "jsonl", str(path), "--name", "ds",
-                 "--replace", "--db", str(store.path)])  # fmt: skip
+    code = main(
+        [
+            "import",
+            "dataset",
+            "--format",
+            "jsonl",
+            str(path),
+            "--name",
+            "ds",
+            "--replace",
+            "--db",
+            str(store.path),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert "--with-runs" in err and "nothing written" in err

@@ -29,8 +29,9 @@ N = 3  # instances; two conditions each
 class OddStub(ModelStub):
     """The stub, with chosen fields of every chat reply overwritten."""
 
-    def __init__(self, ollama: dict[str, Any] | None = None,
-                 openai: dict[str, Any] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, ollama: dict[str, Any] | None = None, openai: dict[str, Any] | None = None
+    ) -> None:
         super().__init__()
         self.ollama_extra = ollama or {}
         self.openai_extra = openai or {}
@@ -115,8 +116,9 @@ def test_unstorable_row_is_that_calls_error_and_the_batch_is_written(tmp_path):
             "SELECT * FROM predictions WHERE run_id = 'r' ORDER BY instance_id"
         ).fetchall()
         names = [d[0] for d in con.description]
-    rows = [{**dict(zip(names, r, strict=True)), "condition": "oracle", "_cache": None}
-            for r in stored]  # fmt: skip
+    rows = [
+        {**dict(zip(names, r, strict=True)), "condition": "oracle", "_cache": None} for r in stored
+    ]
     rows[0]["raw_response"] = "x\ud800"  # a lone surrogate: not UTF-8
     rows[1]["prompt_tokens"] = 2**40
     engine.write_rows(store, engine.WriteContext.of(store, "r"), rows, 0.1)
@@ -133,11 +135,21 @@ def test_unstorable_row_is_that_calls_error_and_the_batch_is_written(tmp_path):
 
 
 def test_checked_numbers_table():
-    values = {"prompt_tokens": 12.0, "completion_tokens": 2**31, "eval_duration_ns": 2**62,
-              "logprob_confidence": float("nan"), "other": 2**99}  # fmt: skip
+    values = {
+        "prompt_tokens": 12.0,
+        "completion_tokens": 2**31,
+        "eval_duration_ns": 2**62,
+        "logprob_confidence": float("nan"),
+        "other": 2**99,
+    }
     out, notes = checked_numbers(values)
-    assert out == {"prompt_tokens": 12, "completion_tokens": None, "eval_duration_ns": 2**62,
-                   "logprob_confidence": None, "other": 2**99}  # fmt: skip
+    assert out == {
+        "prompt_tokens": 12,
+        "completion_tokens": None,
+        "eval_duration_ns": 2**62,
+        "logprob_confidence": None,
+        "other": 2**99,
+    }
     assert notes == {
         "completion_tokens": "2147483648 is not an integer in 0..2147483647",
         "logprob_confidence": "nan is not a number in 0.0..1.0",

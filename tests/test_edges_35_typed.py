@@ -54,14 +54,19 @@ def test_release_file_of_any_size_imports(tmp_path, n_rows):
 def _prediction_rows(n: int, empty_first: int) -> list[dict]:
     return [
         {
-            "run_id": "r", "instance_id": f"i{k:05d}", "condition": "full", "variant": "",
+            "run_id": "r",
+            "instance_id": f"i{k:05d}",
+            "condition": "full",
+            "variant": "",
             "input_passage_ids": ["p1", "p2"],
             "cited_ids": [] if k < empty_first else ["p1"],
             "answer": None if k < empty_first else "x",
-            "parse_error": None, "error": None, "prompt_tokens": 10,
+            "parse_error": None,
+            "error": None,
+            "prompt_tokens": 10,
         }
         for k in range(n)
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize("as_frame", [False, True])

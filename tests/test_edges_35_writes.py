@@ -33,8 +33,11 @@ from core.store import Store
 def digest(db: Path) -> dict[str, list]:
     """Every table's rows, sorted (``data_version`` aside)."""
     with duckdb.connect(str(db), read_only=True) as con:
-        tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-                  if t != "data_version"]  # fmt: skip
+        tables = [
+            t
+            for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+            if t != "data_version"
+        ]
         return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables}
 
 
@@ -43,8 +46,7 @@ def small(tmp_path) -> Path:
     """A store of 6 controlled instances and a run ``r`` of the embedded reader."""
     store = Store(tmp_path / "s.duckdb")
     store.write_dataset(build_controlled("controlled-200", limit=6, name="ds"))
-    run_conditions(store, "ds", EmbeddedReader(workers=False), ("full_context", "oracle"),
-                   name="r")  # fmt: skip
+    run_conditions(store, "ds", EmbeddedReader(workers=False), ("full_context", "oracle"), name="r")
     return store.path
 
 
@@ -55,8 +57,14 @@ def _cli_limited(args: list[str], fsize: int) -> subprocess.CompletedProcess:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True,
-                          text=True, preexec_fn=limit, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=120,
+    )
 
 
 # ------------------------------------------------------------------------ annotate export
@@ -65,8 +73,22 @@ def test_annotate_export_to_a_bad_path_writes_nothing(small, tmp_path, capsys, w
     (tmp_path / "file.txt").write_text("x")
     out = tmp_path if where == "directory" else tmp_path / "file.txt" / "sample.csv"
     before = digest(small)
-    code = main(["annotate", "export", "--run", "r", "--sample", "5", "--seed", "1",
-                 "--out", str(out), "--db", str(small)])  # fmt: skip
+    code = main(
+        [
+            "annotate",
+            "export",
+            "--run",
+            "r",
+            "--sample",
+            "5",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "--db",
+            str(small),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and len(err.strip().splitlines()) == 1 and "--out" in err
     assert digest(small) == before
@@ -75,8 +97,23 @@ def test_annotate_export_to_a_bad_path_writes_nothing(small, tmp_path, capsys, w
 def test_annotate_export_on_a_full_disk_writes_nothing(small, tmp_path):
     before = digest(small)
     out = tmp_path / "big.csv"
-    done = _cli_limited(["annotate", "export", "--run", "r", "--sample", "12", "--seed", "1",
-                         "--out", str(out), "--db", str(small)], fsize=2000)  # fmt: skip
+    done = _cli_limited(
+        [
+            "annotate",
+            "export",
+            "--run",
+            "r",
+            "--sample",
+            "12",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "--db",
+            str(small),
+        ],
+        fsize=2000,
+    )
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not out.exists() and not list(tmp_path.glob(".big.csv*"))
@@ -85,8 +122,23 @@ def test_annotate_export_on_a_full_disk_writes_nothing(small, tmp_path):
 
 # ------------------------------------------------------------------------ batch export
 def _batch(db: Path, out: Path) -> list[str]:
-    return ["batch", "export", "conditions", "--db", str(db), "--dataset", "ds", "--run", "b",
-            "--conditions", "oracle", "--model", "m", "--out", str(out)]  # fmt: skip
+    return [
+        "batch",
+        "export",
+        "conditions",
+        "--db",
+        str(db),
+        "--dataset",
+        "ds",
+        "--run",
+        "b",
+        "--conditions",
+        "oracle",
+        "--model",
+        "m",
+        "--out",
+        str(out),
+    ]
 
 
 @pytest.mark.parametrize("where", ["directory", "under-a-file"])
@@ -115,8 +167,21 @@ def test_refused_run_on_a_damaged_store_writes_no_run_row(small, capsys):
     with duckdb.connect(str(small)) as con:  # damaged: the passages table is gone
         con.execute("DROP TABLE passages")
     before = digest(small)
-    code = main(["run", "--dataset", "ds", "--backend", "embedded", "--conditions", "oracle",
-                 "--name", "new", "--db", str(small)])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--dataset",
+            "ds",
+            "--backend",
+            "embedded",
+            "--conditions",
+            "oracle",
+            "--name",
+            "new",
+            "--db",
+            str(small),
+        ]
+    )
     assert code == 1
     assert "Traceback" not in capsys.readouterr().err
     assert digest(small) == before
@@ -126,18 +191,42 @@ def test_refused_run_on_a_damaged_store_writes_no_run_row(small, capsys):
 def test_csv_text_quotes_cr_lf_quote_and_comma():
     text = csv_text([["a\rb", "c\nd", 'e"f', "g,h", "plain"]])
     assert text == '"a\rb","c\nd","e""f","g,h",plain\n'
-    assert next(csv.reader(io.StringIO(text, newline=""))) == ["a\rb", "c\nd", 'e"f', "g,h",
-                                                                "plain"]  # fmt: skip
+    assert next(csv.reader(io.StringIO(text, newline=""))) == [
+        "a\rb",
+        "c\nd",
+        'e"f',
+        "g,h",
+        "plain",
+    ]
 
 
 def test_annotate_export_quotes_a_bare_cr_and_neutralizes_formulas(small, tmp_path):
     with duckdb.connect(str(small)) as con:
-        con.execute("UPDATE predictions SET answer = CASE condition WHEN 'oracle' "
-                    "THEN '=1+1\rx' ELSE 'Alpha\r=1+1' END WHERE run_id = 'r'")
+        con.execute(
+            "UPDATE predictions SET answer = CASE condition WHEN 'oracle' "
+            "THEN '=1+1\rx' ELSE 'Alpha\r=1+1' END WHERE run_id = 'r'"
+        )
         con.execute("UPDATE scores SET failure_label = 'conversion' WHERE run_id = 'r'")
     out = tmp_path / "s.csv"
-    assert main(["annotate", "export", "--run", "r", "--sample", "4", "--seed", "1",
-                 "--out", str(out), "--db", str(small)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "annotate",
+                "export",
+                "--run",
+                "r",
+                "--sample",
+                "4",
+                "--seed",
+                "1",
+                "--out",
+                str(out),
+                "--db",
+                str(small),
+            ]
+        )
+        == 0
+    )
     raw = out.read_bytes().decode("utf-8")
     assert '"Alpha\r=1+1"' in raw  # the CR inside quotes: the row is not split there
     rows = list(csv.reader(io.StringIO(raw, newline="")))
@@ -152,8 +241,25 @@ def test_annotate_round_trip_on_an_imported_run(tmp_path, capsys):
     db = tmp_path / "s.duckdb"
     build_release_store(db)
     out = tmp_path / "sample.csv"
-    assert main(["annotate", "export", "--run", "controlled", "--sample", "10", "--seed", "3",
-                 "--out", str(out), "--db", str(db)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "annotate",
+                "export",
+                "--run",
+                "controlled",
+                "--sample",
+                "10",
+                "--seed",
+                "3",
+                "--out",
+                str(out),
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
     rows = list(csv.reader(io.StringIO(out.read_text("utf-8"), newline="")))
     header, body = rows[0], rows[1:]
     assert len(body) == 10
@@ -163,8 +269,22 @@ def test_annotate_round_trip_on_an_imported_run(tmp_path, capsys):
     labelled = tmp_path / "labelled.csv"
     labelled.write_text(csv_text([header, *body]), encoding="utf-8")
     capsys.readouterr()
-    assert main(["annotate", "import", str(labelled), "--run", "controlled", "--annotator", "ann",
-                 "--db", str(db)]) == 0, capsys.readouterr().err  # fmt: skip
+    assert (
+        main(
+            [
+                "annotate",
+                "import",
+                str(labelled),
+                "--run",
+                "controlled",
+                "--annotator",
+                "ann",
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM annotations").fetchall()[0][0] == 10
 
@@ -176,6 +296,10 @@ def test_store_export_on_a_full_disk_leaves_no_files(small, tmp_path):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert list(out.iterdir()) == [] if out.exists() else True
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
-    ok = subprocess.run([sys.executable, "-m", "core", "store", "export", "--out", str(out),
-                         "--db", str(small)], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    ok = subprocess.run(
+        [sys.executable, "-m", "core", "store", "export", "--out", str(out), "--db", str(small)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0 and (out / "manifest.json").exists()

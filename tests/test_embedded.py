@@ -162,8 +162,9 @@ def test_comparison_arithmetic_and_yes_no():
 
 
 def test_deterministic_and_independent_of_options():
-    msgs = build_messages(Instance("x", "Who founded the capital of Zarnovia?", "", PASSAGES),
-                          "full_context")  # fmt: skip
+    msgs = build_messages(
+        Instance("x", "Who founded the capital of Zarnovia?", "", PASSAGES), "full_context"
+    )
     texts = {READER.generate(msgs, {"seed": s, "temperature": 1.0}).text for s in range(5)}
     assert len(texts) == 1
     assert EmbeddedReader().generate(msgs).text in texts
@@ -216,9 +217,26 @@ def test_controlled_benchmark_behaviour():
 
 
 _WORDS = st.text(max_size=40) | st.sampled_from(
-    ["Model Alpha 00654", "How many more", "Which is older, A or B?", "Is X or Y", "(born 1990)",
-     "3,400", "Tower", ". ", "? ", "\n", '"', "and", "both", "same", ":", ",", "in total"]
-)  # fmt: skip
+    [
+        "Model Alpha 00654",
+        "How many more",
+        "Which is older, A or B?",
+        "Is X or Y",
+        "(born 1990)",
+        "3,400",
+        "Tower",
+        ". ",
+        "? ",
+        "\n",
+        '"',
+        "and",
+        "both",
+        "same",
+        ":",
+        ",",
+        "in total",
+    ]
+)
 _SENTENCE = st.lists(_WORDS, max_size=10).map(" ".join)
 
 

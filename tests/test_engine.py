@@ -43,8 +43,9 @@ class Scripted:
 
     name = "scripted"
 
-    def __init__(self, model="script-1", *, fail=(), raise_on=(), delay_s=0.0, on_call=None,
-                 options=None):  # fmt: skip
+    def __init__(
+        self, model="script-1", *, fail=(), raise_on=(), delay_s=0.0, on_call=None, options=None
+    ):
         self.model = model
         self.fail, self.raise_on = set(fail), set(raise_on)
         self.delay_s, self.on_call = delay_s, on_call
@@ -98,12 +99,18 @@ def _instance(i: int, name: str, score: int) -> Instance:
     passages = (
         Passage("p0001", 0, "Harbor", _FILLER, "d1"),
         Passage(
-            "p0002", 1, name, f"{name} scored {score} points on the final test.", "d2", "gold",
+            "p0002",
+            1,
+            name,
+            f"{name} scored {score} points on the final test.",
+            "d2",
+            "gold",
             True,
         ),
-        Passage("p0003", 2, "Other", "Another team scored 12 points on the test.", "d3",
-                "distractor"),
-    )  # fmt: skip
+        Passage(
+            "p0003", 2, "Other", "Another team scored 12 points on the test.", "d3", "distractor"
+        ),
+    )
     return Instance(
         f"t{i}",
         f"How many points did {name} score on the final test?",
@@ -142,9 +149,13 @@ def _plan():
 
 def _spec(run_id="t", **kw):
     base = dict(
-        run_id=run_id, dataset="toy", backend="scripted", model="script-1",
-        options={"temperature": 0, "seed": 0}, conditions=tuple(FOUR),
-    )  # fmt: skip
+        run_id=run_id,
+        dataset="toy",
+        backend="scripted",
+        model="script-1",
+        options={"temperature": 0, "seed": 0},
+        conditions=tuple(FOUR),
+    )
     base.update(kw)
     return RunSpec(**base)
 
@@ -169,9 +180,18 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def _run_embedded(db: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
     """``python -m core run`` of controlled-200 with the embedded reader as run ``name``."""
     return _cli(
-        "run", "--db", str(db), "--dataset", "controlled-200", "--backend", "embedded",
-        *extra, "--name", name, "--json",
-    )  # fmt: skip
+        "run",
+        "--db",
+        str(db),
+        "--dataset",
+        "controlled-200",
+        "--backend",
+        "embedded",
+        *extra,
+        "--name",
+        name,
+        "--json",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -189,11 +209,26 @@ def test_cli_run_stores_800_predictions_and_oncu_works(controlled):
     db, summary, stderr = controlled
     # controlled_000132 and controlled_000185 ask the very same question, so their
     # no-evidence prompts are identical: the second is served from the first's reply.
-    assert {k: summary[k] for k in ("run", "planned", "executed", "cached",
-                                     "skipped_existing", "errors", "parse_errors")} == {
-        "run": "r1", "planned": 800, "executed": 799, "cached": 1, "skipped_existing": 0,
-        "errors": 0, "parse_errors": 0,
-    }  # fmt: skip
+    assert {
+        k: summary[k]
+        for k in (
+            "run",
+            "planned",
+            "executed",
+            "cached",
+            "skipped_existing",
+            "errors",
+            "parse_errors",
+        )
+    } == {
+        "run": "r1",
+        "planned": 800,
+        "executed": 799,
+        "cached": 1,
+        "skipped_existing": 0,
+        "errors": 0,
+        "parse_errors": 0,
+    }
     assert summary["status"] == "done" and summary["seconds"] > 0
     assert "800/800" in stderr and "calls/s" in stderr and "ETA" in stderr
     store = Store(db)
@@ -222,9 +257,11 @@ def test_cli_run_stores_800_predictions_and_oncu_works(controlled):
         assert out.loc[cond, "total_groups"] == 192
         assert out.loc[cond, "valid_groups"] == 167
         means = frame.pivot_table(
-            index=list(DEFAULT_GROUP_KEY), columns="condition", values="f1_relaxed",
+            index=list(DEFAULT_GROUP_KEY),
+            columns="condition",
+            values="f1_relaxed",
             aggfunc="mean",
-        )  # fmt: skip
+        )
         valid = means[means["oracle"] > means["no_evidence"]]
         assert len(valid) == 167
         weighted = (valid[cond] - valid["no_evidence"]).sum() / (
@@ -273,14 +310,38 @@ def test_cli_rejects_bad_input_with_one_line(tmp_path, capsys):
     assert rc == 1
     assert capsys.readouterr().err.strip() == f"error: no dataset named 'nope' in {db}"
     rc = main(
-        ["run", "--db", db, "--dataset", "toy", "--backend", "embedded", "--name", "x",
-         "--conditions", "no_evidence,closed_book"]
-    )  # fmt: skip
+        [
+            "run",
+            "--db",
+            db,
+            "--dataset",
+            "toy",
+            "--backend",
+            "embedded",
+            "--name",
+            "x",
+            "--conditions",
+            "no_evidence,closed_book",
+        ]
+    )
     assert rc == 1
     assert "unknown condition 'closed_book'; choose from: no_evidence" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
-        main(["run", "--db", db, "--dataset", "toy", "--backend", "embedded", "--name", "x",
-              "--concurrency", "0"])  # fmt: skip
+        main(
+            [
+                "run",
+                "--db",
+                db,
+                "--dataset",
+                "toy",
+                "--backend",
+                "embedded",
+                "--name",
+                "x",
+                "--concurrency",
+                "0",
+            ]
+        )
     assert exc.value.code == 2
     assert Store(db).runs_frame().empty
 
@@ -439,13 +500,18 @@ def test_execute_rejects_bad_arguments(toy_store):
 def test_cache_key_covers_backend_model_options_and_prompt():
     base = cache_key("ollama", "sha256:aa", options_hash({"seed": 0, "num_ctx": 8}), "h1")
     assert base == cache_key("ollama", "sha256:aa", options_hash({"num_ctx": 8, "seed": 0}), "h1")
-    assert len({
-        base,
-        cache_key("openai", "sha256:aa", options_hash({"seed": 0, "num_ctx": 8}), "h1"),
-        cache_key("ollama", "sha256:bb", options_hash({"seed": 0, "num_ctx": 8}), "h1"),
-        cache_key("ollama", "sha256:aa", options_hash({"seed": 1, "num_ctx": 8}), "h1"),
-        cache_key("ollama", "sha256:aa", options_hash({"seed": 0, "num_ctx": 8}), "h2"),
-    }) == 5  # fmt: skip
+    assert (
+        len(
+            {
+                base,
+                cache_key("openai", "sha256:aa", options_hash({"seed": 0, "num_ctx": 8}), "h1"),
+                cache_key("ollama", "sha256:bb", options_hash({"seed": 0, "num_ctx": 8}), "h1"),
+                cache_key("ollama", "sha256:aa", options_hash({"seed": 1, "num_ctx": 8}), "h1"),
+                cache_key("ollama", "sha256:aa", options_hash({"seed": 0, "num_ctx": 8}), "h2"),
+            }
+        )
+        == 5
+    )
 
 
 def test_run_conditions_caches_across_runs_but_not_across_options(toy_store):
@@ -509,8 +575,14 @@ class Citing(Scripted):
     def generate(self, messages, options=None):
         if prompt_hash(messages) != self.odd:
             return super().generate(messages, options)
-        text = json.dumps({"answer": "12", "evidence_ids": ["p0002", "p9999", "p0003"],
-                           "confidence": 0.4, "explanation": "x"})  # fmt: skip
+        text = json.dumps(
+            {
+                "answer": "12",
+                "evidence_ids": ["p0002", "p9999", "p0003"],
+                "confidence": 0.4,
+                "explanation": "x",
+            }
+        )
         return Reply(text=text, latency_ms=1.0, total_duration_ns=1_000)
 
 
@@ -532,10 +604,11 @@ def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(
     stored = _preds(toy_store, "t")[list(SCORE_COLUMNS)].sort_index()
     frame = toy_store.scoring_frame(["t"])
     again = pd.concat(
-        [frame[["instance_id", "condition", "variant"]],
-         score_frame(frame)], axis=1,
-    ).set_index(["instance_id", "condition", "variant"])[list(SCORE_COLUMNS)]  # fmt: skip
+        [frame[["instance_id", "condition", "variant"]], score_frame(frame)],
+        axis=1,
+    ).set_index(["instance_id", "condition", "variant"])[list(SCORE_COLUMNS)]
     again = again.sort_index()
+
     def plain(df):
         return df.astype(object).where(df.notna(), None)
 
@@ -545,7 +618,8 @@ def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(
     assert row["ev_precision"] == row["title_grounding"] == pytest.approx(1 / 2)
     preds = toy_store.prediction_rows("t").set_index(["instance_id", "condition", "variant"])
     assert json.loads(preds.loc[("t1", "full_context", ""), "meta"])["parse"] == {
-        "unshown_ids": ["p9999"]}
+        "unshown_ids": ["p9999"]
+    }
     assert (row["em_strict"], row["ev_recall"]) == (0.0, 1.0)
     # the failed call: no scores, no label, in the engine's write and in a rescoring alike
     assert stored.loc[("t3", "oracle", "")].isna().all()
@@ -553,9 +627,12 @@ def test_scores_written_by_the_engine_equal_a_rescoring_from_the_store(
 
 def test_a_write_batch_commits_or_rolls_back_and_leaves_the_file_unlocked(toy_store):
     start_run(toy_store, _spec(), Scripted())
-    probe = [sys.executable, "-c",
-             f"import duckdb; c = duckdb.connect({str(toy_store.path)!r}, read_only=True); "
-             "print(c.execute(\"SELECT notes FROM runs WHERE run_id = 't'\").fetchone()[0])"]
+    probe = [
+        sys.executable,
+        "-c",
+        f"import duckdb; c = duckdb.connect({str(toy_store.path)!r}, read_only=True); "
+        "print(c.execute(\"SELECT notes FROM runs WHERE run_id = 't'\").fetchone()[0])",
+    ]
     with toy_store.write_batch() as con:
         con.execute("UPDATE runs SET notes = 'kept' WHERE run_id = 't'")
     out = subprocess.run(probe, capture_output=True, text=True, timeout=60)
@@ -572,11 +649,15 @@ def test_a_write_batch_commits_or_rolls_back_and_leaves_the_file_unlocked(toy_st
 def test_a_write_batch_waits_for_a_reader_process_to_let_go(toy_store):
     start_run(toy_store, _spec(), Scripted())
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         f"import duckdb, time; c = duckdb.connect({str(toy_store.path)!r}, read_only=True); "
-         "print('open', flush=True); time.sleep(1.0)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(toy_store.path)!r}, read_only=True); "
+            "print('open', flush=True); time.sleep(1.0)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "open"
         t0 = time.monotonic()

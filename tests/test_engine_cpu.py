@@ -30,20 +30,28 @@ def _store(tmp_path: Path) -> tuple[Store, Dataset]:
 
 
 def _prediction(run: str) -> dict:
-    return {"run_id": run, "instance_id": "x", "condition": "oracle", "variant": "",
-            "answer": "a", "cited_ids": []}  # fmt: skip
+    return {
+        "run_id": run,
+        "instance_id": "x",
+        "condition": "oracle",
+        "variant": "",
+        "answer": "a",
+        "cited_ids": [],
+    }
 
 
 def test_writes_without_bump_leave_the_data_version_and_with_it_bump_once(tmp_path):
     store, _ = _store(tmp_path)
-    store.save_run({"run_id": "r", "dataset_id": "small", "status": "running",
-                    "kind": "conditions"})  # fmt: skip
+    store.save_run(
+        {"run_id": "r", "dataset_id": "small", "status": "running", "kind": "conditions"}
+    )
     key = {"run_id": "r", "instance_id": "x", "condition": "oracle", "variant": ""}
     before = store.data_version("small")
     with store.transaction() as con:
         store.write_predictions(con, [_prediction("r")], replace=False, bump=False)
-        store.write_scores(con, pd.DataFrame([{**key, "em_strict": 1.0}]), replace=False,
-                           bump=False)  # fmt: skip
+        store.write_scores(
+            con, pd.DataFrame([{**key, "em_strict": 1.0}]), replace=False, bump=False
+        )
     assert store.data_version("small") == before  # the caller bumps (or not): not these
     assert len(store.prediction_rows("r")) == 1
     with store.transaction() as con:

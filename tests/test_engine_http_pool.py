@@ -21,11 +21,14 @@ N = 60  # instances: 240 calls, 120 distinct prompts
 def _limits(backend) -> tuple[int, int]:
     """``(max_connections, max_keepalive_connections)`` of the backend's httpx pool(s)."""
     clients = (
-        [h.client._client for h in backend._hosts] if backend.name == "ollama"
+        [h.client._client for h in backend._hosts]
+        if backend.name == "ollama"
         else [backend._client]
-    )  # fmt: skip
-    pools = {(c._transport._pool._max_connections, c._transport._pool._max_keepalive_connections)
-             for c in clients}  # fmt: skip
+    )
+    pools = {
+        (c._transport._pool._max_connections, c._transport._pool._max_keepalive_connections)
+        for c in clients
+    }
     assert len(pools) == 1
     return pools.pop()
 
@@ -34,10 +37,11 @@ def _limits(backend) -> tuple[int, int]:
 def db(tmp_path):
     path = tmp_path / "store.duckdb"
     instances = tuple(
-        Instance(f"q{i:03d}", f"What is the capital of Zarnovia (case {i})?", "Keltbridge",
-                 (PASSAGE,))
+        Instance(
+            f"q{i:03d}", f"What is the capital of Zarnovia (case {i})?", "Keltbridge", (PASSAGE,)
+        )
         for i in range(N)
-    )  # fmt: skip
+    )
     Store(path).write_dataset(Dataset("d", "test", "test", {}, instances))
     return path
 
@@ -48,8 +52,9 @@ def test_pool_starts_at_the_default_and_follows_the_concurrency(db, kind):
         kw = {"hosts": [stub.url]} if kind == "ollama" else {"base_url": stub.url}
         backend = make_backend(kind, "stub-model", **kw)
         assert _limits(backend) == (20, 20)
-        s = run_conditions(Store(db), "d", backend, ["oracle", "no_evidence"], name="r",
-                           concurrency=48)  # fmt: skip
+        s = run_conditions(
+            Store(db), "d", backend, ["oracle", "no_evidence"], name="r", concurrency=48
+        )
         assert (s.executed, s.errors) == (2 * N, 0)
         assert _limits(backend) == (48, 48)
         # Kept alive: one connection per thread, not one per call beyond 20 (setup requests
@@ -77,9 +82,13 @@ def test_ollama_calls_take_lanes_of_one_connection_up_to_the_pool_size(db):
         host = backend._hosts[0]
         assert 1 <= len(host.lanes) <= 8
         assert sorted(host.free, key=id) == sorted(host.lanes, key=id)  # all given back
-        assert {(c._client._transport._pool._max_connections,
-                 c._client._transport._pool._max_keepalive_connections)
-                for c in host.lanes} == {(1, 1)}  # fmt: skip
+        assert {
+            (
+                c._client._transport._pool._max_connections,
+                c._client._transport._pool._max_keepalive_connections,
+            )
+            for c in host.lanes
+        } == {(1, 1)}
         # Every lane busy: a further call shares the host's client (a pool of 8).
         taken = [backend._lane(host) for _ in range(8)]
         assert all(free is host.free for _, free in taken)

@@ -31,10 +31,14 @@ N_INSTANCES = 40
 def _instances(n: int, distinct: bool) -> tuple[Instance, ...]:
     """``n`` questions about :data:`PASSAGE`; the same question each unless ``distinct``."""
     return tuple(
-        Instance(f"q{i:03d}", f"What is the capital of Zarnovia{f' (case {i})' * distinct}?",
-                 "Keltbridge", (PASSAGE,))
+        Instance(
+            f"q{i:03d}",
+            f"What is the capital of Zarnovia{f' (case {i})' * distinct}?",
+            "Keltbridge",
+            (PASSAGE,),
+        )
         for i in range(n)
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -71,16 +75,31 @@ def test_cap_concurrency_per_backend():
     assert MAX_SERVER_CONCURRENCY == 256
     assert cap_concurrency(server, 256) == (256, None)
     assert cap_concurrency(server, 1000) == (
-        256, "--concurrency 1000 capped at 256: at most 256 concurrent calls go to a model server"
-    )  # fmt: skip
+        256,
+        "--concurrency 1000 capped at 256: at most 256 concurrent calls go to a model server",
+    )
     with pytest.raises(ValueError, match="concurrency must be an integer >= 1"):
         cap_concurrency(server, 0)
 
 
 def test_the_run_command_caps_the_embedded_readers_workers(db, capsys):
     cores = usable_cores()
-    code = main(["run", "--db", str(db), "--dataset", "tiny", "--backend", "embedded",
-                 "--concurrency", "100000", "--name", "r", "--json"])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--db",
+            str(db),
+            "--dataset",
+            "tiny",
+            "--backend",
+            "embedded",
+            "--concurrency",
+            "100000",
+            "--name",
+            "r",
+            "--json",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     assert (
@@ -89,15 +108,23 @@ def test_the_run_command_caps_the_embedded_readers_workers(db, capsys):
     ) in out.err.splitlines()
     summary = json.loads(out.out)
     assert (summary["executed"], summary["cached"], summary["errors"]) == (
-        2 * N_INSTANCES, 2 * N_INSTANCES, 0,
-    )  # fmt: skip
+        2 * N_INSTANCES,
+        2 * N_INSTANCES,
+        0,
+    )
 
 
 def test_the_engine_starts_no_more_workers_than_cores(db):
     reader = EmbeddedReader()
     try:
-        s = run_conditions(Store(db), "tiny", reader, ["oracle", "no_evidence", "full_context",
-                           "retrieved"], name="many", concurrency=100000)  # fmt: skip
+        s = run_conditions(
+            Store(db),
+            "tiny",
+            reader,
+            ["oracle", "no_evidence", "full_context", "retrieved"],
+            name="many",
+            concurrency=100000,
+        )
         assert (s.executed, s.errors) == (2 * N_INSTANCES, 0)
         assert s.executed >= POOL_MIN_CALLS  # the run went to the worker processes
         assert reader._pool is not None and reader._pool.size == usable_cores()
@@ -165,9 +192,30 @@ def test_a_list_or_null_body_is_a_clear_stored_error(db, stub, kind, mode, what)
 def test_timeout_flag_reaches_the_client_and_its_error_names_the_flag(db, stub, capsys):
     stub.stall_s = 10.0
     stub.set_mode("stall")
-    code = main(["run", "--db", str(db), "--dataset", "two", "--backend", "ollama",
-                 "--model", "stub-model", "--host", stub.url, "--conditions", "oracle",
-                 "--concurrency", "2", "--timeout", "0.3", "--name", "slow", "--json"])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--db",
+            str(db),
+            "--dataset",
+            "two",
+            "--backend",
+            "ollama",
+            "--model",
+            "stub-model",
+            "--host",
+            stub.url,
+            "--conditions",
+            "oracle",
+            "--concurrency",
+            "2",
+            "--timeout",
+            "0.3",
+            "--name",
+            "slow",
+            "--json",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1, err  # every call failed
     errors = set(_rows(db, "slow")["error"])
@@ -191,15 +239,44 @@ def test_timeout_is_a_client_setting_not_a_run_option(db, stub):
 @pytest.mark.parametrize("bad", ["0", "-1", "soon"])
 def test_a_bad_timeout_is_refused(db, capsys, bad):
     with pytest.raises(SystemExit) as exc:
-        main(["run", "--db", str(db), "--dataset", "tiny", "--backend", "ollama",
-              "--timeout", bad, "--name", "x"])  # fmt: skip
+        main(
+            [
+                "run",
+                "--db",
+                str(db),
+                "--dataset",
+                "tiny",
+                "--backend",
+                "ollama",
+                "--timeout",
+                bad,
+                "--name",
+                "x",
+            ]
+        )
     assert exc.value.code == 2
     assert "parameter 'timeout'" in capsys.readouterr().err
 
 
 def test_timeout_with_the_embedded_reader_is_ignored_with_a_notice(db, capsys):
-    code = main(["run", "--db", str(db), "--dataset", "two", "--backend", "embedded",
-                 "--conditions", "oracle", "--timeout", "5", "--name", "e", "--json"])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--db",
+            str(db),
+            "--dataset",
+            "two",
+            "--backend",
+            "embedded",
+            "--conditions",
+            "oracle",
+            "--timeout",
+            "5",
+            "--name",
+            "e",
+            "--json",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     assert (
@@ -215,8 +292,9 @@ def test_a_dashboard_launch_passes_its_timeout_to_the_run_command():
     argv = run_command(req)
     assert argv[argv.index("--timeout") + 1] == "42.5"
     # the embedded reader has no timeout; none is passed, and none when the field is empty
-    assert "--timeout" not in run_command(RunRequest("s.duckdb", "d", "r", backend="embedded",
-                                                     timeout_s=42.5))  # fmt: skip
+    assert "--timeout" not in run_command(
+        RunRequest("s.duckdb", "d", "r", backend="embedded", timeout_s=42.5)
+    )
     assert "--timeout" not in run_command(RunRequest("s.duckdb", "d", "r", backend="ollama"))
     with pytest.raises(ValueError, match="timeout"):
         run_command(RunRequest("s.duckdb", "d", "r", backend="ollama", timeout_s=0))

@@ -86,8 +86,9 @@ def test_latex_table_has_booktabs_rules_escaping_and_alignment():
 
 
 def test_csv_rounds_floats_blanks_nan_and_joins_lists():
-    df = pd.DataFrame({"a": [1.23456, float("nan")], "ids": [["p1", "p2"], []],
-                       "r": [{"x": 2}, None]})  # fmt: skip
+    df = pd.DataFrame(
+        {"a": [1.23456, float("nan")], "ids": [["p1", "p2"], []], "r": [{"x": 2}, None]}
+    )
     assert table_csv(df, digits=2) == "a,ids,r\n1.23,p1; p2,x: 2\n,,\n"
 
 
@@ -124,19 +125,51 @@ def test_cli_export_lists_names_and_writes_files(release_store, tmp_path, capsys
     assert "oncu_summary" in capsys.readouterr().out.split()
     db = str(release_store.path)
     out = tmp_path / "m.svg"
-    rc = main(["export", "figure", "condition_matrix", "--db", db, "--dataset", "controlled",
-               "--runs", "controlled", "--score-field", "f1_relaxed", "--out", str(out),
-               "--width", "800", "--height", "500"])  # fmt: skip
+    rc = main(
+        [
+            "export",
+            "figure",
+            "condition_matrix",
+            "--db",
+            db,
+            "--dataset",
+            "controlled",
+            "--runs",
+            "controlled",
+            "--score-field",
+            "f1_relaxed",
+            "--out",
+            str(out),
+            "--width",
+            "800",
+            "--height",
+            "500",
+        ]
+    )
     assert rc == 0
     root = ET.fromstring(out.read_bytes())
     assert (root.get("width"), root.get("height")) == ("800", "500")
-    rc = main(["export", "table", "failure_breakdown", "--db", db, "--runs", "controlled",
-               "--format", "csv", "--out", str(tmp_path / "f.csv")])  # fmt: skip
+    rc = main(
+        [
+            "export",
+            "table",
+            "failure_breakdown",
+            "--db",
+            db,
+            "--runs",
+            "controlled",
+            "--format",
+            "csv",
+            "--out",
+            str(tmp_path / "f.csv"),
+        ]
+    )
     assert rc == 0
     fail = pd.read_csv(tmp_path / "f.csv").set_index("condition")
     # published failure labels, controlled run, full context (fixtures README)
-    assert fail.loc["full_context", ["localization", "selection", "integration", "conversion",
-                                     "success"]].tolist() == [36.0, 0.5, 10.0, 38.5, 15.0]
+    assert fail.loc[
+        "full_context", ["localization", "selection", "integration", "conversion", "success"]
+    ].tolist() == [36.0, 0.5, 10.0, 38.5, 15.0]
 
 
 def test_cli_export_bad_input_is_one_line(release_store, tmp_path, capsys):
@@ -144,11 +177,28 @@ def test_cli_export_bad_input_is_one_line(release_store, tmp_path, capsys):
     assert main(["export", "figure", "nope", "--db", db, "--out", str(tmp_path / "x.png")]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown figure 'nope'; choose one of:") and "\n" not in err
-    assert main(["export", "figure", "oncu_audit", "--db", db,
-                 "--out", str(tmp_path / "x.gif")]) == 1  # fmt: skip
+    assert (
+        main(["export", "figure", "oncu_audit", "--db", db, "--out", str(tmp_path / "x.gif")]) == 1
+    )
     assert "unknown format '.gif'" in capsys.readouterr().err
-    assert main(["export", "table", "oncu_summary", "--db", db, "--runs", "missing-run",
-                 "--format", "csv", "--out", str(tmp_path / "x.csv")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "table",
+                "oncu_summary",
+                "--db",
+                db,
+                "--runs",
+                "missing-run",
+                "--format",
+                "csv",
+                "--out",
+                str(tmp_path / "x.csv"),
+            ]
+        )
+        == 1
+    )
     assert "unknown run(s) ['missing-run']" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["export", "table", "oncu_summary", "--format", "xlsx", "--out", "x"])

@@ -20,8 +20,26 @@ def test_a_figure_that_grows_says_so(tmp_path, capsys):
     db = tmp_path / "s.duckdb"
     demo_into(Store(db))
     out = tmp_path / "calibration.svg"
-    assert main(["export", "figure", "calibration", "--dataset", "controlled-200", "--width",
-                 "400", "--height", "260", "--out", str(out), "--db", str(db)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "figure",
+                "calibration",
+                "--dataset",
+                "controlled-200",
+                "--width",
+                "400",
+                "--height",
+                "260",
+                "--out",
+                str(out),
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith(f"wrote {out} (svg, ")
     assert len(lines) == 2 and lines[1].startswith("calibration at 400x260 px: "), lines
@@ -39,8 +57,9 @@ def test_the_download_menu_keeps_the_same_line_for_the_page(tmp_path):
 
     store = demo_into(Store(tmp_path / "s.duckdb"))
     fig, _ = get_figure("calibration").build(store, Selection(dataset="controlled-200"))
-    make = exports._figure_maker(fig, "svg", ExportSettings(width=400, height=260), None,
-                                 "calibration", "tok")  # fmt: skip
+    make = exports._figure_maker(
+        fig, "svg", ExportSettings(width=400, height=260), None, "calibration", "tok"
+    )
     assert make().lstrip().startswith(b"<svg")
     note = exports._NOTES.pop("tok")
     assert note.startswith("calibration at 400x260 px: ") and "--" not in note, note

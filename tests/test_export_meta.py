@@ -42,8 +42,10 @@ def _render_or_skip(fmt: str, settings: ExportSettings) -> bytes:
 
 def _pdfinfo(path: Path) -> dict[str, str]:
     out = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True, check=True)
-    return {k.strip(): v.strip() for k, _, v in (line.partition(":")
-                                                 for line in out.stdout.splitlines())}
+    return {
+        k.strip(): v.strip()
+        for k, _, v in (line.partition(":") for line in out.stdout.splitlines())
+    }
 
 
 def _png_text(png: bytes) -> dict[str, str]:
@@ -84,8 +86,11 @@ def test_pdf_info_is_the_figures_own(tmp_path: Path) -> None:
     assert "Kaleido" not in pdf.decode("latin-1")
     assert info["Page size"].startswith("218.16 x")  # the page size edit still holds
     # the cross-reference table was moved with the edit: poppler renders without a repair
-    res = subprocess.run(["pdftoppm", "-png", "-r", "20", str(path), str(tmp_path / "p")],
-                         capture_output=True, text=True)  # fmt: skip
+    res = subprocess.run(
+        ["pdftoppm", "-png", "-r", "20", str(path), str(tmp_path / "p")],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0 and "Error" not in res.stderr, res.stderr
 
 
@@ -112,10 +117,27 @@ def test_export_figure_names_dataset_and_runs(tmp_path: Path) -> None:
     demo_into(Store(db))
     out = tmp_path / "m.pdf"
     res = subprocess.run(
-        [sys.executable, "-m", "core", "export", "figure", "condition_matrix", "--dataset",
-         "controlled-200", "--preset", "acl-column", "--out", str(out), "--db", str(db)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "export",
+            "figure",
+            "condition_matrix",
+            "--dataset",
+            "controlled-200",
+            "--preset",
+            "acl-column",
+            "--out",
+            str(out),
+            "--db",
+            str(db),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if res.returncode != 0 and "Chromium" in res.stderr:
         pytest.skip(res.stderr)
     assert res.returncode == 0, res.stderr

@@ -75,8 +75,13 @@ def _svg_families(data: bytes) -> set[str]:
 # ------------------------------------------------------------------------- pure settings
 def test_presets_are_the_venue_widths_and_point_fonts():
     widths = {name: p.width_in for name, p in PRESETS.items()}
-    assert widths == {"acl-column": 3.03, "acl-page": 6.30, "neurips": 5.50,
-                      "ieee-column": 3.50, "ieee-page": 7.16}  # fmt: skip
+    assert widths == {
+        "acl-column": 3.03,
+        "acl-page": 6.30,
+        "neurips": 5.50,
+        "ieee-column": 3.50,
+        "ieee-page": 7.16,
+    }
     assert all(8 <= p.font_pt <= 9 for p in PRESETS.values() if p.width_in < 4)
     assert all(9 <= p.font_pt <= 10 for p in PRESETS.values() if p.width_in >= 4)
     # 3.03 in x 96 px/in = 290.88 px; x 0.62 = 180.35 px; 8 pt = 8 x 96/72 px
@@ -105,8 +110,11 @@ def test_pixel_sizes_stay_the_default():
 
 
 def test_bad_preset_and_aspect_are_value_errors():
-    with pytest.raises(ValueError, match="unknown preset 'a4'; choose one of: acl-column, "
-                                         "acl-page, neurips, ieee-column, ieee-page"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match="unknown preset 'a4'; choose one of: acl-column, "
+        "acl-page, neurips, ieee-column, ieee-page",
+    ):
         preset_settings("a4")
     with pytest.raises(ValueError, match=r"aspect 5 must be a number in \[0.2, 3\]"):
         ExportSettings(preset="neurips", aspect=5).checked()
@@ -142,21 +150,47 @@ def test_svg_declares_the_family_the_pdf_embeds(release_store, tmp_path):
 def test_cli_preset_and_its_errors(release_store, tmp_path, capsys):
     db = str(release_store.path)
     out = tmp_path / "f.pdf"
-    base = ["export", "figure", "condition_matrix", "--db", db, "--dataset", "controlled",
-            "--runs", "controlled"]  # fmt: skip
+    base = [
+        "export",
+        "figure",
+        "condition_matrix",
+        "--db",
+        db,
+        "--dataset",
+        "controlled",
+        "--runs",
+        "controlled",
+    ]
     assert main([*base, "--preset", "acl-column", "--out", str(out)]) == 0
     assert _pdf_width_in(out) == pytest.approx(3.03, abs=TOL_IN)
     assert all(emb == "yes" for _, emb in _pdf_fonts(out))
     capsys.readouterr()
     assert main([*base, "--preset", "a4", "--out", str(tmp_path / "x.pdf")]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == ("error: unknown preset 'a4'; choose one of: acl-column, acl-page, neurips, "
-                   "ieee-column, ieee-page")  # fmt: skip
-    assert main([*base, "--preset", "neurips", "--width", "300", "--font-size", "9",
-                 "--out", str(tmp_path / "x.pdf")]) == 1  # fmt: skip
+    assert err == (
+        "error: unknown preset 'a4'; choose one of: acl-column, acl-page, neurips, "
+        "ieee-column, ieee-page"
+    )
+    assert (
+        main(
+            [
+                *base,
+                "--preset",
+                "neurips",
+                "--width",
+                "300",
+                "--font-size",
+                "9",
+                "--out",
+                str(tmp_path / "x.pdf"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip()
-    assert err == ("error: --preset neurips sets the width, height and font size; "
-                   "drop --width, --font-size")  # fmt: skip
+    assert err == (
+        "error: --preset neurips sets the width, height and font size; drop --width, --font-size"
+    )
     assert not (tmp_path / "x.pdf").exists()
 
 

@@ -37,6 +37,7 @@ print("ok")
 
 
 def test_an_export_after_the_renderer_died_comes_back_and_restarts_it():
-    done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=ROOT, capture_output=True,
-                          text=True, timeout=240)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

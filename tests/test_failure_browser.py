@@ -40,8 +40,12 @@ _ROWS = [
 ]
 #: The failures-only list in its default order (run, instance order, condition): the
 #: no-evidence baseline's wrong answers carry no failure label and are not in it.
-_FAILURES = [("r1", "i0", "full_context"), ("r1", "i2", "full_context"), ("r1", "i3", "oracle"),
-             ("r2", "i0", "oracle")]  # fmt: skip
+_FAILURES = [
+    ("r1", "i0", "full_context"),
+    ("r1", "i2", "full_context"),
+    ("r1", "i3", "oracle"),
+    ("r2", "i0", "oracle"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -49,22 +53,55 @@ def store(tmp_path_factory) -> Store:
     """The hand-checked store: dataset ``D``, runs ``r1`` and ``r2``."""
     store = Store(tmp_path_factory.mktemp("fb") / "fb.duckdb")
     instances = tuple(
-        Instance(instance_id=iid, question=q, gold_answer="g", reasoning_type=rt, fan_in=fan,
-                 passages=(Passage("p1", 0, "T", "text", "d1", "gold", True),))
+        Instance(
+            instance_id=iid,
+            question=q,
+            gold_answer="g",
+            reasoning_type=rt,
+            fan_in=fan,
+            passages=(Passage("p1", 0, "T", "text", "d1", "gold", True),),
+        )
         for iid, (q, rt, fan) in _QUESTIONS.items()
-    )  # fmt: skip
+    )
     store.write_dataset(Dataset("D", "test", "test", {}, instances))
     preds, scores = [], []
     for run, iid, cond, answer, error, em, f1, label in _ROWS:
-        preds.append({"run_id": run, "instance_id": iid, "condition": cond, "variant": "",
-                      "answer": answer, "error": error, "cited_ids": []})  # fmt: skip
+        preds.append(
+            {
+                "run_id": run,
+                "instance_id": iid,
+                "condition": cond,
+                "variant": "",
+                "answer": answer,
+                "error": error,
+                "cited_ids": [],
+            }
+        )
         if (iid, cond) != ("i3", "full_context"):
-            scores.append({"run_id": run, "instance_id": iid, "condition": cond, "variant": "",
-                           "em_strict": em, "f1_relaxed": f1, "failure_label": label})  # fmt: skip
+            scores.append(
+                {
+                    "run_id": run,
+                    "instance_id": iid,
+                    "condition": cond,
+                    "variant": "",
+                    "em_strict": em,
+                    "f1_relaxed": f1,
+                    "failure_label": label,
+                }
+            )
     with store.transaction() as con:
         for run in ("r1", "r2"):
-            store.insert_run(con, {"run_id": run, "dataset_id": "D", "backend": "imported",
-                                   "model": "m", "status": "done", "kind": "imported"})  # fmt: skip
+            store.insert_run(
+                con,
+                {
+                    "run_id": run,
+                    "dataset_id": "D",
+                    "backend": "imported",
+                    "model": "m",
+                    "status": "done",
+                    "kind": "imported",
+                },
+            )
         store.write_predictions(con, preds, replace=False)
         store.write_scores(con, pd.DataFrame(scores), replace=False)
     return store
@@ -107,12 +144,19 @@ def test_every_outcome_is_counted_without_the_toggle(store):
     _, counts = store.failure_page(FailureFilter(runs=("r1", "r2"), failures_only=False), 0, 50)
     assert counts == {"correct": 2, "wrong": 5, "call failed": 1, "unscored": 1, "total": 9}
     assert _list(store, failures_only=False, outcomes=("correct",)) == [
-        ("r1", "i1", "full_context"), ("r1", "i1", "no_evidence")]  # fmt: skip
+        ("r1", "i1", "full_context"),
+        ("r1", "i1", "no_evidence"),
+    ]
     assert _list(store, failures_only=False, outcomes=("unscored",)) == [
-        ("r1", "i3", "full_context")]  # fmt: skip
+        ("r1", "i3", "full_context")
+    ]
     assert _list(store, failures_only=False, outcomes=("wrong",)) == [
-        ("r1", "i0", "full_context"), ("r1", "i0", "no_evidence"), ("r1", "i2", "no_evidence"),
-        ("r1", "i3", "oracle"), ("r2", "i0", "oracle")]  # fmt: skip
+        ("r1", "i0", "full_context"),
+        ("r1", "i0", "no_evidence"),
+        ("r1", "i2", "no_evidence"),
+        ("r1", "i3", "oracle"),
+        ("r2", "i0", "oracle"),
+    ]
     # with failures only, the outcomes asked for among the failures
     assert _list(store, outcomes=("correct", "call failed")) == [("r1", "i2", "full_context")]
     assert _list(store, outcomes=("wrong",)) == [_FAILURES[0], *_FAILURES[2:]]
@@ -129,7 +173,8 @@ def test_a_failed_call_shows_its_error_and_is_never_wrong(store):
     assert row["score"] != row["score"]  # NaN: no score
     assert row["failure_label"] is None
     assert _list(store, outcomes=("wrong",), conditions=("full_context",)) == [
-        ("r1", "i0", "full_context")]  # fmt: skip
+        ("r1", "i0", "full_context")
+    ]
 
 
 def test_paging_covers_the_list_once(store):
@@ -146,36 +191,57 @@ def test_paging_covers_the_list_once(store):
 def test_condition_label_and_metadata_filters(store):
     assert _list(store, conditions=("no_evidence",)) == []  # no labels: not failures
     assert _list(store, conditions=("no_evidence",), failures_only=False, outcomes=("wrong",)) == [
-        ("r1", "i0", "no_evidence"), ("r1", "i2", "no_evidence")]  # fmt: skip
+        ("r1", "i0", "no_evidence"),
+        ("r1", "i2", "no_evidence"),
+    ]
     assert _list(store, labels=("conversion", "localization")) == [
-        ("r1", "i0", "full_context"), ("r1", "i3", "oracle")]  # fmt: skip
+        ("r1", "i0", "full_context"),
+        ("r1", "i3", "oracle"),
+    ]
     assert _list(store, cells=(("reasoning_type", ("comparison",)),)) == [("r1", "i3", "oracle")]
     assert _list(store, cells=(("fan_in", ("2",)),)) == [("r1", "i2", "full_context")]
     assert _list(store, cells=(("fan_in", ("2",)),), failures_only=False) == [
-        ("r1", "i1", "full_context"), ("r1", "i1", "no_evidence"), ("r1", "i2", "full_context"),
-        ("r1", "i2", "no_evidence")]  # fmt: skip
+        ("r1", "i1", "full_context"),
+        ("r1", "i1", "no_evidence"),
+        ("r1", "i2", "full_context"),
+        ("r1", "i2", "no_evidence"),
+    ]
     # two cells: both must hold
-    assert _list(store, cells=(("fan_in", ("1", "2")), ("reasoning_type", ("bridge",))),
-                 conditions=("oracle",)) == [("r2", "i0", "oracle")]  # fmt: skip
+    assert _list(
+        store,
+        cells=(("fan_in", ("1", "2")), ("reasoning_type", ("bridge",))),
+        conditions=("oracle",),
+    ) == [("r2", "i0", "oracle")]
 
 
 def test_free_text_is_literal_and_case_insensitive(store):
     every = {"failures_only": False}
     # % is a character: the question of i0 and the answer "100%" of i2 no_evidence
     assert _list(store, text="%", **every) == [
-        ("r1", "i0", "full_context"), ("r1", "i0", "no_evidence"), ("r1", "i2", "no_evidence"),
-        ("r2", "i0", "oracle")]  # fmt: skip
-    assert _list(store, text="50%", **every) == [("r1", "i0", "full_context"),
-                                                 ("r1", "i0", "no_evidence"),
-                                                 ("r2", "i0", "oracle")]  # fmt: skip
+        ("r1", "i0", "full_context"),
+        ("r1", "i0", "no_evidence"),
+        ("r1", "i2", "no_evidence"),
+        ("r2", "i0", "oracle"),
+    ]
+    assert _list(store, text="50%", **every) == [
+        ("r1", "i0", "full_context"),
+        ("r1", "i0", "no_evidence"),
+        ("r2", "i0", "oracle"),
+    ]
     # _ is a character too (as a LIKE wildcard it would match every row)
-    assert _list(store, text="_", **every) == [("r1", "i1", "full_context"),
-                                               ("r1", "i1", "no_evidence")]  # fmt: skip
+    assert _list(store, text="_", **every) == [
+        ("r1", "i1", "full_context"),
+        ("r1", "i1", "no_evidence"),
+    ]
     assert _list(store, text="ABC_DEF", **every) == [("r1", "i1", "no_evidence")]
-    assert _list(store, text="o'brien", **every) == [("r1", "i2", "full_context"),
-                                                     ("r1", "i2", "no_evidence")]  # fmt: skip
-    assert _list(store, text="x_y's", **every) == [("r1", "i1", "full_context"),
-                                                   ("r1", "i1", "no_evidence")]  # fmt: skip
+    assert _list(store, text="o'brien", **every) == [
+        ("r1", "i2", "full_context"),
+        ("r1", "i2", "no_evidence"),
+    ]
+    assert _list(store, text="x_y's", **every) == [
+        ("r1", "i1", "full_context"),
+        ("r1", "i1", "no_evidence"),
+    ]
     assert _list(store, text="\\", **every) == []
     assert _list(store, text="   ", **every) == _list(store, **every)  # blank: no text filter
     hostile = "'; DROP TABLE predictions; --"
@@ -186,12 +252,20 @@ def test_free_text_is_literal_and_case_insensitive(store):
 
 def test_sorts_put_missing_scores_last(store):
     by_asc = _list(store, sort="score_asc", failures_only=False)
-    assert by_asc == [("r1", "i0", "no_evidence"), ("r2", "i0", "oracle"), ("r1", "i3", "oracle"),
-                      ("r1", "i2", "no_evidence"), ("r1", "i0", "full_context"),
-                      ("r1", "i1", "full_context"), ("r1", "i1", "no_evidence"),
-                      ("r1", "i2", "full_context"), ("r1", "i3", "full_context")]  # fmt: skip
+    assert by_asc == [
+        ("r1", "i0", "no_evidence"),
+        ("r2", "i0", "oracle"),
+        ("r1", "i3", "oracle"),
+        ("r1", "i2", "no_evidence"),
+        ("r1", "i0", "full_context"),
+        ("r1", "i1", "full_context"),
+        ("r1", "i1", "no_evidence"),
+        ("r1", "i2", "full_context"),
+        ("r1", "i3", "full_context"),
+    ]
     assert _list(store, sort="score_desc", failures_only=False) == [
-        by_asc[i] for i in (5, 6, 4, 3, 2, 1, 0, 7, 8)]  # fmt: skip
+        by_asc[i] for i in (5, 6, 4, 3, 2, 1, 0, 7, 8)
+    ]
     assert _list(store, sort="fan_in")[:2] == [("r1", "i3", "oracle"), ("r1", "i2", "full_context")]
     assert _list(store, sort="label")[0] == ("r1", "i0", "full_context")  # conversion first
 
@@ -201,8 +275,13 @@ def test_neighbours_step_through_the_lists_instances(store):
     got = store.failure_neighbours(filt, "D", "i2", around=1)
     assert (got["position"], got["total"]) == (2, 3)  # i0, i2, i3 (i0's r2 row is a repeat)
     assert [w["instance_id"] for w in got["window"]] == ["i0", "i2", "i3"]
-    assert got["window"][0] | {} == {"position": 1, "dataset": "D", "instance_id": "i0",
-                                     "run": "r1", "condition": "full_context"}  # fmt: skip
+    assert got["window"][0] | {} == {
+        "position": 1,
+        "dataset": "D",
+        "instance_id": "i0",
+        "run": "r1",
+        "condition": "full_context",
+    }
     first = store.failure_neighbours(filt, "D", "i0", around=1)
     assert [w["position"] for w in first["window"]] == [1, 2]
     assert store.failure_neighbours(filt, "D", "i1") is None  # correct: not listed
@@ -238,7 +317,8 @@ def test_view_resolves_the_selection_and_keeps_the_page_in_range(store):
     assert late["offset"] == 1 and _keys(late["rows"]) == [("r1", "i2", "no_evidence")]
     assert fv.failure_facets(store, ["r1", "r2"]) == {
         "conditions": ["full_context", "no_evidence", "oracle"],
-        "labels": ["conversion", "localization", "selection", "success"]}  # fmt: skip
+        "labels": ["conversion", "localization", "selection", "success"],
+    }
     with pytest.raises(ValueError, match="sort"):
         fv.failure_filter(store, sel, sort="nope")
 
@@ -246,13 +326,16 @@ def test_view_resolves_the_selection_and_keeps_the_page_in_range(store):
 def test_page_lists_failures_and_counts_failed_calls(store, monkeypatch):
     clear_cache()
     at = open_page(monkeypatch, store.path, "screens/failures.py", "D")
-    assert any(m.value.startswith("**4 predictions** in this list: 3 wrong · 1 call failed")
-               for m in at.markdown)  # fmt: skip
+    assert any(
+        m.value.startswith("**4 predictions** in this list: 3 wrong · 1 call failed")
+        for m in at.markdown
+    )
     assert any("1 failed call in this list" in w.value for w in at.warning)
     table = at.dataframe[0].value
     assert list(table["instance_id"]) == ["i0", "i2", "i3", "i0"]
     assert table.loc[table["instance_id"] == "i2", "error"].tolist() == [
-        "backend raised TimeoutError"]  # fmt: skip
+        "backend raised TimeoutError"
+    ]
     at.text_input(key="failures.text").input("O'BRIEN").run()
     assert not at.exception
     assert list(at.dataframe[0].value["instance_id"]) == ["i2"]
@@ -261,7 +344,9 @@ def test_page_lists_failures_and_counts_failed_calls(store, monkeypatch):
 def test_case_view_steps_through_the_browsers_list(store, monkeypatch):
     at = _app(store, monkeypatch, "screens/case_view.py")
     at.session_state["failures.trail"] = {
-        "filter": filter_to_json(FailureFilter(runs=("r1", "r2"))), "runs": {}}  # fmt: skip
+        "filter": filter_to_json(FailureFilter(runs=("r1", "r2"))),
+        "runs": {},
+    }
     at.query_params.update({"dataset": "D", "instance": "i2", "from": "failures"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]

@@ -26,8 +26,13 @@ from core.fanin.metrics import (
 def test_fan_in_counts_distinct_documents_and_buckets():
     assert fan_in(["d1", "d1", "d2"]) == 2
     assert [fan_in_bucket(f) for f in (1, 2, 3, 4, 5, 9)] == [
-        "single", "low", "low", "high", "high", "high",
-    ]  # fmt: skip
+        "single",
+        "low",
+        "low",
+        "high",
+        "high",
+        "high",
+    ]
     assert fan_in_bucket(0) is None
     with pytest.raises(ValueError, match="non-negative"):
         fan_in_bucket(-1)
@@ -98,15 +103,31 @@ def test_jaccard_and_crossover():
 
 
 def _frame() -> pd.DataFrame:
-    gold = {"i1": ["p1"], "i2": ["p1"], "i3": ["p1", "p2", "p3", "p4"], "i4": ["p1", "p2"],
-            "i5": []}  # fmt: skip
+    gold = {
+        "i1": ["p1"],
+        "i2": ["p1"],
+        "i3": ["p1", "p2", "p3", "p4"],
+        "i4": ["p1", "p2"],
+        "i5": [],
+    }
     fan = {"i1": 1, "i2": 1, "i3": 4, "i4": 2, "i5": 0}
     rows = []
 
     def add(cond, iid, shown, cited, f1):
-        rows.append({"run": "r", "model": "m", "dataset": "d", "instance_id": iid,
-                     "condition": cond, "input_passage_ids": shown, "cited_ids": cited,
-                     "gold_ids": gold[iid], "fan_in": fan[iid], "f1_relaxed": f1})  # fmt: skip
+        rows.append(
+            {
+                "run": "r",
+                "model": "m",
+                "dataset": "d",
+                "instance_id": iid,
+                "condition": cond,
+                "input_passage_ids": shown,
+                "cited_ids": cited,
+                "gold_ids": gold[iid],
+                "fan_in": fan[iid],
+                "f1_relaxed": f1,
+            }
+        )
 
     for iid, f1 in (("i1", 1.0), ("i2", 0.6), ("i3", 0.6), ("i4", 0.8)):
         add("oracle", iid, gold[iid], gold[iid], f1)
@@ -163,8 +184,9 @@ def test_fanin_analysis_hand_computed():
     # Pearson points by default (seed 003 Fig. 3): the retrieved system x buckets single, low,
     # high; with the oracle and full context over exact fan-in: 3 systems x fan-in {1, 2, 4}.
     assert res.correlation["er_ac"]["n"] == 3
-    every = fanin_analysis(_frame(), points="fan_in", include_oracle=True,
-                           include_full_context=True, n_resamples=100)  # fmt: skip
+    every = fanin_analysis(
+        _frame(), points="fan_in", include_oracle=True, include_full_context=True, n_resamples=100
+    )
     assert every.correlation["er_ac"]["n"] == 9
     # Exact fan-in curves: oracle {1: 80, 2: 80, 4: 60}, retrieved {1: 80, 2: 10, 4: 20}.
     f = res.by_fan_in.set_index(["condition", "fan_in"])
@@ -207,23 +229,46 @@ def _r_frame() -> pd.DataFrame:
 
     Buckets: i1 single (fan-in 1), i2 and i2b low (fan-in 2 and 3), i3 high (fan-in 4).
     """
-    gold = {"i1": ["p1"], "i2": ["p1", "p2"], "i2b": ["p1", "p2", "p3"],
-            "i3": ["p1", "p2", "p3", "p4"]}  # fmt: skip
+    gold = {
+        "i1": ["p1"],
+        "i2": ["p1", "p2"],
+        "i2b": ["p1", "p2", "p3"],
+        "i3": ["p1", "p2", "p3", "p4"],
+    }
     fan = {"i1": 1, "i2": 2, "i2b": 3, "i3": 4}
     rows = []
 
     def add(run, cond, iid, shown, cited, f1):
-        rows.append({"run": run, "model": "m", "dataset": "d", "instance_id": iid,
-                     "condition": cond, "input_passage_ids": shown, "cited_ids": cited,
-                     "gold_ids": gold[iid], "fan_in": fan[iid], "f1_relaxed": f1})  # fmt: skip
+        rows.append(
+            {
+                "run": run,
+                "model": "m",
+                "dataset": "d",
+                "instance_id": iid,
+                "condition": cond,
+                "input_passage_ids": shown,
+                "cited_ids": cited,
+                "gold_ids": gold[iid],
+                "fan_in": fan[iid],
+                "f1_relaxed": f1,
+            }
+        )
 
     # r1 retrieved: (ER, EP, AC) i1 (1, 1, 80); i2 (1, 1, 70), i2b (0, 0, 30); i3 (0, 0, 20)
-    for iid, shown, f1 in (("i1", ["p1"], 0.8), ("i2", ["p1", "p2"], 0.7),
-                           ("i2b", ["p9"], 0.3), ("i3", ["p9"], 0.2)):  # fmt: skip
+    for iid, shown, f1 in (
+        ("i1", ["p1"], 0.8),
+        ("i2", ["p1", "p2"], 0.7),
+        ("i2b", ["p9"], 0.3),
+        ("i3", ["p9"], 0.2),
+    ):
         add("r1", "retrieved", iid, shown, [], f1)
     # r2 retrieved: i1 (1, 1/2, 60); i2 (1, 1, 60), i2b (0, 0, 40); i3 (0, 0, 40)
-    for iid, shown, f1 in (("i1", ["p1", "p9"], 0.6), ("i2", ["p1", "p2"], 0.6),
-                           ("i2b", ["p9"], 0.4), ("i3", ["p9"], 0.4)):  # fmt: skip
+    for iid, shown, f1 in (
+        ("i1", ["p1", "p9"], 0.6),
+        ("i2", ["p1", "p2"], 0.6),
+        ("i2b", ["p9"], 0.4),
+        ("i3", ["p9"], 0.4),
+    ):
         add("r2", "retrieved", iid, shown, [], f1)
     # r1 oracle: the pack is the gold evidence (ER = EP = 1); AC 100, 70, 70, 70
     for iid, f1 in (("i1", 1.0), ("i2", 0.7), ("i2b", 0.7), ("i3", 0.7)):
@@ -296,8 +341,9 @@ def test_r_includes_the_oracle_and_full_context_only_on_request():
     low = fpts[(fpts["condition"] == "full_context") & (fpts["bucket"] == "low")].iloc[0]
     assert low["er"] == pytest.approx(5 / 12) and low["ac"] == pytest.approx(10.0)
     assert full["er_ac"]["r"] == pytest.approx(pearsonr(fpts["er"], fpts["ac"]).statistic)
-    both = fanin_analysis(frame, include_oracle=True, include_full_context=True,
-                          n_resamples=100).correlation  # fmt: skip
+    both = fanin_analysis(
+        frame, include_oracle=True, include_full_context=True, n_resamples=100
+    ).correlation
     assert both["er_ac"]["n"] == 12 and both["excluded"] == {"no_evidence": 3}
 
 

@@ -96,10 +96,13 @@ def _random_store(path, seed: int = 3, n: int = 120, runs: int = 2) -> Store:
     instances = []
     for i in range(n):
         f = int(rng.integers(0, 7))
-        ps = [Passage(f"p{j}", j, "", "g", f"d{i}-{j // 2 if j % 3 == 0 else j}", "gold", True)
-              for j in range(f)]  # fmt: skip
-        ps += [Passage(f"p{f + j}", f + j, "", "x", f"x{i}-{j}", "distractor", False)
-               for j in range(3)]  # fmt: skip
+        ps = [
+            Passage(f"p{j}", j, "", "g", f"d{i}-{j // 2 if j % 3 == 0 else j}", "gold", True)
+            for j in range(f)
+        ]
+        ps += [
+            Passage(f"p{f + j}", f + j, "", "x", f"x{i}-{j}", "distractor", False) for j in range(3)
+        ]
         instances.append(Instance(f"i{i:03d}", f"q{i}", "a", tuple(ps), fan_in=f))
     store.write_dataset(Dataset("rand", "t", "t", {}, tuple(instances)))
     for k in range(runs):
@@ -111,18 +114,40 @@ def _random_store(path, seed: int = 3, n: int = 120, runs: int = 2) -> Store:
             for cond in CONDS:
                 pack = list(rng.choice(ids, size=int(rng.integers(0, 5))))
                 err = "HTTP 500" if rng.random() < 0.04 else (" " if rng.random() < 0.03 else None)
-                preds.append({"run_id": f"run{k}", "instance_id": inst.instance_id,
-                              "condition": cond, "variant": "", "input_passage_ids": pack,
-                              "cited_ids": pack[:2], "error": err})  # fmt: skip
+                preds.append(
+                    {
+                        "run_id": f"run{k}",
+                        "instance_id": inst.instance_id,
+                        "condition": cond,
+                        "variant": "",
+                        "input_passage_ids": pack,
+                        "cited_ids": pack[:2],
+                        "error": err,
+                    }
+                )
                 f1 = float(rng.choice([0.0, 0.25, 1.0, rng.random()]))
                 if rng.random() > 0.03:
-                    scores.append({"run_id": f"run{k}", "instance_id": inst.instance_id,
-                                   "condition": cond, "variant": "", "f1_relaxed": f1,
-                                   "em_strict": float(f1 == 1.0)})  # fmt: skip
+                    scores.append(
+                        {
+                            "run_id": f"run{k}",
+                            "instance_id": inst.instance_id,
+                            "condition": cond,
+                            "variant": "",
+                            "f1_relaxed": f1,
+                            "em_strict": float(f1 == 1.0),
+                        }
+                    )
         with store.transaction() as con:
-            store.insert_run(con, {"run_id": f"run{k}", "dataset_id": "rand",
-                                   "backend": "imported", "model": f"m{k}",
-                                   "status": "done"})  # fmt: skip
+            store.insert_run(
+                con,
+                {
+                    "run_id": f"run{k}",
+                    "dataset_id": "rand",
+                    "backend": "imported",
+                    "model": f"m{k}",
+                    "status": "done",
+                },
+            )
             store.write_predictions(con, pd.DataFrame(preds), replace=False)
             store.write_scores(con, pd.DataFrame(scores), replace=False)
     return store
@@ -141,8 +166,9 @@ def test_store_path_equals_the_definitions_on_a_random_store(tmp_path, field):
         a, b = getattr(res, name), getattr(frame, name)
         assert list(a["system"]) == list(b["system"])
         num = a.select_dtypes("number").columns
-        np.testing.assert_allclose(a[num].to_numpy(float), b[num].to_numpy(float),
-                                   rtol=1e-9, atol=1e-9)  # fmt: skip
+        np.testing.assert_allclose(
+            a[num].to_numpy(float), b[num].to_numpy(float), rtol=1e-9, atol=1e-9
+        )
     pd.testing.assert_frame_equal(res.attribution, frame.attribution, check_dtype=False)
     pd.testing.assert_frame_equal(
         res.overlap.drop(columns=["crossovers"]),
@@ -157,16 +183,21 @@ def test_view_pairs_and_filters_like_the_frame_path(tmp_path):
     res = fanin_result(store, Selection(dataset="rand", options={"n_resamples": 100}))
     frame = store.fanin_frame(["run0", "run1"])
     common = set(frame[frame["run"] == "run0"]["instance_id"]) & set(
-        frame[frame["run"] == "run1"]["instance_id"])  # fmt: skip
+        frame[frame["run"] == "run1"]["instance_id"]
+    )
     assert len(common) < frame["instance_id"].nunique()  # pairing drops something
     _check(res, per_instance(frame[frame["instance_id"].isin(common)], "f1_relaxed"))
-    flt = fanin_result(store, Selection(dataset="rand", filters={"fan_in": (2, 3)},
-                                        options={"n_resamples": 100}))  # fmt: skip
+    flt = fanin_result(
+        store, Selection(dataset="rand", filters={"fan_in": (2, 3)}, options={"n_resamples": 100})
+    )
     # the old view's frame path: filter the instances, then pair the runs
     old = pair_runs(keep_filtered_instances(store, frame, {"fan_in": (2, 3)}))
     _check(flt, per_instance(old, "f1_relaxed"))
-    assert 0 < flt.by_bucket.loc[flt.by_bucket["bucket"] == "all", "n"].sum() < (
-        res.by_bucket.loc[res.by_bucket["bucket"] == "all", "n"].sum())  # fmt: skip
+    assert (
+        0
+        < flt.by_bucket.loc[flt.by_bucket["bucket"] == "all", "n"].sum()
+        < (res.by_bucket.loc[res.by_bucket["bucket"] == "all", "n"].sum())
+    )
 
 
 def test_release_fixture_fast_path_equals_the_definitions(tmp_path):
@@ -185,10 +216,20 @@ def _frame(seed: int = 0, n: int = 300) -> pd.DataFrame:
         gold = [f"g{j}" for j in range(f)]
         for cond in CONDS:
             pack = [g for g in gold if rng.random() < 0.6] + ["x"] * int(rng.integers(0, 3))
-            rows.append({"run": "r", "model": "m", "dataset": "d", "instance_id": f"i{i}",
-                         "condition": cond, "input_passage_ids": pack, "cited_ids": pack[:1],
-                         "gold_ids": gold, "fan_in": f,
-                         "f1_relaxed": float(rng.choice([1.0, rng.random()]))})  # fmt: skip
+            rows.append(
+                {
+                    "run": "r",
+                    "model": "m",
+                    "dataset": "d",
+                    "instance_id": f"i{i}",
+                    "condition": cond,
+                    "input_passage_ids": pack,
+                    "cited_ids": pack[:1],
+                    "gold_ids": gold,
+                    "fan_in": f,
+                    "f1_relaxed": float(rng.choice([1.0, rng.random()])),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -198,13 +239,17 @@ def test_cis_do_not_depend_on_row_order_or_fan_in_dtype():
     shuffled = frame.sample(frac=1.0, random_state=7).reset_index(drop=True)
     shuffled["fan_in"] = shuffled["fan_in"].astype(float)
     b = fanin_analysis(shuffled, n_resamples=300)
-    for name, key in (("by_fan_in", ["system", "fan_in"]), ("by_bucket", ["system", "bucket"]),
-                      ("degradation", ["system"])):  # fmt: skip
+    for name, key in (
+        ("by_fan_in", ["system", "fan_in"]),
+        ("by_bucket", ["system", "bucket"]),
+        ("degradation", ["system"]),
+    ):
         x = getattr(a, name).set_index(key).sort_index()
         y = getattr(b, name).set_index(key).sort_index()
         num = x.select_dtypes("number").columns
-        np.testing.assert_allclose(x[num].to_numpy(float), y[num].to_numpy(float),
-                                   rtol=1e-12, atol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(
+            x[num].to_numpy(float), y[num].to_numpy(float), rtol=1e-12, atol=1e-12
+        )
     assert a.correlation["er_ac"]["ci_low"] == pytest.approx(b.correlation["er_ac"]["ci_low"])
 
 
@@ -214,10 +259,14 @@ def _items(values: np.ndarray, scale: float = 1.0) -> dict:
     bins = item_bins(values, scale)
     df = pd.DataFrame({"bin": bins, "v": values})
     g = df.groupby("bin", sort=True)["v"]
-    return {"bin": np.array(sorted(set(bins))), "count": g.size().to_numpy(float),
-            "sum": g.sum().to_numpy(float),
-            "sumsq": g.apply(lambda s: (s**2).sum()).to_numpy(),
-            "vmin": g.min().to_numpy(float), "vmax": g.max().to_numpy(float)}  # fmt: skip
+    return {
+        "bin": np.array(sorted(set(bins))),
+        "count": g.size().to_numpy(float),
+        "sum": g.sum().to_numpy(float),
+        "sumsq": g.apply(lambda s: (s**2).sum()).to_numpy(),
+        "vmin": g.min().to_numpy(float),
+        "vmax": g.max().to_numpy(float),
+    }
 
 
 def test_exact_bootstrap_of_binary_values_has_the_binomial_distribution():
@@ -248,7 +297,8 @@ def test_every_bucket_and_pair_is_listed():
     assert set(res.by_bucket["bucket"]) == {*BUCKETS, "all"}
     systems = list(dict.fromkeys(res.by_bucket["system"]))
     assert list(zip(res.overlap["system_a"], res.overlap["system_b"], strict=True)) == list(
-        combinations(systems, 2))  # fmt: skip
+        combinations(systems, 2)
+    )
 
 
 def test_one_cached_entry_serves_every_score_field(tmp_path):
@@ -256,12 +306,14 @@ def test_one_cached_entry_serves_every_score_field(tmp_path):
     store = _random_store(tmp_path / "f.duckdb")
     clear_cache()
     for field in ("em_strict", "f1_relaxed", "soft_correct"):
-        res = fanin_result(store, Selection(dataset="rand", score_field=field,
-                                            options={"n_resamples": 100}))  # fmt: skip
+        res = fanin_result(
+            store, Selection(dataset="rand", score_field=field, options={"n_resamples": 100})
+        )
         direct = fanin_store(store, ["run0", "run1"], field, pair=True, n_resamples=100)
         for name in ("by_fan_in", "by_bucket", "degradation", "attribution"):
-            pd.testing.assert_frame_equal(getattr(res, name), getattr(direct, name),
-                                          check_dtype=False)  # fmt: skip
+            pd.testing.assert_frame_equal(
+                getattr(res, name), getattr(direct, name), check_dtype=False
+            )
     # soft_correct is never written here: every row is missing, none answered
     assert res.by_bucket["n"].sum() == 0 and res.by_bucket["missing"].sum() > 0
     from core.views import common
@@ -292,13 +344,19 @@ def test_fanin_rows_match_scores_by_run_instance_and_condition(big):
     # the stored scores are matched to the rows by (run, instance rowid, condition): a
     # dense table for small keys, sorted keys for sparse ones; NULL and no row read as NaN
     off = 10**9 if big else 0
-    rows = {"run_no": np.array([0, 0, 1, 0]), "inst_row": np.array([5, 5, 5, 7]) + off,
-            "cond": np.array([2, 3, 2, 0], dtype=np.int8)}  # fmt: skip
-    scores = pa.table({
-        "run_no": [1, 0, 0, 0], "inst_row": pa.array([5, 5, 7, 5]) + off,
-        "cond": pa.array([2, 3, 1, 2], pa.int8()),
-        **{k: [0.25, None, 0.5, 1.0] for k in _SCORES},
-    })  # fmt: skip
+    rows = {
+        "run_no": np.array([0, 0, 1, 0]),
+        "inst_row": np.array([5, 5, 5, 7]) + off,
+        "cond": np.array([2, 3, 2, 0], dtype=np.int8),
+    }
+    scores = pa.table(
+        {
+            "run_no": [1, 0, 0, 0],
+            "inst_row": pa.array([5, 5, 7, 5]) + off,
+            "cond": pa.array([2, 3, 1, 2], pa.int8()),
+            **{k: [0.25, None, 0.5, 1.0] for k in _SCORES},
+        }
+    )
     got = _match_scores(rows, scores)
     for k in _SCORES:  # rows: (0,5,oracle) 1.0; (0,5,retrieved) NULL; (1,5,oracle) 0.25;
         np.testing.assert_array_equal(got[k], [1.0, np.nan, 0.25, np.nan])  # (0,7,fc) none

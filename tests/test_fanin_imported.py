@@ -33,10 +33,21 @@ def test_a_pack_condition_without_stored_shown_ids_has_no_pack():
 @pytest.fixture
 def toy(tmp_path):
     """Two instances (fan-in 1 and 2), four methods each, no side files."""
-    rows = [row("s1", method=m, gold_evidence_ids="p0001", predicted_evidence_ids="p0001;p0009")
-            for m in METHODS]
-    rows += [row("s2", method=m, gold_evidence_ids="p0001;p0002", predicted_evidence_ids="p0002",
-                 gold_answer="Lyon", predicted_answer="Nice") for m in METHODS]
+    rows = [
+        row("s1", method=m, gold_evidence_ids="p0001", predicted_evidence_ids="p0001;p0009")
+        for m in METHODS
+    ]
+    rows += [
+        row(
+            "s2",
+            method=m,
+            gold_evidence_ids="p0001;p0002",
+            predicted_evidence_ids="p0002",
+            gold_answer="Lyon",
+            predicted_answer="Nice",
+        )
+        for m in METHODS
+    ]
     store = Store(tmp_path / "s.duckdb")
     import_results(store, write_csv(tmp_path / "toy.per_sample_metrics.csv", rows), name="toy")
     return store
@@ -79,8 +90,9 @@ def test_correlation_note_says_why_the_retrieved_points_are_missing(toy):
     res = fanin_result(toy, Selection(dataset="toy"))
     note = correlation_note(res.correlation)
     assert res.correlation["er_ac"]["n"] == 0
-    assert "without ER / EP skipped (the store does not say which passages those calls " \
-           "showed)" in note  # fmt: skip
+    assert (
+        "without ER / EP skipped (the store does not say which passages those calls showed)" in note
+    )
     assert "every call failed" not in note
 
 
@@ -102,8 +114,9 @@ def test_release_full_context_er_ep_equal_the_release_evidence_columns(tmp_path)
 
 def test_report_fanin_names_the_predictions_without_a_pack(toy, capsys):
     capsys.readouterr()
-    assert main(["report", "fanin", "--runs", "toy", "--no-instances", "--db",
-                 str(toy.path)]) == 0  # fmt: skip
+    assert main(["report", "fanin", "--runs", "toy", "--no-instances", "--db", str(toy.path)]) == 0
     out = capsys.readouterr().out
-    assert ("no evidence pack (ER / EP missing, not 0; the store does not say which passages "
-            "those calls showed): toy:retrieved 2 of 2") in out.splitlines()  # fmt: skip
+    assert (
+        "no evidence pack (ER / EP missing, not 0; the store does not say which passages "
+        "those calls showed): toy:retrieved 2 of 2"
+    ) in out.splitlines()

@@ -96,16 +96,18 @@ def test_judged_score_source_feeds_the_fan_in_curves_and_counts_a_failed_judgmen
     call is counted in `missing`, never scored; report fanin --score-source judged agrees."""
     store = Store(tiny)
     conds = ("no_evidence", "full_context", "retrieved", "oracle")
-    run_conditions(store, "tiny", make_backend("embedded"), conds, name="r1", top_k=2,
-                   chunk_size=10, overlap=0)  # fmt: skip
+    run_conditions(
+        store, "tiny", make_backend("embedded"), conds, name="r1", top_k=2, chunk_size=10, overlap=0
+    )
     sel = Selection(runs=("r1",), options={"score_source": "judged", "n_resamples": 50})
     with pytest.raises(ValueError, match="no authtrace-correctness or authtrace-evidence"):
         fanin_result(store, sel)
     with ModelStub() as stub:
         stub.answer_for = lambda messages: "2"
         stub.queue_modes("not-json")  # the first judge call fails: an error, not a rating
-        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
-                             options={"temperature": 0, "seed": 0})  # fmt: skip
+        judge = make_backend(
+            "ollama", "stub-model", hosts=[stub.url], options={"temperature": 0, "seed": 0}
+        )
         done = run_judge(store, "authtrace-correctness", judge, name="jc", run="r1")
     assert done.errors == 1 and done.executed == 8
     j = store.judgments_frame(runs=["jc"])
@@ -131,22 +133,51 @@ def test_judged_score_source_feeds_the_fan_in_curves_and_counts_a_failed_judgmen
     assert int(got["missing"].sum()) == 1 and int(got["n"].sum()) == 7
     # proxies: every call answered, nothing missing
     assert int(proxy.by_fan_in["missing"].sum()) == 0
-    out = run_cli("report", "fanin", "--runs", "r1", "--score-source", "judged", "--resamples",
-                  "50", "--json", "--db", tiny)  # fmt: skip
+    out = run_cli(
+        "report",
+        "fanin",
+        "--runs",
+        "r1",
+        "--score-source",
+        "judged",
+        "--resamples",
+        "50",
+        "--json",
+        "--db",
+        tiny,
+    )
     assert out.returncode == 0, out.stderr
     rep = json.loads(out.stdout)
     assert rep["source"] == "judged"
     assert sum(r["missing"] for r in rep["by_fan_in"]) == 1
     assert {round(r["ac"], 6) for r in rep["by_fan_in"] if r["n"]} == {round(200 / 3, 6)}
-    text = run_cli("report", "fanin", "--runs", "r1", "--score-source", "judged", "--resamples",
-                   "50", "--db", tiny)  # fmt: skip
+    text = run_cli(
+        "report",
+        "fanin",
+        "--runs",
+        "r1",
+        "--score-source",
+        "judged",
+        "--resamples",
+        "50",
+        "--db",
+        tiny,
+    )
     assert text.returncode == 0 and "judged AC (0-3 claim rubric" in text.stdout
 
 
 def test_judged_score_source_without_judgments_is_one_line(tiny):  # noqa: F811
     store = Store(tiny)
-    run_conditions(store, "tiny", make_backend("embedded"), ("retrieved",), name="r1", top_k=2,
-                   chunk_size=10, overlap=0)  # fmt: skip
+    run_conditions(
+        store,
+        "tiny",
+        make_backend("embedded"),
+        ("retrieved",),
+        name="r1",
+        top_k=2,
+        chunk_size=10,
+        overlap=0,
+    )
     out = run_cli("report", "fanin", "--runs", "r1", "--score-source", "judged", "--db", tiny)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0
@@ -157,8 +188,16 @@ def test_two_judges_of_one_rubric_are_never_mixed(tiny):  # noqa: F811
     """Two correctness judge runs over one run: the judged AC is one judge's, the newest by
     default (a note names the other), the other with --judge-runs; never a mean of both."""
     store = Store(tiny)
-    run_conditions(store, "tiny", make_backend("embedded"), ("retrieved", "oracle"), name="r1",
-                   top_k=2, chunk_size=10, overlap=0)  # fmt: skip
+    run_conditions(
+        store,
+        "tiny",
+        make_backend("embedded"),
+        ("retrieved", "oracle"),
+        name="r1",
+        top_k=2,
+        chunk_size=10,
+        overlap=0,
+    )
     run_judge(store, "authtrace-correctness", make_judge("embedded"), name="j-lex", run="r1")
     stub_judge_run(store, "authtrace-correctness", "j-model", "2", run="r1")
     newest = fanin_judged(store, ["r1"])
@@ -168,8 +207,21 @@ def test_two_judges_of_one_rubric_are_never_mixed(tiny):  # noqa: F811
     chosen = fanin_judged(store, ["r1"], judges=["j-lex"]).per_instance
     for r in chosen.itertuples(index=False):
         assert r.ac_judged == pytest.approx(lex.loc[(r.condition, r.instance_id)] / 3 * 100)
-    out = run_cli("report", "fanin", "--runs", "r1", "--score-source", "judged", "--judge-runs",
-                  "j-lex", "--resamples", "50", "--json", "--db", tiny)  # fmt: skip
+    out = run_cli(
+        "report",
+        "fanin",
+        "--runs",
+        "r1",
+        "--score-source",
+        "judged",
+        "--judge-runs",
+        "j-lex",
+        "--resamples",
+        "50",
+        "--json",
+        "--db",
+        tiny,
+    )
     assert out.returncode == 0, out.stderr
     got = {(r["condition"], r["fan_in"]): r["ac"] for r in json.loads(out.stdout)["by_fan_in"]}
     for (cond, f), ac in got.items():
@@ -179,8 +231,16 @@ def test_two_judges_of_one_rubric_are_never_mixed(tiny):  # noqa: F811
 
 def test_judge_runs_that_are_not_judge_runs_are_one_line(tiny):  # noqa: F811
     store = Store(tiny)
-    run_conditions(store, "tiny", make_backend("embedded"), ("retrieved",), name="r1", top_k=2,
-                   chunk_size=10, overlap=0)  # fmt: skip
+    run_conditions(
+        store,
+        "tiny",
+        make_backend("embedded"),
+        ("retrieved",),
+        name="r1",
+        top_k=2,
+        chunk_size=10,
+        overlap=0,
+    )
     out = run_cli("report", "fanin", "--runs", "r1", "--judge-runs", "r1,nope", "--db", tiny)
     assert out.returncode == 1 and out.stderr.count("\n") == 1
     assert "--judge-runs: not a stored judge run: r1, nope" in out.stderr
@@ -190,6 +250,7 @@ def stub_judge_run(store: Store, rubric: str, name: str, reply: str, **where: ob
     """A judge run of ``rubric`` through the Ollama stub, every reply ``reply``."""
     with ModelStub() as stub:
         stub.answer_for = lambda messages: reply
-        judge = make_backend("ollama", "stub-model", hosts=[stub.url],
-                             options={"temperature": 0, "seed": 0})  # fmt: skip
+        judge = make_backend(
+            "ollama", "stub-model", hosts=[stub.url], options={"temperature": 0, "seed": 0}
+        )
         return run_judge(store, rubric, judge, name=name, **where)

@@ -106,9 +106,11 @@ _OLD_PAIRED = """
 
 def _previous(store: Store, run_ids, allowed=None, pair=False) -> pd.DataFrame:
     """The previous implementation's rows, scores matched by key (a pandas merge)."""
-    only = "" if allowed is None else (
-        " AND (i.dataset_id, i.instance_id) IN (SELECT (unnest($ok_ds), unnest($ok_ids)))"
-    )  # fmt: skip
+    only = (
+        ""
+        if allowed is None
+        else (" AND (i.dataset_id, i.instance_id) IN (SELECT (unnest($ok_ds), unnest($ok_ids)))")
+    )
     ids = list(dict.fromkeys(run_ids))
     params = {"runs": ids, "ws": _WHITESPACE}
     if allowed is not None:
@@ -119,8 +121,11 @@ def _previous(store: Store, run_ids, allowed=None, pair=False) -> pd.DataFrame:
             "SELECT count(*) FROM runs WHERE list_contains(?, run_id)", [ids]
         ).fetchall()[0][0]
         pair = pair and n_runs > 1
-        sql = _OLD_SQL.format(only=only, materialized="MATERIALIZED" if pair else "",
-                              paired=_OLD_PAIRED if pair else "SELECT * FROM pred")  # fmt: skip
+        sql = _OLD_SQL.format(
+            only=only,
+            materialized="MATERIALIZED" if pair else "",
+            paired=_OLD_PAIRED if pair else "SELECT * FROM pred",
+        )
         rows = con.sql(sql, params=params).df()
         scores = con.sql(_OLD_SCORES_SQL, params={"runs": ids}).df()
     out = rows.merge(scores, on=["run_no", "inst_row", "cond"], how="left", validate="1:1")
@@ -173,22 +178,44 @@ def _store(path, *, seed: int = 5, n: int = 80, drop: float = 0.0, shuffle: bool
             for cond in CONDS:
                 pack = [str(v) for v in rng.choice(ids, size=int(rng.integers(0, 6)))]
                 err = rng.choice([None, None, None, "HTTP 500", " \t"])
-                preds.append({"run_id": f"run{k}", "instance_id": inst.instance_id,
-                              "condition": cond, "variant": "", "input_passage_ids": pack,
-                              "cited_ids": pack[:2] + pack[:2], "error": err})  # fmt: skip
+                preds.append(
+                    {
+                        "run_id": f"run{k}",
+                        "instance_id": inst.instance_id,
+                        "condition": cond,
+                        "variant": "",
+                        "input_passage_ids": pack,
+                        "cited_ids": pack[:2] + pack[:2],
+                        "error": err,
+                    }
+                )
                 if rng.random() >= drop:
                     f1 = rng.choice([None, 0.0, 0.5, 1.0, float(rng.random())])
-                    scores.append({"run_id": f"run{k}", "instance_id": inst.instance_id,
-                                   "condition": cond, "variant": "", "f1_relaxed": f1,
-                                   "em_strict": None if f1 is None else float(f1 == 1.0),
-                                   "soft_correct": float(rng.random() < 0.5)})  # fmt: skip
+                    scores.append(
+                        {
+                            "run_id": f"run{k}",
+                            "instance_id": inst.instance_id,
+                            "condition": cond,
+                            "variant": "",
+                            "f1_relaxed": f1,
+                            "em_strict": None if f1 is None else float(f1 == 1.0),
+                            "soft_correct": float(rng.random() < 0.5),
+                        }
+                    )
         frame = pd.DataFrame(scores)
         if shuffle:
             frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
         with store.transaction() as con:
-            store.insert_run(con, {"run_id": f"run{k}", "dataset_id": "ds",
-                                   "backend": "imported", "model": f"m{k}",
-                                   "status": "done"})  # fmt: skip
+            store.insert_run(
+                con,
+                {
+                    "run_id": f"run{k}",
+                    "dataset_id": "ds",
+                    "backend": "imported",
+                    "model": f"m{k}",
+                    "status": "done",
+                },
+            )
             store.write_predictions(con, pd.DataFrame(preds), replace=False)
             store.write_scores(con, frame, replace=False)
     return store
@@ -262,14 +289,21 @@ def _raw(seed: int, n: int, wide: bool) -> dict:
     pack = hits + rng.integers(0, 10**6 if wide else 5, n)
     score = np.where(rng.random(n) < 0.1, np.nan, rng.choice([0.0, 1.0, 1 / 3, 0.7], n))
     rows = {
-        "run_no": rng.integers(0, 2, n), "cond": rng.integers(0, 4, n).astype(np.int8),
-        "code": rng.integers(0, n // 3, n), "ord": rng.integers(0, n, n),
-        "fan_in": np.where(gold > 0, rng.integers(1, 7, n), 0), "err": rng.random(n) < 0.05,
-        "has_pack": (gold > 0) & (rng.random(n) < 0.8), "n_hits": hits, "n_gold": gold,
-        "n_pack": pack, "f1_relaxed": score,
-    }  # fmt: skip
-    runs = pd.DataFrame({"run_no": [0, 1], "run_id": ["a", "b"], "model": ["m", "m"],
-                         "dataset_id": ["d", "d"]})  # fmt: skip
+        "run_no": rng.integers(0, 2, n),
+        "cond": rng.integers(0, 4, n).astype(np.int8),
+        "code": rng.integers(0, n // 3, n),
+        "ord": rng.integers(0, n, n),
+        "fan_in": np.where(gold > 0, rng.integers(1, 7, n), 0),
+        "err": rng.random(n) < 0.05,
+        "has_pack": (gold > 0) & (rng.random(n) < 0.8),
+        "n_hits": hits,
+        "n_gold": gold,
+        "n_pack": pack,
+        "f1_relaxed": score,
+    }
+    runs = pd.DataFrame(
+        {"run_no": [0, 1], "run_id": ["a", "b"], "model": ["m", "m"], "dataset_id": ["d", "d"]}
+    )
     return {"runs": runs, "rows": rows}
 
 
@@ -285,8 +319,9 @@ def test_pack_items_by_distinct_counts_equal_the_per_row_items(wide):
     hits = np.asarray(arr["n_hits"], dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         er = np.where(arr["has_pack"], hits / arr["n_gold"], np.nan)
-        ep = np.where(arr["has_pack"], np.where(arr["n_pack"] == 0, 0.0, hits / arr["n_pack"]),
-                      np.nan)  # fmt: skip
+        ep = np.where(
+            arr["has_pack"], np.where(arr["n_pack"] == 0, 0.0, hits / arr["n_pack"]), np.nan
+        )
     for m, v in (("ep", ep), ("er", er)):
         want = _group_items(arr["cell"][ok], v[ok], m, METRIC_SCALE[m], summ.n_fan)
         want = want.sort_values(["sys", "fan_in", "bin"]).reset_index(drop=True)

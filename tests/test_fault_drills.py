@@ -70,11 +70,17 @@ def _write_jsonl(path, n: int, noise: int = 0) -> None:
         for i in range(n):
             passages = [
                 {"text": f"Record {i} fact: the code of item {i} is K{i:05d}.", "is_gold": True},
-                *({"text": f"Filler {j} of item {i}: {os.urandom(noise // 2).hex()}."}
-                  for j in range(8)),
-            ]  # fmt: skip
-            rec = {"id": f"q{i}", "question": f"What is the code of item {i}?",
-                   "answer": f"K{i:05d}", "passages": passages}  # fmt: skip
+                *(
+                    {"text": f"Filler {j} of item {i}: {os.urandom(noise // 2).hex()}."}
+                    for j in range(8)
+                ),
+            ]
+            rec = {
+                "id": f"q{i}",
+                "question": f"What is the code of item {i}?",
+                "answer": f"K{i:05d}",
+                "passages": passages,
+            }
             f.write(json.dumps(rec) + "\n")
 
 
@@ -113,11 +119,16 @@ def small_disk(tmp_path):
     def mount(size: str) -> Path:
         if os.geteuid() != 0:
             pytest.skip("mounting a tmpfs needs root; the file-size-limit drill covers this")
-        out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                             capture_output=True, text=True)  # fmt: skip
+        out = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({out.stderr.strip()}); "
-                        "the file-size-limit drill covers a full disk")  # fmt: skip
+            pytest.skip(
+                f"cannot mount a tmpfs here ({out.stderr.strip()}); "
+                "the file-size-limit drill covers a full disk"
+            )
         mounted.append(where)
         return where
 
@@ -149,8 +160,20 @@ def _one_line_disk_full(out: subprocess.CompletedProcess, db: Path) -> None:
 def test_kill_9_during_an_import_leaves_all_or_nothing_then_import_completes(base_store, tmp_path):
     db, src = _copy(base_store, tmp_path), tmp_path / "big.jsonl"
     _write_jsonl(src, N_JSONL)
-    cmd = [sys.executable, "-m", "core", "import", "dataset", "--format", "jsonl", str(src),
-           "--name", "big", "--db", str(db)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "core",
+        "import",
+        "dataset",
+        "--format",
+        "jsonl",
+        str(src),
+        "--name",
+        "big",
+        "--db",
+        str(db),
+    ]
     # Kill at fixed shares of how long the whole import takes on this machine (timed on a copy
     # of the store), so the kills land while it runs on a fast machine and on a slow one.
     scratch = tmp_path / "timing"
@@ -174,8 +197,9 @@ def test_kill_9_during_an_import_leaves_all_or_nothing_then_import_completes(bas
             break
     assert killed >= 1, f"the import finished before any kill ({whole:.2f} s in all)"
     if "big" not in _datasets(db):
-        done = _cli("import", "dataset", "--format", "jsonl", str(src), "--name", "big",
-                    "--db", str(db))  # fmt: skip
+        done = _cli(
+            "import", "dataset", "--format", "jsonl", str(src), "--name", "big", "--db", str(db)
+        )
         assert done.returncode == 0, done.stderr
     assert _datasets(db) == {"before": 200, "big": N_JSONL}
     assert len(Store(db).instances_frame("big")) == N_JSONL  # each record once
@@ -184,8 +208,12 @@ def test_kill_9_during_an_import_leaves_all_or_nothing_then_import_completes(bas
 @pytest.mark.slow
 def test_an_import_with_half_a_surrogate_pair_is_refused_in_one_line(base_store, tmp_path):
     db, src = _copy(base_store, tmp_path), tmp_path / "emoji.jsonl"
-    good = {"id": "q1", "question": "Which sign is \U0001f600?", "answer": "K1",
-            "passages": [{"text": "The sign \U0001f600 is K1.", "is_gold": True}]}  # fmt: skip
+    good = {
+        "id": "q1",
+        "question": "Which sign is \U0001f600?",
+        "answer": "K1",
+        "passages": [{"text": "The sign \U0001f600 is K1.", "is_gold": True}],
+    }
     bad = dict(good, id="q2", answer="K\ud83d")  # json.dumps writes the escape "\ud83d"
     src.write_text(json.dumps(good) + "\n")
     assert read_dataset(src, "jsonl", "ok").n_read == 1  # a whole pair is an emoji: fine
@@ -206,8 +234,17 @@ def test_an_import_onto_a_full_disk_fails_in_one_line_then_succeeds_once_there_i
 ):
     disk = small_disk(_headroom(base_store, 1_500_000))  # room for a little, not the import
     db = _copy(base_store, disk)
-    args = ("import", "dataset", "--format", "jsonl", str(noisy_jsonl), "--name", "big",
-            "--db", str(db))  # fmt: skip
+    args = (
+        "import",
+        "dataset",
+        "--format",
+        "jsonl",
+        str(noisy_jsonl),
+        "--name",
+        "big",
+        "--db",
+        str(db),
+    )
     _one_line_disk_full(_cli(*args), db)
     assert _datasets(db) == {"before": 200}  # opens, unchanged, on the still-full disk
     _grow(disk)
@@ -227,10 +264,25 @@ def test_an_import_past_a_file_size_limit_fails_in_one_line_and_the_store_still_
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     out = subprocess.run(
-        [sys.executable, "-m", "core", "import", "dataset", "--format", "jsonl",
-         str(noisy_jsonl), "--name", "big", "--db", str(db)],
-        cwd=ROOT, capture_output=True, text=True, preexec_fn=full_disk,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "import",
+            "dataset",
+            "--format",
+            "jsonl",
+            str(noisy_jsonl),
+            "--name",
+            "big",
+            "--db",
+            str(db),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=full_disk,
+    )
     _one_line_disk_full(out, db)
     assert _datasets(db) == {"before": 200}
 
@@ -241,8 +293,18 @@ def test_a_run_that_fills_the_disk_stops_in_one_line_and_resumes_once_there_is_r
 ):
     disk = small_disk(_headroom(base_store, 1_000_000))
     db = _copy(base_store, disk)
-    args = ("run", "--dataset", "before", "--backend", "embedded", "--name", "r", "--json",
-            "--db", str(db))  # fmt: skip
+    args = (
+        "run",
+        "--dataset",
+        "before",
+        "--backend",
+        "embedded",
+        "--name",
+        "r",
+        "--json",
+        "--db",
+        str(db),
+    )
     _one_line_disk_full(_cli(*args), db)
     store = Store(db)
     row = store.run_row("r")
@@ -279,8 +341,13 @@ def three(three_template, tmp_path) -> Path:
 
 
 def _backend(kind: str, stub: ModelStub, **options):
-    opts = {"backoff_s": 0.01, "max_backoff_s": 0.02, "timeout_s": 1.0,
-            "connect_timeout_s": 1.0, **options}  # fmt: skip
+    opts = {
+        "backoff_s": 0.01,
+        "max_backoff_s": 0.02,
+        "timeout_s": 1.0,
+        "connect_timeout_s": 1.0,
+        **options,
+    }
     if kind == "ollama":
         return make_backend("ollama", "stub-model", hosts=[stub.url], options=opts)
     return make_backend("openai", "stub-model", base_url=f"{stub.url}/v1", options=opts)
@@ -308,8 +375,14 @@ def test_every_server_fault_lands_on_its_own_prediction_and_the_run_finishes(thr
     with ModelStub(stall_s=3.0) as stub:
         # 12 calls, one try each: 5 transport faults, 4 garbage replies, then 3 answered
         stub.queue_modes(*_FAULTS, *["garbage"] * len(GARBAGE_REPLIES))
-        summary = run_conditions(store, "three", _backend(kind, stub, retries=1), _CONDITIONS,
-                                 name=f"mix-{kind}", concurrency=1)  # fmt: skip
+        summary = run_conditions(
+            store,
+            "three",
+            _backend(kind, stub, retries=1),
+            _CONDITIONS,
+            name=f"mix-{kind}",
+            concurrency=1,
+        )
         assert _chats(stub) == 12
     assert (summary.planned, summary.executed, summary.status) == (12, 12, "partial")
     assert (summary.errors, summary.parse_errors) == (5, 4)
@@ -335,8 +408,14 @@ def test_every_server_fault_lands_on_its_own_prediction_and_the_run_finishes(thr
 
     # the server is back: a rerun makes the 5 failed calls again and nothing else
     with ModelStub() as stub:
-        again = run_conditions(store, "three", _backend(kind, stub, retries=1), _CONDITIONS,
-                               name=f"mix-{kind}", concurrency=1)  # fmt: skip
+        again = run_conditions(
+            store,
+            "three",
+            _backend(kind, stub, retries=1),
+            _CONDITIONS,
+            name=f"mix-{kind}",
+            concurrency=1,
+        )
         assert _chats(stub) == 5
     assert (again.executed, again.skipped_existing, again.errors) == (5, 7, 0)
     rows = store.prediction_rows(f"mix-{kind}")
@@ -353,11 +432,16 @@ def test_a_server_down_for_the_whole_run_gives_a_failed_run_of_errors(three, kin
         backend = _backend(kind, stub, retries=2)
         if down == "gone":  # the server died before the run: nothing listens on its port
             stub.stop()
-        summary = run_conditions(store, "three", backend, ["oracle", "no_evidence"],
-                                 name=f"down-{kind}", concurrency=2)  # fmt: skip
+        summary = run_conditions(
+            store, "three", backend, ["oracle", "no_evidence"], name=f"down-{kind}", concurrency=2
+        )
         assert _chats(stub) == (6 if down == "500" else 0)
     assert (summary.planned, summary.executed, summary.errors, summary.status) == (
-        6, 6, 6, "failed")  # fmt: skip
+        6,
+        6,
+        6,
+        "failed",
+    )
     assert store.run_row(f"down-{kind}")["status"] == "failed"
     rows = store.prediction_rows(f"down-{kind}")
     assert len(rows) == 6 and rows["f1_relaxed"].isna().all()
@@ -372,8 +456,9 @@ def test_a_busy_server_is_retried_within_the_call(three):
     store = Store(three)
     with ModelStub() as stub:
         stub.set_mode("503-once")
-        summary = run_conditions(store, "three", _backend("ollama", stub, retries=2), ["oracle"],
-                                 name="busy")  # fmt: skip
+        summary = run_conditions(
+            store, "three", _backend("ollama", stub, retries=2), ["oracle"], name="busy"
+        )
         assert _chats(stub) == 4
     assert summary.errors == 0 and summary.executed == 3
 
@@ -408,11 +493,32 @@ def test_the_dashboard_renders_while_a_cli_run_writes_the_same_store(
     # slow answers until a render has seen the run half-way; then it may finish at full speed
     with ModelStub(latency_s=0.05) as stub:
         run = subprocess.Popen(
-            [sys.executable, "-m", "core", "run", "--dataset", "before", "--backend", "ollama",
-             "--model", "stub-model", "--host", stub.url, "--conditions", "no_evidence,oracle",
-             "--name", "live", "--json", "--db", str(db)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "core",
+                "run",
+                "--dataset",
+                "before",
+                "--backend",
+                "ollama",
+                "--model",
+                "stub-model",
+                "--host",
+                stub.url,
+                "--conditions",
+                "no_evidence,oracle",
+                "--name",
+                "live",
+                "--json",
+                "--db",
+                str(db),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             while run.poll() is None:
                 for page in ("screens/overview.py", "screens/conditions.py", "screens/runs.py"):
@@ -450,19 +556,30 @@ _JSON = st.recursive(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=12).filter(lambda k: k.strip().lower() not in _ALIASES),
-                       _JSON, max_size=5))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.text(max_size=12).filter(lambda k: k.strip().lower() not in _ALIASES), _JSON, max_size=5
+    )
+)
 def test_an_object_without_an_answer_is_a_parse_error(obj):
     got = parse_reply(json.dumps(obj))
     assert (got.answer, got.parse_error) == ("", "missing field 'answer'")
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(
-    st.none(), st.binary(max_size=200), st.integers(), st.floats(), _JSON,
-    st.text(alphabet=st.sampled_from([*'{}[]":,\\ answer01', "\ud83d", "\udfff", "\x00"]),
-            max_size=200),
-))  # fmt: skip
+@given(
+    st.one_of(
+        st.none(),
+        st.binary(max_size=200),
+        st.integers(),
+        st.floats(),
+        _JSON,
+        st.text(
+            alphabet=st.sampled_from([*'{}[]":,\\ answer01', "\ud83d", "\udfff", "\x00"]),
+            max_size=200,
+        ),
+    )
+)
 def test_the_parser_never_raises_on_any_value(value):
     got = parse_reply(value, known_ids=["p0001"])
     assert isinstance(got, ParsedAnswer) and isinstance(got.answer, str)
@@ -487,10 +604,16 @@ def test_pathological_replies_are_parse_errors_in_bounded_time(text):
 
 @pytest.mark.parametrize(
     "name, saved",
-    [("../../etc/x.jsonl", "x.jsonl"), ("/etc/passwd", "passwd"), ("..\\..\\x.json", "x.json"),
-     ("a/b/../../c.csv", "c.csv"), ("./.hidden", "hidden"), ("we ird\x00 näme.jsonl",
-     "we_ird_n_me.jsonl"), ("~/x;rm -rf.json", "x_rm_-rf.json")],
-)  # fmt: skip
+    [
+        ("../../etc/x.jsonl", "x.jsonl"),
+        ("/etc/passwd", "passwd"),
+        ("..\\..\\x.json", "x.json"),
+        ("a/b/../../c.csv", "c.csv"),
+        ("./.hidden", "hidden"),
+        ("we ird\x00 näme.jsonl", "we_ird_n_me.jsonl"),
+        ("~/x;rm -rf.json", "x_rm_-rf.json"),
+    ],
+)
 def test_an_upload_is_written_only_inside_the_upload_folder(tmp_path, name, saved):
     folder = tmp_path / "data" / "uploads"
     path = save_upload(name, b"payload", folder=folder)
@@ -590,15 +713,33 @@ def test_the_dashboard_listens_on_loopback_only(base_store, tmp_path):
     env = dict(os.environ, EVIDENCE_DB=str(db))
     serve_port, plain_port = _free_port(), _free_port()
     procs = [  # `core serve`, and a bare `streamlit run app.py` that only has config.toml
-        subprocess.Popen([sys.executable, "-m", "core", "serve", "--no-demo", "--port",
-                          str(serve_port), "--db", str(db)], cwd=ROOT, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True),
-        subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
-                          "--server.port", str(plain_port)], cwd=ROOT, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True),
-    ]  # fmt: skip
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "core",
+                "serve",
+                "--no-demo",
+                "--port",
+                str(serve_port),
+                "--db",
+                str(db),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        ),
+        subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(plain_port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        ),
+    ]
     try:
         for port in (serve_port, plain_port):
             deadline = time.monotonic() + 90

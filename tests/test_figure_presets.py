@@ -90,29 +90,44 @@ def text_problems(
     problems = [
         f"outside the {width:.0f}x{height:.0f} canvas: {b['s'][:40]!r}"
         for b in boxes
-        if b["x"] < -0.5 or b["y"] < -0.5 or b["x"] + b["w"] > width + 0.5
+        if b["x"] < -0.5
+        or b["y"] < -0.5
+        or b["x"] + b["w"] > width + 0.5
         or b["y"] + b["h"] > height + 0.5
-    ]  # fmt: skip
+    ]
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
             dx, dy = render._overlap(a, b)
             if dx > 1 and dy > 1:
-                problems.append(f"overlap: {a['s'][:30]!r} [{a['cls']}] x {b['s'][:30]!r} "
-                                f"[{b['cls']}]")  # fmt: skip
-    problems += [f"literal markup: {b['s'][:40]!r}" for b in boxes
-                 if re.search(r"<\s*/?\s*(br|b|i|sup|sub|span)\b", b["s"], re.I)]  # fmt: skip
-    problems += [f"SI-prefixed tick: {b['s']!r}" for b in boxes
-                 if "tick" in b["cls"] and _SI_TICK.match(b["s"])]  # fmt: skip
+                problems.append(
+                    f"overlap: {a['s'][:30]!r} [{a['cls']}] x {b['s'][:30]!r} [{b['cls']}]"
+                )
+    problems += [
+        f"literal markup: {b['s'][:40]!r}"
+        for b in boxes
+        if re.search(r"<\s*/?\s*(br|b|i|sup|sub|span)\b", b["s"], re.I)
+    ]
+    problems += [
+        f"SI-prefixed tick: {b['s']!r}"
+        for b in boxes
+        if "tick" in b["cls"] and _SI_TICK.match(b["s"])
+    ]
     if legends is not None:
-        problems += [f"legend entry clipped: {b['s'][:40]!r}" for b in boxes
-                     if b["cls"].startswith("legend") and not any(_inside(b, g) for g in legends)]
+        problems += [
+            f"legend entry clipped: {b['s'][:40]!r}"
+            for b in boxes
+            if b["cls"].startswith("legend") and not any(_inside(b, g) for g in legends)
+        ]
     return problems
 
 
 def _inside(box: dict, frame: dict) -> bool:
-    return (box["x"] >= frame["x"] - 1 and box["y"] >= frame["y"] - 1
-            and box["x"] + box["w"] <= frame["x"] + frame["w"] + 1
-            and box["y"] + box["h"] <= frame["y"] + frame["h"] + 1)  # fmt: skip
+    return (
+        box["x"] >= frame["x"] - 1
+        and box["y"] >= frame["y"] - 1
+        and box["x"] + box["w"] <= frame["x"] + frame["w"] + 1
+        and box["y"] + box["h"] <= frame["y"] + frame["h"] + 1
+    )
 
 
 @pytest.mark.slow
@@ -145,8 +160,9 @@ def test_the_checks_catch_each_problem():
     assert any(p.startswith("overlap") for p in text_problems([ok, over], 100, 100))
     off = dict(ok, x=95)
     assert any(p.startswith("outside") for p in text_problems([off], 100, 100))
-    assert any(p.startswith("literal") for p in text_problems([dict(ok, s="No<br>evidence")],
-                                                              100, 100))  # fmt: skip
+    assert any(
+        p.startswith("literal") for p in text_problems([dict(ok, s="No<br>evidence")], 100, 100)
+    )
     assert any(p.startswith("SI") for p in text_problems([dict(ok, s="300n")], 100, 100))
     assert text_problems([dict(ok, s="0.0000003")], 100, 100) == []
     entry = dict(ok, cls="legendtext", y=60)
@@ -157,7 +173,10 @@ def test_the_checks_catch_each_problem():
 
 def test_a_long_name_breaks_after_its_joints_never_inside_a_number():
     assert wrap_text("hotpotqa_qwen25_14b_200", 60, 10.67).split("<br>") == [
-        "hotpotqa_", "qwen25_", "14b_200"]  # fmt: skip
+        "hotpotqa_",
+        "qwen25_",
+        "14b_200",
+    ]
     assert wrap_text("fanin-embedded", 40, 10.67) == "fanin-<br>embedded"
     assert wrap_text("-0.5 1e-7", 5, 10) == "-0.5<br>1e-7"
 
@@ -175,8 +194,9 @@ def test_a_legend_that_leaves_no_plot_grows_the_figure_and_says_so():
     if why:
         pytest.skip(why)
     start_renderer()
-    fig = go.Figure([go.Scatter(x=[0, 1], y=[i, i + 1], name=f"a long series name {i:02d}")
-                     for i in range(24)])  # fmt: skip
+    fig = go.Figure(
+        [go.Scatter(x=[0, 1], y=[i, i + 1], name=f"a long series name {i:02d}") for i in range(24)]
+    )
     fig.update_layout(legend={"orientation": "h", "y": -0.2})
     said: list[str] = []
     svg = figure_bytes(fig, "svg", ExportSettings(width=300, height=200), said=said)

@@ -105,8 +105,12 @@ def _plot_box(root: ET.Element) -> tuple[float, float, float, float] | None:
         boxes.append((x, y, x + float(rect.get("width", 0)), y + float(rect.get("height", 0))))
     if not boxes:
         return None
-    return (min(b[0] for b in boxes), min(b[1] for b in boxes),
-            max(b[2] for b in boxes), max(b[3] for b in boxes))  # fmt: skip
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
 
 
 def _legend_beside_width(root: ET.Element) -> float:
@@ -161,9 +165,11 @@ def _check_text_on_page_without_overlaps(browser, svg: bytes, name: str) -> None
     boxes, w, h = got["boxes"], got["w"], got["h"]
     assert w == pytest.approx(290.88, abs=0.01), f"{name}: {w} px wide"
     assert len(boxes) >= 4, f"{name}: only {len(boxes)} texts measured"
-    outside = [f"{b['s'][:40]!r} at ({b['x']:.0f}, {b['y']:.0f}) {b['w']:.0f}x{b['h']:.0f}"
-               for b in boxes if b["x"] < -0.5 or b["y"] < -0.5
-               or b["x"] + b["w"] > w + 0.5 or b["y"] + b["h"] > h + 0.5]  # fmt: skip
+    outside = [
+        f"{b['s'][:40]!r} at ({b['x']:.0f}, {b['y']:.0f}) {b['w']:.0f}x{b['h']:.0f}"
+        for b in boxes
+        if b["x"] < -0.5 or b["y"] < -0.5 or b["x"] + b["w"] > w + 0.5 or b["y"] + b["h"] > h + 0.5
+    ]
     assert not outside, f"{name}: text outside the {w:.0f}x{h:.0f} canvas: {outside}"
     clashes = []
     for i, a in enumerate(boxes):

@@ -32,8 +32,10 @@ def test_sniff_names_the_real_files():
 
 def test_sniff_reads_only_the_head_and_never_fails(tmp_path):
     big = tmp_path / "big.json"
-    big.write_text('[{"_id": "a", "question": "q", "answer": "x", "supporting_facts": [], '
-                   '"context": [["t", ["' + "s " * 100_000 + '"]]]}]')  # fmt: skip
+    big.write_text(
+        '[{"_id": "a", "question": "q", "answer": "x", "supporting_facts": [], '
+        '"context": [["t", ["' + "s " * 100_000 + '"]]]}]'
+    )
     assert sniff(big) is None  # the first record is cut at 64 KiB: not recognized, no error
     assert sniff(tmp_path / "missing.json") is None
     (tmp_path / "bin").write_bytes(b"\xff\xfe\x00garbage")
@@ -43,17 +45,23 @@ def test_sniff_reads_only_the_head_and_never_fails(tmp_path):
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["import", "results", HOTPOT, "--format", "oncu-release"],
-         "this looks like a HotpotQA file (a JSON list of records with _id, question, answer, "
-         "supporting_facts, context); choose format hotpotqa (import dataset --format hotpotqa)"),
-        (["import", "dataset", RELEASE, "--format", "hotpotqa", "--name", "x"],
-         "this looks like released ONCU results (a per_sample_metrics.csv with sample_id, "
-         "model_name, method, gold_answer, predicted_answer); choose format oncu-release "
-         "(import results --format oncu-release)"),
-        (["import", "dataset", HOTPOT, "--format", "oncu-jsonl", "--name", "x"],
-         "choose format hotpotqa"),
+        (
+            ["import", "results", HOTPOT, "--format", "oncu-release"],
+            "this looks like a HotpotQA file (a JSON list of records with _id, question, answer, "
+            "supporting_facts, context); choose format hotpotqa (import dataset --format hotpotqa)",
+        ),
+        (
+            ["import", "dataset", RELEASE, "--format", "hotpotqa", "--name", "x"],
+            "this looks like released ONCU results (a per_sample_metrics.csv with sample_id, "
+            "model_name, method, gold_answer, predicted_answer); choose format oncu-release "
+            "(import results --format oncu-release)",
+        ),
+        (
+            ["import", "dataset", HOTPOT, "--format", "oncu-jsonl", "--name", "x"],
+            "choose format hotpotqa",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_cli_names_the_format_and_writes_nothing(tmp_path, capsys, args, words):
     db = tmp_path / "s.duckdb"
     file = str(shared_fixture(args[2]))

@@ -19,9 +19,12 @@ _SETTINGS = settings(
 )
 
 _json_leaf = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**6),
+    st.floats(allow_nan=True),
     st.text(max_size=30),
-)  # fmt: skip
+)
 _json = st.recursive(
     _json_leaf,
     lambda inner: st.one_of(
@@ -30,11 +33,32 @@ _json = st.recursive(
     max_leaves=20,
 )
 _keys = st.sampled_from(
-    ["_id", "id", "question", "answer", "gold_answer", "context", "supporting_facts", "type",
-     "passages", "long_context", "oracle_evidence", "evidences", "text", "title", "is_gold",
-     "answers", "context_length", "distractors", "input", "length", "dataset", "language",
-     "all_classes"]
-)  # fmt: skip
+    [
+        "_id",
+        "id",
+        "question",
+        "answer",
+        "gold_answer",
+        "context",
+        "supporting_facts",
+        "type",
+        "passages",
+        "long_context",
+        "oracle_evidence",
+        "evidences",
+        "text",
+        "title",
+        "is_gold",
+        "answers",
+        "context_length",
+        "distractors",
+        "input",
+        "length",
+        "dataset",
+        "language",
+        "all_classes",
+    ]
+)
 #: Records that look like the formats (right keys, wrong or odd values) reach deeper checks.
 _record = st.dictionaries(_keys, _json, max_size=8)
 
@@ -87,4 +111,3 @@ def test_results_import_never_crashes_and_leaves_store_unchanged(tmp_path, lines
         assert "\n" not in str(exc)
         assert store.list_datasets() == before
         assert store.runs_frame().empty
-

@@ -47,8 +47,13 @@ CASE_LENGTH = "860"
 
 def _cli(db: Path, *args: str) -> str:
     """Run ``python -m core ARGS --db DB`` exactly as the guide writes it; return stdout."""
-    proc = subprocess.run([sys.executable, "-m", "core", *args, "--db", str(db)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "core", *args, "--db", str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, f"core {' '.join(args)}: {proc.stderr[-800:]}"
     return proc.stdout
 
@@ -74,9 +79,24 @@ def uploaded(hotpot_file):
 def server(tmp_path_factory, hotpot_file):
     db = tmp_path_factory.mktemp("guide") / "guide.duckdb"
     _cli(db, "import", "dataset", "--format", "hotpotqa", str(hotpot_file), "--name", "hotpot")
-    _cli(db, "run", "--dataset", "hotpot", "--backend", "embedded", "--conditions",
-         "no_evidence,full_context,retrieved,oracle", "--retriever", "lexical", "--top-k", "3",
-         "--concurrency", "2", "--name", "hotpot-embedded")  # fmt: skip
+    _cli(
+        db,
+        "run",
+        "--dataset",
+        "hotpot",
+        "--backend",
+        "embedded",
+        "--conditions",
+        "no_evidence,full_context,retrieved,oracle",
+        "--retriever",
+        "lexical",
+        "--top-k",
+        "3",
+        "--concurrency",
+        "2",
+        "--name",
+        "hotpot-embedded",
+    )
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         SHOTS.mkdir(parents=True, exist_ok=True)
         yield url
@@ -191,8 +211,14 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
     # 7. drill down: narrow to the failure case's group, select it, list its predictions
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text("Filters (metadata cells)").click()
-    pick(page, sidebar.get_by_test_id("stMultiSelect").filter(has_text="context length"),
-         CASE_LENGTH, "the context-length filter", typed=True, timeout_ms=10_000)
+    pick(
+        page,
+        sidebar.get_by_test_id("stMultiSelect").filter(has_text="context length"),
+        CASE_LENGTH,
+        "the context-length filter",
+        typed=True,
+        timeout_ms=10_000,
+    )
     page.keyboard.press("Escape")
     # the filtered audit: 2 groups x 2 conditions, all valid
     _show_audit(page, "below baseline (raw < 0), 0 invalid")
@@ -225,7 +251,7 @@ def test_guide_walkthrough(server, page, hotpot_file, uploaded):
     settle(page)
     shown = page.get_by_test_id("stMain").inner_text()
     assert "Perturbed" in shown, shown[-500:]
-    assert "Terry Richardson" in shown[shown.rindex("Perturbed"):]  # the perturbed answer
+    assert "Terry Richardson" in shown[shown.rindex("Perturbed") :]  # the perturbed answer
     page.get_by_text("Trace divergence D").scroll_into_view_if_needed()
     _check(page, "09-rerun")
 

@@ -18,10 +18,21 @@ from core.store import Store
 from core.types import DataError
 
 HEADER = [
-    "sample_id", "model_name", "method", "source", "reasoning_type", "answer_type",
-    "context_length", "evidence_position", "evidence_density", "distractor_similarity",
-    "gold_answer", "predicted_answer", "gold_evidence_ids", "predicted_evidence_ids",
-]  # fmt: skip
+    "sample_id",
+    "model_name",
+    "method",
+    "source",
+    "reasoning_type",
+    "answer_type",
+    "context_length",
+    "evidence_position",
+    "evidence_density",
+    "distractor_similarity",
+    "gold_answer",
+    "predicted_answer",
+    "gold_evidence_ids",
+    "predicted_evidence_ids",
+]
 METHODS = ("no_evidence", "direct", "retrieve_then_read", "oracle")
 
 
@@ -76,8 +87,9 @@ def refused(capsys, db, *argv) -> str:
 
 
 def import_csv(capsys, db, path, *extra) -> str:
-    return refused(capsys, db, "import", "results", "--format", "oncu-release", path,
-                   "--name", "new", *extra)  # fmt: skip
+    return refused(
+        capsys, db, "import", "results", "--format", "oncu-release", path, "--name", "new", *extra
+    )
 
 
 # ---------------------------------------------------------------------------- item 1: CSV
@@ -97,17 +109,22 @@ def test_line_breaks_inside_quoted_cells_are_kept(tmp_path):
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        (str(2**31), f"expected an integer <= {MAX_CONTEXT_LENGTH:,} (the store's 32-bit limit), "
-                     f"got {2**31}"),
-        ("9" * 5000, f"expected an integer <= {MAX_CONTEXT_LENGTH:,} (the store's 32-bit limit), "
-                     "got a 5000-digit number"),
+        (
+            str(2**31),
+            f"expected an integer <= {MAX_CONTEXT_LENGTH:,} (the store's 32-bit limit), "
+            f"got {2**31}",
+        ),
+        (
+            "9" * 5000,
+            f"expected an integer <= {MAX_CONTEXT_LENGTH:,} (the store's 32-bit limit), "
+            "got a 5000-digit number",
+        ),
         ("²", f"expected a whole number 0..{MAX_CONTEXT_LENGTH:,} in ASCII digits, got '²'"),
         ("-5", f"expected a whole number 0..{MAX_CONTEXT_LENGTH:,} in ASCII digits, got '-5'"),
     ],
-)  # fmt: skip
+)
 def test_csv_context_length_out_of_range(capsys, db, tmp_path, value, reason):
-    f = write_csv(tmp_path / "x.per_sample_metrics.csv",
-                  [row(), row("s2", context_length=value)])  # fmt: skip
+    f = write_csv(tmp_path / "x.per_sample_metrics.csv", [row(), row("s2", context_length=value)])
     assert import_csv(capsys, db, f) == f"error: {f}: record 2: field 'context_length': {reason}"
 
 
@@ -187,12 +204,19 @@ def _with_side(tmp_path, side: bytes):
     [
         (b'["s1", "direct"]', None, "expected a JSON object, got a list of 2 items"),
         (b'"just text"', None, "expected a JSON object, got the string 'just text'"),
-        (b'{"sample_id": "s1", "method": "direct", "explanation": "a\\ud800b"}', "explanation",
-         "a \\u escape names half of a UTF-16 surrogate pair (e.g. \\ud83d alone): not valid text"),
-        (b'{"sample_id": "s1", "method": "direct", "explanation": 5}', "explanation",
-         "expected a string, got the number 5"),
+        (
+            b'{"sample_id": "s1", "method": "direct", "explanation": "a\\ud800b"}',
+            "explanation",
+            "a \\u escape names half of a UTF-16 surrogate pair (e.g. \\ud83d alone): not valid "
+            "text",
+        ),
+        (
+            b'{"sample_id": "s1", "method": "direct", "explanation": 5}',
+            "explanation",
+            "expected a string, got the number 5",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_side_file_line(capsys, db, tmp_path, line, field, reason):
     good = b'{"sample_id": "s0", "method": "direct", "explanation": "fine"}\n'
     f, side = _with_side(tmp_path, good + line + b"\n")
@@ -221,9 +245,15 @@ def test_side_file_explanation_is_stored(tmp_path):
 # ---------------------------------------------------------------------------- JSONL importers
 @pytest.mark.parametrize("fmt", ["jsonl", "oncu-jsonl"])
 def test_jsonl_context_length_beyond_32_bit(capsys, db, tmp_path, fmt):
-    rec = {"id": "r1", "question": "q?", "answer": "x", "gold_answer": "x",
-           "long_context": "[passage_id: p0001] x is here", "context_length": 2**31,
-           "passages": [{"text": "x is here", "is_gold": True}]}  # fmt: skip
+    rec = {
+        "id": "r1",
+        "question": "q?",
+        "answer": "x",
+        "gold_answer": "x",
+        "long_context": "[passage_id: p0001] x is here",
+        "context_length": 2**31,
+        "passages": [{"text": "x is here", "is_gold": True}],
+    }
     f = tmp_path / "x.jsonl"
     f.write_text(json.dumps(rec) + "\n", encoding="utf-8")
     err = refused(capsys, db, "import", "dataset", "--format", fmt, f, "--name", "x")
@@ -245,10 +275,10 @@ def test_every_dataset_format_caps_its_fields(tmp_path, fmt):
         "longbench": {"_id": "r1", "input": big, "context": "x", "answers": ["x"]},
         "hotpotqa": [
             {"_id": "r1", "question": big, "answer": "x", "context": [], "supporting_facts": []}
-        ],  # fmt: skip
+        ],
         "2wiki": [
             {"_id": "r1", "question": big, "answer": "x", "context": [], "supporting_facts": []}
-        ],  # fmt: skip
+        ],
     }
     f = tmp_path / "x.data"
     f.write_text(json.dumps(records[fmt]) + "\n", encoding="utf-8")
@@ -322,8 +352,10 @@ def test_check_name_length_and_good_names():
 
 def test_import_dataset_refuses_a_bad_name(capsys, db, tmp_path):
     f = tmp_path / "x.jsonl"
-    f.write_text(json.dumps({"id": "r1", "question": "q?", "answer": "x",
-                             "passages": [{"text": "x"}]}) + "\n")  # fmt: skip
+    f.write_text(
+        json.dumps({"id": "r1", "question": "q?", "answer": "x", "passages": [{"text": "x"}]})
+        + "\n"
+    )
     err = refused(capsys, db, "import", "dataset", "--format", "jsonl", f, "--name", "a\tb")
     assert err == (
         "error: dataset name 'a\\tb': character 2 is U+0009 (unnamed), not printable; "
@@ -337,8 +369,7 @@ def test_import_results_refuses_bad_names(capsys, db, tmp_path):
     f = write_csv(tmp_path / "x.per_sample_metrics.csv", [row()])
     err = refused(capsys, db, "import", "results", "--format", "oncu-release", f, "--name", "x\ny")
     assert err.startswith("error: dataset name 'x\\ny': character 2 is U+000A")
-    two = write_csv(tmp_path / "y.per_sample_metrics.csv",
-                    [row(), row(model_name="bad\x07model")])  # fmt: skip
+    two = write_csv(tmp_path / "y.per_sample_metrics.csv", [row(), row(model_name="bad\x07model")])
     err = import_csv(capsys, db, two)
     assert err.startswith(
         f"error: {two}: record 2: field 'model_name': run name 'new/bad\\x07model'"
@@ -350,8 +381,10 @@ def test_several_results_files_in_one_process(capsys, db, tmp_path):
     a = write_csv(tmp_path / "alpha.per_sample_metrics.csv", [row(method=m) for m in METHODS])
     b = write_csv(tmp_path / "beta.per_sample_metrics.csv", [row("s9", method=m) for m in METHODS])
     capsys.readouterr()
-    assert main(["import", "results", "--format", "oncu-release", str(a), str(b), "--db",
-                 str(db)]) == 0  # fmt: skip
+    assert (
+        main(["import", "results", "--format", "oncu-release", str(a), str(b), "--db", str(db)])
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
     assert out == [
         f"{a}: read 4 predictions of 1 instances; created dataset 'alpha'; runs: alpha (re-scored)",
@@ -365,8 +398,9 @@ def test_several_files_stop_at_the_first_bad_one(capsys, db, tmp_path):
     b = write_csv(tmp_path / "beta.per_sample_metrics.csv", [row(context_length="²")])
     c = write_csv(tmp_path / "gamma.per_sample_metrics.csv", [row()])
     capsys.readouterr()
-    rc = main(["import", "results", "--format", "oncu-release", str(a), str(b), str(c), "--db",
-               str(db)])  # fmt: skip
+    rc = main(
+        ["import", "results", "--format", "oncu-release", str(a), str(b), str(c), "--db", str(db)]
+    )
     cap = capsys.readouterr()
     assert rc == 1
     assert cap.out.splitlines()[0].startswith(f"{a}: read 4 predictions")

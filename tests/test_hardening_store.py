@@ -33,14 +33,18 @@ _BLOCK = 262144
 
 def _results_csv(path: Path, model: str = "m1") -> Path:
     """A small results CSV (two samples, two conditions) in the released per-sample columns."""
-    header = ("sample_id,model_name,method,source,reasoning_type,answer_type,context_length,"
-              "evidence_position,evidence_density,distractor_similarity,gold_answer,"
-              "predicted_answer,gold_evidence_ids,predicted_evidence_ids")  # fmt: skip
+    header = (
+        "sample_id,model_name,method,source,reasoning_type,answer_type,context_length,"
+        "evidence_position,evidence_density,distractor_similarity,gold_answer,"
+        "predicted_answer,gold_evidence_ids,predicted_evidence_ids"
+    )
     rows = [header]
     for sid in ("s1", "s2"):
         for method in ("no_evidence", "direct"):
-            rows.append(f"{sid},{model},{method},controlled,single_hop,entity,4000,front,"
-                        "low,none,Paris,Paris,p1,p1")  # fmt: skip
+            rows.append(
+                f"{sid},{model},{method},controlled,single_hop,entity,4000,front,"
+                "low,none,Paris,Paris,p1,p1"
+            )
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     return path
 
@@ -99,8 +103,9 @@ def _make(kind: str, good: Path, dest: Path) -> Path:
 def _fingerprint(path: Path) -> str:
     """The file's SHA-256 (a directory: its listing and files' hashes)."""
     if path.is_dir():
-        parts = sorted(f"{p.name}:{hashlib.sha256(p.read_bytes()).hexdigest()}"
-                       for p in path.iterdir())  # fmt: skip
+        parts = sorted(
+            f"{p.name}:{hashlib.sha256(p.read_bytes()).hexdigest()}" for p in path.iterdir()
+        )
         return "dir:" + ",".join(parts)
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -108,27 +113,68 @@ def _fingerprint(path: Path) -> str:
 def _commands(tmp: Path, db: Path) -> dict[str, list[str]]:
     """Every store command, reading or writing, with arguments that work on ``good_store``."""
     jsonl = tmp / "ds.jsonl"
-    jsonl.write_text(json.dumps({
-        "id": "q1", "question": "capital?", "answer": "Paris",
-        "passages": [{"id": "p1", "text": "Paris is the capital.", "is_gold": True}],
-    }) + "\n", encoding="utf-8")  # fmt: skip
+    jsonl.write_text(
+        json.dumps(
+            {
+                "id": "q1",
+                "question": "capital?",
+                "answer": "Paris",
+                "passages": [{"id": "p1", "text": "Paris is the capital.", "is_gold": True}],
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     d = ["--db", str(db)]
     return {
         "datasets": ["datasets", *d],
-        "import dataset": ["import", "dataset", "--format", "jsonl", str(jsonl), "--name", "n",
-                           *d],  # fmt: skip
-        "import results": ["import", "results", "--format", "oncu-release",
-                           str(_results_csv(tmp / "r2.csv")), "--name", "r2", *d],  # fmt: skip
-        "run embedded": ["run", "--backend", "embedded", "--dataset", "controlled-200",
-                         "--conditions", "no_evidence", "--name", "e1", *d],  # fmt: skip
+        "import dataset": ["import", "dataset", "--format", "jsonl", str(jsonl), "--name", "n", *d],
+        "import results": [
+            "import",
+            "results",
+            "--format",
+            "oncu-release",
+            str(_results_csv(tmp / "r2.csv")),
+            "--name",
+            "r2",
+            *d,
+        ],
+        "run embedded": [
+            "run",
+            "--backend",
+            "embedded",
+            "--dataset",
+            "controlled-200",
+            "--conditions",
+            "no_evidence",
+            "--name",
+            "e1",
+            *d,
+        ],
         "score": ["score", *d],
         "report oncu": ["report", "oncu", *d],
         "report failures": ["report", "failures", "--run", "r1", *d],
         "report runs": ["report", "runs", *d],
-        "export table": ["export", "table", "condition_matrix", "--runs", "r1", "--out",
-                         str(tmp / "t.csv"), *d],  # fmt: skip
-        "export figure": ["export", "figure", "condition_matrix", "--runs", "r1", "--out",
-                          str(tmp / "f.csv"), *d],  # fmt: skip
+        "export table": [
+            "export",
+            "table",
+            "condition_matrix",
+            "--runs",
+            "r1",
+            "--out",
+            str(tmp / "t.csv"),
+            *d,
+        ],
+        "export figure": [
+            "export",
+            "figure",
+            "condition_matrix",
+            "--runs",
+            "r1",
+            "--out",
+            str(tmp / "f.csv"),
+            *d,
+        ],
         "demo": ["demo", *d],
         "generate": ["generate", "ruler-lite", *d],
     }
@@ -136,9 +182,18 @@ def _commands(tmp: Path, db: Path) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize(
     "kind",
-    ["random", "truncated", "overwritten", "header", "sqlite", "text", "empty", "directory",
-     "other-duckdb"],
-)  # fmt: skip
+    [
+        "random",
+        "truncated",
+        "overwritten",
+        "header",
+        "sqlite",
+        "text",
+        "empty",
+        "directory",
+        "other-duckdb",
+    ],
+)
 def test_every_command_refuses_a_corrupt_store_in_one_line(kind, good_store, tmp_path, capsys):
     db = _make(kind, good_store, tmp_path / "bad.duckdb")
     before = _fingerprint(db)
@@ -150,7 +205,9 @@ def test_every_command_refuses_a_corrupt_store_in_one_line(kind, good_store, tmp
         assert code == 1, (label, out, err)
         assert len(lines) == 1, (label, err)
         assert lines[0].startswith(f"error: store {db}: not a readable evidence store ("), (
-            label, lines[0])  # fmt: skip
+            label,
+            lines[0],
+        )
         assert _fingerprint(db) == before, label
     assert not Path(str(db) + ".wal").exists()
 
@@ -165,19 +222,25 @@ def test_the_good_store_still_answers_every_command(good_store, tmp_path, capsys
 
 @pytest.mark.parametrize(
     ("kind", "reason"),
-    [("truncated", "truncated: "), ("sqlite", "a SQLite database"),
-     ("empty", "an empty file of 0 bytes"), ("directory", "a directory"),
-     ("text", "not a DuckDB database file"),
-     ("other-duckdb", "a DuckDB database without the evidence-store tables")],
-)  # fmt: skip
+    [
+        ("truncated", "truncated: "),
+        ("sqlite", "a SQLite database"),
+        ("empty", "an empty file of 0 bytes"),
+        ("directory", "a directory"),
+        ("text", "not a DuckDB database file"),
+        ("other-duckdb", "a DuckDB database without the evidence-store tables"),
+    ],
+)
 def test_the_reason_says_what_the_file_is(kind, reason, good_store, tmp_path):
     db = _make(kind, good_store, tmp_path / "bad.duckdb")
     for read_only in (True, False):
         with pytest.raises(StoreError, match="not a readable evidence store") as info:
             Store(db).dataset_names() if read_only else Store(db).schema_version()
         assert f"({reason}" in str(info.value)
-        with pytest.raises(StoreError, match="not a readable evidence store"), \
-                Store(db).attached(read_only=read_only):  # fmt: skip
+        with (
+            pytest.raises(StoreError, match="not a readable evidence store"),
+            Store(db).attached(read_only=read_only),
+        ):
             pass
 
 
@@ -185,8 +248,10 @@ def test_a_truncated_store_is_not_written_by_the_engine_path(good_store, tmp_pat
     """``write_batch`` (the engine's attached connection) refuses before any write."""
     db = _make("truncated", good_store, tmp_path / "bad.duckdb")
     before = _fingerprint(db)
-    with pytest.raises(StoreError, match=r"truncated: \d+ bytes, its header needs \d+"), \
-            Store(db).write_batch():  # fmt: skip
+    with (
+        pytest.raises(StoreError, match=r"truncated: \d+ bytes, its header needs \d+"),
+        Store(db).write_batch(),
+    ):
         pass
     assert _fingerprint(db) == before
 
@@ -198,9 +263,12 @@ def test_a_sqlite_file_never_makes_duckdb_load_an_extension(good_store, tmp_path
     home.mkdir()
     proc = subprocess.run(
         [sys.executable, "-m", "core", "datasets", "--db", str(db)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "HOME": str(home)},
-    )  # fmt: skip
+    )
     assert proc.returncode == 1
     assert proc.stderr == f"error: store {db}: not a readable evidence store (a SQLite database)\n"
     assert not (home / ".duckdb").exists()
@@ -215,11 +283,15 @@ def test_a_missing_store_is_not_created_by_a_read_command(tmp_path, capsys):
 
 
 def test_a_checksum_error_while_reading_becomes_the_one_line_error(tmp_path):
-    err = duckdb.Error("Corrupt database file: computed checksum 1 does not match stored "
-                       "checksum 2 in block at location 3682304")  # fmt: skip
+    err = duckdb.Error(
+        "Corrupt database file: computed checksum 1 does not match stored "
+        "checksum 2 in block at location 3682304"
+    )
     made = unreadable_store_error(tmp_path / "x.duckdb", err)
-    assert str(made) == (f"store {tmp_path / 'x.duckdb'}: not a readable evidence store "
-                         "(corrupt: a block fails its checksum)")  # fmt: skip
+    assert str(made) == (
+        f"store {tmp_path / 'x.duckdb'}: not a readable evidence store "
+        "(corrupt: a block fails its checksum)"
+    )
     assert unreadable_store_error(tmp_path / "x.duckdb", duckdb.Error("Binder Error: x")) is None
 
 
@@ -229,13 +301,22 @@ _BAD_NAMES = [("", "must not be empty"), ("a\nb", "not printable"), ("x" * 129, 
 
 @pytest.mark.parametrize(("name", "why"), _BAD_NAMES)
 @pytest.mark.parametrize("command", ["run", "run-interventions", "run-probes"])
-def test_every_run_command_refuses_a_bad_run_name(command, name, why, good_store, tmp_path,
-                                                  capsys):  # fmt: skip
+def test_every_run_command_refuses_a_bad_run_name(command, name, why, good_store, tmp_path, capsys):
     db = tmp_path / "s.duckdb"
     shutil.copy(good_store, db)
     before = _fingerprint(db)
-    code = main([command, "--backend", "embedded", "--dataset", "controlled-200",
-                 f"--name={name}", "--db", str(db)])  # fmt: skip
+    code = main(
+        [
+            command,
+            "--backend",
+            "embedded",
+            "--dataset",
+            "controlled-200",
+            f"--name={name}",
+            "--db",
+            str(db),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: run name ")
@@ -274,12 +355,15 @@ def test_the_file_check_never_unlocks_a_store_this_process_holds(good_store, tmp
     A second open inside the first (and its close) leaves the file locked to others."""
     db = tmp_path / "s.duckdb"
     shutil.copy(good_store, db)
-    probe = (f"import duckdb\ntry:\n    duckdb.connect({str(db)!r}).close(); print('opened')\n"
-             "except duckdb.IOException as e:\n    print('locked' if 'lock' in str(e) else e)")
+    probe = (
+        f"import duckdb\ntry:\n    duckdb.connect({str(db)!r}).close(); print('opened')\n"
+        "except duckdb.IOException as e:\n    print('locked' if 'lock' in str(e) else e)"
+    )
 
     def other_process() -> str:
-        return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                              timeout=120).stdout.strip()  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+        ).stdout.strip()
 
     store = Store(db)
     with store.connect() as con:
@@ -288,8 +372,10 @@ def test_the_file_check_never_unlocks_a_store_this_process_holds(good_store, tmp
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
         assert other_process() == "locked"
     with store.attached():
-        with pytest.raises(StoreError, match="locked"), \
-                Store(db, lock_timeout=0.2).attached():  # in use here: retried, no file check
+        with (
+            pytest.raises(StoreError, match="locked"),
+            Store(db, lock_timeout=0.2).attached(),
+        ):  # in use here: retried, no file check
             pass
         assert other_process() == "locked"
     assert other_process() == "opened"

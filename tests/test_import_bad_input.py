@@ -12,8 +12,12 @@ from core.types import DataError
 
 
 def good(i=1, **overrides):
-    rec = {"id": f"r{i}", "question": f"question {i}?", "answer": "x",
-           "passages": [{"text": "x is here", "is_gold": True}, {"text": "filler"}]}  # fmt: skip
+    rec = {
+        "id": f"r{i}",
+        "question": f"question {i}?",
+        "answer": "x",
+        "passages": [{"text": "x is here", "is_gold": True}, {"text": "filler"}],
+    }
     rec.update(overrides)
     return rec
 
@@ -163,8 +167,9 @@ def test_invalid_json_that_is_not_truncated(tmp_path):
     path.write_text("[" + json.dumps(hotpot(1)) + "\n {} ]", encoding="utf-8")  # no comma
     err = fails(path, "hotpotqa")
     assert (err.record, err.reason) == (
-        1, "invalid JSON after this record: expected ',' or ']' at line 2 column 2",
-    )  # fmt: skip
+        1,
+        "invalid JSON after this record: expected ',' or ']' at line 2 column 2",
+    )
 
 
 def test_deeply_nested_record(tmp_path):
@@ -232,24 +237,39 @@ def test_oncu_record_without_question(tmp_path):
         ({"id": 1.5}, "id", "expected a string or an integer id, got the number 1.5"),
         ({"passages": "x is here"}, "passages", "expected a list, got the string 'x is here'"),
         ({"passages": {"text": "x"}}, "passages", "expected a list, got an object"),
-        ({"passages": ["x is here"]}, "passages[0]",
-         "expected an object, got the string 'x is here'"),
+        (
+            {"passages": ["x is here"]},
+            "passages[0]",
+            "expected an object, got the string 'x is here'",
+        ),
         ({"passages": [{"title": "T"}]}, "passages[0].text", "missing"),
         ({"passages": [{"text": 5}]}, "passages[0].text", "expected a string, got the number 5"),
-        ({"passages": [{"text": "a", "is_gold": "yes"}]}, "passages[0].is_gold",
-         "expected true or false, got the string 'yes'"),
-        ({"passages": [{"text": "a", "role": "support"}]}, "passages[0].role",
-         "unknown role 'support'; allowed: gold, distractor, conflicting, filler"),
-        ({"passages": [{"text": "a", "role": "gold", "is_gold": False}]}, "passages[0].is_gold",
-         "is_gold false contradicts role 'gold'"),
-        ({"passages": [{"id": "d1", "text": "a"}, {"id": "d1", "text": "b"}]}, "passages[1].id",
-         "duplicate passage id 'd1' (also passages[0])"),
+        (
+            {"passages": [{"text": "a", "is_gold": "yes"}]},
+            "passages[0].is_gold",
+            "expected true or false, got the string 'yes'",
+        ),
+        (
+            {"passages": [{"text": "a", "role": "support"}]},
+            "passages[0].role",
+            "unknown role 'support'; allowed: gold, distractor, conflicting, filler",
+        ),
+        (
+            {"passages": [{"text": "a", "role": "gold", "is_gold": False}]},
+            "passages[0].is_gold",
+            "is_gold false contradicts role 'gold'",
+        ),
+        (
+            {"passages": [{"id": "d1", "text": "a"}, {"id": "d1", "text": "b"}]},
+            "passages[1].id",
+            "duplicate passage id 'd1' (also passages[0])",
+        ),
         ({"context_length": -3}, "context_length", "expected an integer >= 0, got -3"),
         ({"context_length": "4K"}, "context_length", "expected an integer, got the string '4K'"),
         ({"metadata": [1]}, "metadata", "expected an object, got a list of 1 items"),
         ({"aliases": "x"}, "aliases", "expected a list, got the string 'x'"),
     ],
-)  # fmt: skip
+)
 def test_jsonl_wrong_types(tmp_path, overrides, field, reason):
     path = jsonl(tmp_path / "t.jsonl", [good(1), good(2, **overrides)])
     err = fails(path, "jsonl")
@@ -262,21 +282,36 @@ def test_jsonl_wrong_types(tmp_path, overrides, field, reason):
     [
         ({"question": 123}, "question", "expected a string, got the number 123"),
         ({"context": "Alpha"}, "context", "expected a list, got the string 'Alpha'"),
-        ({"context": {"title": ["Alpha"], "sentences": [["a"]]}}, "context",
-         "expected a list of [title, [sentences]] pairs, got an object (the Hugging Face column "
-         "layout is not supported: use the original JSON release)"),
-        ({"context": [["Alpha"]]}, "context[0]",
-         "expected [title, [sentences]], got a list of 1 items"),
-        ({"context": [["Alpha", "Alpha is here."]]}, "context[0][1]",
-         "expected a list, got the string 'Alpha is here.'"),
-        ({"context": [["Alpha", ["ok", 7]]]}, "context[0][1][1]",
-         "expected a string, got the number 7"),
-        ({"supporting_facts": [["Alpha", "0"]]}, "supporting_facts[0][1]",
-         "expected an integer, got the string '0'"),
+        (
+            {"context": {"title": ["Alpha"], "sentences": [["a"]]}},
+            "context",
+            "expected a list of [title, [sentences]] pairs, got an object (the Hugging Face column "
+            "layout is not supported: use the original JSON release)",
+        ),
+        (
+            {"context": [["Alpha"]]},
+            "context[0]",
+            "expected [title, [sentences]], got a list of 1 items",
+        ),
+        (
+            {"context": [["Alpha", "Alpha is here."]]},
+            "context[0][1]",
+            "expected a list, got the string 'Alpha is here.'",
+        ),
+        (
+            {"context": [["Alpha", ["ok", 7]]]},
+            "context[0][1][1]",
+            "expected a string, got the number 7",
+        ),
+        (
+            {"supporting_facts": [["Alpha", "0"]]},
+            "supporting_facts[0][1]",
+            "expected an integer, got the string '0'",
+        ),
         ({"supporting_facts": None}, "supporting_facts", "is null"),
         ({"_id": ""}, "_id", "empty id"),
     ],
-)  # fmt: skip
+)
 def test_hotpot_wrong_types(tmp_path, overrides, field, reason):
     path = tmp_path / "h.json"
     path.write_text(json.dumps([hotpot(1), hotpot(2, **overrides)]), encoding="utf-8")

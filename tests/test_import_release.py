@@ -23,8 +23,10 @@ from core.types import DataError
 
 HOTPOT = "hotpotqa_qwen25_14b_200"
 # hand-read from the fixture's parsed_predictions.jsonl, line 2
-LALELI = ("The Laleli Mosque is located in Laleli, Fatih, Istanbul, while the Esma Sultan "
-          "Mansion is situated in Ortaköy neighborhood of Istanbul.")  # fmt: skip
+LALELI = (
+    "The Laleli Mosque is located in Laleli, Fatih, Istanbul, while the Esma Sultan "
+    "Mansion is situated in Ortaköy neighborhood of Istanbul."
+)
 LALELI_ID = "hotpotqa_5adbf0a255429947ff17385a"
 
 
@@ -32,8 +34,15 @@ def _reply(sid="s1", method="direct", raw=None, **pred) -> dict:
     prediction = {"answer": "Paris", "evidence_ids": ["p0001"], "explanation": "it says so"}
     prediction.update(pred)
     raw = raw if raw is not None else json.dumps(prediction)
-    return {"sample_id": sid, "model_name": "m1", "method": method, "raw_response": raw,
-            "prediction": prediction, "prompt_hash": "abc", "intermediate": {}}  # fmt: skip
+    return {
+        "sample_id": sid,
+        "model_name": "m1",
+        "method": method,
+        "raw_response": raw,
+        "prediction": prediction,
+        "prompt_hash": "abc",
+        "intermediate": {},
+    }
 
 
 def _jsonl(path: Path, records) -> Path:
@@ -45,17 +54,29 @@ def _toy_run(folder: Path, prefix: str = "toy", replies=None) -> list[Path]:
     """A released run of one instance and four methods: CSV, parsed predictions, replies."""
     folder.mkdir(parents=True, exist_ok=True)
     name = (lambda kind: f"{prefix}.{kind}") if prefix else (lambda kind: kind)
-    csv_path = write_csv(folder / name("per_sample_metrics.csv"),
-                         [row(method=m) for m in METHODS])  # fmt: skip
-    parsed = _jsonl(folder / name("parsed_predictions.jsonl"),
-                    [{"sample_id": "s1", "method": m, "answer": "Paris",
-                      "evidence_ids": ["p0001"], "explanation": f"why {m}"} for m in METHODS])
+    csv_path = write_csv(folder / name("per_sample_metrics.csv"), [row(method=m) for m in METHODS])
+    parsed = _jsonl(
+        folder / name("parsed_predictions.jsonl"),
+        [
+            {
+                "sample_id": "s1",
+                "method": m,
+                "answer": "Paris",
+                "evidence_ids": ["p0001"],
+                "explanation": f"why {m}",
+            }
+            for m in METHODS
+        ],
+    )
     if replies is None:
         replies = [_reply(method=m) for m in METHODS]
         # no evidence shown, and the reply cites p0001 anyway: the release drops it
-        replies[0] = _reply(method="no_evidence", raw='{"answer": "Paris", "evidence_ids": '
-                            '["p0001"], "explanation": "known"}', evidence_ids=[],
-                            explanation="known")  # fmt: skip
+        replies[0] = _reply(
+            method="no_evidence",
+            raw='{"answer": "Paris", "evidence_ids": ["p0001"], "explanation": "known"}',
+            evidence_ids=[],
+            explanation="known",
+        )
     raw = _jsonl(folder / name("raw_model_responses.jsonl"), replies)
     return [csv_path, parsed, raw]
 
@@ -66,7 +87,9 @@ def test_files_are_grouped_by_run_prefix(tmp_path):
     b = write_csv(tmp_path / "b.per_sample_metrics.csv", [row()])
     groups = group_release_files([a[2], b, a[0], a[1]])
     assert [(g.name, g.metrics.name) for g in groups] == [
-        ("a", "a.per_sample_metrics.csv"), ("b", "b.per_sample_metrics.csv")]
+        ("a", "a.per_sample_metrics.csv"),
+        ("b", "b.per_sample_metrics.csv"),
+    ]
     assert (groups[0].parsed, groups[0].replies) == (a[1], a[2])
     assert (groups[1].parsed, groups[1].replies) == (None, None)
     # a CSV alone takes the side files beside it, as the import always did
@@ -97,8 +120,9 @@ def test_toy_run_stores_reply_explanation_and_both_parses(tmp_path):
     store = Store(tmp_path / "s.duckdb")
     res = import_results(store, group_release_files(files)[0])
     assert res.runs == ("toy",) and res.n_explained == 4 and res.n_replies == 4
-    preds = {p["condition"]: p for p in store.instance_predictions(["toy"], "s1")
-             .to_dict("records")}  # fmt: skip
+    preds = {
+        p["condition"]: p for p in store.instance_predictions(["toy"], "s1").to_dict("records")
+    }
     assert preds["full_context"]["explanation"] == "why direct"
     assert json.loads(preds["full_context"]["raw_response"])["answer"] == "Paris"
     # what the release says was shown: nothing, the gold ids, or (not said) NULL
@@ -109,12 +133,15 @@ def test_toy_run_stores_reply_explanation_and_both_parses(tmp_path):
     shown = release_parse(preds["full_context"]["meta"])
     assert shown["differs"] == []
     assert {r["field"]: (r["release"], r["this tool"]) for r in shown["rows"]}["answer"] == (
-        "Paris", "Paris")
+        "Paris",
+        "Paris",
+    )
     run = store.run_row("toy")
     check = run["options"]["parse_check"]
     assert (check["n_rows"], check["n_replies"]) == (4, 4)
     assert check["n_differs"] == sum(
-        bool(release_parse(p["meta"])["differs"]) for p in preds.values())
+        bool(release_parse(p["meta"])["differs"]) for p in preds.values()
+    )
     assert "raw replies: 4 of 4" in run["notes"]
 
 
@@ -123,8 +150,11 @@ def test_the_no_evidence_reply_citing_an_unshown_id_matches_the_release(tmp_path
     files = _toy_run(tmp_path / "in", "toy")
     store = Store(tmp_path / "s.duckdb")
     import_results(store, group_release_files(files)[0])
-    (pred,) = store.instance_predictions(["toy"], "s1").query(
-        "condition == 'no_evidence'").to_dict("records")
+    (pred,) = (
+        store.instance_predictions(["toy"], "s1")
+        .query("condition == 'no_evidence'")
+        .to_dict("records")
+    )
     parse = json.loads(pred["meta"])["release"]
     assert parse["parse"]["evidence_ids"] == []
     assert parse["tool_parse"]["evidence_ids"] == []
@@ -135,12 +165,26 @@ def test_cli_imports_a_results_folder(tmp_path, capsys):
     _toy_run(tmp_path / "myrun" / "results", prefix="")
     db = tmp_path / "s.duckdb"
     capsys.readouterr()
-    assert main(["import", "results", "--format", "oncu-release",
-                 str(tmp_path / "myrun" / "results"), "--db", str(db)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "import",
+                "results",
+                "--format",
+                "oncu-release",
+                str(tmp_path / "myrun" / "results"),
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert out.startswith(f"{tmp_path / 'myrun' / 'results' / 'per_sample_metrics.csv'}: read 4 "
-                          "predictions of 1 instances; created dataset 'myrun'; runs: myrun "
-                          "(re-scored); explanations: 4; raw replies: 4 of 4")  # fmt: skip
+    assert out.startswith(
+        f"{tmp_path / 'myrun' / 'results' / 'per_sample_metrics.csv'}: read 4 "
+        "predictions of 1 instances; created dataset 'myrun'; runs: myrun "
+        "(re-scored); explanations: 4; raw replies: 4 of 4"
+    )
     assert snapshot(db)[1] == [("myrun", 4)]
 
 
@@ -148,8 +192,11 @@ def test_cli_imports_a_results_folder(tmp_path, capsys):
 @pytest.fixture
 def db(tmp_path):
     path = tmp_path / "base.db"
-    import_results(Store(path), write_csv(tmp_path / "base.per_sample_metrics.csv",
-                                          [row(method=m) for m in METHODS]), name="base")
+    import_results(
+        Store(path),
+        write_csv(tmp_path / "base.per_sample_metrics.csv", [row(method=m) for m in METHODS]),
+        name="base",
+    )
     return path
 
 
@@ -159,16 +206,25 @@ def db(tmp_path):
         ({"raw_response": None}, "raw_response", "is null"),
         ({"raw_response": 5}, "raw_response", "expected a string, got the number 5"),
         ({"prediction": "x"}, "prediction", "expected an object, got the string 'x'"),
-        ({"method": "closed_book"}, "method", "unknown method 'closed_book' (allowed: "
-         "no_evidence, direct, retrieve_then_read, oracle)"),
-        ({"sample_id": "s9"}, "sample_id", "(sample_id, method) ('s9', 'retrieve_then_read') is "
-         "not in toy.per_sample_metrics.csv"),
-        ({"model_name": "m2"}, "model_name", "'m2' here but 'm1' in toy.per_sample_metrics.csv "
-         "for ('s1', 'retrieve_then_read')"),
+        (
+            {"method": "closed_book"},
+            "method",
+            "unknown method 'closed_book' (allowed: "
+            "no_evidence, direct, retrieve_then_read, oracle)",
+        ),
+        (
+            {"sample_id": "s9"},
+            "sample_id",
+            "(sample_id, method) ('s9', 'retrieve_then_read') is not in toy.per_sample_metrics.csv",
+        ),
+        (
+            {"model_name": "m2"},
+            "model_name",
+            "'m2' here but 'm1' in toy.per_sample_metrics.csv for ('s1', 'retrieve_then_read')",
+        ),
     ],
-)  # fmt: skip
-def test_a_bad_reply_line_is_one_line_and_stores_nothing(capsys, db, tmp_path, bad, field,
-                                                         reason):  # fmt: skip
+)
+def test_a_bad_reply_line_is_one_line_and_stores_nothing(capsys, db, tmp_path, bad, field, reason):
     replies = [_reply(method=m) for m in METHODS]
     replies[2] = {**replies[2], **bad}
     files = _toy_run(tmp_path / "in", "toy", replies=replies)
@@ -180,15 +236,18 @@ def test_a_reply_listed_twice_is_refused(capsys, db, tmp_path):
     replies = [_reply(method=m) for m in METHODS] + [_reply(method="oracle")]
     files = _toy_run(tmp_path / "in", "toy", replies=replies)
     err = refused(capsys, db, "import", "results", "--format", "oncu-release", *files)
-    assert err == (f"error: {files[2]}: record 5: field 'sample_id': (sample_id, method) "
-                   "('s1', 'oracle') listed twice: first in record 4")  # fmt: skip
+    assert err == (
+        f"error: {files[2]}: record 5: field 'sample_id': (sample_id, method) "
+        "('s1', 'oracle') listed twice: first in record 4"
+    )
 
 
 def test_several_runs_with_name_are_refused(capsys, db, tmp_path):
     a = _toy_run(tmp_path / "in", "a")
     b = _toy_run(tmp_path / "in", "b")
-    err = refused(capsys, db, "import", "results", "--format", "oncu-release", *a, *b,
-                  "--name", "x")  # fmt: skip
+    err = refused(
+        capsys, db, "import", "results", "--format", "oncu-release", *a, *b, "--name", "x"
+    )
     assert err.startswith("error: --name names one import, but the files hold 2 runs (a, b)")
 
 
@@ -202,9 +261,11 @@ def test_a_rerun_of_an_instance_without_text_is_refused(tmp_path):
         rerun(store, RerunRequest("toy", "s1", "toy", "retrieved", "remove", "p0001"))
     msg = str(err.value)
     assert "\n" not in msg
-    assert msg.startswith("cannot rerun s1: the store holds no question or passage text for it "
-                          "(imported from oncu-release results, which keeps ids and answers "
-                          "only)")  # fmt: skip
+    assert msg.startswith(
+        "cannot rerun s1: the store holds no question or passage text for it "
+        "(imported from oncu-release results, which keeps ids and answers "
+        "only)"
+    )
     assert len(store.runs_frame(live=False)) == before  # no companion run was made
 
 
@@ -212,8 +273,10 @@ def test_a_rerun_of_an_instance_without_text_is_refused(tmp_path):
 @pytest.fixture(scope="module")
 def hotpot(tmp_path_factory):
     csv_path = shared_fixture(RELEASE_HOTPOTQA)
-    files = [csv_path.with_name(f"{HOTPOT}.{k}") for k in
-             ("per_sample_metrics.csv", "parsed_predictions.jsonl", "raw_model_responses.jsonl")]
+    files = [
+        csv_path.with_name(f"{HOTPOT}.{k}")
+        for k in ("per_sample_metrics.csv", "parsed_predictions.jsonl", "raw_model_responses.jsonl")
+    ]
     store = Store(tmp_path_factory.mktemp("rel") / "r.duckdb")
     (group,) = group_release_files(files[::-1])
     res = import_results(store, group)
@@ -234,8 +297,12 @@ def test_release_import_keeps_every_reply_and_explanation(hotpot):
     check = store.run_row(HOTPOT)["options"]["parse_check"]
     assert (check["n_rows"], check["n_replies"]) == (800, 800)
     with store.connect(read_only=True) as con:
-        metas = [m for (m,) in con.execute("SELECT meta FROM predictions WHERE run_id = ?",
-                                           [HOTPOT]).fetchall()]  # fmt: skip
+        metas = [
+            m
+            for (m,) in con.execute(
+                "SELECT meta FROM predictions WHERE run_id = ?", [HOTPOT]
+            ).fetchall()
+        ]
     assert len(metas) == 800
     assert check["n_differs"] == sum(bool(json.loads(m)["release"]["parse_differs"]) for m in metas)
 
@@ -247,8 +314,12 @@ def test_release_scores_are_the_release_values(hotpot):
         rows = list(csv.DictReader(fh))
     cited = {(r["sample_id"], r["method"]): r["predicted_evidence_ids"] for r in rows}
     preds = store.instance_predictions([HOTPOT], LALELI_ID).to_dict("records")
-    back = {"full_context": "direct", "retrieved": "retrieve_then_read", "oracle": "oracle",
-            "no_evidence": "no_evidence"}  # fmt: skip
+    back = {
+        "full_context": "direct",
+        "retrieved": "retrieve_then_read",
+        "oracle": "oracle",
+        "no_evidence": "no_evidence",
+    }
     for p in preds:
         assert ";".join(p["cited_ids"]) == cited[(LALELI_ID, back[p["condition"]])]
 
@@ -264,20 +335,25 @@ def test_release_folder_copy_imports_the_same(tmp_path, hotpot):
     again = import_results(store, folder)
     assert again.runs == (HOTPOT,)
     assert (again.n_explained, again.n_replies, again.parse_check) == (
-        res.n_explained, res.n_replies, res.parse_check)
+        res.n_explained,
+        res.n_replies,
+        res.parse_check,
+    )
 
 
 def test_failure_browser_rows_carry_the_released_explanation(hotpot):
     """The retrieved failure of the Apple Remote question lists its released explanation."""
     store, _, _ = hotpot
-    rows, _ = store.failure_page(FailureFilter(runs=(HOTPOT,), conditions=("retrieved",),
-                                               text="Siri Remote"), 0, 50)  # fmt: skip
+    rows, _ = store.failure_page(
+        FailureFilter(runs=(HOTPOT,), conditions=("retrieved",), text="Siri Remote"), 0, 50
+    )
     (hit,) = rows[rows["instance_id"] == "hotpotqa_5adddccd5542997dc7907069"].to_dict("records")
     assert hit["outcome"] == "wrong" and hit["answer"] == "Siri Remote"
     # hand-read from the fixture's parsed_predictions.jsonl, line 15
     assert hit["explanation"] == (
         "The Siri Remote is designed specifically to work with the always-on Siri capable Apple "
-        "TV, which was originally interacted with by the Apple Remote.")
+        "TV, which was originally interacted with by the Apple Remote."
+    )
 
 
 def test_a_retrieved_reply_citing_an_id_the_release_dropped_is_explained(hotpot):
@@ -290,7 +366,6 @@ def test_a_retrieved_reply_citing_an_id_the_release_dropped_is_explained(hotpot)
     assert parse["differs"] == ["evidence_ids"]
     rows = {r["field"]: (r["release"], r["this tool"]) for r in parse["rows"]}
     assert rows["evidence ids"] == ("(none)", "p0002")
-    assert parse["note"].startswith("The release does not record which passages this call "
-                                    "showed")  # fmt: skip
+    assert parse["note"].startswith("The release does not record which passages this call showed")
     (oracle,) = preds.loc[preds["condition"] == "oracle", "meta"]
     assert release_parse(oracle)["note"] == ""  # the oracle's shown ids are known

@@ -28,8 +28,12 @@ def _p(i: int, title: str, text: str, gold: bool) -> Passage:
 
 # chunk_size 6, overlap 0: each passage ("[passage_id: pXXXX] Title: T w1 w2" = 3 + 1 + 2
 # tokens) is one chunk of its own, c0001 = p0001 (gold), c0002 = p0002 (distractor)
-TEXTED = Instance("a", "capital of france", "Paris",
-                  (_p(1, "A", "paris france", True), _p(2, "B", "berlin germany", False)))
+TEXTED = Instance(
+    "a",
+    "capital of france",
+    "Paris",
+    (_p(1, "A", "paris france", True), _p(2, "B", "berlin germany", False)),
+)
 # what an imported results row becomes: the gold passage, no title, no text
 BARE = Instance("b", "", "Paris", (_p(1, "", "", True),), metadata={"imported_from": "x.csv"})
 
@@ -68,8 +72,7 @@ def test_an_audit_with_no_text_at_all_is_missing_not_one():
 
 
 def test_crux_leaves_out_instances_without_text_and_says_so():
-    res = crux_evaluate([TEXTED, BARE], ["lexical"], [1], chunk_size=6, overlap=0,
-                        n_resamples=50)  # fmt: skip
+    res = crux_evaluate([TEXTED, BARE], ["lexical"], [1], chunk_size=6, overlap=0, n_resamples=50)
     row = res.aggregate.iloc[0]
     # gold-derived answerability: p0001 answers its own sub-question; c0001 is ranked first
     assert (row["n"], row["coverage"], row["n_no_text"]) == (1, 1.0, 1)
@@ -99,8 +102,19 @@ def _run(capsys, *argv: str) -> str:
 
 
 def test_report_retrieval_on_the_release_prints_missing(release, capsys):
-    out = _run(capsys, "report", "retrieval", "--dataset", "hotpotqa", "--retrievers",
-               "lexical,oracle", "--k", "1,5", "--db", str(release))  # fmt: skip
+    out = _run(
+        capsys,
+        "report",
+        "retrieval",
+        "--dataset",
+        "hotpotqa",
+        "--retrievers",
+        "lexical,oracle",
+        "--k",
+        "1,5",
+        "--db",
+        str(release),
+    )
     assert "1.000" not in out
     assert f"missing: {NO_TEXT_REASON} (all 200 instances" in out
     rows = [line.split() for line in out.splitlines()[1:5]]
@@ -108,8 +122,20 @@ def test_report_retrieval_on_the_release_prints_missing(release, capsys):
 
 
 def test_report_crux_on_the_release_prints_missing(release, capsys):
-    out = _run(capsys, "report", "crux", "--dataset", "hotpotqa", "--k", "1,3", "--k-required",
-               "--resamples", "50", "--db", str(release))  # fmt: skip
+    out = _run(
+        capsys,
+        "report",
+        "crux",
+        "--dataset",
+        "hotpotqa",
+        "--k",
+        "1,3",
+        "--k-required",
+        "--resamples",
+        "50",
+        "--db",
+        str(release),
+    )
     assert "1.000" not in out
     assert f"Missing: {NO_TEXT_REASON} (all 200 instances" in out
 
@@ -118,17 +144,30 @@ def test_exports_on_the_release_have_no_one_rows(release, tmp_path, capsys):
     for name in ("retrieval_grid", "crux_table"):
         out = tmp_path / f"{name}.csv"
         extra = ["--option", "n_resamples=50"] if name == "crux_table" else []
-        _run(capsys, "export", "table", name, "--dataset", "hotpotqa", "--out", str(out),
-             *extra, "--db", str(release))  # fmt: skip
+        _run(
+            capsys,
+            "export",
+            "table",
+            name,
+            "--dataset",
+            "hotpotqa",
+            "--out",
+            str(out),
+            *extra,
+            "--db",
+            str(release),
+        )
         with out.open(encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
         assert rows, name
         for r in rows:
-            metrics = ("recall", "full_chain_coverage", "evidence_f1") if name == \
-                "retrieval_grid" else ("coverage", "alpha_ndcg", "density")
+            metrics = (
+                ("recall", "full_chain_coverage", "evidence_f1")
+                if name == "retrieval_grid"
+                else ("coverage", "alpha_ndcg", "density")
+            )
             assert all(r[m] == "" for m in metrics), (name, r)
             assert r["n_no_text"] == "200" and r["missing"].startswith(NO_TEXT_REASON)
-
 
 
 def test_the_release_titles_are_empty_so_title_grounding_is_missing(release):

@@ -224,8 +224,11 @@ def test_twowiki_inline_sample(tmp_path):
     w1, w2, w3, w4 = result.dataset.instances
     assert result.dataset.source == "2wikimultihopqa" and w1.source == "2wikimultihopqa"
     assert [i.reasoning_type for i in (w1, w2, w3, w4)] == [
-        "multi_hop", "comparison", "multi_hop", "comparison",
-    ]  # fmt: skip
+        "multi_hop",
+        "comparison",
+        "multi_hop",
+        "comparison",
+    ]
     assert [i.metadata["type"] for i in (w1, w2, w3, w4)] == [r["type"] for r in TWOWIKI]
     assert w1.metadata["evidences"] == TWOWIKI[0]["evidences"]
     assert "level" not in w1.metadata
@@ -284,8 +287,10 @@ def test_babilong_first_record_exact(babilong):
     )
     assert inst.context_length == 23 and inst.metadata["cue_applicable"] is False
     assert (inst.reasoning_type, inst.answer_type, inst.evidence_position) == (
-        "unknown", "string", "unknown",
-    )  # fmt: skip
+        "unknown",
+        "string",
+        "unknown",
+    )
 
 
 def test_babilong_multi_passage_record(babilong):
@@ -348,11 +353,15 @@ def test_oncu_release_record_with_filler_distractor_and_repeat(tmp_path):
     assert [p.doc_id for p in inst.passages if p.is_gold] == ["p0001", "Arcturus"]
     assert inst.fan_in == 2 and inst.oracle_applicable
     assert (inst.context_length, inst.evidence_position, inst.evidence_density) == (
-        16000, "scattered", "medium",
-    )  # fmt: skip
+        16000,
+        "scattered",
+        "medium",
+    )
     assert (inst.distractor_similarity, inst.reasoning_type, inst.answer_type) == (
-        "conflicting", "single_hop", "entity",
-    )  # fmt: skip
+        "conflicting",
+        "single_hop",
+        "entity",
+    )
     assert inst.source == "controlled"
     assert inst.metadata["seed"] == 42
     assert inst.metadata["import_notes"] == {
@@ -399,9 +408,14 @@ def test_jsonl_round_trip_keeps_text_answers(tmp_path):
     ]
     records.append({"id": 9, "question": "year?", "answer": 1999, "passages": _passages("z")})
     records.append(
-        {"id": "f", "question": "ratio?", "answer": 3.5, "aliases": [3.50, "three and a half"],
-         "passages": _passages("z")}
-    )  # fmt: skip
+        {
+            "id": "f",
+            "question": "ratio?",
+            "answer": 3.5,
+            "aliases": [3.50, "three and a half"],
+            "passages": _passages("z"),
+        }
+    )
     path = write_jsonl(tmp_path / "mine.jsonl", records, blank_lines=True)
     result = read_dataset(path, "jsonl", "mine")
     insts = result.dataset.instances
@@ -422,8 +436,13 @@ def test_jsonl_full_record_and_passage_ids(tmp_path):
         "answer": "Jane Roe",
         "aliases": ["J. Roe"],
         "passages": [
-            {"id": "d7", "title": "Y (film)", "text": "Y is a film based on X.", "doc_id": "wiki:Y",
-             "is_gold": True},
+            {
+                "id": "d7",
+                "title": "Y (film)",
+                "text": "Y is a film based on X.",
+                "doc_id": "wiki:Y",
+                "is_gold": True,
+            },
             {"id": "d2", "title": "X (novel)", "text": "X is a novel by Jane Roe.", "role": "gold"},
             {"id": "d9", "title": "Z", "text": "Z is a novel.", "role": "conflicting"},
             {"id": 4, "text": "Filler text here.", "role": "filler", "is_gold": False},
@@ -437,7 +456,7 @@ def test_jsonl_full_record_and_passage_ids(tmp_path):
         "source": "my-benchmark",
         "metadata": {"split": "dev"},
         "annotator": 3,
-    }  # fmt: skip
+    }
     kept = {
         "id": "q2",
         "question": "q?",
@@ -454,8 +473,11 @@ def test_jsonl_full_record_and_passage_ids(tmp_path):
     ]
     assert a.fan_in == 2 and a.answer_aliases == ("J. Roe",)
     assert (a.answer_type, a.reasoning_type, a.context_length, a.evidence_position) == (
-        "entity", "multi_hop", 27, "front",
-    )  # fmt: skip
+        "entity",
+        "multi_hop",
+        27,
+        "front",
+    )
     assert (a.distractor_similarity, a.evidence_density, a.source) == (
         "high",
         "medium",
@@ -481,8 +503,12 @@ def test_jsonl_full_record_and_passage_ids(tmp_path):
     [((0,), "front"), ((1,), "middle"), ((2,), "end"), ((0, 2), "scattered"), ((), "unknown")],
 )
 def test_evidence_position_by_thirds(tmp_path, gold, expected):
-    rec = {"id": "x", "question": "q?", "answer": "a",
-           "passages": _passages("w " * 10, "w " * 10, "w " * 10, gold=gold)}  # fmt: skip
+    rec = {
+        "id": "x",
+        "question": "q?",
+        "answer": "a",
+        "passages": _passages("w " * 10, "w " * 10, "w " * 10, gold=gold),
+    }
     path = write_jsonl(tmp_path / "p.jsonl", [rec])
     (inst,) = read_dataset(path, "jsonl", "p").dataset.instances
     assert inst.evidence_position == expected
@@ -501,8 +527,11 @@ def test_unusable_records_are_skipped_with_reasons(tmp_path):
     result = read_dataset(path, "jsonl", "s")
     assert result.n_read == 5 and result.n_written == 1
     assert result.skipped == (
-        (2, "empty question"), (3, "empty answer"), (4, "no passages"), (5, "empty question"),
-    )  # fmt: skip
+        (2, "empty question"),
+        (3, "empty answer"),
+        (4, "no passages"),
+        (5, "empty question"),
+    )
     assert result.summary() == (
         "read 5 records, wrote 1 instances, skipped 4 "
         "(empty question: 2, empty answer: 1, no passages: 1)"

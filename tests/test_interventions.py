@@ -43,12 +43,16 @@ INST = Instance(
         _p("p0004", "Model Gamma 01805", "Model Gamma 01805 was tested in Oslo.", True),
         _p("p0005", "Gamma lab history", "lab developed gamma model prototypes in the valley"),
         _p("p0006", "Draco Labs office", "Draco Labs opened a new office"),
-        _p("p0007", "Model Gamma 01805", "Model Gamma 01805 was developed by Orion Works.",
-           role="conflicting"),
+        _p(
+            "p0007",
+            "Model Gamma 01805",
+            "Model Gamma 01805 was developed by Orion Works.",
+            role="conflicting",
+        ),
     ),
     reasoning_type="multi_hop",
     answer_type="entity",
-)  # fmt: skip
+)
 BY_ID = {p.passage_id: p for p in INST.passages}
 
 
@@ -66,8 +70,10 @@ def _ids(items: list[EvidenceItem]) -> list[str]:
 def test_remove_drops_the_target_and_keeps_order():
     out = perturb(INST, _shown("p0003", "p0002", "p0001"), "remove", "p0002")
     assert _ids(out) == ["p0003", "p0001"]
-    assert [it.text for it in out] == [render_passage(BY_ID["p0003"]),
-                                       render_passage(BY_ID["p0001"])]  # fmt: skip
+    assert [it.text for it in out] == [
+        render_passage(BY_ID["p0003"]),
+        render_passage(BY_ID["p0001"]),
+    ]
 
 
 def test_remove_several_targets_two_support_both():
@@ -86,8 +92,7 @@ def test_remove_several_targets_two_support_both():
     ],
 )
 def test_duplicate_positions(position, expected):
-    out = perturb(INST, _shown("p0003", "p0002", "p0001"), "duplicate", "p0002",
-                  position=position)  # fmt: skip
+    out = perturb(INST, _shown("p0003", "p0002", "p0001"), "duplicate", "p0002", position=position)
     assert _ids(out) == expected
     copies = [it for it in out if it.source.startswith("duplicate:")]
     assert [c.text for c in copies] == [render_passage(BY_ID["p0002"])]
@@ -95,12 +100,17 @@ def test_duplicate_positions(position, expected):
 
 @pytest.mark.parametrize(
     ("move_to", "expected"),
-    [(0, ["p0002", "p0003", "p0001"]), (1, ["p0003", "p0002", "p0001"]),
-     (2, ["p0003", "p0001", "p0002"])],
-)  # fmt: skip
+    [
+        (0, ["p0002", "p0003", "p0001"]),
+        (1, ["p0003", "p0002", "p0001"]),
+        (2, ["p0003", "p0001", "p0002"]),
+    ],
+)
 def test_move(move_to, expected):
-    assert _ids(perturb(INST, _shown("p0003", "p0002", "p0001"), "move", "p0002",
-                        move_to=move_to)) == expected  # fmt: skip
+    assert (
+        _ids(perturb(INST, _shown("p0003", "p0002", "p0001"), "move", "p0002", move_to=move_to))
+        == expected
+    )
 
 
 def test_replace_hardness_on_passages():
@@ -177,9 +187,11 @@ def test_chunks_are_viewed_as_passage_segments():
     shown = _chunks("c0003", "c0001")
     items = evidence_items(shown)
     assert [(it.passage_ids, it.source) for it in items] == [
-        (("p0002",), "c0003"), (("p0003",), "c0003"), (("p0001",), "c0001"),
+        (("p0002",), "c0003"),
+        (("p0003",), "c0003"),
+        (("p0001",), "c0001"),
         (("p0002",), "c0001"),
-    ]  # fmt: skip
+    ]
     assert items[0].text == "[passage_id: p0002] 01805 was developed by Draco Labs."
     assert items[3].text == "[passage_id: p0002] Title: Model"
     assert render_evidence(items) == render_evidence(shown)
@@ -197,9 +209,13 @@ def test_remove_on_chunks_drops_only_the_targets_segments():
 def test_duplicate_on_chunks_copies_every_target_segment():
     out = perturb(INST, _chunks("c0003", "c0001"), "duplicate", "p0002", position="front")
     assert [(it.passage_ids[0], it.source) for it in out] == [
-        ("p0002", "duplicate:c0003"), ("p0002", "duplicate:c0001"), ("p0002", "c0003"),
-        ("p0003", "c0003"), ("p0001", "c0001"), ("p0002", "c0001"),
-    ]  # fmt: skip
+        ("p0002", "duplicate:c0003"),
+        ("p0002", "duplicate:c0001"),
+        ("p0002", "c0003"),
+        ("p0003", "c0003"),
+        ("p0001", "c0001"),
+        ("p0002", "c0001"),
+    ]
 
 
 def test_replace_on_chunks_puts_a_whole_passage_at_the_first_segment():
@@ -211,11 +227,12 @@ def test_replace_on_chunks_puts_a_whole_passage_at_the_first_segment():
     shown = _chunks("c0003", "c0001")
     out = perturb(INST, shown, "replace", "p0002", hardness="hard", chunk_size=12, overlap=4)
     assert [(it.passage_ids, it.source) for it in out] == [
-        (("p0007",), "replacement:p0007"), (("p0003",), "c0003"), (("p0001",), "c0001"),
-    ]  # fmt: skip
+        (("p0007",), "replacement:p0007"),
+        (("p0003",), "c0003"),
+        (("p0001",), "c0001"),
+    ]
     assert out[0].text == render_passage(BY_ID["p0007"])
-    medium = perturb(INST, shown, "replace", "p0002", hardness="medium", chunk_size=12,
-                     overlap=4)  # fmt: skip
+    medium = perturb(INST, shown, "replace", "p0002", hardness="medium", chunk_size=12, overlap=4)
     assert medium[0].source == "replacement:p0005"
 
 
@@ -226,13 +243,23 @@ def test_shown_passages_are_not_avoided():
     assert "p0007" in shown_passage_ids(shown)
     hard = replacement_candidates(INST, shown, "p0002", "hard", chunk_size=12, overlap=4)
     assert hard[0][0] == "p0007"
-    calls = plan_interventions(INST, ["p0002"], shown=shown, operators=["replace"],
-                               hardness=["hard"], two_support=False, zero_retrieval=False,
-                               chunk_size=12, overlap=4)  # fmt: skip
+    calls = plan_interventions(
+        INST,
+        ["p0002"],
+        shown=shown,
+        operators=["replace"],
+        hardness=["hard"],
+        two_support=False,
+        zero_retrieval=False,
+        chunk_size=12,
+        overlap=4,
+    )
     meta = calls[0].meta
     assert (meta["replacement"], meta["replacement_novel"], meta["pool"]) == (
-        "p0007", False, "passages",
-    )  # fmt: skip
+        "p0007",
+        False,
+        "passages",
+    )
     assert meta["candidates"] == 5 and meta["planner"] == PLANNER_VERSION == 2
 
 
@@ -299,14 +326,21 @@ def test_variant_ids_round_trip():
 
 def test_plan_interventions_on_passages():
     shown = _shown("p0003", "p0002", "p0004", "p0001")
-    calls = plan_interventions(
-        INST, ["p0002"], shown=shown, positions=("front", "end"), seed=3
+    calls = plan_interventions(INST, ["p0002"], shown=shown, positions=("front", "end"), seed=3)
+    assert sorted(c.variant for c in calls) == sorted(
+        [
+            "duplicate:front|p0002",
+            "duplicate:end|p0002",
+            "replace:easy|p0002",
+            "replace:medium|p0002",
+            "replace:hard|p0002",
+            "remove|p0002",
+            "two_support:1|p0002",
+            "two_support:2|p0004",
+            "two_support:both|p0002+p0004",
+            "zero_retrieval",
+        ]
     )
-    assert sorted(c.variant for c in calls) == sorted([
-        "duplicate:front|p0002", "duplicate:end|p0002", "replace:easy|p0002",
-        "replace:medium|p0002", "replace:hard|p0002", "remove|p0002", "two_support:1|p0002",
-        "two_support:2|p0004", "two_support:both|p0002+p0004", "zero_retrieval",
-    ])  # fmt: skip
     # Prefix-cache order: sorted by prompt text (the no-evidence system message sorts after
     # the contextual one: "You answer a question using" < "You answer a question without").
     texts = ["\x00".join(m["content"] for m in c.messages) for c in calls]
@@ -338,9 +372,15 @@ def test_plan_interventions_on_passages():
 
 def test_plan_interventions_options_and_retrieval():
     calls = plan_interventions(
-        INST, [], top_k=3, chunk_size=12, overlap=4, operators=["remove"], two_support=False,
+        INST,
+        [],
+        top_k=3,
+        chunk_size=12,
+        overlap=4,
+        operators=["remove"],
+        two_support=False,
         zero_retrieval=False,
-    )  # fmt: skip
+    )
     # Retrieved c0006, c0007, c0002 (BM25 vs the question); nothing cited, so the first
     # shown passage with a support title: p0004 (its segment opens c0006).
     assert [c.variant for c in calls] == ["remove|p0004"]
@@ -358,8 +398,13 @@ def test_plan_rerun_for_the_case_view():
     call = plan_rerun(INST, shown, "move", "p0002", move_to=0)
     assert call.variant == "move:0|p0002"
     assert call.input_passage_ids == ("p0002", "p0003", "p0001")
-    assert call.meta == {"base": "retrieved", "operator": "move", "rule": "user",
-                         "target": "p0002", "move_to": 0}  # fmt: skip
+    assert call.meta == {
+        "base": "retrieved",
+        "operator": "move",
+        "rule": "user",
+        "target": "p0002",
+        "move_to": 0,
+    }
     rep = plan_rerun(INST, shown, "replace", "p0002", hardness="medium", base="full_context")
     assert rep.variant == "replace:medium|p0002@full_context"
     assert rep.meta["replacement"] == "p0005"

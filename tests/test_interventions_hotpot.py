@@ -87,8 +87,9 @@ def test_medium_and_hard_take_the_highest_bm25_passage_of_the_band(level):
         tgt = next(p for p in passages if p.passage_id == target)
         query = rec["question"] if level == "medium" else f"{tgt.title}\n{tgt.text}"
         scores = bm25.get_scores(_tokens(query))
-        band = [i for i, p in enumerate(passages)
-                if p.title not in support and p.passage_id != target]  # fmt: skip
+        band = [
+            i for i, p in enumerate(passages) if p.title not in support and p.passage_id != target
+        ]
         if not band:
             assert f"replace:{level}" not in calls
             continue

@@ -46,34 +46,79 @@ def test_every_rubric_is_a_launchable_kind():
 @pytest.mark.parametrize("rubric", RUN_RUBRICS)
 def test_a_run_rubric_argv_judges_the_chosen_run_and_parses(rubric):
     req = MethodRequest(
-        f"judge-{rubric}", "/s.duckdb", "hotpot", "jr", backend="openai", model="m",
-        base_url="http://127.0.0.1:8000/v1", concurrency=4, timeout_s=30.0,
-        params={"conditions": "oracle,retrieved", "seed": 3}, target_run="live",
-    )  # fmt: skip
+        f"judge-{rubric}",
+        "/s.duckdb",
+        "hotpot",
+        "jr",
+        backend="openai",
+        model="m",
+        base_url="http://127.0.0.1:8000/v1",
+        concurrency=4,
+        timeout_s=30.0,
+        params={"conditions": "oracle,retrieved", "seed": 3},
+        target_run="live",
+    )
     argv = command_for(req)
     assert argv[3:] == [
-        "judge", rubric, "--db", "/s.duckdb", "--run", "live", "--backend", "openai",
-        "--model", "m", "--base-url", "http://127.0.0.1:8000/v1", "--timeout", "30",
-        "--conditions", "oracle,retrieved", "--seed", "3", "--concurrency", "4", "--name=jr",
-    ]  # fmt: skip
+        "judge",
+        rubric,
+        "--db",
+        "/s.duckdb",
+        "--run",
+        "live",
+        "--backend",
+        "openai",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:8000/v1",
+        "--timeout",
+        "30",
+        "--conditions",
+        "oracle,retrieved",
+        "--seed",
+        "3",
+        "--concurrency",
+        "4",
+        "--name=jr",
+    ]
     args = _parse(argv)
     assert (args.judge_kind, args.rubric, args.run, args.dataset) == (rubric, rubric, "live", None)
     assert (args.conditions, args.seed, args.concurrency, args.name) == (
-        "oracle,retrieved", 3, 4, "jr")  # fmt: skip
+        "oracle,retrieved",
+        3,
+        4,
+        "jr",
+    )
     with pytest.raises(ValueError, match=f"{rubric} judges a run's answers: choose the judged run"):
         command_for(MethodRequest(f"judge-{rubric}", "/s", "d", "jr"))
 
 
 def test_crux_answerability_argv_judges_the_dataset_and_parses():
-    req = MethodRequest("judge-crux-answerability", "/s.duckdb", "hotpot", "ja",
-                        params={"passages": "all"})  # fmt: skip
+    req = MethodRequest(
+        "judge-crux-answerability", "/s.duckdb", "hotpot", "ja", params={"passages": "all"}
+    )
     argv = command_for(req)
-    assert argv[3:] == ["judge", "crux-answerability", "--db", "/s.duckdb", "--dataset",
-                        "hotpot", "--backend", "embedded", "--passages", "all",
-                        "--name=ja"]  # fmt: skip
+    assert argv[3:] == [
+        "judge",
+        "crux-answerability",
+        "--db",
+        "/s.duckdb",
+        "--dataset",
+        "hotpot",
+        "--backend",
+        "embedded",
+        "--passages",
+        "all",
+        "--name=ja",
+    ]
     args = _parse(argv)
     assert (args.rubric, args.dataset, args.run, args.passages) == (
-        "crux-answerability", "hotpot", None, "all")  # fmt: skip
+        "crux-answerability",
+        "hotpot",
+        None,
+        "all",
+    )
     with pytest.raises(ValueError, match="judges the dataset's passages, not a run"):
         command_for(MethodRequest("judge-crux-answerability", "/s", "d", "ja", target_run="r"))
 
@@ -87,8 +132,21 @@ def test_the_form_knobs_are_the_judge_flags(kind):
         assert action.default == p.default, p.name
         if p.choices is not None:
             assert list(action.choices) == list(p.choices), p.name
-    shared = {"--db", "--dataset", "--run", "--backend", "--model", "--host", "--base-url",
-              "--timeout", "--concurrency", "--name", "--json", "-h", "--help"}  # fmt: skip
+    shared = {
+        "--db",
+        "--dataset",
+        "--run",
+        "--backend",
+        "--model",
+        "--host",
+        "--base-url",
+        "--timeout",
+        "--concurrency",
+        "--name",
+        "--json",
+        "-h",
+        "--help",
+    }
     # --passages only matters to crux-answerability, --conditions only to the run rubrics
     unused = {"--conditions"} if kind == "judge-crux-answerability" else {"--passages"}
     assert set(flags) - shared - unused == {p.flag for p in method_params(kind)}
@@ -104,8 +162,9 @@ def test_an_embedded_judge_job_finishes_done_with_its_judgments_stored(tmp_path)
     _, plan, _ = plan_judgments(store, "authtrace-correctness", run="r")
     assert len(plan) == 4  # 2 instances x 2 conditions
 
-    job = RunJob.start(MethodRequest("judge-authtrace-correctness", str(db), "tiny", "jac",
-                                     target_run="r"))  # fmt: skip
+    job = RunJob.start(
+        MethodRequest("judge-authtrace-correctness", str(db), "tiny", "jac", target_run="r")
+    )
     deadline = time.time() + 180
     while job.running and time.time() < deadline:
         time.sleep(0.2)

@@ -61,16 +61,38 @@ COMMANDS = {
 # ------------------------------------------------------------------------------ argv
 def test_interventions_argv_is_the_typed_command_and_parses():
     req = MethodRequest(
-        "interventions", "/s/store.duckdb", "controlled-200", "cuer",
-        params={"top_k": 1, "operators": ["remove"], "replace_hardness": ["easy"],
-                "two_support": False, "zero_retrieval": False, "retriever": "lexical"},
-    )  # fmt: skip
+        "interventions",
+        "/s/store.duckdb",
+        "controlled-200",
+        "cuer",
+        params={
+            "top_k": 1,
+            "operators": ["remove"],
+            "replace_hardness": ["easy"],
+            "two_support": False,
+            "zero_retrieval": False,
+            "retriever": "lexical",
+        },
+    )
     argv = command_for(req)
     assert argv == PY + [
-        "run-interventions", "--db", "/s/store.duckdb", "--dataset", "controlled-200",
-        "--backend", "embedded", "--top-k", "1", "--operators", "remove",
-        "--replace-hardness", "easy", "--no-two-support", "--no-zero-retrieval", "--name=cuer",
-    ]  # fmt: skip
+        "run-interventions",
+        "--db",
+        "/s/store.duckdb",
+        "--dataset",
+        "controlled-200",
+        "--backend",
+        "embedded",
+        "--top-k",
+        "1",
+        "--operators",
+        "remove",
+        "--replace-hardness",
+        "easy",
+        "--no-two-support",
+        "--no-zero-retrieval",
+        "--name=cuer",
+    ]
     args = _parse(argv)
     assert (args.top_k, args.operators, args.replace_hardness) == (1, "remove", "easy")
     assert (args.two_support, args.zero_retrieval, args.retriever) == (False, False, "lexical")
@@ -79,48 +101,109 @@ def test_interventions_argv_is_the_typed_command_and_parses():
 
 def test_a_server_backend_passes_model_host_timeout_and_concurrency():
     req = MethodRequest(
-        "interventions", "/s.duckdb", "d", "r", backend="ollama", model="qwen2.5:14b",
-        hosts=("http://gpu:11434",), concurrency=4, timeout_s=30.0, params={"num_ctx": 8192},
-    )  # fmt: skip
+        "interventions",
+        "/s.duckdb",
+        "d",
+        "r",
+        backend="ollama",
+        model="qwen2.5:14b",
+        hosts=("http://gpu:11434",),
+        concurrency=4,
+        timeout_s=30.0,
+        params={"num_ctx": 8192},
+    )
     argv = command_for(req)
     assert argv[3:] == [
-        "run-interventions", "--db", "/s.duckdb", "--dataset", "d", "--backend", "ollama",
-        "--model", "qwen2.5:14b", "--host", "http://gpu:11434", "--timeout", "30",
-        "--num-ctx", "8192", "--concurrency", "4", "--name=r",
-    ]  # fmt: skip
+        "run-interventions",
+        "--db",
+        "/s.duckdb",
+        "--dataset",
+        "d",
+        "--backend",
+        "ollama",
+        "--model",
+        "qwen2.5:14b",
+        "--host",
+        "http://gpu:11434",
+        "--timeout",
+        "30",
+        "--num-ctx",
+        "8192",
+        "--concurrency",
+        "4",
+        "--name=r",
+    ]
     args = _parse(argv)
     assert (args.host, args.timeout, args.num_ctx, args.concurrency) == (
-        ["http://gpu:11434"], 30.0, 8192, 4)  # fmt: skip
+        ["http://gpu:11434"],
+        30.0,
+        8192,
+        4,
+    )
 
 
 def test_probes_argv_is_the_typed_command_and_parses():
     req = MethodRequest(
-        "probes", "/s.duckdb", "controlled-200", "dolce",
+        "probes",
+        "/s.duckdb",
+        "controlled-200",
+        "dolce",
         params={"units": "passage", "strategy": "take-every-3", "limit": 1, "seed": 0},
-    )  # fmt: skip
+    )
     argv = command_for(req)
     assert argv[3:] == [
-        "run-probes", "--db", "/s.duckdb", "--dataset", "controlled-200", "--backend",
-        "embedded", "--units", "passage", "--strategy", "take-every-3", "--limit", "1",
+        "run-probes",
+        "--db",
+        "/s.duckdb",
+        "--dataset",
+        "controlled-200",
+        "--backend",
+        "embedded",
+        "--units",
+        "passage",
+        "--strategy",
+        "take-every-3",
+        "--limit",
+        "1",
         "--name=dolce",
-    ]  # fmt: skip
+    ]
     args = _parse(argv)
     assert (args.units, args.strategy, args.limit, args.seed) == ("passage", "take-every-3", 1, 0)
 
 
 def test_fanin_grid_and_judge_argv_parse():
-    grid = command_for(MethodRequest("fanin-grid", "/s.duckdb", "", "grid", params={
-        "seed": 7, "replace": True}))  # fmt: skip
-    assert grid[3:] == ["generate", "controlled", "--preset", "fanin-grid", "--seed", "7",
-                        "--replace", "--name", "grid", "--db", "/s.duckdb"]  # fmt: skip
+    grid = command_for(
+        MethodRequest("fanin-grid", "/s.duckdb", "", "grid", params={"seed": 7, "replace": True})
+    )
+    assert grid[3:] == [
+        "generate",
+        "controlled",
+        "--preset",
+        "fanin-grid",
+        "--seed",
+        "7",
+        "--replace",
+        "--name",
+        "grid",
+        "--db",
+        "/s.duckdb",
+    ]
     args = _parse(grid)
     assert (args.preset, args.seed, args.replace, args.name) == ("fanin-grid", 7, True, "grid")
 
-    judge = command_for(MethodRequest(
-        "judge", "/s.duckdb", "hotpot", "judge hotpot", backend="openai", model="m",
-        base_url="http://127.0.0.1:8000/v1", concurrency=8,
-        params={"passages": "all", "judge": "qwen-judge"},
-    ))  # fmt: skip
+    judge = command_for(
+        MethodRequest(
+            "judge",
+            "/s.duckdb",
+            "hotpot",
+            "judge hotpot",
+            backend="openai",
+            model="m",
+            base_url="http://127.0.0.1:8000/v1",
+            concurrency=8,
+            params={"passages": "all", "judge": "qwen-judge"},
+        )
+    )
     assert judge[3:] == [
         "judge",
         "crux",
@@ -138,7 +221,7 @@ def test_fanin_grid_and_judge_argv_parse():
         "all",
         "--judge",
         "qwen-judge",
-    ]  # fmt: skip  (judge crux takes no --concurrency)
+    ]  # judge crux takes no --concurrency
     args = _parse(judge)
     assert (args.judge_kind, args.passages, args.judge) == ("crux", "all", "qwen-judge")
 
@@ -154,19 +237,25 @@ def test_conditions_go_through_run_command():
     ("req", "message"),
     [
         (MethodRequest("interventions", "/s", "d", "r", params={"top_k": 0}), "'top_k' must be"),
-        (MethodRequest("interventions", "/s", "d", "r", params={"operators": []}),
-         "'operators' needs at least one value"),
-        (MethodRequest("interventions", "/s", "d", "r", params={"operators": ["smash"]}),
-         "'smash' is not one of"),
-        (MethodRequest("probes", "/s", "d", "r", params={"strategy": "take-every-x"}),
-         "'strategy'"),
+        (
+            MethodRequest("interventions", "/s", "d", "r", params={"operators": []}),
+            "'operators' needs at least one value",
+        ),
+        (
+            MethodRequest("interventions", "/s", "d", "r", params={"operators": ["smash"]}),
+            "'smash' is not one of",
+        ),
+        (
+            MethodRequest("probes", "/s", "d", "r", params={"strategy": "take-every-x"}),
+            "'strategy'",
+        ),
         (MethodRequest("probes", "/s", "d", "r", params={"nope": 1}), "unknown parameter 'nope'"),
         (MethodRequest("probes", "/s", "", "r"), "a run needs a dataset"),
         (MethodRequest("probes", "/s", "d", "  "), "must not be empty"),
         (MethodRequest("judge", "/s", "d", "j", backend="gpt"), "unknown backend 'gpt'"),
         (MethodRequest("grid", "/s", "d", "r"), "unknown method 'grid'"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_request_is_one_line_naming_the_value(req, message):
     with pytest.raises(ValueError, match=None) as err:
         command_for(req)
@@ -186,9 +275,22 @@ def test_the_form_knobs_are_the_cli_flags(kind):
         if kind in ("interventions", "probes"):  # built from the declarations: same help
             assert action.help == p.help, p.name
     # and nothing the form leaves out but the shared fields
-    shared = {"--db", "--dataset", "--backend", "--model", "--host", "--base-url", "--timeout",
-              "--concurrency", "--name", "--json", "--preset", "-h", "--help",
-              "--with-runs"}  # fmt: skip  (a replace that would drop runs is typed, not clicked)
+    shared = {
+        "--db",
+        "--dataset",
+        "--backend",
+        "--model",
+        "--host",
+        "--base-url",
+        "--timeout",
+        "--concurrency",
+        "--name",
+        "--json",
+        "--preset",
+        "-h",
+        "--help",
+        "--with-runs",
+    }  # a replace that would drop runs is typed, not clicked
     negated = {f for f in flags if f.startswith("--no-")}  # --no-two-support: the same knob
     assert set(flags) - shared - negated == {p.flag for p in method_params(kind)}
 
@@ -197,8 +299,7 @@ def test_the_form_knobs_are_the_cli_flags(kind):
 def test_progress_lines_parse_as_the_cli_prints_them():
     line = ProgressBar().line(Progress(done=184, total=200, rate=12.5, eta_s=65.0, errors=3))
     p = parse_progress(line)
-    assert (p.done, p.total, p.rate, p.eta, p.eta_s, p.errors) == (184, 200, 12.5, "1m05s",
-                                                                  65.0, 3)  # fmt: skip
+    assert (p.done, p.total, p.rate, p.eta, p.eta_s, p.errors) == (184, 200, 12.5, "1m05s", 65.0, 3)
     assert p.fraction == 0.92
     first = parse_progress(ProgressBar().line(Progress(0, 79, 0.0, float("nan"), 0)))
     assert (first.eta, first.eta_s, first.fraction) == ("--", None, 0.0)
@@ -238,8 +339,9 @@ def test_the_retrieved_bound_is_never_below_a_planned_prompt():
         small = _longest_planned(
             plan_conditions([inst], ["retrieved"], top_k=k, chunk_size=40, overlap=10)
         )
-        cuer = MethodRequest("interventions", "/s", "d", "r",
-                             params={"top_k": k, "chunk_size": 40, "overlap": 10})  # fmt: skip
+        cuer = MethodRequest(
+            "interventions", "/s", "d", "r", params={"top_k": k, "chunk_size": 40, "overlap": 10}
+        )
         bound = longest_prompt_chars([inst], cuer)
         # at least the base trace, at most the base plus one whole passage more
         assert small <= bound <= small + len(inst.passages[1].text) + 200
@@ -259,10 +361,20 @@ def test_tiny_cuer_and_dolce_jobs_finish_done_in_a_child_process(tmp_path):
     store = Store(db)
     store.write_dataset(build_controlled(preset="controlled-200", seed=42, name="demo"))
 
-    cuer = RunJob.start(MethodRequest(
-        "interventions", str(db), "demo", "cuer", params={
-            "top_k": 1, "operators": ["remove"], "two_support": False, "zero_retrieval": False},
-    ))  # fmt: skip
+    cuer = RunJob.start(
+        MethodRequest(
+            "interventions",
+            str(db),
+            "demo",
+            "cuer",
+            params={
+                "top_k": 1,
+                "operators": ["remove"],
+                "two_support": False,
+                "zero_retrieval": False,
+            },
+        )
+    )
     _wait(cuer)
     assert (cuer.status(), cuer.returncode) == ("done", 0), cuer.lines[-5:]
     row = store.run_row("cuer")
@@ -277,8 +389,9 @@ def test_tiny_cuer_and_dolce_jobs_finish_done_in_a_child_process(tmp_path):
     p = cuer.progress()  # the last phase (the interventions), complete
     assert (p.done, p.total, p.errors) == (200, 200, 0)
 
-    dolce = RunJob.start(MethodRequest(
-        "probes", str(db), "demo", "dolce", params={"units": "passage", "limit": 1}))  # fmt: skip
+    dolce = RunJob.start(
+        MethodRequest("probes", str(db), "demo", "dolce", params={"units": "passage", "limit": 1})
+    )
     _wait(dolce)
     assert dolce.status() == "done", dolce.lines[-5:]
     row = store.run_row("dolce")

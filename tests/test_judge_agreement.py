@@ -29,8 +29,7 @@ from core.store import Store
 from core.types import Dataset, Instance
 
 #: Judge 2's ratings by item (None: its call failed).
-J2 = {"s1|p0001": 5, "s1|p0002": 3, "s2|p0001": 0, "s2|p0002": 5, "s3|p0001": 0,
-      "s3|p0002": None}  # fmt: skip
+J2 = {"s1|p0001": 5, "s1|p0002": 3, "s2|p0001": 0, "s2|p0002": 5, "s3|p0001": 0, "s3|p0002": None}
 
 
 @pytest.fixture
@@ -45,14 +44,24 @@ def judged(tmp_path):
     run_judge(store, "crux-answerability", make_judge("embedded"), name="j1", dataset="tiny")
     got = store.judgments_frame(runs=["j1"]).set_index("item")["rating"].to_dict()
     # the lexical judge's own ratings are judge 1 (pinned here, so the hand values hold)
-    assert got == {"s1|p0001": 5, "s1|p0002": 3, "s2|p0001": 3, "s2|p0002": 5,
-                   "s3|p0001": 0, "s3|p0002": 0}  # fmt: skip
+    assert got == {
+        "s1|p0001": 5,
+        "s1|p0002": 3,
+        "s2|p0001": 3,
+        "s2|p0002": 5,
+        "s3|p0001": 0,
+        "s3|p0002": 0,
+    }
     with duckdb.connect(str(db)) as con:
         for run in ("j2", "j3"):  # copies of j1: another judge of the same rubric
-            con.execute(f"INSERT INTO runs SELECT * REPLACE ('{run}' AS run_id) FROM runs "
-                        "WHERE run_id = 'j1'")  # fmt: skip
-            con.execute(f"INSERT INTO judgments SELECT * REPLACE ('{run}' AS run_id) "
-                        "FROM judgments WHERE run_id = 'j1'")  # fmt: skip
+            con.execute(
+                f"INSERT INTO runs SELECT * REPLACE ('{run}' AS run_id) FROM runs "
+                "WHERE run_id = 'j1'"
+            )
+            con.execute(
+                f"INSERT INTO judgments SELECT * REPLACE ('{run}' AS run_id) "
+                "FROM judgments WHERE run_id = 'j1'"
+            )
         for item, rating in J2.items():
             con.execute(
                 "UPDATE judgments SET rating = ?, error = ? WHERE run_id = 'j2' AND item = ?",
@@ -76,12 +85,14 @@ def test_two_judges_agree_as_computed_by_hand(judged):
 
 
 def test_three_judges_add_fleiss_and_alpha_and_the_cli_prints_json(judged, capsys):
-    rc = main(["report", "agreement", "--judges", "j1,j2,j3", "--json", "--db",
-               str(judged.path)])  # fmt: skip
+    rc = main(["report", "agreement", "--judges", "j1,j2,j3", "--json", "--db", str(judged.path)])
     assert rc == 0
     rep = json.loads(capsys.readouterr().out)
     assert [(p["rater_a"], p["rater_b"], p["n"]) for p in rep["pairs"]] == [
-        ("j1", "j2", 5), ("j1", "j3", 6), ("j2", "j3", 5)]  # fmt: skip
+        ("j1", "j2", 5),
+        ("j1", "j3", 6),
+        ("j2", "j3", 5),
+    ]
     assert rep["pairs"][1]["kappa"] == pytest.approx(1.0)  # j3 is a copy of j1
     multi = rep["all_raters"]
     assert multi["n"] == 5 and multi["fleiss_kappa"] is not None

@@ -16,9 +16,22 @@ from core.judges.runs import JudgmentWork, run_judge
 from core.store import Store
 from core.types import Dataset, Instance, Passage
 
-_VALUES = ("run_id", "target_run", "instance_id", "condition", "item", "prompt_hash",
-           "raw_reply", "rating", "parse_error", "error", "rubric", "rubric_version",
-           "rubric_hash", "judge_model")  # fmt: skip
+_VALUES = (
+    "run_id",
+    "target_run",
+    "instance_id",
+    "condition",
+    "item",
+    "prompt_hash",
+    "raw_reply",
+    "rating",
+    "parse_error",
+    "error",
+    "rubric",
+    "rubric_version",
+    "rubric_hash",
+    "judge_model",
+)
 
 
 class _Judge:
@@ -50,21 +63,40 @@ def _store(path) -> Store:
     store = Store(path)
     texts = ("alpha beta gamma", "delta epsilon zeta eta", "theta iota kappa lambda mu")
     insts = tuple(
-        Instance(f"q{i}", f"What is {i}?", "x", fan_in=2, passages=tuple(
-            Passage(f"p{j:04d}", j, "T", f"{t} {i}", f"d{j}", "gold", j < 2)
-            for j, t in enumerate(texts)))
+        Instance(
+            f"q{i}",
+            f"What is {i}?",
+            "x",
+            fan_in=2,
+            passages=tuple(
+                Passage(f"p{j:04d}", j, "T", f"{t} {i}", f"d{j}", "gold", j < 2)
+                for j, t in enumerate(texts)
+            ),
+        )
         for i in range(4)
-    )  # fmt: skip
+    )
     store.write_dataset(Dataset("tiny", "test", "test", {}, insts))
-    sq = pd.DataFrame([{"instance_id": f"q{i}", "sq_id": f"s{k}", "text": f"which {k} of {i}?"}
-                       for i in range(4) for k in range(2)])  # fmt: skip
+    sq = pd.DataFrame(
+        [
+            {"instance_id": f"q{i}", "sq_id": f"s{k}", "text": f"which {k} of {i}?"}
+            for i in range(4)
+            for k in range(2)
+        ]
+    )
     store.write_crux_judgments("tiny", sq, pd.DataFrame())
     return store
 
 
 def _judge(store, backend, concurrency=1):
-    return run_judge(store, "crux-answerability", backend, name="j", dataset="tiny",
-                     passages="all", concurrency=concurrency)  # fmt: skip
+    return run_judge(
+        store,
+        "crux-answerability",
+        backend,
+        name="j",
+        dataset="tiny",
+        passages="all",
+        concurrency=concurrency,
+    )
 
 
 def _stored(store) -> pd.DataFrame:
@@ -78,9 +110,7 @@ def test_both_kinds_of_run_are_work_of_the_one_loop():
 
 
 @pytest.mark.parametrize("concurrency", [1, 2])
-def test_an_interrupted_judge_run_rerun_makes_no_call_for_a_stored_judgment(
-    tmp_path, concurrency
-):
+def test_an_interrupted_judge_run_rerun_makes_no_call_for_a_stored_judgment(tmp_path, concurrency):
     ref = _store(tmp_path / "ref.duckdb")
     whole = _judge(ref, _Judge())
     assert (whole.planned, whole.executed, whole.status) == (24, 24, "done")

@@ -45,8 +45,11 @@ def test_every_latex_table_compiles(tmp_path: Path) -> None:
     run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))
     tables, empty = [], []
     for name in table_names():
-        for sel in (Selection(dataset="controlled-200"), Selection(runs=("cuer",)),
-                    Selection(runs=("probes",))):  # fmt: skip
+        for sel in (
+            Selection(dataset="controlled-200"),
+            Selection(runs=("cuer",)),
+            Selection(runs=("probes",)),
+        ):
             out = tmp_path / f"{name}.tex"
             try:
                 info = export_table(store, name, resolve_selection(store, sel), out)
@@ -59,8 +62,9 @@ def test_every_latex_table_compiles(tmp_path: Path) -> None:
             empty.append(name)
     assert len(tables) >= 15, f"only {len(tables)} tables had data; none: {empty}"
     head = tables[0].read_text().splitlines()
-    assert head[0].startswith("% table ") and any(x.startswith("% recompute: python -m core "
-                                                               "export table") for x in head)
+    assert head[0].startswith("% table ") and any(
+        x.startswith("% recompute: python -m core export table") for x in head
+    )
     body = "\n".join(f"\\input{{{t.stem}}}\n\\clearpage" for t in tables)
     (tmp_path / "paper.tex").write_text(
         "\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{tabularx}\n"
@@ -69,8 +73,11 @@ def test_every_latex_table_compiles(tmp_path: Path) -> None:
     )
     res = subprocess.run(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout[-3000:]
 
 
@@ -80,10 +87,26 @@ def test_case_card_compiles_with_its_provenance(tmp_path: Path) -> None:
     demo_into(Store(db))
     out = tmp_path / "card.tex"
     res = subprocess.run(
-        [sys.executable, "-m", "core", "export", "case", "--dataset", "controlled-200",
-         "--instance", "controlled_000001", "--out", str(out), "--db", str(db)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "export",
+            "case",
+            "--dataset",
+            "controlled-200",
+            "--instance",
+            "controlled_000001",
+            "--out",
+            str(out),
+            "--db",
+            str(db),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     text = out.read_text()
     assert text.startswith("% case card of instance controlled_000001 of controlled-200")
@@ -95,6 +118,9 @@ def test_case_card_compiles_with_its_provenance(tmp_path: Path) -> None:
     )
     res = subprocess.run(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout[-3000:]

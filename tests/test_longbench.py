@@ -57,9 +57,16 @@ TREC = {
     "pred": "ignored by LongBench, kept by us",
 }
 # gov_report: no input -> skipped, as every importer skips an empty question.
-SUMMARY = {"input": "", "context": "A report.", "answers": ["A summary."], "length": 4,
-           "dataset": "gov_report", "language": "en", "all_classes": None,
-           "_id": "lb-004"}  # fmt: skip
+SUMMARY = {
+    "input": "",
+    "context": "A report.",
+    "answers": ["A summary."],
+    "length": 4,
+    "dataset": "gov_report",
+    "language": "en",
+    "all_classes": None,
+    "_id": "lb-004",
+}
 
 
 def _write(path, records):
@@ -83,16 +90,21 @@ def test_longbench_file_imports_passages_answers_and_metadata(tmp_path):
     assert hot.gold_answer == "Arthur's Magazine"
     assert hot.answer_aliases == ("arthurs magazine",)
     assert [(p.passage_id, p.title, p.doc_id) for p in hot.passages] == [
-        ("p0001", "Passage 1", "Passage 1"), ("p0002", "Passage 2", "Passage 2"),
-    ]  # fmt: skip
+        ("p0001", "Passage 1", "Passage 1"),
+        ("p0002", "Passage 2", "Passage 2"),
+    ]
     assert hot.passages[0].text == (
         "Arthur's Magazine\nArthur's Magazine was a literary periodical. It was founded in 1844."
     )
     assert [(p.role, p.is_gold) for p in hot.passages] == [("filler", False)] * 2
     assert (hot.oracle_applicable, hot.fan_in, hot.evidence_position) == (False, 0, "unknown")
     assert hot.source == "longbench/hotpotqa" and hot.answer_type == "string"
-    assert hot.metadata == {"dataset": "hotpotqa", "language": "en", "all_classes": None,
-                            "length": 31}  # fmt: skip
+    assert hot.metadata == {
+        "dataset": "hotpotqa",
+        "language": "en",
+        "all_classes": None,
+        "length": 31,
+    }
     # whitespace tokens of titles + texts: (2 + 13) + (2 + 14)
     assert hot.context_length == 31
 
@@ -121,10 +133,13 @@ def test_longbench_units_for_dolce_probes(tmp_path):
     hot, ret = read_dataset(path, "longbench", "lb").dataset.instances
     # Sentence units: each line, then each sentence: title line + 2 sentences per passage.
     assert [u.text for u in split_units(hot)] == [
-        "Arthur's Magazine", "Arthur's Magazine was a literary periodical.",
-        "It was founded in 1844.", "First for Women", "First for Women is a woman's magazine.",
+        "Arthur's Magazine",
+        "Arthur's Magazine was a literary periodical.",
+        "It was founded in 1844.",
+        "First for Women",
+        "First for Women is a woman's magazine.",
         "It started in 1989.",
-    ]  # fmt: skip
+    ]
     assert [u.passage_id for u in split_units(hot)] == ["p0001"] * 3 + ["p0002"] * 3
     assert [u.passage_id for u in split_units(hot, "passage")] == ["p0001", "p0002"]
     # L = 6 sentences: all spans (paper sampling), ladder 0, 1, 2, 5, 6 -> 1 + 6 + 5 + 2 + 1.
@@ -229,10 +244,22 @@ def test_cli_import_longbench_and_bad_file_leaves_store_unchanged(tmp_path, caps
 
 
 _context = st.lists(
-    st.sampled_from(["Passage 1:", "Paragraph 22: ", "\n", "\n\n", " ", "Passage 3:\n",
-                     "A b.", "c? D", "\t", "x"]),
+    st.sampled_from(
+        [
+            "Passage 1:",
+            "Paragraph 22: ",
+            "\n",
+            "\n\n",
+            " ",
+            "Passage 3:\n",
+            "A b.",
+            "c? D",
+            "\t",
+            "x",
+        ]
+    ),
     max_size=12,
-).map("".join)  # fmt: skip
+).map("".join)
 _value = st.one_of(
     st.none(), st.integers(-3, 3), st.text(max_size=6), st.lists(st.text(max_size=3))
 )
@@ -243,10 +270,13 @@ _FUZZ = settings(
 
 @_FUZZ
 @given(context=_context, question=_value, answers=st.one_of(_value, st.lists(_value, max_size=3)))
-def test_longbench_shaped_records_never_crash_and_lose_no_text(tmp_path, context, question,
-                                                              answers):  # fmt: skip
-    path = _write(tmp_path / "f.jsonl", [{"_id": "a", "input": question, "context": context,
-                                           "answers": answers}])  # fmt: skip
+def test_longbench_shaped_records_never_crash_and_lose_no_text(
+    tmp_path, context, question, answers
+):
+    path = _write(
+        tmp_path / "f.jsonl",
+        [{"_id": "a", "input": question, "context": context, "answers": answers}],
+    )
     try:
         (inst,) = read_dataset(path, "longbench", "f").dataset.instances
     except DataError as exc:

@@ -44,12 +44,22 @@ def _cue(iid, cond, variant, *, corr, f1=None, error=None, answer="a", cited=("p
     f1 = corr if f1 is None else f1
     scored = conf is not None and not math.isnan(corr)  # CE needs a confidence and a score
     return {
-        "run": "r", "instance_id": iid, "condition": cond, "variant": variant, "answer": answer,
-        "cited_ids": list(cited), "confidence": conf, "error": error, "meta": None,
-        "soft_correct": corr, "f1_relaxed": f1, "title_grounding": corr,
+        "run": "r",
+        "instance_id": iid,
+        "condition": cond,
+        "variant": variant,
+        "answer": answer,
+        "cited_ids": list(cited),
+        "confidence": conf,
+        "error": error,
+        "meta": None,
+        "soft_correct": corr,
+        "f1_relaxed": f1,
+        "title_grounding": corr,
         "confidence_error": abs(conf - corr) if scored else NAN,
-        "answer_type": "entity", "reasoning_type": "single_hop",
-    }  # fmt: skip
+        "answer_type": "entity",
+        "reasoning_type": "single_hop",
+    }
 
 
 def _cue_frame() -> pd.DataFrame:
@@ -66,8 +76,16 @@ def _cue_frame() -> pd.DataFrame:
 
 
 def _with_failed_intervention() -> pd.DataFrame:
-    failed = _cue("d", "intervention", "remove|p1", corr=NAN, error="HTTP 500", answer=None,
-                  cited=(), conf=None)  # fmt: skip
+    failed = _cue(
+        "d",
+        "intervention",
+        "remove|p1",
+        corr=NAN,
+        error="HTTP 500",
+        answer=None,
+        cited=(),
+        conf=None,
+    )
     return pd.concat(
         [_cue_frame(), pd.DataFrame([_cue("d", "retrieved", "", corr=1.0), failed])],
         ignore_index=True,
@@ -110,8 +128,9 @@ def test_cuer_failed_intervention_is_missing_not_zero():
 
 def test_cuer_failed_base_makes_every_pair_of_it_missing():
     frame = _cue_frame()
-    failed_base = _cue("d", "retrieved", "", corr=NAN, error="timeout", answer=None, cited=(),
-                       conf=None)  # fmt: skip
+    failed_base = _cue(
+        "d", "retrieved", "", corr=NAN, error="timeout", answer=None, cited=(), conf=None
+    )
     dirty = pd.concat(
         [frame, pd.DataFrame([failed_base, _cue("d", "intervention", "remove|p1", corr=1.0)])],
         ignore_index=True,
@@ -132,17 +151,28 @@ def test_cuer_synergy_counts_failed_ablation_as_missing():
             _cue(iid, "retrieved", "", corr=1.0, f1=orig),
             _cue(iid, "intervention", "two_support:1|p1", corr=1.0, f1=one),
             _cue(iid, "intervention", "two_support:2|p2", corr=1.0, f1=two_),
-            _cue(iid, "intervention", "two_support:both|p1+p2", corr=1.0,
-                 f1=NAN if error else both, error=error),
-        ]  # fmt: skip
+            _cue(
+                iid,
+                "intervention",
+                "two_support:both|p1+p2",
+                corr=1.0,
+                f1=NAN if error else both,
+                error=error,
+            ),
+        ]
 
     clean = two("a", 1.0, 1.0, 1.0, 0.0) + two("b", 1.0, 0.5, 0.0, 0.0)
     dirty = clean + two("c", 1.0, 1.0, 1.0, 0.0, error="HTTP 503")
     got = synergy(intervention_pairs(pd.DataFrame(dirty))).aggregate.iloc[0]
     ref = synergy(intervention_pairs(pd.DataFrame(clean))).aggregate.iloc[0]
     assert (got["n"], got["missing"]) == (2, 1) and (ref["n"], ref["missing"]) == (2, 0)
-    for col in ("mean_drop_1", "mean_drop_both", "mean_synergy", "pct_positive_synergy",
-                "pct_strong_complementary"):  # fmt: skip
+    for col in (
+        "mean_drop_1",
+        "mean_drop_both",
+        "mean_synergy",
+        "pct_positive_synergy",
+        "pct_strong_complementary",
+    ):
         assert got[col] == pytest.approx(ref[col])
     assert got["pct_positive_synergy"] == pytest.approx(50.0)  # a: synergy 1; b: 0
 
@@ -180,9 +210,17 @@ def test_cuer_figures_do_not_depend_on_the_order_pairs_are_stored_in():
         out = []
         for make in (utility_profile_figure, divergence_figure):
             fig, _ = make(result)
-            out.append([(t.name, t.marker.color, tuple(t.y),
-                         tuple(t.error_y.array) if t.type == "bar" else None)
-                        for t in fig.data])  # fmt: skip
+            out.append(
+                [
+                    (
+                        t.name,
+                        t.marker.color,
+                        tuple(t.y),
+                        tuple(t.error_y.array) if t.type == "bar" else None,
+                    )
+                    for t in fig.data
+                ]
+            )
         return out
 
     reversed_rows = dirty.iloc[::-1].reset_index(drop=True)
@@ -199,19 +237,34 @@ def _probe_rows() -> list[dict]:
         for c in (0, 1, 2, 5, 10):
             for start in range(4):
                 ok = c >= 2
-                rows.append({
-                    "run": "r", "dataset": "d", "instance_id": iid,
-                    "variant": f"C={c}|start={start}", "meta": '{"L": 10}',
-                    "answer": "Paris" if ok else "unanswerable", "error": None,
-                    "f1_relaxed": 1.0 if ok else 0.0, "question": "q",
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "run": "r",
+                        "dataset": "d",
+                        "instance_id": iid,
+                        "variant": f"C={c}|start={start}",
+                        "meta": '{"L": 10}',
+                        "answer": "Paris" if ok else "unanswerable",
+                        "error": None,
+                        "f1_relaxed": 1.0 if ok else 0.0,
+                        "question": "q",
+                    }
+                )
     return rows
 
 
 def _failed_probe(iid: str, c: int) -> dict:
-    return {"run": "r", "dataset": "d", "instance_id": iid, "variant": f"C={c}|start=9",
-            "meta": '{"L": 10}', "answer": None, "error": "HTTP 500", "f1_relaxed": NAN,
-            "question": "q"}  # fmt: skip
+    return {
+        "run": "r",
+        "dataset": "d",
+        "instance_id": iid,
+        "variant": f"C={c}|start=9",
+        "meta": '{"L": 10}',
+        "answer": None,
+        "error": "HTTP 500",
+        "f1_relaxed": NAN,
+        "question": "q",
+    }
 
 
 def test_dolce_failed_probe_is_missing_not_a_failed_probe():
@@ -250,8 +303,10 @@ def test_dolce_stored_zero_of_a_failed_call_is_not_an_outcome():
 
 def test_dolce_parse_error_stays_a_failed_probe():
     parse = _failed_probe("a", 5) | {"error": None, "f1_relaxed": 0.0, "answer": None}
-    fit = fit_dolce(outcomes_from_probes(pd.DataFrame([*_probe_rows(), parse]),
-                                         keep_missing=True), scenario="COW")  # fmt: skip
+    fit = fit_dolce(
+        outcomes_from_probes(pd.DataFrame([*_probe_rows(), parse]), keep_missing=True),
+        scenario="COW",
+    )
     p = fit.problems.set_index("problem")
     assert (p.loc["a", "n_obs"], p.loc["a", "missing"]) == (21, 0)
     curve = fit.curves[(fit.curves["problem"] == "a") & (fit.curves["C"] == 5)].iloc[0]
@@ -264,32 +319,50 @@ def test_dolce_parse_error_stays_a_failed_probe():
 def _fan(iid, cond, fan, score, *, error=None, run="r"):
     gold = [f"{iid}g{i}" for i in range(fan)]
     return {
-        "run": run, "model": "m", "dataset": "d", "instance_id": iid, "condition": cond,
-        "input_passage_ids": gold[:1] + ["x"], "cited_ids": gold[:1], "gold_ids": gold,
-        "fan_in": fan, "error": error, "f1_relaxed": score,
-    }  # fmt: skip
+        "run": run,
+        "model": "m",
+        "dataset": "d",
+        "instance_id": iid,
+        "condition": cond,
+        "input_passage_ids": gold[:1] + ["x"],
+        "cited_ids": gold[:1],
+        "gold_ids": gold,
+        "fan_in": fan,
+        "error": error,
+        "f1_relaxed": score,
+    }
 
 
 def _fan_rows() -> list[dict]:
     return [
-        _fan("s1", "retrieved", 1, 1.0), _fan("s2", "retrieved", 1, 0.5),
-        _fan("h1", "retrieved", 4, 0.5), _fan("h2", "retrieved", 5, 0.25),
-        _fan("s1", "oracle", 1, 1.0), _fan("s2", "oracle", 1, 1.0),
-        _fan("h1", "oracle", 4, 0.5), _fan("h2", "oracle", 5, 1.0),
-    ]  # fmt: skip
+        _fan("s1", "retrieved", 1, 1.0),
+        _fan("s2", "retrieved", 1, 0.5),
+        _fan("h1", "retrieved", 4, 0.5),
+        _fan("h2", "retrieved", 5, 0.25),
+        _fan("s1", "oracle", 1, 1.0),
+        _fan("s2", "oracle", 1, 1.0),
+        _fan("h1", "oracle", 4, 0.5),
+        _fan("h2", "oracle", 5, 1.0),
+    ]
 
 
 def test_fanin_failed_call_is_missing_not_zero():
     clean = pd.DataFrame(_fan_rows())
-    dirty = pd.DataFrame([*_fan_rows(), _fan("s3", "retrieved", 1, NAN, error="HTTP 500"),
-                          _fan("s3", "oracle", 1, 1.0)])  # fmt: skip
+    dirty = pd.DataFrame(
+        [
+            *_fan_rows(),
+            _fan("s3", "retrieved", 1, NAN, error="HTTP 500"),
+            _fan("s3", "oracle", 1, 1.0),
+        ]
+    )
     # r over exact fan-in with the oracle: enough points for r on this small frame
     got = fanin_analysis(dirty, points="fan_in", include_oracle=True, n_resamples=200)
     ref = fanin_analysis(clean, points="fan_in", include_oracle=True, n_resamples=200)
     b = got.by_bucket.set_index(["condition", "bucket"])
     assert (b.loc[("retrieved", "single"), "n"], b.loc[("retrieved", "single"), "missing"]) == (
-        2, 1,
-    )  # fmt: skip
+        2,
+        1,
+    )
     assert (b.loc[("retrieved", "all"), "n"], b.loc[("retrieved", "all"), "missing"]) == (4, 1)
     # hand-checked: AC single = 100 x (1.0 + 0.5) / 2; the failed call is not a 0
     assert b.loc[("retrieved", "single"), "ac"] == pytest.approx(75.0)
@@ -298,8 +371,9 @@ def test_fanin_failed_call_is_missing_not_zero():
         assert b.loc[("retrieved", "single"), col] == pytest.approx(
             rb.loc[("retrieved", "single"), col]
         )
-    row = got.per_instance[(got.per_instance["instance_id"] == "s3")
-                           & (got.per_instance["condition"] == "retrieved")].iloc[0]  # fmt: skip
+    row = got.per_instance[
+        (got.per_instance["instance_id"] == "s3") & (got.per_instance["condition"] == "retrieved")
+    ].iloc[0]
     assert bool(row["missing"]) and math.isnan(row["ac"]) and math.isnan(row["er"])
     d = got.degradation.set_index("condition").loc["retrieved"]
     rd = ref.degradation.set_index("condition").loc["retrieved"]
@@ -327,8 +401,9 @@ def test_fanin_stored_zero_of_a_failed_call_is_missing():
     dirty = pd.DataFrame([*_fan_rows(), _fan("s3", "retrieved", 1, 0.0, error="timeout")])
     b = fanin_analysis(dirty, n_resamples=100).by_bucket.set_index(["condition", "bucket"])
     assert (b.loc[("retrieved", "single"), "n"], b.loc[("retrieved", "single"), "missing"]) == (
-        2, 1,
-    )  # fmt: skip
+        2,
+        1,
+    )
     assert b.loc[("retrieved", "single"), "ac"] == pytest.approx(75.0)
 
 
@@ -337,8 +412,9 @@ def test_fanin_parse_error_stays_in_n_as_zero():
     got = fanin_analysis(pd.DataFrame([*_fan_rows(), parse]), n_resamples=100)
     b = got.by_bucket.set_index(["condition", "bucket"])
     assert (b.loc[("retrieved", "single"), "n"], b.loc[("retrieved", "single"), "missing"]) == (
-        3, 0,
-    )  # fmt: skip
+        3,
+        0,
+    )
     assert b.loc[("retrieved", "single"), "ac"] == pytest.approx(50.0)
     a = got.attribution.set_index("condition").loc["retrieved"]
     assert (a["n"], a["missing"], a["n_failures"]) == (5, 0, 2)

@@ -87,12 +87,14 @@ def test_remembered_answers_equal_fresh_ones():
         wider = httpx.post(stub.url + "/api/chat", json=dict(body, top_logprobs=3)).json()
     with ModelStub() as other:  # nothing remembered yet
         fresh = httpx.post(other.url + "/api/chat", json=body).json()
-    assert first["prompt_eval_count"] == again["prompt_eval_count"] == ModelStub.count_tokens(
-        MESSAGES)
+    assert (
+        first["prompt_eval_count"] == again["prompt_eval_count"] == ModelStub.count_tokens(MESSAGES)
+    )
     assert first["logprobs"] == again["logprobs"] == fresh["logprobs"]
     assert [len(e["top_logprobs"]) for e in wider["logprobs"]] == [3] * len(wider["logprobs"])
     assert [e["top_logprobs"] for e in wider["logprobs"]][0][:2] == first["logprobs"][0][
-        "top_logprobs"]
+        "top_logprobs"
+    ]
 
 
 def test_model_info_endpoints():
@@ -145,17 +147,28 @@ def test_modes():
     with pytest.raises(ValueError, match="unknown stub mode 'slow'; allowed: ok, 500"):
         stub.set_mode("slow")
     assert MODES == (
-        "ok", "500", "503-once", "stall", "not-json", "missing-fields", "close", "garbage",
-        "json-list", "json-null", "huge",
-    )  # fmt: skip
+        "ok",
+        "500",
+        "503-once",
+        "stall",
+        "not-json",
+        "missing-fields",
+        "close",
+        "garbage",
+        "json-list",
+        "json-null",
+        "huge",
+    )
 
 
 def test_garbage_replies_and_queued_modes():
     with ModelStub() as stub:
         body = {"model": "stub-model", "messages": MESSAGES}
         stub.set_mode("garbage")
-        texts = [httpx.post(stub.url + "/api/chat", json=body).json()["message"]["content"]
-                 for _ in GARBAGE_REPLIES]  # fmt: skip
+        texts = [
+            httpx.post(stub.url + "/api/chat", json=body).json()["message"]["content"]
+            for _ in GARBAGE_REPLIES
+        ]
         assert texts == list(GARBAGE_REPLIES)
         got = httpx.post(stub.url + "/v1/chat/completions", json=body).json()
         assert got["choices"][0]["message"]["content"] == GARBAGE_REPLIES[0]

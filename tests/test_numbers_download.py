@@ -35,8 +35,17 @@ def demo(tmp_path_factory):
 @pytest.mark.parametrize("runs", [None, [_RUN]], ids=["every-run", "chosen-run"])
 def test_the_download_is_the_commands_output(demo, tmp_path, runs):
     out = tmp_path / "numbers.tex"
-    cmd = [sys.executable, "-m", "core", "export", "numbers", "--db", str(demo.path), "--out",
-           str(out)] + (["--runs", ",".join(runs)] if runs else [])  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "core",
+        "export",
+        "numbers",
+        "--db",
+        str(demo.path),
+        "--out",
+        str(out),
+    ] + (["--runs", ",".join(runs)] if runs else [])
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=300)
     got = numbers_files(demo, runs, "f1_relaxed")
     tex = got["tex"].decode()

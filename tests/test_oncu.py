@@ -63,8 +63,9 @@ def _frame() -> pd.DataFrame:
     # F: instance flagged not oracle-applicable (and so no oracle run) -> empty_oracle_evidence
     rows += _rows("F", 1, {"no_evidence": 0.0, "full_context": 0.5, "retrieved": 0.5}, False)
     # G: flagged applicable but without gold ids -> empty_oracle_evidence
-    rows += _rows("G", 1, {"no_evidence": 0.0, "oracle": 1.0, "full_context": 1.0, "retrieved": 1},
-                  gold=())  # fmt: skip
+    rows += _rows(
+        "G", 1, {"no_evidence": 0.0, "oracle": 1.0, "full_context": 1.0, "retrieved": 1}, gold=()
+    )
     return pd.DataFrame(rows)
 
 
@@ -192,7 +193,7 @@ def test_failure_breakdown():
                 "localization",
                 None,
             ],
-        }  # fmt: skip
+        }
     )
     fb = failure_breakdown(df).set_index("condition")
     assert list(fb.index) == ["full_context", "retrieved"]

@@ -72,10 +72,17 @@ def _frame(n: int, seed: int = 2) -> pd.DataFrame:
     rows = []
     for cond, acc in (("full_context", 0.55), ("retrieved", 0.7)):
         ok = rng.random(n) < acc
-        rows.append(pd.DataFrame({
-            "run": "r", "instance_id": [f"i{i}" for i in range(n)], "condition": cond,
-            "em_relaxed": ok.astype(float), "f1_relaxed": np.where(ok, 1.0, rng.random(n) / 2),
-        }))  # fmt: skip
+        rows.append(
+            pd.DataFrame(
+                {
+                    "run": "r",
+                    "instance_id": [f"i{i}" for i in range(n)],
+                    "condition": cond,
+                    "em_relaxed": ok.astype(float),
+                    "f1_relaxed": np.where(ok, 1.0, rng.random(n) / 2),
+                }
+            )
+        )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -90,7 +97,8 @@ def test_point_estimates_do_not_depend_on_the_estimator():
     hand = df[df["condition"] == "retrieved"]["f1_relaxed"].mean()
     assert abs(fast.loc["retrieved", "f1_relaxed"] - hand) <= 1e-12
     assert set(ref["ci_method"]) == {"resample"} and set(fast["ci_method"]) == {
-        "multinomial-binned"}  # fmt: skip
+        "multinomial-binned"
+    }
     for col in ("em_relaxed", "f1_relaxed"):
         se = df.groupby("condition")[col].std(ddof=0) / np.sqrt(2500)
         for end in ("_ci_low", "_ci_high"):
@@ -119,7 +127,9 @@ def test_tables_name_the_estimator_and_resample_stays_available():
     auto = condition_matrix_table(df)
     assert set(auto["ci_method"]) == {"resample"}  # small cells: the published estimator
     assert set(condition_matrix_table(df, ci="multinomial")["ci_method"]) <= {
-        "multinomial", "multinomial-binned"}  # fmt: skip
+        "multinomial",
+        "multinomial-binned",
+    }
     off = condition_matrix_table(df, ci="false")
     assert off["f1_relaxed_ci_low"].isna().all()
     con = contrasts_table(df, contrasts=[("retrieved", "full_context")], ci="resample")

@@ -32,23 +32,30 @@ def _frame(n_inst: int, seed: int = 5, scores: tuple[str, ...] | None = None) ->
     rng = np.random.default_rng(seed)
     n = 2 * len(_CONDS) * n_inst
     f1 = rng.choice([0.0, 1.0, 0.5, 1 / 3, np.nan], size=n, p=[0.4, 0.35, 0.1, 0.1, 0.05])
-    df = pd.DataFrame({
-        "run": np.repeat(["b", "a"], n // 2),
-        "model": "m",
-        "dataset": "d",
-        "instance_id": np.tile([f"i{i:05d}" for i in rng.permutation(n_inst)], 2 * len(_CONDS)),
-        "condition": np.tile(np.repeat(_CONDS, n_inst), 2),
-        "em_strict": (f1 == 1.0).astype(float),
-        "em_relaxed": (f1 == 1.0).astype(float),  # the same values as em_strict
-        "f1_relaxed": f1,
-        "ev_f1": rng.random(n),  # continuous: the binned multinomial estimator
-        "citation_grounding": np.where(rng.random(n) < 0.2, np.nan, 1.0),
-        "error": rng.choice([None, None, "timeout", "  "], size=n),
-        "parse_error": rng.choice([None, "bad json"], size=n, p=[0.9, 0.1]),
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "run": np.repeat(["b", "a"], n // 2),
+            "model": "m",
+            "dataset": "d",
+            "instance_id": np.tile([f"i{i:05d}" for i in rng.permutation(n_inst)], 2 * len(_CONDS)),
+            "condition": np.tile(np.repeat(_CONDS, n_inst), 2),
+            "em_strict": (f1 == 1.0).astype(float),
+            "em_relaxed": (f1 == 1.0).astype(float),  # the same values as em_strict
+            "f1_relaxed": f1,
+            "ev_f1": rng.random(n),  # continuous: the binned multinomial estimator
+            "citation_grounding": np.where(rng.random(n) < 0.2, np.nan, 1.0),
+            "error": rng.choice([None, None, "timeout", "  "], size=n),
+            "parse_error": rng.choice([None, "bad json"], size=n, p=[0.9, 0.1]),
+        }
+    )
     if scores is not None:
-        df = df.drop(columns=[c for c in ("em_strict", "em_relaxed", "f1_relaxed", "ev_f1",
-                                          "citation_grounding") if c not in scores])  # fmt: skip
+        df = df.drop(
+            columns=[
+                c
+                for c in ("em_strict", "em_relaxed", "f1_relaxed", "ev_f1", "citation_grounding")
+                if c not in scores
+            ]
+        )
     return df
 
 
@@ -71,9 +78,13 @@ def _old_multinomial_cis(row, block, scores, n_resamples, seed, level) -> None:
 
 
 def _old_sample_level_means(
-    df: pd.DataFrame, ci: bool, n_resamples: int, ci_method: str, seed: int = 42,
+    df: pd.DataFrame,
+    ci: bool,
+    n_resamples: int,
+    ci_method: str,
+    seed: int = 42,
     level: float = 0.95,
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """The previous ``core.oncu.metrics._sample_level_means``: one row-major block per cell, each
     cell's rows in frame (import) order (issue 34 item 4; instance-id order before)."""
     keys = [k for k in ("run", "model", "dataset") if k in df.columns] + ["condition"]
@@ -106,8 +117,9 @@ def _old_sample_level_means(
     if ci and rows:
         fast = {i for i, b in enumerate(blocks) if stats_ci_method(ci_method, len(b)) != "resample"}
         slow = [i for i in range(len(blocks)) if i not in fast]
-        add_mean_cis([rows[i] for i in slow], [blocks[i] for i in slow], scores, n_resamples,
-                     seed, level)  # fmt: skip
+        add_mean_cis(
+            [rows[i] for i in slow], [blocks[i] for i in slow], scores, n_resamples, seed, level
+        )
         for i in slow:
             rows[i]["ci_method"] = "resample"
         for i in sorted(fast):
@@ -115,8 +127,9 @@ def _old_sample_level_means(
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("ci,method", [(False, "auto"), (True, "resample"),
-                                       (True, "multinomial"), (True, "auto")])  # fmt: skip
+@pytest.mark.parametrize(
+    "ci,method", [(False, "auto"), (True, "resample"), (True, "multinomial"), (True, "auto")]
+)
 @pytest.mark.parametrize("scores", [None, ("f1_relaxed",), ("em_strict", "ev_f1")])
 def test_sample_level_means_equal_the_previous_blocks_bit_for_bit(ci, method, scores):
     """Several score columns (sums down a block) and one (a pairwise sum), every estimator."""
@@ -127,8 +140,8 @@ def test_sample_level_means_equal_the_previous_blocks_bit_for_bit(ci, method, sc
     # shared (memoized) frames give the same table
     shared = share_frame(df.copy())
     pd.testing.assert_frame_equal(
-        sample_level_means(shared, ci=ci, n_resamples=300, ci_method=method), old,
-        check_exact=True)  # fmt: skip
+        sample_level_means(shared, ci=ci, n_resamples=300, ci_method=method), old, check_exact=True
+    )
 
 
 def test_large_cells_take_the_multinomial_estimator_with_the_previous_numbers():
@@ -151,7 +164,9 @@ def test_multinomial_cis_draw_equal_columns_once_and_keep_the_rest():
     names = ["em_strict", "em_relaxed", "ev_f1", "soft_correct"]
     add_multinomial_cis(row, columns, names, 2000, 42, 0.95)
     assert (row["em_strict_ci_low"], row["em_strict_ci_high"]) == (
-        row["em_relaxed_ci_low"], row["em_relaxed_ci_high"])  # fmt: skip
+        row["em_relaxed_ci_low"],
+        row["em_relaxed_ci_high"],
+    )
     assert math.isnan(row["ev_f1_ci_low"]) and math.isnan(row["ev_f1_ci_high"])
     # the same multiset in another order: the same counts, so the same draws
     assert row["soft_correct_ci_low"] == row["em_strict_ci_low"]
@@ -169,8 +184,19 @@ def test_audit_hover_text_is_the_row_wise_join():
     fig, pts = oncu_audit_figure(df)
     texts = [t for trace in fig.data[1:] for t in trace.text]
     # the hover line: the point's key cells in the points' column order, joined by " | "
-    cols = [c for c in pts.columns if c in ("run", "reasoning_type", "context_length",
-            "evidence_position", "distractor_similarity", "evidence_density")]  # fmt: skip
+    cols = [
+        c
+        for c in pts.columns
+        if c
+        in (
+            "run",
+            "reasoning_type",
+            "context_length",
+            "evidence_position",
+            "distractor_similarity",
+            "evidence_density",
+        )
+    ]
     want = [
         " | ".join(r)
         for cond in ("full_context", "retrieved")

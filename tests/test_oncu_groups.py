@@ -43,13 +43,33 @@ _EXACT_KEY = tuple(EXACT_LENGTH if k == "context_length" else k for k in DEFAULT
     ("length", "bucket"),
     [
         # hand-checked: boundaries at the geometric means 1000 * 2 ** (i + 0.5)
-        (1, 1000), (759, 1000), (1000, 1000), (1414, 1000), (1415, 2000), (2000, 2000),
-        (2237, 2000), (2828, 2000), (2829, 4000), (4000, 4000), (5656, 4000), (5657, 8000),
-        (8000, 8000), (11313, 8000), (11314, 16000), (16000, 16000), (22627, 16000),
-        (22628, 32000), (32000, 32000), (45254, 32000), (45255, 64000), (90509, 64000),
-        (90510, 128000), (128000, 128000), (500000, 128000),
+        (1, 1000),
+        (759, 1000),
+        (1000, 1000),
+        (1414, 1000),
+        (1415, 2000),
+        (2000, 2000),
+        (2237, 2000),
+        (2828, 2000),
+        (2829, 4000),
+        (4000, 4000),
+        (5656, 4000),
+        (5657, 8000),
+        (8000, 8000),
+        (11313, 8000),
+        (11314, 16000),
+        (16000, 16000),
+        (22627, 16000),
+        (22628, 32000),
+        (32000, 32000),
+        (45254, 32000),
+        (45255, 64000),
+        (90509, 64000),
+        (90510, 128000),
+        (128000, 128000),
+        (500000, 128000),
     ],
-)  # fmt: skip
+)
 def test_length_bucket_hand_checked(length, bucket):
     assert length_bucket([length])[0] == bucket
     assert length_bucket([str(length)])[0] == bucket  # lengths read as text bucket the same
@@ -58,8 +78,14 @@ def test_length_bucket_hand_checked(length, bucket):
 def test_length_bucket_boundaries_and_missing():
     assert LENGTH_LADDER == (1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000)
     assert [round(b, 1) for b in LENGTH_BOUNDARIES] == [
-        1414.2, 2828.4, 5656.9, 11313.7, 22627.4, 45254.8, 90509.7,
-    ]  # fmt: skip
+        1414.2,
+        2828.4,
+        5656.9,
+        11313.7,
+        22627.4,
+        45254.8,
+        90509.7,
+    ]
     # a value exactly on a boundary goes up
     assert length_bucket([1000 * math.sqrt(2)])[0] == 2000
     out = length_bucket([None, float("nan"), "4K", 0, -5])
@@ -110,14 +136,25 @@ def _scored(lengths, scores=None):
     """Four conditions per instance; position alternates front/end."""
     rows = []
     for i, n in enumerate(lengths):
-        s = (scores or {}).get(i, {"no_evidence": 0.0, "oracle": 1.0, "full_context": 0.5,
-                                   "retrieved": 1.0})  # fmt: skip
+        s = (scores or {}).get(
+            i, {"no_evidence": 0.0, "oracle": 1.0, "full_context": 0.5, "retrieved": 1.0}
+        )
         for cond, v in s.items():
-            rows.append({"source": "toy", "model": "m", "reasoning_type": "multi_hop",
-                         "context_length": n, "evidence_position": "front",
-                         "evidence_density": "low", "distractor_similarity": "none",
-                         "instance_id": f"i{i}", "condition": cond, "f1_relaxed": v,
-                         "gold_ids": ["p1"]})  # fmt: skip
+            rows.append(
+                {
+                    "source": "toy",
+                    "model": "m",
+                    "reasoning_type": "multi_hop",
+                    "context_length": n,
+                    "evidence_position": "front",
+                    "evidence_density": "low",
+                    "distractor_similarity": "none",
+                    "instance_id": f"i{i}",
+                    "condition": cond,
+                    "f1_relaxed": v,
+                    "gold_ids": ["p1"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -147,9 +184,7 @@ def test_data_on_a_grid_keeps_its_exact_lengths():
 
 def test_missing_scores_are_counted_and_skipped_never_zero():
     df = _scored([4000] * 3)
-    df.loc[(df["instance_id"] == "i0") & (df["condition"] == "full_context"), "f1_relaxed"] = (
-        np.nan
-    )
+    df.loc[(df["instance_id"] == "i0") & (df["condition"] == "full_context"), "f1_relaxed"] = np.nan
     g = oncu_groups(df).set_index("condition")
     assert (g.loc["full_context", "n"], g.loc["full_context", "missing"]) == (3, 1)
     assert g.loc["full_context", "s_c"] == pytest.approx(0.5)  # mean of the two scored
@@ -185,8 +220,10 @@ def test_summary_warns_and_the_coarser_key_fixes_it():
 
 
 def test_per_instance_oncu_is_the_instance_id_key():
-    df = _scored([4000] * 3, scores={0: {"no_evidence": 0.0, "oracle": 1.0,
-                                         "full_context": 0.25, "retrieved": 1.0}})  # fmt: skip
+    df = _scored(
+        [4000] * 3,
+        scores={0: {"no_evidence": 0.0, "oracle": 1.0, "full_context": 0.25, "retrieved": 1.0}},
+    )
     g = oncu_groups(df, group_key=("instance_id",))
     full = g[g["condition"] == "full_context"].set_index("instance_id")
     assert full["oncu_raw"].to_dict() == {"i0": 0.25, "i1": 0.5, "i2": 0.5}
@@ -218,9 +255,10 @@ def test_hotpotqa_default_key_has_fewer_than_20_groups(hotpot_store):
     # before (the exact length): one group per instance
     before = oncu_summary(frame, ci=False, group_key=_EXACT_KEY).set_index("condition")
     assert before["total_groups"].tolist() == [53, 53]
-    assert before.loc["full_context", "group_sizes"]["n=1"] == before.loc[
-        "full_context", "valid_groups"
-    ]
+    assert (
+        before.loc["full_context", "group_sizes"]["n=1"]
+        == before.loc["full_context", "valid_groups"]
+    )
     assert before["small_group_warning"].all()
     # identical to per-instance ONCU: every exact-length group is one instance
     per_inst = oncu_summary(frame, ci=False, group_key=("instance_id",)).set_index("condition")
@@ -233,9 +271,12 @@ def test_hotpotqa_default_key_has_fewer_than_20_groups(hotpot_store):
     assert BUCKET_LENGTH in after.loc["full_context", "group_key"]
     g = oncu_groups(frame)
     assert sorted(set(g["context_length"])) == [1000, 2000]
-    assert g.drop_duplicates(["context_length", "reasoning_type", "evidence_position"])[
-        "n_instances"
-    ].sum() == 53
+    assert (
+        g.drop_duplicates(["context_length", "reasoning_type", "evidence_position"])[
+            "n_instances"
+        ].sum()
+        == 53
+    )
     assert after["small_group_warning"].all()  # 8 of 10 groups still hold < 5 instances
     coarser = after.loc["full_context", "coarser_group_key"]
     fixed = oncu_summary(frame, ci=False, group_key=coarser)
@@ -258,9 +299,16 @@ def test_bucket_drill_down_lists_the_exact_lengths_of_the_bucket(hotpot_store):
     from core.views import instances_behind
 
     sel = Selection(dataset="hp", runs=("hp-emb",))
-    rows = instances_behind(Store(hotpot_store), sel, {
-        "run": "hp-emb", "condition": "oracle", "context_length": 2000, "length_cell": "bucket",
-    })  # fmt: skip
+    rows = instances_behind(
+        Store(hotpot_store),
+        sel,
+        {
+            "run": "hp-emb",
+            "condition": "oracle",
+            "context_length": 2000,
+            "length_cell": "bucket",
+        },
+    )
     assert sorted(rows["context_length"]) == [1679, 1954, 2149, 2237]
 
 
@@ -302,8 +350,11 @@ def test_conditions_page_warns_and_one_click_switches_to_the_coarser_key(
     assert not any("Most valid ONCU groups are tiny" in w.value for w in at.warning)
     # per-instance ONCU, in the audit tab: one row per (instance, contextual condition)
     open_tab(at, "ONCU audit")
-    per = next(d.value for d in at.dataframe if "instance_id" in d.value.columns
-               and "oncu_raw" in d.value.columns)  # fmt: skip
+    per = next(
+        d.value
+        for d in at.dataframe
+        if "instance_id" in d.value.columns and "oncu_raw" in d.value.columns
+    )
     assert len(per) == 2 * 53
 
 

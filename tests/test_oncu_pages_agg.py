@@ -50,17 +50,24 @@ def _frame(seed: int = 5, n_inst: int = 300, missing_id: bool = True) -> pd.Data
                 f1 = float(
                     rng.choice([0.0, 1.0, 0.5, 1 / 3, np.nan], p=[0.4, 0.35, 0.1, 0.1, 0.05])
                 )
-                rows.append({
-                    "run": run, "model": "m", "dataset": "d",
-                    "instance_id": None if (missing_id and i == 7 and run == "b")
-                    else f"i{i:04d}",
-                    "condition": cond, "f1_relaxed": f1, "em_strict": float(f1 == 1.0),
-                    "ev_f1": float(rng.random()),
-                    "confidence": float(rng.random()) if rng.random() > 0.1 else np.nan,
-                    "logprob_confidence": np.nan,
-                    "error": rng.choice([None, None, "timeout", "  "]),
-                    "parse_error": rng.choice([None, "bad json"], p=[.9, .1]),
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "run": run,
+                        "model": "m",
+                        "dataset": "d",
+                        "instance_id": None
+                        if (missing_id and i == 7 and run == "b")
+                        else f"i{i:04d}",
+                        "condition": cond,
+                        "f1_relaxed": f1,
+                        "em_strict": float(f1 == 1.0),
+                        "ev_f1": float(rng.random()),
+                        "confidence": float(rng.random()) if rng.random() > 0.1 else np.nan,
+                        "logprob_confidence": np.nan,
+                        "error": rng.choice([None, None, "timeout", "  "]),
+                        "parse_error": rng.choice([None, "bad json"], p=[0.9, 0.1]),
+                    }
+                )
     return pd.DataFrame(rows).sample(frac=1.0, random_state=seed).reset_index(drop=True)
 
 
@@ -76,8 +83,7 @@ def _old_contrast(df: pd.DataFrame, a: str, b: str, field: str, n: int, method: 
     out = []
     for key, w in wide.groupby(level=unit, sort=True):
         x, y = w[a].to_numpy(dtype=float), w[b].to_numpy(dtype=float)
-        out.append({**dict(zip(unit, key, strict=True)),
-                    **paired_contrast(x, y, n, method=method)})  # fmt: skip
+        out.append({**dict(zip(unit, key, strict=True)), **paired_contrast(x, y, n, method=method)})
     return out
 
 
@@ -87,8 +93,7 @@ def _old_means_order(df: pd.DataFrame) -> dict:
     keys = ["run", "model", "dataset", "condition"]
     srt = df
     vals = srt[[c for c in (*ANSWER_SCORES, *EVIDENCE_SCORES) if c in df]].to_numpy(dtype=float)
-    return {k: vals[i] for k, i in srt[keys].groupby(keys, dropna=False, sort=True)
-            .indices.items()}  # fmt: skip
+    return {k: vals[i] for k, i in srt[keys].groupby(keys, dropna=False, sort=True).indices.items()}
 
 
 def _old_calibration(df: pd.DataFrame, field: str) -> list[dict]:
@@ -98,8 +103,9 @@ def _old_calibration(df: pd.DataFrame, field: str) -> list[dict]:
         correct[pd.to_numeric(d[field], errors="coerce").isna()] = np.nan
         conf = pd.to_numeric(d["confidence"], errors="coerce")
         c = calibration(list(conf.to_numpy(float)), list(correct.to_numpy(float)))
-        rows.append({"run": run, "condition": cond, "n": c["n"], "brier": c["brier"],
-                     "ece": c["ece"]})  # fmt: skip
+        rows.append(
+            {"run": run, "condition": cond, "n": c["n"], "brier": c["brier"], "ece": c["ece"]}
+        )
     return rows
 
 
@@ -122,13 +128,15 @@ def _old_failure_breakdown(df: pd.DataFrame) -> pd.DataFrame:
 def test_failure_breakdown_equals_the_previous_groupby():
     df = _frame()
     rng = np.random.default_rng(1)
-    df["failure_label"] = np.where(df["condition"] == "no_evidence", None, rng.choice(
-        ["success", "localization", "parse", "integration"], len(df)))  # fmt: skip
+    df["failure_label"] = np.where(
+        df["condition"] == "no_evidence",
+        None,
+        rng.choice(["success", "localization", "parse", "integration"], len(df)),
+    )
     df.loc[df.index[:5], "run"] = None  # a missing unit cell is a cell of its own
     df.loc[df.index[5:9], "failure_label"] = "not a label"  # dropped, as before
     want = _old_failure_breakdown(df)
-    pd.testing.assert_frame_equal(failure_breakdown(share_frame(df.copy())), want,
-                                  check_exact=True)  # fmt: skip
+    pd.testing.assert_frame_equal(failure_breakdown(share_frame(df.copy())), want, check_exact=True)
     pd.testing.assert_frame_equal(failure_breakdown(df), want, check_exact=True)
     # hand-checked: run a, oracle: the share of 'success' among its rows with a known label
     d = df[(df["run"] == "a") & (df["condition"] == "oracle")]
@@ -175,9 +183,11 @@ def test_paired_columns_leave_out_missing_keys_and_unscored_sides():
 
 
 def test_contrast_hand_checked():
-    rows = [{"run": "r", "instance_id": f"i{i}", "condition": c, "em_strict": v}
-            for i, (x, y) in enumerate([(1.0, 0.0), (0.0, 0.0), (1.0, 1.0)])
-            for c, v in (("retrieved", x), ("full_context", y))]  # fmt: skip
+    rows = [
+        {"run": "r", "instance_id": f"i{i}", "condition": c, "em_strict": v}
+        for i, (x, y) in enumerate([(1.0, 0.0), (0.0, 0.0), (1.0, 1.0)])
+        for c, v in (("retrieved", x), ("full_context", y))
+    ]
     df = share_frame(pd.DataFrame(rows))
     row = condition_contrast(df, "retrieved", "full_context", "em_strict").iloc[0]
     # differences 1, 0, 0: mean 1/3, sd 1/sqrt(3) (ddof 1), effect 1/sqrt(3); one discordant
@@ -250,14 +260,17 @@ def test_cell_ids_order_missing_values_last():
     assert index.get_level_values("a").tolist()[:2] == ["x", "y"]
 
 
-@pytest.mark.parametrize("values", [["x"] * 4, [""] * 3, ["x", "x", None], ["b", "a", "b"],
-                                    ["x"], []])  # fmt: skip
+@pytest.mark.parametrize(
+    "values", [["x"] * 4, [""] * 3, ["x", "x", None], ["b", "a", "b"], ["x"], []]
+)
 def test_sorted_codes_of_one_text_value_equal_the_factorize(values):
     """A column holding one value (checked without hashing it) gets the factorize's codes."""
     from core.oncu.share import _sorted_codes
 
-    for col in (pd.Series(values, dtype="str"),
-                pd.concat([pd.Series(values, dtype="str")] * 3, ignore_index=True)):  # fmt: skip
+    for col in (
+        pd.Series(values, dtype="str"),
+        pd.concat([pd.Series(values, dtype="str")] * 3, ignore_index=True),
+    ):
         codes, uniques = pd.factorize(col, sort=True, use_na_sentinel=True)
         want = np.where(codes < 0, len(uniques), codes).astype(np.int64)
         got, size = _sorted_codes(col)
@@ -276,8 +289,9 @@ def test_release_store_page_tables_match_the_previous_code(tmp_path):
         assert len(got) == len(want) > 0
         for g, w in zip(got.to_dict("records"), want, strict=True):
             assert all(g[k] == v or (v != v and g[k] != g[k]) for k, v in w.items())
-    pd.testing.assert_frame_equal(contrasts_table(frame, n_resamples=300),
-                                  contrasts_table(fresh, n_resamples=300))  # fmt: skip
+    pd.testing.assert_frame_equal(
+        contrasts_table(frame, n_resamples=300), contrasts_table(fresh, n_resamples=300)
+    )
 
 
 def test_holm_is_statsmodels_holm_without_the_import():
@@ -308,9 +322,14 @@ def _statsmodels_ols(y: np.ndarray, x: pd.DataFrame) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = OLS(yv[keep], design).fit()
-        return {"term": list(design.columns), "coef": fit.params.to_numpy(),
-                "se": fit.bse.to_numpy(), "t": fit.tvalues.to_numpy(),
-                "p": fit.pvalues.to_numpy(), "r_squared": float(fit.rsquared)}  # fmt: skip
+        return {
+            "term": list(design.columns),
+            "coef": fit.params.to_numpy(),
+            "se": fit.bse.to_numpy(),
+            "t": fit.tvalues.to_numpy(),
+            "p": fit.pvalues.to_numpy(),
+            "r_squared": float(fit.rsquared),
+        }
 
 
 def test_ols_is_statsmodels_ols_without_the_import():
@@ -325,8 +344,13 @@ def test_ols_is_statsmodels_ols_without_the_import():
         y = 0.3 + 0.5 * x["a"].to_numpy() + rng.normal(scale=0.1, size=n)
         cases.append((y, x))
     pos = np.tile(np.linspace(0.05, 0.95, 10), 4)
-    end = pd.DataFrame({"length": np.repeat([0.0, 1, 2, 3], 10) - 1.5, "pos": pos - pos.mean(),
-                        "end": (1 - pos) - (1 - pos).mean()})  # fmt: skip
+    end = pd.DataFrame(
+        {
+            "length": np.repeat([0.0, 1, 2, 3], 10) - 1.5,
+            "pos": pos - pos.mean(),
+            "end": (1 - pos) - (1 - pos).mean(),
+        }
+    )
     cases.append((rng.random(40), end))  # rank-deficient: end = -pos
     cases.append((1.0 + 2.0 * end["length"].to_numpy(), end[["length"]]))  # exact fit
     y = rng.random(12)
@@ -340,10 +364,12 @@ def test_ols_is_statsmodels_ols_without_the_import():
         table = got["table"]
         assert table["term"].tolist() == want["term"]
         for col in ("coef", "se", "t", "p"):
-            np.testing.assert_allclose(table[col].to_numpy(), want[col], rtol=1e-12,
-                                       atol=1e-12, equal_nan=True)  # fmt: skip
-        np.testing.assert_allclose(got["r_squared"], want["r_squared"], rtol=1e-12,
-                                   atol=1e-12, equal_nan=True)  # fmt: skip
+            np.testing.assert_allclose(
+                table[col].to_numpy(), want[col], rtol=1e-12, atol=1e-12, equal_nan=True
+            )
+        np.testing.assert_allclose(
+            got["r_squared"], want["r_squared"], rtol=1e-12, atol=1e-12, equal_nan=True
+        )
         assert got["n"] == int((np.isfinite(y) & x.notna().all(axis=1).to_numpy()).sum())
 
 

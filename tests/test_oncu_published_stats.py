@@ -34,27 +34,48 @@ from core.stats.inference import benjamini_hochberg, format_p, holm, normal_p
 RELEASED_CIS = {
     ("controlled", "no_evidence"): [(0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)],
     ("controlled", "full_context"): [
-        (0.4725, 0.6016666666666666), (0.294, 0.4125), (0.395, 0.535),
-        (0.5308333333333334, 0.6608333333333334)],
+        (0.4725, 0.6016666666666666),
+        (0.294, 0.4125),
+        (0.395, 0.535),
+        (0.5308333333333334, 0.6608333333333334),
+    ],
     ("controlled", "retrieved"): [
-        (0.95, 0.995), (0.8190000000000001, 0.884), (0.95, 0.995),
-        (0.96, 0.9878333333333333)],
+        (0.95, 0.995),
+        (0.8190000000000001, 0.884),
+        (0.95, 0.995),
+        (0.96, 0.9878333333333333),
+    ],
     ("controlled", "oracle"): [
-        (0.8816666666666666, 0.9233333333333335), (0.7959999999999999, 0.8565),
-        (0.645, 0.77), (1.0, 1.0)],
+        (0.8816666666666666, 0.9233333333333335),
+        (0.7959999999999999, 0.8565),
+        (0.645, 0.77),
+        (1.0, 1.0),
+    ],
     ("hotpotqa", "no_evidence"): [
-        (0.18652708333333334, 0.2980565476190476), (0.18413849206349203, 0.2951680555555555),
-        (0.135, 0.24), (0.0, 0.0)],
+        (0.18652708333333334, 0.2980565476190476),
+        (0.18413849206349203, 0.2951680555555555),
+        (0.135, 0.24),
+        (0.0, 0.0),
+    ],
     ("hotpotqa", "full_context"): [
-        (0.6777897206959705, 0.7840164835164835), (0.695365003052503, 0.798898611111111),
-        (0.505, 0.645), (0.6456892857142857, 0.7302032738095238)],
+        (0.6777897206959705, 0.7840164835164835),
+        (0.695365003052503, 0.798898611111111),
+        (0.505, 0.645),
+        (0.6456892857142857, 0.7302032738095238),
+    ],
     ("hotpotqa", "retrieved"): [
-        (0.5267727182539683, 0.65121498015873), (0.5327429563492063, 0.6567742063492064),
-        (0.405, 0.545), (0.43195148809523815, 0.522667857142857)],
+        (0.5267727182539683, 0.65121498015873),
+        (0.5327429563492063, 0.6567742063492064),
+        (0.405, 0.545),
+        (0.43195148809523815, 0.522667857142857),
+    ],
     ("hotpotqa", "oracle"): [
-        (0.7163329275299863, 0.816645647489765), (0.7376889041514041, 0.834879184622567),
-        (0.56, 0.69), (0.8447967261904763, 0.888667261904762)],
-}  # fmt: skip
+        (0.7163329275299863, 0.816645647489765),
+        (0.7376889041514041, 0.834879184622567),
+        (0.56, 0.69),
+        (0.8447967261904763, 0.888667261904762),
+    ],
+}
 SCORES = ("f1_relaxed", "f1_strict", "em_relaxed", "ev_f1")
 
 
@@ -135,8 +156,9 @@ def test_holm_and_bh_against_statsmodels_on_random_families():
         if len(p) > 2:
             p[1] = p[0]  # ties
         np.testing.assert_allclose(holm(p), multipletests(p, method="holm")[1], rtol=1e-12)
-        np.testing.assert_allclose(benjamini_hochberg(p), multipletests(p, method="fdr_bh")[1],
-                                   rtol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(
+            benjamini_hochberg(p), multipletests(p, method="fdr_bh")[1], rtol=1e-12
+        )
     got = benjamini_hochberg([0.02, np.nan, 0.04])
     assert math.isnan(got[1]) and got[0] == pytest.approx(0.04) and got[2] == 0.04
 
@@ -155,8 +177,11 @@ TABLE_11 = {
     "Qwen3-14B": [0.000] * 8 + [0.504, 1.000],
     "Gemma3-12B": [0.007, 0.030, 0.068, 0.072, 0.000, 0.107, 0.028, 0.055, 0.454, 0.750],
 }
-TABLE_10 = {"Qwen2.5-14B": (0.999, 1.000), "Qwen3-14B": (0.980, 1.000),
-            "Gemma3-12B": (0.791, 0.849)}  # fmt: skip
+TABLE_10 = {
+    "Qwen2.5-14B": (0.999, 1.000),
+    "Qwen3-14B": (0.980, 1.000),
+    "Gemma3-12B": (0.791, 0.849),
+}
 
 
 def test_table_29_scaling_rows_print_as_published():
@@ -171,11 +196,15 @@ def test_table_29_scaling_rows_print_as_published():
     rows = []
     for model, f32 in TABLE_11.items():
         full4, ret32 = TABLE_10[model]
-        cells = [{"condition": c, "context_length": n, "evidence_position": f"pos_{d:02d}",
-                  "oncu": v} for c, n, vals in (("full_context", 4000, [full4] * 10),
-                                                ("full_context", 32000, f32),
-                                                ("retrieved", 32000, [ret32] * 10))
-                 for d, v in enumerate(vals)]  # fmt: skip
+        cells = [
+            {"condition": c, "context_length": n, "evidence_position": f"pos_{d:02d}", "oncu": v}
+            for c, n, vals in (
+                ("full_context", 4000, [full4] * 10),
+                ("full_context", 32000, f32),
+                ("retrieved", 32000, [ret32] * 10),
+            )
+            for d, v in enumerate(vals)
+        ]
         rows.append(scaling_contrasts(pd.DataFrame(cells)).assign(model=model))
     table = pd.concat(rows, ignore_index=True)
     p_holm = holm(table["p"].to_numpy(float))

@@ -105,7 +105,7 @@ PUBLISHED = {
                 "success": 50.5,
                 "parse": 0.0,
             },
-        },  # fmt: skip
+        },
         "paired": (0.438, 0.371, 0.503, 0.920),  # retrieved - full (Table 29)
     },
     HOTPOTQA: {
@@ -133,7 +133,7 @@ PUBLISHED = {
                 "success": 48.0,
                 "parse": 0.0,
             },
-        },  # fmt: skip
+        },
         # Table 29 reports full - retrieved = 0.143 [0.090, 0.202], effect 0.343
         "paired": (-0.143, -0.202, -0.090, -0.343),
     },

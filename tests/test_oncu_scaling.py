@@ -45,8 +45,20 @@ def test_module_constants_match_core_oncu():
 
 
 def test_position_fraction_is_the_region_midpoint():
-    labels = ["pos_00", "pos_04", "pos_09", "front", "middle", "end", "scattered", "unknown",
-              "0.3", "pos_10", "1.5", None]  # fmt: skip
+    labels = [
+        "pos_00",
+        "pos_04",
+        "pos_09",
+        "front",
+        "middle",
+        "end",
+        "scattered",
+        "unknown",
+        "0.3",
+        "pos_10",
+        "1.5",
+        None,
+    ]
     got = position_fraction(labels)
     np.testing.assert_allclose(got[:6], [0.05, 0.45, 0.95, 1 / 6, 0.5, 5 / 6])
     assert got[8] == pytest.approx(0.3)
@@ -71,10 +83,14 @@ def _grid3(eps: float = 0.03) -> pd.DataFrame:
         for j, pos in enumerate(("front", "middle", "end")):
             frac = (1 / 6, 0.5, 5 / 6)[j]
             l_c, p_c, d_c = i - 1, frac - 0.5, abs(frac - 0.5) - 2 / 9
-            rows.append({"context_length": length, "evidence_position": pos,
-                         "position_fraction": frac,
-                         "oncu": 0.5 - 0.2 * l_c + 0.3 * p_c + 0.6 * d_c
-                         + eps * (i - 1) * (j - 1)})  # fmt: skip
+            rows.append(
+                {
+                    "context_length": length,
+                    "evidence_position": pos,
+                    "position_fraction": frac,
+                    "oncu": 0.5 - 0.2 * l_c + 0.3 * p_c + 0.6 * d_c + eps * (i - 1) * (j - 1),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -123,9 +139,11 @@ def test_scaling_regression_on_a_hand_solved_3x3_grid():
 
 def test_scaling_regression_matches_an_independent_ols_and_counts_left_out_cells():
     rng = np.random.default_rng(7)
-    rows = [{"context_length": n, "position_fraction": (d + 0.5) / 10,
-             "oncu": float(rng.uniform())}
-            for n in (4000, 8000, 16000, 32000) for d in range(10)]  # fmt: skip
+    rows = [
+        {"context_length": n, "position_fraction": (d + 0.5) / 10, "oncu": float(rng.uniform())}
+        for n in (4000, 8000, 16000, 32000)
+        for d in range(10)
+    ]
     cells = pd.DataFrame(rows)
     cells.loc[5, "oncu"] = np.nan  # no valid group
     cells.loc[17, "position_fraction"] = np.nan  # scattered
@@ -170,8 +188,7 @@ def test_published_distance_from_end_splits_the_position_slope():
     for term in ("position_fraction_centered", "distance_from_end_centered"):
         assert out.loc[term, "se"] == pytest.approx(full_se / 2 * math.sqrt(6 / 5))
         assert abs(out.loc[term, "t"]) == pytest.approx(0.3 / full_se / math.sqrt(1.2))
-        assert out.loc[term, "p"] == pytest.approx(
-            2 * sps.norm.sf(0.3 / full_se / math.sqrt(1.2)))
+        assert out.loc[term, "p"] == pytest.approx(2 * sps.norm.sf(0.3 / full_se / math.sqrt(1.2)))
     # the released script's arithmetic written out (lstsq, pinv(X'X) * RSS / (n - 4), erfc)
     g = _grid3()
     l2 = np.log2(g["context_length"].to_numpy(float))
@@ -183,8 +200,11 @@ def test_published_distance_from_end_splits_the_position_slope():
     se = np.sqrt(np.diag(rss / max(9 - 4, 1) * np.linalg.pinv(X.T @ X)))
     np.testing.assert_allclose(out["coefficient"], beta, atol=1e-12)
     np.testing.assert_allclose(out["se"], se, rtol=1e-9)
-    np.testing.assert_allclose(out["p"], [math.erfc(abs(b / e) / math.sqrt(2))
-                                          for b, e in zip(beta, se, strict=True)], rtol=1e-9)
+    np.testing.assert_allclose(
+        out["p"],
+        [math.erfc(abs(b / e) / math.sqrt(2)) for b, e in zip(beta, se, strict=True)],
+        rtol=1e-9,
+    )
     # the position-only model, fit independently, has the same t
     g = _grid3()
     l2 = np.log2(g["context_length"].to_numpy(float))
@@ -196,10 +216,12 @@ def test_published_distance_from_end_splits_the_position_slope():
 
 @pytest.mark.parametrize(
     ("model", "by_length", "published"),
-    [("Qwen2.5-14B", (0.999, 0.599, 0.301, 0.163), -0.281),
-     ("Qwen3-14B", (0.980, 0.618, 0.300, 0.150), -0.281),
-     ("Gemma3-12B", (0.791, 0.543, 0.307, 0.157), -0.214)],
-)  # fmt: skip
+    [
+        ("Qwen2.5-14B", (0.999, 0.599, 0.301, 0.163), -0.281),
+        ("Qwen3-14B", (0.980, 0.618, 0.300, 0.150), -0.281),
+        ("Gemma3-12B", (0.791, 0.543, 0.307, 0.157), -0.214),
+    ],
+)
 @pytest.mark.parametrize("distance", ["middle", "end"])
 def test_log2_coefficient_reproduces_table_30_from_table_10(model, by_length, published, distance):
     """On the balanced 4 lengths x 10 deciles grid the length term is orthogonal to the
@@ -210,8 +232,10 @@ def test_log2_coefficient_reproduces_table_30_from_table_10(model, by_length, pu
     for n, mean in zip((4000, 8000, 16000, 32000), by_length, strict=True):
         profile = rng.uniform(-0.1, 0.1, 10)
         profile -= profile.mean()  # any position profile with the length's mean
-        rows += [{"context_length": n, "position_fraction": (d + 0.5) / 10,
-                  "oncu": mean + profile[d]} for d in range(10)]  # fmt: skip
+        rows += [
+            {"context_length": n, "position_fraction": (d + 0.5) / 10, "oncu": mean + profile[d]}
+            for d in range(10)
+        ]
     out = scaling_regression(pd.DataFrame(rows), distance=distance).set_index("term")
     coef = out.loc["log2_context_length_centered", "coefficient"]
     assert round(coef, 3) == published, model
@@ -220,32 +244,72 @@ def test_log2_coefficient_reproduces_table_30_from_table_10(model, by_length, pu
 @pytest.mark.parametrize(
     ("cells", "note"),
     [
-        (pd.DataFrame({"context_length": [4000] * 3, "position_fraction": [0.1, 0.5, 0.9],
-                       "oncu": [1.0, 0.5, 0.8]}),
-         "scaling OLS not fit: needs cells at 2 or more context lengths, got only 4K"),
-        (pd.DataFrame({"context_length": [4000, 4000, 8000, 8000],
-                       "position_fraction": [0.1, 0.9] * 2, "oncu": [1.0, 0.5, 0.4, 0.2]}),
-         "scaling OLS not fit: needs 3 or more distinct evidence positions, got 2 (0.1, 0.9)"),
-        (pd.DataFrame({"context_length": [4000, 4000, 4000, 8000, 8000, 8000],
-                       "position_fraction": [0.6, 0.7, 0.8] * 2,
-                       "oncu": [1.0, 0.5, 0.4, 0.2, 0.3, 0.1]}),
-         "scaling OLS not fit: distance_from_middle is collinear with the position fraction "
-         "on these cells (all positions on one side of the middle, or mirror pairs only)"),
-        (pd.DataFrame({"context_length": [4000, 4000, 8000, 8000],
-                       "position_fraction": [0.1, 0.5, 0.5, 0.9],
-                       "oncu": [1.0, 0.5, 0.4, 0.2]}),
-         "scaling OLS not fit: needs at least 5 cells (4 estimated terms + 1 residual degree "
-         "of freedom), got 4"),
-        (pd.DataFrame({"context_length": [4000] * 3 + [8000] * 3,
-                       "position_fraction": [0.1, 0.5, 0.9] * 2, "oncu": [1.0] * 6}),
-         "scaling OLS not fit: ONCU is 1.000 in every cell: no variation to regress"),
-        (pd.DataFrame({"context_length": [4000, 8000], "position_fraction": [0.1, 0.5],
-                       "oncu": [np.nan, np.nan]}),
-         "scaling OLS not fit: no cell with ONCU and a length and position fraction; left out "
-         "2 of 2 cells (2 without a valid ONCU group, 0 without a numeric length or position "
-         "fraction)"),
+        (
+            pd.DataFrame(
+                {
+                    "context_length": [4000] * 3,
+                    "position_fraction": [0.1, 0.5, 0.9],
+                    "oncu": [1.0, 0.5, 0.8],
+                }
+            ),
+            "scaling OLS not fit: needs cells at 2 or more context lengths, got only 4K",
+        ),
+        (
+            pd.DataFrame(
+                {
+                    "context_length": [4000, 4000, 8000, 8000],
+                    "position_fraction": [0.1, 0.9] * 2,
+                    "oncu": [1.0, 0.5, 0.4, 0.2],
+                }
+            ),
+            "scaling OLS not fit: needs 3 or more distinct evidence positions, got 2 (0.1, 0.9)",
+        ),
+        (
+            pd.DataFrame(
+                {
+                    "context_length": [4000, 4000, 4000, 8000, 8000, 8000],
+                    "position_fraction": [0.6, 0.7, 0.8] * 2,
+                    "oncu": [1.0, 0.5, 0.4, 0.2, 0.3, 0.1],
+                }
+            ),
+            "scaling OLS not fit: distance_from_middle is collinear with the position fraction "
+            "on these cells (all positions on one side of the middle, or mirror pairs only)",
+        ),
+        (
+            pd.DataFrame(
+                {
+                    "context_length": [4000, 4000, 8000, 8000],
+                    "position_fraction": [0.1, 0.5, 0.5, 0.9],
+                    "oncu": [1.0, 0.5, 0.4, 0.2],
+                }
+            ),
+            "scaling OLS not fit: needs at least 5 cells (4 estimated terms + 1 residual degree "
+            "of freedom), got 4",
+        ),
+        (
+            pd.DataFrame(
+                {
+                    "context_length": [4000] * 3 + [8000] * 3,
+                    "position_fraction": [0.1, 0.5, 0.9] * 2,
+                    "oncu": [1.0] * 6,
+                }
+            ),
+            "scaling OLS not fit: ONCU is 1.000 in every cell: no variation to regress",
+        ),
+        (
+            pd.DataFrame(
+                {
+                    "context_length": [4000, 8000],
+                    "position_fraction": [0.1, 0.5],
+                    "oncu": [np.nan, np.nan],
+                }
+            ),
+            "scaling OLS not fit: no cell with ONCU and a length and position fraction; left out "
+            "2 of 2 cells (2 without a valid ONCU group, 0 without a numeric length or position "
+            "fraction)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_unsupported_regressions_say_what_is_missing(cells, note):
     out = scaling_regression(cells)
     assert out[["coefficient", "se", "t", "p", "r_squared"]].isna().all().all()
@@ -272,18 +336,23 @@ def test_regression_input_errors_are_value_errors():
 # -------------------------------------------------------------------------- contrasts
 #: Toy grid (also the CLI store below): relaxed F1 = ONCU of each single-instance group
 #: (no evidence 0, oracle 1). Full context per decile, retrieved per decile.
-FULL = {4000: [1.0] * 10, 8000: [2 / 3] * 10,
-        32000: [0, 0, 0, 0.4, 0, 0, 0, 0, 2 / 3, 1.0]}  # fmt: skip
-RETRIEVED = {4000: [1.0] * 10, 8000: [1.0] * 10,
-             32000: [1, 1, 1, 1, 1, 6 / 7, 1, 1, 1, 1]}  # fmt: skip
+FULL = {4000: [1.0] * 10, 8000: [2 / 3] * 10, 32000: [0, 0, 0, 0.4, 0, 0, 0, 0, 2 / 3, 1.0]}
+RETRIEVED = {4000: [1.0] * 10, 8000: [1.0] * 10, 32000: [1, 1, 1, 1, 1, 6 / 7, 1, 1, 1, 1]}
 
 
 def _toy_cells(full=FULL, retrieved=RETRIEVED) -> pd.DataFrame:
     rows = []
     for cond, grid in (("full_context", full), ("retrieved", retrieved)):
         for n, values in grid.items():
-            rows += [{"condition": cond, "context_length": n, "evidence_position": f"pos_{d:02d}",
-                      "oncu": v} for d, v in enumerate(values)]  # fmt: skip
+            rows += [
+                {
+                    "condition": cond,
+                    "context_length": n,
+                    "evidence_position": f"pos_{d:02d}",
+                    "oncu": v,
+                }
+                for d, v in enumerate(values)
+            ]
     return pd.DataFrame(rows)
 
 
@@ -300,9 +369,11 @@ def test_contrasts_on_the_toy_grid_by_hand():
     assert out.loc["final_decile", "effect"] == pytest.approx(6.7175, abs=1e-4)
     assert out.loc["retrieved_full", "mean"] == pytest.approx(7.790476 / 10)
     assert out["n"].tolist() == [10, 8, 10]
-    assert out["label"].tolist() == ["4K - 32K full-context ONCU",
-                                     "pos_09 - mean(pos_00..pos_07) at 32K",
-                                     "retrieved - full at 32K"]  # fmt: skip
+    assert out["label"].tolist() == [
+        "4K - 32K full-context ONCU",
+        "pos_09 - mean(pos_00..pos_07) at 32K",
+        "retrieved - full at 32K",
+    ]
     assert out["note"].isna().all()
     # the pairing, checked against paired_contrast on the hand-listed cells
     f32 = np.array(FULL[32000])
@@ -324,8 +395,7 @@ def test_contrasts_reproduce_table_29_from_the_published_cells():
     retrieved - full 0.837 [0.638, 0.982], effect 2.606; final decile 0.975, effect 44.659
     (44.56 from the 3-decimal cells); 4K - 32K with 4K at 0.999: 0.836, effect 2.608.
     Gemma3-12B final decile 0.704, effect 19.459 (19.44 from rounded cells)."""
-    cells = _toy_cells(full={4000: [0.999] * 10, 32000: QWEN25_32K},
-                       retrieved={32000: [1.0] * 10})  # fmt: skip
+    cells = _toy_cells(full={4000: [0.999] * 10, 32000: QWEN25_32K}, retrieved={32000: [1.0] * 10})
     out = scaling_contrasts(cells).set_index("contrast")
     r = out.loc["retrieved_full"]
     assert round(r["mean"], 3) == 0.837 and round(r["effect"], 3) == 2.606
@@ -361,8 +431,9 @@ def test_contrasts_are_holm_adjusted_within_the_family():
     full4 = [0.5, 0.2, 0.7, 0.3, 0.6, 0.4, 0.5, 0.2, 0.6, 0.5]
     full32 = [0.4, 0.5, 0.3, 0.6, 0.2, 0.5, 0.6, 0.1, 0.3, 0.55]
     ret32 = [0.5, 0.4, 0.45, 0.65, 0.3, 0.45, 0.7, 0.3, 0.2, 0.6]
-    out = scaling_contrasts(_toy_cells(full={4000: full4, 32000: full32},
-                                       retrieved={32000: ret32}), n_resamples=2000)  # fmt: skip
+    out = scaling_contrasts(
+        _toy_cells(full={4000: full4, 32000: full32}, retrieved={32000: ret32}), n_resamples=2000
+    )
     p = out["p"].to_numpy(float)
     assert ((p > 0.001) & (p < 1)).all()
     np.testing.assert_allclose(out["p_holm"], multipletests(p, method="holm")[1])
@@ -379,16 +450,17 @@ def test_report_adjusts_across_the_families_of_tables_29_and_30():
     assert len(con) == 6 and (con["p_test"] == "normal").all()
     p = con["p"].to_numpy(float)
     ok = np.isfinite(p)
-    np.testing.assert_allclose(con["p_holm"].to_numpy(float)[ok],
-                               multipletests(p[ok], method="holm")[1], rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        con["p_holm"].to_numpy(float)[ok], multipletests(p[ok], method="holm")[1], rtol=1e-12
+    )
     rp = reg["p"].to_numpy(float)
     ok = np.isfinite(rp)
     assert ok.sum() == 8  # r1, r2 full context x 4 terms (retrieved is constant: no fit)
-    np.testing.assert_allclose(reg["p_bh"].to_numpy(float)[ok],
-                               multipletests(rp[ok], method="fdr_bh")[1], rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        reg["p_bh"].to_numpy(float)[ok], multipletests(rp[ok], method="fdr_bh")[1], rtol=1e-12
+    )
     assert reg["p_bh"][~ok].isna().all()
-    boot = scaling_report(_predictions(), n_resamples=200, p_test="bootstrap",
-                          ols_p_test="t")  # fmt: skip
+    boot = scaling_report(_predictions(), n_resamples=200, p_test="bootstrap", ols_p_test="t")
     assert (boot["contrasts"]["p_test"] == "bootstrap").all()
     assert (boot["regression"]["p_test"] == "t").all()
 
@@ -405,11 +477,25 @@ def test_contrasts_say_loudly_what_is_missing():
     assert out.loc["final_decile", "note"].startswith("no full_context cell with ONCU at 32K")
     assert out.loc["retrieved_full", "note"].startswith("no retrieved cell with ONCU at 32K")
     # 32K on thirds (no deciles); one matched position only for the length contrast
-    thirds = pd.DataFrame([
-        {"condition": "full_context", "context_length": 32000, "evidence_position": p,
-         "oncu": v} for p, v in (("front", 0.2), ("middle", 0.1), ("end", 0.9))
-    ] + [{"condition": "full_context", "context_length": 4000, "evidence_position": "front",
-          "oncu": 1.0}])  # fmt: skip
+    thirds = pd.DataFrame(
+        [
+            {
+                "condition": "full_context",
+                "context_length": 32000,
+                "evidence_position": p,
+                "oncu": v,
+            }
+            for p, v in (("front", 0.2), ("middle", 0.1), ("end", 0.9))
+        ]
+        + [
+            {
+                "condition": "full_context",
+                "context_length": 4000,
+                "evidence_position": "front",
+                "oncu": 1.0,
+            }
+        ]
+    )
     out = scaling_contrasts(thirds).set_index("contrast")
     assert out.loc["final_decile", "note"] == (
         "no pos_09 full_context cell with ONCU at 32K; positions there: end, front, middle"
@@ -456,12 +542,23 @@ def _predictions() -> pd.DataFrame:
                         ("full_context", full),
                         ("retrieved", 1.0),
                     ):
-                        rows.append({"run": run, "model": "m", "dataset": "toy",
-                                     "instance_id": iid, "condition": cond, "source": "toy",
-                                     "reasoning_type": "single_hop", "context_length": n,
-                                     "evidence_position": pos, "evidence_density": "low",
-                                     "distractor_similarity": dist, "f1_relaxed": s,
-                                     "gold_ids": ["p1"]})  # fmt: skip
+                        rows.append(
+                            {
+                                "run": run,
+                                "model": "m",
+                                "dataset": "toy",
+                                "instance_id": iid,
+                                "condition": cond,
+                                "source": "toy",
+                                "reasoning_type": "single_hop",
+                                "context_length": n,
+                                "evidence_position": pos,
+                                "evidence_density": "low",
+                                "distractor_similarity": dist,
+                                "f1_relaxed": s,
+                                "gold_ids": ["p1"],
+                            }
+                        )
     return pd.DataFrame(rows)
 
 
@@ -527,11 +624,24 @@ def test_group_key_without_position_is_a_one_line_value_error():
 
 # --------------------------------------------------------------- CLI, export and page
 _HEADER = [
-    "sample_id", "model_name", "method", "source", "reasoning_type", "answer_type",
-    "context_length", "evidence_position", "evidence_density", "distractor_similarity",
-    "gold_answer", "predicted_answer", "gold_evidence_ids", "predicted_evidence_ids",
-    "cue_applicable", "parse_error", "answer_f1_relaxed",
-]  # fmt: skip
+    "sample_id",
+    "model_name",
+    "method",
+    "source",
+    "reasoning_type",
+    "answer_type",
+    "context_length",
+    "evidence_position",
+    "evidence_density",
+    "distractor_similarity",
+    "gold_answer",
+    "predicted_answer",
+    "gold_evidence_ids",
+    "predicted_evidence_ids",
+    "cue_applicable",
+    "parse_error",
+    "answer_f1_relaxed",
+]
 _GOLD = "alpha beta gamma delta"
 #: Gold tokens the answer keeps -> relaxed F1 2k / (k + 4): 0, 0.4, 2/3, 6/7, 1.
 _K = {0.0: 0, 0.4: 1, 2 / 3: 2, 6 / 7: 3, 1.0: 4}
@@ -546,13 +656,35 @@ def _write_grid(path, full=FULL, retrieved=RETRIEVED, positions=None) -> None:
             for d, f1 in enumerate(full[n]):
                 pos = positions[d] if positions else f"pos_{d:02d}"
                 r = retrieved[n][d]
-                for method, value in (("no_evidence", 0.0), ("oracle", 1.0), ("direct", f1),
-                                      ("retrieve_then_read", r)):  # fmt: skip
+                for method, value in (
+                    ("no_evidence", 0.0),
+                    ("oracle", 1.0),
+                    ("direct", f1),
+                    ("retrieve_then_read", r),
+                ):
                     k = next(k for v, k in _K.items() if abs(v - value) < 1e-9)
                     answer = " ".join(_GOLD.split()[:k]) or "none"
-                    w.writerow([f"s{n}_{d}", "m1", method, "toy", "single_hop", "entity", n,
-                                pos, "low", "none", _GOLD, answer, "p1",
-                                "p1" if k == 4 else "", "True", "", "0"])  # fmt: skip
+                    w.writerow(
+                        [
+                            f"s{n}_{d}",
+                            "m1",
+                            method,
+                            "toy",
+                            "single_hop",
+                            "entity",
+                            n,
+                            pos,
+                            "low",
+                            "none",
+                            _GOLD,
+                            answer,
+                            "p1",
+                            "p1" if k == 4 else "",
+                            "True",
+                            "",
+                            "0",
+                        ]
+                    )
 
 
 @pytest.fixture(scope="module")
@@ -565,8 +697,12 @@ def grid_db(tmp_path_factory):
     _write_grid(tmp / "toy.csv")
     import_results(Store(db), tmp / "toy.csv", name="toy")
     thirds = {4000: [1.0, 0.4, 2 / 3, 1.0], 8000: [2 / 3, 0.4, 0.0, 1.0]}
-    _write_grid(tmp / "thirds.csv", full=thirds, retrieved={n: [1.0] * 4 for n in thirds},
-                positions=["front", "middle", "end", "scattered"])  # fmt: skip
+    _write_grid(
+        tmp / "thirds.csv",
+        full=thirds,
+        retrieved={n: [1.0] * 4 for n in thirds},
+        positions=["front", "middle", "end", "scattered"],
+    )
     import_results(Store(db), tmp / "thirds.csv", name="thirds")
     return db
 
@@ -579,18 +715,23 @@ def test_report_scaling_prints_the_paper_layouts(grid_db):
     # issue 34: each p column names its test and adjustment
     assert lines[1].split("  ")[0] == "Analysis"
     assert [h.strip() for h in lines[1].split("  ") if h.strip()][-2:] == [
-        "p (normal)", "p (normal, BH across rows)"]  # fmt: skip
+        "p (normal)",
+        "p (normal, BH across rows)",
+    ]
     ols_rows = [ln for ln in lines if ln.startswith("Scaling OLS (")]
     assert len(ols_rows) == 6  # 3 terms x full context, retrieved
     assert "Scaling OLS (full context)  m1 / toy" in ols_rows[0]
     assert [ln.split()[7] for ln in ols_rows[:3]] == [
-        "log2_context_length_centered", "position_fraction_centered",
-        "distance_from_middle_centered"]  # fmt: skip
+        "log2_context_length_centered",
+        "position_fraction_centered",
+        "distance_from_middle_centered",
+    ]
     contrasts = [ln for ln in lines if ln.startswith("Scaling: ")]
     assert [ln.split("  ")[0] for ln in contrasts] == [
         "Scaling: 4K minus 32K full-context ONCU",
         "Scaling: 32K final decile minus early/middle deciles",
-        "Scaling: 32K retrieved minus full-context ONCU"]  # fmt: skip
+        "Scaling: 32K retrieved minus full-context ONCU",
+    ]
     # hand values (test_contrasts_on_the_toy_grid_by_hand): 0.793, 0.950 (effect 6.718), 0.779
     assert "4K - 32K full-context ONCU            0.793" in contrasts[0]
     assert "0.950" in contrasts[1] and "6.718" in contrasts[1] and "0.779" in contrasts[2]
@@ -598,14 +739,34 @@ def test_report_scaling_prints_the_paper_layouts(grid_db):
     assert lines[i + 1].split() == ["Full-context", "ONCU", "Retrieved-evidence", "ONCU"]
     assert lines[i + 2].split() == ["Model", "4K", "8K", "32K", "4K", "8K", "32K"]
     # full 1, 2/3, (0.4 + 2/3 + 1) / 10; retrieved 1, 1, (9 + 6/7) / 10
-    assert lines[i + 3].split() == ["m1", "/", "toy", "1.000", "0.667", "0.207", "1.000",
-                                    "1.000", "0.986"]  # fmt: skip
+    assert lines[i + 3].split() == [
+        "m1",
+        "/",
+        "toy",
+        "1.000",
+        "0.667",
+        "0.207",
+        "1.000",
+        "1.000",
+        "0.986",
+    ]
     assert not [ln for ln in lines if ln.startswith("WARNING")]
 
-    rep = json.loads(run_cli("report", "scaling", "--db", grid_db, "--run", "toy", "--json",
-                             "--n-resamples", "1000").stdout)  # fmt: skip
-    assert set(rep) == {"score_field", "distance", "p_test", "ols_p_test", "by_length",
-                        "contrasts", "regression", "notes"}  # fmt: skip
+    rep = json.loads(
+        run_cli(
+            "report", "scaling", "--db", grid_db, "--run", "toy", "--json", "--n-resamples", "1000"
+        ).stdout
+    )
+    assert set(rep) == {
+        "score_field",
+        "distance",
+        "p_test",
+        "ols_p_test",
+        "by_length",
+        "contrasts",
+        "regression",
+        "notes",
+    }
     full = [r for r in rep["regression"] if r["condition"] == "full_context"]
     cells = _toy_cells()
     cells = cells[cells["condition"] == "full_context"]
@@ -617,8 +778,9 @@ def test_report_scaling_prints_the_paper_layouts(grid_db):
     )
     np.testing.assert_allclose([r["coefficient"] for r in full], coef, atol=1e-9)
     np.testing.assert_allclose([r["se"] for r in full], se, rtol=1e-6)
-    np.testing.assert_allclose([r["p"] for r in full], 2 * sps.norm.sf(np.abs(coef / se)),
-                               rtol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        [r["p"] for r in full], 2 * sps.norm.sf(np.abs(coef / se)), rtol=1e-6
+    )
     assert {r["p_test"] for r in full} == {"normal"}
     assert full[0]["r_squared"] == pytest.approx(r2) and full[0]["n"] == 30
     by = {(r["condition"], r["context_length"]): r["oncu"] for r in rep["by_length"]}
@@ -634,13 +796,15 @@ def test_report_scaling_warns_when_the_data_cannot_support_a_statistic(grid_db):
         "WARNING: m1 / thirds: 4K - 32K full-context ONCU: no full_context cell with ONCU "
         "at 32K (32000 tokens); lengths present: 4K, 8K"
     ) in warnings
-    assert any("retrieved - full at 32K: no retrieved cell with ONCU at 32K" in w
-               for w in warnings)  # fmt: skip
-    assert any("scaling OLS retrieved: scaling OLS not fit: ONCU is 1.000 in every cell" in w
-               for w in warnings)  # fmt: skip
-    assert ("note: m1 / thirds: scaling OLS full_context: left out 2 of 8 cells (0 without a "
-            "valid ONCU group, 2 without a numeric length or position fraction)"
-            in res.stdout)  # fmt: skip
+    assert any("retrieved - full at 32K: no retrieved cell with ONCU at 32K" in w for w in warnings)
+    assert any(
+        "scaling OLS retrieved: scaling OLS not fit: ONCU is 1.000 in every cell" in w
+        for w in warnings
+    )
+    assert (
+        "note: m1 / thirds: scaling OLS full_context: left out 2 of 8 cells (0 without a "
+        "valid ONCU group, 2 without a numeric length or position fraction)" in res.stdout
+    )
     assert "Traceback" not in res.stderr
     res = run_cli("report", "scaling", "--db", grid_db, "--group-key", "source,model")
     assert res.returncode == 1 and res.stderr.count("\n") == 1
@@ -664,8 +828,12 @@ def test_scaling_tables_export_as_csv_and_latex(grid_db, tmp_path):
     tex = (tmp_path / "len.tex").read_text()
     assert r"\toprule" in tex and "full\\_context 32K" in tex
     assert "toy & m1 & toy & 1.000 & 0.667 & 0.207 & 1.000 & 1.000 & 0.986" in tex
-    export_table(store, "scaling_regression", Selection(dataset="toy",
-                 options={"scaling_distance": "end"}), tmp_path / "end.csv")  # fmt: skip
+    export_table(
+        store,
+        "scaling_regression",
+        Selection(dataset="toy", options={"scaling_distance": "end"}),
+        tmp_path / "end.csv",
+    )
     assert "distance_from_end_centered" in set(pd.read_csv(tmp_path / "end.csv")["term"])
 
 

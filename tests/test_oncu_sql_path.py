@@ -54,14 +54,24 @@ def _random_frame(seed: int = 3, n_inst: int = 400) -> pd.DataFrame:
                     rng.choice([0.0, 1.0, 0.5, 1 / 3, np.nan], p=[0.4, 0.35, 0.1, 0.1, 0.05])
                 )
                 err = rng.choice([None, None, None, "timeout", "  ", ""])
-                rows.append({
-                    "run": run, "dataset": "d", "instance_id": f"i{i:04d}", "condition": cond,
-                    **meta, "f1_relaxed": f1, "em_strict": float(f1 == 1.0),
-                    "ev_f1": float(rng.random()), "confidence": float(rng.random()),
-                    "error": err, "parse_error": rng.choice([None, "bad json"], p=[.9, .1]),
-                    "failure_label": None if cond == "no_evidence"
-                    else rng.choice(["success", "localization", "parse"]),
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "run": run,
+                        "dataset": "d",
+                        "instance_id": f"i{i:04d}",
+                        "condition": cond,
+                        **meta,
+                        "f1_relaxed": f1,
+                        "em_strict": float(f1 == 1.0),
+                        "ev_f1": float(rng.random()),
+                        "confidence": float(rng.random()),
+                        "error": err,
+                        "parse_error": rng.choice([None, "bad json"], p=[0.9, 0.1]),
+                        "failure_label": None
+                        if cond == "no_evidence"
+                        else rng.choice(["success", "localization", "parse"]),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -123,24 +133,27 @@ def test_groups_equal_the_previous_pandas_grouping_on_a_random_frame():
 def test_error_mask_is_the_cellwise_rule():
     col = pd.Series([None, "", "  ", "timeout", math.nan, pd.NA, True, 0, "x "], dtype=object)
     assert _error_mask(col).tolist() == [_is_error(x) for x in col]
-    assert _error_mask(col).tolist() == [False, False, False, True, False, False, True, False,
-                                         True]  # fmt: skip
+    assert _error_mask(col).tolist() == [False, False, False, True, False, False, True, False, True]
 
 
 def test_shared_frame_memos_give_the_same_tables_as_a_fresh_computation():
     df = _random_frame(seed=5, n_inst=150)
     plain = df.copy()
     shared = share_frame(df.copy())
-    for kw in ({"ci": False}, {"ci": True, "n_resamples": 300},
-               {"ci": True, "n_resamples": 300, "ci_method": "multinomial"}):  # fmt: skip
+    for kw in (
+        {"ci": False},
+        {"ci": True, "n_resamples": 300},
+        {"ci": True, "n_resamples": 300, "ci_method": "multinomial"},
+    ):
         first = sample_level_means(shared, **kw)
         pd.testing.assert_frame_equal(first, sample_level_means(plain, **kw), check_exact=True)
         first["n"] = -1  # a caller modifying its copy does not change the memo
         pd.testing.assert_frame_equal(
             sample_level_means(shared, **kw), sample_level_means(plain, **kw), check_exact=True
         )
-    pd.testing.assert_frame_equal(failure_breakdown(shared), failure_breakdown(plain),
-                                  check_exact=True)  # fmt: skip
+    pd.testing.assert_frame_equal(
+        failure_breakdown(shared), failure_breakdown(plain), check_exact=True
+    )
     for field in ("f1_relaxed", "em_strict"):  # one memoized pivot serves every contrast
         for _ in range(2):
             pd.testing.assert_frame_equal(
@@ -196,7 +209,9 @@ def test_release_store_page_frame_matches_the_previous_grouping(tmp_path):
     assert len(frame) > 0
     _check_groups_match_reference(frame, "f1_relaxed")
     fresh = frame.copy()  # not shared: every table computed anew
-    pd.testing.assert_frame_equal(sample_level_means(frame), sample_level_means(fresh),
-                                  check_exact=True)  # fmt: skip
-    pd.testing.assert_frame_equal(failure_breakdown(frame), failure_breakdown(fresh),
-                                  check_exact=True)  # fmt: skip
+    pd.testing.assert_frame_equal(
+        sample_level_means(frame), sample_level_means(fresh), check_exact=True
+    )
+    pd.testing.assert_frame_equal(
+        failure_breakdown(frame), failure_breakdown(fresh), check_exact=True
+    )

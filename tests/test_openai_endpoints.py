@@ -35,10 +35,11 @@ FAST = {"retries": 2, "backoff_s": 0.01, "max_backoff_s": 0.02, "connect_timeout
 def db(tmp_path):
     path = tmp_path / "store.duckdb"
     instances = tuple(
-        Instance(f"q{i:03d}", f"What is the capital of Zarnovia (case {i})?", "Keltbridge",
-                 (PASSAGE,))
+        Instance(
+            f"q{i:03d}", f"What is the capital of Zarnovia (case {i})?", "Keltbridge", (PASSAGE,)
+        )
         for i in range(N)
-    )  # fmt: skip
+    )
     Store(path).write_dataset(Dataset("d", "test", "test", {}, instances))
     return path
 
@@ -49,8 +50,11 @@ class _StubProcess:
     def __init__(self, latency_s: float):
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "model_stub.py"), "--latency", str(latency_s)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
         self.url = self.proc.stdout.readline().strip()
         assert self.url.startswith("http://"), self.url
 
@@ -78,9 +82,14 @@ def test_a_killed_endpoint_s_calls_move_to_the_others(db):
                     killed.set()
 
             s = run_conditions(
-                Store(db), "d", backend, ["oracle", "no_evidence"], name="r",
-                concurrency=total_concurrency(backend, 2), progress=progress,
-            )  # fmt: skip
+                Store(db),
+                "d",
+                backend,
+                ["oracle", "no_evidence"],
+                name="r",
+                concurrency=total_concurrency(backend, 2),
+                progress=progress,
+            )
             assert killed.is_set()
             assert (s.executed, s.errors, s.parse_errors) == (2 * N, 0, 0)
             counts = backend.endpoint_counts()
@@ -107,10 +116,15 @@ def test_a_dead_endpoint_at_start_is_reported_and_gets_no_calls(db):
     dead = dead_url()
     with ModelStub() as live:
         problems = preflight("openai", "stub-model", base_url=[live.url, dead], timeout_s=1.0)
-        assert problems == [Problem("server", (
-            f"cannot reach the OpenAI-compatible server at {dead}/v1: start it (e.g. `vllm "
-            "serve MODEL`) or fix the base URL"
-        ))]  # fmt: skip
+        assert problems == [
+            Problem(
+                "server",
+                (
+                    f"cannot reach the OpenAI-compatible server at {dead}/v1: start it (e.g. `vllm "
+                    "serve MODEL`) or fix the base URL"
+                ),
+            )
+        ]
         backend = make_backend("openai", "stub-model", base_url=[live.url, dead], options=FAST)
         desc = backend.describe()
         assert desc["base_urls"] == [f"{live.url}/v1", f"{dead}/v1"]
@@ -138,8 +152,7 @@ def test_every_endpoint_dead_fails_the_call_naming_how_many_were_tried():
 
 def test_http_500_moves_the_call_a_bad_request_does_not():
     with ModelStub(mode="500") as broken, ModelStub() as ok:
-        backend = make_backend("openai", "stub-model", base_url=[broken.url, ok.url],
-                               options=FAST)  # fmt: skip
+        backend = make_backend("openai", "stub-model", base_url=[broken.url, ok.url], options=FAST)
         for _ in range(4):
             assert backend.generate([{"role": "user", "content": "Capital of Zarnovia?"}]).ok
         counts = backend.endpoint_counts()
@@ -148,8 +161,12 @@ def test_http_500_moves_the_call_a_bad_request_does_not():
         assert counts[f"{broken.url}/v1"] == {"answered": 0, "failed": 0, "moved": 1}
         assert _chats(broken) == 1
     with ModelStub(context_length=16) as small, ModelStub(context_length=16) as small2:
-        backend = make_backend("openai", "stub-model", base_url=[small.url, small2.url],
-                               options={**FAST, "chars_per_token": 1000})  # fmt: skip
+        backend = make_backend(
+            "openai",
+            "stub-model",
+            base_url=[small.url, small2.url],
+            options={**FAST, "chars_per_token": 1000},
+        )
         reply = backend.generate([{"role": "user", "content": "x " * 200}])
         assert not reply.ok and "longer than the model's context" in reply.error
         assert _chats(small) + _chats(small2) == 1  # a 400 is the request's fault: not moved
@@ -157,19 +174,56 @@ def test_http_500_moves_the_call_a_bad_request_does_not():
 
 def test_cli_repeated_base_url_spreads_the_calls_one_base_url_as_before(db, capsys):
     with ModelStub(latency_s=0.01) as a, ModelStub(latency_s=0.01) as b:
-        rc = main(["run", "--db", str(db), "--dataset", "d", "--backend", "openai",
-                   "--model", "stub-model", "--base-url", a.url, "--base-url", b.url,
-                   "--conditions", "oracle", "--concurrency", "3", "--name", "two",
-                   "--json"])  # fmt: skip
+        rc = main(
+            [
+                "run",
+                "--db",
+                str(db),
+                "--dataset",
+                "d",
+                "--backend",
+                "openai",
+                "--model",
+                "stub-model",
+                "--base-url",
+                a.url,
+                "--base-url",
+                b.url,
+                "--conditions",
+                "oracle",
+                "--concurrency",
+                "3",
+                "--name",
+                "two",
+                "--json",
+            ]
+        )
         out = json.loads(capsys.readouterr().out)
         assert rc == 0 and (out["executed"], out["errors"]) == (N, 0)
         assert _chats(a) + _chats(b) == N and _chats(a) > 0 and _chats(b) > 0
         info = Store(db).run_row("two")["backend_info"]
         assert info["base_urls"] == [f"{a.url}/v1", f"{b.url}/v1"]
         # one --base-url: recorded exactly as before (no endpoint list)
-        rc = main(["run", "--db", str(db), "--dataset", "d", "--backend", "openai",
-                   "--model", "stub-model", "--base-url", a.url, "--conditions", "oracle",
-                   "--name", "one", "--json"])  # fmt: skip
+        rc = main(
+            [
+                "run",
+                "--db",
+                str(db),
+                "--dataset",
+                "d",
+                "--backend",
+                "openai",
+                "--model",
+                "stub-model",
+                "--base-url",
+                a.url,
+                "--conditions",
+                "oracle",
+                "--name",
+                "one",
+                "--json",
+            ]
+        )
         assert rc == 0
         info = Store(db).run_row("one")["backend_info"]
         assert info["base_url"] == f"{a.url}/v1" and "base_urls" not in info

@@ -20,11 +20,41 @@ PAGES = Path(__file__).resolve().parents[1] / "screens"
 
 #: Calls whose first positional argument (or ``body`` / ``label``) is rendered as Markdown.
 _TEXT_CALLS = {
-    "markdown", "caption", "title", "header", "subheader", "error", "warning", "info",
-    "success", "toast", "exception", "expander", "popover", "metric", "button", "checkbox",
-    "toggle", "selectbox", "multiselect", "radio", "text_input", "number_input", "text_area",
-    "slider", "select_slider", "download_button", "page_link", "form_submit_button", "status",
-    "spinner", "progress", "link_button", "date_input", "file_uploader", "segmented_control",
+    "markdown",
+    "caption",
+    "title",
+    "header",
+    "subheader",
+    "error",
+    "warning",
+    "info",
+    "success",
+    "toast",
+    "exception",
+    "expander",
+    "popover",
+    "metric",
+    "button",
+    "checkbox",
+    "toggle",
+    "selectbox",
+    "multiselect",
+    "radio",
+    "text_input",
+    "number_input",
+    "text_area",
+    "slider",
+    "select_slider",
+    "download_button",
+    "page_link",
+    "form_submit_button",
+    "status",
+    "spinner",
+    "progress",
+    "link_button",
+    "date_input",
+    "file_uploader",
+    "segmented_control",
     "pills",
 }
 #: Keyword arguments rendered as Markdown (tooltips and labels).
@@ -50,8 +80,9 @@ def _safe(node: ast.AST, bound: dict[str, ast.AST], depth: int = 0) -> bool:
             return True  # a number with a format spec (``:,``, ``.3f``)
         return _safe(node.value, bound, depth + 1)
     if isinstance(node, ast.BinOp) and any(
-            isinstance(side, ast.Constant) and isinstance(side.value, int | float)
-            for side in (node.left, node.right)):
+        isinstance(side, ast.Constant) and isinstance(side.value, int | float)
+        for side in (node.left, node.right)
+    ):
         return True  # arithmetic: a number
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
         return node.value.id.isupper()  # a module constant's entry (HELP[...], DEF[...])
@@ -71,7 +102,8 @@ def _safe(node: ast.AST, bound: dict[str, ast.AST], depth: int = 0) -> bool:
             return True
         if name == "join" and isinstance(f, ast.Attribute):  # "sep".join(parts)
             return _safe(f.value, bound, depth + 1) and all(
-                _safe(a, bound, depth + 1) for a in node.args)
+                _safe(a, bound, depth + 1) for a in node.args
+            )
         if name in ("upper", "lower") and isinstance(f, ast.Attribute):
             return _safe(f.value, bound, depth + 1)
         return False
@@ -97,8 +129,11 @@ def _bindings(tree: ast.AST) -> dict[ast.AST, dict[str, ast.AST]]:
                 t = node.targets[0]
                 if isinstance(t, ast.Name):
                     names[t.id] = node.value if t.id not in names else ast.Name("?")
-            elif (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
-                  and isinstance(node.iter, ast.Tuple | ast.List)):
+            elif (
+                isinstance(node, ast.For)
+                and isinstance(node.target, ast.Name)
+                and isinstance(node.iter, ast.Tuple | ast.List)
+            ):
                 names[node.target.id] = node.iter  # a loop over constants
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                 prev = names.get(node.target.id)
@@ -125,13 +160,14 @@ def _violations(path: Path) -> list[str]:
         first = [] if node.func.attr == "progress" else node.args[:1]  # a fraction, then text
         args = first + [k.value for k in node.keywords if k.arg in _TEXT_KWARGS]
         # a metric's value and delta are drawn as plain text; its label and help as Markdown
-        span = lines[node.lineno - 1: (node.end_lineno or node.lineno)]
+        span = lines[node.lineno - 1 : (node.end_lineno or node.lineno)]
         if any(_MARK in line for line in span):
             return
         for arg in args:
             if not _safe(arg, bound):
-                found.append(f"{path.name}:{node.lineno}: {node.func.attr}("
-                             f"{ast.unparse(arg)[:70]})")
+                found.append(
+                    f"{path.name}:{node.lineno}: {node.func.attr}({ast.unparse(arg)[:70]})"
+                )
                 break
 
     visit(tree, scopes[tree])
@@ -163,5 +199,4 @@ def test_the_scan_finds_an_unescaped_run_name():
         found = _violations(path)
     finally:
         path.unlink()
-    assert [f.split(": ", 1)[1].split("(")[0] for f in found] == ["metric", "expander",
-                                                                  "markdown"]
+    assert [f.split(": ", 1)[1].split("(")[0] for f in found] == ["metric", "expander", "markdown"]

@@ -46,8 +46,11 @@ def stores(tmp_path_factory) -> dict[str, Path]:
         run_judge(store, rubric, make_judge("embedded"), name=f"j-{rubric}", run=DEMO_RUN)
     # alice labels 20 failures (one label for all), 12 items of the correctness judge (every
     # answer 3 of 3) and 8 of the CRUX coverage judge (every sub-question fully covered, 5)
-    for rubric, n, label in ((DEFAULT_RUBRIC, 20, LABEL), ("authtrace-correctness", 12, "3"),
-                             ("crux-coverage", 8, "5")):  # fmt: skip
+    for rubric, n, label in (
+        (DEFAULT_RUBRIC, 20, LABEL),
+        ("authtrace-correctness", 12, "3"),
+        ("crux-coverage", 8, "5"),
+    ):
         rated = root / f"{rubric}.csv"
         export_sample(store, DEMO_RUN, n, 7, rated, rubric=rubric)
         with rated.open(newline="", encoding="utf-8") as fh:
@@ -118,8 +121,19 @@ def test_the_cheap_check_reads_only_the_runs_frame(stores):
 
 
 def test_fanin_page_shows_judged_scores_as_report_fanin(stores, monkeypatch, capsys):
-    rep = _json(capsys, "report", "fanin", "--runs", DEMO_RUN, "--resamples", "50",
-                "--no-instances", "--json", "--db", stores["judged"])["judged"]  # fmt: skip
+    rep = _json(
+        capsys,
+        "report",
+        "fanin",
+        "--runs",
+        DEMO_RUN,
+        "--resamples",
+        "50",
+        "--no-instances",
+        "--json",
+        "--db",
+        stores["judged"],
+    )["judged"]
     at = _page(monkeypatch, stores["judged"], "screens/fanin.py")
     assert any(s.value == "Judged scores (AuthTrace judges)" for s in at.subheader)
     assert "lexical baseline" in _texts(at)
@@ -148,9 +162,21 @@ def test_fanin_page_switched_to_judged_scores_draws_report_fanin_judged(
 ):
     """The researcher switches the Fan-in page's AC / ER / EP source to the judges: the
     bucket table shows what ``report fanin --score-source judged`` prints."""
-    rep = _json(capsys, "report", "fanin", "--runs", DEMO_RUN, "--score-source", "judged",
-                "--resamples", "200", "--no-instances", "--json",
-                "--db", stores["judged"])  # fmt: skip
+    rep = _json(
+        capsys,
+        "report",
+        "fanin",
+        "--runs",
+        DEMO_RUN,
+        "--score-source",
+        "judged",
+        "--resamples",
+        "200",
+        "--no-instances",
+        "--json",
+        "--db",
+        stores["judged"],
+    )
     assert rep["source"] == "judged"
     at = _page(monkeypatch, stores["judged"], "screens/fanin.py")
     assert not any("AC judged" in df.value.columns for df in at.dataframe)  # proxies first
@@ -159,7 +185,8 @@ def test_fanin_page_switched_to_judged_scores_draws_report_fanin_judged(
     assert "judges' AC (0-3 claim rubric" in _texts(at)
     table = next(df.value for df in at.dataframe if "AC judged" in df.value.columns)
     shown = table.assign(system=table["run"] + ":" + table["condition"]).set_index(
-        ["system", "bucket"])  # fmt: skip
+        ["system", "bucket"]
+    )
     for r in rep["by_bucket"]:
         row = shown.loc[(r["system"], r["bucket"])]
         assert (row["n"], row["missing"]) == (r["n"], r["missing"])
@@ -171,8 +198,19 @@ def test_fanin_page_switched_to_judged_scores_draws_report_fanin_judged(
 
 
 def test_retrieval_page_shows_answer_coverage_as_report_crux(stores, monkeypatch, capsys):
-    out = _json(capsys, "report", "crux", "--dataset", DATASET, "--resamples", "50",
-                "--no-instances", "--json", "--db", stores["judged"])  # fmt: skip
+    out = _json(
+        capsys,
+        "report",
+        "crux",
+        "--dataset",
+        DATASET,
+        "--resamples",
+        "50",
+        "--no-instances",
+        "--json",
+        "--db",
+        stores["judged"],
+    )
     rep = out["answer_coverage"]
     at = _page(monkeypatch, stores["judged"], "screens/retrieval.py")
     at.toggle(key="retrieval.crux").set_value(True).run()
@@ -186,8 +224,7 @@ def test_retrieval_page_shows_answer_coverage_as_report_crux(stores, monkeypatch
         assert _close(got[col], want[col]), col
     assert got["n"] == 200
     kendall = _frame(at, "crux_kendall").set_index("k")
-    assert list(kendall.index) == [str(r["k"]) for r in rep["kendall"]] == ["3", "all",
-                                                                             "contexts"]
+    assert list(kendall.index) == [str(r["k"]) for r in rep["kendall"]] == ["3", "all", "contexts"]
     for r in rep["kendall"]:
         for m in ("cov_z", "alpha_ndcg", "recall", "map", "ndcg", "den_z"):
             assert kendall.loc[str(r["k"]), f"{m}_n"] == r[f"{m}_n"]
@@ -196,8 +233,9 @@ def test_retrieval_page_shows_answer_coverage_as_report_crux(stores, monkeypatch
 
 
 def test_failure_browser_shows_agreement_as_report_agreement(stores, monkeypatch, capsys):
-    rep = _json(capsys, "report", "agreement", "--run", DEMO_RUN, "--json",
-                "--db", stores["judged"])  # fmt: skip
+    rep = _json(
+        capsys, "report", "agreement", "--run", DEMO_RUN, "--json", "--db", stores["judged"]
+    )
     rule = rule_labels(Store(stores["judged"]), DEMO_RUN, DEFAULT_RUBRIC)
     at = _page(monkeypatch, stores["judged"], "screens/failures.py")
     labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
@@ -218,11 +256,24 @@ def test_failure_browser_shows_agreement_as_report_agreement(stores, monkeypatch
 
 
 def test_fanin_page_shows_people_against_the_correctness_judge(stores, monkeypatch, capsys):
-    rep = _json(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric",
-                "authtrace-correctness", "--json", "--db", stores["judged"])  # fmt: skip
+    rep = _json(
+        capsys,
+        "report",
+        "agreement",
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        "authtrace-correctness",
+        "--json",
+        "--db",
+        stores["judged"],
+    )
     (want,) = rep["pairs"]
     assert (want["rater_a"], want["rater_b"], want["n"]) == (
-        "alice", "judge:j-authtrace-correctness", 12)  # fmt: skip
+        "alice",
+        "judge:j-authtrace-correctness",
+        12,
+    )
     at = _page(monkeypatch, stores["judged"], "screens/fanin.py")
     labelled = [e.label for e in at.expander if e.label.startswith("Human labels")]
     assert labelled == [f"Human labels and agreement: run {DEMO_RUN} (authtrace-correctness)"]
@@ -232,11 +283,15 @@ def test_fanin_page_shows_people_against_the_correctness_judge(stores, monkeypat
     # hand-checked: alice's 3 agrees exactly where the judge gave 3; one label from alice
     # makes p_o = p_e, so kappa is 0 (the judge used more than one label)
     con = duckdb.connect(str(stores["judged"]), read_only=True)
-    ratings = [r for (r,) in con.execute(
-        "SELECT j.rating FROM annotation_items i JOIN judgments j ON j.target_run = i.run_id "
-        "AND j.instance_id = i.instance_id AND j.condition = i.condition AND j.item = i.variant "
-        "WHERE i.rubric = 'authtrace-correctness' AND j.run_id = 'j-authtrace-correctness'"
-    ).fetchall()]  # fmt: skip
+    ratings = [
+        r
+        for (r,) in con.execute(
+            "SELECT j.rating FROM annotation_items i JOIN judgments j ON j.target_run = i.run_id "
+            "AND j.instance_id = i.instance_id AND j.condition = i.condition AND j.item = "
+            "i.variant "
+            "WHERE i.rubric = 'authtrace-correctness' AND j.run_id = 'j-authtrace-correctness'"
+        ).fetchall()
+    ]
     con.close()
     assert len(ratings) == 12 and len(set(ratings)) > 1
     assert got["agreed"] == want["agreed"] == sum(r == 3 for r in ratings)
@@ -244,8 +299,18 @@ def test_fanin_page_shows_people_against_the_correctness_judge(stores, monkeypat
 
 
 def test_retrieval_page_shows_people_against_the_coverage_judge(stores, monkeypatch, capsys):
-    rep = _json(capsys, "report", "agreement", "--run", DEMO_RUN, "--rubric", "crux-coverage",
-                "--json", "--db", stores["judged"])  # fmt: skip
+    rep = _json(
+        capsys,
+        "report",
+        "agreement",
+        "--run",
+        DEMO_RUN,
+        "--rubric",
+        "crux-coverage",
+        "--json",
+        "--db",
+        stores["judged"],
+    )
     (want,) = rep["pairs"]
     assert (want["rater_a"], want["rater_b"], want["n"]) == ("alice", "judge:j-crux-coverage", 8)
     at = _page(monkeypatch, stores["judged"], "screens/retrieval.py")
@@ -267,8 +332,7 @@ def test_without_judgments_or_labels_the_sections_are_absent(stores, monkeypatch
         assert not at.exception, [e.value for e in at.exception]
     assert not _tables(at)
     assert not any("Human labels" in e.label for e in at.expander)
-    assert not any("Judged scores" in s.value or "Answer coverage" in s.value
-                   for s in at.subheader)  # fmt: skip
+    assert not any("Judged scores" in s.value or "Answer coverage" in s.value for s in at.subheader)
 
 
 def test_two_judges_of_one_rubric_show_their_agreement_on_the_fanin_page(
@@ -279,18 +343,32 @@ def test_two_judges_of_one_rubric_show_their_agreement_on_the_fanin_page(
     assert not any({"judge_a", "judge_b"} <= set(df.value.columns) for df in at.dataframe)
     db = tmp_path / "two_judges.duckdb"
     shutil.copy(stores["judged"], db)
-    run_judge(Store(db), "authtrace-correctness", make_judge("embedded"), name="j-second",
-              run=DEMO_RUN)  # fmt: skip
-    rep = _json(capsys, "report", "agreement", "--judges", "j-authtrace-correctness,j-second",
-                "--json", "--db", db)  # fmt: skip
+    run_judge(
+        Store(db), "authtrace-correctness", make_judge("embedded"), name="j-second", run=DEMO_RUN
+    )
+    rep = _json(
+        capsys,
+        "report",
+        "agreement",
+        "--judges",
+        "j-authtrace-correctness,j-second",
+        "--json",
+        "--db",
+        db,
+    )
     (pair,) = rep["pairs"]
     assert pair["n"] == 800 and pair["raw_agreement"] == 1.0  # the same lexical judge twice
     at = _page(monkeypatch, db, "screens/fanin.py")
     (table,) = [df.value for df in at.dataframe if {"judge_a", "judge_b"} <= set(df.value.columns)]
     assert table.to_dict("records")[0] | {"kappa": None, "weighted_kappa": None, "note": ""} == {
-        "rubric": "authtrace-correctness", "judge_a": "j-authtrace-correctness",
-        "judge_b": "j-second", "n": 800, "raw_agreement": 1.0, "kappa": None,
-        "weighted_kappa": None, "note": "",
-    }  # fmt: skip
+        "rubric": "authtrace-correctness",
+        "judge_a": "j-authtrace-correctness",
+        "judge_b": "j-second",
+        "n": 800,
+        "raw_agreement": 1.0,
+        "kappa": None,
+        "weighted_kappa": None,
+        "note": "",
+    }
     assert _close(table["kappa"].iloc[0], pair["kappa"])
     assert _close(table["weighted_kappa"].iloc[0], pair["weighted_kappa"])

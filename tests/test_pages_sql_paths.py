@@ -38,16 +38,23 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     """Six controlled instances with a CUE-R run of the embedded reader."""
     s = Store(tmp_path_factory.mktemp("paths") / "store.duckdb")
     s.write_dataset(_small(6))
-    run_interventions(s, "small", EmbeddedReader(), name="cr", operators=("remove", "duplicate"),
-                      positions=("front",), two_support=False, zero_retrieval=False)  # fmt: skip
+    run_interventions(
+        s,
+        "small",
+        EmbeddedReader(),
+        name="cr",
+        operators=("remove", "duplicate"),
+        positions=("front",),
+        two_support=False,
+        zero_retrieval=False,
+    )
     return s
 
 
 @pytest.mark.parametrize("ks", [(1, 3), (2, 8, 20), (4,), (3, 25)])
 def test_retrieval_view_equals_the_direct_audit(store: Store, ks: tuple[int, ...]) -> None:
     clear_cache()
-    sel = Selection(dataset="small", options={"retrievers": ["lexical", "oracle"],
-                                              "ks": list(ks)})  # fmt: skip
+    sel = Selection(dataset="small", options={"retrievers": ["lexical", "oracle"], "ks": list(ks)})
     per, agg = retrieval_audit_frames(store, sel)
     direct = retrieval_audit(store.load_instances("small"), ("lexical", "oracle"), ks)
     pd.testing.assert_frame_equal(per, direct.per_instance, check_dtype=False)

@@ -54,8 +54,12 @@ def in_palette(color: str) -> bool:
 def trace_colors(trace: Any) -> list[str]:
     """The explicit colours a trace draws with (marker, marker outline, line, fill)."""
     found = []
-    for path in (("marker", "color"), ("marker", "line", "color"), ("line", "color"),
-                 ("fillcolor",)):  # fmt: skip
+    for path in (
+        ("marker", "color"),
+        ("marker", "line", "color"),
+        ("line", "color"),
+        ("fillcolor",),
+    ):
         obj = trace
         for part in path:
             obj = getattr(obj, part, None)
@@ -117,8 +121,9 @@ def test_a_condition_has_one_colour_in_every_figure(figures):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pair", [("cuer_profile", "cuer_divergence"),
-                                  ("retrieval_curves", "crux_coverage")])  # fmt: skip
+@pytest.mark.parametrize(
+    "pair", [("cuer_profile", "cuer_divergence"), ("retrieval_curves", "crux_coverage")]
+)
 def test_a_name_has_one_colour_across_figures(figures, pair):
     by_name: dict[str, set[str]] = {}
     for name in pair:
@@ -140,8 +145,16 @@ def test_conditions_and_retrievers_have_fixed_distinct_colours():
 
 
 def test_color_for_is_stable_and_distinct_for_up_to_eight_names():
-    names = ["llama-3-8b", "qwen2-7b", "gpt-4o", "mistral-7b", "phi-3", "gemma-2", "olmo",
-             "embedded"]  # fmt: skip
+    names = [
+        "llama-3-8b",
+        "qwen2-7b",
+        "gpt-4o",
+        "mistral-7b",
+        "phi-3",
+        "gemma-2",
+        "olmo",
+        "embedded",
+    ]
     for n in range(1, 9):
         subset = names[:n]
         colors = [color_for(x, "model", subset) for x in subset]
@@ -163,8 +176,17 @@ def test_nine_to_sixteen_series_of_one_figure_keep_distinct_colours():
     ``zero_retrieval`` shared green) get nine colours, the same in every figure of that set."""
     from core.figures import MORE_COLORS, _assign
 
-    labels = ["original", "remove", "replace:easy", "replace:medium", "replace:hard",
-              "duplicate:end", "zero_retrieval", "two_support", "duplicate:front"]  # fmt: skip
+    labels = [
+        "original",
+        "remove",
+        "replace:easy",
+        "replace:medium",
+        "replace:hard",
+        "duplicate:end",
+        "zero_retrieval",
+        "two_support",
+        "duplicate:front",
+    ]
     got = _assign(labels)
     assert len(set(got.values())) == 9
     assert got["zero_retrieval"] != got["replace:easy"]

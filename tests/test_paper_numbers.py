@@ -29,8 +29,11 @@ HOTPOT_CSV = RELEASE / "hotpotqa_qwen25_14b_200.per_sample_metrics.csv"
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "core", *args, "--db", str(db)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_macro_names_are_letters_only() -> None:
@@ -72,8 +75,9 @@ def test_export_numbers_are_the_reports_numbers(paper_store: Path, tmp_path: Pat
     # sample relaxed F1 none / full / retrieved / oracle 0.241 / 0.733 / 0.590 / 0.767)
     assert macros[f"oncu{stem}FullContext"].startswith("0.906 [")
     assert macros[f"oncu{stem}Retrieved"].startswith("0.639 [")
-    assert [macros[f"mean{stem}{c}"] for c in ("NoEvidence", "FullContext", "Retrieved",
-                                               "Oracle")] == ["0.241", "0.733", "0.590", "0.767"]
+    assert [
+        macros[f"mean{stem}{c}"] for c in ("NoEvidence", "FullContext", "Retrieved", "Oracle")
+    ] == ["0.241", "0.733", "0.590", "0.767"]
     # the paired contrast as report paired prints it (fixture README: -0.143)
     assert macros[f"contrast{stem}RetrievedMinusFullContext"].startswith("-0.143 [")
     assert macros[f"contrastP{stem}RetrievedMinusFullContext"] == "$<0.001$"
@@ -99,8 +103,11 @@ def test_numbers_compile_in_a_paper(paper_store: Path, tmp_path: Path) -> None:
     )
     res = subprocess.run(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout[-2000:]
     assert (tmp_path / "paper.pdf").stat().st_size > 0
 
@@ -110,8 +117,9 @@ def test_check_paper_flags_exactly_what_a_rescore_changed(tmp_path: Path) -> Non
         pytest.skip(f"shared fixtures absent: {HOTPOT_CSV}")
     db = tmp_path / "s.duckdb"
     demo_into(Store(db))
-    assert _cli(db, "import", "results", "--format", "oncu-release",
-                str(HOTPOT_CSV)).returncode == 0  # fmt: skip
+    assert (
+        _cli(db, "import", "results", "--format", "oncu-release", str(HOTPOT_CSV)).returncode == 0
+    )
     old = tmp_path / "numbers.tex"
     assert _cli(db, "export", "numbers", "--out", str(old)).returncode == 0
     paper = tmp_path / "paper.tex"
@@ -144,8 +152,7 @@ def test_check_paper_flags_exactly_what_a_rescore_changed(tmp_path: Path) -> Non
     assert res.returncode == 1
     out = json.loads(res.stdout)
     assert {c["macro"] for c in out["changed"]} == expected
-    assert all(c["why"].startswith("re-score: the scores of demo-embedded") for c in
-               out["changed"])  # fmt: skip
+    assert all(c["why"].startswith("re-score: the scores of demo-embedded") for c in out["changed"])
     assert [(x["line"], x["literal"]) for x in out["literals"]] == [(2, typed)]
     assert [(x["line"], x["macro"]) for x in out["stale_uses"]] == [(3, f"oncu{stem}Gone")]
     text = _cli(db, "report", "check-paper", str(old))

@@ -30,9 +30,9 @@ def _action(argv_command: list[str], flag: str) -> argparse.Action:
     parser = build_parser()
     sub = parser
     for name in argv_command:
-        sub = next(
-            a for a in sub._actions if isinstance(a, argparse._SubParsersAction)
-        ).choices[name]
+        sub = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices[
+            name
+        ]
     return next(a for a in sub._actions if flag in a.option_strings)
 
 
@@ -50,7 +50,11 @@ def test_parsed_defaults_are_the_declared_defaults():
     assert run.retriever == retriever_param().default == "lexical"
     assert (run.top_k, run.chunk_size, run.overlap) == (3, 220, 40)
     assert (run.top_k, run.chunk_size, run.overlap, run.concurrency) == (
-        TOP_K.default, CHUNK_SIZE.default, OVERLAP.default, CONCURRENCY.default)  # fmt: skip
+        TOP_K.default,
+        CHUNK_SIZE.default,
+        OVERLAP.default,
+        CONCURRENCY.default,
+    )
     cuer = build_parser().parse_args(CUER)
     assert cuer.top_k == interventions.BASE_TOP_K.default == 5
     assert cuer.operators == "remove,replace,duplicate"
@@ -136,8 +140,13 @@ def _widgets_app() -> None:
 def test_param_widgets_render_the_declarations():
     at = AppTest.from_function(_widgets_app).run()
     assert not at.exception
-    defaults = {"units": "sentence", "per_length": 5, "strategy": "paper", "max_spans": 100,
-                "seed": 0}
+    defaults = {
+        "units": "sentence",
+        "per_length": 5,
+        "strategy": "paper",
+        "max_spans": 100,
+        "seed": 0,
+    }
     assert at.text[0].value == repr(sorted(defaults.items()))
     assert at.selectbox(key="t.units").options == ["sentence", "passage"]
     assert at.number_input(key="t.per_length").value == 5

@@ -19,8 +19,11 @@ def test_bare_object():
 
 
 def test_fenced_object():
-    for fence in (f"```json\n{GOOD}\n```", f"Here you go:\n```\n{GOOD}\n```\nDone.",
-                  f"```JSON {GOOD}```"):  # fmt: skip
+    for fence in (
+        f"```json\n{GOOD}\n```",
+        f"Here you go:\n```\n{GOOD}\n```\nDone.",
+        f"```JSON {GOOD}```",
+    ):
         assert parse_reply(fence).answer == "Velka", fence
 
 
@@ -189,7 +192,7 @@ _JSONISH = st.recursive(
             children,
             max_size=5,
         )
-    ),  # fmt: skip
+    ),
     max_leaves=12,
 )
 
@@ -221,6 +224,7 @@ def test_never_raises_on_brace_soup(text):
 
 def test_a_shown_id_is_scored_as_the_dataset_spells_it():
     # a dataset may keep five-digit ids (p00012): the cited p12 is that passage, so spelled
-    got = parse_reply('{"answer": "a", "evidence_ids": ["p12", "p00012", "p0013"]}',
-                      ["p00012", "p0013"])  # fmt: skip
+    got = parse_reply(
+        '{"answer": "a", "evidence_ids": ["p12", "p00012", "p0013"]}', ["p00012", "p0013"]
+    )
     assert got.evidence_ids == ("p00012", "p0013")

@@ -42,20 +42,24 @@ def _shown(run: str, lines: list[dict]) -> list[tuple[str, ...]]:
     """The ids each line's call showed, as far as the release files tell (module docstring)."""
     metrics = shared_fixture(f"oncu_release/{run}.per_sample_metrics.csv")
     with metrics.open(encoding="utf-8", newline="") as fh:
-        gold = {r["sample_id"]: tuple(x for x in r["gold_evidence_ids"].split(";") if x)
-                for r in csv.DictReader(fh)}  # fmt: skip
+        gold = {
+            r["sample_id"]: tuple(x for x in r["gold_evidence_ids"].split(";") if x)
+            for r in csv.DictReader(fh)
+        }
     kept_anywhere: dict[str, set[str]] = collections.defaultdict(set)
     for line in lines:
         kept_anywhere[line["sample_id"]].update(line["prediction"]["evidence_ids"])
     out = []
     for line in lines:
         sid, method = line["sample_id"], line["method"]
-        out.append({
-            "no_evidence": (),
-            "oracle": gold[sid],
-            "direct": tuple(sorted(set(gold[sid]) | kept_anywhere[sid])),
-            "retrieve_then_read": tuple(line["prediction"]["evidence_ids"]),
-        }[method])  # fmt: skip
+        out.append(
+            {
+                "no_evidence": (),
+                "oracle": gold[sid],
+                "direct": tuple(sorted(set(gold[sid]) | kept_anywhere[sid])),
+                "retrieve_then_read": tuple(line["prediction"]["evidence_ids"]),
+            }[method]
+        )
     return out
 
 
@@ -82,12 +86,18 @@ def test_every_released_reply_parses_as_the_release_parsed_it(run):
     # context and 53 retrieved replies, and cites 4 or 5 shown ids in 3 oracle replies and 1
     # full-context one; controlled cites "evaluation_754"-style ids in 20 full-context replies.
     expected = {
-        "hotpotqa_qwen25_14b_200": {("unshown", "no_evidence"): 5, ("unshown", "direct"): 8,
-                                    ("unshown", "retrieve_then_read"): 53,
-                                    ("over cap", "oracle"): 3, ("over cap", "direct"): 1},
-        "controlled_safe16k_qwen25_14b_200": {("unshown", "direct"): 20,
-                                              ("unshown", "retrieve_then_read"): 1},
-    }[run]  # fmt: skip
+        "hotpotqa_qwen25_14b_200": {
+            ("unshown", "no_evidence"): 5,
+            ("unshown", "direct"): 8,
+            ("unshown", "retrieve_then_read"): 53,
+            ("over cap", "oracle"): 3,
+            ("over cap", "direct"): 1,
+        },
+        "controlled_safe16k_qwen25_14b_200": {
+            ("unshown", "direct"): 20,
+            ("unshown", "retrieve_then_read"): 1,
+        },
+    }[run]
     assert {k: v for k, v in side.items() if v} == expected
 
 
@@ -99,12 +109,15 @@ def test_released_examples_by_hand():
     got = parse_reply('{"answer": "x", "evidence_ids": ["p0001", "archive_794"]}', ["p0001"])
     assert (got.evidence_ids, got.unshown_ids) == (("p0001",), ("archive_794",))
     # retrieved: a shown id written with its marker is not a passage id for the protocol
-    got = parse_reply('{"answer": "x", "evidence_ids": ["p0002", "passage_id: p0003"]}',
-                      ["p0002", "p0003"])  # fmt: skip
+    got = parse_reply(
+        '{"answer": "x", "evidence_ids": ["p0002", "passage_id: p0003"]}', ["p0002", "p0003"]
+    )
     assert (got.evidence_ids, got.unshown_ids) == (("p0002",), ("passage_id: p0003",))
     # oracle: four shown ids cited, three kept
-    got = parse_reply('{"answer": "x", "evidence_ids": ["p0001", "p0002", "p0003", "p0004"]}',
-                      ["p0001", "p0002", "p0003", "p0004"])  # fmt: skip
+    got = parse_reply(
+        '{"answer": "x", "evidence_ids": ["p0001", "p0002", "p0003", "p0004"]}',
+        ["p0001", "p0002", "p0003", "p0004"],
+    )
     assert (got.evidence_ids, got.over_cap_ids) == (("p0001", "p0002", "p0003"), ("p0004",))
 
 

@@ -24,16 +24,21 @@ from core.views.failures import parse_notes_by_run
 from core.views.transcript import transcript
 
 _TEXTS = {  # (instance, condition) -> (reply text, reasoning returned apart)
-    ("t1", "full_context"): (json.dumps({"answer": "84", "evidence_ids": ["p0002", "p9999",
-                                                                         "evaluation_754"]}),
-                             None),
+    ("t1", "full_context"): (
+        json.dumps({"answer": "84", "evidence_ids": ["p0002", "p9999", "evaluation_754"]}),
+        None,
+    ),
     ("t1", "oracle"): ('<think>draft {"answer": "71"}', None),
-    ("t2", "full_context"): (json.dumps({"answer": "71", "evidence_ids": ["p0002", "p0003",
-                                                                         "p0001"]}), None),
-    ("t2", "oracle"): (json.dumps({"answer": "71", "evidence_ids": ["p0002"]}),
-                       'Let me think. {"answer": "12"}'),
+    ("t2", "full_context"): (
+        json.dumps({"answer": "71", "evidence_ids": ["p0002", "p0003", "p0001"]}),
+        None,
+    ),
+    ("t2", "oracle"): (
+        json.dumps({"answer": "71", "evidence_ids": ["p0002"]}),
+        'Let me think. {"answer": "12"}',
+    ),
     ("t3", "full_context"): ("{'answer': '90', 'evidence_ids': ['p0002']}", None),
-}  # fmt: skip
+}
 _PLAIN = json.dumps({"answer": "x", "evidence_ids": []})
 
 
@@ -66,10 +71,10 @@ def run_store(db_path):
 def test_the_failure_browser_counts_what_the_parse_set_apart_per_run(run_store, monkeypatch):
     assert parse_notes_by_run(run_store, ["t"]) == {
         "t": "1 reply cited 2 passages that were not shown (or not passage ids) · 1 reply "
-             "cited 1 shown passage past the cap · 1 reply ended inside their reasoning (parse "
-             "errors) · 1 reply off the contract with a salvaged answer (parse errors, not "
-             "scored) · 2 replies with reasoning kept apart"
-    }  # fmt: skip
+        "cited 1 shown passage past the cap · 1 reply ended inside their reasoning (parse "
+        "errors) · 1 reply off the contract with a salvaged answer (parse errors, not "
+        "scored) · 2 replies with reasoning kept apart"
+    }
     at = open_page(monkeypatch, run_store.path, "screens/failures.py", "toy")
     captions = " ".join(c.value for c in at.caption)
     assert "cited 2 passages that were not shown" in captions
@@ -86,8 +91,10 @@ def test_the_transcript_shows_each_reply_s_set_apart_parts(run_store):
 
     row, got = notes("t1", "full_context")
     assert list(row["cited_ids"]) == ["p0002"]  # scored: the one shown id
-    assert got["lines"] == ["cited 2 passages that were not shown (or not passage ids), not "
-                            "scored: p9999, evaluation_754"]  # fmt: skip
+    assert got["lines"] == [
+        "cited 2 passages that were not shown (or not passage ids), not "
+        "scored: p9999, evaluation_754"
+    ]
     row, got = notes("t2", "full_context")
     assert list(row["cited_ids"]) == ["p0002", "p0003"]  # the run's cap: 2
     assert got["lines"] == ["cited 1 shown passage past the cap, not scored: p0001"]
@@ -100,5 +107,7 @@ def test_the_transcript_shows_each_reply_s_set_apart_parts(run_store):
     assert got["reasoning_note"] == "returned by the server apart from the reply"
     row, got = notes("t3", "full_context")
     assert (row["answer"], row["parse_error"]) == ("", "no JSON object found")
-    assert got["lines"] == ["salvaged from a reply off the contract, not scored: answer '90' "
-                            "in a reply that is not strict JSON"]  # fmt: skip
+    assert got["lines"] == [
+        "salvaged from a reply off the contract, not scored: answer '90' "
+        "in a reply that is not strict JSON"
+    ]

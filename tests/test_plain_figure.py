@@ -23,10 +23,14 @@ EVIL = '<a href="http://127.0.0.1:9/exfil.png?data=leak">click</a> <b>bold</b>'
 def _figure() -> go.Figure:
     fig = go.Figure(
         go.Bar(
-            x=[EVIL, "plain"], y=[0.5, 0.25], name=EVIL, text=[EVIL, "t"],
-            hovertext=[EVIL, "h"], customdata=np.array([[EVIL, 3], ["plain", 4]], dtype=object),
+            x=[EVIL, "plain"],
+            y=[0.5, 0.25],
+            name=EVIL,
+            text=[EVIL, "t"],
+            hovertext=[EVIL, "h"],
+            customdata=np.array([[EVIL, 3], ["plain", 4]], dtype=object),
         )
-    )  # fmt: skip
+    )
     fig.update_layout(
         title=f"Accuracy<br>{EVIL}",
         annotations=[{"text": f"run={EVIL}", "x": 0, "y": 1, "showarrow": False}],

@@ -33,10 +33,15 @@ def test_ollama_down_is_one_server_problem():
 
 def test_ollama_model_not_pulled(stub):
     problems = preflight("ollama", "qwen2.5:14b", hosts=[stub.url])
-    assert problems == [Problem("model", (
-        f"model 'qwen2.5:14b' is not pulled on {stub.url} (pulled: stub-model:latest): run "
-        "`ollama pull qwen2.5:14b`"
-    ))]  # fmt: skip
+    assert problems == [
+        Problem(
+            "model",
+            (
+                f"model 'qwen2.5:14b' is not pulled on {stub.url} (pulled: stub-model:latest): run "
+                "`ollama pull qwen2.5:14b`"
+            ),
+        )
+    ]
     assert "/api/show" not in stub.paths()
 
 
@@ -51,10 +56,16 @@ def test_ollama_context_from_the_model_info_and_num_ctx():
         where = f"stub-model's context_length on {stub.url}"
         # 6,000 characters / 6 = 1,000 tokens at least: cannot fit 1,000 (the model's own)
         sure = preflight("ollama", "stub-model", hosts=[stub.url], prompt_chars=6000)
-        assert sure == [Problem("context", (
-            "the longest prompt has at least 1,000 tokens (6,000 characters / 6), over the "
-            f"context of 1,000 ({where}): its calls will fail; raise num_ctx or shorten the plan"
-        ))]  # fmt: skip
+        assert sure == [
+            Problem(
+                "context",
+                (
+                    "the longest prompt has at least 1,000 tokens (6,000 characters / 6), over the "
+                    f"context of 1,000 ({where}): its calls will fail; raise num_ctx or shorten "
+                    "the plan"
+                ),
+            )
+        ]
         # 4,000 characters / 4 = about 1,000 tokens: may not fit; 3,996 -> 999 fits
         maybe = preflight("ollama", "stub-model", hosts=[stub.url], prompt_chars=4000)
         assert [p.check for p in maybe] == ["context"]
@@ -78,10 +89,16 @@ def test_ollama_default_num_ctx_is_the_limit(stub):
 def test_openai_down_is_one_server_problem():
     url = dead_url()
     problems = preflight("openai", "stub-model", base_url=url, timeout_s=1.0)
-    assert problems == [Problem("server", (
-        f"cannot reach the OpenAI-compatible server at {url}/v1: start it (e.g. `vllm serve "
-        "MODEL`) or fix the base URL"
-    ))]  # fmt: skip
+    assert problems == [
+        Problem(
+            "server",
+            (
+                f"cannot reach the OpenAI-compatible server at {url}/v1: start it (e.g. `vllm "
+                "serve "
+                "MODEL`) or fix the base URL"
+            ),
+        )
+    ]
 
 
 def test_openai_model_not_served(stub):
@@ -96,11 +113,18 @@ def test_openai_context_and_ready():
     with ModelStub(context_length=100) as stub:
         url = f"{stub.url}/v1"
         over = preflight("openai", "stub-model", base_url=url, prompt_chars=600)
-        assert over == [Problem("context", (
-            "the longest prompt has at least 100 tokens (600 characters / 6), over the context "
-            f"of 100 (stub-model's max_model_len on {url}): its calls will fail; raise num_ctx "
-            "or shorten the plan"
-        ))]  # fmt: skip
+        assert over == [
+            Problem(
+                "context",
+                (
+                    "the longest prompt has at least 100 tokens (600 characters / 6), over the "
+                    "context "
+                    f"of 100 (stub-model's max_model_len on {url}): its calls will fail; raise "
+                    "num_ctx "
+                    "or shorten the plan"
+                ),
+            )
+        ]
         assert preflight("openai", "stub-model", base_url=url, prompt_chars=396) == []
         assert preflight("openai", "stub-model", base_url=url, prompt_chars=396, num_ctx=50)
 
@@ -135,8 +159,10 @@ def test_the_runs_page_refuses_a_launch_when_ollama_is_down(tmp_path, monkeypatc
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     errors = [e.value for e in at.error]
-    line = (f"preflight: cannot reach Ollama at {url}: start it with `ollama serve` or set "
-            "OLLAMA_HOST (or use --backend embedded)")  # fmt: skip
+    line = (
+        f"preflight: cannot reach Ollama at {url}: start it with `ollama serve` or set "
+        "OLLAMA_HOST (or use --backend embedded)"
+    )
     assert errors == [md_escape(line)], errors
     assert Store(db).run_row("down-probes") is None
     assert not [m.value for m in at.markdown if m.value.startswith("**down-probes**")]

@@ -59,12 +59,18 @@ def test_ladder_and_sentence_units():
     assert got == ['He said "Go."', "Then left.", "Done"]
     units = split_units(_instance())
     assert [u.text for u in units] == [
-        "One fish.", "Two fish!", "Red fish?", "Blue fish.", FACT,
+        "One fish.",
+        "Two fish!",
+        "Red fish?",
+        "Blue fish.",
+        FACT,
         "Nothing here.",
-    ]  # fmt: skip
+    ]
     assert [u.passage_id for u in split_units(_instance(), "passage")] == [
-        "p0001", "p0002", "p0003"
-    ]  # fmt: skip
+        "p0001",
+        "p0002",
+        "p0003",
+    ]
     with pytest.raises(ValueError, match="unknown units"):
         split_units(_instance(), "token")
 
@@ -126,8 +132,19 @@ def test_paper_sampling_cost_per_instance():
     assert (total(284), total(284, "take-every-1")) == (381, 1894)
     # L = 1124 (16K tokens): 1 + 94 + 94 + 94 + 93 + 93 + 98 + 94 + 93 + 90 + 25 + 1.
     assert [len(span_starts(1124, C)) for C in exponential_ladder(1124)] == [
-        1, 94, 94, 94, 93, 93, 98, 94, 93, 90, 25, 1
-    ]  # fmt: skip
+        1,
+        94,
+        94,
+        94,
+        93,
+        93,
+        98,
+        94,
+        93,
+        90,
+        25,
+        1,
+    ]
     assert (total(1124), total(1124, "take-every-1")) == (870, 9364)
     assert (total(2250), total(2250, "take-every-1")) == (1029, 20875)
 
@@ -186,8 +203,13 @@ def test_cli_run_probes_prints_spans_per_length_and_records_the_strategy(tmp_pat
     )
     assert out[1].startswith("probe run 'paper' done: 15 planned, 15 executed")
     probe = Store(db).run_row("paper")["retrieval"]["probe"]
-    assert probe == {"units": "sentence", "per_length": 5, "strategy": "paper", "seed": 0,
-                     "max_spans": 100}  # fmt: skip
+    assert probe == {
+        "units": "sentence",
+        "per_length": 5,
+        "strategy": "paper",
+        "seed": 0,
+        "max_spans": 100,
+    }
     # Another cap under the same name is another plan: refused in one line, no plan shown.
     assert main(base + ["--max-spans", "2", "--name", "paper"]) == 1
     got = capsys.readouterr()
@@ -199,8 +221,12 @@ def test_cli_run_probes_prints_spans_per_length_and_records_the_strategy(tmp_pat
     got = json.loads(capsys.readouterr().out)
     assert got["planned"] == 6 and got["plan"]["max_spans"] == 2
     assert [(r["C"], r["spans"]) for r in got["plan"]["spans_per_length"]] == [
-        (0, 1), (1, 2), (2, 1), (5, 1), ("L", 1)
-    ]  # fmt: skip
+        (0, 1),
+        (1, 2),
+        (2, 1),
+        (5, 1),
+        ("L", 1),
+    ]
     # The old default stays selectable by name: 2 random spans per length -> 1 + 2*3 + 1.
     assert main(base + ["--strategy", "random", "--per-length", "2", "--name", "rnd"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -233,9 +259,7 @@ def test_plan_probes_keys_prompts_and_meta():
     assert empty.input_passage_ids == () and "No passages are given" in empty.messages[1]["content"]
     full = calls[-1]
     assert full.input_passage_ids == ("p0001", "p0002", "p0003")
-    assert f"[passage_id: p0002] Title: Beta\nBlue fish. {FACT}" in (
-        full.messages[1]["content"]
-    )
+    assert f"[passage_id: p0002] Title: Beta\nBlue fish. {FACT}" in (full.messages[1]["content"])
     assert render_span(split_units(inst)[3:5]) == [
         f"[passage_id: p0002] Title: Beta\nBlue fish. {FACT}"
     ]
@@ -352,11 +376,38 @@ def test_report_dolce_errors_are_one_line(probed, capsys, tmp_path):
     assert main(["report", "dolce", "--db", str(db), "--run", "nope"]) == 1
     assert "no runs matching 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
-        main(["run-probes", "--db", str(db), "--dataset", "ctl", "--backend", "embedded",
-              "--strategy", "every", "--name", "x"])  # fmt: skip
+        main(
+            [
+                "run-probes",
+                "--db",
+                str(db),
+                "--dataset",
+                "ctl",
+                "--backend",
+                "embedded",
+                "--strategy",
+                "every",
+                "--name",
+                "x",
+            ]
+        )
     assert exc.value.code == 2
-    assert main(["run-probes", "--db", str(db), "--dataset", "nope", "--backend", "embedded",
-                 "--name", "x"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "run-probes",
+                "--db",
+                str(db),
+                "--dataset",
+                "nope",
+                "--backend",
+                "embedded",
+                "--name",
+                "x",
+            ]
+        )
+        == 1
+    )
     assert "no dataset named 'nope'" in capsys.readouterr().err
 
 
@@ -379,8 +430,9 @@ def test_dolce_figures_and_tables(probed):
     fig, curve = get_figure("dolce_outcome_curve").build(
         store, Selection(dataset="ctl", options={"problem": first})
     )
-    assert list(curve["C"]) == sorted(curve["C"]) and curve["n"].sum() == (
-        data.loc[data["problem"] == first, "n_obs"].iloc[0]
+    assert (
+        list(curve["C"]) == sorted(curve["C"])
+        and curve["n"].sum() == (data.loc[data["problem"] == first, "n_obs"].iloc[0])
     )
     problems = get_table("dolce_problems").build(
         store, Selection(dataset="ctl", options={"lam_p": 1e6, "k_p": -1})

@@ -29,8 +29,16 @@ def test_ci_runs_the_readme_test_command_and_nothing_else():
 
 
 def test_layout_is_the_product_shape():
-    for name in ("app.py", "screens", "core", "data", "assets", "tests", "requirements.txt",
-                 "README.md"):  # fmt: skip
+    for name in (
+        "app.py",
+        "screens",
+        "core",
+        "data",
+        "assets",
+        "tests",
+        "requirements.txt",
+        "README.md",
+    ):
         assert (ROOT / name).exists(), name
     assert (ROOT / "core" / "__main__.py").exists()
 

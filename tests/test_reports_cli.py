@@ -30,8 +30,17 @@ def _json(*args) -> object:
 def release_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("rel") / "r.duckdb"
     for rel, name in ((CONTROLLED, "ctl"), (HOTPOTQA, "hp")):
-        res = run_cli("import", "results", "--format", "oncu-release", shared_fixture(rel),
-                      "--name", name, "--db", db)  # fmt: skip
+        res = run_cli(
+            "import",
+            "results",
+            "--format",
+            "oncu-release",
+            shared_fixture(rel),
+            "--name",
+            name,
+            "--db",
+            db,
+        )
         assert res.returncode == 0, res.stderr
         assert "read 800 predictions of 200 instances" in res.stdout
     return db
@@ -58,13 +67,26 @@ def test_release_numbers_through_the_cli(release_db, rel, run):
     if run == "hp":
         assert by_cond["full_context"]["invalid_reasons"] == {"oracle_not_above_no_evidence": 9}
 
-    fails = {r["condition"]: r for r in _json("report", "failures", "--db", release_db,
-                                              "--run", run, "--json")}  # fmt: skip
+    fails = {
+        r["condition"]: r
+        for r in _json("report", "failures", "--db", release_db, "--run", run, "--json")
+    }
     for cond, pct in pub["failure"].items():
         assert {k: round(fails[cond][k], 1) for k in pct} == pct, cond
 
-    paired = _json("report", "paired", "--db", release_db, "--run", run, "--a", "retrieved",
-                   "--b", "full_context", "--json")  # fmt: skip
+    paired = _json(
+        "report",
+        "paired",
+        "--db",
+        release_db,
+        "--run",
+        run,
+        "--a",
+        "retrieved",
+        "--b",
+        "full_context",
+        "--json",
+    )
     mean, lo, hi, effect = pub["paired"]
     assert _close3(paired["mean"], mean) and _close3(paired["effect"], effect)
     assert abs(paired["ci_low"] - lo) <= 0.01 and abs(paired["ci_high"] - hi) <= 0.01
@@ -85,11 +107,24 @@ def test_rescoring_is_idempotent(release_db):
 
 # ---------------------------------------------------------------- a hand-made file
 _HEADER = [
-    "sample_id", "model_name", "method", "source", "reasoning_type", "answer_type",
-    "context_length", "evidence_position", "evidence_density", "distractor_similarity",
-    "gold_answer", "predicted_answer", "gold_evidence_ids", "predicted_evidence_ids",
-    "cue_applicable", "parse_error", "answer_f1_relaxed",
-]  # fmt: skip
+    "sample_id",
+    "model_name",
+    "method",
+    "source",
+    "reasoning_type",
+    "answer_type",
+    "context_length",
+    "evidence_position",
+    "evidence_density",
+    "distractor_similarity",
+    "gold_answer",
+    "predicted_answer",
+    "gold_evidence_ids",
+    "predicted_evidence_ids",
+    "cue_applicable",
+    "parse_error",
+    "answer_f1_relaxed",
+]
 _GOLD = {"a1": ("Paris", "none"), "a2": ("42", "none"), "b1": ("blue whale", "high")}
 #: answers[model][method] = (a1, a2, b1); None = no row in the file.
 _ANSWERS = {
@@ -120,9 +155,27 @@ def _write_hand_file(path) -> None:
                     gold, dist = _GOLD[sid]
                     cited = "p1" if answer == gold else ""
                     # the file's own score column is deliberately wrong: it must be ignored
-                    w.writerow([sid, model, method, "toy", "single_hop", "entity", "4000",
-                                "front", "low", dist, gold, answer, "p1", cited, "True", "",
-                                "0.123"])  # fmt: skip
+                    w.writerow(
+                        [
+                            sid,
+                            model,
+                            method,
+                            "toy",
+                            "single_hop",
+                            "entity",
+                            "4000",
+                            "front",
+                            "low",
+                            dist,
+                            gold,
+                            answer,
+                            "p1",
+                            cited,
+                            "True",
+                            "",
+                            "0.123",
+                        ]
+                    )
 
 
 def test_hand_computed_oncu_on_another_file(tmp_path):
@@ -161,8 +214,11 @@ def test_hand_computed_oncu_on_another_file(tmp_path):
     assert m2f["oncu_clipped"] == pytest.approx(1.0) and m2f["oncu_raw_mean"] == pytest.approx(2)
     assert m2f["n_above_oracle"] == 1
 
-    (f1,) = [r for r in _json("report", "failures", "--db", db, "--run", "toy/m1", "--json")
-             if r["condition"] == "full_context"]  # fmt: skip
+    (f1,) = [
+        r
+        for r in _json("report", "failures", "--db", db, "--run", "toy/m1", "--json")
+        if r["condition"] == "full_context"
+    ]
     # a1, b1 correct (success); a2 wrong with nothing cited (localization)
     assert f1["success"] == pytest.approx(200 / 3) and f1["localization"] == pytest.approx(100 / 3)
 
@@ -173,8 +229,9 @@ def test_hand_computed_oncu_on_another_file(tmp_path):
     # --group-key source,model: m1's three instances form one group.
     # S_none (0 + 0 + 2/3) / 3 = 2/9, S_oracle 1, full (1 + 0 + 1) / 3 = 2/3, retrieved
     # (1 + 1 + 0) / 3 = 2/3 -> ONCU (2/3 - 2/9) / (1 - 2/9) = 4/7 for both.
-    coarse = _json("report", "oncu", "--db", db, "--run", "toy/m1", "--group-key",
-                   "source,model", "--json")  # fmt: skip
+    coarse = _json(
+        "report", "oncu", "--db", db, "--run", "toy/m1", "--group-key", "source,model", "--json"
+    )
     for row in coarse:
         assert (row["valid_groups"], row["total_groups"]) == (1, 1)
         assert row["oncu_raw_mean"] == pytest.approx(4 / 7)
@@ -188,8 +245,10 @@ def test_report_errors_are_one_line(tmp_path):
     db = tmp_path / "e.duckdb"
     Store(db).schema_version()  # an empty store (a missing one is its own error)
     res = run_cli("report", "oncu", "--db", db, "--run", "nope")
-    assert res.returncode == 1 and res.stderr.count("\n") == 1 and "no runs matching 'nope'" in (
-        res.stderr
+    assert (
+        res.returncode == 1
+        and res.stderr.count("\n") == 1
+        and "no runs matching 'nope'" in (res.stderr)
     )
     res = run_cli("report", "oncu", "--db", db, "--score-field", "bogus")
     assert res.returncode == 2

@@ -46,13 +46,23 @@ def _stub(query, texts):
 
 def _toy() -> Instance:
     texts = [
-        "alpha river stone moss hill lake", "zebra zebra stone moss hill lake",
-        "beta river stone moss hill lake", "zebra river stone moss hill lake",
-        "oak river stone moss hill lake", "pine river stone moss hill lake",
-    ]  # fmt: skip
+        "alpha river stone moss hill lake",
+        "zebra zebra stone moss hill lake",
+        "beta river stone moss hill lake",
+        "zebra river stone moss hill lake",
+        "oak river stone moss hill lake",
+        "pine river stone moss hill lake",
+    ]
     passages = tuple(
-        Passage(f"p{i + 1:04d}", i, f"t{i + 1}", t, f"d{i + 1}",
-                "gold" if i == 2 else "distractor", i == 2)  # fmt: skip
+        Passage(
+            f"p{i + 1:04d}",
+            i,
+            f"t{i + 1}",
+            t,
+            f"d{i + 1}",
+            "gold" if i == 2 else "distractor",
+            i == 2,
+        )
         for i, t in enumerate(texts)
     )
     return Instance("toy", "Which zebra?", "beta", passages)
@@ -92,9 +102,11 @@ def test_ce_4_to_3_keeps_the_stub_top_3_with_ties_in_first_stage_order(stub):
     # the scorer saw the question and the 4 candidates' marker-free text, first stage first
     assert len(CALLS) == 1 and CALLS[0][0] == "Which zebra?"
     assert CALLS[0][1] == [
-        "  t2\nzebra zebra stone moss hill lake", "  t4\nzebra river stone moss hill lake",
-        "  t1\nalpha river stone moss hill lake", "  t3\nbeta river stone moss hill lake",
-    ]  # fmt: skip
+        "  t2\nzebra zebra stone moss hill lake",
+        "  t4\nzebra river stone moss hill lake",
+        "  t1\nalpha river stone moss hill lake",
+        "  t3\nbeta river stone moss hill lake",
+    ]
 
 
 def test_another_n_reranks_another_pool(stub):
@@ -104,7 +116,8 @@ def test_another_n_reranks_another_pool(stub):
     assert _ids(three) == ["c0004", "c0001", "c0002"]
     # a pool larger than the chunks reranks them all
     assert _ids(R.retrieve(_toy(), "lexical", k=1, rerank=stub, rerank_pool=50, **WINDOW)) == [
-        "c0006"]  # fmt: skip
+        "c0006"
+    ]
 
 
 def test_a_scorer_passed_as_a_callable_is_the_same_protocol():
@@ -123,8 +136,14 @@ def test_bad_rerank_settings_and_scorers_fail_loudly(stub):
     with pytest.raises(ValueError, match=r"returned 1 scores for 4 chunks"):
         R.retrieve(inst, "lexical", k=3, rerank=lambda q, t: [1.0], rerank_pool=4, **WINDOW)
     with pytest.raises(ValueError, match=r"not a finite number"):
-        R.retrieve(inst, "lexical", k=1, rerank=lambda q, t: [float("nan")] * len(t),
-                   rerank_pool=4, **WINDOW)  # fmt: skip
+        R.retrieve(
+            inst,
+            "lexical",
+            k=1,
+            rerank=lambda q, t: [float("nan")] * len(t),
+            rerank_pool=4,
+            **WINDOW,
+        )
     with pytest.raises(ValueError, match=r"without '\|'"):
         R.register_reranker("a|b", _stub)
 
@@ -154,21 +173,30 @@ def test_unavailable_models_say_how_to_get_one(tmp_path, monkeypatch):
 
 def test_retrieval_config_records_rerank_n_and_model(stub):
     assert retrieval_config("lexical", 3, 10, 0, rerank=4, rerank_model=stub) == {
-        "retriever": "lexical", "top_k": 3, "chunk_size": 10, "overlap": 0, "rerank": 4,
-        "rerank_model": stub, "condition_id": f"retrieved|lexical@3|chunk10/0|rerank={stub}@4",
-    }  # fmt: skip
+        "retriever": "lexical",
+        "top_k": 3,
+        "chunk_size": 10,
+        "overlap": 0,
+        "rerank": 4,
+        "rerank_model": stub,
+        "condition_id": f"retrieved|lexical@3|chunk10/0|rerank={stub}@4",
+    }
     # without a rerank the record is what it always was (stored runs resume unchanged)
     assert retrieval_config("lexical", 3, 10, 0) == {
-        "retriever": "lexical", "top_k": 3, "chunk_size": 10, "overlap": 0,
+        "retriever": "lexical",
+        "top_k": 3,
+        "chunk_size": 10,
+        "overlap": 0,
         "condition_id": "retrieved|lexical@3|chunk10/0",
-    }  # fmt: skip
+    }
     parsed = R.parse_retrieval_condition(f"retrieved|lexical@3|chunk10/0|rerank={stub}@4")
     assert parsed["rerank"] == stub and parsed["rerank_pool"] == 4
 
 
 def test_planned_retrieved_call_shows_the_reranked_chunks(stub):
-    (call,) = plan_conditions([_toy()], ["retrieved"], top_k=3, rerank=4, rerank_model=stub,
-                              **WINDOW)  # fmt: skip
+    (call,) = plan_conditions(
+        [_toy()], ["retrieved"], top_k=3, rerank=4, rerank_model=stub, **WINDOW
+    )
     assert call.meta == {
         "retrieval": f"retrieved|lexical@3|chunk10/0|rerank={stub}@4",
         "chunk_ids": ["c0003", "c0004", "c0001"],
@@ -183,26 +211,59 @@ def test_a_run_stores_rerank_n_and_another_n_is_another_configuration(tmp_path, 
     store = Store(tmp_path / "s.duckdb")
     store.write_dataset(Dataset("toy", "test", "test", {}, (_toy(),)))
     backend = make_backend("embedded")
-    s = run_conditions(store, "toy", backend, ["retrieved"], name="ce", top_k=3, rerank=4,
-                       rerank_model=stub, **WINDOW)  # fmt: skip
+    s = run_conditions(
+        store,
+        "toy",
+        backend,
+        ["retrieved"],
+        name="ce",
+        top_k=3,
+        rerank=4,
+        rerank_model=stub,
+        **WINDOW,
+    )
     assert (s.status, s.planned, s.errors) == ("done", 1, 0)
     row = store.run_row("ce")
     assert row["retrieval"] == {
-        "retriever": "lexical", "top_k": 3, "chunk_size": 10, "overlap": 0, "rerank": 4,
-        "rerank_model": stub, "condition_id": f"retrieved|lexical@3|chunk10/0|rerank={stub}@4",
-    }  # fmt: skip
+        "retriever": "lexical",
+        "top_k": 3,
+        "chunk_size": 10,
+        "overlap": 0,
+        "rerank": 4,
+        "rerank_model": stub,
+        "condition_id": f"retrieved|lexical@3|chunk10/0|rerank={stub}@4",
+    }
     pred = store.prediction_rows("ce").iloc[0]
     assert list(pred["input_passage_ids"]) == ["p0003", "p0004", "p0001"]
     # the same configuration resumes (nothing left to do); another N is refused by name
-    again = run_conditions(store, "toy", backend, ["retrieved"], name="ce", top_k=3, rerank=4,
-                           rerank_model=stub, **WINDOW)  # fmt: skip
+    again = run_conditions(
+        store,
+        "toy",
+        backend,
+        ["retrieved"],
+        name="ce",
+        top_k=3,
+        rerank=4,
+        rerank_model=stub,
+        **WINDOW,
+    )
     assert (again.planned, again.executed, again.skipped_existing) == (1, 0, 1)
     with pytest.raises(ValueError, match="run 'ce' exists with another retrieval setting"):
-        run_conditions(store, "toy", backend, ["retrieved"], name="ce", top_k=3, rerank=6,
-                       rerank_model=stub, **WINDOW)  # fmt: skip
+        run_conditions(
+            store,
+            "toy",
+            backend,
+            ["retrieved"],
+            name="ce",
+            top_k=3,
+            rerank=6,
+            rerank_model=stub,
+            **WINDOW,
+        )
     with pytest.raises(ValueError, match="rerank applies to the retrieved condition"):
-        run_conditions(store, "toy", backend, ["no_evidence"], name="ne", rerank=4,
-                       rerank_model=stub)  # fmt: skip
+        run_conditions(
+            store, "toy", backend, ["no_evidence"], name="ne", rerank=4, rerank_model=stub
+        )
     assert store.run_row("ne") is None
 
 
@@ -215,8 +276,15 @@ def test_a_missing_model_fails_the_run_before_its_row_and_any_call(tmp_path):
     store = Store(tmp_path / "s.duckdb")
     store.write_dataset(Dataset("toy", "test", "test", {}, (_toy(),)))
     with pytest.raises(ValueError, match="is not available locally"):
-        run_conditions(store, "toy", make_backend("embedded"), ["retrieved"], name="ce",
-                       rerank=4, rerank_model=str(tmp_path / "none"))  # fmt: skip
+        run_conditions(
+            store,
+            "toy",
+            make_backend("embedded"),
+            ["retrieved"],
+            name="ce",
+            rerank=4,
+            rerank_model=str(tmp_path / "none"),
+        )
     assert store.run_row("ce") is None and store.prediction_rows("ce").empty
 
 
@@ -224,8 +292,13 @@ def test_runs_page_requests_carry_rerank_and_resume_it(stub):
     req = RunRequest("s.duckdb", "toy", "ce", ("retrieved",), rerank=8)
     argv = run_command(req)
     assert argv[argv.index("--rerank") + 1] == "8" and "--rerank-model" not in argv
-    row = {"run_id": "ce", "dataset_id": "toy", "backend": "embedded", "conditions": ["retrieved"],
-           "retrieval": retrieval_config("lexical", 3, rerank=8, rerank_model=stub)}  # fmt: skip
+    row = {
+        "run_id": "ce",
+        "dataset_id": "toy",
+        "backend": "embedded",
+        "conditions": ["retrieved"],
+        "retrieval": retrieval_config("lexical", 3, rerank=8, rerank_model=stub),
+    }
     back = run_request_from_row("s.duckdb", row)
     assert (back.rerank, back.rerank_model) == (8, stub)
     argv = run_command(back)
@@ -243,10 +316,30 @@ def test_cli_rerank_without_a_cross_encoder_exits_1_with_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != R.RERANK_MODEL_ENV}
     env["HF_HOME"] = str(tmp_path / "hf")  # an empty Hugging Face cache
     res = subprocess.run(
-        [sys.executable, "-m", "core", "run", "--db", str(db), "--dataset", "toy", "--backend",
-         "embedded", "--conditions", "retrieved", "--rerank", "8", "--name", "ce"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "run",
+            "--db",
+            str(db),
+            "--dataset",
+            "toy",
+            "--backend",
+            "embedded",
+            "--conditions",
+            "retrieved",
+            "--rerank",
+            "8",
+            "--name",
+            "ce",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert res.returncode == 1, res.stderr
     assert res.stderr.splitlines() == [
         "error: cross-encoder 'cross-encoder/ms-marco-MiniLM-L6-v2' is not available locally "
@@ -298,35 +391,64 @@ def _tiny_cross_encoder(path):
     import torch
 
     path.mkdir()
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(
-        "which zebra alpha beta river stone moss hill lake oak pine t1 t2 t3 t4 t5 t6 ?".split())]
+    words = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *("which zebra alpha beta river stone moss hill lake oak pine t1 t2 t3 t4 t5 t6 ?".split()),
+    ]
     (path / "vocab.txt").write_text("\n".join(words) + "\n")
     (path / "tokenizer_config.json").write_text(
-        json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}))
+        json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True})
+    )
     h, inner, v = 16, 32, len(words)
-    (path / "config.json").write_text(json.dumps({
-        "architectures": ["BertForSequenceClassification"], "model_type": "bert",
-        "vocab_size": v, "hidden_size": h, "num_hidden_layers": 1, "num_attention_heads": 2,
-        "intermediate_size": inner, "max_position_embeddings": 64, "type_vocab_size": 2,
-        "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0},
-    }))  # fmt: skip
+    (path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["BertForSequenceClassification"],
+                "model_type": "bert",
+                "vocab_size": v,
+                "hidden_size": h,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": inner,
+                "max_position_embeddings": 64,
+                "type_vocab_size": 2,
+                "id2label": {"0": "LABEL_0"},
+                "label2id": {"LABEL_0": 0},
+            }
+        )
+    )
     g = torch.Generator().manual_seed(0)
 
     def rand(*shape):
         return torch.randn(shape, generator=g) * 0.5
 
-    sd = {"bert.embeddings.word_embeddings.weight": rand(v, h),
-          "bert.embeddings.position_embeddings.weight": rand(64, h),
-          "bert.embeddings.token_type_embeddings.weight": rand(2, h)}  # fmt: skip
+    sd = {
+        "bert.embeddings.word_embeddings.weight": rand(v, h),
+        "bert.embeddings.position_embeddings.weight": rand(64, h),
+        "bert.embeddings.token_type_embeddings.weight": rand(2, h),
+    }
     layer = "bert.encoder.layer.0."
-    linear = {layer + "attention.self.query": (h, h), layer + "attention.self.key": (h, h),
-              layer + "attention.self.value": (h, h), layer + "attention.output.dense": (h, h),
-              layer + "intermediate.dense": (inner, h), layer + "output.dense": (h, inner),
-              "bert.pooler.dense": (h, h), "classifier": (1, h)}  # fmt: skip
+    linear = {
+        layer + "attention.self.query": (h, h),
+        layer + "attention.self.key": (h, h),
+        layer + "attention.self.value": (h, h),
+        layer + "attention.output.dense": (h, h),
+        layer + "intermediate.dense": (inner, h),
+        layer + "output.dense": (h, inner),
+        "bert.pooler.dense": (h, h),
+        "classifier": (1, h),
+    }
     for name, (n_out, n_in) in linear.items():
         sd[f"{name}.weight"], sd[f"{name}.bias"] = rand(n_out, n_in), rand(n_out)
-    for norm in ("bert.embeddings.LayerNorm", layer + "attention.output.LayerNorm",
-                 layer + "output.LayerNorm"):  # fmt: skip
+    for norm in (
+        "bert.embeddings.LayerNorm",
+        layer + "attention.output.LayerNorm",
+        layer + "output.LayerNorm",
+    ):
         sd[f"{norm}.weight"], sd[f"{norm}.bias"] = torch.ones(h), torch.zeros(h)
     torch.save(sd, path / "pytorch_model.bin")
 
@@ -342,8 +464,9 @@ def test_a_local_cross_encoder_directory_loads_offline_and_reranks(tmp_path):
     got = R.retrieve(inst, "lexical", k=3, rerank=str(model), rerank_pool=6, **WINDOW)
     first = R.rank_chunks(inst, "lexical", **WINDOW)
     ce = CrossEncoder(str(model), device="cpu", local_files_only=True)
-    raw = ce.predict([(inst.question, R.search_text(rc.chunk.text)) for rc in first],
-                     activation_fn=lambda x: x)  # fmt: skip
+    raw = ce.predict(
+        [(inst.question, R.search_text(rc.chunk.text)) for rc in first], activation_fn=lambda x: x
+    )
     scores = [round(float(s), 6) for s in raw]
     order = sorted(range(6), key=lambda j: (-scores[j], j))[:3]
     assert _ids(got) == [first[j].chunk.chunk_id for j in order]

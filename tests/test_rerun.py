@@ -19,8 +19,17 @@ from core.store import Store
 from core.types import Dataset
 
 #: What a rerun must leave as it is on the base run's row.
-RUN_FIELDS = ("status", "n_planned", "n_done", "n_errors", "model_seconds", "wall_seconds",
-              "finished_at", "heartbeat_at", "pid")  # fmt: skip
+RUN_FIELDS = (
+    "status",
+    "n_planned",
+    "n_done",
+    "n_errors",
+    "model_seconds",
+    "wall_seconds",
+    "finished_at",
+    "heartbeat_at",
+    "pid",
+)
 
 
 def _row(store: Store, run_id: str) -> dict:
@@ -35,24 +44,38 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store(tmp_path_factory.mktemp("rerun") / "s.duckdb")
     store.write_dataset(Dataset("small", full.source, full.builder, full.builder_params, picks))
     with ModelStub() as stub:
-        summary = run_conditions(store, "small", make_backend("ollama", "stub-model",
-                                 hosts=[stub.url]), ["retrieved"], name="ol")  # fmt: skip
+        summary = run_conditions(
+            store,
+            "small",
+            make_backend("ollama", "stub-model", hosts=[stub.url]),
+            ["retrieved"],
+            name="ol",
+        )
     assert summary.status == "done" and summary.errors == 0
-    summary = run_conditions(store, "small", EmbeddedReader(workers=False), ["retrieved"],
-                             name="emb")  # fmt: skip
+    summary = run_conditions(
+        store, "small", EmbeddedReader(workers=False), ["retrieved"], name="emb"
+    )
     assert summary.status == "done"
     # a run whose backend cannot be called again (as an imported one): reruns go to a companion
-    store.save_run({"run_id": "imp", "dataset_id": "small", "backend": "import",
-                    "model": "released", "status": "done", "n_planned": 2, "n_done": 2,
-                    "kind": "conditions"})  # fmt: skip
+    store.save_run(
+        {
+            "run_id": "imp",
+            "dataset_id": "small",
+            "backend": "import",
+            "model": "released",
+            "status": "done",
+            "n_planned": 2,
+            "n_done": 2,
+            "kind": "conditions",
+        }
+    )
     return store
 
 
 def _request(store: Store, run_id: str, **kw) -> RerunRequest:
     iid = store.list_instance_ids("small")[0]
     shown = base_shown_ids(store.instance_predictions(["emb"], iid), "emb", "retrieved")
-    return RerunRequest("small", iid, run_id, "retrieved", "remove", shown[0], {},
-                        **kw)  # fmt: skip
+    return RerunRequest("small", iid, run_id, "retrieved", "remove", shown[0], {}, **kw)
 
 
 def test_a_rerun_against_a_dead_server_returns_the_error_and_leaves_the_base_run(store):
@@ -103,14 +126,22 @@ def test_a_companion_rerun_against_a_dead_server_is_a_failed_companion(store):
     assert _row(store, "imp") == before
     comp = store.run_row(res["run"])
     assert (comp["status"], comp["n_planned"], comp["n_done"], comp["n_errors"]) == (
-        "failed", 2, 2, 2)  # fmt: skip
+        "failed",
+        2,
+        2,
+        2,
+    )
     # Retry: the same request against a server that answers
     with ModelStub() as stub:
         res = rerun(store, RerunRequest(**{**_fields(req), "host": stub.url}))
     assert res["error"] is None and isinstance(res["divergence"], float)
     comp = store.run_row(res["run"])
     assert (comp["status"], comp["n_planned"], comp["n_done"], comp["n_errors"]) == (
-        "done", 2, 2, 0)  # fmt: skip
+        "done",
+        2,
+        2,
+        0,
+    )
     assert _row(store, "imp") == before
 
 
@@ -123,14 +154,25 @@ def test_resuming_a_run_after_reruns_keeps_its_counts_and_status(tmp_path):
     # resume neither counts them in n_planned / n_done nor lets a failed one make it partial.
     full = build_controlled(preset="controlled-200", seed=42, name="small")
     store = Store(tmp_path / "s.duckdb")
-    store.write_dataset(Dataset("small", full.source, full.builder, full.builder_params,
-                                (full.instances[0], full.instances[50])))  # fmt: skip
+    store.write_dataset(
+        Dataset(
+            "small",
+            full.source,
+            full.builder,
+            full.builder_params,
+            (full.instances[0], full.instances[50]),
+        )
+    )
     reader = EmbeddedReader(workers=False)
     run_conditions(store, "small", reader, ["retrieved"], name="emb")
     iid = store.list_instance_ids("small")[0]
     shown = base_shown_ids(store.instance_predictions(["emb"], iid), "emb", "retrieved")
-    assert rerun(store, RerunRequest("small", iid, "emb", "retrieved", "remove", shown[0],
-                                     {}))["error"] is None  # fmt: skip
+    assert (
+        rerun(store, RerunRequest("small", iid, "emb", "retrieved", "remove", shown[0], {}))[
+            "error"
+        ]
+        is None
+    )
     assert len(store.prediction_rows("emb")) == 3  # two planned calls and the rerun
     summary = run_conditions(store, "small", reader, ["retrieved"], name="emb")
     assert (summary.status, summary.planned, summary.executed) == ("done", 2, 0)

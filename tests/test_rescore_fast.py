@@ -39,7 +39,7 @@ def _store(path) -> Store:
             ),
             answer_type="entity",
             reasoning_type="single_hop",
-        ),  # fmt: skip
+        ),
         Instance(
             "i1",
             "q1",
@@ -50,17 +50,34 @@ def _store(path) -> Store:
             ),
             answer_type="number",
             reasoning_type="arithmetic",
-        ),  # fmt: skip
+        ),
     ]
     store.write_dataset(Dataset("d", "t", "t", {}, tuple(inst)))
     answers = {"i0": "sao paulo", "i1": "1000"}
     cited = {"i0": ["p2", "p3", "zz"], "i1": ["p1"]}
-    preds = [{"run_id": "r", "instance_id": i, "condition": c, "variant": "",
-              "answer": answers[i], "cited_ids": cited[i]}
-             for c in CONDS for i in ("i0", "i1")]  # fmt: skip
+    preds = [
+        {
+            "run_id": "r",
+            "instance_id": i,
+            "condition": c,
+            "variant": "",
+            "answer": answers[i],
+            "cited_ids": cited[i],
+        }
+        for c in CONDS
+        for i in ("i0", "i1")
+    ]
     with store.transaction() as con:
-        store.insert_run(con, {"run_id": "r", "dataset_id": "d", "backend": "imported",
-                               "model": "m", "status": "done"})  # fmt: skip
+        store.insert_run(
+            con,
+            {
+                "run_id": "r",
+                "dataset_id": "d",
+                "backend": "imported",
+                "model": "m",
+                "status": "done",
+            },
+        )
         store.write_predictions(con, pd.DataFrame(preds), replace=False)
     return store
 
@@ -92,18 +109,40 @@ def test_rescore_in_tiny_batches_equals_hand_checked_values(tmp_path):
     assert num["soft_correct"] == 1.0 and num["title_grounding"] == 1.0
     # the same values as the published definitions applied row by row, on a frame built
     # here (not read through the scoring query): titles by hand
-    frame = pd.DataFrame([
-        {"instance_id": i, "condition": c, "answer": a, "gold_answer": g, "answer_aliases": [],
-         "answer_type": t, "reasoning_type": r, "cited_ids": ids, "gold_ids": ["p1"],
-         "cited_titles": titles, "gold_titles": [gt], "parse_error": None, "error": None,
-         "confidence": math.nan}
-        for c in CONDS
-        for i, a, g, t, r, ids, titles, gt in (
-            ("i0", "sao paulo", "São Paulo 00123", "entity", "single_hop", ["p2", "p3", "zz"],
-             ["Alpha", "Beta", None], "Alpha"),
-            ("i1", "1000", "1,000", "number", "arithmetic", ["p1"], ["Gamma"], "Gamma"),
-        )
-    ])  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {
+                "instance_id": i,
+                "condition": c,
+                "answer": a,
+                "gold_answer": g,
+                "answer_aliases": [],
+                "answer_type": t,
+                "reasoning_type": r,
+                "cited_ids": ids,
+                "gold_ids": ["p1"],
+                "cited_titles": titles,
+                "gold_titles": [gt],
+                "parse_error": None,
+                "error": None,
+                "confidence": math.nan,
+            }
+            for c in CONDS
+            for i, a, g, t, r, ids, titles, gt in (
+                (
+                    "i0",
+                    "sao paulo",
+                    "São Paulo 00123",
+                    "entity",
+                    "single_hop",
+                    ["p2", "p3", "zz"],
+                    ["Alpha", "Beta", None],
+                    "Alpha",
+                ),
+                ("i1", "1000", "1,000", "number", "arithmetic", ["p1"], ["Gamma"], "Gamma"),
+            )
+        ]
+    )
     ref = score_frame_rows(frame)
     for k, rec in enumerate(frame.to_dict("records")):
         stored = got.loc[(rec["instance_id"], rec["condition"])]
@@ -113,7 +152,12 @@ def test_rescore_in_tiny_batches_equals_hand_checked_values(tmp_path):
                 assert a == b or (b is None and pd.isna(a)), (rec["instance_id"], col)
             else:
                 assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-12), (
-                    rec["instance_id"], rec["condition"], col, a, b)  # fmt: skip
+                    rec["instance_id"],
+                    rec["condition"],
+                    col,
+                    a,
+                    b,
+                )
 
 
 def test_a_second_rescore_with_warm_caches_changes_nothing(tmp_path):
@@ -139,26 +183,55 @@ def _edge_store(path) -> Store:
     """
     store = Store(path)
     a = [
-        Instance("i0", "q", "Zürich 00123", (
-            Passage("p1", 0, "Alpha", "t", "d1", "gold", True),
-            Passage("p2", 1, "", "t", "d2", "gold", True),  # its title set NULL below
-            Passage("p3", 2, "Alpha", "t", "d3", "distractor", False),
-        ), answer_aliases=("Zurich",), answer_type="entity", reasoning_type="multi_hop"),
-        Instance("i1", "q", "yes", (
-            Passage("p1", 0, "Gamma", "t", "e1", "distractor", False),  # no gold at all
-        ), answer_type="yes_no", reasoning_type="comparison"),
-    ]  # fmt: skip
+        Instance(
+            "i0",
+            "q",
+            "Zürich 00123",
+            (
+                Passage("p1", 0, "Alpha", "t", "d1", "gold", True),
+                Passage("p2", 1, "", "t", "d2", "gold", True),  # its title set NULL below
+                Passage("p3", 2, "Alpha", "t", "d3", "distractor", False),
+            ),
+            answer_aliases=("Zurich",),
+            answer_type="entity",
+            reasoning_type="multi_hop",
+        ),
+        Instance(
+            "i1",
+            "q",
+            "yes",
+            (
+                Passage("p1", 0, "Gamma", "t", "e1", "distractor", False),  # no gold at all
+            ),
+            answer_type="yes_no",
+            reasoning_type="comparison",
+        ),
+    ]
     b = [
-        Instance("i0", "q", "42", (
-            Passage("b-i0-1", 0, "Delta", "t", "f1", "gold", True),
-            Passage("b-i0-2", 1, "Eps", "t", "f2", "distractor", False),
-        ), answer_type="number", reasoning_type="arithmetic"),
-        Instance("i9", "q", "Lake Geneva", (
-            Passage("b-i9-1", 0, "Zeta", "t", "g1", "gold", True),
-            Passage("b-i9-2", 1, "Eta", "t", "g2", "gold", True),
-            Passage("b-i9-3", 2, "Theta", "t", "g3", "distractor", False),
-        ), answer_type="entity", reasoning_type="single_hop"),
-    ]  # fmt: skip
+        Instance(
+            "i0",
+            "q",
+            "42",
+            (
+                Passage("b-i0-1", 0, "Delta", "t", "f1", "gold", True),
+                Passage("b-i0-2", 1, "Eps", "t", "f2", "distractor", False),
+            ),
+            answer_type="number",
+            reasoning_type="arithmetic",
+        ),
+        Instance(
+            "i9",
+            "q",
+            "Lake Geneva",
+            (
+                Passage("b-i9-1", 0, "Zeta", "t", "g1", "gold", True),
+                Passage("b-i9-2", 1, "Eta", "t", "g2", "gold", True),
+                Passage("b-i9-3", 2, "Theta", "t", "g3", "distractor", False),
+            ),
+            answer_type="entity",
+            reasoning_type="single_hop",
+        ),
+    ]
     store.write_dataset(Dataset("a", "t", "t", {}, tuple(a)))
     store.write_dataset(Dataset("b", "t", "t", {}, tuple(b)))
     preds = [
@@ -190,22 +263,42 @@ def _edge_store(path) -> Store:
     with store.transaction() as con:
         con.execute("UPDATE passages SET title = NULL WHERE dataset_id = 'a' AND title = ''")
         for run, ds in (("ra", "a"), ("rb", "b")):
-            store.insert_run(con, {"run_id": run, "dataset_id": ds, "backend": "imported",
-                                   "model": "m", "status": "done"})  # fmt: skip
+            store.insert_run(
+                con,
+                {
+                    "run_id": run,
+                    "dataset_id": ds,
+                    "backend": "imported",
+                    "model": "m",
+                    "status": "done",
+                },
+            )
         store.write_predictions(con, frame, replace=False)
     return store
 
 
 def _read(store: Store, runs, batch_rows: int, new: bool) -> tuple[pa.Table, pa.Table]:
     """(prediction and stored columns, scores), sorted by key, by the new or the SQL read."""
-    cols = KEY + ["answer", "parse_error", "error", "confidence", "gold_answer",
-                  "answer_aliases", "answer_type", "reasoning_type", "stored_",
-                  *[f"stored_{c}" for c in SCORE_COLUMNS]]  # fmt: skip
+    cols = KEY + [
+        "answer",
+        "parse_error",
+        "error",
+        "confidence",
+        "gold_answer",
+        "answer_aliases",
+        "answer_type",
+        "reasoning_type",
+        "stored_",
+        *[f"stored_{c}" for c in SCORE_COLUMNS],
+    ]
     forms = AnswerForms()
     rows, scores = [], []
     with store.transaction() as con:
-        batches = (rescore_batches(con, runs, batch_rows) if new
-                   else store.scoring_batches(con, runs, batch_rows, stored=True))  # fmt: skip
+        batches = (
+            rescore_batches(con, runs, batch_rows)
+            if new
+            else store.scoring_batches(con, runs, batch_rows, stored=True)
+        )
         for batch in batches:
             inputs = inputs_from_arrow(batch) if new else None
             got = score_arrow(batch) if inputs is None else score_table(inputs, forms)
@@ -215,8 +308,11 @@ def _read(store: Store, runs, batch_rows: int, new: bool) -> tuple[pa.Table, pa.
                 at = cols.index("gold_answer")
                 table = table.set_column(at, "gold_answer", gold.cast(pa.string()))
             rows.append(table)
-            scores.append(pa.Table.from_arrays([batch.column(k) for k in KEY] + got.columns,
-                                               names=KEY + got.column_names))  # fmt: skip
+            scores.append(
+                pa.Table.from_arrays(
+                    [batch.column(k) for k in KEY] + got.columns, names=KEY + got.column_names
+                )
+            )
     order = [(k, "ascending") for k in KEY]
     return pa.concat_tables(rows).sort_by(order), pa.concat_tables(scores).sort_by(order)
 
@@ -229,8 +325,9 @@ def test_rescore_read_equals_the_scoring_query(tmp_path, monkeypatch, batch_rows
     store = _edge_store(tmp_path / "e.duckdb")
     score_runs(store, ["ra"])  # ra has stored scores, rb none
     with store.transaction() as con:  # one stale value, one stored NULL where a value is due
-        con.execute("UPDATE scores SET f1_relaxed = -1 WHERE instance_id = 'i0' "
-                    "AND condition = 'oracle'")  # fmt: skip
+        con.execute(
+            "UPDATE scores SET f1_relaxed = -1 WHERE instance_id = 'i0' AND condition = 'oracle'"
+        )
         con.execute("UPDATE scores SET ev_recall = NULL WHERE condition = 'retrieved'")
         # a stored row gone: its prediction is new again, and the rowids have a gap
         con.execute("DELETE FROM scores WHERE instance_id = 'i0' AND condition = 'retrieved'")
@@ -257,8 +354,7 @@ def test_rescore_rewrites_only_what_changed(tmp_path):
     assert score_runs(store, ["ra", "rb"]) == 10
     first = _stored(store)
     with store.transaction() as con:
-        con.execute("UPDATE scores SET f1_relaxed = -1, failure_label = 'x' "
-                    "WHERE run_id = 'rb'")  # fmt: skip
+        con.execute("UPDATE scores SET f1_relaxed = -1, failure_label = 'x' WHERE run_id = 'rb'")
     version = store.data_version()
     assert score_runs(store, ["ra", "rb"], batch_rows=2) == 10
     pd.testing.assert_frame_equal(_stored(store), first)

@@ -31,9 +31,26 @@ def server(tmp_path_factory):
     csv_path = shared_fixture(RELEASE_HOTPOTQA)
     db = tmp_path_factory.mktemp("rel") / "store.duckdb"
     Store(db)
-    res = subprocess.run([sys.executable, "-m", "core", "import", "results", "--format",
-                          "oncu-release", str(csv_path), "--name", "rel", "--db", str(db)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "import",
+            "results",
+            "--format",
+            "oncu-release",
+            str(csv_path),
+            "--name",
+            "rel",
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     with streamlit_server(db, tmp_path_factory.mktemp("log")) as url:
         yield url
@@ -42,8 +59,9 @@ def server(tmp_path_factory):
 def test_the_retrieval_page_says_the_audit_of_imported_results_is_missing(server, page):
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.goto(f"{server}/retrieval?dataset=rel")
-    warning = page.get_by_text("Missing: no passage text in this dataset: imported results",
-                               exact=False)  # fmt: skip
+    warning = page.get_by_text(
+        "Missing: no passage text in this dataset: imported results", exact=False
+    )
     warning.first.wait_for(timeout=180_000)
     settle(page, timeout_ms=120_000, draw_ms=400)
     assert_no_exception(page, "retrieval")

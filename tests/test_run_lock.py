@@ -49,10 +49,26 @@ def _dataset(db: Path, n: int = N_INSTANCES):
 
 def _run_argv(db: Path, stub: ModelStub, name: str = "S", concurrency: int = 2) -> list[str]:
     return [
-        sys.executable, "-m", "core", "run", "--db", str(db), "--dataset", "ctl",
-        "--backend", "ollama", "--model", "stub-model", "--host", stub.url,
-        "--concurrency", str(concurrency), "--name", name, "--json",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "core",
+        "run",
+        "--db",
+        str(db),
+        "--dataset",
+        "ctl",
+        "--backend",
+        "ollama",
+        "--model",
+        "stub-model",
+        "--host",
+        stub.url,
+        "--concurrency",
+        str(concurrency),
+        "--name",
+        name,
+        "--json",
+    ]
 
 
 def _chats(stub: ModelStub) -> Counter:
@@ -101,8 +117,11 @@ def _held_elsewhere(db: Path, name: str) -> Iterator[int]:
     """Another process holds run ``name``'s lock for the block; yields its pid."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _HOLDER.format(root=str(ROOT), db=str(db), name=name)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "held", proc.stderr.read()
         yield proc.pid
@@ -130,9 +149,12 @@ def test_second_process_is_refused_at_once_and_the_first_makes_every_call_once(t
     prompts = {c.prompt_hash for c in planned}
     with ModelStub(latency_s=0.05) as stub:  # 160 calls x 50 ms / 2 workers: about 4 s
         first = subprocess.Popen(
-            _run_argv(db, stub), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            _run_argv(db, stub),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         try:
             _wait(lambda: stub.bodies("/api/chat"), first, "its first model call")
             assert lock_path(db, "S").read_text().strip() == str(first.pid)
@@ -171,9 +193,12 @@ def test_kill_9_releases_the_lock_and_the_rerun_finishes(tmp_path):
     planned = plan_conditions(ds.instances, CONDITIONS)
     with ModelStub(latency_s=0.05) as stub:
         first = subprocess.Popen(
-            _run_argv(db, stub), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            _run_argv(db, stub),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         try:
             _wait(lambda: len(Store(db).prediction_keys("S")) >= 10, first, "10 stored calls")
             os.kill(first.pid, signal.SIGKILL)
@@ -230,10 +255,25 @@ def test_cli_run_probes_and_interventions_are_refused_with_one_line(tmp_path):
     with _held_elsewhere(db, "S") as pid:
         for cmd in ("run-probes", "run-interventions"):
             done = subprocess.run(
-                [sys.executable, "-m", "core", cmd, "--db", str(db), "--dataset", "ctl",
-                 "--backend", "embedded", "--name", "S"],
-                cwd=ROOT, capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "core",
+                    cmd,
+                    "--db",
+                    str(db),
+                    "--dataset",
+                    "ctl",
+                    "--backend",
+                    "embedded",
+                    "--name",
+                    "S",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 1, done.stderr
             _busy_line(done.stderr, "S", pid)
     assert Store(db).run_row("S") is None

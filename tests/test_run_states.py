@@ -52,14 +52,32 @@ def _closed_port() -> int:
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, "-m", "core", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 def _run_argv(db: Path, host: str, name: str = "S") -> list[str]:
-    return ["run", "--db", str(db), "--dataset", "ctl", "--backend", "ollama", "--model",
-            "stub-model", "--host", host, "--concurrency", "1", "--name", name]  # fmt: skip
+    return [
+        "run",
+        "--db",
+        str(db),
+        "--dataset",
+        "ctl",
+        "--backend",
+        "ollama",
+        "--model",
+        "stub-model",
+        "--host",
+        host,
+        "--concurrency",
+        "1",
+        "--name",
+        name,
+    ]
 
 
 def _scored(db: Path, run: str) -> pd.DataFrame:
@@ -82,8 +100,12 @@ def test_a_run_against_a_closed_port_fails_with_errors_that_are_not_answers(tmp_
     assert (summary["errors"], summary["parse_errors"]) == (16, 0)
     assert "Traceback" not in done.stderr
     run = Store(db).run_row("S")
-    assert (run["status"], run["kind"], run["n_done"], run["n_errors"]) == ("failed",
-                                                                            "conditions", 16, 16)
+    assert (run["status"], run["kind"], run["n_done"], run["n_errors"]) == (
+        "failed",
+        "conditions",
+        16,
+        16,
+    )
     rows = _scored(db, "S")
     assert len(rows) == 16
     assert rows["error"].str.contains("cannot reach Ollama").all()
@@ -137,8 +159,10 @@ def test_a_server_failing_half_of_the_calls_gives_a_partial_run(tmp_path):
 def test_error_patterns_group_messages_that_differ_in_numbers():
     a = "cannot reach Ollama at http://127.0.0.1:40123 (connection refused)"
     b = "cannot reach Ollama at http://127.0.0.1:40999 (connection refused)"
-    assert error_pattern(a) == error_pattern(b) == (
-        "cannot reach Ollama at http://#.#:# (connection refused)"
+    assert (
+        error_pattern(a)
+        == error_pattern(b)
+        == ("cannot reach Ollama at http://#.#:# (connection refused)")
     )
     assert error_pattern("prompt too long: at least 36000 tokens") == (
         "prompt too long: at least # tokens"
@@ -151,9 +175,12 @@ def test_a_killed_run_shows_interrupted_and_resumes(tmp_path):
     _dataset(db, n=20)
     with ModelStub(latency_s=0.05) as stub:
         first = subprocess.Popen(
-            [sys.executable, "-m", "core", *_run_argv(db, stub.url)], cwd=ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "core", *_run_argv(db, stub.url)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 120
             while len(Store(db).prediction_keys("S")) < 5:
@@ -182,8 +209,9 @@ def test_runs_have_kinds_and_condition_views_show_four_condition_runs_only(tmp_p
     _dataset(db)
     store = Store(db)
     reader = make_backend("embedded")
-    run_conditions(store, "ctl", reader, ("no_evidence", "full_context", "retrieved", "oracle"),
-                   name="four")  # fmt: skip
+    run_conditions(
+        store, "ctl", reader, ("no_evidence", "full_context", "retrieved", "oracle"), name="four"
+    )
     run_interventions(store, "ctl", reader, name="cuer")
     run_probes(store, "ctl", reader, name="probes", limit=2)
     kinds = store.runs_frame().set_index("run_id")["kind"].to_dict()
@@ -206,8 +234,13 @@ def test_a_version_2_store_is_migrated_to_errors_that_are_not_answers(tmp_path):
     _dataset(db, n=1)
     with ModelStub() as stub:
         stub.queue_modes("500")
-        run_conditions(Store(db), "ctl", make_backend("ollama", "stub-model", hosts=[stub.url]),
-                       ("no_evidence", "oracle"), name="old")  # fmt: skip
+        run_conditions(
+            Store(db),
+            "ctl",
+            make_backend("ollama", "stub-model", hosts=[stub.url]),
+            ("no_evidence", "oracle"),
+            name="old",
+        )
     # rewrite the run as version 2 stored it: error + parse error, scored 0, label parse, done
     with duckdb.connect(str(db)) as con, in_transaction(con):
         con.execute("UPDATE predictions SET parse_error = 'empty reply' WHERE error IS NOT NULL")
@@ -238,13 +271,18 @@ def test_condition_means_and_failure_labels_count_failed_calls_as_missing():
     from core.oncu.metrics import failure_breakdown, sample_level_means
 
     # one run, one condition: an answer (1.0), a parse error (0.0, stays), a failed call (NaN)
-    df = pd.DataFrame({
-        "run": ["r"] * 3, "model": ["m"] * 3, "dataset": ["d"] * 3,
-        "condition": ["oracle"] * 3, "f1_relaxed": [1.0, 0.0, float("nan")],
-        "parse_error": [None, "no JSON object found", None],
-        "error": [None, None, "cannot reach Ollama at http://127.0.0.1:1"],
-        "failure_label": ["success", "parse", None],
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "run": ["r"] * 3,
+            "model": ["m"] * 3,
+            "dataset": ["d"] * 3,
+            "condition": ["oracle"] * 3,
+            "f1_relaxed": [1.0, 0.0, float("nan")],
+            "parse_error": [None, "no JSON object found", None],
+            "error": [None, None, "cannot reach Ollama at http://127.0.0.1:1"],
+            "failure_label": ["success", "parse", None],
+        }
+    )
     row = sample_level_means(df).iloc[0]
     assert (row["n"], row["missing"], row["n_parse_error"]) == (3, 1, 1)
     assert row["f1_relaxed"] == 0.5  # (1 + 0) / 2: the failed call is not a 0

@@ -71,8 +71,15 @@ def test_resume_of_a_running_run_says_so_and_starts_nothing(tmp_path, monkeypatc
     inst = Instance("q1", "What is the capital of Zarnovia?", "Keltbridge", (PASSAGE,))
     store = Store(db)
     store.write_dataset(Dataset("one", "test", "test", {}, (inst,)))
-    store.save_run({"run_id": "busy", "dataset_id": "one", "status": "running",
-                    "kind": "conditions", "backend": "embedded"})  # fmt: skip
+    store.save_run(
+        {
+            "run_id": "busy",
+            "dataset_id": "one",
+            "status": "running",
+            "kind": "conditions",
+            "backend": "embedded",
+        }
+    )
     monkeypatch.setenv("EVIDENCE_DB", str(db))
     monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
     with hold_run(db, "busy"):  # as the run's own process would

@@ -37,8 +37,11 @@ def test_the_choice_appears_with_replace(store_with_a_run):
     at.checkbox(key="runs.import_replace").check().run()
     choice = at.selectbox(key="runs.import_with_runs")
     assert choice.value == "refuse if it has runs"
-    assert list(choice.options) == ["refuse if it has runs", "drop them (delete with it)",
-                                    "keep them (orphans)"]  # fmt: skip
+    assert list(choice.options) == [
+        "refuse if it has runs",
+        "drop them (delete with it)",
+        "keep them (orphans)",
+    ]
 
 
 def test_import_file_refuses_drops_or_keeps_the_runs(store_with_a_run):

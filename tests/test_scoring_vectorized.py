@@ -46,12 +46,20 @@ def arrow_of(df: pd.DataFrame) -> pa.Table:
     """The frame as the store hands it to ``score_arrow`` (typed Arrow columns)."""
     lists = pa.list_(pa.string())
     schema = {
-        "answer": pa.string(), "gold_answer": pa.string(), "answer_aliases": lists,
-        "answer_type": pa.string(), "reasoning_type": pa.string(), "cited_ids": lists,
-        "gold_ids": lists, "cited_titles": lists, "gold_titles": lists,
-        "parse_error": pa.string(), "error": pa.string(), "confidence": pa.float64(),
+        "answer": pa.string(),
+        "gold_answer": pa.string(),
+        "answer_aliases": lists,
+        "answer_type": pa.string(),
+        "reasoning_type": pa.string(),
+        "cited_ids": lists,
+        "gold_ids": lists,
+        "cited_titles": lists,
+        "gold_titles": lists,
+        "parse_error": pa.string(),
+        "error": pa.string(),
+        "confidence": pa.float64(),
         "condition": pa.string(),
-    }  # fmt: skip
+    }
     return pa.table({k: pa.array(df[k].tolist(), t, from_pandas=True) for k, t in schema.items()})
 
 
@@ -65,11 +73,19 @@ def test_release_outputs_score_as_the_reference(rel):
     assert_same(got, score_frame_rows(df))
     # the published sample-level relaxed F1 (fixtures README, Table 7), from these scores
     published = {
-        RELEASE_CONTROLLED: {"no_evidence": 0.000, "full_context": 0.538, "retrieved": 0.975,
-                             "oracle": 0.903},
-        RELEASE_HOTPOTQA: {"no_evidence": 0.241, "full_context": 0.733, "retrieved": 0.590,
-                           "oracle": 0.767},
-    }[rel]  # fmt: skip
+        RELEASE_CONTROLLED: {
+            "no_evidence": 0.000,
+            "full_context": 0.538,
+            "retrieved": 0.975,
+            "oracle": 0.903,
+        },
+        RELEASE_HOTPOTQA: {
+            "no_evidence": 0.241,
+            "full_context": 0.733,
+            "retrieved": 0.590,
+            "oracle": 0.767,
+        },
+    }[rel]
     means = got["f1_relaxed"].groupby(df["condition"]).mean()
     for cond, value in published.items():
         assert abs(means[cond] - value) <= 0.0005 + 1e-12, (cond, means[cond], value)
@@ -150,22 +166,94 @@ def test_rescore_with_every_row_changed_in_small_batches(tmp_path):
 # ------------------------------------------------------------------ randomized frames
 
 ANSWERS = [
-    "Paris", "paris.", "The Paris", "a+b", "$100", "100", "100.0", "1,000", "1000", "three", "3",
-    "3.", " 3 ", "+5", ".5", "-84.0", "1e5", "9" * 400, "Yes", "yes.", "TRUE", "nope", "No",
-    "y", "n", "", "   ", "None", "unknown", "Model Alpha 00123", "model alpha", "Alpha 00123 0456",
-    "00123", "São Paulo", "Sao Paulo", "Café Müller", "cafe muller", "İstanbul", "STRASSE",
-    "straße", "１２３", "Ⅻ", "\u212a", "New\u00a0York", "New York", "new-york", "new_york",
-    "x<y", "x < y", "a\u0301", "á", "\u2028", "an apple a day", "the the", "Théâtre", "“Quoted”",
-    "\x1cfoo\x1dbar", "tab\tsep", "line\nbreak", "1,000,000", "10 000", "½", "O'Neil", "o neil",
-    "Seventeen", "twenty.", "ＡＢＣ", "abc", "中国", "中国。", "🙂", "e=mc^2", "e mc^2",
-]  # fmt: skip
+    "Paris",
+    "paris.",
+    "The Paris",
+    "a+b",
+    "$100",
+    "100",
+    "100.0",
+    "1,000",
+    "1000",
+    "three",
+    "3",
+    "3.",
+    " 3 ",
+    "+5",
+    ".5",
+    "-84.0",
+    "1e5",
+    "9" * 400,
+    "Yes",
+    "yes.",
+    "TRUE",
+    "nope",
+    "No",
+    "y",
+    "n",
+    "",
+    "   ",
+    "None",
+    "unknown",
+    "Model Alpha 00123",
+    "model alpha",
+    "Alpha 00123 0456",
+    "00123",
+    "São Paulo",
+    "Sao Paulo",
+    "Café Müller",
+    "cafe muller",
+    "İstanbul",
+    "STRASSE",
+    "straße",
+    "１２３",
+    "Ⅻ",
+    "\u212a",
+    "New\u00a0York",
+    "New York",
+    "new-york",
+    "new_york",
+    "x<y",
+    "x < y",
+    "a\u0301",
+    "á",
+    "\u2028",
+    "an apple a day",
+    "the the",
+    "Théâtre",
+    "“Quoted”",
+    "\x1cfoo\x1dbar",
+    "tab\tsep",
+    "line\nbreak",
+    "1,000,000",
+    "10 000",
+    "½",
+    "O'Neil",
+    "o neil",
+    "Seventeen",
+    "twenty.",
+    "ＡＢＣ",
+    "abc",
+    "中国",
+    "中国。",
+    "🙂",
+    "e=mc^2",
+    "e mc^2",
+]
 GOLDS = ANSWERS[:40] + ["Paris", "3", "yes", "no", "1000", "Model Alpha 00123", "São Paulo"]
 TYPES = [None, "entity", "number", "yes_no", "date"]
 REASONS = [None, "single_hop", "multi_hop", "comparison", "arithmetic", "contradiction"]
 IDS = ["p0001", "p0002", "p0003", "p0004", "p0005", "P0001", "p 1", "é"]
 TITLES = ["Paris", "France", "Alpha", None, "Zurich"]
-CONDS = ["no_evidence", "full_context", "retrieved", "oracle", "intervention|remove",
-         "no_evidence|x", "retrieved|lexical@3"]  # fmt: skip
+CONDS = [
+    "no_evidence",
+    "full_context",
+    "retrieved",
+    "oracle",
+    "intervention|remove",
+    "no_evidence|x",
+    "retrieved|lexical@3",
+]
 
 
 def random_frame(seed: int, n: int = 3000, titles: bool = True, gold_titles: bool = True):
@@ -201,7 +289,7 @@ def random_frame(seed: int, n: int = 3000, titles: bool = True, gold_titles: boo
             "condition": pick(CONDS),
             "confidence": pick(
                 [None, float("nan"), 0.0, -0.0, 0.3, 0.9, 1.0, 1.7, -0.2, float("inf")]
-            ),  # fmt: skip
+            ),
         }
         if titles:
             k = len(cited) + int(rng.integers(-1, 2)) if rng.random() < 0.1 else len(cited)
@@ -232,8 +320,9 @@ def test_arrow_path_scores_as_the_reference():
     df = random_frame(3)
     df["confidence"] = pd.to_numeric(df["confidence"])
     df["answer"] = [a if isinstance(a, str) else None for a in df["answer"]]
-    df["answer_aliases"] = [None if a is None else [x for x in a if x is not None]
-                            for a in df["answer_aliases"]]  # fmt: skip
+    df["answer_aliases"] = [
+        None if a is None else [x for x in a if x is not None] for a in df["answer_aliases"]
+    ]
     got = score_arrow(arrow_of(df)).to_pandas()
     got["failure_label"] = (
         got["failure_label"].astype(object).where(got["failure_label"].notna(), None)
@@ -255,16 +344,19 @@ def test_failed_calls_are_never_scored_as_answers():
 
 def test_hand_checked_rows():
     """Values worked out by hand, through the column scorer."""
-    df = pd.DataFrame({
-        "answer": ["the Eiffel-Tower!", "$100", "three", "Model Alpha 00123", "red blue green"],
-        "gold_answer": ["Eiffel Tower", "100", "3", "model alpha", "red pink"],
-        "answer_aliases": [None, None, None, None, ["blue green black"]],
-        "answer_type": [None, None, "number", None, None],
-        "reasoning_type": ["single_hop"] * 5,
-        "cited_ids": [["p1", "p1"], [], ["p9"], ["p1"], ["p1", "p2"]],
-        "gold_ids": [["p1"], ["p1"], ["p1"], [], ["p1", "p3"]],
-        "parse_error": [None] * 5, "condition": ["full_context"] * 5,
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "answer": ["the Eiffel-Tower!", "$100", "three", "Model Alpha 00123", "red blue green"],
+            "gold_answer": ["Eiffel Tower", "100", "3", "model alpha", "red pink"],
+            "answer_aliases": [None, None, None, None, ["blue green black"]],
+            "answer_type": [None, None, "number", None, None],
+            "reasoning_type": ["single_hop"] * 5,
+            "cited_ids": [["p1", "p1"], [], ["p9"], ["p1"], ["p1", "p2"]],
+            "gold_ids": [["p1"], ["p1"], ["p1"], [], ["p1", "p3"]],
+            "parse_error": [None] * 5,
+            "condition": ["full_context"] * 5,
+        }
+    )
     got = score_frame(df)
     # "eiffeltower" vs "eiffel tower": strict EM 0; the relaxed tokens are equal
     assert got["em_strict"][0] == 0.0 and got["em_relaxed"][0] == 1.0
@@ -277,8 +369,13 @@ def test_hand_checked_rows():
     assert got["ev_precision"][0] == 1.0 and got["ev_recall"][0] == 1.0  # duplicates ignored
     assert got["ev_precision"][4] == 0.5 and got["ev_recall"][4] == 0.5  # {p1, p2} vs {p1, p3}
     assert math.isnan(got["ev_f1"][3])  # no gold ids: nothing to score against
-    assert got["failure_label"].tolist() == ["conversion", "success", "selection", "selection",
-                                             "selection"]  # fmt: skip
+    assert got["failure_label"].tolist() == [
+        "conversion",
+        "success",
+        "selection",
+        "selection",
+        "selection",
+    ]
     assert_same(got, score_frame_rows(df))
 
 

@@ -48,10 +48,22 @@ def _gone(pid: int) -> bool:
 def test_a_stop_signal_ends_serve_and_its_streamlit_child(tmp_path, sig):
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core", "serve", "--db", str(tmp_path / "s.duckdb"), "--no-demo",
-         "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "serve",
+            "--db",
+            str(tmp_path / "s.duckdb"),
+            "--no-demo",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.time() + 90
         while not _answers(port) and time.time() < deadline and proc.poll() is None:

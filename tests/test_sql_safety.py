@@ -17,16 +17,35 @@ _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER)\b", re.I)
 #: Names an f-string SQL in the store may interpolate: identifiers and placeholder lists the
 #: code builds itself.
 #: Adding a name here means: reviewed, its value is built by the code (never user text).
-_ALLOWED = {"cols", "verb", "table", "view", "placeholders", "RUN_COLUMNS", "columns", "c",
-            "col", "name", "k", "order", "sets", "only",
-            # constant SQL fragments of core/store/runs.py (module-level string literals)
-            "_COUNTS", "_FINAL_STATUS",
-            # core/store/analysis.py: the gold-count column and join, one of two literals
-            # picked by the store's schema version
-            "n_gold", "gold",
-            # module-level SQL fragments (string literals of the store's own modules):
-            # core/store/schema.py, datasets.py (the content fingerprint), reparse_rows.py
-            "_FINGERPRINT_OF", "DATASET_FINGERPRINT", "_DIGITS", "_CLEAN"}  # fmt: skip
+_ALLOWED = {
+    "cols",
+    "verb",
+    "table",
+    "view",
+    "placeholders",
+    "RUN_COLUMNS",
+    "columns",
+    "c",
+    "col",
+    "name",
+    "k",
+    "order",
+    "sets",
+    "only",
+    # constant SQL fragments of core/store/runs.py (module-level string literals)
+    "_COUNTS",
+    "_FINAL_STATUS",
+    # core/store/analysis.py: the gold-count column and join, one of two literals
+    # picked by the store's schema version
+    "n_gold",
+    "gold",
+    # module-level SQL fragments (string literals of the store's own modules):
+    # core/store/schema.py, datasets.py (the content fingerprint), reparse_rows.py
+    "_FINGERPRINT_OF",
+    "DATASET_FINGERPRINT",
+    "_DIGITS",
+    "_CLEAN",
+}
 #: The store package, the one home of SQL.
 _STORE = ROOT / "core" / "store"
 

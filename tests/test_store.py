@@ -61,10 +61,20 @@ def test_new_store_is_migrated_to_current_version(db_path):
     tables = {r[0] for r in rows}
     con.close()
     assert {
-        "schema_version", "datasets", "instances", "passages", "sub_questions", "answerability",
-        "runs", "predictions", "scores", "response_cache", "judgments", "annotation_items",
+        "schema_version",
+        "datasets",
+        "instances",
+        "passages",
+        "sub_questions",
+        "answerability",
+        "runs",
+        "predictions",
+        "scores",
+        "response_cache",
+        "judgments",
+        "annotation_items",
         "annotations",
-    } <= tables  # fmt: skip
+    } <= tables
 
 
 def test_round_trip_keeps_every_field(db_path):

@@ -26,19 +26,45 @@ RUNS = {"r1": ("--top-k", "3"), "r2": ("--top-k", "5")}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    res = subprocess.run([sys.executable, "-m", "core", *map(str, args)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "core", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return res
 
 
 def _fill(db, run: str | None, *extra: str) -> None:
     """Import the fixture as ``hp`` and run ``run`` (embedded reader), each in its own process."""
-    res = _cli("import", "dataset", "--format", "hotpotqa", shared_fixture(FIXTURE), "--name",
-               "hp", "--db", db)  # fmt: skip
+    res = _cli(
+        "import",
+        "dataset",
+        "--format",
+        "hotpotqa",
+        shared_fixture(FIXTURE),
+        "--name",
+        "hp",
+        "--db",
+        db,
+    )
     assert res.returncode == 0, res.stderr
     if run is not None:
-        res = _cli("run", "--db", db, "--dataset", "hp", "--backend", "embedded", "--conditions",
-                   extra[0] if extra else FOUR, *RUNS.get(run, ()), "--name", run)  # fmt: skip
+        res = _cli(
+            "run",
+            "--db",
+            db,
+            "--dataset",
+            "hp",
+            "--backend",
+            "embedded",
+            "--conditions",
+            extra[0] if extra else FOUR,
+            *RUNS.get(run, ()),
+            "--name",
+            run,
+        )
         assert res.returncode == 0, res.stderr
 
 
@@ -52,37 +78,69 @@ def stores(tmp_path_factory):
     _fill(paths["b"], "r2")
     _fill(paths["both"], None)
     for run, extra in RUNS.items():
-        argv = ["run", "--db", str(paths["both"]), "--dataset", "hp", "--backend", "embedded",
-                "--conditions", FOUR, *extra, "--name", run]  # fmt: skip
+        argv = [
+            "run",
+            "--db",
+            str(paths["both"]),
+            "--dataset",
+            "hp",
+            "--backend",
+            "embedded",
+            "--conditions",
+            FOUR,
+            *extra,
+            "--name",
+            run,
+        ]
         assert main(argv) == 0
     return paths
 
 
 def _reports(capsys, db) -> dict[str, object]:
     out = {}
-    for args in (("oncu", "--run", "r1"), ("oncu", "--run", "r2"), ("oncu",),
-                 ("failures", "--run", "hp")):  # fmt: skip
+    for args in (
+        ("oncu", "--run", "r1"),
+        ("oncu", "--run", "r2"),
+        ("oncu",),
+        ("failures", "--run", "hp"),
+    ):
         assert main(["report", *args, "--db", str(db), "--json"]) == 0
         out[" ".join(args)] = json.loads(capsys.readouterr().out)
     assert main(["report", "runs", "--db", str(db), "--json"]) == 0
-    keep = ("run", "kind", "dataset", "backend", "model", "status", "n_planned", "n_done",
-            "n_errors")  # fmt: skip
+    keep = (
+        "run",
+        "kind",
+        "dataset",
+        "backend",
+        "model",
+        "status",
+        "n_planned",
+        "n_done",
+        "n_errors",
+    )
     out["runs"] = [{k: r[k] for k in keep} for r in json.loads(capsys.readouterr().out)]
     return out
 
 
 def _counts(db) -> dict[str, int]:
     with Store(db).connect(read_only=True) as con:
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
-        ).fetchall()]  # fmt: skip
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+            ).fetchall()
+        ]
         return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for t in tables}
 
 
 def test_merged_store_reports_what_one_store_running_both_reports(stores, tmp_path, capsys):
     target = tmp_path / "merged.duckdb"
-    assert main(["store", "merge", str(stores["a"]), str(stores["b"]), "--into", str(target),
-                 "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            ["store", "merge", str(stores["a"]), str(stores["b"]), "--into", str(target), "--json"]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert (out["datasets_added"], out["runs_added"], out["runs_skipped"]) == (
         ["hp"],
@@ -127,8 +185,7 @@ def test_a_run_with_other_content_is_refused_or_skipped(stores, tmp_path, capsys
     assert main(["store", "merge", str(stores["a"]), str(other), "--into", str(fresh)]) == 1
     assert "run 'r1'" in capsys.readouterr().err and not fresh.exists()
     # skip: the target's r1 stays, the collision is counted
-    assert main(["store", "merge", str(other), "--into", str(target), "--on-conflict",
-                 "skip"]) == 0  # fmt: skip
+    assert main(["store", "merge", str(other), "--into", str(target), "--on-conflict", "skip"]) == 0
     text = capsys.readouterr().out
     assert "0 runs added" in text and "1 runs and 0 other rows skipped" in text
     assert "skipped run 'r1'" in text

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _core(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_report_on_a_missing_folder_names_it_and_creates_nothing(tmp_path):
@@ -26,8 +27,9 @@ def test_report_on_a_missing_folder_names_it_and_creates_nothing(tmp_path):
     got = _core("report", "oncu", "--db", str(db))
     assert got.returncode == 1
     lines = got.stderr.strip().splitlines()
-    assert lines == [f"error: no such store: {db} (its folder {db.parent} does not exist; "
-                     "nothing created)"], got.stderr  # fmt: skip
+    assert lines == [
+        f"error: no such store: {db} (its folder {db.parent} does not exist; nothing created)"
+    ], got.stderr
     assert "Traceback" not in got.stderr
     assert not (tmp_path / "no").exists()
 
@@ -38,9 +40,11 @@ def test_a_mistyped_name_gets_the_closest_store_of_its_folder(tmp_path):
     before = sorted(p.name for p in tmp_path.iterdir())
     got = _core("report", "oncu", "--db", str(tmp_path / "evidnce.duckdb"))
     assert got.returncode == 1
-    assert got.stderr.strip() == (f"error: no such store: {tmp_path / 'evidnce.duckdb'}; the "
-                                  f"closest in that folder is {tmp_path / 'evidence.duckdb'} "
-                                  "(nothing created)")  # fmt: skip
+    assert got.stderr.strip() == (
+        f"error: no such store: {tmp_path / 'evidnce.duckdb'}; the "
+        f"closest in that folder is {tmp_path / 'evidence.duckdb'} "
+        "(nothing created)"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 

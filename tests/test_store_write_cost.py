@@ -12,8 +12,14 @@ from core.store.schema import CACHE_COLUMNS
 
 
 def _entry(key: str, response: str) -> dict:
-    return {"cache_key": key, "backend": "b", "model": "m", "options_hash": "o",
-            "prompt_hash": f"p-{key}", "response": response}  # fmt: skip
+    return {
+        "cache_key": key,
+        "backend": "b",
+        "model": "m",
+        "options_hash": "o",
+        "prompt_hash": f"p-{key}",
+        "response": response,
+    }
 
 
 def _cache(store: Store) -> list[tuple]:

@@ -100,8 +100,10 @@ def test_the_reasoning_fields_of_both_apis_reach_the_reply(stub):
     plain = OllamaBackend("stub-model", hosts=[stub.url]).generate(MESSAGES)
     assert plain.reasoning is None
     stub.thinking = f"Let me think. {DRAFT}"
-    for backend in (OllamaBackend("stub-model", hosts=[stub.url]),
-                    OpenAIBackend("stub-model", base_url=stub.url)):  # fmt: skip
+    for backend in (
+        OllamaBackend("stub-model", hosts=[stub.url]),
+        OpenAIBackend("stub-model", base_url=stub.url),
+    ):
         reply = backend.generate(MESSAGES)
         assert reply.error is None and reply.reasoning == stub.thinking
         assert reply.text == plain.text  # the content alone: the reasoning is not in it
@@ -146,8 +148,9 @@ def test_a_300k_character_reply_keeps_its_parsed_fields_and_is_stored_cut(db_pat
     from core.scoring.reparse import reparse_runs
     from core.store import Store
 
-    long = json.dumps({"answer": "84", "evidence_ids": ["p0002", "p9999"],
-                       "explanation": "because " * 37_500})  # fmt: skip
+    long = json.dumps(
+        {"answer": "84", "evidence_ids": ["p0002", "p9999"], "explanation": "because " * 37_500}
+    )
     assert len(long) > 300_000
 
     class Long(Scripted):
@@ -163,8 +166,11 @@ def test_a_300k_character_reply_keeps_its_parsed_fields_and_is_stored_cut(db_pat
     rows = store.prediction_rows("t")
     assert len(rows) == 3
     for _, row in rows.iterrows():
-        assert (row["answer"], list(row["cited_ids"]), row["parse_error"]) == ("84", ["p0002"],
-                                                                              None)  # fmt: skip
+        assert (row["answer"], list(row["cited_ids"]), row["parse_error"]) == (
+            "84",
+            ["p0002"],
+            None,
+        )
         meta = json.loads(row["meta"])
         assert meta["raw_response_truncated"] == {"bytes": len(long), "kept_bytes": MAX_REPLY_BYTES}
         assert meta["parse"] == {"unshown_ids": ["p9999"]}
@@ -186,8 +192,10 @@ def test_a_reply_cut_off_inside_reasoning_returned_apart_is_a_parse_error(db_pat
     store = Store(db_path)
     store.write_dataset(TOY)
     stub.thinking, stub.thinking_only = f"Let me think. {DRAFT}", True
-    for name, backend in (("o", OllamaBackend("stub-model", hosts=[stub.url])),
-                          ("v", OpenAIBackend("stub-model", base_url=stub.url))):  # fmt: skip
+    for name, backend in (
+        ("o", OllamaBackend("stub-model", hosts=[stub.url])),
+        ("v", OpenAIBackend("stub-model", base_url=stub.url)),
+    ):
         s = run_conditions(store, "toy", backend, ("oracle",), name=name)
         assert (s.errors, s.parse_errors) == (0, 3)
         rows = store.prediction_rows(name)

@@ -44,8 +44,15 @@ def _open(monkeypatch, store_path: Path, page: str, **params: str) -> AppTest:
 
 
 def test_query_params_restore_the_sidebar(monkeypatch, store_path):
-    at = _open(monkeypatch, store_path, "screens/conditions.py", dataset="hotpotqa",
-               score="f1_strict", runs="hotpotqa", group="source,model")  # fmt: skip
+    at = _open(
+        monkeypatch,
+        store_path,
+        "screens/conditions.py",
+        dataset="hotpotqa",
+        score="f1_strict",
+        runs="hotpotqa",
+        group="source,model",
+    )
     assert at.selectbox(key="global.dataset").value == "hotpotqa"
     assert at.selectbox(key="global.score_field").value == "f1_strict"
     assert at.multiselect(key="global.runs").value == ["hotpotqa"]
@@ -59,8 +66,9 @@ def test_query_params_restore_the_sidebar(monkeypatch, store_path):
 
 
 def test_unknown_dataset_is_one_warning(monkeypatch, store_path):
-    at = _open(monkeypatch, store_path, "screens/conditions.py", dataset="no-such-set",
-               score="f1_strict")  # fmt: skip
+    at = _open(
+        monkeypatch, store_path, "screens/conditions.py", dataset="no-such-set", score="f1_strict"
+    )
     warnings = [w.value for w in at.warning if "URL parameter" in w.value]
     assert len(warnings) == 1 and "dataset" in warnings[0] and "no-such-set" in warnings[0]
     assert at.selectbox(key="global.dataset").value == "controlled"  # the default stays
@@ -81,8 +89,13 @@ def test_changed_widget_is_written_to_the_url(monkeypatch, store_path):
 
 
 def test_filter_parameter_and_unknown_run(monkeypatch, store_path):
-    at = _open(monkeypatch, store_path, "screens/conditions.py", dataset="controlled",
-               runs="controlled,nope")  # fmt: skip
+    at = _open(
+        monkeypatch,
+        store_path,
+        "screens/conditions.py",
+        dataset="controlled",
+        runs="controlled,nope",
+    )
     assert at.multiselect(key="global.runs").value == ["controlled"]
     warnings = [w.value for w in at.warning if "URL parameter" in w.value]
     assert len(warnings) == 1 and "runs" in warnings[0] and "nope" in warnings[0]
@@ -124,8 +137,9 @@ def test_case_view_instance_follows_the_picker(monkeypatch, store_path):
     at.button(key="case.next").click().run()
     second = at.selectbox(key="case.instance").value
     assert second != first and at.query_params["instance"] == second
-    again = _open(monkeypatch, store_path, "screens/case_view.py", dataset="hotpotqa",
-                  instance=second)  # fmt: skip
+    again = _open(
+        monkeypatch, store_path, "screens/case_view.py", dataset="hotpotqa", instance=second
+    )
     assert again.selectbox(key="case.instance").value == second
     # another dataset: the instance of the old one leaves the URL
     again.selectbox(key="global.dataset").set_value("controlled").run()
@@ -165,8 +179,7 @@ def test_url_round_trip_in_the_browser(server, page, context):
     choose(page, page.get_by_test_id("stSidebar"), "Dataset", "controlled", _settle)
     page.wait_for_url(lambda u: "dataset=" not in u, timeout=30_000)  # the default: short URL
     choose(page, page.get_by_test_id("stSidebar"), "Dataset", "hotpotqa", _settle)
-    page.wait_for_url(lambda u: "dataset=hotpotqa" in u and "score=f1_strict" in u,
-                      timeout=30_000)  # fmt: skip
+    page.wait_for_url(lambda u: "dataset=hotpotqa" in u and "score=f1_strict" in u, timeout=30_000)
     _settle(page)
     page.get_by_role("tab", name="Paired contrasts").click()  # the open tab joins the link
     page.wait_for_url(lambda u: "tab=contrasts" in u and "dataset=hotpotqa" in u, timeout=30_000)

@@ -57,8 +57,11 @@ def test_the_pool_answers_as_the_reader_does(controlled):
         for call, fut in zip(calls, futures, strict=True):
             got, want = fut.result(timeout=60), reader.generate(list(call.messages))
             assert (got.text, got.prompt_tokens, got.completion_tokens, got.model_digest) == (
-                want.text, want.prompt_tokens, want.completion_tokens, want.model_digest,
-            )  # fmt: skip
+                want.text,
+                want.prompt_tokens,
+                want.completion_tokens,
+                want.model_digest,
+            )
             assert got.error is None and got.total_duration_ns > 0
         assert reader.pool(2) is pool  # kept for the next run
     finally:
@@ -138,8 +141,18 @@ def test_a_long_run_uses_worker_processes_and_stores_what_the_reader_says(tmp_pa
         here = run_conditions(stores["here"], "controlled-200", in_process, CONDITIONS, name="r")
         assert in_process.pool(1) is None
         assert (here.executed, here.cached) == (s.executed, s.cached)
-        cols = ["instance_id", "condition", "raw_response", "answer", "cited_ids",
-                "confidence", "prompt_hash", "cache_hit", "error", "f1_relaxed"]  # fmt: skip
+        cols = [
+            "instance_id",
+            "condition",
+            "raw_response",
+            "answer",
+            "cited_ids",
+            "confidence",
+            "prompt_hash",
+            "cache_hit",
+            "error",
+            "f1_relaxed",
+        ]
         got, want = (
             stores[k].prediction_rows("r")[cols].sort_values(cols[:2]).reset_index(drop=True)
             for k in ("pool", "here")

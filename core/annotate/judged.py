@@ -148,8 +148,9 @@ def judged_prompts(
         return {}
     if rubric == PASSAGE_RUBRIC:
         row = store.run_row(run) or {}
-        _, planned, _ = plan_judgments(store, rubric, dataset=str(row.get("dataset_id") or ""),
-                                       passages="all")  # fmt: skip
+        _, planned, _ = plan_judgments(
+            store, rubric, dataset=str(row.get("dataset_id") or ""), passages="all"
+        )
     else:
         _, planned, _ = plan_judgments(store, rubric, run=run, conditions=conds)
     out: dict[tuple[str, str, str], str] = {}

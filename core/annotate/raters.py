@@ -223,7 +223,7 @@ def _pair(
                 "agreement": p.agreement,
             }
             for p in res.per_label
-        ],  # fmt: skip
+        ],
     }
 
 

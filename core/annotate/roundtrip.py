@@ -103,9 +103,17 @@ __all__ = [
 
 #: The columns of an exported sample, in order; ``label`` is left empty for the annotator.
 CSV_COLUMNS = (
-    "item_id", "run", "instance_id", "condition", "question", "gold_answer", "answer",
-    "shown_passages", "cited_ids", "label",
-)  # fmt: skip
+    "item_id",
+    "run",
+    "instance_id",
+    "condition",
+    "question",
+    "gold_answer",
+    "answer",
+    "shown_passages",
+    "cited_ids",
+    "label",
+)
 #: An annotator's name: letters, digits and ``_.@-``, up to 64 characters.
 _ANNOTATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
@@ -273,8 +281,9 @@ def export_sample(
         )
     }
     counts, keys, items = _draw(groups, n, seed, run, rubric, "variant")
-    n_new = _record_and_write(store, items, out, _csv_rows(store, run, items, passage_chars),
-                              CSV_COLUMNS)  # fmt: skip
+    n_new = _record_and_write(
+        store, items, out, _csv_rows(store, run, items, passage_chars), CSV_COLUMNS
+    )
     return ExportSummary(
         path=out,
         n_items=len(items),
@@ -302,10 +311,17 @@ def _draw(
         rows = list(frame[["instance_id", "condition", third]].itertuples(index=False))
         keys += [tuple(r) for r in rng.sample(rows, counts[key])]
     items = [
-        {"item_id": item_id(run, i, c, v, rubric), "run_id": run, "instance_id": i,
-         "condition": c, "variant": v, "rubric": rubric, "seed": int(seed)}
+        {
+            "item_id": item_id(run, i, c, v, rubric),
+            "run_id": run,
+            "instance_id": i,
+            "condition": c,
+            "variant": v,
+            "rubric": rubric,
+            "seed": int(seed),
+        }
         for i, c, v in keys
-    ]  # fmt: skip
+    ]
     return counts, keys, items
 
 
@@ -333,18 +349,27 @@ def _export_judged(
             f"no {rubric} judge run judged run '{run}': run `python -m core judge {rubric} "
             f"--run {run} --backend ...` first"
         )
-    groups = dict(sorted(pool.groupby(["condition", "stratum"], sort=False),
-                         key=lambda kv: (kv[0][0], kv[0][1])))  # fmt: skip
+    groups = dict(
+        sorted(
+            pool.groupby(["condition", "stratum"], sort=False), key=lambda kv: (kv[0][0], kv[0][1])
+        )
+    )
     counts, keys, items = _draw(groups, n, seed, run, rubric, "item")
     prompts = judged_prompts(store, run, rubric, keys)
     rows = _csv_rows(store, run, items, passage_chars, prompts)
-    n_new = _record_and_write(store, items, out, rows,
-                              (*CSV_COLUMNS[:-1], JUDGE_ITEM_COLUMN, CSV_COLUMNS[-1]))  # fmt: skip
+    n_new = _record_and_write(
+        store, items, out, rows, (*CSV_COLUMNS[:-1], JUDGE_ITEM_COLUMN, CSV_COLUMNS[-1])
+    )
     return ExportSummary(
-        path=out, n_items=len(items), n_new=n_new, n_pool=len(pool), n_failed_calls=0,
-        n_success=0, strata={k: (len(f), counts[k]) for k, f in groups.items()},
+        path=out,
+        n_items=len(items),
+        n_new=n_new,
+        n_pool=len(pool),
+        n_failed_calls=0,
+        n_success=0,
+        strata={k: (len(f), counts[k]) for k, f in groups.items()},
         strata_by=f"judge:{judge}",
-    )  # fmt: skip
+    )
 
 
 def _csv_rows(
@@ -366,19 +391,24 @@ def _csv_rows(
     questions = {} if len(preds) == len(set(keys)) else _questions(store, run)
     texts: dict[str, dict[str, tuple[str, str]]] = {}
     for row in passages.itertuples(index=False):
-        texts.setdefault(row.instance_id, {})[row.passage_id] = (
-            _text(row.title), _text(row.text)
-        )  # fmt: skip
+        texts.setdefault(row.instance_id, {})[row.passage_id] = (_text(row.title), _text(row.text))
     by_key = {(r.instance_id, r.condition, r.variant): r for r in preds.itertuples(index=False)}
     rows = []
     for it, key in sorted(zip(items, keys, strict=True), key=lambda x: x[0]["item_id"]):
         p = by_key.get(key) or _passage_item(it, questions)
         cited = stored_ids(p.cited_ids)
         cells = [
-            it["item_id"], run, key[0], key[1], _text(p.question), _text(p.gold_answer),
-            _text(p.answer), _shown(p.input_passage_ids, texts.get(key[0], {}), passage_chars),
-            ";".join(map(str, cited)), "",
-        ]  # fmt: skip
+            it["item_id"],
+            run,
+            key[0],
+            key[1],
+            _text(p.question),
+            _text(p.gold_answer),
+            _text(p.answer),
+            _shown(p.input_passage_ids, texts.get(key[0], {}), passage_chars),
+            ";".join(map(str, cited)),
+            "",
+        ]
         if prompts is not None:
             cells.insert(-1, prompts.get((key[0], key[1], it["variant"]), ""))
         rows.append([_neutral(c) for c in cells])
@@ -402,8 +432,13 @@ def _passage_item(it: Mapping[str, Any], questions: Mapping[str, tuple[str, str]
     """
     question, gold = questions.get(str(it["instance_id"]), ("", ""))
     passage = str(it["variant"]).rpartition("|")[2]
-    return SimpleNamespace(question=question, gold_answer=gold, answer="", cited_ids=None,
-                           input_passage_ids=[passage] if passage else [])  # fmt: skip
+    return SimpleNamespace(
+        question=question,
+        gold_answer=gold,
+        answer="",
+        cited_ids=None,
+        input_passage_ids=[passage] if passage else [],
+    )
 
 
 def _text(value: Any) -> str:
@@ -501,8 +536,9 @@ def _read_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
                 except StopIteration:
                     break
                 except csv.Error as exc:
-                    raise DataError(file, record + 1 if header else None, None,
-                                    f"invalid CSV: {exc}") from None  # fmt: skip
+                    raise DataError(
+                        file, record + 1 if header else None, None, f"invalid CSV: {exc}"
+                    ) from None
                 if header is None:
                     if any(c.strip() for c in row):
                         header = [c.strip() for c in row]
@@ -603,9 +639,11 @@ def import_labels(
             raise DataError(file, record, "item_id", "empty; keep the item ids of the export")
         if item not in known:
             raise DataError(
-                file, record, "item_id",
+                file,
+                record,
+                "item_id",
                 f"no item {_short(item)} in the {rubric} sample of run '{run}'",
-            )  # fmt: skip
+            )
         if item in seen:
             raise DataError(file, record, "item_id", f"repeats record {seen[item]}")
         seen[item] = record
@@ -616,9 +654,11 @@ def import_labels(
             raise DataError(file, record, "label", "blank; label every row (or pass --allow-blank)")
         if label not in vocab:
             raise DataError(
-                file, record, "label",
+                file,
+                record,
+                "label",
                 f"{_short(label)} is not a label of {rubric}; expected one of: {', '.join(vocab)}",
-            )  # fmt: skip
+            )
         old = before.get(item)
         if old is None:
             new[item] = label
@@ -628,10 +668,12 @@ def import_labels(
             changed[item] = label
         else:
             raise DataError(
-                file, record, "label",
+                file,
+                record,
+                "label",
                 f"{annotator} labelled this item {old!r} before, not {label!r}; pass --replace "
                 "to change it",
-            )  # fmt: skip
+            )
     try:
         write_annotations(store, run, annotator, new, changed, file)
     except duckdb.ConstraintException:
@@ -639,5 +681,3 @@ def import_labels(
             f"{file}: labels of {annotator} were stored meanwhile by another import; run again"
         ) from None
     return ImportSummary(len(new), unchanged, len(changed), blank)
-
-

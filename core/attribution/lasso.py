@@ -216,8 +216,9 @@ def cv_many(
     out: list[Any] = [None] * len(designs)
     for start in range(0, len(order), _CV_GROUP):
         group = order[start : start + _CV_GROUP]
-        for i, res in zip(group, _cv_group([designs[i] for i in group], n_alphas, folds),
-                          strict=True):  # fmt: skip
+        for i, res in zip(
+            group, _cv_group([designs[i] for i in group], n_alphas, folds), strict=True
+        ):
             out[i] = res
     return out
 
@@ -244,8 +245,9 @@ def _cv_group(
     w = None
     path = []
     for a in range(n_alphas):  # largest alpha first, each solve warm-started from the last
-        alpha = np.concatenate([np.full(len(fold) + 1, grid[a]) for fold, grid in
-                                zip(parts, grids, strict=True)])  # fmt: skip
+        alpha = np.concatenate(
+            [np.full(len(fold) + 1, grid[a]) for fold, grid in zip(parts, grids, strict=True)]
+        )
         w = _cd(g, c, alpha, yvar, w)
         path.append(w)
     out = []

@@ -107,18 +107,32 @@ LOGPROB_UNSUPPORTED = (
 MIN_ROWS = 8
 
 BOOTSTRAP = Param(
-    "n_boot", int, 200, "bootstrap resamples of the masks per instance (CI of each weight)",
-    minimum=50, maximum=10000, section="issue 40 item 3",
-)  # fmt: skip
+    "n_boot",
+    int,
+    200,
+    "bootstrap resamples of the masks per instance (CI of each weight)",
+    minimum=50,
+    maximum=10000,
+    section="issue 40 item 3",
+)
 BOOT_SEED = Param("boot_seed", int, 0, "seed of the bootstrap over masks", minimum=0)
 LDS_LOW = Param(
-    "lds_low", float, 0.3, "an instance whose LDS is below this is counted as poorly fitted",
-    minimum=-1.0, maximum=1.0, section="ContextCite §4 (LDS)",
-)  # fmt: skip
+    "lds_low",
+    float,
+    0.3,
+    "an instance whose LDS is below this is counted as poorly fitted",
+    minimum=-1.0,
+    maximum=1.0,
+    section="ContextCite §4 (LDS)",
+)
 SCORE_FIELD = Param(
-    "score_field", str, "soft_correct", "the score of the 'correct' target (against gold)",
-    choices=ANSWER_SCORES, section="SPEC §6",
-)  # fmt: skip
+    "score_field",
+    str,
+    "soft_correct",
+    "the score of the 'correct' target (against gold)",
+    choices=ANSWER_SCORES,
+    section="SPEC §6",
+)
 #: Knobs of ``report attribution``.
 REPORT_PARAMS = (BOOTSTRAP, BOOT_SEED, LDS_LOW)
 
@@ -256,11 +270,16 @@ def fit_surrogates(
             todo.append((i, *res))
     if todo:
         fits = cv_many([(x, y) for _, x, y, *_ in todo], N_ALPHAS, CV_FOLDS)
-        seeds = [[seed, _key_hash(keys[t[0]] if keys is not None else str(t[0]))]
-                 for t in todo]  # fmt: skip
-        boots = _bootstrap([(x, y, fit[0], fit[2]) for (_, x, y, *_), fit in
-                            zip(todo, fits, strict=True)], n_boot, seeds) if n_boot else [
-            np.full((1, len(fit[2])), np.nan) for fit in fits]  # fmt: skip
+        seeds = [[seed, _key_hash(keys[t[0]] if keys is not None else str(t[0]))] for t in todo]
+        boots = (
+            _bootstrap(
+                [(x, y, fit[0], fit[2]) for (_, x, y, *_), fit in zip(todo, fits, strict=True)],
+                n_boot,
+                seeds,
+            )
+            if n_boot
+            else [np.full((1, len(fit[2])), np.nan) for fit in fits]
+        )
         for (i, x, y, cols, passages, notes), fit, wb in zip(todo, fits, boots, strict=True):
             alpha, oof, w, _ = fit
             p = len(passages)
@@ -271,8 +290,9 @@ def fit_surrogates(
             intercept = float(y.mean() - x.mean(axis=0) @ w)
             lds = spearman(oof, y)
             reason = "" if math.isfinite(lds) else "held-out predictions constant: LDS undefined"
-            out[i] = Surrogate(tuple(passages), weights, lo, hi, intercept, alpha, lds, len(y),
-                               notes, reason)  # fmt: skip
+            out[i] = Surrogate(
+                tuple(passages), weights, lo, hi, intercept, alpha, lds, len(y), notes, reason
+            )
     return [s for s in out if s is not None]
 
 
@@ -291,16 +311,36 @@ def _prepare(passages: Sequence[str], masks: np.ndarray, y: np.ndarray):
         for k, d in zip(kept, dropped, strict=True)
     )
     if n < MIN_ROWS:
-        return Surrogate(tuple(passages), nan, nan.copy(), nan.copy(), math.nan, math.nan,
-                         math.nan, n, notes, f"{n} answered ablations (fewer than {MIN_ROWS})")
+        return Surrogate(
+            tuple(passages),
+            nan,
+            nan.copy(),
+            nan.copy(),
+            math.nan,
+            math.nan,
+            math.nan,
+            n,
+            notes,
+            f"{n} answered ablations (fewer than {MIN_ROWS})",
+        )
     cols = np.flatnonzero(~(kept | dropped))
     x = m[:, cols].astype(float)
     if np.ptp(y) == 0.0 or alpha_max(x, y) <= 0.0:
         weights, lo, hi = nan.copy(), nan.copy(), nan.copy()
         weights[cols] = lo[cols] = hi[cols] = 0.0
         why = "constant targets" if np.ptp(y) == 0.0 else "no passage varies with the target"
-        return Surrogate(tuple(passages), weights, lo, hi, float(y.mean()), 0.0, math.nan, n,
-                         notes, f"{why}: every weight 0, LDS undefined")
+        return Surrogate(
+            tuple(passages),
+            weights,
+            lo,
+            hi,
+            float(y.mean()),
+            0.0,
+            math.nan,
+            n,
+            notes,
+            f"{why}: every weight 0, LDS undefined",
+        )
     return x, y, cols, tuple(passages), notes
 
 
@@ -443,13 +483,22 @@ def ablation_tables(
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose from: {', '.join(TARGETS)}")
     if score_field not in ANSWER_SCORES:
-        raise ValueError(f"unknown score field {score_field!r}; choose from: "
-                         f"{', '.join(ANSWER_SCORES)}")  # fmt: skip
+        raise ValueError(
+            f"unknown score field {score_field!r}; choose from: {', '.join(ANSWER_SCORES)}"
+        )
     out = []
     if preds.empty:
         return out
-    cols = ["instance_id", "condition", "variant", "answer", "cited_ids", "error", "meta",
-            score_field]  # fmt: skip
+    cols = [
+        "instance_id",
+        "condition",
+        "variant",
+        "answer",
+        "cited_ids",
+        "error",
+        "meta",
+        score_field,
+    ]
     rows = preds[[c for c in cols if c in preds.columns]].to_dict("records")
     by: dict[str, list[dict]] = {}
     for r in rows:
@@ -487,13 +536,24 @@ def ablation_tables(
                 ys.append(y)
             elif v.startswith("top") and v.endswith("drop"):
                 drops[int(m.get("k", v[3:-4]))] = (tuple(m.get("dropped") or ()), y)
-        full_target = (_target(full, target, score_field, ref) if not reason else math.nan)
-        out.append(Ablations(
-            iid, str(full["condition"]), passages,
-            np.asarray(masks, dtype=bool).reshape(len(masks), len(passages)),
-            np.asarray(ys, dtype=float), n_planned, n_failed, ref, _ids(full.get("cited_ids")),
-            full_failed, full_target, drops, reason,
-        ))  # fmt: skip
+        full_target = _target(full, target, score_field, ref) if not reason else math.nan
+        out.append(
+            Ablations(
+                iid,
+                str(full["condition"]),
+                passages,
+                np.asarray(masks, dtype=bool).reshape(len(masks), len(passages)),
+                np.asarray(ys, dtype=float),
+                n_planned,
+                n_failed,
+                ref,
+                _ids(full.get("cited_ids")),
+                full_failed,
+                full_target,
+                drops,
+                reason,
+            )
+        )
     return out
 
 
@@ -527,8 +587,15 @@ def plan_drops(
     for t, s in zip(usable, fits, strict=True):
         ranked = ranked_passages(s)
         for k in ks:
-            call = plan_topk_drop(by_id[t.instance_id], t.condition, shown[t.instance_id],
-                                  ranked, k, seed=seed, keep=keep)  # fmt: skip
+            call = plan_topk_drop(
+                by_id[t.instance_id],
+                t.condition,
+                shown[t.instance_id],
+                ranked,
+                k,
+                seed=seed,
+                keep=keep,
+            )
             if call is not None:
                 calls.append(call)
     return calls

@@ -80,35 +80,61 @@ TOPK_DROPS = (1, 2)
 
 # ------------------------------------------------------------------- declared parameters
 CONDITION = Param(
-    "condition", str, "full_context", "the context that is ablated: every passage, the "
-    "retrieved top-k chunks, or the gold passages", choices=ATTRIBUTION_CONDITIONS,
+    "condition",
+    str,
+    "full_context",
+    "the context that is ablated: every passage, the retrieved top-k chunks, or the gold passages",
+    choices=ATTRIBUTION_CONDITIONS,
     section="issue 40",
-)  # fmt: skip
+)
 ABLATIONS = Param(
-    "ablations", int, 32, "ablated calls per instance (ContextCite: 32-256)", minimum=4,
-    maximum=4096, section="ContextCite (Cohen-Wang et al., NeurIPS 2024) §3",
-)  # fmt: skip
+    "ablations",
+    int,
+    32,
+    "ablated calls per instance (ContextCite: 32-256)",
+    minimum=4,
+    maximum=4096,
+    section="ContextCite (Cohen-Wang et al., NeurIPS 2024) §3",
+)
 KEEP = Param(
-    "keep", float, 0.5, "probability that an ablation keeps each shown passage", minimum=0.01,
-    maximum=0.99, section="ContextCite §3",
-)  # fmt: skip
+    "keep",
+    float,
+    0.5,
+    "probability that an ablation keeps each shown passage",
+    minimum=0.01,
+    maximum=0.99,
+    section="ContextCite §3",
+)
 MASK_SEED = Param(
-    "seed", int, 0, "seed of the ablation masks (with the instance id)", minimum=0,
+    "seed",
+    int,
+    0,
+    "seed of the ablation masks (with the instance id)",
+    minimum=0,
     section="issue 40",
-)  # fmt: skip
+)
 TARGET = Param(
-    "target", str, "retention", "what the surrogate predicts per ablated call: retention "
+    "target",
+    str,
+    "retention",
+    "what the surrogate predicts per ablated call: retention "
     "(answer F1 against the unablated answer; the default), logprob (needs forced-continuation "
     "scoring: no backend here has it) or correct (the score field against gold)",
-    choices=TARGETS, section="issue 40 item 2",
-)  # fmt: skip
+    choices=TARGETS,
+    section="issue 40 item 2",
+)
 #: What an attribution run plans (``run-attribution`` flags after the retrieval ones).
 RUN_PARAMS = (CONDITION, ABLATIONS, KEEP, MASK_SEED, TARGET)
 #: Chunks shown in the ``retrieved`` condition (the four-condition protocol's default, 3).
 RETRIEVED_TOP_K = Param(
-    "top_k", int, TOP_K.default, "chunks of the retrieved condition", minimum=TOP_K.minimum,
-    maximum=TOP_K.maximum, section="seed 000 §6.1",
-)  # fmt: skip
+    "top_k",
+    int,
+    TOP_K.default,
+    "chunks of the retrieved condition",
+    minimum=TOP_K.minimum,
+    maximum=TOP_K.maximum,
+    section="seed 000 §6.1",
+)
 
 
 def ablation_variant(index: int) -> str:
@@ -232,10 +258,18 @@ def plan_attribution(
     """
     condition = CONDITION.coerce(condition)
     ablations, keep, seed = ABLATIONS.coerce(ablations), KEEP.coerce(keep), MASK_SEED.coerce(seed)
-    items = list(shown) if shown is not None else shown_evidence(
-        instance, condition, retriever=retriever, top_k=top_k, chunk_size=chunk_size,
-        overlap=overlap,
-    )  # fmt: skip
+    items = (
+        list(shown)
+        if shown is not None
+        else shown_evidence(
+            instance,
+            condition,
+            retriever=retriever,
+            top_k=top_k,
+            chunk_size=chunk_size,
+            overlap=overlap,
+        )
+    )
     items = evidence_items(items)
     order = shown_passage_ids(items)
     if not order:
@@ -289,8 +323,14 @@ def plan_topk_drop(
     order = shown_passage_ids(items)
     drop = list(ranked_ids[:k])
     mask = [pid not in drop for pid in order]
-    meta = {"seed": seed, "keep": keep, "k": int(k), "dropped": drop, "mask": mask_text(mask),
-            "kept": [pid for pid, m in zip(order, mask, strict=True) if m]}  # fmt: skip
+    meta = {
+        "seed": seed,
+        "keep": keep,
+        "k": int(k),
+        "dropped": drop,
+        "mask": mask_text(mask),
+        "kept": [pid for pid, m in zip(order, mask, strict=True) if m],
+    }
     return _call(instance, condition, _kept_items(items, set(drop)), topk_variant(k), meta)
 
 
@@ -322,9 +362,11 @@ def attribution_settings(
 
 #: Which instances a run attributes: the first N, or ids (comma-separated).
 INSTANCES = Param(
-    "instances", str, None, "the first N instances, or instance ids (comma-separated); "
-    "default every instance",
-)  # fmt: skip
+    "instances",
+    str,
+    None,
+    "the first N instances, or instance ids (comma-separated); default every instance",
+)
 
 
 def pick_instances(instances: Sequence[Instance], spec: str | None) -> list[Instance]:
@@ -388,9 +430,15 @@ def plan_run(
     look = {"retriever": retriever, "top_k": top_k, "chunk_size": chunk_size, "overlap": overlap}
     shown = {i.instance_id: shown_evidence(i, cond, **look) for i in instances}
     calls = [
-        call for i in instances for call in plan_attribution(
-            i, condition=cond, ablations=settings["ablations"], keep=settings["keep"],
-            seed=settings["seed"], shown=shown[i.instance_id],
+        call
+        for i in instances
+        for call in plan_attribution(
+            i,
+            condition=cond,
+            ablations=settings["ablations"],
+            keep=settings["keep"],
+            seed=settings["seed"],
+            shown=shown[i.instance_id],
         )
-    ]  # fmt: skip
+    ]
     return shown, calls

@@ -56,9 +56,19 @@ __all__ = [
 
 #: Columns of the per-passage frame.
 PASSAGE_COLUMNS = (
-    "run", "condition", "instance_id", "passage_id", "position", "weight", "ci_low", "ci_high",
-    "causal", "gold", "cited", "note",
-)  # fmt: skip
+    "run",
+    "condition",
+    "instance_id",
+    "passage_id",
+    "position",
+    "weight",
+    "ci_low",
+    "ci_high",
+    "causal",
+    "gold",
+    "cited",
+    "note",
+)
 
 
 class AttributionResult:
@@ -120,16 +130,28 @@ def analyze(
     tables = ablation_tables(preds, settings["target"], settings["score_field"])
     corr = _full_scores(preds, settings["score_field"])
     fitted = [t for t in tables if not t.reason]
-    fits = dict(zip((t.instance_id for t in fitted),
-                    fit_surrogates([(t.passages, t.masks, t.y) for t in fitted], n_boot=n_boot,
-                                   seed=seed, keys=[t.instance_id for t in fitted]),
-                    strict=True))  # fmt: skip
+    fits = dict(
+        zip(
+            (t.instance_id for t in fitted),
+            fit_surrogates(
+                [(t.passages, t.masks, t.y) for t in fitted],
+                n_boot=n_boot,
+                seed=seed,
+                keys=[t.instance_id for t in fitted],
+            ),
+            strict=True,
+        )
+    )
     dataset = row.get("dataset_id")
     ids = [t.instance_id for t in tables]
-    gold = {
-        i.instance_id: {p.passage_id for p in i.passages if p.is_gold}
-        for i in store.load_instances(dataset, ids)
-    } if ids and dataset in store.dataset_names() else {}  # fmt: skip
+    gold = (
+        {
+            i.instance_id: {p.passage_id for p in i.passages if p.is_gold}
+            for i in store.load_instances(dataset, ids)
+        }
+        if ids and dataset in store.dataset_names()
+        else {}
+    )
     meta = _instance_meta(store, dataset, ids)
     prow, irow = [], []
     for t in tables:
@@ -141,8 +163,22 @@ def analyze(
             hi = float(s.ci_high[j]) if s is not None else math.nan
             causal = bool(lo > 0) if math.isfinite(lo) else None
             note = s.notes[j] if s is not None else t.reason
-            prow.append((run, t.condition, t.instance_id, pid, j + 1, w, lo, hi, causal,
-                         pid in g, pid in t.full_cited, note))  # fmt: skip
+            prow.append(
+                (
+                    run,
+                    t.condition,
+                    t.instance_id,
+                    pid,
+                    j + 1,
+                    w,
+                    lo,
+                    hi,
+                    causal,
+                    pid in g,
+                    pid in t.full_cited,
+                    note,
+                )
+            )
         irow.append(_instance_row(t, s, g, corr.get(t.instance_id), meta.get(t.instance_id, {})))
     passages = pd.DataFrame(prow, columns=list(PASSAGE_COLUMNS))
     instances = pd.DataFrame(irow)
@@ -153,8 +189,10 @@ def _full_scores(preds: pd.DataFrame, field: str) -> dict[str, float]:
     if preds.empty or field not in preds.columns:
         return {}
     full = preds[preds["variant"] == "full"]
-    return {r.instance_id: float(v) if pd.notna(v := getattr(r, field)) else math.nan
-            for r in full.itertuples(index=False)}  # fmt: skip
+    return {
+        r.instance_id: float(v) if pd.notna(v := getattr(r, field)) else math.nan
+        for r in full.itertuples(index=False)
+    }
 
 
 def _instance_meta(store: Store, dataset: Any, ids: Sequence[str]) -> dict[str, dict]:
@@ -170,15 +208,21 @@ def _instance_row(
     t: Ablations, s: Any, gold: set[str], correct: float | None, meta: dict
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
-        "instance_id": t.instance_id, "condition": t.condition, "n": s.n if s else 0,
-        "n_failed": t.n_failed, "n_planned": t.n_planned, "full_answer": t.full_answer,
-        "full_failed": t.full_failed, "correct": correct if correct is not None else math.nan,
-        "full_target": t.full_target, "lds": s.lds if s else math.nan,
+        "instance_id": t.instance_id,
+        "condition": t.condition,
+        "n": s.n if s else 0,
+        "n_failed": t.n_failed,
+        "n_planned": t.n_planned,
+        "full_answer": t.full_answer,
+        "full_failed": t.full_failed,
+        "correct": correct if correct is not None else math.nan,
+        "full_target": t.full_target,
+        "lds": s.lds if s else math.nan,
         "alpha": s.alpha if s else math.nan,
         "always_kept": sum(n == "always kept" for n in s.notes) if s else 0,
         "always_dropped": sum(n == "always dropped" for n in s.notes) if s else 0,
         "reason": t.reason or (s.reason if s else ""),
-    }  # fmt: skip
+    }
     for k in (1, 2):
         dropped, y = t.drops.get(k, ((), math.nan))
         row[f"top{k}"] = ",".join(dropped)
@@ -191,8 +235,9 @@ def _instance_row(
         top = s.passages[j] if w[j] > 0 else None
         pos = np.where(np.isfinite(s.weights) & (s.weights > 0), s.weights, 0.0)
         if pos.sum() > 0:
-            share = float(sum(v for pid, v in zip(s.passages, pos, strict=True) if pid in gold)
-                          / pos.sum())  # fmt: skip
+            share = float(
+                sum(v for pid, v in zip(s.passages, pos, strict=True) if pid in gold) / pos.sum()
+            )
     row["top_passage"] = top
     row["top_is_gold"] = (top in gold) if top is not None else None
     row["gold_share"] = share
@@ -213,21 +258,26 @@ def cited_vs_causal(passages: pd.DataFrame) -> dict[str, Any]:
         causal_not_cited: [[instance, passage]]}``.
     """
     known = passages[passages["causal"].notna()] if len(passages) else passages
-    out: dict[str, Any] = {"n": int(len(known)),
-                           "undetermined": int(len(passages) - len(known))}  # fmt: skip
+    out: dict[str, Any] = {"n": int(len(known)), "undetermined": int(len(passages) - len(known))}
     out["cells"] = _cells(known)
     out["by_condition"] = []
-    for cond, grp in (known.groupby("condition", sort=True) if len(known) else []):
+    for cond, grp in known.groupby("condition", sort=True) if len(known) else []:
         cells = _cells(grp)
         cited = cells["cited_causal"] + cells["cited_not_causal"]
         causal = cells["cited_causal"] + cells["not_cited_causal"]
-        out["by_condition"].append({
-            "condition": cond, "n": int(len(grp)), **cells,
-            "p_causal_given_cited": cells["cited_causal"] / cited if cited else None,
-            "p_cited_given_causal": cells["cited_causal"] / causal if causal else None,
-        })  # fmt: skip
-    for name, cited, causal in (("cited_not_causal", True, False),
-                                ("causal_not_cited", False, True)):  # fmt: skip
+        out["by_condition"].append(
+            {
+                "condition": cond,
+                "n": int(len(grp)),
+                **cells,
+                "p_causal_given_cited": cells["cited_causal"] / cited if cited else None,
+                "p_cited_given_causal": cells["cited_causal"] / causal if causal else None,
+            }
+        )
+    for name, cited, causal in (
+        ("cited_not_causal", True, False),
+        ("causal_not_cited", False, True),
+    ):
         sel = known
         if len(known):
             sel = known[(known["cited"] == cited) & (known["causal"] == causal)]
@@ -237,8 +287,9 @@ def cited_vs_causal(passages: pd.DataFrame) -> dict[str, Any]:
 
 def _cells(frame: pd.DataFrame) -> dict[str, int]:
     if not len(frame):
-        return dict.fromkeys(("cited_causal", "cited_not_causal", "not_cited_causal",
-                              "not_cited_not_causal"), 0)  # fmt: skip
+        return dict.fromkeys(
+            ("cited_causal", "cited_not_causal", "not_cited_causal", "not_cited_not_causal"), 0
+        )
     cited = frame["cited"].astype(bool).to_numpy()
     causal = frame["causal"].astype(bool).to_numpy()
     return {
@@ -249,9 +300,7 @@ def _cells(frame: pd.DataFrame) -> dict[str, int]:
     }
 
 
-def gold_reliance(
-    instances: pd.DataFrame, n_boot: int = 2000, seed: int = 42
-) -> dict[str, Any]:
+def gold_reliance(instances: pd.DataFrame, n_boot: int = 2000, seed: int = 42) -> dict[str, Any]:
     """Mean gold share of positive weight, overall and by :data:`GROUPS`, with bootstrap CIs.
 
     Returns:
@@ -272,8 +321,13 @@ def gold_reliance(
         rows = []
         for value, grp in instances.groupby(col, sort=True, dropna=False):
             v = grp["gold_share"].astype(float)
-            rows.append({"value": value, **bootstrap_mean_ci(v.to_numpy(), n_boot, seed),
-                         "undefined": int(v.isna().sum())})  # fmt: skip
+            rows.append(
+                {
+                    "value": value,
+                    **bootstrap_mean_ci(v.to_numpy(), n_boot, seed),
+                    "undefined": int(v.isna().sum()),
+                }
+            )
         out["groups"][col] = rows
     return out
 
@@ -290,8 +344,7 @@ def cuer_agreement(store: Store, result: AttributionResult, cuer_run: str) -> di
     if "param" in rem.columns:
         rem = rem[(rem["operator"] == "remove") | rem["param"].astype(str).isin(["1", "2"])]
     w = result.passages.dropna(subset=["weight"])
-    joined = rem.merge(w, left_on=["instance_id", "target"],
-                       right_on=["instance_id", "passage_id"])  # fmt: skip
+    joined = rem.merge(w, left_on=["instance_id", "target"], right_on=["instance_id", "passage_id"])
     joined = joined.drop_duplicates(["instance_id", "passage_id"])
     rho = spearman(joined["weight"], joined["delta_f1"]) if len(joined) else math.nan
     return {
@@ -299,8 +352,10 @@ def cuer_agreement(store: Store, result: AttributionResult, cuer_run: str) -> di
         "n_pairs": int(len(joined)),
         "n_instances": int(joined["instance_id"].nunique()) if len(joined) else 0,
         "spearman": rho if math.isfinite(rho) else None,
-        "pairs": [[r.instance_id, r.passage_id, float(r.weight), float(r.delta_f1)]
-                  for r in joined.itertuples(index=False)],  # fmt: skip
+        "pairs": [
+            [r.instance_id, r.passage_id, float(r.weight), float(r.delta_f1)]
+            for r in joined.itertuples(index=False)
+        ],
     }
 
 
@@ -337,9 +392,11 @@ def attribution_report(
         "n_instances": int(len(inst)),
         "n_fitted": int(len(fitted)),
         "not_fitted": {str(k): int(v) for k, v in reasons.items()},
-        "calls": {"ablations": int(inst["n_planned"].sum()) if len(inst) else 0,
-                  "failed": int(inst["n_failed"].sum()) if len(inst) else 0,
-                  "full_failed": int(inst["full_failed"].sum()) if len(inst) else 0},
+        "calls": {
+            "ablations": int(inst["n_planned"].sum()) if len(inst) else 0,
+            "failed": int(inst["n_failed"].sum()) if len(inst) else 0,
+            "full_failed": int(inst["full_failed"].sum()) if len(inst) else 0,
+        },
         "lds": {
             "median": float(lds.median()) if lds.notna().any() else None,
             "threshold": lds_low,
@@ -348,12 +405,17 @@ def attribution_report(
         },
         "masks": {  # small-sample honesty: what the masks cannot say
             "instances_with_a_passage_always_kept": int((inst["always_kept"] > 0).sum())
-            if len(inst) else 0,
+            if len(inst)
+            else 0,
             "instances_with_a_passage_always_dropped": int((inst["always_dropped"] > 0).sum())
-            if len(inst) else 0,
+            if len(inst)
+            else 0,
         },
-        "top_gold": {"n_correct": int(len(correct)), "top_is_gold": hits,
-                     "rate": hits / len(correct) if len(correct) else None},
+        "top_gold": {
+            "n_correct": int(len(correct)),
+            "top_is_gold": hits,
+            "rate": hits / len(correct) if len(correct) else None,
+        },
         "top_drop": {
             str(k): _mean(fitted[f"top{k}_drop"]) if len(fitted) else None for k in (1, 2)
         },
@@ -362,7 +424,7 @@ def attribution_report(
         "agreement": cuer_agreement(store, res, cuer_run) if cuer_run else None,
         "instances": inst.to_dict("records"),
         "passages": res.passages.to_dict("records"),
-    }  # fmt: skip
+    }
 
 
 def _mean(s: pd.Series) -> float | None:

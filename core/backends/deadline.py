@@ -113,8 +113,9 @@ class _Backend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        stream = self._inner.connect_tcp(host, port, _left(timeout, httpcore.ConnectTimeout),
-                                         local_address, socket_options)  # fmt: skip
+        stream = self._inner.connect_tcp(
+            host, port, _left(timeout, httpcore.ConnectTimeout), local_address, socket_options
+        )
         return _Stream(stream)
 
     def connect_unix_socket(

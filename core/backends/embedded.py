@@ -177,8 +177,14 @@ class EmbeddedReader:
             return None
         if self._pool is None or self._pool.size != int(size):
             self.close()
-            factory = partial(EmbeddedReader, self.model, threshold=self.threshold, k1=self.k1,
-                              b=self.b, workers=False)  # fmt: skip
+            factory = partial(
+                EmbeddedReader,
+                self.model,
+                threshold=self.threshold,
+                k1=self.k1,
+                b=self.b,
+                workers=False,
+            )
             self._pool = ReaderPool(factory, size)
         return self._pool
 

@@ -115,8 +115,14 @@ _SETTINGS = (
 
 #: The reply's numbers the ``ollama`` client checks as integers (pydantic refuses one beyond
 #: 64 bits or with a fraction): kept aside as given, for the engine's range check.
-_COUNTS = ("prompt_eval_count", "eval_count", "total_duration", "load_duration",
-           "prompt_eval_duration", "eval_duration")  # fmt: skip
+_COUNTS = (
+    "prompt_eval_count",
+    "eval_count",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_duration",
+    "eval_duration",
+)
 
 
 def _odd_count(value: Any) -> bool:
@@ -308,8 +314,14 @@ def _token_dict(lp: Any) -> dict[str, Any]:
 #: The client's TypeError for a reply body that is not an object ("... must be a mapping, not
 #: list") and the JSON kind of each Python type it names.
 _NOT_A_MAPPING = re.compile(r"must be a mapping, not (\w+)")
-_JSON_OF: dict[str, Any] = {"list": [], "NoneType": None, "str": "", "int": 0, "float": 0.0,
-                            "bool": False}  # fmt: skip
+_JSON_OF: dict[str, Any] = {
+    "list": [],
+    "NoneType": None,
+    "str": "",
+    "int": 0,
+    "float": 0.0,
+    "bool": False,
+}
 
 
 @dataclass
@@ -422,8 +434,7 @@ class OllamaBackend:
         # the call's deadline bounds every socket operation (--timeout: the whole call), and
         # a redirect is never followed (the prompt goes to the host the user named, only)
         transport = http_transport(limits, self._tls)
-        return _Client(host=url, timeout=self._timeout, transport=transport,
-                       follow_redirects=False)  # fmt: skip
+        return _Client(host=url, timeout=self._timeout, transport=transport, follow_redirects=False)
 
     def size_pool(self, size: int) -> None:
         """Keep ``size`` HTTP connections per host (the engine passes its concurrency).
@@ -508,8 +519,9 @@ class OllamaBackend:
             )
         return last_resort_error(exc, url)
 
-    def _chat(self, host: _Host, messages: Sequence[Message], opts: Mapping[str, Any],
-              logprobs: bool) -> Any:  # fmt: skip
+    def _chat(
+        self, host: _Host, messages: Sequence[Message], opts: Mapping[str, Any], logprobs: bool
+    ) -> Any:
         """One ``/api/chat`` call through the ``ollama`` client; its checked ``ChatResponse``.
 
         Raises :class:`BackendError` (mapped; the client's pydantic model checks the fields).
@@ -610,8 +622,9 @@ class OllamaBackend:
         latency_ms = (time.perf_counter() - t0) * 1e3
         host = used[-1]
         plain = getattr(resp, "plain_logprobs", None)
-        tokens = (plain if plain is not None else
-                  [_token_dict(lp) for lp in (resp.logprobs or [])]) or None  # fmt: skip
+        tokens = (
+            plain if plain is not None else [_token_dict(lp) for lp in (resp.logprobs or [])]
+        ) or None
         error = None
         n_prompt = _count(resp, "prompt_eval_count")
         if isinstance(n_prompt, int) and self.num_ctx <= n_prompt < 2**31:  # else: range check

@@ -106,24 +106,41 @@ def _context(prompt_chars: int, size: int | None, where: str) -> list[Problem]:
     bound = math.floor(prompt_chars / DEFAULT_CHARS_PER_TOKEN)
     typical = math.ceil(prompt_chars / TYPICAL_CHARS_PER_TOKEN)
     if bound >= size:
-        return [Problem("context", (
-            f"the longest prompt has at least {bound:,} tokens ({prompt_chars:,} characters / "
-            f"{DEFAULT_CHARS_PER_TOKEN:g}), over the context of {size:,} ({where}): its calls "
-            "will fail; raise num_ctx or shorten the plan"
-        ))]  # fmt: skip
+        return [
+            Problem(
+                "context",
+                (
+                    f"the longest prompt has at least {bound:,} tokens ({prompt_chars:,} "
+                    "characters / "
+                    f"{DEFAULT_CHARS_PER_TOKEN:g}), over the context of {size:,} ({where}): its "
+                    "calls "
+                    "will fail; raise num_ctx or shorten the plan"
+                ),
+            )
+        ]
     if typical >= size:
-        return [Problem("context", (
-            f"the longest prompt has about {typical:,} tokens ({prompt_chars:,} characters / "
-            f"{TYPICAL_CHARS_PER_TOKEN:g}), over the context of {size:,} ({where}): it may not "
-            "fit; raise num_ctx, or launch anyway"
-        ))]  # fmt: skip
+        return [
+            Problem(
+                "context",
+                (
+                    f"the longest prompt has about {typical:,} tokens ({prompt_chars:,} "
+                    "characters / "
+                    f"{TYPICAL_CHARS_PER_TOKEN:g}), over the context of {size:,} ({where}): it "
+                    "may not "
+                    "fit; raise num_ctx, or launch anyway"
+                ),
+            )
+        ]
     return []
 
 
 def _ollama(
-    model: str, hosts: Sequence[str] | None, prompt_chars: int, num_ctx: int | None,
+    model: str,
+    hosts: Sequence[str] | None,
+    prompt_chars: int,
+    num_ctx: int | None,
     timeout_s: float,
-) -> list[Problem]:  # fmt: skip
+) -> list[Problem]:
     # imported here: the ollama client and httpx are slow imports, needed only for this backend
     import httpx
     import ollama
@@ -143,10 +160,16 @@ def _ollama(
         pulled = row["models"]
         if model not in pulled and f"{model}:latest" not in pulled:
             have = ", ".join(pulled[:10]) or "none"
-            problems.append(Problem("model", (
-                f"model {model!r} is not pulled on {url} (pulled: {have}): run `ollama pull "
-                f"{model}`"
-            )))  # fmt: skip
+            problems.append(
+                Problem(
+                    "model",
+                    (
+                        f"model {model!r} is not pulled on {url} (pulled: {have}): run `ollama "
+                        "pull "
+                        f"{model}`"
+                    ),
+                )
+            )
             continue
         size = int(num_ctx or DEFAULT_NUM_CTX)
         where = f"num_ctx={size}" + ("" if num_ctx else ", the run default")
@@ -198,10 +221,16 @@ def _openai_one(
     try:
         r = httpx.get(f"{url}/models", headers=headers, timeout=timeout_s)
     except httpx.ConnectError:
-        return [Problem("server", (
-            f"cannot reach the OpenAI-compatible server at {url}: start it (e.g. `vllm serve "
-            "MODEL`) or fix the base URL"
-        ))]  # fmt: skip
+        return [
+            Problem(
+                "server",
+                (
+                    f"cannot reach the OpenAI-compatible server at {url}: start it (e.g. `vllm "
+                    "serve "
+                    "MODEL`) or fix the base URL"
+                ),
+            )
+        ]
     except httpx.HTTPError as exc:
         return [Problem("server", f"no answer from {url}/models: {type(exc).__name__}")]
     if r.status_code != 200:

@@ -85,8 +85,10 @@ class _Worker:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "core.backends.worker_process", str(req_r), str(rep_w)],
-                pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, cwd=_ROOT,
-            )  # fmt: skip
+                pass_fds=(req_r, rep_w),
+                stdin=subprocess.DEVNULL,
+                cwd=_ROOT,
+            )
         finally:
             os.close(req_r)
             os.close(rep_w)
@@ -237,4 +239,3 @@ def serve(read_fd: int, write_fd: int) -> None:
         except (EOFError, OSError):
             return
         outbox.send((seq, reader.generate(messages)))
-

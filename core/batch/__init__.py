@@ -21,9 +21,21 @@ from typing import Any
 # Public name -> the module that defines it.
 _WHERE = {
     **dict.fromkeys(
-        ("BatchFileError", "MAX_TOKENS", "ResultLine", "URL", "custom_id", "judge_custom_id",
-         "parse_custom_id", "parse_judge_custom_id", "read_results", "request_line",
-         "request_options", "result_line", "shard_paths"),
+        (
+            "BatchFileError",
+            "MAX_TOKENS",
+            "ResultLine",
+            "URL",
+            "custom_id",
+            "judge_custom_id",
+            "parse_custom_id",
+            "parse_judge_custom_id",
+            "read_results",
+            "request_line",
+            "request_options",
+            "result_line",
+            "shard_paths",
+        ),
         "files",
     ),
     **dict.fromkeys(

@@ -114,8 +114,9 @@ def parse_custom_id(text: str) -> tuple[str, str, str, str]:
     return run, inst, cond, variant
 
 
-def judge_custom_id(run_id: str, target_run: str, instance_id: str, condition: str,
-                    item: str) -> str:  # fmt: skip
+def judge_custom_id(
+    run_id: str, target_run: str, instance_id: str, condition: str, item: str
+) -> str:
     """The ``custom_id`` of a judge call: ``judge_run/target_run/instance/condition/item``.
 
     The judgment's key (:attr:`core.judges.runs.PlannedJudgment.key`) after its run, encoded

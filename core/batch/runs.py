@@ -174,8 +174,7 @@ def export_batch(
             stored_all = store.prediction_keys(name, con=con)
             stored = store.prediction_keys(name, ok_only=True, con=con)
         todo = [c for c in calls if (c.instance_id, c.condition, c.variant) not in stored]
-        lines = [(custom_id(name, c.instance_id, c.condition, c.variant), c.messages)
-                 for c in todo]  # fmt: skip
+        lines = [(custom_id(name, c.instance_id, c.condition, c.variant), c.messages) for c in todo]
         files = write_request_files(
             lines, backend.model, {**backend.options, **(options or {})}, out, shard_size
         )
@@ -186,8 +185,9 @@ def export_batch(
                     drop_batch_calls(con, name)  # a deleted run's calls are not this run's
                 save_batch_calls(con, [_call_row(name, c) for c in todo])
                 if todo:
-                    store.save_run({"run_id": name, "status": WAITING, "n_planned": n_planned},
-                                   con=con)  # fmt: skip
+                    store.save_run(
+                        {"run_id": name, "status": WAITING, "n_planned": n_planned}, con=con
+                    )
         except BaseException:
             for path in files:  # the calls are not recorded: their files would not import
                 path.unlink(missing_ok=True)
@@ -381,26 +381,35 @@ def _plan_attribution(
     answers (:func:`core.attribution.metrics.plan_drops`).
     """
     settings = attribution_settings(
-        s.get("condition", "full_context"), s.get("ablations", 32), s.get("keep", 0.5),
-        s.get("mask_seed", 0), s.get("target", "retention"), s.get("instances"),
-    )  # fmt: skip
+        s.get("condition", "full_context"),
+        s.get("ablations", 32),
+        s.get("keep", 0.5),
+        s.get("mask_seed", 0),
+        s.get("target", "retention"),
+        s.get("instances"),
+    )
     settings["score_field"] = SCORE_FIELD.coerce(s.get("score_field") or SCORE_FIELD.default)
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
     look = {k: s[k] for k in ("retriever", "top_k", "chunk_size", "overlap") if k in s}
     chosen = pick_instances(store.load_instances(dataset), s.get("instances"))
     open_run(
-        store, backend, name, dataset, retrieval=run_config(settings, **look),
-        conditions=(settings["condition"],), kind="attribution",
-    )  # fmt: skip
+        store,
+        backend,
+        name,
+        dataset,
+        retrieval=run_config(settings, **look),
+        conditions=(settings["condition"],),
+        kind="attribution",
+    )
     shown, calls = plan_run(chosen, settings, **look)
     stored = store.prediction_keys(name, ok_only=True)
     if any((c.instance_id, c.condition, c.variant) not in stored for c in calls):
         return calls, "ablations"
-    tables = ablation_tables(store.prediction_rows(name), settings["target"],
-                             settings["score_field"])  # fmt: skip
-    return plan_drops(chosen, shown, tables, seed=settings["seed"],
-                      keep=settings["keep"]), "drops"  # fmt: skip
+    tables = ablation_tables(
+        store.prediction_rows(name), settings["target"], settings["score_field"]
+    )
+    return plan_drops(chosen, shown, tables, seed=settings["seed"], keep=settings["keep"]), "drops"
 
 
 def _plan_probes(

@@ -24,13 +24,31 @@ from core.store.connection import missing_store_message
 from core.store.datasets import WITH_RUNS
 
 __all__ = [
-    "Groups", "MODULES", "add_db", "add_with_runs", "open_store", "print_json", "split_csv",
-]  # fmt: skip
+    "Groups",
+    "MODULES",
+    "add_db",
+    "add_with_runs",
+    "open_store",
+    "print_json",
+    "split_csv",
+]
 
 #: Command modules, registered in this order (``core.commands.<name>``).
 MODULES = (
-    "report", "run", "interventions", "dolce", "coverage", "judge", "export", "serve",
-    "setup", "batch", "annotate", "store", "numbers", "attribution",
+    "report",
+    "run",
+    "interventions",
+    "dolce",
+    "coverage",
+    "judge",
+    "export",
+    "serve",
+    "setup",
+    "batch",
+    "annotate",
+    "store",
+    "numbers",
+    "attribution",
 )
 
 
@@ -64,17 +82,18 @@ def add_db(p: argparse.ArgumentParser) -> None:
 def add_with_runs(p: argparse.ArgumentParser) -> None:
     """Add ``--with-runs``: what ``--replace`` does to a replaced dataset's runs (issue 35)."""
     p.add_argument(
-        "--with-runs", choices=WITH_RUNS, default=None,
+        "--with-runs",
+        choices=WITH_RUNS,
+        default=None,
         help="with --replace, when the dataset has runs: drop (delete them with it) or "
         "keep-orphans (keep them; `score` lists them as run on a changed dataset); "
         "without it such a replace is refused",
-    )  # fmt: skip
+    )
 
 
 #: Commands that only read the store: a missing ``--db`` is an error, never created (issue 36
 #: item 8). ``(command, action)``; action None: every action of the command.
-READ_ONLY_COMMANDS = {("datasets", None), ("report", None), ("export", None),
-                      ("store", "export")}  # fmt: skip
+READ_ONLY_COMMANDS = {("datasets", None), ("report", None), ("export", None), ("store", "export")}
 
 
 def open_store(args: argparse.Namespace) -> Store:
@@ -88,7 +107,9 @@ def open_store(args: argparse.Namespace) -> Store:
     path = Path(args.db if args.db is not None else default_db_path()).expanduser()
     command = getattr(args, "command", None)
     reads = (command, None) in READ_ONLY_COMMANDS or (
-        command, getattr(args, "store_command", None)) in READ_ONLY_COMMANDS
+        command,
+        getattr(args, "store_command", None),
+    ) in READ_ONLY_COMMANDS
     if reads and not path.exists():
         raise StoreError(missing_store_message(path))
     return Store(path)

@@ -122,10 +122,14 @@ def _cmd_judges(args: argparse.Namespace) -> int:
     if args.json:
         print_json(json_plain(rep))
         return 0
-    judges = ", ".join(f"{r} ({v['rated']} rated, {v['failed']} failed calls left out)"
-                       for r, v in rep["judges"].items())  # fmt: skip
-    print(f"agreement of judge runs (rubric {rep['rubric']}, scale {rep['scale'][0]}-"
-          f"{rep['scale'][-1]}): {judges}")  # fmt: skip
+    judges = ", ".join(
+        f"{r} ({v['rated']} rated, {v['failed']} failed calls left out)"
+        for r, v in rep["judges"].items()
+    )
+    print(
+        f"agreement of judge runs (rubric {rep['rubric']}, scale {rep['scale'][0]}-"
+        f"{rep['scale'][-1]}): {judges}"
+    )
     for p in rep["pairs"]:
         if "labels" not in p:
             print(f"{p['rater_a']} vs {p['rater_b']}: n {p['n']}; kappa n/a ({p['kappa_note']})")
@@ -145,9 +149,11 @@ def _cmd_judges(args: argparse.Namespace) -> int:
             print(f"  {label:>6}" + "".join(f" {v:>5}" for v in row))
     multi = rep["all_raters"]
     if multi is not None:
-        print(f"all {len(multi['raters'])} judges, n {multi['n']}: Fleiss' kappa "
-              f"{_fmt(multi['fleiss_kappa'])}, Krippendorff's alpha (ordinal) "
-              f"{_fmt(multi['krippendorff_alpha'])}")  # fmt: skip
+        print(
+            f"all {len(multi['raters'])} judges, n {multi['n']}: Fleiss' kappa "
+            f"{_fmt(multi['fleiss_kappa'])}, Krippendorff's alpha (ordinal) "
+            f"{_fmt(multi['krippendorff_alpha'])}"
+        )
         for note in (multi["fleiss_note"], multi["alpha_note"]):
             if note:
                 print(f"  {note}")
@@ -205,15 +211,18 @@ def register(groups: Groups) -> None:
     ex.add_argument("--out", type=Path, required=True, help="the CSV file to write")
     ex.add_argument("--rubric", default=DEFAULT_RUBRIC, choices=sorted(RUBRICS), help=_RUBRIC_HELP)
     ex.add_argument(
-        "--include-success", action="store_true",
+        "--include-success",
+        action="store_true",
         help="also sample correct predictions (rule label success) as their own strata; the "
         "paper's sample is failures only",
-    )  # fmt: skip
+    )
     ex.add_argument(
-        "--passage-chars", type=int, default=None,
+        "--passage-chars",
+        type=int,
+        default=None,
         help="cut each shown passage to this many characters (default: whole; a full-context "
         "cell can pass a spreadsheet's 32,767-character limit)",
-    )  # fmt: skip
+    )
     add_db(ex)
     ex.set_defaults(handler=_cmd_export)
 
@@ -224,18 +233,21 @@ def register(groups: Groups) -> None:
     im.add_argument("file", type=Path, help="the exported CSV with the label column filled")
     im.add_argument("--run", required=True, help="the run the sample was drawn from")
     im.add_argument(
-        "--annotator", required=True,
+        "--annotator",
+        required=True,
         help=f"the annotator's name (letters, digits, _.@-; not '{RULE_RATER}')",
-    )  # fmt: skip
+    )
     im.add_argument("--rubric", default=DEFAULT_RUBRIC, choices=sorted(RUBRICS), help=_RUBRIC_HELP)
     im.add_argument(
-        "--replace", action="store_true",
+        "--replace",
+        action="store_true",
         help="change labels this annotator gave before (else a different label is an error)",
-    )  # fmt: skip
+    )
     im.add_argument(
-        "--allow-blank", action="store_true",
+        "--allow-blank",
+        action="store_true",
         help="skip rows with an empty label (counted) instead of failing",
-    )  # fmt: skip
+    )
     add_db(im)
     im.set_defaults(handler=_cmd_import)
 

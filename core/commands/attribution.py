@@ -39,13 +39,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return drive_run(
         args,
         lambda store, backend, **kw: run_attribution(
-            store, args.dataset, backend, name=args.name, condition=args.condition,
-            ablations=args.ablations, keep=args.keep, seed=args.mask_seed, target=args.target,
-            score_field=args.score_field, retriever=args.retriever, top_k=args.top_k,
-            chunk_size=args.chunk_size, overlap=args.overlap, instances=args.instances,
-            concurrency=args.concurrency, **kw,
+            store,
+            args.dataset,
+            backend,
+            name=args.name,
+            condition=args.condition,
+            ablations=args.ablations,
+            keep=args.keep,
+            seed=args.mask_seed,
+            target=args.target,
+            score_field=args.score_field,
+            retriever=args.retriever,
+            top_k=args.top_k,
+            chunk_size=args.chunk_size,
+            overlap=args.overlap,
+            instances=args.instances,
+            concurrency=args.concurrency,
+            **kw,
         ),
-    )  # fmt: skip
+    )
 
 
 def _fmt(x: object, digits: int = 3) -> str:
@@ -55,33 +67,51 @@ def _fmt(x: object, digits: int = 3) -> str:
 def _cmd_report(args: argparse.Namespace) -> int:
     if args.target == "logprob":
         raise ValueError(LOGPROB_UNSUPPORTED)
-    rep = json_plain(attribution_report(
-        open_store(args), args.run, target=args.target, score_field=args.score_field,
-        n_boot=args.n_boot, seed=args.boot_seed, lds_low=args.lds_low, cuer_run=args.cuer_run,
-    ))  # fmt: skip
+    rep = json_plain(
+        attribution_report(
+            open_store(args),
+            args.run,
+            target=args.target,
+            score_field=args.score_field,
+            n_boot=args.n_boot,
+            seed=args.boot_seed,
+            lds_low=args.lds_low,
+            cuer_run=args.cuer_run,
+        )
+    )
     if args.json:
         print_json(rep)
         return 0
     s = rep["settings"]
-    print(f"attribution run '{rep['run']}': condition {s.get('condition')}, target "
-          f"{s['target']}, {s.get('ablations')} ablations, keep {s.get('keep')}, seed "
-          f"{s.get('seed')}")  # fmt: skip
+    print(
+        f"attribution run '{rep['run']}': condition {s.get('condition')}, target "
+        f"{s['target']}, {s.get('ablations')} ablations, keep {s.get('keep')}, seed "
+        f"{s.get('seed')}"
+    )
     calls = rep["calls"]
-    print(f"instances {rep['n_instances']}, fitted {rep['n_fitted']}; ablated calls "
-          f"{calls['ablations']}, failed {calls['failed']} (left out, not 0); unablated "
-          f"calls failed {calls['full_failed']}")  # fmt: skip
+    print(
+        f"instances {rep['n_instances']}, fitted {rep['n_fitted']}; ablated calls "
+        f"{calls['ablations']}, failed {calls['failed']} (left out, not 0); unablated "
+        f"calls failed {calls['full_failed']}"
+    )
     for reason, n in rep["not_fitted"].items():
         print(f"  not fitted ({n}): {reason}")
     m = rep["masks"]
-    print(f"instances whose masks always kept a passage: "
-          f"{m['instances_with_a_passage_always_kept']}; always dropped one: "
-          f"{m['instances_with_a_passage_always_dropped']} (no weight for those passages)")
+    print(
+        f"instances whose masks always kept a passage: "
+        f"{m['instances_with_a_passage_always_kept']}; always dropped one: "
+        f"{m['instances_with_a_passage_always_dropped']} (no weight for those passages)"
+    )
     lds = rep["lds"]
-    print(f"LDS median {_fmt(lds['median'])}; below {lds['threshold']}: {lds['below']}; "
-          f"undefined: {lds['undefined']}")  # fmt: skip
+    print(
+        f"LDS median {_fmt(lds['median'])}; below {lds['threshold']}: {lds['below']}; "
+        f"undefined: {lds['undefined']}"
+    )
     tg = rep["top_gold"]
-    print(f"top-weighted passage is gold for {tg['top_is_gold']} of {tg['n_correct']} "
-          f"correctly answered instances ({_fmt(tg['rate'])})")  # fmt: skip
+    print(
+        f"top-weighted passage is gold for {tg['top_is_gold']} of {tg['n_correct']} "
+        f"correctly answered instances ({_fmt(tg['rate'])})"
+    )
     print(f"mean top-k drop: k=1 {_fmt(rep['top_drop']['1'])}, k=2 {_fmt(rep['top_drop']['2'])}")
     cc = rep["cited_vs_causal"]
     c = cc["cells"]
@@ -91,17 +121,23 @@ def _cmd_report(args: argparse.Namespace) -> int:
     print(f"{'not cited':12} {c['not_cited_causal']:>8} {c['not_cited_not_causal']:>8}")
     gr = rep["gold_reliance"]
     o = gr["overall"]
-    print(f"\ngold reliance: {_fmt(o['mean'])} [{_fmt(o['ci_low'])}, {_fmt(o['ci_high'])}] "
-          f"n={o['n']}, undefined (no positive weight) {gr['undefined']}")  # fmt: skip
+    print(
+        f"\ngold reliance: {_fmt(o['mean'])} [{_fmt(o['ci_low'])}, {_fmt(o['ci_high'])}] "
+        f"n={o['n']}, undefined (no positive weight) {gr['undefined']}"
+    )
     for group, rows in gr["groups"].items():
         for r in rows:
-            print(f"  {group}={r['value']}: {_fmt(r['mean'])} [{_fmt(r['ci_low'])}, "
-                  f"{_fmt(r['ci_high'])}] n={r['n']} undefined={r['undefined']}")  # fmt: skip
+            print(
+                f"  {group}={r['value']}: {_fmt(r['mean'])} [{_fmt(r['ci_low'])}, "
+                f"{_fmt(r['ci_high'])}] n={r['n']} undefined={r['undefined']}"
+            )
     ag = rep["agreement"]
     if ag is not None:
-        print(f"\nagreement with CUE-R remove ({ag['cuer_run']}): Spearman "
-              f"{_fmt(ag['spearman'])} over {ag['n_pairs']} passages of {ag['n_instances']} "
-              "instances")  # fmt: skip
+        print(
+            f"\nagreement with CUE-R remove ({ag['cuer_run']}): Spearman "
+            f"{_fmt(ag['spearman'])} over {ag['n_pairs']} passages of {ag['n_instances']} "
+            "instances"
+        )
     return 0
 
 
@@ -131,8 +167,13 @@ def register(groups: Groups) -> None:
     )
     rep.add_argument("--run", required=True, help="an attribution run")
     add_argument(rep, TARGET, default=None, help="target (default: the run's own)")
-    add_argument(rep, SCORE_FIELD, default=None, help="score of the correct target and of "
-                 "'answered correctly' (default: the run's, else soft_correct)")  # fmt: skip
+    add_argument(
+        rep,
+        SCORE_FIELD,
+        default=None,
+        help="score of the correct target and of "
+        "'answered correctly' (default: the run's, else soft_correct)",
+    )
     add_arguments(rep, REPORT_PARAMS)
     rep.add_argument("--cuer-run", help="a CUE-R run on the same dataset: agreement with remove")
     rep.add_argument("--json", action="store_true", help="print one JSON object")

@@ -160,24 +160,35 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _cmd_export_judge(args: argparse.Namespace) -> int:
     check_name("run", args.name)
     summary = export_judge_batch(
-        open_store(args), args.rubric, args.name, args.model, args.out,
-        dataset=args.dataset, run=args.run,
+        open_store(args),
+        args.rubric,
+        args.name,
+        args.model,
+        args.out,
+        dataset=args.dataset,
+        run=args.run,
         conditions=split_csv(args.conditions) if args.conditions else None,
-        passages=args.passages, seed=args.seed,
-        options=run_options("openai", args.seed, args.num_ctx), shard_size=args.shard_size,
-    )  # fmt: skip
+        passages=args.passages,
+        seed=args.seed,
+        options=run_options("openai", args.seed, args.num_ctx),
+        shard_size=args.shard_size,
+    )
     if args.json:
         print_json(summary)
         return 0
     files = summary["files"]
     head = f"batch export judge '{summary['run']}' ({summary['rubric']})"
     if not files:
-        print(f"{head}: nothing to export, {summary['already_stored']} judgments already "
-              f"stored (run {summary['status']})")  # fmt: skip
+        print(
+            f"{head}: nothing to export, {summary['already_stored']} judgments already "
+            f"stored (run {summary['status']})"
+        )
     else:
         shown = files[0] if len(files) == 1 else f"{len(files)} files {files[0]} .. {files[-1]}"
-        print(f"{head}: {summary['n_calls']} judge calls to {shown}, "
-              f"{summary['already_stored']} already stored; run {summary['status']}")  # fmt: skip
+        print(
+            f"{head}: {summary['n_calls']} judge calls to {shown}, "
+            f"{summary['already_stored']} already stored; run {summary['status']}"
+        )
     for line in summary["notes"]:
         print(f"note: {line}")
     return 0
@@ -237,7 +248,8 @@ def register(groups: Groups) -> None:
     sub = batch.add_subparsers(dest="batch_command", metavar="{export,import}", required=True)
     export = sub.add_parser("export", help="write a run's unanswered calls as a batch file")
     kinds = export.add_subparsers(
-        dest="kind", metavar="{conditions,interventions,probes,judge,attribution}",
+        dest="kind",
+        metavar="{conditions,interventions,probes,judge,attribution}",
         required=True,
     )
 
@@ -264,16 +276,29 @@ def register(groups: Groups) -> None:
     judge.add_argument("--rubric", required=True, choices=list(RUBRICS), help="the rubric")
     where = judge.add_mutually_exclusive_group(required=True)
     where.add_argument("--run", help="the run whose predictions are judged")
-    where.add_argument("--dataset", help="the dataset whose passages are judged "
-                       "(crux-answerability)")  # fmt: skip
-    judge.add_argument("--name", required=True, help="judge run id; export it again to write "
-                       "the judgments still unanswered")  # fmt: skip
-    judge.add_argument("--conditions", help="judged conditions, comma-separated (default as "
-                       "`judge RUBRIC`)")  # fmt: skip
-    judge.add_argument("--passages", default="gold", choices=("gold", "all"),
-                       help="crux-answerability: the gold passages (default) or all")  # fmt: skip
-    judge.add_argument("--backend", default="openai", choices=("openai",),
-                       help="openai: an OpenAI Batch API input file")  # fmt: skip
+    where.add_argument(
+        "--dataset", help="the dataset whose passages are judged (crux-answerability)"
+    )
+    judge.add_argument(
+        "--name",
+        required=True,
+        help="judge run id; export it again to write the judgments still unanswered",
+    )
+    judge.add_argument(
+        "--conditions", help="judged conditions, comma-separated (default as `judge RUBRIC`)"
+    )
+    judge.add_argument(
+        "--passages",
+        default="gold",
+        choices=("gold", "all"),
+        help="crux-answerability: the gold passages (default) or all",
+    )
+    judge.add_argument(
+        "--backend",
+        default="openai",
+        choices=("openai",),
+        help="openai: an OpenAI Batch API input file",
+    )
     judge.add_argument("--model", required=True, help="model name the batch runner serves")
     judge.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
     judge.add_argument(

@@ -62,18 +62,26 @@ def _fmt(v: Any, nd: int = 1) -> str:
 def _print_judged(jf: JudgedFanin) -> None:
     """Judged AC / ER / EP beside the proxies, and their correlation (issue 20)."""
     print(f"\njudged AC / ER / EP (AuthTrace judges: {', '.join(jf.judges)}) beside the proxies")
-    print(f"{'system':40} {'bucket':7} {'AC':>6} {'AC-j':>6} {'ER':>6} {'ER-j':>6} {'EP':>6} "
-          f"{'EP-j':>6} {'j-miss':>6}")  # fmt: skip
+    print(
+        f"{'system':40} {'bucket':7} {'AC':>6} {'AC-j':>6} {'ER':>6} {'ER-j':>6} {'EP':>6} "
+        f"{'EP-j':>6} {'j-miss':>6}"
+    )
     for r in jf.by_bucket.to_dict("records"):
-        pct = {m: None if r[m] is None or math.isnan(r[m]) else 100 * r[m]
-               for m in ("er", "ep", "er_judged", "ep_judged")}  # fmt: skip
+        pct = {
+            m: None if r[m] is None or math.isnan(r[m]) else 100 * r[m]
+            for m in ("er", "ep", "er_judged", "ep_judged")
+        }
         miss = max(r["ac_judged_missing"], r["er_judged_missing"])
-        print(f"{r['system']:40} {r['bucket']:7} {_fmt(r['ac']):>6} {_fmt(r['ac_judged']):>6} "
-              f"{_fmt(pct['er']):>6} {_fmt(pct['er_judged']):>6} {_fmt(pct['ep']):>6} "
-              f"{_fmt(pct['ep_judged']):>6} {miss:>6}")  # fmt: skip
+        print(
+            f"{r['system']:40} {r['bucket']:7} {_fmt(r['ac']):>6} {_fmt(r['ac_judged']):>6} "
+            f"{_fmt(pct['er']):>6} {_fmt(pct['er_judged']):>6} {_fmt(pct['ep']):>6} "
+            f"{_fmt(pct['ep_judged']):>6} {miss:>6}"
+        )
     for m, c in jf.correlation.items():
-        print(f"{m.upper()} proxy vs judged: Pearson r = {_fmt(c['pearson'], 3)}, Spearman rho = "
-              f"{_fmt(c['spearman'], 3)} over n = {c['n']} instances")  # fmt: skip
+        print(
+            f"{m.upper()} proxy vs judged: Pearson r = {_fmt(c['pearson'], 3)}, Spearman rho = "
+            f"{_fmt(c['spearman'], 3)} over n = {c['n']} instances"
+        )
     for line in jf.notes:
         print(f"note: {line}")
 
@@ -90,9 +98,12 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
         bad = [j for j in judges if kinds.get(j) != "judge"]
         if bad:
             raise ValueError(f"--judge-runs: not a stored judge run: {', '.join(bad)}")
-    options = {"points": args.points, "include_oracle": args.r_include_oracle,
-               "include_full_context": args.r_include_full_context,
-               "n_resamples": args.resamples}  # fmt: skip
+    options = {
+        "points": args.points,
+        "include_oracle": args.r_include_oracle,
+        "include_full_context": args.r_include_full_context,
+        "n_resamples": args.resamples,
+    }
     if args.score_source == "judged":
         ids = store_runs(store, runs)
         if not ids:
@@ -112,8 +123,10 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     if res.source == "judged":
-        print("judged AC (0-3 claim rubric / 3 x 100), judged ER and EP (%) per fan-in bucket "
-              "(AuthTrace judges; missing: no judged AC)")  # fmt: skip
+        print(
+            "judged AC (0-3 claim rubric / 3 x 100), judged ER and EP (%) per fan-in bucket "
+            "(AuthTrace judges; missing: no judged AC)"
+        )
     else:
         print(f"AC (100 x {res.score_field}), ER and EP (%) per fan-in bucket")
     print(f"{'system':40} {'bucket':7} {'n':>4} {'miss':>4} {'AC':>6} {'ER':>6} {'EP':>6}")
@@ -124,12 +137,17 @@ def _cmd_fanin(args: argparse.Namespace) -> int:
             f"{r['system']:40} {r['bucket']:7} {r['n']:>4} {r['missing']:>4} {_fmt(r['ac']):>6} "
             f"{_fmt(er):>6} {_fmt(ep):>6}"
         )
-    gone = [r for r in res.by_bucket.to_dict("records")
-            if r["bucket"] == "all" and (r.get("no_pack") or 0) > 0]  # fmt: skip
+    gone = [
+        r
+        for r in res.by_bucket.to_dict("records")
+        if r["bucket"] == "all" and (r.get("no_pack") or 0) > 0
+    ]
     if gone:  # answered, but what the call showed is not stored: ER / EP not measured
-        print("no evidence pack (ER / EP missing, not 0; the store does not say which passages "
-              "those calls showed): " + "; ".join(f"{r['system']} {r['no_pack']} of {r['n']}"
-                                                  for r in gone))  # fmt: skip
+        print(
+            "no evidence pack (ER / EP missing, not 0; the store does not say which passages "
+            "those calls showed): "
+            + "; ".join(f"{r['system']} {r['no_pack']} of {r['n']}" for r in gone)
+        )
     print("\nrelative degradation (AC_high - AC_single) / AC_single and construction loss")
     for r in res.degradation.to_dict("records"):
         rel = r["rel_degradation"]
@@ -161,18 +179,30 @@ def store_runs(store: Any, selectors: list[str]) -> list[str]:
 
 def _print_answer_coverage(ac: AnswerCoverage) -> None:
     """Cov(y) / Den(y) per judged pipeline and the Table 3 Kendall tau (issue 20)."""
-    print(f"\nanswer coverage Cov(y) / Den(y) (crux-coverage judgments, eta = {ac.eta:g}; "
-          f"judges: {', '.join(f'{r} = {m}' for r, m in ac.judges.items())})")  # fmt: skip
-    print(f"{'run':24} {'condition':10} {'retriever':10} {'k':>3} {'n':>4} {'unsc':>4} "
-          f"{'Cov(y)':>7} {'Den(y)':>7} {'Cov(Z)':>7} {'Den(Z)':>7}")  # fmt: skip
+    print(
+        f"\nanswer coverage Cov(y) / Den(y) (crux-coverage judgments, eta = {ac.eta:g}; "
+        f"judges: {', '.join(f'{r} = {m}' for r, m in ac.judges.items())})"
+    )
+    print(
+        f"{'run':24} {'condition':10} {'retriever':10} {'k':>3} {'n':>4} {'unsc':>4} "
+        f"{'Cov(y)':>7} {'Den(y)':>7} {'Cov(Z)':>7} {'Den(Z)':>7}"
+    )
     for r in ac.pipelines.to_dict("records"):
-        print(f"{r['run']:24} {r['condition']:10} {r['retriever'] or '-':10} {r['k']!s:>3} "
-              f"{r['n']:>4} {r['n_unscored']:>4} {_fmt(r['cov_y'], 3):>7} "
-              f"{_fmt(r['den_y'], 3):>7} {_fmt(r['cov_z'], 3):>7} "
-              f"{_fmt(r['den_z'], 3):>7}")  # fmt: skip
+        print(
+            f"{r['run']:24} {r['condition']:10} {r['retriever'] or '-':10} {r['k']!s:>3} "
+            f"{r['n']:>4} {r['n_unscored']:>4} {_fmt(r['cov_y'], 3):>7} "
+            f"{_fmt(r['den_y'], 3):>7} {_fmt(r['cov_z'], 3):>7} "
+            f"{_fmt(r['den_z'], 3):>7}"
+        )
     print("Kendall tau-b with Cov(y) (Den(Z): with Den(y)), seed 002 Table 3 layout; (n) points")
-    names = {"cov_z": "Cov(Z)", "alpha_ndcg": "a-nDCG", "recall": "Recall", "map": "MAP",
-             "ndcg": "nDCG", "den_z": "Den(Z)"}  # fmt: skip
+    names = {
+        "cov_z": "Cov(Z)",
+        "alpha_ndcg": "a-nDCG",
+        "recall": "Recall",
+        "map": "MAP",
+        "ndcg": "nDCG",
+        "den_z": "Den(Z)",
+    }
     print(f"{'k':>9} " + " ".join(f"{names[m]:>12}" for m in CONTEXT_METRICS))
     for r in ac.kendall.to_dict("records"):
         cells = [f"{_fmt(r[m], 3)} ({r[f'{m}_n']})" for m in CONTEXT_METRICS]
@@ -184,8 +214,9 @@ def _print_answer_coverage(ac: AnswerCoverage) -> None:
 def _cmd_crux(args: argparse.Namespace) -> int:
     store = open_store(args)
     chosen = split_csv(args.coverage_runs) if args.coverage_runs else None
-    answers = answer_coverage(store, args.dataset, judge_runs=chosen, judge=args.judge,
-                              eta=args.eta)  # fmt: skip
+    answers = answer_coverage(
+        store, args.dataset, judge_runs=chosen, judge=args.judge, eta=args.eta
+    )
     res = crux_report(
         store,
         args.dataset,
@@ -206,8 +237,10 @@ def _cmd_crux(args: argparse.Namespace) -> int:
             out["answer_coverage"] = answers.to_dict(with_answers=not args.no_instances)
         print_json(out)
         return 0
-    print(f"CRUX coverage of dataset '{args.dataset}' (answerability: {res.answerability_source}, "
-          f"eta = {res.eta:g})")  # fmt: skip
+    print(
+        f"CRUX coverage of dataset '{args.dataset}' (answerability: {res.answerability_source}, "
+        f"eta = {res.eta:g})"
+    )
     print(res.note)
     print(f"{'retriever':12} {'k':>5} {'n':>5} {'Cov':>6} {'a-nDCG':>7} {'Den':>6} {'tokens':>7}")
     for r in res.aggregate.to_dict("records"):
@@ -217,8 +250,9 @@ def _cmd_crux(args: argparse.Namespace) -> int:
         )
     if res.k_required:
         sizes = res.aggregate[res.aggregate["k"] == "|Z*|"]["k_mean"]
-        print(f"k = |Z*|: the required subset's size per instance (mean {_fmt(sizes.mean())} "
-              "chunks)")  # fmt: skip
+        print(
+            f"k = |Z*|: the required subset's size per instance (mean {_fmt(sizes.mean())} chunks)"
+        )
     if answers is not None:
         _print_answer_coverage(answers)
     return 0
@@ -258,10 +292,11 @@ def register(groups: Groups) -> None:
     add_argument(crux, _KS)
     crux.add_argument("--judge", default=None, help="use this judge's stored ratings")
     crux.add_argument(
-        "--coverage-runs", default=None,
+        "--coverage-runs",
+        default=None,
         help="crux-coverage judge runs giving Cov(y) / Den(y), comma-separated (default: all "
         "of the dataset's; required when two judge the same run)",
-    )  # fmt: skip
+    )
     add_argument(crux, ETA)
     add_argument(crux, CRUX_K_REQUIRED, flag="--k-required", dest="k_required")
     add_arguments(crux, (CHUNK_SIZE, OVERLAP))

@@ -40,11 +40,31 @@ from core.store import Store
 __all__ = ["dolce_fit", "dolce_report", "register", "report_lines"]
 
 _PROBLEM_KEYS = (
-    "task", "problem", "instance_id", "scenario", "dip_p", "dip_scenario", "estimator", "L",
-    "n_obs", "missing", "max_C", "lam", "k",
-    "category", "identified", "p_oracle", "log_likelihood", "lam_p", "k_p", "lam_q", "question",
-    "reasoning_type", "distractor_similarity", "context_length",
-)  # fmt: skip
+    "task",
+    "problem",
+    "instance_id",
+    "scenario",
+    "dip_p",
+    "dip_scenario",
+    "estimator",
+    "L",
+    "n_obs",
+    "missing",
+    "max_C",
+    "lam",
+    "k",
+    "category",
+    "identified",
+    "p_oracle",
+    "log_likelihood",
+    "lam_p",
+    "k_p",
+    "lam_q",
+    "question",
+    "reasoning_type",
+    "distractor_similarity",
+    "context_length",
+)
 
 
 def dolce_fit(
@@ -132,11 +152,20 @@ def _cmd_run_probes(args: argparse.Namespace) -> int:
 
     def start(store: Store, backend: Any, **kw: Any) -> _PlannedSummary:
         s = run_probes(
-            store, args.dataset, backend, name=args.name, units=args.units,
-            per_length=args.per_length, strategy=args.strategy, seed=args.seed,
-            max_spans=args.max_spans, limit=args.limit, concurrency=args.concurrency,
-            on_plan=show, **kw,
-        )  # fmt: skip
+            store,
+            args.dataset,
+            backend,
+            name=args.name,
+            units=args.units,
+            per_length=args.per_length,
+            strategy=args.strategy,
+            seed=args.seed,
+            max_spans=args.max_spans,
+            limit=args.limit,
+            concurrency=args.concurrency,
+            on_plan=show,
+            **kw,
+        )
         return _PlannedSummary(s, plan)
 
     return drive_run(args, start, label="probe run", calls="probes", model_time=False)
@@ -226,9 +255,7 @@ def register(groups: Groups) -> None:
     )
     run.add_argument("--dataset", required=True, help="stored dataset name")
     add_backend_args(run)
-    add_arguments(
-        run, (probes.UNITS_PARAM, probes.STRATEGY, probes.MAX_SPANS, probes.PER_LENGTH)
-    )
+    add_arguments(run, (probes.UNITS_PARAM, probes.STRATEGY, probes.MAX_SPANS, probes.PER_LENGTH))
     # One --seed draws the spans and seeds generation.
     add_argument(run, probes.SEED, help="span and generation seed; default 0")
     add_arguments(run, (LIMIT, CONCURRENCY, NUM_CTX))

@@ -79,9 +79,12 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
             ) from None
     runs = run_names(args.runs)
     return Selection(
-        dataset=args.dataset, runs=runs, score_field=args.score_field, filters=filters,
+        dataset=args.dataset,
+        runs=runs,
+        score_field=args.score_field,
+        filters=filters,
         options=options,
-    )  # fmt: skip
+    )
 
 
 def _settings(args: argparse.Namespace) -> ExportSettings:
@@ -95,8 +98,11 @@ def _settings(args: argparse.Namespace) -> ExportSettings:
         width=d.width if args.width is None else args.width,
         height=d.height if args.height is None else args.height,
         font_size=d.font_size if args.font_size is None else args.font_size,
-        template=args.template, scale=args.scale, float_digits=args.digits, preset=preset,
-    ).checked()  # fmt: skip
+        template=args.template,
+        scale=args.scale,
+        float_digits=args.digits,
+        preset=preset,
+    ).checked()
 
 
 def run_names(values: str | list[str] | None) -> tuple[str, ...]:
@@ -121,18 +127,23 @@ def _store_and_selection(args: argparse.Namespace, spec: Spec) -> tuple[Store, S
     store = open_store(args)
     sel = selection_from_args(args)
     declared = {param.name for param in spec.options}
-    unknown = sorted(k for k in sel.options
-                     if k not in declared and _OPTION_ALIASES.get(k) not in declared)  # fmt: skip
+    unknown = sorted(
+        k for k in sel.options if k not in declared and _OPTION_ALIASES.get(k) not in declared
+    )
     if unknown:
         valid = ", ".join(sorted(declared)) or "none"
-        raise ValueError(f"unknown --option {ellipsize(', '.join(unknown))} for "
-                         f"{spec.name}; its options: {valid}")  # fmt: skip
+        raise ValueError(
+            f"unknown --option {ellipsize(', '.join(unknown))} for "
+            f"{spec.name}; its options: {valid}"
+        )
     for param in spec.options:  # a bad --option value fails before any work, naming it
         option(sel, param)
     if sel.dataset is not None and not store.has_dataset(sel.dataset):
         names = ", ".join(store.dataset_names()) or "none"
-        raise ValueError(f"--dataset {ellipsize(sel.dataset)}: no such dataset in {store.path} "
-                         f"(stored: {ellipsize(names)})")  # fmt: skip
+        raise ValueError(
+            f"--dataset {ellipsize(sel.dataset)}: no such dataset in {store.path} "
+            f"(stored: {ellipsize(names)})"
+        )
     return store, resolve_selection(store, sel)
 
 
@@ -151,8 +162,10 @@ def _cmd_figure(args: argparse.Namespace) -> int:
     if Path(args.out).suffix.lower() != ".csv":
         start_renderer()
     info = export_figure(store, args.name, sel, args.out, settings)
-    print(f"wrote {info['path']} ({info['format']}, {info['bytes']:,} bytes, "
-          f"{info['rows']} data rows)")  # fmt: skip
+    print(
+        f"wrote {info['path']} ({info['format']}, {info['bytes']:,} bytes, "
+        f"{info['rows']} data rows)"
+    )
     if info.get("layout"):  # what the layout could not keep at this size, and what would
         print(info["layout"])
     return 0
@@ -172,18 +185,27 @@ def _cmd_table(args: argparse.Namespace) -> int:
     fmt = args.format or ("latex" if named else out.suffix)
     latex_only = args.columns or args.caption is not None or args.label is not None
     if fmt.lower().lstrip(".") == "csv" and latex_only:
-        raise ValueError("--columns, --caption and --label shape the LaTeX table; CSV keeps "
-                         "every column (use --format latex)")  # fmt: skip
+        raise ValueError(
+            "--columns, --caption and --label shape the LaTeX table; CSV keeps "
+            "every column (use --format latex)"
+        )
     store, sel = _store_and_selection(args, get_table(args.name))
     if named:  # a name that carries the dataset and runs: two exports do not overwrite
         stem = table_file_stem(args.name, sel.dataset, sel.runs)
         out = (out or Path(".")) / (stem + (".csv" if fmt == "csv" else ".tex"))
     check_out_path(out)
     info = export_table(
-        store, args.name, sel, out, fmt=fmt, settings=settings,
-        columns=split_csv(args.columns) or None, caption=args.caption, label=args.label,
+        store,
+        args.name,
+        sel,
+        out,
+        fmt=fmt,
+        settings=settings,
+        columns=split_csv(args.columns) or None,
+        caption=args.caption,
+        label=args.label,
         csv_beside=True,
-    )  # fmt: skip
+    )
     beside = f"; wrote {info['csv']} (csv, every column)" if "csv" in info else ""
     print(f"wrote {info['path']} ({info['format']}, {info['rows']} rows){beside}")
     return 0
@@ -199,9 +221,11 @@ def _cmd_case(args: argparse.Namespace) -> int:
     suffix = args.out.suffix.lower().lstrip(".")
     if suffix in ("tex", "latex"):
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = (f"python -m core export case --dataset {args.dataset} --instance {args.instance}"
-               + (f" --runs {','.join(runs)}" if runs else "")
-               + f" --score-field {args.score_field} --out {args.out.name}")  # fmt: skip
+        cmd = (
+            f"python -m core export case --dataset {args.dataset} --instance {args.instance}"
+            + (f" --runs {','.join(runs)}" if runs else "")
+            + f" --score-field {args.score_field} --out {args.out.name}"
+        )
         what = f"case card of instance {args.instance} of {args.dataset}"
         shown = sorted({str(r) for r in case["predictions"].get("run", [])}) or runs
         head = provenance_comment(store, shown, what, "SPEC §11 (the Case view)", cmd)
@@ -226,47 +250,73 @@ def register(groups: Groups) -> None:
         p.add_argument("name", nargs="?", help="registered name (see --list)")
         p.add_argument("--list", action="store_true", help="print the names, one per line")
         p.add_argument("--dataset", help="dataset name (default: every dataset of the runs)")
-        p.add_argument("--runs", action="append",
-                       help="comma-separated run ids, repeatable; quote a name holding a comma "
-                       '(--runs \'"a, b",c\'; default: all of the dataset)')  # fmt: skip
+        p.add_argument(
+            "--runs",
+            action="append",
+            help="comma-separated run ids, repeatable; quote a name holding a comma "
+            "(--runs '\"a, b\",c'; default: all of the dataset)",
+        )
         add_argument(p, SCORE_FIELD)
-        p.add_argument("--filter", action="append", metavar="COL=V1,V2",
-                       help="keep instances whose metadata cell is one of the values")
-        p.add_argument("--option", action="append", metavar="KEY=JSON",
-                       help='view option, e.g. --option ks=[1,3,5] --option retrievers=["lexical"]')
+        p.add_argument(
+            "--filter",
+            action="append",
+            metavar="COL=V1,V2",
+            help="keep instances whose metadata cell is one of the values",
+        )
+        p.add_argument(
+            "--option",
+            action="append",
+            metavar="KEY=JSON",
+            help='view option, e.g. --option ks=[1,3,5] --option retrievers=["lexical"]',
+        )
         p.add_argument("--out", type=Path, help="output file")
         p.add_argument("--digits", type=int, default=d.float_digits, help="float decimals")
         p.add_argument("--width", type=int, default=None, help=f"px (default {d.width})")
         p.add_argument("--height", type=int, default=None, help=f"px (default {d.height})")
-        p.add_argument("--font-size", type=int, default=None,
-                       help=f"base font size, px (default {d.font_size})")  # fmt: skip
+        p.add_argument(
+            "--font-size",
+            type=int,
+            default=None,
+            help=f"base font size, px (default {d.font_size})",
+        )
         p.add_argument("--template", default=d.template, choices=TEMPLATES, help="plotly template")
         p.add_argument("--scale", type=float, default=d.scale, help="PNG pixel multiplier")
         add_db(p)
 
     fig = groups.export.add_parser("figure", help="a figure as PNG / SVG / PDF (or its CSV data)")
     common(fig)
-    fig.add_argument("--preset", metavar="NAME", default=None,
-                     help="venue size instead of --width/--height/--font-size: "
-                     + ", ".join(f"{p.name} ({p.width_in:.2f} in, {p.font_pt:g} pt)"
-                                 for p in PRESETS.values()))  # fmt: skip
+    fig.add_argument(
+        "--preset",
+        metavar="NAME",
+        default=None,
+        help="venue size instead of --width/--height/--font-size: "
+        + ", ".join(f"{p.name} ({p.width_in:.2f} in, {p.font_pt:g} pt)" for p in PRESETS.values()),
+    )
     fig.set_defaults(handler=_cmd_figure)
     tab = groups.export.add_parser("table", help="a table as CSV or LaTeX (booktabs)")
     common(tab)
-    tab.add_argument("--format", choices=TABLE_FORMATS, default=None,
-                     help="csv or latex (default: from the --out suffix; latex when --out is "
-                     "a folder or left out, named NAME-DATASET-RUNS.tex). LaTeX is written "
-                     "with a .csv of every column beside it")  # fmt: skip
-    tab.add_argument("--columns", metavar="A,B",
-                     help="LaTeX columns in order (default: the table's choice; a value's CI "
-                     "columns join it in one cell)")  # fmt: skip
+    tab.add_argument(
+        "--format",
+        choices=TABLE_FORMATS,
+        default=None,
+        help="csv or latex (default: from the --out suffix; latex when --out is "
+        "a folder or left out, named NAME-DATASET-RUNS.tex). LaTeX is written "
+        "with a .csv of every column beside it",
+    )
+    tab.add_argument(
+        "--columns",
+        metavar="A,B",
+        help="LaTeX columns in order (default: the table's choice; a value's CI "
+        "columns join it in one cell)",
+    )
     tab.add_argument("--caption", help="LaTeX caption (default: title, dataset and runs)")
     tab.add_argument("--label", help="LaTeX label (default: tab:NAME)")
     tab.set_defaults(handler=_cmd_table)
     case = groups.export.add_parser(
-        "case", help="one instance's case card (question, gold, passages shown, answers) "
+        "case",
+        help="one instance's case card (question, gold, passages shown, answers) "
         "as LaTeX (.tex) or a figure (.pdf/.svg/.png)",
-    )  # fmt: skip
+    )
     case.add_argument("--dataset", required=True, help="dataset name")
     case.add_argument("--instance", required=True, help="instance id")
     case.add_argument("--runs", help="comma-separated run ids (default: all of the dataset)")

@@ -51,14 +51,24 @@ def _cmd_run_interventions(args: argparse.Namespace) -> int:
     return drive_run(
         args,
         lambda store, backend, **kw: run_interventions(
-            store, args.dataset, backend, name=args.name, top_k=args.top_k,
-            retriever=args.retriever, chunk_size=args.chunk_size, overlap=args.overlap,
-            operators=_split(args.operators), hardness=_split(args.replace_hardness),
-            positions=_split(args.duplicate_positions), two_support=args.two_support,
-            zero_retrieval=args.zero_retrieval, seed=args.replace_seed,
-            concurrency=args.concurrency, **kw,
+            store,
+            args.dataset,
+            backend,
+            name=args.name,
+            top_k=args.top_k,
+            retriever=args.retriever,
+            chunk_size=args.chunk_size,
+            overlap=args.overlap,
+            operators=_split(args.operators),
+            hardness=_split(args.replace_hardness),
+            positions=_split(args.duplicate_positions),
+            two_support=args.two_support,
+            zero_retrieval=args.zero_retrieval,
+            seed=args.replace_seed,
+            concurrency=args.concurrency,
+            **kw,
         ),
-    )  # fmt: skip
+    )
 
 
 def _fmt(x: float | None, signed: bool = False, pct: bool = False) -> str:
@@ -71,46 +81,72 @@ def _fmt(x: float | None, signed: bool = False, pct: bool = False) -> str:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     rep = intervention_report(
-        open_store(args), args.run, eps=args.eps, tau=args.tau,
-        synergy_metric=args.synergy_metric, correctness=args.correctness_axis,
-    )  # fmt: skip
+        open_store(args),
+        args.run,
+        eps=args.eps,
+        tau=args.tau,
+        synergy_metric=args.synergy_metric,
+        correctness=args.correctness_axis,
+    )
     if args.json:
         print_json(rep)
         return 0
     print(f"correctness axis: {rep['correctness_axis']}")
-    print(f"{'operator':16} {'variant':8} {'n':>5} {'miss':>5} {'n/a':>5} {'corr':>7} {'F1':>7} "
-          f"{'ground':>7} {'CE':>7} {'D':>7} {'evid':>7} {'ans chg':>8}")  # fmt: skip
+    print(
+        f"{'operator':16} {'variant':8} {'n':>5} {'miss':>5} {'n/a':>5} {'corr':>7} {'F1':>7} "
+        f"{'ground':>7} {'CE':>7} {'D':>7} {'evid':>7} {'ans chg':>8}"
+    )
     for r in rep["operators"]:
         cells = " ".join(
             f"{_fmt(r[m]):>7}"
-            for m in ("correctness", "answer_f1", "grounding", "confidence_error",
-                      "trace_divergence", "evidence_divergence")
-        )  # fmt: skip
-        print(f"{r['operator']:16} {r['variant']:8} {r['n']:>5} {r['missing']:>5} "
-              f"{r['not_applicable']:>5} {cells} "
-              f"{_fmt(r['pct_answer_changed'], pct=True):>8}")  # fmt: skip
-    na = max((r["not_applicable"] for r in rep["operators"] if r["operator"] == "replace"),
-             default=0)  # fmt: skip
+            for m in (
+                "correctness",
+                "answer_f1",
+                "grounding",
+                "confidence_error",
+                "trace_divergence",
+                "evidence_divergence",
+            )
+        )
+        print(
+            f"{r['operator']:16} {r['variant']:8} {r['n']:>5} {r['missing']:>5} "
+            f"{r['not_applicable']:>5} {cells} "
+            f"{_fmt(r['pct_answer_changed'], pct=True):>8}"
+        )
+    na = max(
+        (r["not_applicable"] for r in rep["operators"] if r["operator"] == "replace"), default=0
+    )
     if na:
-        print(f"n/a: replace could not apply to {na} targeted instance(s): no non-support "
-              "passage besides the target (CUE-R §5.6)")
-    print(f"\n{'comparison':26} {'metric':18} {'n':>5} {'miss':>5} {'delta':>7} {'95% CI':>17} "
-          f"{'p':>7}")  # fmt: skip
+        print(
+            f"n/a: replace could not apply to {na} targeted instance(s): no non-support "
+            "passage besides the target (CUE-R §5.6)"
+        )
+    print(
+        f"\n{'comparison':26} {'metric':18} {'n':>5} {'miss':>5} {'delta':>7} {'95% CI':>17} "
+        f"{'p':>7}"
+    )
     for r in rep["paired"]:
         comp = f"orig vs {r['operator']}" + (f":{r['variant']}" if r["variant"] else "")
         ci = f"[{_fmt(r['ci_low'], True)}, {_fmt(r['ci_high'], True)}]"
         p = "<0.001" if r["p"] is not None and r["p"] < 0.001 else _fmt(r["p"])
-        print(f"{comp:26} {r['metric']:18} {r['n']:>5} {r['missing']:>5} "
-              f"{_fmt(r['delta'], True):>7} {ci:>17} {p:>7}")  # fmt: skip
+        print(
+            f"{comp:26} {r['metric']:18} {r['n']:>5} {r['missing']:>5} "
+            f"{_fmt(r['delta'], True):>7} {ci:>17} {p:>7}"
+        )
     roles = rep["roles"]
-    print(f"\nrole flags of {roles['n']} items (overlapping: an item can carry several): "
-          + ", ".join(f"{k} {roles[k]}" for k in (*ROLE_FLAGS, "unassigned"))
-          + f"; several flags {roles['several_flags']}; missing (failed call) "
-          f"{roles['missing']}")  # fmt: skip
+    print(
+        f"\nrole flags of {roles['n']} items (overlapping: an item can carry several): "
+        + ", ".join(f"{k} {roles[k]}" for k in (*ROLE_FLAGS, "unassigned"))
+        + f"; several flags {roles['several_flags']}; missing (failed call) "
+        f"{roles['missing']}"
+    )
     for r in rep["roles_by_operator"]:
         comp = r["operator"] + (f":{r['variant']}" if r["variant"] else "")
-        print(f"  {comp:18} n={r['n']} " + " ".join(f"{k}={r[k]}" for k in ROLE_FLAGS)
-              + f" several={r['several_flags']} missing={r['missing']}")  # fmt: skip
+        print(
+            f"  {comp:18} n={r['n']} "
+            + " ".join(f"{k}={r[k]}" for k in ROLE_FLAGS)
+            + f" several={r['several_flags']} missing={r['missing']}"
+        )
     print("  combinations: " + ", ".join(f"{k} {v}" for k, v in rep["role_combinations"].items()))
     s = rep["synergy"]
     if s.get("n") or s.get("missing"):

@@ -90,8 +90,15 @@ def read_crux_file(
             ok = isinstance(rating, int) and not isinstance(rating, bool) and 0 <= rating <= 5
             if not ok:
                 raise DataError(file, line, f"ratings.{pid}", f"expected 0..5, got {rating!r}")
-            ratings.append({"instance_id": iid, "sq_id": sq_id, "passage_id": str(pid),
-                            "rating": rating, "judge": judge})  # fmt: skip
+            ratings.append(
+                {
+                    "instance_id": iid,
+                    "sq_id": sq_id,
+                    "passage_id": str(pid),
+                    "rating": rating,
+                    "judge": judge,
+                }
+            )
     return sub_questions, ratings
 
 
@@ -127,13 +134,24 @@ def _judge(args: argparse.Namespace, rubric: str, name: str | None) -> Any:
     conds = split_csv(args.conditions) if getattr(args, "conditions", None) else None
     try:  # progress on stderr: judgments done / planned (a dashboard job parses these lines)
         return run_judge(
-            store, rubric, backend, name=name, dataset=args.dataset,
-            run=getattr(args, "run", None), conditions=conds, passages=args.passages,
-            concurrency=args.concurrency, options=options, progress=ProgressBar(sys.stderr),
-        )  # fmt: skip
+            store,
+            rubric,
+            backend,
+            name=name,
+            dataset=args.dataset,
+            run=getattr(args, "run", None),
+            conditions=conds,
+            passages=args.passages,
+            concurrency=args.concurrency,
+            options=options,
+            progress=ProgressBar(sys.stderr),
+        )
     except KeyboardInterrupt:
-        print(f"\ninterrupted: completed judgments are stored; rerun the same command to "
-              f"continue judge run '{name}'", file=sys.stderr)  # fmt: skip
+        print(
+            f"\ninterrupted: completed judgments are stored; rerun the same command to "
+            f"continue judge run '{name}'",
+            file=sys.stderr,
+        )
         return None
 
 
@@ -157,12 +175,18 @@ def _cmd_judge_crux(args: argparse.Namespace) -> int:
         print(
             f"judge '{out.run}': {out.planned} (passage, sub-question) pairs, "
             f"{out.executed} model calls, {summary['n_cached']} cached, {out.errors} errors"
-            + (f"; report crux --dataset {args.dataset} --judge '{out.run}' uses the "
-               f"{stored} ratings" if stored else "")
-        )  # fmt: skip
+            + (
+                f"; report crux --dataset {args.dataset} --judge '{out.run}' uses the "
+                f"{stored} ratings"
+                if stored
+                else ""
+            )
+        )
     if out.errors:
-        print(f"{out.errors} calls failed (stored as errors, no rating); rerun to fill them",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{out.errors} calls failed (stored as errors, no rating); rerun to fill them",
+            file=sys.stderr,
+        )
     return 1 if out.status == "failed" else 0
 
 
@@ -181,8 +205,10 @@ def _cmd_judge_rubric(args: argparse.Namespace) -> int:
         for line in out.notes:
             print(f"note: {line}")
     if out.errors:
-        print(f"{out.errors} judge calls failed (stored as errors, no rating); rerun to retry",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{out.errors} judge calls failed (stored as errors, no rating); rerun to retry",
+            file=sys.stderr,
+        )
     return 1 if out.status == "failed" else 0
 
 
@@ -194,9 +220,10 @@ def register(groups: Groups) -> None:
     imp.add_argument("file", type=Path, help="JSON Lines: instance_id, sq_id, text, ratings?")
     imp.add_argument("--dataset", required=True, help="the stored dataset they belong to")
     imp.add_argument(
-        "--judge", default=IMPORTED_JUDGE,
+        "--judge",
+        default=IMPORTED_JUDGE,
         help=f"name the file's ratings are stored under (default '{IMPORTED_JUDGE}')",
-    )  # fmt: skip
+    )
     add_db(imp)
     imp.set_defaults(handler=_cmd_import_crux)
 
@@ -205,17 +232,23 @@ def register(groups: Groups) -> None:
     )
     sub = judge.add_subparsers(dest="judge_kind", metavar="KIND", required=True)
     crux = sub.add_parser(
-        "crux", help="rate (passage, sub-question) pairs 0-5 with the CRUX rubric (SPEC §9): "
-        "judge crux-answerability, named by --judge"
+        "crux",
+        help="rate (passage, sub-question) pairs 0-5 with the CRUX rubric (SPEC §9): "
+        "judge crux-answerability, named by --judge",
     )
     crux.add_argument("--dataset", required=True, help="dataset with stored sub-questions")
     add_backend_args(crux)
     crux.add_argument(
-        "--passages", default="gold", choices=("gold", "all"),
+        "--passages",
+        default="gold",
+        choices=("gold", "all"),
         help="rate the gold passages only (CRUX's pre-judged P*, default) or every passage",
-    )  # fmt: skip
-    crux.add_argument("--judge", help="the judge run's name, the ratings' (default "
-                      "BACKEND:MODEL|crux-vN); the same name resumes it")  # fmt: skip
+    )
+    crux.add_argument(
+        "--judge",
+        help="the judge run's name, the ratings' (default "
+        "BACKEND:MODEL|crux-vN); the same name resumes it",
+    )
     add_arguments(crux, (CONCURRENCY, NUM_CTX, SEED))
     crux.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_db(crux)
@@ -224,16 +257,27 @@ def register(groups: Groups) -> None:
         p = sub.add_parser(rubric.name, help=f"{rubric.description} ({rubric.source})")
         where = p.add_mutually_exclusive_group(required=True)
         where.add_argument("--run", help="the run whose predictions are judged")
-        where.add_argument("--dataset", help="the dataset whose passages are judged "
-                           "(crux-answerability)")  # fmt: skip
+        where.add_argument(
+            "--dataset", help="the dataset whose passages are judged (crux-answerability)"
+        )
         add_backend_args(p)
-        p.add_argument("--name", help="judge run id (default judge-RUBRIC-TARGET-BACKEND-MODEL);"
-                       " the same name resumes it")  # fmt: skip
-        p.add_argument("--conditions", help="judged conditions, comma-separated (default: "
-                       "retrieved for crux-coverage; the pack conditions for authtrace-evidence;"
-                       " all four otherwise)")  # fmt: skip
-        p.add_argument("--passages", default="gold", choices=("gold", "all"),
-                       help="crux-answerability: the gold passages (default) or all")  # fmt: skip
+        p.add_argument(
+            "--name",
+            help="judge run id (default judge-RUBRIC-TARGET-BACKEND-MODEL);"
+            " the same name resumes it",
+        )
+        p.add_argument(
+            "--conditions",
+            help="judged conditions, comma-separated (default: "
+            "retrieved for crux-coverage; the pack conditions for authtrace-evidence;"
+            " all four otherwise)",
+        )
+        p.add_argument(
+            "--passages",
+            default="gold",
+            choices=("gold", "all"),
+            help="crux-answerability: the gold passages (default) or all",
+        )
         add_arguments(p, (CONCURRENCY, NUM_CTX, SEED))
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         add_db(p)

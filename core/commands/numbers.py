@@ -74,16 +74,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
     store = open_store(args)
     res = check_paper(store, args.numbers, args.papers, args.score_field)
     if args.json:
-        print_json({
-            "checked": res.n_checked,
-            "changed": [dict(zip(("macro", "old", "new", "why"), c, strict=True))
-                        for c in res.changed],
-            "gone": [dict(zip(("macro", "old", "why"), g, strict=True)) for g in res.gone],
-            "literals": [dict(zip(("file", "line", "literal", "macros"), x, strict=True))
-                         for x in res.literals],
-            "stale_uses": [dict(zip(("file", "line", "macro"), x, strict=True))
-                           for x in res.stale_uses],
-        })  # fmt: skip
+        print_json(
+            {
+                "checked": res.n_checked,
+                "changed": [
+                    dict(zip(("macro", "old", "new", "why"), c, strict=True)) for c in res.changed
+                ],
+                "gone": [dict(zip(("macro", "old", "why"), g, strict=True)) for g in res.gone],
+                "literals": [
+                    dict(zip(("file", "line", "literal", "macros"), x, strict=True))
+                    for x in res.literals
+                ],
+                "stale_uses": [
+                    dict(zip(("file", "line", "macro"), x, strict=True)) for x in res.stale_uses
+                ],
+            }
+        )
         return 1 if res.stale else 0
     for macro, old, new, why in res.changed:
         print(f"changed \\{macro}: {old} -> {new} ({why})")
@@ -111,8 +117,12 @@ def register(groups: Groups) -> None:
     )
     p.add_argument("--out", type=Path, required=True, help="the .tex file to write (and .json)")
     p.add_argument("--runs", default=None, help="runs to export (comma-separated; default all)")
-    p.add_argument("--score-field", choices=SCORE_FIELDS, default="f1_relaxed",
-                   help="answer score of the ONCU numbers (default f1_relaxed)")  # fmt: skip
+    p.add_argument(
+        "--score-field",
+        choices=SCORE_FIELDS,
+        default="f1_relaxed",
+        help="answer score of the ONCU numbers (default f1_relaxed)",
+    )
     add_db(p)
     p.set_defaults(handler=_cmd_numbers)
     c = groups.report.add_parser(
@@ -120,8 +130,12 @@ def register(groups: Groups) -> None:
     )
     c.add_argument("numbers", type=Path, help="the numbers .tex file written by export numbers")
     c.add_argument("papers", type=Path, nargs="*", help="the paper's .tex files to scan")
-    c.add_argument("--score-field", choices=SCORE_FIELDS, default=None,
-                   help="answer score (default: the numbers' own)")  # fmt: skip
+    c.add_argument(
+        "--score-field",
+        choices=SCORE_FIELDS,
+        default=None,
+        help="answer score (default: the numbers' own)",
+    )
     c.add_argument("--json", action="store_true", help="print JSON")
     add_db(c)
     c.set_defaults(handler=_cmd_check)

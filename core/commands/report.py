@@ -79,12 +79,35 @@ def oncu_report(
         frame, score_field=score_field, group_key=tuple(group_key or DEFAULT_GROUP_KEY)
     )
     keep = (
-        "run", "model", "dataset", "condition", "score_field", "valid_groups", "total_groups",
-        "n", "missing", "oncu_clipped", "oncu_raw_mean", "oncu_weighted", "oncu_ci_low",
-        "oncu_ci_high", "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none",
-        "s_oracle", "s_c", "sample_means", "group_key", "length_cell", "group_sizes",
-        "median_group_size", "small_groups", "small_group_warning", "coarser_group_key",
-    )  # fmt: skip
+        "run",
+        "model",
+        "dataset",
+        "condition",
+        "score_field",
+        "valid_groups",
+        "total_groups",
+        "n",
+        "missing",
+        "oncu_clipped",
+        "oncu_raw_mean",
+        "oncu_weighted",
+        "oncu_ci_low",
+        "oncu_ci_high",
+        "n_above_oracle",
+        "n_below_baseline",
+        "invalid_reasons",
+        "s_none",
+        "s_oracle",
+        "s_c",
+        "sample_means",
+        "group_key",
+        "length_cell",
+        "group_sizes",
+        "median_group_size",
+        "small_groups",
+        "small_group_warning",
+        "coarser_group_key",
+    )
     return [json_plain({k: row[k] for k in keep}) for row in summary.to_dict("records")]
 
 
@@ -95,7 +118,11 @@ def failures_report(store: Store, run: str) -> list[dict]:
 
 
 def paired_report(
-    store: Store, run: str, a: str, b: str, score_field: str = "f1_relaxed",
+    store: Store,
+    run: str,
+    a: str,
+    b: str,
+    score_field: str = "f1_relaxed",
     p_test: str = "normal",
 ) -> list[dict]:
     """Paired contrast ``a - b`` per run, aligned by instance (SPEC §6.6; seed 000 §7.6).
@@ -147,38 +174,59 @@ def scaling_report_json(
     frame = store.analysis_frame(store.resolve_runs(run))
     if "variant" in frame.columns:
         frame = frame[frame["variant"].fillna("") == ""]
-    rep = scaling_report(frame, score_field, tuple(group_key or DEFAULT_GROUP_KEY),
-                         n_resamples=n_resamples, distance=distance, p_test=p_test,
-                         ols_p_test=ols_p_test)  # fmt: skip
-    out: dict[str, Any] = {"score_field": score_field, "distance": distance, "p_test": p_test,
-                           "ols_p_test": ols_p_test}  # fmt: skip
+    rep = scaling_report(
+        frame,
+        score_field,
+        tuple(group_key or DEFAULT_GROUP_KEY),
+        n_resamples=n_resamples,
+        distance=distance,
+        p_test=p_test,
+        ols_p_test=ols_p_test,
+    )
+    out: dict[str, Any] = {
+        "score_field": score_field,
+        "distance": distance,
+        "p_test": p_test,
+        "ols_p_test": ols_p_test,
+    }
     for part in ("by_length", "contrasts", "regression"):
         out[part] = [_finite(json_plain(r)) for r in rep[part].to_dict("records")]
     notes = []
     for r in out["by_length"]:
         if r["note"]:
-            notes.append({"level": "warning", "run": r["run"], "statistic": (
-                f"ONCU {r['condition']} {length_label(r['context_length'])}"),
-                "note": r["note"]})  # fmt: skip
+            notes.append(
+                {
+                    "level": "warning",
+                    "run": r["run"],
+                    "statistic": (f"ONCU {r['condition']} {length_label(r['context_length'])}"),
+                    "note": r["note"],
+                }
+            )
     for r in out["contrasts"]:
         if r["note"]:
             level = "warning" if r["mean"] is None else "note"
-            notes.append({"level": level, "run": r["run"], "statistic": r["label"],
-                          "note": r["note"]})  # fmt: skip
+            notes.append(
+                {"level": level, "run": r["run"], "statistic": r["label"], "note": r["note"]}
+            )
     seen = set()
     for r in out["regression"]:
         if r["note"] and (r["run"], r["condition"]) not in seen:
             seen.add((r["run"], r["condition"]))
             level = "warning" if r["coefficient"] is None else "note"
-            notes.append({"level": level, "run": r["run"],
-                          "statistic": f"scaling OLS {r['condition']}", "note": r["note"]})
+            notes.append(
+                {
+                    "level": level,
+                    "run": r["run"],
+                    "statistic": f"scaling OLS {r['condition']}",
+                    "note": r["note"],
+                }
+            )
     out["notes"] = notes
     return out
 
 
 def _finite(row: dict) -> dict:
-    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
-            for k, v in row.items()}  # fmt: skip
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
 
 
 # ---------------------------------------------------------------------------- handlers
@@ -189,8 +237,11 @@ def _cmd_import_results(args: argparse.Namespace) -> int:
     # one CSV per run, each given by name: the messages speak of files, as they always did
     unit = "file" if len(groups) == len(files) else "run"
     if args.name is not None and len(groups) > 1:
-        given = (f"{len(files)} files were given" if unit == "file" else
-                 f"the files hold {len(groups)} runs ({', '.join(g.name for g in groups)})")
+        given = (
+            f"{len(files)} files were given"
+            if unit == "file"
+            else f"the files hold {len(groups)} runs ({', '.join(g.name for g in groups)})"
+        )
         raise ValueError(
             f"--name names one import, but {given}: drop --name and each "
             f"file's runs (and dataset) are named after the file (less {_RESULTS_SUFFIX!r})"
@@ -208,9 +259,14 @@ def _cmd_import_results(args: argparse.Namespace) -> int:
     for group, name in zip(groups, names, strict=True):
         try:
             res = import_results(
-                store, group, name=name, fmt=args.format, dataset=args.dataset,
-                replace=args.replace, with_runs=args.with_runs,
-            )  # fmt: skip
+                store,
+                group,
+                name=name,
+                fmt=args.format,
+                dataset=args.dataset,
+                replace=args.replace,
+                with_runs=args.with_runs,
+            )
         except (DataError, StoreError, ValueError) as exc:
             if not done:
                 raise
@@ -272,10 +328,22 @@ def _cmd_report_oncu(args: argparse.Namespace) -> int:
             r["sizes"] = _sizes_text(r)
         _print_table(
             rows,
-            ["run", "condition", "groups", "n", "missing", "oncu_clipped", "ci",
-             "oncu_raw_mean", "oncu_weighted", "n_above_oracle", "n_below_baseline",
-             "invalid_reasons", "sizes"],
-        )  # fmt: skip
+            [
+                "run",
+                "condition",
+                "groups",
+                "n",
+                "missing",
+                "oncu_clipped",
+                "ci",
+                "oncu_raw_mean",
+                "oncu_weighted",
+                "n_above_oracle",
+                "n_below_baseline",
+                "invalid_reasons",
+                "sizes",
+            ],
+        )
         if rows:
             print(f"group key: {', '.join(rows[0]['group_key']) or '(unit only)'}")
         for line in _small_group_warnings(rows):
@@ -283,10 +351,17 @@ def _cmd_report_oncu(args: argparse.Namespace) -> int:
         conds = {r["condition"] for r in rows}
         if {"retrieved", "full_context"} <= conds:
             # seed 000 Table 29's paired contrast, with its published p (issue 34)
-            pairs = paired_report(open_store(args), args.run, "retrieved",
-                                  "full_context", args.score_field, args.p_test)  # fmt: skip
-            print(f"\nPaired retrieved - full_context, {args.score_field} (seed 000 §7.6, "
-                  "Table 29)")  # fmt: skip
+            pairs = paired_report(
+                open_store(args),
+                args.run,
+                "retrieved",
+                "full_context",
+                args.score_field,
+                args.p_test,
+            )
+            print(
+                f"\nPaired retrieved - full_context, {args.score_field} (seed 000 §7.6, Table 29)"
+            )
             _print_paired(pairs, args.p_test)
     return 0
 
@@ -309,14 +384,14 @@ def _small_group_warnings(rows: list[dict]) -> list[str]:
                 f"{r['valid_groups']} valid ONCU groups have fewer than {SMALL_GROUP} "
                 f"instances ({_sizes_text(r)}); the headline averages tiny groups"
             )
-    coarser = next((r.get("coarser_group_key") for r in rows if r.get("small_group_warning")),
-                   None)  # fmt: skip
+    coarser = next((r.get("coarser_group_key") for r in rows if r.get("small_group_warning")), None)
     if out and coarser is not None:
         key = ",".join(coarser)
         out.append(
-            f"  try a coarser key: --group-key {key}" if key
+            f"  try a coarser key: --group-key {key}"
+            if key
             else "  no coarser key helps: the units themselves are small"
-        )  # fmt: skip
+        )
     return out
 
 
@@ -330,8 +405,7 @@ def _cmd_report_failures(args: argparse.Namespace) -> int:
 
 
 def _cmd_report_paired(args: argparse.Namespace) -> int:
-    rows = paired_report(open_store(args), args.run, args.a, args.b, args.score_field,
-                         args.p_test)  # fmt: skip
+    rows = paired_report(open_store(args), args.run, args.a, args.b, args.score_field, args.p_test)
     if args.json:
         print_json(rows[0] if len(rows) == 1 else rows)
     else:
@@ -344,8 +418,7 @@ def _print_paired(rows: list[dict], p_test: str) -> None:
     raw, holm = p_label(p_test), p_label(p_test, "Holm across runs")
     for r in rows:
         r[raw], r[holm] = _p_text(r["p"]), _p_text(r["p_holm"])
-    _print_table(rows, ["run", "contrast", "n", "mean", "ci_low", "ci_high", "effect", raw,
-                        holm])  # fmt: skip
+    _print_table(rows, ["run", "contrast", "n", "mean", "ci_low", "ci_high", "effect", raw, holm])
 
 
 def _p_text(p: Any) -> str:
@@ -370,8 +443,9 @@ def _unit_label(rows: list[dict]) -> dict[str, str]:
 
 def _print_grid(header: list[str], rows: list[list[str]], top: list[str] | None = None) -> None:
     """Columns padded to their widest cell; ``top`` labels start above their column."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]  # fmt: skip
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
+    ]
     if top is not None:
         starts = [i for i, t in enumerate(top) if t] + [len(top)]
         for i, j in zip(starts[:-1], starts[1:], strict=True):
@@ -392,58 +466,112 @@ def _print_scaling(rep: dict[str, Any]) -> None:
     """Tables 30, 29 and 10 of seed 000 in the paper's layouts, then the notes."""
     labels = _unit_label(rep["by_length"] + rep["contrasts"] + rep["regression"])
     cond_name = {"full_context": "full context", "retrieved": "retrieved"}
-    print(f"Scaling OLS over length x position cells (seed 000 Table 30; "
-          f"{rep['score_field']}, distance from the {rep['distance']})")  # fmt: skip
+    print(
+        f"Scaling OLS over length x position cells (seed 000 Table 30; "
+        f"{rep['score_field']}, distance from the {rep['distance']})"
+    )
     reg = [r for r in rep["regression"] if r["term"] != "intercept"]
     ols_test = rep.get("ols_p_test", "normal")
     _print_grid(
-        ["Analysis", "Model/Dataset", "Term", "Est.", "SE", p_label(ols_test),
-         p_label(ols_test, "BH across rows")],
-        [[f"Scaling OLS ({cond_name.get(r['condition'], r['condition'])})", labels[r["run"]],
-          r["term"], _num(r["coefficient"]), _num(r["se"]), _p_text(r["p"]),
-          _p_text(r["p_bh"])] for r in reg],
-    )  # fmt: skip
+        [
+            "Analysis",
+            "Model/Dataset",
+            "Term",
+            "Est.",
+            "SE",
+            p_label(ols_test),
+            p_label(ols_test, "BH across rows"),
+        ],
+        [
+            [
+                f"Scaling OLS ({cond_name.get(r['condition'], r['condition'])})",
+                labels[r["run"]],
+                r["term"],
+                _num(r["coefficient"]),
+                _num(r["se"]),
+                _p_text(r["p"]),
+                _p_text(r["p_bh"]),
+            ]
+            for r in reg
+        ],
+    )
     for r in rep["regression"]:
         if r["term"] == "intercept":
-            print(f"  fit {labels[r['run']]} {r['condition']}: {r['n']} cells, "
-                  f"{r['left_out']} left out, R² {_num(r['r_squared'])}, intercept "
-                  f"{_num(r['coefficient'])} (SE {_num(r['se'])})")  # fmt: skip
+            print(
+                f"  fit {labels[r['run']]} {r['condition']}: {r['n']} cells, "
+                f"{r['left_out']} left out, R² {_num(r['r_squared'])}, intercept "
+                f"{_num(r['coefficient'])} (SE {_num(r['se'])})"
+            )
     print()
-    print("Paired scaling contrasts over matched cells (seed 000 Table 29; Holm across the "
-          "contrasts of every run shown)")  # fmt: skip
+    print(
+        "Paired scaling contrasts over matched cells (seed 000 Table 29; Holm across the "
+        "contrasts of every run shown)"
+    )
     test = rep.get("p_test", "normal")
     _print_grid(
-        ["Analysis", "Model", "Contrast", "Est.", "95% CI", "Effect", p_label(test),
-         p_label(test, "Holm across runs"), "n"],
-        [[r["analysis"], labels[r["run"]], r["label"], _num(r["mean"]),
-          "-" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
-          _num(r["effect"]), _p_text(r["p"]), _p_text(r["p_holm"]), str(r["n"])]
-         for r in rep["contrasts"]],
-    )  # fmt: skip
+        [
+            "Analysis",
+            "Model",
+            "Contrast",
+            "Est.",
+            "95% CI",
+            "Effect",
+            p_label(test),
+            p_label(test, "Holm across runs"),
+            "n",
+        ],
+        [
+            [
+                r["analysis"],
+                labels[r["run"]],
+                r["label"],
+                _num(r["mean"]),
+                "-" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+                _num(r["effect"]),
+                _p_text(r["p"]),
+                _p_text(r["p_holm"]),
+                str(r["n"]),
+            ]
+            for r in rep["contrasts"]
+        ],
+    )
     print()
     print("Mean clipped ONCU by context length (seed 000 Table 10)")
-    conds = [c for c in ("full_context", "retrieved") if any(
-        r["condition"] == c for r in rep["by_length"])]  # fmt: skip
-    lengths = sorted({r["context_length"] for r in rep["by_length"]
-                      if r["context_length"] is not None})  # fmt: skip
+    conds = [
+        c
+        for c in ("full_context", "retrieved")
+        if any(r["condition"] == c for r in rep["by_length"])
+    ]
+    lengths = sorted(
+        {r["context_length"] for r in rep["by_length"] if r["context_length"] is not None}
+    )
     value = {(r["run"], r["condition"], r["context_length"]): r["oncu"] for r in rep["by_length"]}
     names = {"full_context": "Full-context ONCU", "retrieved": "Retrieved-evidence ONCU"}
     top = ["", *[names[c] if i == 0 else "" for c in conds for i in range(len(lengths))]]
     _print_grid(
         ["Model", *[length_label(n) for _ in conds for n in lengths]],
-        [[labels[run], *[_num(value.get((run, c, n))) for c in conds for n in lengths]]
-         for run in dict.fromkeys(r["run"] for r in rep["by_length"])],
+        [
+            [labels[run], *[_num(value.get((run, c, n))) for c in conds for n in lengths]]
+            for run in dict.fromkeys(r["run"] for r in rep["by_length"])
+        ],
         top=top,
-    )  # fmt: skip
+    )
     for n in rep["notes"]:
         tag = "WARNING" if n["level"] == "warning" else "note"
         print(f"{tag}: {labels.get(n['run'], n['run'])}: {n['statistic']}: {n['note']}")
 
 
 def _cmd_report_scaling(args: argparse.Namespace) -> int:
-    rep = scaling_report_json(open_store(args), args.run, args.score_field,
-                              split_csv(args.group_key), args.distance,
-                              args.n_resamples, args.p_test, args.ols_p_test)  # fmt: skip
+    rep = scaling_report_json(
+        open_store(args),
+        args.run,
+        args.score_field,
+        split_csv(args.group_key),
+        args.distance,
+        args.n_resamples,
+        args.p_test,
+        args.ols_p_test,
+    )
     if args.json:
         print_json(rep)
     else:
@@ -459,13 +587,15 @@ def register(groups: Groups) -> None:
     )
     imp.add_argument("--format", required=True, choices=RESULT_FORMATS, help="file format")
     imp.add_argument(
-        "file", type=Path, nargs="+",
+        "file",
+        type=Path,
+        nargs="+",
         help="the ONCU release's outputs: *.per_sample_metrics.csv files, a run's results/ "
         "folder, or several files at once (<run>.per_sample_metrics.csv, "
         "<run>.parsed_predictions.jsonl, <run>.raw_model_responses.jsonl: grouped by run; a "
         "CSV's side files beside it are read too). Each run is imported all-or-nothing, in "
         "order; the first bad one stops the command",
-    )  # fmt: skip
+    )
     imp.add_argument(
         "--name",
         help="run id (and dataset name when created); one file only (default: the file name "
@@ -487,9 +617,11 @@ def register(groups: Groups) -> None:
             "--run", required=run_required, help="run id or dataset name (default: every run)"
         )
         p.add_argument(
-            "--score-field", default="f1_relaxed", choices=SCORE_FIELDS,
+            "--score-field",
+            default="f1_relaxed",
+            choices=SCORE_FIELDS,
             help="answer score (default f1_relaxed)",
-        )  # fmt: skip
+        )
         p.add_argument("--json", action="store_true", help="print JSON")
         add_db(p)
 
@@ -521,30 +653,42 @@ def register(groups: Groups) -> None:
         "scaling", help="length-position scaling: Tables 10, 29, 30 of seed 000 (SPEC §6.7)"
     )
     _common(sc, run_required=False)
-    sc.add_argument("--group-key", help="ONCU group key as in `report oncu` (must keep "
-                    "context_length and evidence_position)")  # fmt: skip
     sc.add_argument(
-        "--distance", default="middle", choices=SCALING_DISTANCES,
+        "--group-key",
+        help="ONCU group key as in `report oncu` (must keep context_length and evidence_position)",
+    )
+    sc.add_argument(
+        "--distance",
+        default="middle",
+        choices=SCALING_DISTANCES,
         help="distance term of the OLS: middle = |position fraction - 0.5| (default); end = "
         "1 - position fraction, the published Table 30 specification (collinear with the "
         "position term: statsmodels' pseudo-inverse splits the slope evenly)",
-    )  # fmt: skip
-    sc.add_argument("--n-resamples", type=int, default=5000,
-                    help="bootstrap resamples of the contrasts (default 5000)")  # fmt: skip
+    )
+    sc.add_argument(
+        "--n-resamples",
+        type=int,
+        default=5000,
+        help="bootstrap resamples of the contrasts (default 5000)",
+    )
     _p_test_option(sc)
     sc.add_argument(
-        "--ols-p-test", default="normal", choices=OLS_P_TESTS,
+        "--ols-p-test",
+        default="normal",
+        choices=OLS_P_TESTS,
         help="p of the OLS terms: normal = erfc(|coef / SE| / sqrt 2), as published (seed 000 "
         "Table 30, default); t = Student's t over n - rank degrees of freedom (statsmodels). "
         "Either is Benjamini-Hochberg adjusted across every row of the table",
-    )  # fmt: skip
+    )
     sc.set_defaults(handler=_cmd_report_scaling)
 
 
 def _p_test_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--p-test", default="normal", choices=P_TESTS,
+        "--p-test",
+        default="normal",
+        choices=P_TESTS,
         help="p of a paired contrast: normal = erfc(|z| / sqrt 2), z = mean(d) / (sd(d) / "
         "sqrt n), as published (seed 000 §7.6, default); bootstrap = 2 min(P(d* >= 0), "
         "P(d* <= 0)) over the resampled means. Either is Holm adjusted across the runs shown",
-    )  # fmt: skip
+    )

@@ -55,9 +55,15 @@ from core.views.common import error_digest
 from core.views.retrieval import audit_with_text
 
 __all__ = [
-    "ProgressBar", "add_backend_args", "backend_from_args", "choose_backend", "drive_run",
-    "register", "retrieval_report", "run_options",
-]  # fmt: skip
+    "ProgressBar",
+    "add_backend_args",
+    "backend_from_args",
+    "choose_backend",
+    "drive_run",
+    "register",
+    "retrieval_report",
+    "run_options",
+]
 
 _BACKENDS = ("embedded", "ollama", "openai")  # core.backends.BACKENDS, without importing it
 _BASE_URL_HELP = (
@@ -260,9 +266,12 @@ def drive_run(
                 if notice:
                     print(f"notice: {notice}", file=sys.stderr)
             s = start(
-                store, backend, options=options, progress=ProgressBar(sys.stderr),
+                store,
+                backend,
+                options=options,
+                progress=ProgressBar(sys.stderr),
                 cancel=threading.Event(),
-            )  # fmt: skip
+            )
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: completed {calls} are stored; rerun the same command to continue "
@@ -313,12 +322,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return drive_run(
             args,
             lambda store, backend, **kw: run_conditions(
-                store, args.dataset, backend, split_csv(args.conditions), name=args.name,
-                retriever=args.retriever, top_k=args.top_k, chunk_size=args.chunk_size,
-                overlap=args.overlap, rerank=args.rerank, rerank_model=args.rerank_model,
-                concurrency=args.concurrency, max_cited=args.max_cited, **kw,
+                store,
+                args.dataset,
+                backend,
+                split_csv(args.conditions),
+                name=args.name,
+                retriever=args.retriever,
+                top_k=args.top_k,
+                chunk_size=args.chunk_size,
+                overlap=args.overlap,
+                rerank=args.rerank,
+                rerank_model=args.rerank_model,
+                concurrency=args.concurrency,
+                max_cited=args.max_cited,
+                **kw,
             ),
-        )  # fmt: skip
+        )
 
 
 def retrieval_report(
@@ -346,8 +365,9 @@ def retrieval_report(
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
     vectors = StoreEmbeddingCache(store, dense_model_id())  # dense vectors kept for reuse
     # instances without passage text (imported results) are counted in n_no_text, not ranked
-    _, agg = audit_with_text(store.load_instances(dataset), retrievers, ks, chunk_size, overlap,
-                             vectors)  # fmt: skip
+    _, agg = audit_with_text(
+        store.load_instances(dataset), retrievers, ks, chunk_size, overlap, vectors
+    )
     vectors.flush()
     rows = []
     for row in agg.to_dict("records"):
@@ -364,9 +384,13 @@ def _cmd_report_retrieval(args: argparse.Namespace) -> int:
     except ValueError:
         raise ValueError(f"--k must be integers separated by commas, got {args.k!r}") from None
     rows = retrieval_report(
-        open_store(args), args.dataset, split_csv(args.retrievers), ks, args.chunk_size,
+        open_store(args),
+        args.dataset,
+        split_csv(args.retrievers),
+        ks,
+        args.chunk_size,
         args.overlap,
-    )  # fmt: skip
+    )
     if args.json:
         print_json(rows)
         return 0
@@ -377,9 +401,14 @@ def _cmd_report_retrieval(args: argparse.Namespace) -> int:
     for r in rows:
         cells = [
             f"{r[m]:.{2 if m == 'passages_per_context' else 3}f}" if r[m] is not None else "--"
-            for m in ("recall", "full_chain_coverage", "evidence_f1", "distractor_rate",
-                      "passages_per_context")
-        ]  # fmt: skip
+            for m in (
+                "recall",
+                "full_chain_coverage",
+                "evidence_f1",
+                "distractor_rate",
+                "passages_per_context",
+            )
+        ]
         print(
             f"{r['retriever']:10} {r['k']:>3} {cells[0]:>7} {cells[1]:>7} {cells[2]:>7} "
             f"{cells[3]:>7} {cells[4]:>8} {r['n_instances']:>5}"
@@ -403,14 +432,25 @@ def runs_report(store: Store, selector: str | None = None) -> list[dict[str, Any
     out = []
     for r in frame[frame["run_id"].isin(wanted)].sort_values("run_id").to_dict("records"):
         digest = error_digest(store, [r["run_id"]])
-        out.append(json_plain({
-            "run": r["run_id"], "kind": r.get("kind"), "dataset": r["dataset_id"],
-            "backend": r["backend"], "model": r["model"], "status": r["status"],
-            "n_planned": r.get("n_planned"), "n_done": r.get("n_done"),
-            "n_errors": digest["errors"], "top_error": digest["top"],
-            "top_error_count": digest["top_n"], "pid": r.get("pid"),
-            "heartbeat_at": r.get("heartbeat_at"),
-        }))  # fmt: skip
+        out.append(
+            json_plain(
+                {
+                    "run": r["run_id"],
+                    "kind": r.get("kind"),
+                    "dataset": r["dataset_id"],
+                    "backend": r["backend"],
+                    "model": r["model"],
+                    "status": r["status"],
+                    "n_planned": r.get("n_planned"),
+                    "n_done": r.get("n_done"),
+                    "n_errors": digest["errors"],
+                    "top_error": digest["top"],
+                    "top_error_count": digest["top_n"],
+                    "pid": r.get("pid"),
+                    "heartbeat_at": r.get("heartbeat_at"),
+                }
+            )
+        )
     return out
 
 
@@ -419,8 +459,10 @@ def _cmd_report_runs(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
-    print(f"{'run':28} {'kind':13} {'status':11} {'planned':>7} {'done':>6} {'errors':>6}  "
-          "most frequent error")  # fmt: skip
+    print(
+        f"{'run':28} {'kind':13} {'status':11} {'planned':>7} {'done':>6} {'errors':>6}  "
+        "most frequent error"
+    )
     for r in rows:
         top = f"{r['top_error']} ({r['top_error_count']})" if r["top_error"] else "-"
         print(

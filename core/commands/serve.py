@@ -33,13 +33,24 @@ _ROOT = Path(__file__).resolve().parents[2]
 #: Seconds the dashboard's process group gets to end after SIGTERM before SIGKILL.
 STOP_GRACE_S = 10.0
 
+
 def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
     """The argv that starts the dashboard on ``address:port`` (headless, no usage stats)."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(_ROOT / "app.py"),
-        "--server.address", address, "--server.port", str(int(port)),
-        "--server.headless", "true", "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(_ROOT / "app.py"),
+        "--server.address",
+        address,
+        "--server.port",
+        str(int(port)),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
 
 
 #: Run by the child before it becomes the dashboard: on Linux, ask the kernel to SIGKILL it
@@ -121,8 +132,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"empty store {store.path}: building the demo ...", flush=True)
         info = build_demo(store, progress=show)
         s = info["summary"]
-        print(f"demo ready: run '{info['run']}' on '{info['dataset']}', {s['planned']} "
-              f"predictions in {s['seconds']:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"demo ready: run '{info['run']}' on '{info['dataset']}', {s['planned']} "
+            f"predictions in {s['seconds']:.1f} s",
+            flush=True,
+        )
     if not 1 <= args.port <= 65535:
         raise ValueError(f"port {args.port} must be in [1, 65535]")
     env = dict(os.environ, EVIDENCE_DB=str(store.path.resolve()))

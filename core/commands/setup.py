@@ -41,8 +41,9 @@ def _font_path() -> str | None:
         return FONT_FILE
     if shutil.which("fc-match") is None:
         return None
-    found = subprocess.run(["fc-match", "-f", "%{family}|%{file}", "Liberation Serif"],
-                           capture_output=True, text=True).stdout  # fmt: skip
+    found = subprocess.run(
+        ["fc-match", "-f", "%{family}|%{file}", "Liberation Serif"], capture_output=True, text=True
+    ).stdout
     family, _, path = found.partition("|")
     return path if "Liberation Serif" in family else None
 
@@ -52,10 +53,16 @@ PACKAGES: tuple[tuple[str, str, Callable[[], str | None]], ...] = (
     ("chromium", "figure export and browser tests", chromium_path),
     ("fonts-liberation", "the export font, Liberation Serif", _font_path),
     ("poppler-utils", "the export tests (pdfinfo, pdffonts)", lambda: shutil.which("pdfinfo")),
-    ("texlive-latex-base", "pdflatex, to compile exported LaTeX in the tests",
-     lambda: shutil.which("pdflatex")),
-    ("texlive-latex-recommended", "booktabs, for the exported LaTeX tables",
-     lambda: _kpse("booktabs.sty")),
+    (
+        "texlive-latex-base",
+        "pdflatex, to compile exported LaTeX in the tests",
+        lambda: shutil.which("pdflatex"),
+    ),
+    (
+        "texlive-latex-recommended",
+        "booktabs, for the exported LaTeX tables",
+        lambda: _kpse("booktabs.sty"),
+    ),
 )
 
 

@@ -49,8 +49,10 @@ def _cmd_merge(args: argparse.Namespace) -> int:
         "as collisions"
     )
     for name, c in sorted(result.tables.items()):
-        print(f"  {name:20} {c.rows:>9} read {c.added:>9} added {c.same:>9} same "
-              f"{c.skipped:>7} skipped")  # fmt: skip
+        print(
+            f"  {name:20} {c.rows:>9} read {c.added:>9} added {c.same:>9} same "
+            f"{c.skipped:>7} skipped"
+        )
     for run in result.runs_skipped:
         print(f"  skipped run '{run}': other content in the target (kept the target's)")
     return 0
@@ -73,9 +75,11 @@ def register(groups: Groups) -> None:
     merge.add_argument("stores", type=Path, nargs="+", help="the stores to merge, in order")
     merge.add_argument("--into", type=Path, required=True, help="the target store (new or not)")
     merge.add_argument(
-        "--on-conflict", choices=ON_CONFLICT, default="refuse",
+        "--on-conflict",
+        choices=ON_CONFLICT,
+        default="refuse",
         help="a run (or row) stored in both with other content: refuse the merge (default) "
         "or skip it, keeping the target's, and count it",
-    )  # fmt: skip
+    )
     merge.add_argument("--json", action="store_true", help="print the counts as JSON")
     merge.set_defaults(handler=_cmd_merge)

@@ -198,8 +198,7 @@ JUDGE_TEMPLATE_VERSION = "1"
 
 def judge_messages(question: str, context: str) -> list[dict[str, str]]:
     """The chat messages asking a judge to rate ``context`` for ``question`` (0..5)."""
-    return [{"role": "user", "content": JUDGE_TEMPLATE.format(question=question,
-                                                              context=context)}]  # fmt: skip
+    return [{"role": "user", "content": JUDGE_TEMPLATE.format(question=question, context=context)}]
 
 
 def parse_rating(text: str | None) -> int:

@@ -134,9 +134,7 @@ def coverage(ranking: Iterable[Iterable[Hashable]], answerable: Iterable[Hashabl
     return len(got & target) / len(target)
 
 
-def density(
-    cov: float, tokens: float, cov_ref: float, tokens_ref: float, w: float = W
-) -> float:
+def density(cov: float, tokens: float, cov_ref: float, tokens_ref: float, w: float = W) -> float:
     """Den(Z) = ((cov / tokens) / (cov_ref / tokens_ref))^w, relative to Z* (eq. 5).
 
     Args:
@@ -178,8 +176,7 @@ def density(
 def _chunk_sets(chunks: Sequence[Chunk], ans: Answerability) -> list[frozenset[str]]:
     empty: frozenset[str] = frozenset()
     return [
-        frozenset().union(*(ans.answers.get(pid, empty) for pid in c.passage_ids))
-        for c in chunks
+        frozenset().union(*(ans.answers.get(pid, empty) for pid in c.passage_ids)) for c in chunks
     ]
 
 
@@ -207,8 +204,13 @@ def context_scores(
     """
     sets = _chunk_sets(ranked, ans)
     cov = coverage(sets, ans.answerable)
-    ndcg = alpha_ndcg(sets, _chunk_sets(all_chunks, ans), alpha=alpha, depth=len(sets),
-                      pool_ids=[c.chunk_id for c in all_chunks])  # fmt: skip
+    ndcg = alpha_ndcg(
+        sets,
+        _chunk_sets(all_chunks, ans),
+        alpha=alpha,
+        depth=len(sets),
+        pool_ids=[c.chunk_id for c in all_chunks],
+    )
     ntok = {p.passage_id: p.n_tokens + _LABEL_TOKENS for p in instance.passages}
     tokens_ref = sum(ntok[pid] for pid in ans.required)
     cov_ref = coverage([ans.answers[pid] for pid in ans.required], ans.answerable)
@@ -273,8 +275,9 @@ class CruxResult:
 
         Led by the instances left out for want of passage text, when any.
         """
-        said = answerability_note(self.answerability_counts, self.eta, self.discarded,
-                                  self.distractor_only)  # fmt: skip
+        said = answerability_note(
+            self.answerability_counts, self.eta, self.discarded, self.distractor_only
+        )
         if not self.missing:
             return said
         return f"Missing: {self.missing}." + ("" if said == "No instances." else f" {said}")
@@ -339,9 +342,11 @@ def answerability_note(
     out = "; ".join(parts) + "."
     if discarded:
         some = "1 judged sub-question" if discarded == 1 else f"{discarded} judged sub-questions"
-        out += (f" {some} that no gold passage answers {'is' if discarded == 1 else 'are'} left "
-                f"out, as the paper filters them ({distractor_only} answered only by a non-gold "
-                "passage).")  # fmt: skip
+        out += (
+            f" {some} that no gold passage answers {'is' if discarded == 1 else 'are'} left "
+            f"out, as the paper filters them ({distractor_only} answered only by a non-gold "
+            "passage)."
+        )
     return out
 
 
@@ -380,8 +385,14 @@ def _check_ks(ks: Iterable[Any], allow_empty: bool = False) -> list[int]:
 
 
 #: Scores of a k = |Z*| = 0 context (no required subset): unscored, counted in n_unscored.
-_NO_CONTEXT = {"coverage": math.nan, "alpha_ndcg": math.nan, "density": math.nan, "tokens": 0,
-               "coverage_ref": math.nan, "tokens_ref": 0}  # fmt: skip
+_NO_CONTEXT = {
+    "coverage": math.nan,
+    "alpha_ndcg": math.nan,
+    "density": math.nan,
+    "tokens": 0,
+    "coverage_ref": math.nan,
+    "tokens_ref": 0,
+}
 
 
 def crux_evaluate(
@@ -452,8 +463,7 @@ def crux_evaluate(
                 if size:
                     scores = context_scores(top, chunks, ans, inst, alpha=alpha, w=w)
                 else:  # k = |Z*| = 0: no required subset, no context to score
-                    scores = {**_NO_CONTEXT, "n_answerable": len(ans.answerable),
-                              "answered": []}  # fmt: skip
+                    scores = {**_NO_CONTEXT, "n_answerable": len(ans.answerable), "answered": []}
                 rows.append(
                     {
                         "instance_id": inst.instance_id,
@@ -473,9 +483,17 @@ def crux_evaluate(
     if missing and not instances:  # nothing ranked: no answerability to name
         agg["answerability"] = "none"
     return CruxResult(
-        per, agg, source, eta=eta, answerability_counts=counts, k_required=k_required,
-        discarded=dropped[0], distractor_only=dropped[1], no_text=no_text, missing=missing,
-    )  # fmt: skip
+        per,
+        agg,
+        source,
+        eta=eta,
+        answerability_counts=counts,
+        k_required=k_required,
+        discarded=dropped[0],
+        distractor_only=dropped[1],
+        no_text=no_text,
+        missing=missing,
+    )
 
 
 def _aggregate(
@@ -508,7 +526,7 @@ def _aggregate(
                 fin = col[np.isfinite(col)]
                 row[m] = float(fin.mean()) if fin.size else math.nan
                 b = boot[:, j][np.isfinite(boot[:, j])]
-                lo, hi = (np.percentile(b, [2.5, 97.5]) if b.size else (math.nan, math.nan))
+                lo, hi = np.percentile(b, [2.5, 97.5]) if b.size else (math.nan, math.nan)
                 row[f"{m}_ci_low"], row[f"{m}_ci_high"] = float(lo), float(hi)
             row["tokens"] = float(scored["tokens"].mean()) if len(scored) else math.nan
             out.append(row)
@@ -600,5 +618,3 @@ def crux_report(
 
 
 # ------------------------------------------------------------------------ optional judge
-
-

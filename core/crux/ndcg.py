@@ -159,7 +159,7 @@ def _topic_arrays(
         out: list[list[int]] = [[], []]
         n_sub = 1
         for t in range(n_topics):
-            part = [x[b[t]:b[t + 1]] for x, b in zip(subs, bounds, strict=True)]
+            part = [x[b[t] : b[t + 1]] for x, b in zip(subs, bounds, strict=True)]
             sub = _numbered(chain(*part))
             for o, x in zip(out, part, strict=True):
                 o += map(sub.__getitem__, x)
@@ -299,8 +299,9 @@ def _greedy(pool: tuple[frozenset, ...], ids: tuple | None, keep: float) -> _Gre
     return _Greedy(pool, ids, keep)
 
 
-def _run_gains(ranking: Sequence[frozenset], pool: Iterable[frozenset], keep: float,
-               depth: int) -> list[float]:  # fmt: skip
+def _run_gains(
+    ranking: Sequence[frozenset], pool: Iterable[frozenset], keep: float, depth: int
+) -> list[float]:
     """Novelty gains of one ranking's first ``depth`` items (:func:`_gains`, one topic)."""
     ranked = ranking[:depth]
     sub = _numbered(chain(chain.from_iterable(pool), chain.from_iterable(ranked)))
@@ -360,8 +361,9 @@ def alpha_ndcg_topics(
         return out
     pool_rel, run_rel, actual = _topic_arrays(rankings, pools, pool_ids, deep)
     keep = 1.0 - a
-    out[:] = _normalized(_ideal_gains(pool_rel, keep, deep), _gains(run_rel, keep), actual,
-                         keep, ks)  # fmt: skip
+    out[:] = _normalized(
+        _ideal_gains(pool_rel, keep, deep), _gains(run_rel, keep), actual, keep, ks
+    )
     return out
 
 

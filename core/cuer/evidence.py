@@ -240,8 +240,7 @@ class Pool:
         """Eligible units for ``target_id``, best first (see :func:`replacement_candidates`)."""
         if hardness not in REPLACE_HARDNESS:
             raise ValueError(
-                f"unknown replace hardness {hardness!r}; choose from: "
-                f"{', '.join(REPLACE_HARDNESS)}"
+                f"unknown replace hardness {hardness!r}; choose from: {', '.join(REPLACE_HARDNESS)}"
             )
         band = self.eligible(target_id)
         if hardness == "easy":

@@ -125,19 +125,32 @@ TWO_SUPPORT_PARTS = ("1", "2", "both")
 
 #: Base retrieved chunks (seed 004 §5.1: BM25 top k = 5, not the four-condition protocol's 3).
 BASE_TOP_K = Param(
-    "top_k", int, 5, "base retrieved chunks", minimum=TOP_K.minimum,
-    maximum=TOP_K.maximum, section="seed 004 §5.1"
+    "top_k",
+    int,
+    5,
+    "base retrieved chunks",
+    minimum=TOP_K.minimum,
+    maximum=TOP_K.maximum,
+    section="seed 004 §5.1",
 )
 #: Replacement hardness of one ``replace`` call.
 REPLACE_LEVEL = Param(
-    "hardness", str, "easy", "replacement: seeded random (easy), similar to the question "
-    "(medium) or to the target (hard)", choices=REPLACE_HARDNESS, section="seed 004 §5.6",
-)  # fmt: skip
+    "hardness",
+    str,
+    "easy",
+    "replacement: seeded random (easy), similar to the question (medium) or to the target (hard)",
+    choices=REPLACE_HARDNESS,
+    section="seed 004 §5.6",
+)
 #: Where ``duplicate`` inserts the copy.
 DUPLICATE_POSITION = Param(
-    "position", str, "end", "where the copy goes: front, after the target, or end",
-    choices=DUPLICATE_POSITIONS, section="seed 004 App. C",
-)  # fmt: skip
+    "position",
+    str,
+    "end",
+    "where the copy goes: front, after the target, or end",
+    choices=DUPLICATE_POSITIONS,
+    section="seed 004 App. C",
+)
 #: Where ``move`` puts the target (index in the list without it; the Case view's operator).
 MOVE_TO = Param("move_to", int, 0, "index the target moves to (0 = front)", minimum=0)
 #: Each operator's own parameters, by operator name.
@@ -149,34 +162,59 @@ OPERATOR_PARAMS: dict[str, tuple[Param, ...]] = {
 }
 #: Operators a run plans per target.
 OPERATORS_PARAM = Param(
-    "operators", str, PLAN_OPERATORS, "operators planned per target", choices=PLAN_OPERATORS,
-    section="seed 004 §4.3", multiple=True,
-)  # fmt: skip
+    "operators",
+    str,
+    PLAN_OPERATORS,
+    "operators planned per target",
+    choices=PLAN_OPERATORS,
+    section="seed 004 §4.3",
+    multiple=True,
+)
 #: Replacement hardness levels a run plans.
 REPLACE_HARDNESS_PARAM = Param(
-    "replace_hardness", str, REPLACE_HARDNESS, "replacement hardness levels planned",
-    choices=REPLACE_HARDNESS, section="seed 004 §5.6", multiple=True,
-)  # fmt: skip
+    "replace_hardness",
+    str,
+    REPLACE_HARDNESS,
+    "replacement hardness levels planned",
+    choices=REPLACE_HARDNESS,
+    section="seed 004 §5.6",
+    multiple=True,
+)
 #: Duplicate positions a run plans (the paper's default: ``end``).
 DUPLICATE_POSITIONS_PARAM = Param(
-    "duplicate_positions", str, ("end",), "duplicate positions planned",
-    choices=DUPLICATE_POSITIONS, section="seed 004 App. C", multiple=True,
-)  # fmt: skip
+    "duplicate_positions",
+    str,
+    ("end",),
+    "duplicate positions planned",
+    choices=DUPLICATE_POSITIONS,
+    section="seed 004 App. C",
+    multiple=True,
+)
 #: The two-support ablation where >= 2 gold passages are shown.
 TWO_SUPPORT = Param(
-    "two_support", bool, True, "two-support ablation where >= 2 gold passages are shown",
+    "two_support",
+    bool,
+    True,
+    "two-support ablation where >= 2 gold passages are shown",
     section="seed 004 §6.8",
-)  # fmt: skip
+)
 #: The zero-retrieval control (the no-evidence prompt).
 ZERO_RETRIEVAL = Param(
-    "zero_retrieval", bool, True, "zero-retrieval control: the no-evidence prompt",
+    "zero_retrieval",
+    bool,
+    True,
+    "zero-retrieval control: the no-evidence prompt",
     section="seed 004 §5.7",
-)  # fmt: skip
+)
 #: What a CUE-R run plans (``run-interventions`` flags after the retrieval ones).
 RUN_PARAMS = (
-    OPERATORS_PARAM, REPLACE_HARDNESS_PARAM, DUPLICATE_POSITIONS_PARAM, TWO_SUPPORT,
-    ZERO_RETRIEVAL, REPLACE_SEED,
-)  # fmt: skip
+    OPERATORS_PARAM,
+    REPLACE_HARDNESS_PARAM,
+    DUPLICATE_POSITIONS_PARAM,
+    TWO_SUPPORT,
+    ZERO_RETRIEVAL,
+    REPLACE_SEED,
+)
 #: Version of the CUE-R plan. 2 (issue 34): replacements are whole non-support passages
 #: (seed 004 §5.6), no longer chunks that touch no gold passage. An interventions run records
 #: it with its retrieval settings (:func:`plan_settings`), so a run planned by another
@@ -196,22 +234,36 @@ def plan_settings(retrieval: Mapping[str, Any]) -> dict[str, Any]:
 
 #: Role threshold: a change is negligible when |delta| <= eps (and D <= eps).
 EPS = Param(
-    "eps", float, 0.05, "negligible change. Redundant: every |Δ| <= eps and D <= eps. "
+    "eps",
+    float,
+    0.05,
+    "negligible change. Redundant: every |Δ| <= eps and D <= eps. "
     "Confidence-distorting: |Δcal| > eps and |Δcorr| <= eps. Strong complementary: both single "
-    "drops <= eps, joint drop > eps", minimum=0.0, maximum=1.0,
+    "drops <= eps, joint drop > eps",
+    minimum=0.0,
+    maximum=1.0,
     section="SPEC §7; CUE-R (seed 004) §3.5",
-)  # fmt: skip
+)
 #: Role threshold: trace divergence D >= tau is large.
 TAU = Param(
-    "tau", float, 0.5, "large trace divergence. Distractive: D >= tau and a utility worsens; "
-    "D = 0.5 (1 - Jaccard of cited ids) + 0.3 [answer changed] + 0.2 |c - c'|", minimum=0.0,
-    maximum=1.0, section="SPEC §7; CUE-R (seed 004) §3.4-3.5",
-)  # fmt: skip
+    "tau",
+    float,
+    0.5,
+    "large trace divergence. Distractive: D >= tau and a utility worsens; "
+    "D = 0.5 (1 - Jaccard of cited ids) + 0.3 [answer changed] + 0.2 |c - c'|",
+    minimum=0.0,
+    maximum=1.0,
+    section="SPEC §7; CUE-R (seed 004) §3.4-3.5",
+)
 #: Axis of the two-support (synergy) drops.
 SYNERGY_METRIC = Param(
-    "synergy_metric", str, "answer_f1", "axis of the two-support drops (the paper: answer F1)",
-    choices=("answer_f1", "correctness", "grounding"), section="CUE-R (seed 004) §6.8, Table 9",
-)  # fmt: skip
+    "synergy_metric",
+    str,
+    "answer_f1",
+    "axis of the two-support drops (the paper: answer F1)",
+    choices=("answer_f1", "correctness", "grounding"),
+    section="CUE-R (seed 004) §6.8, Table 9",
+)
 #: The role thresholds of ``report interventions``.
 REPORT_PARAMS = (EPS, TAU)
 
@@ -343,8 +395,11 @@ def _replace(
         EvidenceItem(it.passage_ids, it.text, f"replacement:{unit_id}")
         for it in evidence_items([Chunk(unit_id, 0, unit_text, unit_ids, 0, 0)])
     ]
-    return [*items[: hit[0]], *new, *(it for i, it in enumerate(items[hit[0] :], hit[0])
-                                       if i not in hit)]
+    return [
+        *items[: hit[0]],
+        *new,
+        *(it for i, it in enumerate(items[hit[0] :], hit[0]) if i not in hit),
+    ]
 
 
 # ------------------------------------------------------------------------------ variants
@@ -521,11 +576,17 @@ def plan_interventions(
                     continue
                 new = _replace(instance, items, tid, cands)
                 meta = {
-                    **tmeta, "operator": "replace", "hardness": level, "seed": seed,
-                    "replacement": cands[0][0], "replacement_passages": list(cands[0][1]),
+                    **tmeta,
+                    "operator": "replace",
+                    "hardness": level,
+                    "seed": seed,
+                    "replacement": cands[0][0],
+                    "replacement_passages": list(cands[0][1]),
                     "replacement_novel": not set(cands[0][1]) & pool.shown_ids,
-                    "pool": pool.pool, "candidates": len(cands), "planner": PLANNER_VERSION,
-                }  # fmt: skip
+                    "pool": pool.pool,
+                    "candidates": len(cands),
+                    "planner": PLANNER_VERSION,
+                }
                 calls.append(_call(instance, new, format_variant("replace", tid, level), meta))
         if "remove" in ops:
             new = perturb(instance, items, "remove", tid)

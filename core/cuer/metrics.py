@@ -164,9 +164,12 @@ def _base_rows(
     if correct_col != AXIS_SCORE["correctness"]:
         conf = sub["confidence"] if "confidence" in sub.columns else [None] * len(sub)
         vals["confidence_error"] = np.array(
-            [confidence_error(c if finite(c) else None, k)
-             for c, k in zip(conf, vals["correctness"], strict=True)], dtype=float,
-        )  # fmt: skip
+            [
+                confidence_error(c if finite(c) else None, k)
+                for c, k in zip(conf, vals["correctness"], strict=True)
+            ],
+            dtype=float,
+        )
     for axis in AXIS_SCORE:
         out[axis] = np.where(gone, np.nan, vals[axis])
     for m in ("trace_divergence", "evidence_divergence"):
@@ -247,8 +250,9 @@ def utility_profile(
     per = pd.concat(
         [
             base[keep],
-            single.rename(columns={"param": "_param"})
-            .assign(variant=lambda d: d["_param"], missing=_missing(single))[keep],
+            single.rename(columns={"param": "_param"}).assign(
+                variant=lambda d: d["_param"], missing=_missing(single)
+            )[keep],
         ],
         ignore_index=True,
     )
@@ -258,16 +262,23 @@ def utility_profile(
         grp = _canonical(grp)
         gone = int(grp["missing"].sum())
         n = int(len(grp)) - gone
-        row: dict[str, Any] = {"run": run, "operator": op, "variant": var,
-                               "correctness_axis": correctness, "n": n,
-                               "missing": gone}  # fmt: skip
+        row: dict[str, Any] = {
+            "run": run,
+            "operator": op,
+            "variant": var,
+            "correctness_axis": correctness,
+            "n": n,
+            "missing": gone,
+        }
         for m in PROFILE_METRICS:
             ci = bootstrap_mean_ci(grp[m].to_numpy(dtype=float), n_resamples, seed)
             row[m] = ci["mean"]
             row[f"{m}_ci_low"] = ci["ci_low"]
             row[f"{m}_ci_high"] = ci["ci_high"]
-        for m, pct in (("answer_changed", "pct_answer_changed"),
-                       ("correctness_changed", "pct_correctness_changed")):  # fmt: skip
+        for m, pct in (
+            ("answer_changed", "pct_answer_changed"),
+            ("correctness_changed", "pct_correctness_changed"),
+        ):
             known = [bool(v) for v in grp.loc[~grp["missing"], m] if v is not None and finite(v)]
             count = "answers_changed" if m == "answer_changed" else m
             row[count] = sum(known)
@@ -289,15 +300,21 @@ def _canonical(grp: pd.DataFrame) -> pd.DataFrame:
 
 #: Columns of the :func:`utility_profile` aggregate, in order.
 PROFILE_COLUMNS = (
-    "run", "operator", "variant", "correctness_axis", "n", "missing",
+    "run",
+    "operator",
+    "variant",
+    "correctness_axis",
+    "n",
+    "missing",
     *[c for m in PROFILE_METRICS for c in (m, f"{m}_ci_low", f"{m}_ci_high")],
-    "answers_changed", "pct_answer_changed", "correctness_changed", "pct_correctness_changed",
-)  # fmt: skip
+    "answers_changed",
+    "pct_answer_changed",
+    "correctness_changed",
+    "pct_correctness_changed",
+)
 
 
-def paired_deltas(
-    pairs: pd.DataFrame, *, n_resamples: int = 5000, seed: int = 42
-) -> CuerResult:
+def paired_deltas(pairs: pd.DataFrame, *, n_resamples: int = 5000, seed: int = 42) -> CuerResult:
     """Paired bootstrap deltas original - perturbed per (run, operator, variant, metric).
 
     The layout of seed 004 Table 3: ``delta`` (mean paired difference), 95% percentile CI and
@@ -325,38 +342,69 @@ def paired_deltas(
                 orig = grp[f"{m}_orig"].to_numpy(dtype=float)
             pert = grp[m].to_numpy(dtype=float)
             # CUE-R §5.9's p is the bootstrap p (the ONCU default is the normal one)
-            c = paired_contrast(orig, pert, n_resamples=n_resamples, seed=seed,
-                                p_test="bootstrap")
+            c = paired_contrast(orig, pert, n_resamples=n_resamples, seed=seed, p_test="bootstrap")
             agg_rows.append(
                 {
-                    "run": run, "operator": op, "variant": var, "metric": m, "n": c["n"],
-                    "missing": int(gone.sum()), "delta": c["mean"], "ci_low": c["ci_low"],
-                    "ci_high": c["ci_high"], "p": c["p"], "effect": c["effect"],
-                }  # fmt: skip
+                    "run": run,
+                    "operator": op,
+                    "variant": var,
+                    "metric": m,
+                    "n": c["n"],
+                    "missing": int(gone.sum()),
+                    "delta": c["mean"],
+                    "ci_low": c["ci_low"],
+                    "ci_high": c["ci_high"],
+                    "p": c["p"],
+                    "effect": c["effect"],
+                }
             )
             long_rows.append(
                 pd.DataFrame(
                     {
-                        "run": run, "instance_id": grp["instance_id"].to_numpy(),
-                        "operator": op, "variant": var, "metric": m, "original": orig,
-                        "perturbed": pert, "delta": orig - pert,
-                    }  # fmt: skip
+                        "run": run,
+                        "instance_id": grp["instance_id"].to_numpy(),
+                        "operator": op,
+                        "variant": var,
+                        "metric": m,
+                        "original": orig,
+                        "perturbed": pert,
+                        "delta": orig - pert,
+                    }
                 )
             )
     agg = pd.DataFrame(
         agg_rows,
-        columns=["run", "operator", "variant", "metric", "n", "missing", "delta", "ci_low",
-                 "ci_high", "p", "effect"],
-    )  # fmt: skip
+        columns=[
+            "run",
+            "operator",
+            "variant",
+            "metric",
+            "n",
+            "missing",
+            "delta",
+            "ci_low",
+            "ci_high",
+            "p",
+            "effect",
+        ],
+    )
     agg = with_not_applicable(agg, single)
     agg = _in_operator_order(agg, [METRICS.index(m) for m in agg["metric"]])
     per = (
         pd.concat(long_rows, ignore_index=True)
         if long_rows
         else pd.DataFrame(
-            columns=["run", "instance_id", "operator", "variant", "metric", "original",
-                     "perturbed", "delta"]
-        )  # fmt: skip
+            columns=[
+                "run",
+                "instance_id",
+                "operator",
+                "variant",
+                "metric",
+                "original",
+                "perturbed",
+                "delta",
+            ]
+        )
     )
     return CuerResult(per_instance=per, aggregate=agg)
 
@@ -386,8 +434,13 @@ def role_counts(pairs: pd.DataFrame) -> CuerResult:
         gone = _missing(grp)
         ok = grp[~gone]
         n_flags = ok["n_flags"].astype(int) if len(ok) else pd.Series(dtype=int)
-        row: dict[str, Any] = {"run": run, "operator": op, "variant": var, "n": int(len(ok)),
-                               "missing": int(gone.sum())}  # fmt: skip
+        row: dict[str, Any] = {
+            "run": run,
+            "operator": op,
+            "variant": var,
+            "n": int(len(ok)),
+            "missing": int(gone.sum()),
+        }
         for flag in ROLE_FLAGS:
             row[flag] = int(ok[f"is_{flag}"].astype(bool).sum())
         row["unassigned"] = int((n_flags == 0).sum())
@@ -400,8 +453,15 @@ def role_counts(pairs: pd.DataFrame) -> CuerResult:
 
 #: Columns of the :func:`role_counts` aggregate, in order.
 ROLE_COUNT_COLUMNS = (
-    "run", "operator", "variant", "n", "missing", *ROLE_FLAGS, "unassigned", "several_flags",
-)  # fmt: skip
+    "run",
+    "operator",
+    "variant",
+    "n",
+    "missing",
+    *ROLE_FLAGS,
+    "unassigned",
+    "several_flags",
+)
 
 
 def role_combinations(pairs: pd.DataFrame) -> CuerResult:
@@ -417,12 +477,18 @@ def role_combinations(pairs: pd.DataFrame) -> CuerResult:
     items = _items(pairs)
     ok = items[~_missing(items)]
     rows = [
-        {"run": run, "operator": op, "variant": var, "flags": flags,
-         "n_flags": 0 if flags == "unassigned" else flags.count("+") + 1, "n": int(len(grp))}
+        {
+            "run": run,
+            "operator": op,
+            "variant": var,
+            "flags": flags,
+            "n_flags": 0 if flags == "unassigned" else flags.count("+") + 1,
+            "n": int(len(grp)),
+        }
         for (run, op, var, flags), grp in ok.groupby(
             ["run", "operator", "param", "flags"], sort=False
         )
-    ]  # fmt: skip
+    ]
     agg = pd.DataFrame(rows, columns=["run", "operator", "variant", "flags", "n_flags", "n"])
     agg = _in_operator_order(agg, [-n for n in agg["n"]], agg["flags"])
     return CuerResult(per_instance=items, aggregate=agg)
@@ -465,11 +531,19 @@ def synergy(
             continue
         if any(bool(by[p].get("missing", False)) for p in ("1", "2", "both")):
             rows.append(
-                {"run": run, "instance_id": iid, "supports": by["both"]["target"],
-                 "drop_1": math.nan, "drop_2": math.nan, "drop_both": math.nan,
-                 "synergy": math.nan, "positive": None, "strong_complementary": None,
-                 "missing": True}
-            )  # fmt: skip
+                {
+                    "run": run,
+                    "instance_id": iid,
+                    "supports": by["both"]["target"],
+                    "drop_1": math.nan,
+                    "drop_2": math.nan,
+                    "drop_both": math.nan,
+                    "synergy": math.nan,
+                    "positive": None,
+                    "strong_complementary": None,
+                    "missing": True,
+                }
+            )
             continue
         drops = {p: by[p][f"{metric}_orig"] - by[p][metric] for p in ("1", "2", "both")}
         if not all(math.isfinite(v) for v in drops.values()):
@@ -477,20 +551,35 @@ def synergy(
         syn = drops["both"] - max(drops["1"], drops["2"])
         rows.append(
             {
-                "run": run, "instance_id": iid, "supports": by["both"]["target"],
-                "drop_1": drops["1"], "drop_2": drops["2"], "drop_both": drops["both"],
-                "synergy": syn, "positive": bool(syn > 1e-12),
+                "run": run,
+                "instance_id": iid,
+                "supports": by["both"]["target"],
+                "drop_1": drops["1"],
+                "drop_2": drops["2"],
+                "drop_both": drops["both"],
+                "synergy": syn,
+                "positive": bool(syn > 1e-12),
                 "strong_complementary": bool(
                     drops["1"] <= eps and drops["2"] <= eps and drops["both"] > eps
                 ),
                 "missing": False,
-            }  # fmt: skip
+            }
         )
     per = pd.DataFrame(
         rows,
-        columns=["run", "instance_id", "supports", "drop_1", "drop_2", "drop_both", "synergy",
-                 "positive", "strong_complementary", "missing"],
-    )  # fmt: skip
+        columns=[
+            "run",
+            "instance_id",
+            "supports",
+            "drop_1",
+            "drop_2",
+            "drop_both",
+            "synergy",
+            "positive",
+            "strong_complementary",
+            "missing",
+        ],
+    )
     agg_rows = []
     for run, everything in per.groupby("run", sort=False):
         gone = everything["missing"].astype(bool)
@@ -498,7 +587,9 @@ def synergy(
         n = len(grp)
         agg_rows.append(
             {
-                "run": run, "n": n, "missing": int(gone.sum()),
+                "run": run,
+                "n": n,
+                "missing": int(gone.sum()),
                 "mean_drop_1": float(grp["drop_1"].mean()),
                 "mean_drop_2": float(grp["drop_2"].mean()),
                 "mean_drop_both": float(grp["drop_both"].mean()),
@@ -510,13 +601,23 @@ def synergy(
                     100.0 * float(grp["strong_complementary"].sum()) / n if n else math.nan
                 ),
                 "metric": metric,
-            }  # fmt: skip
+            }
         )
     agg = pd.DataFrame(
         agg_rows,
-        columns=["run", "n", "missing", "mean_drop_1", "mean_drop_2", "mean_drop_both",
-                 "mean_synergy", "pct_positive_synergy", "pct_strong_complementary", "metric"],
-    )  # fmt: skip
+        columns=[
+            "run",
+            "n",
+            "missing",
+            "mean_drop_1",
+            "mean_drop_2",
+            "mean_drop_both",
+            "mean_synergy",
+            "pct_positive_synergy",
+            "pct_strong_complementary",
+            "metric",
+        ],
+    )
     return CuerResult(per_instance=per, aggregate=agg)
 
 
@@ -567,26 +668,51 @@ def intervention_report(
     count_cols = [c for c in ROLE_COUNT_COLUMNS if c not in ("run", "operator", "variant")]
     totals = {c: int(roles[c].sum()) if len(roles) else 0 for c in count_cols}
     combo_totals = {
-        f: int(n) for f, n in combos.groupby("flags", sort=False)["n"].sum()
-        .sort_values(ascending=False, kind="stable").items()
-    }  # fmt: skip
+        f: int(n)
+        for f, n in combos.groupby("flags", sort=False)["n"]
+        .sum()
+        .sort_values(ascending=False, kind="stable")
+        .items()
+    }
     syn_obj: dict[str, Any] = (
         {k: v for k, v in syn.iloc[0].to_dict().items() if k != "run"}
         if len(syn)
         else {"n": 0, "missing": 0, "metric": synergy_metric}
     )
-    op_keys = ("operator", "variant", "n", "missing", "not_applicable", *PROFILE_METRICS,
-               "answers_changed",
-               "pct_answer_changed", "correctness_changed", "pct_correctness_changed")  # fmt: skip
+    op_keys = (
+        "operator",
+        "variant",
+        "n",
+        "missing",
+        "not_applicable",
+        *PROFILE_METRICS,
+        "answers_changed",
+        "pct_answer_changed",
+        "correctness_changed",
+        "pct_correctness_changed",
+    )
     return json_plain(
         {
             "correctness_axis": correctness,
             "operators": [{k: r[k] for k in op_keys} for r in prof.to_dict("records")],
             "paired": [
-                {k: r[k] for k in ("operator", "variant", "metric", "n", "missing",
-                                    "not_applicable", "delta", "ci_low", "ci_high", "p")}
+                {
+                    k: r[k]
+                    for k in (
+                        "operator",
+                        "variant",
+                        "metric",
+                        "n",
+                        "missing",
+                        "not_applicable",
+                        "delta",
+                        "ci_low",
+                        "ci_high",
+                        "p",
+                    )
+                }
                 for r in deltas.to_dict("records")
-            ],  # fmt: skip
+            ],
             "roles": totals,
             "roles_by_operator": [
                 {k: r[k] for k in ("operator", "variant", *count_cols)}

@@ -180,9 +180,14 @@ def intervention_pairs(
             continue
         op, param, targets, _ = label
         out: dict[str, Any] = {
-            "run": r["run"], "instance_id": r["instance_id"], "variant": r["variant"],
-            "operator": op, "param": param, "target": "+".join(targets), "rule": meta.get("rule"),
-        }  # fmt: skip
+            "run": r["run"],
+            "instance_id": r["instance_id"],
+            "variant": r["variant"],
+            "operator": op,
+            "param": param,
+            "target": "+".join(targets),
+            "rule": meta.get("rule"),
+        }
         missing = bool(b["failed"] or r["failed"])
         axes_b, axes_r = _axes_of(b, correct_col), _axes_of(r, correct_col)
         for axis in AXIS_SCORE:
@@ -195,9 +200,14 @@ def intervention_pairs(
             out["answer_changed"] = out["correctness_changed"] = None
         else:
             out["trace_divergence"] = trace_divergence(
-                cited_b, cited_r, b.get("answer"), r.get("answer"), b.get("confidence"),
-                r.get("confidence"), **types,
-            )  # fmt: skip
+                cited_b,
+                cited_r,
+                b.get("answer"),
+                r.get("answer"),
+                b.get("confidence"),
+                r.get("confidence"),
+                **types,
+            )
             out["evidence_divergence"] = jaccard_distance(cited_b, cited_r)
             out["answer_changed"] = answer_changed(b.get("answer"), r.get("answer"), **types)
             c0, c1 = out["correctness_orig"], out["correctness"]
@@ -208,11 +218,19 @@ def intervention_pairs(
         out.update(deltas)
         if op in ITEM_OPERATORS and not missing:
             flags = role_flags(deltas, out["trace_divergence"], eps, tau)
-            out.update({f"is_{k}": v for k, v in flags.items()}, n_flags=sum(flags.values()),
-                       flags=_flag_set(flags), primary_role=primary_role(flags))  # fmt: skip
+            out.update(
+                {f"is_{k}": v for k, v in flags.items()},
+                n_flags=sum(flags.values()),
+                flags=_flag_set(flags),
+                primary_role=primary_role(flags),
+            )
         else:  # no item (zero retrieval, two-support) or no answer: no role
-            out.update(dict.fromkeys([f"is_{k}" for k in ROLE_FLAGS], None), n_flags=None,
-                       flags=None, primary_role=None)  # fmt: skip
+            out.update(
+                dict.fromkeys([f"is_{k}" for k in ROLE_FLAGS], None),
+                n_flags=None,
+                flags=None,
+                primary_role=None,
+            )
         for k in ("answer", "confidence"):
             out[f"{k}_orig"] = b.get(k)
             out[k] = r.get(k)
@@ -226,12 +244,29 @@ def intervention_pairs(
 
 #: Columns of :func:`intervention_pairs`, in order.
 PAIR_COLUMNS = (
-    "run", "instance_id", "variant", "operator", "param", "target", "rule",
-    *[c for a in AXES for c in (f"{a}_orig", a)], "trace_divergence", "evidence_divergence",
-    "answer_changed", "correctness_changed", *DELTA.values(),
-    *[f"is_{k}" for k in ROLE_FLAGS], "n_flags", "flags", "primary_role", "answer_orig",
-    "answer", "confidence_orig", "confidence", "missing",
-)  # fmt: skip
+    "run",
+    "instance_id",
+    "variant",
+    "operator",
+    "param",
+    "target",
+    "rule",
+    *[c for a in AXES for c in (f"{a}_orig", a)],
+    "trace_divergence",
+    "evidence_divergence",
+    "answer_changed",
+    "correctness_changed",
+    *DELTA.values(),
+    *[f"is_{k}" for k in ROLE_FLAGS],
+    "n_flags",
+    "flags",
+    "primary_role",
+    "answer_orig",
+    "answer",
+    "confidence_orig",
+    "confidence",
+    "missing",
+)
 
 
 def call_failed(error: Any) -> bool:

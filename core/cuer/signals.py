@@ -67,11 +67,15 @@ CORRECTNESS_SCORES = {"soft": "soft_correct", "strict": "em_strict"}
 
 #: Which correctness axis the CUE-R numbers use (declared once for the page and the CLI).
 CORRECTNESS_AXIS = Param(
-    "correctness_axis", str, "soft", "correctness axis: soft (normalized match, yes/no, "
+    "correctness_axis",
+    str,
+    "soft",
+    "correctness axis: soft (normalized match, yes/no, "
     "numbers or token F1 >= 0.8; the paper's tables) or strict (normalized exact match). "
     "Confidence error |c - 1[correct]|, Δcorr and the roles follow it",
-    choices=tuple(CORRECTNESS_SCORES), section="CUE-R (seed 004) §4.6, §5.8, App. B",
-)  # fmt: skip
+    choices=tuple(CORRECTNESS_SCORES),
+    section="CUE-R (seed 004) §4.6, §5.8, App. B",
+)
 
 
 #: Delta column names (seed 004 eq. 7: corr, f1, grnd, cal).
@@ -111,10 +115,16 @@ DEFAULT_TAU = TAU.default
 
 #: (operator, variant) rows of the report, in table order; others follow sorted.
 OPERATOR_ORDER = (
-    ("original", ""), ("remove", ""), ("replace", "easy"), ("replace", "medium"),
-    ("replace", "hard"), ("duplicate", "front"), ("duplicate", "after"), ("duplicate", "end"),
+    ("original", ""),
+    ("remove", ""),
+    ("replace", "easy"),
+    ("replace", "medium"),
+    ("replace", "hard"),
+    ("duplicate", "front"),
+    ("duplicate", "after"),
+    ("duplicate", "end"),
     ("zero_retrieval", ""),
-)  # fmt: skip
+)
 
 
 def jaccard_similarity(a: Iterable[str], b: Iterable[str]) -> float:
@@ -219,9 +229,10 @@ def role_flags(
         ``{constructive, redundant, distractive, confidence_distorting}`` booleans.
     """
     d = {
-        k: float(v) for k, v in deltas.items()
+        k: float(v)
+        for k, v in deltas.items()
         if k in ("delta_corr", "delta_grnd", "delta_cal") and finite(v)
-    }  # fmt: skip
+    }
     corr, grnd, cal = (d.get(k) for k in ("delta_corr", "delta_grnd", "delta_cal"))
     harms = (corr is not None and corr > 0) or (grnd is not None and grnd > 0)
     return {

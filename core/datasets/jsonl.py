@@ -125,5 +125,13 @@ def jsonl_instance(rec: Fields) -> Instance:
     if notes:
         metadata["import_notes"] = notes
 
-    return make_instance(instance_id, question, answer, passages_t, source=source,
-                         metadata=metadata, aliases=aliases, **cells)
+    return make_instance(
+        instance_id,
+        question,
+        answer,
+        passages_t,
+        source=source,
+        metadata=metadata,
+        aliases=aliases,
+        **cells,
+    )

@@ -47,8 +47,16 @@ from core.types import Instance, Passage
 __all__ = ["LONGBENCH_FIELDS", "longbench_instance", "split_context"]
 
 #: Fields of a LongBench record (any other field is kept in ``import_notes.extra_fields``).
-LONGBENCH_FIELDS = ("_id", "input", "context", "answers", "length", "dataset", "language",
-                    "all_classes")  # fmt: skip
+LONGBENCH_FIELDS = (
+    "_id",
+    "input",
+    "context",
+    "answers",
+    "length",
+    "dataset",
+    "language",
+    "all_classes",
+)
 
 _MARKER = re.compile(r"^(Passage|Paragraph) (\d+):[ \t]*", re.MULTILINE)
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")

@@ -213,5 +213,14 @@ def oncu_instance(rec: Fields) -> Instance:
     if notes:
         metadata["import_notes"] = notes
     oracle = has_gold and metadata.get("cue_applicable") is not False
-    return make_instance(instance_id, question, answer, passages_t, source=source,
-                         metadata=metadata, aliases=aliases, oracle_applicable=oracle, **cells)
+    return make_instance(
+        instance_id,
+        question,
+        answer,
+        passages_t,
+        source=source,
+        metadata=metadata,
+        aliases=aliases,
+        oracle_applicable=oracle,
+        **cells,
+    )

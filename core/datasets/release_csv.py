@@ -34,19 +34,37 @@ ONCU_METHODS = {
 
 
 _REQUIRED = (
-    "sample_id", "model_name", "method", "source", "reasoning_type", "answer_type",
-    "context_length", "evidence_position", "evidence_density", "distractor_similarity",
-    "gold_answer", "predicted_answer", "gold_evidence_ids", "predicted_evidence_ids",
-)  # fmt: skip
+    "sample_id",
+    "model_name",
+    "method",
+    "source",
+    "reasoning_type",
+    "answer_type",
+    "context_length",
+    "evidence_position",
+    "evidence_density",
+    "distractor_similarity",
+    "gold_answer",
+    "predicted_answer",
+    "gold_evidence_ids",
+    "predicted_evidence_ids",
+)
 
 
 #: Columns that describe the instance, not the prediction: every row of one ``sample_id``
 #: must agree on them (the instance is built from them), else the file is refused.
 INSTANCE_COLUMNS = (
-    "gold_answer", "gold_evidence_ids", "source", "reasoning_type", "answer_type",
-    "context_length", "evidence_position", "evidence_density", "distractor_similarity",
+    "gold_answer",
+    "gold_evidence_ids",
+    "source",
+    "reasoning_type",
+    "answer_type",
+    "context_length",
+    "evidence_position",
+    "evidence_density",
+    "distractor_similarity",
     "cue_applicable",
-)  # fmt: skip
+)
 
 
 # ASCII digits only: str.isdigit() also takes "²" or "٣", which are not a length.
@@ -138,9 +156,11 @@ def _check_header(file: str, header: list[str]) -> None:
     for i, name in enumerate(header, start=1):
         if name in seen:
             raise DataError(
-                file, None, name,
+                file,
+                None,
+                name,
                 f"column named twice in the header (columns {seen[name]} and {i})",
-            )  # fmt: skip
+            )
         seen[name] = i
     missing = [c for c in _REQUIRED if c not in header]
     if missing:
@@ -210,17 +230,21 @@ def _csv_rows(path: Path) -> tuple[list[str], list[int], list[list[str]]]:
 def _context_length(file: str, record: int, cell: str) -> None:
     if not _DIGITS.fullmatch(cell):
         raise DataError(
-            file, record, "context_length",
+            file,
+            record,
+            "context_length",
             f"expected a whole number 0..{MAX_CONTEXT_LENGTH:,} in ASCII digits, got "
             f"{quoted_short(cell)}",
-        )  # fmt: skip
+        )
     if len(cell.lstrip("0")) > 10 or int(cell) > MAX_CONTEXT_LENGTH:
         shown = cell if len(cell) <= 20 else f"a {len(cell)}-digit number"
         raise DataError(
-            file, record, "context_length",
+            file,
+            record,
+            "context_length",
             f"expected an integer <= {MAX_CONTEXT_LENGTH:,} (the store's 32-bit limit), "
             f"got {shown}",
-        )  # fmt: skip
+        )
 
 
 def read_oncu_csv(path: Path) -> pd.DataFrame:
@@ -241,9 +265,11 @@ def read_oncu_csv(path: Path) -> pd.DataFrame:
         method, sid, model = row[col["method"]], row[col["sample_id"]], row[col["model_name"]]
         if method not in ONCU_METHODS:
             raise DataError(
-                file, n, "method",
+                file,
+                n,
+                "method",
                 f"unknown method {quoted_short(method)} (allowed: {', '.join(ONCU_METHODS)})",
-            )  # fmt: skip
+            )
         if not sid:
             raise DataError(file, n, "sample_id", "empty")
         if not model.strip():
@@ -253,15 +279,19 @@ def read_oncu_csv(path: Path) -> pd.DataFrame:
         if len(set(gold)) != len(gold):
             twice = next(g for g in gold if gold.count(g) > 1)
             raise DataError(
-                file, n, "gold_evidence_ids",
+                file,
+                n,
+                "gold_evidence_ids",
                 f"passage id {quoted_short(twice)} listed twice: each gold passage id once",
-            )  # fmt: skip
+            )
         key = (model, sid, method)
         if key in keys:
             raise DataError(
-                file, n, "sample_id",
+                file,
+                n,
+                "sample_id",
                 f"duplicate (model_name, sample_id, method) {key!r}: first in record {keys[key]}",
-            )  # fmt: skip
+            )
         keys[key] = n
         values = [row[col[c]] for c in shared]
         if sid not in first_of:
@@ -271,11 +301,13 @@ def read_oncu_csv(path: Path) -> pd.DataFrame:
         for name, old, new in zip(shared, seen, values, strict=True):
             if old != new:
                 raise DataError(
-                    file, n, name,
+                    file,
+                    n,
+                    name,
                     f"sample_id {quoted_short(sid)} has {name} {quoted_short(new)} here but "
                     f"{quoted_short(old)} "
                     f"in record {first}: one sample has one {name}",
-                )  # fmt: skip
+                )
     df["_record"] = numbers
     return df
 
@@ -286,10 +318,9 @@ def instances_from_rows(df: pd.DataFrame) -> list[Instance]:
     for row in df.drop_duplicates("sample_id").itertuples(index=False):
         gold = split_ids(row.gold_evidence_ids)
         passages = tuple(
-            Passage(passage_id=pid, ord=i, title="", text="", doc_id=pid, role="gold",
-                    is_gold=True)
+            Passage(passage_id=pid, ord=i, title="", text="", doc_id=pid, role="gold", is_gold=True)
             for i, pid in enumerate(gold)
-        )  # fmt: skip
+        )
         out.append(
             Instance(
                 instance_id=row.sample_id,

@@ -143,8 +143,9 @@ def group_release_files(paths: Sequence[str | Path], beside: bool = True) -> lis
             found = sorted(p for p in path.iterdir() if p.is_file() and _split(p))
             metrics = [p for p in found if _split(p)[1] == METRICS]  # type: ignore[index]
             if not metrics:
-                raise DataError(str(path), None, None, f"no {METRICS} (nor <run>.{METRICS}) in "
-                                "this folder")  # fmt: skip
+                raise DataError(
+                    str(path), None, None, f"no {METRICS} (nor <run>.{METRICS}) in this folder"
+                )
             for p in found:
                 prefix, kind = _split(p)  # type: ignore[misc]
                 add(p, prefix, kind, prefix or _folder_name(path))
@@ -165,14 +166,26 @@ def group_release_files(paths: Sequence[str | Path], beside: bool = True) -> lis
     for key, group in groups.items():
         if METRICS not in group:
             side = next(iter(group.values()))
-            raise DataError(str(side), None, None, f"no {METRICS} of this run among the files "
-                            f"(expected {side.with_name(_metrics_name(key[1]))})")  # fmt: skip
+            raise DataError(
+                str(side),
+                None,
+                None,
+                f"no {METRICS} of this run among the files "
+                f"(expected {side.with_name(_metrics_name(key[1]))})",
+            )
         metrics = group[METRICS]
         if beside and not key[1].startswith("\0"):
             for kind, side in _beside(metrics, key[1]).items():
                 group.setdefault(kind, side)
-        out.append(ReleaseFiles(name=named[key], metrics=metrics, parsed=group.get(PARSED),
-                                replies=group.get(REPLIES), config=group.get(CONFIG)))  # fmt: skip
+        out.append(
+            ReleaseFiles(
+                name=named[key],
+                metrics=metrics,
+                parsed=group.get(PARSED),
+                replies=group.get(REPLIES),
+                config=group.get(CONFIG),
+            )
+        )
     return out
 
 
@@ -184,8 +197,9 @@ def _key(rec: Any, file: str, line: int) -> tuple[str, str]:
     sid = rec["sample_id"].ident()
     method = rec["method"].text()
     if method not in _METHODS:
-        raise DataError(file, line, "method",
-                        f"unknown method {method!r} (allowed: {', '.join(_METHODS)})")  # fmt: skip
+        raise DataError(
+            file, line, "method", f"unknown method {method!r} (allowed: {', '.join(_METHODS)})"
+        )
     return sid, method
 
 
@@ -212,8 +226,12 @@ def _keyed(path: Path) -> Iterable[tuple[tuple[str, str], int, Any]]:
     for line, rec in _records(path):
         key = _key(rec, file, line)
         if key in first:
-            raise DataError(file, line, "sample_id", f"(sample_id, method) {key!r} listed "
-                            f"twice: first in record {first[key]}")  # fmt: skip
+            raise DataError(
+                file,
+                line,
+                "sample_id",
+                f"(sample_id, method) {key!r} listed twice: first in record {first[key]}",
+            )
         first[key] = line
         yield key, line, rec
 
@@ -305,9 +323,11 @@ def shown_ids(method: str, gold_ids: Sequence[str]) -> tuple[str, ...] | None:
 
 
 def parse_differences(
-    raw_response: str, release: dict[str, Any], release_error: str | None,
+    raw_response: str,
+    release: dict[str, Any],
+    release_error: str | None,
     known_ids: Sequence[str] | None,
-) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+) -> tuple[dict[str, Any], list[str]]:
     """Parse a released reply with this tool's parser; name the fields that differ from the release.
 
     Args:
@@ -374,16 +394,25 @@ def release_parse(meta: Any) -> dict[str, Any] | None:
             return ", ".join(map(str, value)) or "(none)"
         return "(none)" if value in (None, "") else str(value)
 
-    rows = [{"field": f.replace("_", " "), "release": text(theirs.get(f)),
-             "this tool": text(mine.get(f))} for f in PARSE_FIELDS]  # fmt: skip
+    rows = [
+        {
+            "field": f.replace("_", " "),
+            "release": text(theirs.get(f)),
+            "this tool": text(mine.get(f)),
+        }
+        for f in PARSE_FIELDS
+    ]
     for extra in ("unshown_ids", "over_cap_ids", "salvaged"):
         if mine.get(extra):
-            rows.append({"field": extra.replace("_", " "), "release": "-",
-                         "this tool": text(mine[extra])})  # fmt: skip
+            rows.append(
+                {"field": extra.replace("_", " "), "release": "-", "this tool": text(mine[extra])}
+            )
     differs = list(release.get("parse_differs") or [])
     note = ""
     if "evidence_ids" in differs and release.get("shown_ids_known") is False:
-        note = ("The release does not record which passages this call showed, so this tool's "
-                "parse keeps every cited passage id; the release's parser kept only the ids "
-                "that were shown.")  # fmt: skip
+        note = (
+            "The release does not record which passages this call showed, so this tool's "
+            "parse keeps every cited passage id; the release's parser kept only the ids "
+            "that were shown."
+        )
     return {"differs": differs, "rows": rows, "note": note}

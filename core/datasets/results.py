@@ -119,9 +119,11 @@ def parse_check_text(check: dict) -> str:
     """
     by = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in check["by_field"].items() if v)
     text = f"raw replies: {check['n_replies']} of {check['n_rows']}"
-    text += (f"; this tool's parser differs from the release's parse on {check['n_differs']} "
-             f"({by})" if check["n_differs"] else
-             "; this tool's parser agrees with the release's parse on every reply")  # fmt: skip
+    text += (
+        f"; this tool's parser differs from the release's parse on {check['n_differs']} ({by})"
+        if check["n_differs"]
+        else "; this tool's parser agrees with the release's parse on every reply"
+    )
     return text
 
 
@@ -156,18 +158,27 @@ def _side_files(files: ReleaseFiles, df: pd.DataFrame) -> _Side:
     parsed = read_parsed(files.parsed) if files.parsed else {}
     replies = read_replies(files.replies) if files.replies else {}
     config = read_config(files.config) if files.config else {}
-    model_of = dict(zip(zip(df["sample_id"], df["method"], strict=True), df["model_name"],
-                        strict=True))  # fmt: skip
+    model_of = dict(
+        zip(zip(df["sample_id"], df["method"], strict=True), df["model_name"], strict=True)
+    )
     for path, found in ((files.parsed, parsed), (files.replies, replies)):
         for key, rec in found.items():
             if key not in model_of:
-                raise DataError(str(path), rec["line"], "sample_id",
-                                f"(sample_id, method) {key!r} is not in {files.metrics.name}")
+                raise DataError(
+                    str(path),
+                    rec["line"],
+                    "sample_id",
+                    f"(sample_id, method) {key!r} is not in {files.metrics.name}",
+                )
             model = rec.get("model_name")
             if model is not None and model != model_of[key]:
-                raise DataError(str(path), rec["line"], "model_name",
-                                f"{quoted_short(model)} here but {quoted_short(model_of[key])} in "
-                                f"{files.metrics.name} for {key!r}")  # fmt: skip
+                raise DataError(
+                    str(path),
+                    rec["line"],
+                    "model_name",
+                    f"{quoted_short(model)} here but {quoted_short(model_of[key])} in "
+                    f"{files.metrics.name} for {key!r}",
+                )
     return _Side(parsed, replies, config)
 
 
@@ -230,8 +241,7 @@ def import_results(
             raise DataError(str(path), first, "model_name", str(exc)) from None
     target = dataset or name
     created = dataset is None
-    frames = {m: _prediction_frame(df[df["model_name"] == m], r, side)
-              for m, r in run_ids.items()}  # fmt: skip
+    frames = {m: _prediction_frame(df[df["model_name"] == m], r, side) for m, r in run_ids.items()}
     checks = {m: _parse_check(f) for m, (f, _) in frames.items()}
     with store.transaction() as con:
         if created:
@@ -242,8 +252,9 @@ def import_results(
                 builder_params={"file": str(path), "format": fmt},
                 instances=tuple(instances_from_rows(df)),
             )
-            store.insert_dataset(con, ds, replace=replace, with_runs=with_runs,
-                                 replacing=tuple(run_ids.values()))  # fmt: skip
+            store.insert_dataset(
+                con, ds, replace=replace, with_runs=with_runs, replacing=tuple(run_ids.values())
+            )
         else:
             _check_instances(con, store, path, df, target)
         for model, run_id in run_ids.items():
@@ -257,8 +268,11 @@ def import_results(
             notes = f"imported from {path.name}; scores recomputed"
             if checks[model]:
                 notes += "; " + parse_check_text(checks[model])
-            options = {"source_file": str(path), "format": fmt,
-                       "files": [str(p) for p in files.files()]}  # fmt: skip
+            options = {
+                "source_file": str(path),
+                "format": fmt,
+                "files": [str(p) for p in files.files()],
+            }
             if checks[model]:
                 options["parse_check"] = checks[model]
             if side.config:
@@ -298,8 +312,13 @@ def _one_run(path: Path) -> ReleaseFiles:
     groups = group_release_files([path])
     if len(groups) != 1:
         names = ", ".join(g.name for g in groups)
-        raise DataError(str(path), None, None, f"holds {len(groups)} runs ({names}): import "
-                        "each one (the command line takes the folder and imports every run)")
+        raise DataError(
+            str(path),
+            None,
+            None,
+            f"holds {len(groups)} runs ({names}): import "
+            "each one (the command line takes the folder and imports every run)",
+        )
     return groups[0]
 
 
@@ -310,18 +329,24 @@ def _parse_check(frame: pd.DataFrame) -> dict:
     if not checked:
         return {}
     by_field = {f: sum(f in m["parse_differs"] for m in checked) for f in PARSE_FIELDS}
-    return {"n_rows": len(frame), "n_replies": len(checked),
-            "n_differs": sum(bool(m["parse_differs"]) for m in checked),
-            "by_field": by_field}  # fmt: skip
+    return {
+        "n_rows": len(frame),
+        "n_replies": len(checked),
+        "n_differs": sum(bool(m["parse_differs"]) for m in checked),
+        "by_field": by_field,
+    }
 
 
 def _merged_checks(checks: list[dict], n_rows: int) -> dict:
     done = [c for c in checks if c]
     if not done:
         return {}
-    return {"n_rows": n_rows, "n_replies": sum(c["n_replies"] for c in done),
-            "n_differs": sum(c["n_differs"] for c in done),
-            "by_field": {f: sum(c["by_field"][f] for c in done) for f in PARSE_FIELDS}}  # fmt: skip
+    return {
+        "n_rows": n_rows,
+        "n_replies": sum(c["n_replies"] for c in done),
+        "n_differs": sum(c["n_differs"] for c in done),
+        "by_field": {f: sum(c["by_field"][f] for c in done) for f in PARSE_FIELDS},
+    }
 
 
 def _check_instances(
@@ -362,14 +387,21 @@ def _prediction_frame(part: pd.DataFrame, run_id: str, side: _Side) -> tuple[pd.
         if reply is not None:
             if explanation is None:
                 explanation = reply["prediction"]["explanation"]
-            mine, differs = parse_differences(reply["raw_response"], reply["prediction"],
-                                              parse_error, shown)  # fmt: skip
-            release.update({
-                "reply_line": reply["line"], "parse": reply["prediction"],
-                "prompt_hash": reply["prompt_hash"], "protocol": reply["protocol"],
-                "intermediate": reply["intermediate"], "tool_parse": mine,
-                "parse_differs": differs, "shown_ids_known": shown is not None,
-            })  # fmt: skip
+            mine, differs = parse_differences(
+                reply["raw_response"], reply["prediction"], parse_error, shown
+            )
+            release.update(
+                {
+                    "reply_line": reply["line"],
+                    "parse": reply["prediction"],
+                    "prompt_hash": reply["prompt_hash"],
+                    "protocol": reply["protocol"],
+                    "intermediate": reply["intermediate"],
+                    "tool_parse": mine,
+                    "parse_differs": differs,
+                    "shown_ids_known": shown is not None,
+                }
+            )
         explained += bool(explanation)
         rows.append(
             {
@@ -430,13 +462,19 @@ def score_runs(
         if differs.any():
             dirty |= by_column[:, differs].any(axis=1)
             # matched by the stored row's rowid: no key strings kept or joined
-            changed.append(pa.Table.from_arrays(
-                [batch.column("stored_rowid"), *scores.columns],
-                names=["stored_rowid", *scores.column_names]).filter(differs))  # fmt: skip
+            changed.append(
+                pa.Table.from_arrays(
+                    [batch.column("stored_rowid"), *scores.columns],
+                    names=["stored_rowid", *scores.column_names],
+                ).filter(differs)
+            )
         if not had.all():
-            fresh.append(pa.Table.from_arrays(
-                [batch.column(k) for k in _SCORE_KEY] + scores.columns,
-                names=[*_SCORE_KEY, *scores.column_names]).filter(~had))  # fmt: skip
+            fresh.append(
+                pa.Table.from_arrays(
+                    [batch.column(k) for k in _SCORE_KEY] + scores.columns,
+                    names=[*_SCORE_KEY, *scores.column_names],
+                ).filter(~had)
+            )
     if rows == 0:
         return 0
     update = _concat(changed)

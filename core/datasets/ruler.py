@@ -59,8 +59,17 @@ TASKS = {
 }
 _THIRDS = ("front", "middle", "end")
 _CATEGORIES = (
-    "AMBER", "COBALT", "CRIMSON", "JADE", "OCHRE", "SCARLET", "SILVER", "TEAL", "UMBER", "VIOLET",
-)  # fmt: skip
+    "AMBER",
+    "COBALT",
+    "CRIMSON",
+    "JADE",
+    "OCHRE",
+    "SCARLET",
+    "SILVER",
+    "TEAL",
+    "UMBER",
+    "VIOLET",
+)
 
 
 def _position_label(passages: Sequence[Passage]) -> str:

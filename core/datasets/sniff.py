@@ -33,8 +33,10 @@ class Hint(NamedTuple):
     def advice(self) -> str:
         """What to choose instead, for the command line and the Runs page alike."""
         command = "import dataset" if self.kind == "dataset" else "import results"
-        return (f"this looks like {self.label}; choose format {self.fmt} "
-                f"({command} --format {self.fmt})")  # fmt: skip
+        return (
+            f"this looks like {self.label}; choose format {self.fmt} "
+            f"({command} --format {self.fmt})"
+        )
 
 
 _HOTPOT = {"_id", "question", "answer", "supporting_facts", "context"}
@@ -80,24 +82,39 @@ def sniff(path: str | Path) -> Hint | None:
         keys = set(first)
         if _HOTPOT <= keys:
             if "evidences" in keys or "entity_ids" in keys:
-                return Hint("dataset", "2wiki", "a 2WikiMultihopQA file (a JSON list of records "
-                            "with _id, question, answer, supporting_facts, context, evidences)")
-            return Hint("dataset", "hotpotqa", "a HotpotQA file (a JSON list of records with "
-                        "_id, question, answer, supporting_facts, context)")  # fmt: skip
+                return Hint(
+                    "dataset",
+                    "2wiki",
+                    "a 2WikiMultihopQA file (a JSON list of records "
+                    "with _id, question, answer, supporting_facts, context, evidences)",
+                )
+            return Hint(
+                "dataset",
+                "hotpotqa",
+                "a HotpotQA file (a JSON list of records with "
+                "_id, question, answer, supporting_facts, context)",
+            )
         return None
     record = _first_jsonl_record(head)
     if record is not None:
         if _LONGBENCH <= set(record):
-            return Hint("dataset", "longbench", "a LongBench file (JSON Lines with input, "
-                        "context, answers, dataset)")  # fmt: skip
+            return Hint(
+                "dataset",
+                "longbench",
+                "a LongBench file (JSON Lines with input, context, answers, dataset)",
+            )
         return None
     try:
         header = next(csv.reader(io.StringIO(head.split("\n", 1)[0])))
     except (StopIteration, csv.Error):
         return None
     if _RELEASE <= {h.strip() for h in header}:
-        return Hint("results", "oncu-release", "released ONCU results (a per_sample_metrics.csv "
-                    "with sample_id, model_name, method, gold_answer, predicted_answer)")
+        return Hint(
+            "results",
+            "oncu-release",
+            "released ONCU results (a per_sample_metrics.csv "
+            "with sample_id, model_name, method, gold_answer, predicted_answer)",
+        )
     return None
 
 

@@ -28,6 +28,7 @@ import importlib
 from typing import Any
 
 # Public name -> the module that defines it.
+# a table, one row per line: the formatter would put each item on a line of its own
 _WHERE = {
     **dict.fromkeys(
         ("CATEGORIES", "CATEGORY_NAMES", "NOT_COVERED", "Thresholds", "assign_category",

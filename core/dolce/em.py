@@ -385,10 +385,21 @@ def fit_cow(
             for c in np.flatnonzero(pr.cmask[i]):
                 tot = max(n[i, c], 1.0)
                 curves.append(
-                    (task, pid, int(pr.C[i, c]), int(n[i, c]), counts[i, c, 1] / tot,
-                     counts[i, c, 0] / tot, counts[i, c, IDK] / tot, np.nan,
-                     fit[i, c, 1], fit[i, c, 0], fit[i, c, IDK], np.nan)
-                )  # fmt: skip
+                    (
+                        task,
+                        pid,
+                        int(pr.C[i, c]),
+                        int(n[i, c]),
+                        counts[i, c, 1] / tot,
+                        counts[i, c, 0] / tot,
+                        counts[i, c, IDK] / tot,
+                        np.nan,
+                        fit[i, c, 1],
+                        fit[i, c, 0],
+                        fit[i, c, IDK],
+                        np.nan,
+                    )
+                )
     return pd.concat(problems, ignore_index=True), _curves_frame(curves, "COW")
 
 
@@ -454,18 +465,39 @@ def fit_pig(
             for c in np.flatnonzero(pr.cmask[i]):
                 tot = max(n_obs[i, c], 1.0)
                 curves.append(
-                    (task, pid, int(pr.C[i, c]), int(n_obs[i, c]), np.nan, np.nan,
-                     y[i, c, 2] / tot, y[i, c, 1] / tot, np.nan, np.nan, fit_idk[i, c],
-                     fit_s[i, c])
-                )  # fmt: skip
+                    (
+                        task,
+                        pid,
+                        int(pr.C[i, c]),
+                        int(n_obs[i, c]),
+                        np.nan,
+                        np.nan,
+                        y[i, c, 2] / tot,
+                        y[i, c, 1] / tot,
+                        np.nan,
+                        np.nan,
+                        fit_idk[i, c],
+                        fit_s[i, c],
+                    )
+                )
     return pd.concat(problems, ignore_index=True), _curves_frame(curves, "PIG")
 
 
 def _curves_frame(rows: list[tuple], scenario: str) -> pd.DataFrame:
     cols = [
-        "task", "problem", "C", "n", "obs_p1", "obs_p0", "obs_pidk", "obs_s", "fit_p1",
-        "fit_p0", "fit_pidk", "fit_s",
-    ]  # fmt: skip
+        "task",
+        "problem",
+        "C",
+        "n",
+        "obs_p1",
+        "obs_p0",
+        "obs_pidk",
+        "obs_s",
+        "fit_p1",
+        "fit_p0",
+        "fit_pidk",
+        "fit_s",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     out.insert(2, "scenario", scenario)
     return out

@@ -110,9 +110,15 @@ def _noise_width(s: np.ndarray, tol: float) -> np.ndarray:
 
 
 def observation_probability(
-    s: float | None, lam: int, k: int, L: int, C: int, *, eta: float = 0.5,
+    s: float | None,
+    lam: int,
+    k: int,
+    L: int,
+    C: int,
+    *,
+    eta: float = 0.5,
     tolerance: float = PIG_TOLERANCE,
-) -> float:  # fmt: skip
+) -> float:
     """The oracle's probability of one observed PIG outcome under ``(lambda, k)``.
 
     Args:
@@ -194,8 +200,9 @@ def _interior_cells(
     logp = log_pig_pmf(*uniq)[inv]
     top = np.maximum.reduceat(logp, starts)
     with np.errstate(divide="ignore"):
-        tot = np.log(np.add.reduceat(np.exp(logp - np.where(np.isfinite(top), top, 0)[owner]),
-                                     starts)) + np.where(np.isfinite(top), top, 0)  # fmt: skip
+        tot = np.log(
+            np.add.reduceat(np.exp(logp - np.where(np.isfinite(top), top, 0)[owner]), starts)
+        ) + np.where(np.isfinite(top), top, 0)
     keep = np.isfinite(tot)
     return row[keep], a[keep], b[keep], tot[keep]
 
@@ -240,8 +247,9 @@ def _score(
         both = np.logaddexp(oracle, noise)
         ll_v += np.bincount(slot, weights=r_n[row] * (both - noise), minlength=prior_v.size)
         if not last:
-            resp_v += np.bincount(slot, weights=r_n[row] * np.exp(oracle - both),
-                                  minlength=prior_v.size)  # fmt: skip
+            resp_v += np.bincount(
+                slot, weights=r_n[row] * np.exp(oracle - both), minlength=prior_v.size
+            )
     return ll_v, resp_v
 
 
@@ -320,8 +328,7 @@ def em_pig_likelihood(
     po_mid = np.zeros(rs.size)
     for _ in range(steps):
         # M-step: the task's noise, each (problem, length)'s IDK share of the oracle's misses.
-        w_n = np.append(((1.0 - q_o_fixed) * cnt).sum(axis=(0, 1)),
-                        ((1.0 - q_o_mid) * r_n).sum())  # fmt: skip
+        w_n = np.append(((1.0 - q_o_fixed) * cnt).sum(axis=(0, 1)), ((1.0 - q_o_mid) * r_n).sum())
         p_n = w_n / max(w_n.sum(), TINY)
         w_o = q_o_fixed * cnt
         miss = w_o[:, :, _ZERO] + w_o[:, :, _IDK]
@@ -335,8 +342,19 @@ def em_pig_likelihood(
         log_noise0 = np.log(np.maximum(p_n[_MID] * r_w, TINY))
         prior_v = prior_o[vp]
         for it in range(PRIOR_STEPS + 1):
-            ll_v, resp_v = _score(prior_v, p_ov, p_n, cnt_v, rp, vp, r_n, log_noise0,
-                                  (row, r_slot, r_logp), P, it == PRIOR_STEPS)  # fmt: skip
+            ll_v, resp_v = _score(
+                prior_v,
+                p_ov,
+                p_n,
+                cnt_v,
+                rp,
+                vp,
+                r_n,
+                log_noise0,
+                (row, r_slot, r_logp),
+                P,
+                it == PRIOR_STEPS,
+            )
             if it < PRIOR_STEPS:
                 prior_v = np.clip(resp_v / np.maximum(n_tot[vp], TINY), _PRIOR_MIN, 1.0)
         ll = np.full(P * nK * nK, -np.inf)

@@ -12,8 +12,12 @@ from __future__ import annotations
 from core.params import Param
 
 __all__ = [
-    "LIKELIHOOD_STEPS", "PIG_ESTIMATOR", "PIG_ESTIMATORS", "PUBLISHED", "THRESHOLD_RULE",
-]  # fmt: skip
+    "LIKELIHOOD_STEPS",
+    "PIG_ESTIMATOR",
+    "PIG_ESTIMATORS",
+    "PUBLISHED",
+    "THRESHOLD_RULE",
+]
 
 #: The default lambda_p = k_p rule in words (help texts and tooltips;
 #: :func:`core.dolce.categories.default_thresholds` computes it).
@@ -36,10 +40,13 @@ LIKELIHOOD_STEPS = 10
 
 #: Which PIG estimator fits lambda and k.
 PIG_ESTIMATOR = Param(
-    "pig_estimator", str, "likelihood",
+    "pig_estimator",
+    str,
+    "likelihood",
     "PIG estimator: likelihood (every observed score scored by the exact rho-tilde pmf on "
     "the 1/lambda lattice; identifies lambda) or published (Algorithm 2 as printed: scores "
     "only the per-length mean score, whose expectation does not depend on lambda, so PIG "
     "lambda and categories are not identified)",
-    choices=PIG_ESTIMATORS, section="seed dolce_lambda_k App. B-C, App. L; issue 16",
-)  # fmt: skip
+    choices=PIG_ESTIMATORS,
+    section="seed dolce_lambda_k App. B-C, App. L; issue 16",
+)

@@ -118,13 +118,25 @@ def fit_dolce(
         if scenario == "auto":
             per, rule, task_p = task_scenarios(frame[["problem", "score"]])
         else:
-            per = pd.DataFrame({"problem": frame["problem"].unique(), "dip_p": np.nan,
-                                "dip_scenario": "", "scenario": scenario})  # fmt: skip
+            per = pd.DataFrame(
+                {
+                    "problem": frame["problem"].unique(),
+                    "dip_p": np.nan,
+                    "dip_scenario": "",
+                    "scenario": scenario,
+                }
+            )
             rule, task_p = "fixed", np.nan
         dips.append(per)
-        rules.append({"task": task, "scenario_rule": rule, "task_dip_p": task_p,
-                      "n_dip_cow": int((per["dip_scenario"] == "COW").sum()),
-                      "n_dip_pig": int((per["dip_scenario"] == "PIG").sum())})  # fmt: skip
+        rules.append(
+            {
+                "task": task,
+                "scenario_rule": rule,
+                "task_dip_p": task_p,
+                "n_dip_cow": int((per["dip_scenario"] == "COW").sum()),
+                "n_dip_pig": int((per["dip_scenario"] == "PIG").sum()),
+            }
+        )
     dip = pd.concat(dips, ignore_index=True).set_index("problem")
     obs["_scenario"] = obs["problem"].map(dip["scenario"])
     if not 0.0 <= threshold <= 1.0:
@@ -222,8 +234,9 @@ def _task_counts(
     out.insert(at, "missing", out["task"].map(unfitted).fillna(0).astype(np.int64))
     out.insert(at + 1, "n_obs", out["task"].map(used).fillna(0).astype(np.int64))
     out.insert(at + 2, "missing_probes", out["task"].map(probes).fillna(0).astype(np.int64))
-    rule = pd.DataFrame(rules, columns=["task", "scenario_rule", "task_dip_p", "n_dip_cow",
-                                        "n_dip_pig"]).set_index("task")  # fmt: skip
+    rule = pd.DataFrame(
+        rules, columns=["task", "scenario_rule", "task_dip_p", "n_dip_cow", "n_dip_pig"]
+    ).set_index("task")
     at = list(out.columns).index("n_pig") + 1
     for i, col in enumerate(rule.columns):
         values = out["task"].map(rule[col])

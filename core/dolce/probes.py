@@ -115,24 +115,34 @@ UNITS_PARAM = Param(
 )
 #: Random spans per observation length C (strategy ``random`` only).
 PER_LENGTH = Param(
-    "per_length", int, 5, "random spans per observation length (strategy random only)",
-    minimum=1, section=_SECTION,
-)  # fmt: skip
+    "per_length",
+    int,
+    5,
+    "random spans per observation length (strategy random only)",
+    minimum=1,
+    section=_SECTION,
+)
 #: Span sampling strategy: ``paper``, ``random`` or ``take-every-N``.
 STRATEGY = Param(
-    "strategy", str, "paper",
+    "strategy",
+    str,
+    "paper",
     "paper (the seed's: all spans when the context has at most max_spans units, else every "
     "5th start), random (per_length random spans), or take-every-N (sliding windows shifted "
     "by N units)",
-    section=_SECTION, validate=_check_strategy,
-)  # fmt: skip
+    section=_SECTION,
+    validate=_check_strategy,
+)
 #: Cap of the ``paper`` strategy: spans per observation length.
 MAX_SPANS = Param(
-    "max_spans", int, 100,
+    "max_spans",
+    int,
+    100,
     "strategy paper: at most this many spans per observation length (all spans when the "
     "context has at most this many units; past 5 x this many starts the stride widens)",
-    minimum=1, section=_SECTION,
-)  # fmt: skip
+    minimum=1,
+    section=_SECTION,
+)
 #: Seed of the random span starts.
 SEED = Param("seed", int, 0, "span seed", section=_SECTION)
 #: The probe planner's parameters (:func:`plan_probes` keywords), in CLI / form order.
@@ -144,36 +154,61 @@ PARAMS = (UNITS_PARAM, PER_LENGTH, STRATEGY, MAX_SPANS, SEED)
 _FIT_SECTION = "seed dolce_lambda_k §4"
 #: II/III vs IV boundary (default per problem: the first tertile of observed lengths).
 LAM_P = Param(
-    "lam_p", float, None, "lambda_p, the II/III vs IV boundary (default per problem: "
-    + THRESHOLD_RULE + ")", minimum=0.0, section=_FIT_SECTION,
-)  # fmt: skip
+    "lam_p",
+    float,
+    None,
+    "lambda_p, the II/III vs IV boundary (default per problem: " + THRESHOLD_RULE + ")",
+    minimum=0.0,
+    section=_FIT_SECTION,
+)
 #: II vs III boundary (default per problem: the first tertile).
 K_P = Param(
-    "k_p", float, None, "k_p, the II (k > k_p) vs III (k <= k_p) boundary (default per "
-    "problem: the same value as lambda_p, " + THRESHOLD_RULE + ")", minimum=-1.0,
+    "k_p",
+    float,
+    None,
+    "k_p, the II (k > k_p) vs III (k <= k_p) boundary (default per "
+    "problem: the same value as lambda_p, " + THRESHOLD_RULE + ")",
+    minimum=-1.0,
     section=_FIT_SECTION,
-)  # fmt: skip
+)
 #: IV vs V boundary (default: the longest observed span shorter than L).
 LAM_Q = Param(
-    "lam_q", float, None, "lambda_q, the IV vs V boundary (default per problem: the longest "
-    "observed span shorter than L)", minimum=0.0, section=_FIT_SECTION,
-)  # fmt: skip
+    "lam_q",
+    float,
+    None,
+    "lambda_q, the IV vs V boundary (default per problem: the longest "
+    "observed span shorter than L)",
+    minimum=0.0,
+    section=_FIT_SECTION,
+)
 #: COW / PIG, or auto (Hartigan's dip test).
 SCENARIO = Param(
-    "scenario", str, "auto", "outcome scenario; auto: Hartigan's dip test on each problem's "
-    "scores (bins of 0.1), COW when p < 0.5, else PIG", choices=("auto", "COW", "PIG"),
+    "scenario",
+    str,
+    "auto",
+    "outcome scenario; auto: Hartigan's dip test on each problem's "
+    "scores (bins of 0.1), COW when p < 0.5, else PIG",
+    choices=("auto", "COW", "PIG"),
     section="seed dolce_lambda_k §3.1",
-)  # fmt: skip
+)
 #: COW binarization of relaxed F1.
 THRESHOLD = Param(
-    "threshold", float, 0.5, "COW threshold on relaxed F1 (scores >= threshold count as "
-    "correct)", minimum=0.0, maximum=1.0, section="seed dolce_lambda_k §6, App. K.4",
-)  # fmt: skip
+    "threshold",
+    float,
+    0.5,
+    "COW threshold on relaxed F1 (scores >= threshold count as correct)",
+    minimum=0.0,
+    maximum=1.0,
+    section="seed dolce_lambda_k §6, App. K.4",
+)
 #: Column defining tasks (problems sharing the background noise).
 TASK_BY = Param(
-    "task_by", str, "dataset", "column that defines tasks (problems sharing the background "
-    "noise)", section=_FIT_SECTION,
-)  # fmt: skip
+    "task_by",
+    str,
+    "dataset",
+    "column that defines tasks (problems sharing the background noise)",
+    section=_FIT_SECTION,
+)
 #: The DOLCE fit's parameters, in CLI order.
 FIT_PARAMS = (SCENARIO, THRESHOLD, LAM_P, K_P, LAM_Q, TASK_BY)
 
@@ -375,9 +410,14 @@ def plan_probes(
     calls = []
     for C in ladder:
         starts = span_starts(
-            L, C, strategy=strategy, per_length=per_length, max_spans=max_spans, seed=seed,
+            L,
+            C,
+            strategy=strategy,
+            per_length=per_length,
+            max_spans=max_spans,
+            seed=seed,
             key=instance.instance_id,
-        )  # fmt: skip
+        )
         for s in starts:
             span = all_units[s : s + C]
             messages = build_messages(instance, "intervention", render_span(span), probe=True)

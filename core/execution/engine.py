@@ -200,7 +200,11 @@ class Work(Protocol):
         ...
 
     def writer(
-        self, store: Store, ctx: WriteContext, todo: Sequence[Any], n_planned: int,
+        self,
+        store: Store,
+        ctx: WriteContext,
+        todo: Sequence[Any],
+        n_planned: int,
         replace: Collection[Any],
     ) -> WriteFn:
         """How the writer commits a batch of this execution's rows (:data:`WriteFn`)."""
@@ -256,7 +260,11 @@ class PredictionWork:
         return prediction_row(ctx, item, reply, hit, ms, ck)
 
     def writer(
-        self, store: Store, ctx: WriteContext, todo: Sequence[PlannedCall], n_planned: int,
+        self,
+        store: Store,
+        ctx: WriteContext,
+        todo: Sequence[PlannedCall],
+        n_planned: int,
         replace: Collection[Any],
     ) -> WriteFn:
         """Writes predictions, cache entries and scores (:func:`write_rows`)."""
@@ -319,8 +327,16 @@ def execute(
     """
     with store.run_lock(run_id):
         return execute_work(
-            store, run_id, calls, backend, PredictionWork(), concurrency=concurrency,
-            progress=progress, cancel=cancel, ahead=ahead, started=started,
+            store,
+            run_id,
+            calls,
+            backend,
+            PredictionWork(),
+            concurrency=concurrency,
+            progress=progress,
+            cancel=cancel,
+            ahead=ahead,
+            started=started,
         )
 
 
@@ -568,9 +584,16 @@ def plan_and_execute(
         instances, conditions, each=ahead.offer if ahead is not None else None, **retrieval
     )
     return execute(
-        store, run_id, calls, backend, concurrency=concurrency, progress=progress,
-        cancel=cancel, ahead=ahead, started=started,
-    )  # fmt: skip
+        store,
+        run_id,
+        calls,
+        backend,
+        concurrency=concurrency,
+        progress=progress,
+        cancel=cancel,
+        ahead=ahead,
+        started=started,
+    )
 
 
 #: Calls a run must have left to make before the embedded reader runs in worker processes

@@ -171,13 +171,15 @@ def run_request_from_row(db: str, run: Mapping[str, object]) -> RunRequest:
 
 
 #: Which passages ``judge crux-answerability`` rates (``--passages``).
-_RUBRIC_PASSAGES = replace(JUDGE_PASSAGES, description="crux-answerability: the gold passages "
-                           "or all", section="")  # fmt: skip
+_RUBRIC_PASSAGES = replace(
+    JUDGE_PASSAGES, description="crux-answerability: the gold passages or all", section=""
+)
 for _kind, _name in JUDGE_RUBRIC.items():
     METHOD_PARAMS[_kind] = (
-        (_RUBRIC_PASSAGES, NUM_CTX, SEED) if _name == "crux-answerability"
+        (_RUBRIC_PASSAGES, NUM_CTX, SEED)
+        if _name == "crux-answerability"
         else (JUDGE_CONDITIONS, NUM_CTX, SEED)
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- progress
@@ -226,8 +228,9 @@ def parse_progress(line: str) -> JobProgress | None:
     eta_s = None
     if t is not None and eta != "" and any(t.groups()):
         eta_s = float(int(t["h"] or 0) * 3600 + int(t["m"] or 0) * 60 + int(t["s"] or 0))
-    return JobProgress(int(m["done"]), int(m["total"]), float(m["rate"]), eta, eta_s,
-                       int(m["errors"]))  # fmt: skip
+    return JobProgress(
+        int(m["done"]), int(m["total"]), float(m["rate"]), eta, eta_s, int(m["errors"])
+    )
 
 
 # --------------------------------------------------------------------------- prompt size
@@ -246,7 +249,8 @@ def _instance_prompts(inst: Instance, req: RunRequest | MethodRequest) -> list[A
         n = len(probes.split_units(inst, units))
         return [c.messages for c in probes.plan_probes(inst, units=units, lengths=[n])]
     if kind == "attribution" and (values.get("condition") or ATTRIBUTION_CONDITION.default) in (
-        "full_context", "oracle",
+        "full_context",
+        "oracle",
     ):  # the unablated context is the longest; an oracle without gold plans nothing
         cond = values.get("condition") or ATTRIBUTION_CONDITION.default
         return [build_messages(inst, cond)] if cond == "full_context" or inst.gold_ids else []
@@ -268,8 +272,9 @@ def _instance_prompts(inst: Instance, req: RunRequest | MethodRequest) -> list[A
     else:  # interventions: the retrieved base, and at most one passage more (replace, duplicate)
         top_k = int(values.get("top_k") or BASE_TOP_K.default)
         extra = sorted(inst.passages, key=lambda p: len(p.text), reverse=True)[:1]
-    chunks = sorted(chunk_instance(inst, chunk_size, overlap), key=lambda c: len(c.text),
-                    reverse=True)[:top_k]  # fmt: skip
+    chunks = sorted(
+        chunk_instance(inst, chunk_size, overlap), key=lambda c: len(c.text), reverse=True
+    )[:top_k]
     out.append(build_messages(inst, "intervention", [*chunks, *extra]))
     return out
 
@@ -329,9 +334,15 @@ class RunJob:
         env = dict(os.environ) | dict(extra_env or {})
         env["PYTHONUNBUFFERED"] = "1"
         proc = subprocess.Popen(
-            argv, cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1, start_new_session=True,
-        )  # fmt: skip
+            argv,
+            cwd=_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         job = cls(req, argv, proc, time.time())
         job._reader = threading.Thread(target=job._pump, daemon=True)
         job._reader.start()

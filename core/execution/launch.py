@@ -115,11 +115,25 @@ def run_command(req: RunRequest) -> list[str]:
     TOP_K.coerce(req.top_k)
     CONCURRENCY.coerce(req.concurrency)
     argv = [
-        sys.executable, "-m", "core", "run", "--db", str(req.db), *_opt("--dataset", req.dataset),
-        "--backend", req.backend, "--conditions", ",".join(req.conditions),
-        "--retriever", req.retriever, "--top-k", str(int(req.top_k)),
-        "--concurrency", str(int(req.concurrency)), f"--name={name}",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "core",
+        "run",
+        "--db",
+        str(req.db),
+        *_opt("--dataset", req.dataset),
+        "--backend",
+        req.backend,
+        "--conditions",
+        ",".join(req.conditions),
+        "--retriever",
+        req.retriever,
+        "--top-k",
+        str(int(req.top_k)),
+        "--concurrency",
+        str(int(req.concurrency)),
+        f"--name={name}",
+    ]
     argv += _server_args(req)
     if req.rerank is not None:
         argv += ["--rerank", str(check_rerank_pool(req.rerank, req.top_k))]
@@ -150,15 +164,20 @@ FANIN_REPLACE = Param("replace", bool, False, "replace a dataset of that name")
 
 #: Which passages the CRUX judge rates (``judge crux --passages``).
 JUDGE_PASSAGES = Param(
-    "passages", str, "gold", "rate the gold passages only (CRUX's pre-judged P*) or every "
-    "passage", choices=("gold", "all"), section="SPEC §9",
-)  # fmt: skip
+    "passages",
+    str,
+    "gold",
+    "rate the gold passages only (CRUX's pre-judged P*) or every passage",
+    choices=("gold", "all"),
+    section="SPEC §9",
+)
 
 
 #: The name the judge's ratings are stored under (``judge crux --judge``).
 JUDGE_NAME = Param("judge", str, None, "name to store the ratings under (default backend:model)")
 
 
+# a table, one row per line: the formatter would put each item on a line of its own
 METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
     # the CLI's own help where it overrides a declaration's (``help=`` in its add_argument)
     "interventions": (
@@ -197,9 +216,12 @@ JUDGE_METHODS: dict[str, str] = {
 
 #: The conditions a rubric judge judges (``judge RUBRIC --conditions``), comma-separated.
 JUDGE_CONDITIONS = Param(
-    "conditions", str, None, "judged conditions, comma-separated (default: retrieved for "
+    "conditions",
+    str,
+    None,
+    "judged conditions, comma-separated (default: retrieved for "
     "crux-coverage; the pack conditions for authtrace-evidence; all four otherwise)",
-)  # fmt: skip
+)
 
 
 def method_params(kind: str) -> tuple[Param, ...]:
@@ -313,8 +335,16 @@ def _run_args(req: MethodRequest, command: str) -> list[str]:
         method_params(req.kind)  # raises, naming the kinds
     if not req.dataset:
         raise ValueError("a run needs a dataset")
-    return [sys.executable, "-m", "core", command, "--db", str(req.db),
-            *_opt("--dataset", req.dataset), *_backend_args(req)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "core",
+        command,
+        "--db",
+        str(req.db),
+        *_opt("--dataset", req.dataset),
+        *_backend_args(req),
+    ]
 
 
 def _opt(flag: str, value: str) -> list[str]:
@@ -344,9 +374,12 @@ def interventions_command(req: MethodRequest) -> list[str]:
     """
     _check_kind(req, "interventions")
     name = check_name("run", req.name.strip())
-    return [*_run_args(req, "run-interventions"),
-            *_flag_args(method_params(req.kind), req.params), *_concurrency_args(req),
-            f"--name={name}"]  # fmt: skip
+    return [
+        *_run_args(req, "run-interventions"),
+        *_flag_args(method_params(req.kind), req.params),
+        *_concurrency_args(req),
+        f"--name={name}",
+    ]
 
 
 def probes_command(req: MethodRequest) -> list[str]:
@@ -357,8 +390,12 @@ def probes_command(req: MethodRequest) -> list[str]:
     """
     _check_kind(req, "probes")
     name = check_name("run", req.name.strip())
-    return [*_run_args(req, "run-probes"), *_flag_args(method_params(req.kind), req.params),
-            *_concurrency_args(req), f"--name={name}"]  # fmt: skip
+    return [
+        *_run_args(req, "run-probes"),
+        *_flag_args(method_params(req.kind), req.params),
+        *_concurrency_args(req),
+        f"--name={name}",
+    ]
 
 
 def judge_command(req: MethodRequest) -> list[str]:
@@ -404,8 +441,12 @@ def judge_rubric_command(req: MethodRequest) -> list[str]:
         dataset = _opt("--dataset", req.dataset)
         at = argv.index(dataset[0])
         argv[at : at + len(dataset)] = _opt("--run", target)
-    return [*argv, *_flag_args(method_params(req.kind), req.params), *_concurrency_args(req),
-            f"--name={name}"]  # fmt: skip
+    return [
+        *argv,
+        *_flag_args(method_params(req.kind), req.params),
+        *_concurrency_args(req),
+        f"--name={name}",
+    ]
 
 
 def attribution_command(req: MethodRequest) -> list[str]:
@@ -417,9 +458,12 @@ def attribution_command(req: MethodRequest) -> list[str]:
     """
     _check_kind(req, "attribution")
     name = check_name("run", req.name.strip())
-    return [*_run_args(req, "run-attribution"),
-            *_flag_args(method_params(req.kind), req.params), *_concurrency_args(req),
-            f"--name={name}"]  # fmt: skip
+    return [
+        *_run_args(req, "run-attribution"),
+        *_flag_args(method_params(req.kind), req.params),
+        *_concurrency_args(req),
+        f"--name={name}",
+    ]
 
 
 def fanin_grid_command(req: MethodRequest) -> list[str]:
@@ -432,9 +476,19 @@ def fanin_grid_command(req: MethodRequest) -> list[str]:
     """
     _check_kind(req, "fanin-grid")
     name = check_name("dataset", req.name.strip())
-    return [sys.executable, "-m", "core", "generate", "controlled", "--preset", "fanin-grid",
-            *_flag_args(method_params(req.kind), req.params), *_opt("--name", name), "--db",
-            str(req.db)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "core",
+        "generate",
+        "controlled",
+        "--preset",
+        "fanin-grid",
+        *_flag_args(method_params(req.kind), req.params),
+        *_opt("--name", name),
+        "--db",
+        str(req.db),
+    ]
 
 
 _COMMANDS = {

@@ -62,11 +62,14 @@ def _positive(value: float) -> None:
 #: server's answer before it fails; the backends' ``timeout_s``. None: their
 #: default of 600 s. The embedded reader has no timeout.
 TIMEOUT = Param(
-    "timeout", float, None,
+    "timeout",
+    float,
+    None,
     "seconds one model call, its retries included, may wait for the server's answer before "
     "it fails (ollama and openai backends; default 600)",
-    maximum=86_400, validate=_positive,
-)  # fmt: skip
+    maximum=86_400,
+    validate=_positive,
+)
 
 
 def usable_cores() -> int:

@@ -135,8 +135,11 @@ def shown_context(store: Store, run: Mapping[str, Any], instance: Instance, cond
     if condition == "oracle":
         return [p for p in instance.passages if p.is_gold]
     cfg = dict(run.get("retrieval") or {})
-    rerank = {"rerank": cfg["rerank_model"], "rerank_pool": int(cfg["rerank"])} if cfg.get(
-        "rerank") else {}  # fmt: skip
+    rerank = (
+        {"rerank": cfg["rerank_model"], "rerank_pool": int(cfg["rerank"])}
+        if cfg.get("rerank")
+        else {}
+    )
     return retrieve(
         instance,
         cfg.get("retriever", "lexical"),
@@ -160,17 +163,24 @@ def plan_perturbation(
         retriever = str(req.params.get("retriever", "lexical"))
         k = int(req.params.get("top_k", TOP_K.default))
         calls = plan_conditions([instance], ["retrieved"], retriever=retriever, top_k=k)
-        meta = dict(calls[0].meta) | {"operator": "retriever", "retriever": retriever,
-                                      "top_k": k, "base_condition": "retrieved"}  # fmt: skip
-        return replace(calls[0], condition="intervention", variant=f"retriever:{retriever}@{k}",
-                       meta=meta)  # fmt: skip
+        meta = dict(calls[0].meta) | {
+            "operator": "retriever",
+            "retriever": retriever,
+            "top_k": k,
+            "base_condition": "retrieved",
+        }
+        return replace(
+            calls[0], condition="intervention", variant=f"retriever:{retriever}@{k}", meta=meta
+        )
     shown = shown_context(store, run, instance, req.condition)
     own = {"replace": "hardness", "duplicate": "position", "move": "move_to"}.get(req.operator)
     params = {own: req.params[own]} if own and own in req.params else {}
     if req.operator == "replace":
         cfg = dict(run.get("retrieval") or {})
-        params |= {"chunk_size": int(cfg.get("chunk_size", CHUNK_SIZE.default)),
-                   "overlap": int(cfg.get("overlap", OVERLAP.default))}  # fmt: skip
+        params |= {
+            "chunk_size": int(cfg.get("chunk_size", CHUNK_SIZE.default)),
+            "overlap": int(cfg.get("overlap", OVERLAP.default)),
+        }
     return plan_rerun(instance, shown, req.operator, req.target_id, base=req.condition, **params)
 
 
@@ -207,17 +217,23 @@ def missing_text(instance: Instance) -> str | None:
     text at all (an instance built from a results file: ids, gold answer and metadata only),
     a rerun would send empty passages and report them as shown.
     """
-    lacks = [what for what, empty in (
-        ("question", not instance.question.strip()),
-        ("passage", not any(p.text.strip() for p in instance.passages)),
-    ) if empty]  # fmt: skip
+    lacks = [
+        what
+        for what, empty in (
+            ("question", not instance.question.strip()),
+            ("passage", not any(p.text.strip() for p in instance.passages)),
+        )
+        if empty
+    ]
     if not lacks:
         return None
     source = instance.metadata.get("imported_from") if instance.metadata else None
     where = f" (imported from {source}, which keeps ids and answers only)" if source else ""
-    return (f"cannot rerun {instance.instance_id}: the store holds no {' or '.join(lacks)} text "
-            f"for it{where}; import the dataset's instances (import dataset) and attach the "
-            "results to them with import results --dataset NAME")  # fmt: skip
+    return (
+        f"cannot rerun {instance.instance_id}: the store holds no {' or '.join(lacks)} text "
+        f"for it{where}; import the dataset's instances (import dataset) and attach the "
+        "results to them with import results --dataset NAME"
+    )
 
 
 def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
@@ -253,13 +269,23 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
     imported = None
     with store.run_lock(run_id):
         if companion:
-            open_run(store, backend, run_id, req.dataset, reported_options=False,
-                     notes="Case-view reruns", kind="rerun")  # fmt: skip
+            open_run(
+                store,
+                backend,
+                run_id,
+                req.dataset,
+                reported_options=False,
+                notes="Case-view reruns",
+                kind="rerun",
+            )
             imported = _stored(store, req.base_run, req.instance_id, req.condition)
             cfg = dict(base.get("retrieval") or {})
-            plain = plan_conditions([instance], [req.condition],
-                                    retriever=cfg.get("retriever", "lexical"),
-                                    top_k=int(cfg.get("top_k", TOP_K.default)))  # fmt: skip
+            plain = plan_conditions(
+                [instance],
+                [req.condition],
+                retriever=cfg.get("retriever", "lexical"),
+                top_k=int(cfg.get("top_k", TOP_K.default)),
+            )
             original = rerun_call(store, run_id, plain[0], backend)
         else:
             original = _stored(store, run_id, req.instance_id, req.condition)
@@ -279,12 +305,20 @@ def rerun(store: Store, req: RerunRequest) -> dict[str, Any]:
         "perturbed": perturbed,
         "imported_original": imported,
         "error": error,
-        "divergence": None if error else float(trace_divergence(
-            original.get("cited_ids") or (), perturbed.get("cited_ids") or (),
-            original.get("answer"), perturbed.get("answer"), original.get("confidence"),
-            perturbed.get("confidence"), answer_type=instance.answer_type,
-            reasoning_type=instance.reasoning_type,
-        )),  # fmt: skip
+        "divergence": None
+        if error
+        else float(
+            trace_divergence(
+                original.get("cited_ids") or (),
+                perturbed.get("cited_ids") or (),
+                original.get("answer"),
+                perturbed.get("answer"),
+                original.get("confidence"),
+                perturbed.get("confidence"),
+                answer_type=instance.answer_type,
+                reasoning_type=instance.reasoning_type,
+            )
+        ),
         "diff": [] if error else answer_diff(original.get("answer"), perturbed.get("answer")),
         "shown_before": list(original.get("input_passage_ids") or []),
         "shown_after": list(call.input_passage_ids),

@@ -164,9 +164,16 @@ def run_conditions(
         reranker(retrieval["rerank_model"])  # fail before the run row and any call
     with store.run_lock(name), undone_if_refused(store, name):
         open_run(
-            store, backend, name, dataset, options=options, conditions=conds, notes=notes,
-            retrieval=retrieval if "retrieved" in conds else {}, max_cited=max_cited,
-        )  # fmt: skip
+            store,
+            backend,
+            name,
+            dataset,
+            options=options,
+            conditions=conds,
+            notes=notes,
+            retrieval=retrieval if "retrieved" in conds else {},
+            max_cited=max_cited,
+        )
         with store.attached(read_only=True) as con:  # ~10x cheaper to open than connect()
             stored = store.prediction_keys(name, ok_only=True, con=con)
         todo, n_stored = [], 0
@@ -177,11 +184,22 @@ def run_conditions(
             else:
                 todo.append(instance)
         summary = plan_and_execute(
-            store, name, todo, conds, backend, concurrency=concurrency, progress=progress,
-            cancel=cancel, stored=stored, retriever=retriever, top_k=top_k,
-            chunk_size=chunk_size, overlap=overlap, rerank=retrieval.get("rerank"),
+            store,
+            name,
+            todo,
+            conds,
+            backend,
+            concurrency=concurrency,
+            progress=progress,
+            cancel=cancel,
+            stored=stored,
+            retriever=retriever,
+            top_k=top_k,
+            chunk_size=chunk_size,
+            overlap=overlap,
+            rerank=retrieval.get("rerank"),
             rerank_model=retrieval.get("rerank_model"),
-        )  # fmt: skip
+        )
     return replace(
         summary,
         planned=summary.planned + n_stored,
@@ -262,18 +280,34 @@ def run_interventions(
     # both phases under the lock: no other process may start the run between
     with store.run_lock(name), undone_if_refused(store, name):
         open_run(
-            store, backend, name, dataset, options=options, retrieval=retrieval,
-            conditions=("retrieved", "intervention"), notes=notes, kind="interventions",
-        )  # fmt: skip
+            store,
+            backend,
+            name,
+            dataset,
+            options=options,
+            retrieval=retrieval,
+            conditions=("retrieved", "intervention"),
+            notes=notes,
+            kind="interventions",
+        )
         instances = store.load_instances(dataset)
         base_calls = plan_conditions(
-            instances, ["retrieved"], retriever=retriever, top_k=top_k, chunk_size=chunk_size,
+            instances,
+            ["retrieved"],
+            retriever=retriever,
+            top_k=top_k,
+            chunk_size=chunk_size,
             overlap=overlap,
-        )  # fmt: skip
+        )
         first = execute(
-            store, name, base_calls, backend, concurrency=concurrency, progress=progress,
+            store,
+            name,
+            base_calls,
+            backend,
+            concurrency=concurrency,
+            progress=progress,
             cancel=cancel,
-        )  # fmt: skip
+        )
         if first.status != "done":
             return first
         cited = base_citations(store, name)
@@ -283,16 +317,29 @@ def run_interventions(
                 continue
             calls.extend(
                 plan_interventions(
-                    inst, cited[inst.instance_id], top_k=top_k, retriever=retriever,
-                    chunk_size=chunk_size, overlap=overlap, operators=ops, hardness=levels,
-                    positions=places, two_support=two_support, zero_retrieval=zero_retrieval,
+                    inst,
+                    cited[inst.instance_id],
+                    top_k=top_k,
+                    retriever=retriever,
+                    chunk_size=chunk_size,
+                    overlap=overlap,
+                    operators=ops,
+                    hardness=levels,
+                    positions=places,
+                    two_support=two_support,
+                    zero_retrieval=zero_retrieval,
                     seed=seed,
-                )  # fmt: skip
+                )
             )
         second = execute(
-            store, name, calls, backend, concurrency=concurrency, progress=progress,
+            store,
+            name,
+            calls,
+            backend,
+            concurrency=concurrency,
+            progress=progress,
             cancel=cancel,
-        )  # fmt: skip
+        )
     return _merged(first, second)
 
 
@@ -310,8 +357,6 @@ def base_citations(store: Store, run_id: str) -> dict[str, list[str]]:
 def present(x: Any) -> bool:
     """Whether a stored cell holds a value (not None, NA or NaN)."""
     return x is not None and x is not pd.NA and not (isinstance(x, float) and math.isnan(x))
-
-
 
 
 # --------------------------------------------------------------------------- attribution
@@ -389,22 +434,39 @@ def run_attribution(
     chosen = pick_instances(store.load_instances(dataset), instances)
     with store.run_lock(name):
         open_run(
-            store, backend, name, dataset, options=options, retrieval=run_config(settings, **look),
-            conditions=(condition,), notes=notes, kind="attribution",
-        )  # fmt: skip
+            store,
+            backend,
+            name,
+            dataset,
+            options=options,
+            retrieval=run_config(settings, **look),
+            conditions=(condition,),
+            notes=notes,
+            kind="attribution",
+        )
         shown, calls = plan_run(chosen, settings, **look)
         first = execute(
-            store, name, calls, backend, concurrency=concurrency, progress=progress,
+            store,
+            name,
+            calls,
+            backend,
+            concurrency=concurrency,
+            progress=progress,
             cancel=cancel,
-        )  # fmt: skip
+        )
         if first.status in ("cancelled", "failed"):
             return first
         tables = ablation_tables(store.prediction_rows(name), target, settings["score_field"])
         drops = plan_drops(chosen, shown, tables, seed=seed, keep=keep)
         second = execute(
-            store, name, drops, backend, concurrency=concurrency, progress=progress,
+            store,
+            name,
+            drops,
+            backend,
+            concurrency=concurrency,
+            progress=progress,
             cancel=cancel,
-        )  # fmt: skip
+        )
     return _merged(first, second)
 
 
@@ -488,25 +550,44 @@ def run_probes(
         for inst in instances:
             calls.extend(
                 plan_probes(
-                    inst, units=units, per_length=per_length, strategy=strategy, seed=seed,
+                    inst,
+                    units=units,
+                    per_length=per_length,
+                    strategy=strategy,
+                    seed=seed,
                     max_spans=max_spans,
-                )  # fmt: skip
+                )
             )
         probe: dict[str, Any] = {
-            "units": units, "per_length": per_length, "strategy": strategy, "seed": seed,
-        }  # fmt: skip
+            "units": units,
+            "per_length": per_length,
+            "strategy": strategy,
+            "seed": seed,
+        }
         if parse_strategy(strategy)[0] == "paper":
             probe["max_spans"] = max_spans
         open_run(
-            store, backend, name, dataset, options=options, reported_options=False,
-            retrieval={"probe": probe}, conditions=(PROBE_CONDITION,), kind="probes",
-        )  # fmt: skip
+            store,
+            backend,
+            name,
+            dataset,
+            options=options,
+            reported_options=False,
+            retrieval={"probe": probe},
+            conditions=(PROBE_CONDITION,),
+            kind="probes",
+        )
         if on_plan is not None:  # after open_run: a refused run shows no plan
             on_plan(summarize_plan(calls))
         return execute(
-            store, name, calls, backend, concurrency=concurrency, progress=progress,
+            store,
+            name,
+            calls,
+            backend,
+            concurrency=concurrency,
+            progress=progress,
             cancel=cancel,
-        )  # fmt: skip
+        )
 
 
 # --------------------------------------------------------------------------- demo

@@ -52,9 +52,11 @@ class ScoringInputs:
         if self._prefetch:
             want, self._prefetch = self._prefetch, []
             if store.passage_count(con, self.dataset, want) <= PREFETCH_MAX:
-                self.info.update(store.scoring_inputs(
-                    con, self.dataset, [(i, None) for i in want], all_titles=True
-                ))  # fmt: skip
+                self.info.update(
+                    store.scoring_inputs(
+                        con, self.dataset, [(i, None) for i in want], all_titles=True
+                    )
+                )
                 self._read.update(want)
                 self._complete.update(want)
         need: dict[str, set[str]] = {}
@@ -101,9 +103,15 @@ def batch_scores(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> 
             "confidence": pd.Series([r["confidence"] for r in rows], dtype="float64"),
             **{
                 col: [i[col] for i in inst]
-                for col in ("gold_answer", "answer_aliases", "answer_type", "reasoning_type",
-                            "gold_ids", "gold_titles")
-            },  # fmt: skip
+                for col in (
+                    "gold_answer",
+                    "answer_aliases",
+                    "answer_type",
+                    "reasoning_type",
+                    "gold_ids",
+                    "gold_titles",
+                )
+            },
             "cited_titles": [
                 [i["titles"].get(x) for x in (r["cited_ids"] or [])]
                 for r, i in zip(rows, inst, strict=True)

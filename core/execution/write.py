@@ -102,6 +102,7 @@ _FIRST_WRITE_S = 0.05
 
 _Key = tuple[str, str, str]
 
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     """Progress of an execution, reported after each committed batch.
@@ -317,12 +318,26 @@ def write_rows(store: Store, ctx: WriteContext, rows: Sequence[dict[str, Any]], 
 def _unstorable_row(row: dict[str, Any], why: str) -> dict[str, Any]:
     """A row that cannot be stored as the call's error: its key, prompt and timing kept."""
     why = " ".join(why.split())[:200]
-    out = {k: row.get(k) for k in ("run_id", "instance_id", "condition", "variant",
-                                    "prompt_hash", "input_passage_ids", "latency_ms")}  # fmt: skip
+    out = {
+        k: row.get(k)
+        for k in (
+            "run_id",
+            "instance_id",
+            "condition",
+            "variant",
+            "prompt_hash",
+            "input_passage_ids",
+            "latency_ms",
+        )
+    }
     out.update({k: None for k in PREDICTION_COLUMNS if k not in out})
-    out.update(cited_ids=[], cache_hit=bool(row.get("cache_hit")), _cache=None,
-               error=f"reply could not be stored: {why}",
-               meta=json.dumps({"unstorable": why}, ensure_ascii=True))  # fmt: skip
+    out.update(
+        cited_ids=[],
+        cache_hit=bool(row.get("cache_hit")),
+        _cache=None,
+        error=f"reply could not be stored: {why}",
+        meta=json.dumps({"unstorable": why}, ensure_ascii=True),
+    )
     return out
 
 

@@ -31,8 +31,6 @@ CARD_SETTINGS = ExportSettings(width=900, height=650, font_size=11)
 PASSAGE_CHARS = 240
 
 
-
-
 def _cut(text: str, n: int) -> str:
     text = " ".join(str(text or "").split())
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
@@ -60,12 +58,14 @@ def card_rows(
             shown |= set(passages["passage_id"])
         shown |= set(stored_ids(getattr(row, "input_passage_ids", None)))
     keep = passages[passages["passage_id"].isin(shown)].sort_values("ord")
-    shown_rows = pd.DataFrame({
-        "passage_id": keep["passage_id"].astype(str),
-        "mark": ["gold" if p in gold else "distractor" for p in keep["passage_id"]],
-        "title": keep["title"].fillna("").astype(str),
-        "text": [_cut(t, PASSAGE_CHARS) for t in keep["text"]],
-    })  # fmt: skip
+    shown_rows = pd.DataFrame(
+        {
+            "passage_id": keep["passage_id"].astype(str),
+            "mark": ["gold" if p in gold else "distractor" for p in keep["passage_id"]],
+            "title": keep["title"].fillna("").astype(str),
+            "text": [_cut(t, PASSAGE_CHARS) for t in keep["text"]],
+        }
+    )
     rank = {c: i for i, c in enumerate(CONDITION_ORDER)}
     ordered = plain.assign(_o=plain["condition"].map(lambda c: rank.get(c, len(rank))))
     ordered = ordered.sort_values(["run", "_o"], kind="stable")
@@ -75,14 +75,19 @@ def card_rows(
         error = "" if error is None or pd.isna(error) else str(error).strip()
         score = row.get(score_field)
         score = math.nan if error or score is None or pd.isna(score) else float(score)
-        answers.append({
-            "run": str(row["run"]),
-            "condition": str(row["condition"]),
-            "answer": f"call failed: {_cut(error, 80)}" if error else str(row.get("answer") or ""),
-            "cited": ", ".join(i + ("*" if i in gold else "")
-                               for i in stored_ids(row.get("cited_ids"))),
-            "score": score,
-        })  # fmt: skip
+        answers.append(
+            {
+                "run": str(row["run"]),
+                "condition": str(row["condition"]),
+                "answer": f"call failed: {_cut(error, 80)}"
+                if error
+                else str(row.get("answer") or ""),
+                "cited": ", ".join(
+                    i + ("*" if i in gold else "") for i in stored_ids(row.get("cited_ids"))
+                ),
+                "score": score,
+            }
+        )
     columns = ["run", "condition", "answer", "cited", "score"]
     return shown_rows, pd.DataFrame(answers, columns=columns)
 
@@ -152,31 +157,52 @@ def case_card_figure(
     passages, answers = card_rows(case, score_field)
     text = plain_label  # data strings drawn as text, never as Plotly markup
     fig = go.Figure()
-    fig.add_trace(go.Table(
-        domain={"y": [0.5, 0.88]},
-        columnwidth=[1.2, 1, 5],
-        header={"values": ["passage", "gold?", "title: text"], "align": "left"},
-        cells={"values": [
-            [text(p) for p in passages["passage_id"]],
-            list(passages["mark"]),
-            [text(f"{t}: {x}" if t else x) for t, x in zip(passages["title"], passages["text"],
-                                                             strict=True)],
-        ], "align": "left"},
-    ))  # fmt: skip
-    fig.add_trace(go.Table(
-        domain={"y": [0.0, 0.46]},
-        columnwidth=[1.4, 1.3, 3, 1.6, 0.9],
-        header={"values": ["run", "condition", "answer", "cited (* gold)", score_field],
-                "align": "left"},
-        cells={"values": [
-            [text(v) for v in answers["run"]], list(answers["condition"]),
-            [text(v) for v in answers["answer"]], [text(v) for v in answers["cited"]],
-            [_score(v, digits) for v in answers["score"]],
-        ], "align": "left"},
-    ))  # fmt: skip
+    fig.add_trace(
+        go.Table(
+            domain={"y": [0.5, 0.88]},
+            columnwidth=[1.2, 1, 5],
+            header={"values": ["passage", "gold?", "title: text"], "align": "left"},
+            cells={
+                "values": [
+                    [text(p) for p in passages["passage_id"]],
+                    list(passages["mark"]),
+                    [
+                        text(f"{t}: {x}" if t else x)
+                        for t, x in zip(passages["title"], passages["text"], strict=True)
+                    ],
+                ],
+                "align": "left",
+            },
+        )
+    )
+    fig.add_trace(
+        go.Table(
+            domain={"y": [0.0, 0.46]},
+            columnwidth=[1.4, 1.3, 3, 1.6, 0.9],
+            header={
+                "values": ["run", "condition", "answer", "cited (* gold)", score_field],
+                "align": "left",
+            },
+            cells={
+                "values": [
+                    [text(v) for v in answers["run"]],
+                    list(answers["condition"]),
+                    [text(v) for v in answers["answer"]],
+                    [text(v) for v in answers["cited"]],
+                    [_score(v, digits) for v in answers["score"]],
+                ],
+                "align": "left",
+            },
+        )
+    )
     fig.update_layout(
-        title={"text": text(f"Q: {_cut(inst['question'] or '', 140)}") + "<br>"
-               + text(f"Gold answer: {inst['gold_answer'] or ''}"), "x": 0, "font": {"size": 12}},
+        title={
+            "text": text(f"Q: {_cut(inst['question'] or '', 140)}")
+            + "<br>"
+            + text(f"Gold answer: {inst['gold_answer'] or ''}"),
+            "x": 0,
+            "font": {"size": 12},
+        },
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
-    )  # fmt: skip
+    )
     return fig

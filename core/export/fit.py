@@ -148,10 +148,18 @@ def _wrap_before(fig: Any, width: float, height: float, font_px: float, family: 
         # from its first baseline, so a title of two lines runs off the page): step 2 lifts
         # it over the subplot titles and grows the top margin to hold it
         fig.add_annotation(
-            text=wrap_text(title.text, avail, size, family), name=_TITLE_NAME, xref="paper",
-            yref="paper", x=0, xanchor="left", y=1, yanchor="bottom", showarrow=False,
-            align="left", font={"size": size},
-        )  # fmt: skip
+            text=wrap_text(title.text, avail, size, family),
+            name=_TITLE_NAME,
+            xref="paper",
+            yref="paper",
+            x=0,
+            xanchor="left",
+            y=1,
+            yanchor="bottom",
+            showarrow=False,
+            align="left",
+            font={"size": size},
+        )
         title.text = None
     plot_w = width - 6 * font_px  # a y axis with ticks and a title on the left
     domains = [fig.layout[a].domain or (0, 1) for a in _axis_names(fig, "x")]
@@ -218,15 +226,27 @@ def _compact_groups(fig: Any) -> None:
 
 def _notes_below(fig: Any) -> list[Any]:
     """Annotations written under the plot (paper y < 0): notes that go below the legend."""
-    return [a for a in fig.layout.annotations
-            if a.text and a.yref in (None, "paper") and a.xref in (None, "paper")
-            and isinstance(a.y, (int, float)) and a.y < 0 and a.showarrow is not True]  # fmt: skip
+    return [
+        a
+        for a in fig.layout.annotations
+        if a.text
+        and a.yref in (None, "paper")
+        and a.xref in (None, "paper")
+        and isinstance(a.y, (int, float))
+        and a.y < 0
+        and a.showarrow is not True
+    ]
 
 
 def _fix_after(
-    fig: Any, svg: bytes, width: float, height: float, font_px: float, family: str,
+    fig: Any,
+    svg: bytes,
+    width: float,
+    height: float,
+    font_px: float,
+    family: str,
     grow: bool = True,
-) -> tuple[float, float]:  # fmt: skip
+) -> tuple[float, float]:
     """Step 2: from a rendered SVG, stack axis titles, legend and notes; grow the margins.
 
     Below the plot, top to bottom: the x tick labels and titles, the legend, the notes. The
@@ -254,13 +274,17 @@ def _fix_after(
         left = min(a[0] for a in areas)
         right = max(a[2] for a in areas)
         is_note = [b.cls.startswith("annotation") and b.text in note_texts for b in boxes]
-        others = [b for b, n in zip(boxes, is_note, strict=True)
-                  if not n and not b.cls.startswith("legend")]  # fmt: skip
+        others = [
+            b
+            for b, n in zip(boxes, is_note, strict=True)
+            if not n and not b.cls.startswith("legend")
+        ]
         # what sticks out at the top, left and right (subplot titles, end ticks), and the
         # figure's title, lifted over what stands above the plot
         title_ann = next((a for a in fig.layout.annotations if a.name == _TITLE_NAME), None)
-        title_box = next((b for b in others if title_ann is not None
-                          and b.text == _plain(title_ann.text)), None)  # fmt: skip
+        title_box = next(
+            (b for b in others if title_ann is not None and b.text == _plain(title_ann.text)), None
+        )
         rest = [b for b in others if b is not title_box]
         _lift_subplot_titles(fig, rest)
         over_left = max([0.0] + [-b.left for b in rest])
@@ -270,8 +294,9 @@ def _fix_after(
             above = [b.top for b in rest if b.bottom <= top + 1 and b.right > 0]
             lift = max(0.0, top - min(above) + pad / 2) if above else 0.0
             size = title_ann.font.size or _TITLE_EM * font_px
-            title_ann.text = wrap_text(BR.sub(" ", title_ann.text), width - l_px - pad, size,
-                                       family)  # fmt: skip
+            title_ann.text = wrap_text(
+                BR.sub(" ", title_ann.text), width - l_px - pad, size, family
+            )
             lines = len(BR.split(title_ann.text))
             title_h = (lines - 1) * LINE_EM * size + (ASCENT + DESCENT) * size
             title_ann.yshift = lift
@@ -289,9 +314,14 @@ def _fix_after(
             and any(b.cls.startswith("legend") for b in boxes)
         ):
             leg = fig.layout.legend
-            inside = (leg.xref in (None, "paper") and leg.yref in (None, "paper")
-                      and leg.x is not None and 0 <= leg.x <= 1
-                      and leg.y is not None and 0 <= leg.y <= 1)  # fmt: skip
+            inside = (
+                leg.xref in (None, "paper")
+                and leg.yref in (None, "paper")
+                and leg.x is not None
+                and 0 <= leg.x <= 1
+                and leg.y is not None
+                and 0 <= leg.y <= 1
+            )
             legend_text = [b for b in boxes if b.cls.startswith("legend")]
             crowded = any(a.overlaps(b) for a in legend_text for b in others)
             if not inside or crowded:
@@ -304,8 +334,9 @@ def _fix_after(
         for a in notes:
             size = a.font.size or font_px
             a.text = wrap_text(BR.sub(" ", a.text), note_room, size, family)
-            note_h.append((len(BR.split(a.text)) - 1) * LINE_EM * size
-                          + (ASCENT + DESCENT) * size + pad)  # fmt: skip
+            note_h.append(
+                (len(BR.split(a.text)) - 1) * LINE_EM * size + (ASCENT + DESCENT) * size + pad
+            )
         if grow:
             new_height = round(t + plot_h + axis_b + leg_h + sum(note_h), 2)
         else:  # the height asked for: the plot gives up what the legend and notes need
@@ -319,10 +350,16 @@ def _fix_after(
                 new_height = height
         if leg_h:
             fig.layout.legend.update(
-                orientation="h", xref="container", yref="container", x=0, xanchor="left",
-                y=(sum(note_h) + pad / 2) / new_height, yanchor="bottom",
-                maxheight=_NO_SCROLL_PX, title_side="top",
-            )  # fmt: skip
+                orientation="h",
+                xref="container",
+                yref="container",
+                x=0,
+                xanchor="left",
+                y=(sum(note_h) + pad / 2) / new_height,
+                yanchor="bottom",
+                maxheight=_NO_SCROLL_PX,
+                title_side="top",
+            )
         below = axis_b + leg_h  # px under the plot where the next note starts
         for a, h in zip(notes, note_h, strict=True):
             a.update(x=0, xanchor="left", y=-below / plot_h, yanchor="top", align="left")
@@ -417,8 +454,10 @@ def _collide(ticks: list[TextBox], horizontal: bool, shrink: float) -> bool:
         spans = sorted(((b.left + b.right) / 2, (b.right - b.left) / 2) for b in ticks)
     else:
         spans = sorted(((b.top + b.bottom) / 2, (b.bottom - b.top) / 2) for b in ticks)
-    return any((c2 - c1) * shrink < h1 + h2 - _TICK_GAP
-               for (c1, h1), (c2, h2) in zip(spans, spans[1:], strict=False))  # fmt: skip
+    return any(
+        (c2 - c1) * shrink < h1 + h2 - _TICK_GAP
+        for (c1, h1), (c2, h2) in zip(spans, spans[1:], strict=False)
+    )
 
 
 def _thin_ticks(
@@ -519,25 +558,35 @@ def fit_figure(
     svg = render_svg(fig, width, height)
     height = _room_on_top(fig, svg, height, font_px, family, grow)
     if said is not None and not grow and height > asked + 0.5:
-        said.append(f"the legend and notes below the plot leave the plot too little of "
-                    f"{width:.0f}x{asked:.0f} px, so the figure is {width:.0f}x{height:.0f} px "
-                    f"(a taller size or fewer series keeps the size)")  # fmt: skip
+        said.append(
+            f"the legend and notes below the plot leave the plot too little of "
+            f"{width:.0f}x{asked:.0f} px, so the figure is {width:.0f}x{height:.0f} px "
+            f"(a taller size or fewer series keeps the size)"
+        )
     if said is not None:  # what still collides, as estimated from the final layout
         said.extend(layout_problems(render_svg(fig, width, height), width, height, family))
     return height
 
 
-def layout_problems(svg: bytes, width: float, height: float,
-                    family: str = "Liberation Serif") -> list[str]:  # fmt: skip
+def layout_problems(
+    svg: bytes, width: float, height: float, family: str = "Liberation Serif"
+) -> list[str]:
     """Text off the page or over other text in a rendered SVG (estimated boxes), in words.
 
     Only clear cases count (3 px each way): the boxes are estimates from the font metrics.
     """
     boxes = svg_text_boxes(svg, family)
-    out = [f"{b.text[:30]!r} runs off the page" for b in boxes
-           if min(b.left, b.top) < -3 or b.right > width + 3 or b.bottom > height + 3]
-    out += [f"{a.text[:30]!r} overlaps {b.text[:30]!r}" for i, a in enumerate(boxes)
-            for b in boxes[i + 1 :] if a.overlaps(b, slack=3.0)]  # fmt: skip
+    out = [
+        f"{b.text[:30]!r} runs off the page"
+        for b in boxes
+        if min(b.left, b.top) < -3 or b.right > width + 3 or b.bottom > height + 3
+    ]
+    out += [
+        f"{a.text[:30]!r} overlaps {b.text[:30]!r}"
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a.overlaps(b, slack=3.0)
+    ]
     return out
 
 
@@ -554,9 +603,14 @@ def _rewrap_facet_titles(fig: Any, svg: bytes, family: str) -> bool:
     left, right = min(a[0] for a in areas), max(a[2] for a in areas)
     changed = False
     for ann in fig.layout.annotations:
-        if (not ann.text or ann.name == _TITLE_NAME or ann.yanchor != "bottom"
-                or ann.xref not in (None, "paper") or not isinstance(ann.x, (int, float))):
-            continue  # fmt: skip
+        if (
+            not ann.text
+            or ann.name == _TITLE_NAME
+            or ann.yanchor != "bottom"
+            or ann.xref not in (None, "paper")
+            or not isinstance(ann.x, (int, float))
+        ):
+            continue
         px = left + float(ann.x) * (right - left)
         panel = [a for a in areas if a[0] - 1 <= px <= a[2] + 1]
         if not panel:
@@ -586,16 +640,31 @@ def _room_on_top(
     """
     boxes = svg_text_boxes(svg, family)
     title_ann = next((a for a in fig.layout.annotations if a.name == _TITLE_NAME), None)
-    title = next((b for b in boxes if title_ann is not None and b.cls.startswith("annotation")
-                  and b.text == _plain(title_ann.text)), None)  # fmt: skip
+    title = next(
+        (
+            b
+            for b in boxes
+            if title_ann is not None
+            and b.cls.startswith("annotation")
+            and b.text == _plain(title_ann.text)
+        ),
+        None,
+    )
     if title is not None and title_ann is not None:
         under = [b for b in boxes if b is not title and b.overlaps(title, slack=0.0)]
         if under:
             lift = max(title.bottom - b.top for b in under) + round(font_px / 2) / 2
             title_ann.yshift = float(title_ann.yshift or 0) + lift
-            boxes = [b for b in boxes if b is not title] + [TextBox(
-                title.text, title.cls, title.left, title.top - lift, title.right,
-                title.bottom - lift)]  # fmt: skip
+            boxes = [b for b in boxes if b is not title] + [
+                TextBox(
+                    title.text,
+                    title.cls,
+                    title.left,
+                    title.top - lift,
+                    title.right,
+                    title.bottom - lift,
+                )
+            ]
     over = max([0.0] + [-b.top for b in boxes])
     if over <= 0.5:
         return height
@@ -630,8 +699,7 @@ def _rewrap_x_titles(fig: Any, svg: bytes, width: float, font_px: float, family:
         room = 2 * min(centre, width - centre) - font_px
         size = sizes.get(axis, ax.title.font.size or font_px)
         if text_width(_plain(ax.title.text), size, family) > room:
-            ax.title.text = wrap_text(BR.sub(" ", ax.title.text), max(room, 4 * size), size,
-                                      family)  # fmt: skip
+            ax.title.text = wrap_text(BR.sub(" ", ax.title.text), max(room, 4 * size), size, family)
 
 
 def _rewrap_notes(

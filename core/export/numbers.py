@@ -136,9 +136,18 @@ class _Collector:
     notes: list[str] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
 
-    def add(self, macro: str, text: str, value: Any, what: str, definition: str,
-            runs: Sequence[str], dataset: str, command: str,
-            ci: tuple[Any, Any] = (None, None)) -> None:  # fmt: skip
+    def add(
+        self,
+        macro: str,
+        text: str,
+        value: Any,
+        what: str,
+        definition: str,
+        runs: Sequence[str],
+        dataset: str,
+        command: str,
+        ci: tuple[Any, Any] = (None, None),
+    ) -> None:
         name, i = macro, 1
         while name in self._seen:  # two runs whose names spell the same letters
             i += 1
@@ -146,10 +155,20 @@ class _Collector:
         if name != macro:
             self.notes.append(f"\\{macro} is taken: this one is \\{name} ({what})")
         self._seen.add(name)
-        self.numbers.append(PaperNumber(
-            macro=name, text=text, value=_finite(value), ci_low=_finite(ci[0]),
-            ci_high=_finite(ci[1]), what=what, definition=definition, runs=tuple(runs),
-            dataset=str(dataset), command=command))  # fmt: skip
+        self.numbers.append(
+            PaperNumber(
+                macro=name,
+                text=text,
+                value=_finite(value),
+                ci_low=_finite(ci[0]),
+                ci_high=_finite(ci[1]),
+                what=what,
+                definition=definition,
+                runs=tuple(runs),
+                dataset=str(dataset),
+                command=command,
+            )
+        )
 
 
 def _oncu_numbers(c: _Collector, store: Any, run: str, dataset: str, score: str) -> None:
@@ -162,35 +181,68 @@ def _oncu_numbers(c: _Collector, store: Any, run: str, dataset: str, score: str)
     for r in rows:
         cond = str(r["condition"])
         v, lo, hi = (_finite(r.get(k)) for k in ("oncu_clipped", "oncu_ci_low", "oncu_ci_high"))
-        c.add(f"oncu{macro_part(run)}{macro_part(cond)}", _with_ci(v, lo, hi), v,
-              f"ONCU (clipped mean over valid groups, 95% bootstrap CI) of run {run}, "
-              f"condition {cond}, score {score}; {r.get('valid_groups')} of "
-              f"{r.get('total_groups')} groups valid",
-              "SPEC §6.5; ONCU paper §3 (Eq. 1-3)", [run], dataset, cmd, (lo, hi))  # fmt: skip
+        c.add(
+            f"oncu{macro_part(run)}{macro_part(cond)}",
+            _with_ci(v, lo, hi),
+            v,
+            f"ONCU (clipped mean over valid groups, 95% bootstrap CI) of run {run}, "
+            f"condition {cond}, score {score}; {r.get('valid_groups')} of "
+            f"{r.get('total_groups')} groups valid",
+            "SPEC §6.5; ONCU paper §3 (Eq. 1-3)",
+            [run],
+            dataset,
+            cmd,
+            (lo, hi),
+        )
     if rows:
         means = rows[0].get("sample_means") or {}
         for cond in _CONDITIONS:
             if cond in means:
                 v = _finite(means[cond])
-                c.add(f"mean{macro_part(run)}{macro_part(cond)}", _num(v), v,
-                      f"sample mean of {score} of run {run}, condition {cond}",
-                      "SPEC §6.4; ONCU paper Table 6", [run], dataset, cmd)  # fmt: skip
-    conds = {str(r["condition"]) for r in rows} | set((rows[0].get("sample_means") or {}) if rows
-                                                      else ())  # fmt: skip
+                c.add(
+                    f"mean{macro_part(run)}{macro_part(cond)}",
+                    _num(v),
+                    v,
+                    f"sample mean of {score} of run {run}, condition {cond}",
+                    "SPEC §6.4; ONCU paper Table 6",
+                    [run],
+                    dataset,
+                    cmd,
+                )
+    conds = {str(r["condition"]) for r in rows} | set(
+        (rows[0].get("sample_means") or {}) if rows else ()
+    )
     if {"retrieved", "full_context"} <= conds:
-        pcmd = (f"python -m core report paired --run {run} --a retrieved --b full_context "
-                f"--score-field {score} --json")  # fmt: skip
+        pcmd = (
+            f"python -m core report paired --run {run} --a retrieved --b full_context "
+            f"--score-field {score} --json"
+        )
         for r in paired_report(store, run, "retrieved", "full_context", score_field=score):
             v, lo, hi = (_finite(r.get(k)) for k in ("mean", "ci_low", "ci_high"))
             stem = f"{macro_part(run)}RetrievedMinusFullContext"
-            c.add(f"contrast{stem}", _with_ci(v, lo, hi), v,
-                  f"paired contrast retrieved - full_context of {score}, run {run}, "
-                  f"n = {r.get('n')}, 95% CI", "SPEC §6.6; ONCU paper §7.6",
-                  [run], dataset, pcmd, (lo, hi))  # fmt: skip
+            c.add(
+                f"contrast{stem}",
+                _with_ci(v, lo, hi),
+                v,
+                f"paired contrast retrieved - full_context of {score}, run {run}, "
+                f"n = {r.get('n')}, 95% CI",
+                "SPEC §6.6; ONCU paper §7.6",
+                [run],
+                dataset,
+                pcmd,
+                (lo, hi),
+            )
             test = r.get("p_method") or r.get("p_test") or "as report paired prints it"
-            c.add(f"contrastP{stem}", p_text(r.get("p")), r.get("p"),
-                  f"p of the paired contrast retrieved - full_context, run {run} ({test})",
-                  "SPEC §6.6; ONCU paper §7.6", [run], dataset, pcmd)  # fmt: skip
+            c.add(
+                f"contrastP{stem}",
+                p_text(r.get("p")),
+                r.get("p"),
+                f"p of the paired contrast retrieved - full_context, run {run} ({test})",
+                "SPEC §6.6; ONCU paper §7.6",
+                [run],
+                dataset,
+                pcmd,
+            )
 
 
 def _cuer_numbers(c: _Collector, store: Any, run: str, dataset: str) -> None:
@@ -200,17 +252,33 @@ def _cuer_numbers(c: _Collector, store: Any, run: str, dataset: str) -> None:
     rep = intervention_report(store, run)
     for r in rep.get("paired", []):
         op, var, metric = str(r["operator"]), str(r.get("variant") or ""), str(r["metric"])
-        stem = f"{macro_part(run)}{macro_part(op)}{macro_part(var) if var else ''}" \
-               f"{macro_part(metric)}"  # fmt: skip
+        stem = (
+            f"{macro_part(run)}{macro_part(op)}{macro_part(var) if var else ''}{macro_part(metric)}"
+        )
         v, lo, hi = (_finite(r.get(k)) for k in ("delta", "ci_low", "ci_high"))
         label = op + (f":{var}" if var else "")
-        c.add(f"cuer{stem}", _with_ci(v, lo, hi), v,
-              f"CUE-R effect of {label} on {metric} (original - perturbed), run {run}, "
-              f"n = {r.get('n')}, 95% CI", "SPEC §7; CUE-R paper §4", [run], dataset, cmd,
-              (lo, hi))  # fmt: skip
-        c.add(f"cuerP{stem}", p_text(r.get("p")), r.get("p"),
-              f"p of the CUE-R effect of {label} on {metric}, run {run}",
-              "SPEC §7; CUE-R paper §4", [run], dataset, cmd)  # fmt: skip
+        c.add(
+            f"cuer{stem}",
+            _with_ci(v, lo, hi),
+            v,
+            f"CUE-R effect of {label} on {metric} (original - perturbed), run {run}, "
+            f"n = {r.get('n')}, 95% CI",
+            "SPEC §7; CUE-R paper §4",
+            [run],
+            dataset,
+            cmd,
+            (lo, hi),
+        )
+        c.add(
+            f"cuerP{stem}",
+            p_text(r.get("p")),
+            r.get("p"),
+            f"p of the CUE-R effect of {label} on {metric}, run {run}",
+            "SPEC §7; CUE-R paper §4",
+            [run],
+            dataset,
+            cmd,
+        )
 
 
 def _dolce_numbers(c: _Collector, store: Any, run: str, dataset: str) -> None:
@@ -225,9 +293,16 @@ def _dolce_numbers(c: _Collector, store: Any, run: str, dataset: str) -> None:
             n = t.get(f"n_{cat}")
             if n is None:
                 continue
-            c.add(f"dolce{stem}Cat{cat}", str(int(n)), n,
-                  f"DOLCE problems of category {cat} in task {task}, run {run} (of {t.get('n')})",
-                  "SPEC §8; DOLCE paper §4 (Table 2)", [run], dataset, cmd)  # fmt: skip
+            c.add(
+                f"dolce{stem}Cat{cat}",
+                str(int(n)),
+                n,
+                f"DOLCE problems of category {cat} in task {task}, run {run} (of {t.get('n')})",
+                "SPEC §8; DOLCE paper §4 (Table 2)",
+                [run],
+                dataset,
+                cmd,
+            )
 
 
 def _fanin_numbers(c: _Collector, store: Any, run: str, dataset: str, score: str) -> None:
@@ -245,11 +320,18 @@ def _fanin_numbers(c: _Collector, store: Any, run: str, dataset: str, score: str
             continue
         lo, hi = _finite(r.get("rel_ci_low")), _finite(r.get("rel_ci_high"))
         pct = [None if x is None else 100 * x for x in (v, lo, hi)]
-        c.add(f"fanin{macro_part(str(r['system']))}RelDrop",
-              _with_ci(*pct, digits=1) + "\\%", v,
-              f"relative degradation (AC_high - AC_single) / AC_single of {r['system']} "
-              f"(AC = 100 x {score}), single n = {r.get('n_single')}, high n = {r.get('n_high')}",
-              "SPEC §9; AuthTrace fan-in paper §4", [run], dataset, cmd, (lo, hi))  # fmt: skip
+        c.add(
+            f"fanin{macro_part(str(r['system']))}RelDrop",
+            _with_ci(*pct, digits=1) + "\\%",
+            v,
+            f"relative degradation (AC_high - AC_single) / AC_single of {r['system']} "
+            f"(AC = 100 x {score}), single n = {r.get('n_single')}, high n = {r.get('n_high')}",
+            "SPEC §9; AuthTrace fan-in paper §4",
+            [run],
+            dataset,
+            cmd,
+            (lo, hi),
+        )
 
 
 def _crux_numbers(c: _Collector, store: Any, dataset: str) -> None:
@@ -260,11 +342,18 @@ def _crux_numbers(c: _Collector, store: Any, dataset: str) -> None:
     for r in res.aggregate.to_dict("records"):
         for key, name in (("coverage", "Cov"), ("alpha_ndcg", "AlphaNdcg"), ("density", "Den")):
             v = _finite(r.get(key))
-            c.add(f"crux{macro_part(dataset)}{macro_part(str(r['retriever']))}"
-                  f"K{macro_part(str(r['k']))}{name}", _num(v), v,
-                  f"CRUX {key} of retriever {r['retriever']} at k = {r['k']} over dataset "
-                  f"{dataset} (n = {r.get('n')})", "SPEC §10; CRUX paper §3",
-                  [], dataset, cmd)  # fmt: skip
+            c.add(
+                f"crux{macro_part(dataset)}{macro_part(str(r['retriever']))}"
+                f"K{macro_part(str(r['k']))}{name}",
+                _num(v),
+                v,
+                f"CRUX {key} of retriever {r['retriever']} at k = {r['k']} over dataset "
+                f"{dataset} (n = {r.get('n')})",
+                "SPEC §10; CRUX paper §3",
+                [],
+                dataset,
+                cmd,
+            )
 
 
 def collect_numbers(
@@ -287,15 +376,20 @@ def collect_numbers(
     c = _Collector()
     frame = frame.sort_values("run_id")
     kinds: dict[str, Callable[[str, str], None]] = {
-        "conditions": lambda r, d: (_oncu_numbers(c, store, r, d, score_field),
-                                    _fanin_if_any(c, store, r, d, score_field)),
-        "imported": lambda r, d: (_oncu_numbers(c, store, r, d, score_field),
-                                  _fanin_if_any(c, store, r, d, score_field)),
+        "conditions": lambda r, d: (
+            _oncu_numbers(c, store, r, d, score_field),
+            _fanin_if_any(c, store, r, d, score_field),
+        ),
+        "imported": lambda r, d: (
+            _oncu_numbers(c, store, r, d, score_field),
+            _fanin_if_any(c, store, r, d, score_field),
+        ),
         "interventions": lambda r, d: _cuer_numbers(c, store, r, d),
         "probes": lambda r, d: _dolce_numbers(c, store, r, d),
-    }  # fmt: skip
-    for run, dataset, kind, n in zip(frame["run_id"], frame["dataset_id"], frame["kind"],
-                                     frame["n_predictions"], strict=True):  # fmt: skip
+    }
+    for run, dataset, kind, n in zip(
+        frame["run_id"], frame["dataset_id"], frame["kind"], frame["n_predictions"], strict=True
+    ):
         if kind in kinds and int(n) > 0:
             kinds[kind](str(run), str(dataset))
     for dataset in sorted({str(d) for d in frame["dataset_id"].dropna()}):
@@ -468,8 +562,9 @@ def _why(old: dict[str, Any] | None, new: dict[str, Any], runs: Sequence[str]) -
         if a is None or b is None:
             reasons.append(f"run {run} {'is new' if a is None else 'is gone'}")
         elif a.get("predictions") != b.get("predictions"):
-            reasons.append(f"rerun: the predictions of {run} changed ({a.get('n')} -> "
-                           f"{b.get('n')} rows)")  # fmt: skip
+            reasons.append(
+                f"rerun: the predictions of {run} changed ({a.get('n')} -> {b.get('n')} rows)"
+            )
         elif a.get("scores") != b.get("scores"):
             reasons.append(f"re-score: the scores of {run} changed (predictions unchanged)")
     if reasons:

@@ -173,15 +173,15 @@ class ExportSettings:
             if not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} {value!r} must be an integer in [{lo}, {hi}]")
         if self.template not in TEMPLATES:
-            raise ValueError(f"unknown template {self.template!r}; choose one of: "
-                             f"{', '.join(TEMPLATES)}")  # fmt: skip
+            raise ValueError(
+                f"unknown template {self.template!r}; choose one of: {', '.join(TEMPLATES)}"
+            )
         if not (isinstance(self.scale, int | float) and 0.25 <= float(self.scale) <= 8):
             raise ValueError(f"scale {self.scale!r} must be a number in [0.25, 8]")
         if not isinstance(self.float_digits, int) or not 0 <= self.float_digits <= 10:
             raise ValueError(f"float_digits {self.float_digits!r} must be an integer in [0, 10]")
         if self.preset is not None and self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; choose one of: "
-                             f"{', '.join(PRESETS)}")  # fmt: skip
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of: {', '.join(PRESETS)}")
         if self.aspect is not None and not (
             isinstance(self.aspect, int | float) and 0.2 <= float(self.aspect) <= 3
         ):
@@ -224,8 +224,10 @@ class ExportSettings:
         if self.preset is None:
             size = f"{self.width}x{self.height} px, font {self.font_size} px"
         else:
-            size = (f"{self.preset}: {w / PX_PER_IN:.2f} x {h / PX_PER_IN:.2f} in, "
-                    f"font {PRESETS[self.preset].font_pt:g} pt")  # fmt: skip
+            size = (
+                f"{self.preset}: {w / PX_PER_IN:.2f} x {h / PX_PER_IN:.2f} in, "
+                f"font {PRESETS[self.preset].font_pt:g} pt"
+            )
         return f"{size}, {self.font_family}, {self.template}; PNG x{float(self.scale):g}"
 
 
@@ -355,10 +357,14 @@ def _renderer_alive() -> bool:
 
 def figure_meta(title: str, dataset: str | None = None, runs: Sequence[str] = ()) -> dict:
     """A figure file's metadata: its title, the dataset and runs (subject), this tool."""
-    subject = "; ".join(part for part in (
-        f"dataset {dataset}" if dataset else "",
-        f"runs {', '.join(runs)}" if runs else "",
-    ) if part)  # fmt: skip
+    subject = "; ".join(
+        part
+        for part in (
+            f"dataset {dataset}" if dataset else "",
+            f"runs {', '.join(runs)}" if runs else "",
+        )
+        if part
+    )
     return {"title": str(title), "subject": subject, "creator": f"{TOOL} {tool_version()}"}
 
 
@@ -396,9 +402,15 @@ def figure_bytes(
         return last["svg"]
 
     height = fit_figure(
-        styled, width, height, font_px, render_svg, s.font_family,
-        grow=s.preset is not None, said=said,
-    )  # fmt: skip
+        styled,
+        width,
+        height,
+        font_px,
+        render_svg,
+        s.font_family,
+        grow=s.preset is not None,
+        said=said,
+    )
     if f == "svg":
         data = render_svg(styled, width, height)
     else:
@@ -427,8 +439,9 @@ def _to_image(fig: Any, fmt: str, width: float, height: float, scale: float) -> 
             warnings.simplefilter("ignore", UserWarning)
             return fig.to_image(format=fmt, width=width, height=height, scale=scale)
     except (RuntimeError, OSError, ValueError) as exc:
-        text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()),
-                    type(exc).__name__)  # kaleido's messages may start with a blank line
+        text = next(
+            (ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__
+        )  # kaleido's messages may start with a blank line
         if "chrom" in text.lower() or "browser" in text.lower():
             raise RuntimeError(
                 f"static export needs Chromium: {text} (run: python -m core setup)"
@@ -489,11 +502,17 @@ def _splice(pdf: bytes, at: int, end: int, new: bytes) -> bytes | None:
     rows = []
     for line in xref.group(3).splitlines():
         off, gen, kind = line.split()[:3]
-        rows.append(b"%010d %s %s \n" % (moved(int(off)) if kind == b"n" else int(off), gen,
-                                          kind))  # fmt: skip
+        rows.append(b"%010d %s %s \n" % (moved(int(off)) if kind == b"n" else int(off), gen, kind))
     table = b"\nxref\n%d %d\n" % (int(xref.group(1)), len(rows)) + b"".join(rows)
-    return (pdf[:at] + new + pdf[end : xref.start()] + table + pdf[xref.end() : start.start()]
-            + b"startxref\n%d" % moved(int(start.group(1))) + pdf[start.end() :])  # fmt: skip
+    return (
+        pdf[:at]
+        + new
+        + pdf[end : xref.start()]
+        + table
+        + pdf[xref.end() : start.start()]
+        + b"startxref\n%d" % moved(int(start.group(1)))
+        + pdf[start.end() :]
+    )
 
 
 _INFO = re.compile(rb"<<\s*/Title\s*\((?:[^()\\]|\\.)*\)(?:(?!>>).)*>>", re.DOTALL)
@@ -515,8 +534,10 @@ def pdf_with_info(pdf: bytes, meta: Mapping[str, str]) -> bytes:
         return pdf
     m = found[0]
     producer = re.search(rb"/Producer\s*(\((?:[^()\\]|\\.)*\))", m.group(0))
-    fields = b"".join(b"/%s %s\n" % (key, _pdf_text(meta.get(name, ""))) for key, name in
-                      ((b"Title", "title"), (b"Subject", "subject"), (b"Creator", "creator")))
+    fields = b"".join(
+        b"/%s %s\n" % (key, _pdf_text(meta.get(name, "")))
+        for key, name in ((b"Title", "title"), (b"Subject", "subject"), (b"Creator", "creator"))
+    )
     new = b"<<" + fields + (b"/Producer " + producer.group(1) if producer else b"") + b">>"
     out = _splice(pdf, m.start(), m.end(), new)
     return pdf if out is None else out
@@ -528,8 +549,9 @@ def svg_with_meta(svg: bytes, meta: Mapping[str, str]) -> bytes:
     if m is None:
         return svg
     desc = "; ".join(v for v in (meta.get("subject", ""), meta.get("creator", "")) if v)
-    extra = (f"<title>{html.escape(meta.get('title', ''))}</title>"
-             f"<desc>{html.escape(desc)}</desc>").encode("utf-8")  # fmt: skip
+    extra = (
+        f"<title>{html.escape(meta.get('title', ''))}</title><desc>{html.escape(desc)}</desc>"
+    ).encode("utf-8")
     return svg[: m.end()] + extra + svg[m.end() :]
 
 
@@ -544,8 +566,12 @@ def png_with_text(png: bytes, meta: Mapping[str, str]) -> bytes:
         if not text:
             continue
         body = key.encode("latin-1") + b"\x00\x00\x00\x00\x00" + text.encode("utf-8")
-        chunks += (len(body).to_bytes(4, "big") + b"iTXt" + body
-                   + zlib.crc32(b"iTXt" + body).to_bytes(4, "big"))  # fmt: skip
+        chunks += (
+            len(body).to_bytes(4, "big")
+            + b"iTXt"
+            + body
+            + zlib.crc32(b"iTXt" + body).to_bytes(4, "big")
+        )
     return png[:after_ihdr] + chunks + png[after_ihdr:]
 
 
@@ -611,8 +637,13 @@ def export_figure(
         meta = figure_meta(spec.title, selection.dataset, selection.runs)
         blob = figure_bytes(fig, fmt, s.for_figure(name), meta=meta, said=said)
     _write(path, blob)
-    info = {"figure": name, "path": str(path), "format": fmt, "bytes": len(blob),
-            "rows": int(len(data))}  # fmt: skip
+    info = {
+        "figure": name,
+        "path": str(path),
+        "format": fmt,
+        "bytes": len(blob),
+        "rows": int(len(data)),
+    }
     if said:
         info["layout"] = layout_line(name, s, said)
     return info
@@ -625,8 +656,12 @@ def layout_line(name: str, settings: ExportSettings, said: Sequence[str]) -> str
     gives the figure more room (a page-wide preset for a column one).
     """
     size = settings.preset or f"{settings.width}x{settings.height} px"
-    wider = {"acl-column": "acl-page", "ieee-column": "ieee-page", "neurips": "ieee-page",
-             "acl-page": "ieee-page"}.get(settings.preset or "")  # fmt: skip
+    wider = {
+        "acl-column": "acl-page",
+        "ieee-column": "ieee-page",
+        "neurips": "ieee-page",
+        "acl-page": "ieee-page",
+    }.get(settings.preset or "")
     hint = f"; try --preset {wider}" if wider else ""
     return f"{name} at {size}: {'; '.join(dict.fromkeys(said))}{hint}"
 
@@ -674,12 +709,18 @@ def export_table(
         blob = table_bytes(df, f, s.float_digits)
     else:
         cap = table_caption(spec.title, selection.dataset, selection.runs)
-        blob = table_bytes(df, f, s.float_digits, caption=cap if caption is None else caption,
-                           label=label, columns=columns, name=name)  # fmt: skip
+        blob = table_bytes(
+            df,
+            f,
+            s.float_digits,
+            caption=cap if caption is None else caption,
+            label=label,
+            columns=columns,
+            name=name,
+        )
         blob = _table_provenance(store, name, spec, selection, path).encode("utf-8") + blob
     _write(path, blob)
-    info = {"table": name, "path": str(path), "format": f, "bytes": len(blob),
-            "rows": int(len(df))}  # fmt: skip
+    info = {"table": name, "path": str(path), "format": f, "bytes": len(blob), "rows": int(len(df))}
     if csv_beside and f == "latex":
         side = path.with_suffix(".csv")
         _write(side, table_csv(df, None).encode("utf-8"))
@@ -687,9 +728,7 @@ def export_table(
     return info
 
 
-def _table_provenance(
-    store: Store, name: str, spec: Any, selection: Selection, path: Path
-) -> str:
+def _table_provenance(store: Store, name: str, spec: Any, selection: Selection, path: Path) -> str:
     """The LaTeX table's provenance comment: store, runs, definition, the command."""
     from core.views.common import selected_runs  # on use, as the catalog (see export_figure)
 
@@ -701,7 +740,6 @@ def _table_provenance(
         cmd.append(f"--runs {','.join(selection.runs)}")
     cmd += [f"--score-field {selection.score_field}", f"--out {path.name}"]
     definition = getattr(spec, "reference", None) or getattr(spec, "description", "") or ""
-    return provenance_comment(store, runs, f"table {name} ({spec.title})", definition,
-                              " ".join(cmd))  # fmt: skip
-
-
+    return provenance_comment(
+        store, runs, f"table {name} ({spec.title})", definition, " ".join(cmd)
+    )

@@ -92,6 +92,7 @@ HEADERS: dict[str, str] = {
 
 #: Columns a registered table shows by default in LaTeX where all of them are too many (in
 #: order; a value's CI columns follow it into one cell; absent ones are skipped).
+# a table, one row per line: the formatter would put each item on a line of its own
 DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
     "oncu_summary": ("run", "condition", "valid_groups", "total_groups", "oncu_clipped", "n",
                      "missing"),
@@ -285,16 +286,25 @@ def _ci_pairs(columns: Sequence[str]) -> dict[str, tuple[str, str]]:
         m = _CI_END.match(col)
         if not m or m["end"].lower() != "low":
             continue
-        high = next((c for c in cols if (h := _CI_END.match(c)) and h["end"].lower() == "high"
-                     and h["pre"] == m["pre"] and h["post"] == m["post"]), None)  # fmt: skip
+        high = next(
+            (
+                c
+                for c in cols
+                if (h := _CI_END.match(c))
+                and h["end"].lower() == "high"
+                and h["pre"] == m["pre"]
+                and h["post"] == m["post"]
+            ),
+            None,
+        )
         if high is None:
             continue
         pre = m["pre"]
         prev = cols[i - 1] if i > 0 else None
         if pre and pre in cols:
             value = pre
-        elif prev is not None and not _CI_END.match(prev) and (
-            not pre or prev.startswith(pre + "_")
+        elif (
+            prev is not None and not _CI_END.match(prev) and (not pre or prev.startswith(pre + "_"))
         ):
             value = prev
         else:
@@ -346,8 +356,11 @@ def p_as_text(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     """
     from core.stats.inference import format_p
 
-    cols = [c for c in df.columns if isinstance(c, str) and _P_VALUE.fullmatch(c)
-            and pd.api.types.is_numeric_dtype(df[c])]  # fmt: skip
+    cols = [
+        c
+        for c in df.columns
+        if isinstance(c, str) and _P_VALUE.fullmatch(c) and pd.api.types.is_numeric_dtype(df[c])
+    ]
     if not cols:
         return df
     out = df.copy()
@@ -408,8 +421,11 @@ def latex_table(
         chosen = [c for c in default if c in names] or names
     chosen = [c for c in chosen if c not in ci_cols or c in pairs]
     # the p columns' headers name their test (issue 34): a p_test column is said there
-    tests = ([str(t) for t in dict.fromkeys(frame["p_test"].dropna().tolist())]
-             if "p_test" in names else [])  # fmt: skip
+    tests = (
+        [str(t) for t in dict.fromkeys(frame["p_test"].dropna().tolist())]
+        if "p_test" in names
+        else []
+    )
     if tests and columns is None:
         chosen = [c for c in chosen if c != "p_test"]
     plain = _plain_frame(frame[list(dict.fromkeys(chosen + sorted(ci_cols)))], digits)
@@ -421,19 +437,27 @@ def latex_table(
     for col in chosen:
         cells = [MISSING if v == "" else latex_escape(v) for v in plain[col].tolist()]
         if _P_VALUE.fullmatch(col):
-            cells = [_small_p(x, c, digits) for x, c in zip(frame[col].tolist(), cells,
-                                                            strict=True)]  # fmt: skip
+            cells = [
+                _small_p(x, c, digits) for x, c in zip(frame[col].tolist(), cells, strict=True)
+            ]
         if col in pairs:
             lo, hi = (plain[c].tolist() for c in pairs[col])
-            cells = [v if v == MISSING or (a == "" and b == "") else
-                     f"{v} [{latex_escape(a) or MISSING}, {latex_escape(b) or MISSING}]"
-                     for v, a, b in zip(cells, lo, hi, strict=True)]  # fmt: skip
+            cells = [
+                v
+                if v == MISSING or (a == "" and b == "")
+                else f"{v} [{latex_escape(a) or MISSING}, {latex_escape(b) or MISSING}]"
+                for v, a, b in zip(cells, lo, hi, strict=True)
+            ]
         head = (_p_header(col, tests) if tests or col == "p_mcnemar" else None) or header(col)
         heads.append(head + (" [CI]" if col in pairs else ""))
         align.append(_align(frame, col))
         body.append(cells)
-    lines = [f"\\begin{{tabular}}{{{''.join(align)}}}", "\\toprule", " & ".join(heads) + r" \\",
-             "\\midrule"]  # fmt: skip
+    lines = [
+        f"\\begin{{tabular}}{{{''.join(align)}}}",
+        "\\toprule",
+        " & ".join(heads) + r" \\",
+        "\\midrule",
+    ]
     lines += [" & ".join(row) + r" \\" for row in zip(*body, strict=True)]
     lines += ["\\bottomrule", "\\end{tabular}"]
     if label is None and name:

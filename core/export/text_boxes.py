@@ -206,8 +206,14 @@ def _text_box(el: ET.Element, dx: float, dy: float, cls: str, family: str) -> Te
     width = max(text_width(line, size, family) for line in lines)
     anchor = el.get("text-anchor") or "start"
     left = x - width / 2 if anchor == "middle" else x - width if anchor == "end" else x
-    return TextBox(" ".join(lines), cls, left, min(base) - ASCENT * size, left + width,
-                   max(base) + DESCENT * size)  # fmt: skip
+    return TextBox(
+        " ".join(lines),
+        cls,
+        left,
+        min(base) - ASCENT * size,
+        left + width,
+        max(base) + DESCENT * size,
+    )
 
 
 def _em(span: ET.Element, size: float, default: float) -> float:

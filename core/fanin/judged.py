@@ -163,9 +163,9 @@ def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def _one_judge(frame: pd.DataFrame, rubric: str, judges: Sequence[str] | None) -> tuple[
-    pd.DataFrame, str | None
-]:  # fmt: skip
+def _one_judge(
+    frame: pd.DataFrame, rubric: str, judges: Sequence[str] | None
+) -> tuple[pd.DataFrame, str | None]:
     """The judgments of one judge run per judged run: ``judges`` when given, else the newest.
 
     Two judge runs of a rubric over one run are never mixed (a mean over both would be

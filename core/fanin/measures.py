@@ -118,8 +118,23 @@ def _absent(x: Any) -> bool:
     return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
 
-PER_COLS = ["run", "model", "dataset", "condition", "system", "instance_id", "fan_in", "bucket",
-             "pack_size", "n_gold", "ac", "er", "ep", "failed", "missing"]  # fmt: skip
+PER_COLS = [
+    "run",
+    "model",
+    "dataset",
+    "condition",
+    "system",
+    "instance_id",
+    "fan_in",
+    "bucket",
+    "pack_size",
+    "n_gold",
+    "ac",
+    "er",
+    "ep",
+    "failed",
+    "missing",
+]
 
 
 def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.DataFrame:
@@ -145,8 +160,16 @@ def per_instance(frame: pd.DataFrame, score_field: str = "f1_relaxed") -> pd.Dat
         raise ValueError(
             f"unknown score field {score_field!r}; allowed: {', '.join(ANSWER_SCORES)}"
         )
-    need = ("run", "instance_id", "condition", "input_passage_ids", "cited_ids", "gold_ids",
-            "fan_in", score_field)  # fmt: skip
+    need = (
+        "run",
+        "instance_id",
+        "condition",
+        "input_passage_ids",
+        "cited_ids",
+        "gold_ids",
+        "fan_in",
+        score_field,
+    )
     missing = [c for c in need if c not in frame.columns]
     if missing:
         raise ValueError(f"fan-in frame lacks column(s): {', '.join(missing)}")
@@ -215,8 +238,14 @@ def pearson(
     keep = np.isfinite(xv) & np.isfinite(yv)
     xv, yv = xv[keep], yv[keep]
     n = int(xv.size)
-    out = {"r": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": n,
-           "slope": math.nan, "intercept": math.nan}  # fmt: skip
+    out = {
+        "r": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "n": n,
+        "slope": math.nan,
+        "intercept": math.nan,
+    }
     if n < 3 or np.ptp(xv) == 0 or np.ptp(yv) == 0:
         return out
     r = _corr(xv[None, :], yv[None, :])[0]

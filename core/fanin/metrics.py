@@ -227,7 +227,7 @@ class _Cells:
                 "model": r["model"],
                 "dataset": r["dataset"],
                 "condition": r["condition"],
-            }  # fmt: skip
+            }
             for r in summ.systems.to_dict("records")
         }
         self.items = {
@@ -290,8 +290,11 @@ class _Cells:
         (:mod:`core.fanin.stats`).
         """
         c = self.counts(sys, fans)
-        out: dict[str, Any] = {"n": c["n_rows"] - c["n_missing"], "missing": c["n_missing"],
-                               "no_pack": self.no_pack(sys, fans)}  # fmt: skip
+        out: dict[str, Any] = {
+            "n": c["n_rows"] - c["n_missing"],
+            "missing": c["n_missing"],
+            "no_pack": self.no_pack(sys, fans),
+        }
         hows = set()
         for m in _METRICS:
             mean, draws, how = self.stat_with_method(sys, m, fans, self.seed)
@@ -317,8 +320,9 @@ def _by(cells: _Cells, col: str) -> pd.DataFrame:
             if chosen:
                 rows.append({**head, "bucket": bucket, **cells.row(sys, chosen)})
         rows.append({**head, "bucket": "all", **cells.row(sys, fans)})
-    return pd.DataFrame(rows, columns=[*_KEYS, col, "n", "missing", "no_pack", *_STAT_COLS,
-                                       "ci_method"])  # fmt: skip
+    return pd.DataFrame(
+        rows, columns=[*_KEYS, col, "n", "missing", "no_pack", *_STAT_COLS, "ci_method"]
+    )
 
 
 def _degradation(cells: _Cells) -> pd.DataFrame:
@@ -342,8 +346,17 @@ def _degradation(cells: _Cells) -> pd.DataFrame:
                 lo, hi = _ci((bh - bs) / bs)
         if head["condition"] == "oracle":
             oracle_rel[head["run"]] = rel
-        rows.append({**head, "ac_single": ac_s, "ac_high": ac_h, **counts, "rel_degradation": rel,
-                     "rel_ci_low": lo, "rel_ci_high": hi})  # fmt: skip
+        rows.append(
+            {
+                **head,
+                "ac_single": ac_s,
+                "ac_high": ac_h,
+                **counts,
+                "rel_degradation": rel,
+                "rel_ci_low": lo,
+                "rel_ci_high": hi,
+            }
+        )
     for row in rows:
         base = oracle_rel.get(row["run"], math.nan)
         row["oracle_rel_degradation"] = base
@@ -351,9 +364,20 @@ def _degradation(cells: _Cells) -> pd.DataFrame:
             row["construction_loss_pp"] = math.nan
         else:
             row["construction_loss_pp"] = 100.0 * (row["rel_degradation"] - base)
-    cols = [*_KEYS, "ac_single", "ac_high", "n_single", "missing_single", "n_high",
-            "missing_high", "rel_degradation", "rel_ci_low", "rel_ci_high",
-            "oracle_rel_degradation", "construction_loss_pp"]  # fmt: skip
+    cols = [
+        *_KEYS,
+        "ac_single",
+        "ac_high",
+        "n_single",
+        "missing_single",
+        "n_high",
+        "missing_high",
+        "rel_degradation",
+        "rel_ci_low",
+        "rel_ci_high",
+        "oracle_rel_degradation",
+        "construction_loss_pp",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -362,9 +386,16 @@ def _attribution(cells: _Cells) -> pd.DataFrame:
     for sys, head in cells.heads.items():
         c = cells.counts(sys, cells.fans(sys))
         share = c["n_fail_low"] / c["n_fail_packed"] if c["n_fail_packed"] else math.nan
-        rows.append({**head, "n": c["n_rows"] - c["n_missing"], "missing": c["n_missing"],
-                     "n_failures": c["n_fail"], "n_low_er": c["n_fail_low"],
-                     "share": share})  # fmt: skip
+        rows.append(
+            {
+                **head,
+                "n": c["n_rows"] - c["n_missing"],
+                "missing": c["n_missing"],
+                "n_failures": c["n_fail"],
+                "n_low_er": c["n_fail_low"],
+                "share": share,
+            }
+        )
     return pd.DataFrame(rows, columns=[*_KEYS, "n", "missing", "n_failures", "n_low_er", "share"])
 
 
@@ -434,7 +465,7 @@ def _correlation(
                 pts["ep"],
                 strict=True,
             )
-        ],  # fmt: skip
+        ],
         "systems": list(dict.fromkeys(pts["system"])),
         "levels": [lv for lv in order if lv in present],
         "excluded": excluded,
@@ -459,8 +490,14 @@ def correlation_note(corr: dict[str, Any]) -> str:
         f"{'' if len(systems) == 1 else 's'} ({', '.join(systems) or 'none'}) x "
         f"{'buckets' if level == 'bucket' else 'fan-in'} {levels}"
     )
-    inc = [c for c, on in (("oracle", corr.get("include_oracle")),
-                           ("full_context", corr.get("include_full_context"))) if on]  # fmt: skip
+    inc = [
+        c
+        for c, on in (
+            ("oracle", corr.get("include_oracle")),
+            ("full_context", corr.get("include_full_context")),
+        )
+        if on
+    ]
     if inc:
         text += "; included on request: " + ", ".join(f"{c} ({R_LEFT_OUT[c]})" for c in inc)
     left = corr.get("excluded") or {}
@@ -471,8 +508,10 @@ def correlation_note(corr: dict[str, Any]) -> str:
     if corr.get("n_empty"):
         text += f"; {corr['n_empty']} point(s) without a value (every call failed) skipped"
     if corr.get("n_no_pack"):
-        text += (f"; {corr['n_no_pack']} point(s) without ER / EP skipped (the store does not "
-                 "say which passages those calls showed)")  # fmt: skip
+        text += (
+            f"; {corr['n_no_pack']} point(s) without ER / EP skipped (the store does not "
+            "say which passages those calls showed)"
+        )
     return text + "."
 
 
@@ -493,15 +532,32 @@ def _overlap(cells: _Cells, by_fan_in: pd.DataFrame) -> pd.DataFrame:
         both = int(r["n_fail_both"]) if r else 0
         union = fa + fb - both
         cross = crossover(curves.get(names[a], {}), curves.get(names[b], {}))
-        rows.append({
-            "system_a": names[a], "system_b": names[b], "n_common": n_common,
-            "missing": (int(r["n_held"]) if r else 0) - n_common, "n_fail_a": fa, "n_fail_b": fb,
-            "jaccard": both / union if union else math.nan,
-            "leader_first": cross["leader_first"], "crossover_fan_in": cross["crossover_fan_in"],
-            "crossovers": cross["crossovers"],
-        })  # fmt: skip
-    cols = ["system_a", "system_b", "n_common", "missing", "n_fail_a", "n_fail_b", "jaccard",
-            "leader_first", "crossover_fan_in", "crossovers"]  # fmt: skip
+        rows.append(
+            {
+                "system_a": names[a],
+                "system_b": names[b],
+                "n_common": n_common,
+                "missing": (int(r["n_held"]) if r else 0) - n_common,
+                "n_fail_a": fa,
+                "n_fail_b": fb,
+                "jaccard": both / union if union else math.nan,
+                "leader_first": cross["leader_first"],
+                "crossover_fan_in": cross["crossover_fan_in"],
+                "crossovers": cross["crossovers"],
+            }
+        )
+    cols = [
+        "system_a",
+        "system_b",
+        "n_common",
+        "missing",
+        "n_fail_a",
+        "n_fail_b",
+        "jaccard",
+        "leader_first",
+        "crossover_fan_in",
+        "crossovers",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     # Object dtype keeps "no crossover" as None rather than NaN (JSON null, `is None`).
     out["crossover_fan_in"] = pd.Series([r["crossover_fan_in"] for r in rows], dtype=object)
@@ -545,8 +601,7 @@ def fanin_from_summaries(
     by_fan_in = _by(cells, "fan_in")
     by_bucket = _by(cells, "bucket")
     corr_src = by_bucket if points == "bucket" else by_fan_in
-    rows = per_instance_rows if per_instance_rows is not None else pd.DataFrame(
-        columns=PER_COLS)  # fmt: skip
+    rows = per_instance_rows if per_instance_rows is not None else pd.DataFrame(columns=PER_COLS)
     return FaninResult(
         per_instance=rows,
         by_fan_in=by_fan_in,
@@ -596,10 +651,15 @@ def fanin_analysis(
     n_no_gold = int((rows["fan_in"] == 0).sum())
     per = rows[rows["fan_in"] > 0].reset_index(drop=True)
     return fanin_from_summaries(
-        summaries_from_rows(per, n_no_gold), score_field, points=points,
-        include_oracle=include_oracle, include_full_context=include_full_context,
-        n_resamples=n_resamples, seed=seed, per_instance_rows=rows,
-    )  # fmt: skip
+        summaries_from_rows(per, n_no_gold),
+        score_field,
+        points=points,
+        include_oracle=include_oracle,
+        include_full_context=include_full_context,
+        n_resamples=n_resamples,
+        seed=seed,
+        per_instance_rows=rows,
+    )
 
 
 def fanin_store(
@@ -669,9 +729,15 @@ def fanin_report(
     if not ids:
         raise ValueError("no runs given")
     res = fanin_store(
-        store, ids, score_field, points=points, include_oracle=include_oracle,
-        include_full_context=include_full_context, n_resamples=n_resamples, seed=seed,
-    )  # fmt: skip
+        store,
+        ids,
+        score_field,
+        points=points,
+        include_oracle=include_oracle,
+        include_full_context=include_full_context,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
     if not instances:
         return res
     rows = per_instance(store.fanin_frame(ids), score_field)

@@ -122,11 +122,17 @@ def pair_counts(inst: np.ndarray, sys: np.ndarray, state: np.ndarray, n_sys: int
     fail_common = failed @ scored.T  # [a, b]: a failed, b answered (a answered: it failed)
     fail_both = failed @ failed.T
     a, b = np.triu_indices(n_sys, k=1)
-    return pd.DataFrame({
-        "sys_a": a, "sys_b": b, "n_held": both_held[a, b].astype(int),
-        "n_common": both_scored[a, b].astype(int), "n_fail_a": fail_common[a, b].astype(int),
-        "n_fail_b": fail_common[b, a].astype(int), "n_fail_both": fail_both[a, b].astype(int),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "sys_a": a,
+            "sys_b": b,
+            "n_held": both_held[a, b].astype(int),
+            "n_common": both_scored[a, b].astype(int),
+            "n_fail_a": fail_common[a, b].astype(int),
+            "n_fail_b": fail_common[b, a].astype(int),
+            "n_fail_both": fail_both[a, b].astype(int),
+        }
+    )
 
 
 def summaries_from_rows(per: pd.DataFrame, n_no_gold: int = 0) -> FaninSummaries:
@@ -138,18 +144,24 @@ def summaries_from_rows(per: pd.DataFrame, n_no_gold: int = 0) -> FaninSummaries
     sys_names = list(dict.fromkeys(per["system"]))
     index = {s: i for i, s in enumerate(sys_names)}
     first = per.drop_duplicates("system").set_index("system")
-    systems = pd.DataFrame({
-        "sys": range(len(sys_names)), "run": [first.at[s, "run"] for s in sys_names],
-        "model": [first.at[s, "model"] for s in sys_names],
-        "dataset": [first.at[s, "dataset"] for s in sys_names],
-        "condition": [first.at[s, "condition"] for s in sys_names],
-    })  # fmt: skip
-    df = pd.DataFrame({
-        "sys": per["system"].map(index).to_numpy(dtype=np.int64),
-        "fan_in": per["fan_in"].to_numpy(dtype=np.int64),
-        "ac": per["ac"].to_numpy(dtype=float), "er": per["er"].to_numpy(dtype=float),
-        "ep": per["ep"].to_numpy(dtype=float),
-    })  # fmt: skip
+    systems = pd.DataFrame(
+        {
+            "sys": range(len(sys_names)),
+            "run": [first.at[s, "run"] for s in sys_names],
+            "model": [first.at[s, "model"] for s in sys_names],
+            "dataset": [first.at[s, "dataset"] for s in sys_names],
+            "condition": [first.at[s, "condition"] for s in sys_names],
+        }
+    )
+    df = pd.DataFrame(
+        {
+            "sys": per["system"].map(index).to_numpy(dtype=np.int64),
+            "fan_in": per["fan_in"].to_numpy(dtype=np.int64),
+            "ac": per["ac"].to_numpy(dtype=float),
+            "er": per["er"].to_numpy(dtype=float),
+            "ep": per["ep"].to_numpy(dtype=float),
+        }
+    )
     gone = per["missing"].fillna(False).to_numpy(dtype=bool) | np.isnan(df["ac"].to_numpy())
     df["missing"] = gone
     ok = ~gone
@@ -158,30 +170,47 @@ def summaries_from_rows(per: pd.DataFrame, n_no_gold: int = 0) -> FaninSummaries
     df["n_fail_packed"] = fail & np.isfinite(df["er"].to_numpy())
     df["n_fail_low"] = fail & (df["er"].to_numpy() < 0.5)
     grouped = df.groupby(["sys", "fan_in"], sort=True)
-    cells = grouped.agg(n_rows=("ac", "size"), n_missing=("missing", "sum"),
-                        n_fail=("n_fail", "sum"), n_fail_packed=("n_fail_packed", "sum"),
-                        n_fail_low=("n_fail_low", "sum")).reset_index()  # fmt: skip
+    cells = grouped.agg(
+        n_rows=("ac", "size"),
+        n_missing=("missing", "sum"),
+        n_fail=("n_fail", "sum"),
+        n_fail_packed=("n_fail_packed", "sum"),
+        n_fail_low=("n_fail_low", "sum"),
+    ).reset_index()
     frames = []
     answered = df[ok]
     for metric, scale in METRIC_SCALE.items():
         v = answered[metric].to_numpy(dtype=float)
-        part = pd.DataFrame({
-            "sys": answered["sys"].to_numpy(), "fan_in": answered["fan_in"].to_numpy(),
-            "bin": item_bins(v, scale), "v": np.where(np.isfinite(v), v, np.nan),
-        })  # fmt: skip
+        part = pd.DataFrame(
+            {
+                "sys": answered["sys"].to_numpy(),
+                "fan_in": answered["fan_in"].to_numpy(),
+                "bin": item_bins(v, scale),
+                "v": np.where(np.isfinite(v), v, np.nan),
+            }
+        )
         part["v2"] = part["v"] ** 2
         g = part.groupby(["sys", "fan_in", "bin"], sort=True)
-        agg = g.agg(count=("bin", "size"), sum=("v", "sum"), sumsq=("v2", "sum"),
-                    vmin=("v", "min"), vmax=("v", "max")).reset_index()  # fmt: skip
+        agg = g.agg(
+            count=("bin", "size"),
+            sum=("v", "sum"),
+            sumsq=("v2", "sum"),
+            vmin=("v", "min"),
+            vmax=("v", "max"),
+        ).reset_index()
         agg.insert(2, "metric", metric)
         frames.append(agg)
-    items = pd.concat(frames, ignore_index=True)[_ITEM_COLS] if frames else pd.DataFrame(
-        columns=_ITEM_COLS)  # fmt: skip
+    items = (
+        pd.concat(frames, ignore_index=True)[_ITEM_COLS]
+        if frames
+        else pd.DataFrame(columns=_ITEM_COLS)
+    )
     codes = pd.factorize(per["instance_id"].astype(str), sort=True)[0]
     state = np.where(gone, 0, np.where(fail, 2, 1))
     pairs = pair_counts(codes, df["sys"].to_numpy(), state, len(sys_names))
-    return FaninSummaries(systems, cells.astype({c: int for c in cells.columns}), items, pairs,
-                          int(n_no_gold))  # fmt: skip
+    return FaninSummaries(
+        systems, cells.astype({c: int for c in cells.columns}), items, pairs, int(n_no_gold)
+    )
 
 
 class StoreSummaries:
@@ -223,28 +252,37 @@ class StoreSummaries:
         np.minimum.at(first, key, np.asarray(rows["ord"], dtype=np.int64))
         info = runs.set_index("run_no")
         heads = sorted(
-            (str(info.at[int(k) // n_cond, "run_id"]), int(first[k]),
-             CONDITION_CODES[int(k) % n_cond], int(k))
+            (
+                str(info.at[int(k) // n_cond, "run_id"]),
+                int(first[k]),
+                CONDITION_CODES[int(k) % n_cond],
+                int(k),
+            )
             for k in keys
-        )  # fmt: skip
+        )
         sys_of = np.zeros(first.size, dtype=np.int64)
         sys_of[[h[3] for h in heads]] = np.arange(len(heads))
-        self.systems = pd.DataFrame({
-            "sys": np.arange(len(heads), dtype=np.int64), "run": [h[0] for h in heads],
-            "model": [info.at[h[3] // n_cond, "model"] for h in heads],
-            "dataset": [info.at[h[3] // n_cond, "dataset_id"] for h in heads],
-            "condition": [h[2] for h in heads],
-        })  # fmt: skip
+        self.systems = pd.DataFrame(
+            {
+                "sys": np.arange(len(heads), dtype=np.int64),
+                "run": [h[0] for h in heads],
+                "model": [info.at[h[3] // n_cond, "model"] for h in heads],
+                "dataset": [info.at[h[3] // n_cond, "dataset_id"] for h in heads],
+                "condition": [h[2] for h in heads],
+            }
+        )
         self.n_fan = int(fan.max()) + 1 if fan.size else 1
         sys = sys_of[key]
         # ER and EP are functions of the small counts: their items come from the distinct
         # counts (_pack_items), and per-row values only when those are too spread out
         self._arrays: dict[str, np.ndarray] | None = {
-            "sys": sys, "cell": sys * self.n_fan + fan,
-            "err": np.asarray(rows["err"], dtype=bool), "code": np.asarray(rows["code"]),
+            "sys": sys,
+            "cell": sys * self.n_fan + fan,
+            "err": np.asarray(rows["err"], dtype=bool),
+            "code": np.asarray(rows["code"]),
             "has_pack": np.asarray(rows["has_pack"], dtype=bool),
             **{k: np.asarray(rows[k]) for k in ("n_hits", "n_gold", "n_pack")},
-        }  # fmt: skip
+        }
         self._arrays["pack_state"] = _pack_state(self._arrays)
         self.fields = tuple(fields)
         self._done: dict[str, FaninSummaries] = {}
@@ -286,9 +324,12 @@ class StoreSummaries:
         state = np.where(missing, 1, np.where(fail, 2 + arr["pack_state"], 0))
         by = np.bincount(cell * 5 + state, minlength=n_cells * 5).reshape(n_cells, 5)
         counts = {
-            "n_rows": by.sum(axis=1), "n_missing": by[:, 1], "n_fail": by[:, 2:].sum(axis=1),
-            "n_fail_packed": by[:, 3:].sum(axis=1), "n_fail_low": by[:, 4],
-        }  # fmt: skip
+            "n_rows": by.sum(axis=1),
+            "n_missing": by[:, 1],
+            "n_fail": by[:, 2:].sum(axis=1),
+            "n_fail_packed": by[:, 3:].sum(axis=1),
+            "n_fail_low": by[:, 4],
+        }
         held = np.flatnonzero(counts["n_rows"])
         cells = pd.DataFrame(
             {
@@ -303,15 +344,18 @@ class StoreSummaries:
             self._pack_items[mask] = _pack_items(arr, ok, n_fan) or [
                 _group_items(cell[ok], v[ok], m, METRIC_SCALE[m], n_fan)
                 for m, v in zip(("ep", "er"), _pack_values(arr), strict=True)
-            ]  # fmt: skip
-        frames = [_group_items(cell[ok], ac[ok], "ac", METRIC_SCALE["ac"], n_fan),
-                  *self._pack_items[mask]]  # fmt: skip
+            ]
+        frames = [
+            _group_items(cell[ok], ac[ok], "ac", METRIC_SCALE["ac"], n_fan),
+            *self._pack_items[mask],
+        ]
         items = pd.concat(frames, ignore_index=True)
         items = items.sort_values(["sys", "fan_in", "metric", "bin"], kind="stable")
         # pair_counts' states: 0 missing, 1 answered, 2 answered with AC < 33
         pairs = pair_counts(arr["code"], arr["sys"], _PAIR_STATE[state], len(self.systems))
-        return FaninSummaries(self.systems, cells, items.reset_index(drop=True), pairs,
-                              self.n_no_gold)  # fmt: skip
+        return FaninSummaries(
+            self.systems, cells, items.reset_index(drop=True), pairs, self.n_no_gold
+        )
 
 
 #: :func:`pair_counts`' state of each row state of :meth:`StoreSummaries._summarize`.
@@ -361,11 +405,19 @@ def _group_items(
     g = np.flatnonzero(count)
     nan_bin = g % width == 0
     c = g // width
-    return pd.DataFrame({
-        "sys": c // n_fan, "fan_in": c % n_fan, "metric": metric, "bin": g % width - 1,
-        "count": count[g], "sum": total[g], "sumsq": sq[g],
-        "vmin": np.where(nan_bin, np.nan, vmin[g]), "vmax": np.where(nan_bin, np.nan, vmax[g]),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "sys": c // n_fan,
+            "fan_in": c % n_fan,
+            "metric": metric,
+            "bin": g % width - 1,
+            "count": count[g],
+            "sum": total[g],
+            "sumsq": sq[g],
+            "vmin": np.where(nan_bin, np.nan, vmin[g]),
+            "vmax": np.where(nan_bin, np.nan, vmax[g]),
+        }
+    )
 
 
 def _pack_values(arr: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -374,8 +426,7 @@ def _pack_values(arr: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     hits = np.asarray(arr["n_hits"], dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         er = np.where(has_pack, hits / arr["n_gold"], np.nan)
-        ep = np.where(has_pack, np.where(arr["n_pack"] == 0, 0.0, hits / arr["n_pack"]),
-                      np.nan)  # fmt: skip
+        ep = np.where(has_pack, np.where(arr["n_pack"] == 0, 0.0, hits / arr["n_pack"]), np.nan)
     return ep, er
 
 
@@ -391,8 +442,12 @@ def _pack_items(arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int) -> list[
     cell = arr["cell"][ok]
     if not cell.size:
         return []
-    parts = [arr["has_pack"][ok].astype(np.int64), arr["n_hits"][ok], arr["n_gold"][ok],
-             arr["n_pack"][ok]]  # fmt: skip
+    parts = [
+        arr["has_pack"][ok].astype(np.int64),
+        arr["n_hits"][ok],
+        arr["n_gold"][ok],
+        arr["n_pack"][ok],
+    ]
     dims = [2, *(int(p.max()) + 1 for p in parts[1:])]
     space = (int(cell.max()) + 1) * math.prod(dims)
     if min(int(p.min()) for p in parts) < 0 or space > max(4 * cell.size, 1 << 20):
@@ -414,8 +469,10 @@ def _pack_items(arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int) -> list[
         er = np.where(has_pack == 1, hits / n_gold, np.nan)
         ep = np.where(has_pack == 1, np.where(n_pack == 0, 0.0, hits / n_pack), np.nan)
     n_rows = int(cell.size)
-    return [_group_items(k, ep, "ep", METRIC_SCALE["ep"], n_fan, weight, n_rows),
-            _group_items(k, er, "er", METRIC_SCALE["er"], n_fan, weight, n_rows)]  # fmt: skip
+    return [
+        _group_items(k, ep, "ep", METRIC_SCALE["ep"], n_fan, weight, n_rows),
+        _group_items(k, er, "er", METRIC_SCALE["er"], n_fan, weight, n_rows),
+    ]
 
 
 def _sum_by(

@@ -45,12 +45,15 @@ __all__ = [
 
 #: The answer score a figure uses (read from :attr:`Selection.score_field`).
 SCORE_FIELD = Param(
-    "score_field", str, "f1_relaxed", "answer score the views use", choices=SCORE_FIELDS,
+    "score_field",
+    str,
+    "f1_relaxed",
+    "answer score the views use",
+    choices=SCORE_FIELDS,
     section="SPEC §6.2",
-)  # fmt: skip
+)
 #: Bootstrap resamples of every CI (seed 42).
-N_RESAMPLES = Param("n_resamples", int, 5000, "bootstrap resamples", minimum=1,
-                    section="SPEC §6.6")  # fmt: skip
+N_RESAMPLES = Param("n_resamples", int, 5000, "bootstrap resamples", minimum=1, section="SPEC §6.6")
 
 
 def empty_figure(message: str) -> go.Figure:
@@ -151,8 +154,7 @@ def titled(
 #: (CUD): how to make figures and presentations that are friendly to colorblind people"
 #: (https://jfly.uni-koeln.de/color/). Orange, sky blue, bluish green, yellow, blue,
 #: vermillion, reddish purple, black.
-OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
-             "#000000")  # fmt: skip
+OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
 ORANGE, SKY_BLUE, GREEN, YELLOW, BLUE, VERMILLION, PURPLE, BLACK = OKABE_ITO
 #: Reference lines, bands and "nothing assigned" (a transparency of black: a neutral grey).
 REFERENCE_COLOR = "rgba(0, 0, 0, 0.45)"
@@ -176,8 +178,16 @@ _HASHED = tuple(c for c in OKABE_ITO if c != YELLOW)
 #: Colours for the ninth to sixteenth name of one figure (Paul Tol's muted scheme, distinct
 #: from Okabe–Ito): a figure's series never share a colour below seventeen names (issue 36
 #: item 5: ``replace:easy`` and ``zero_retrieval`` were both green).
-MORE_COLORS = ("#332288", "#117733", "#44AA99", "#88CCEE", "#DDCC77", "#AA4499", "#882255",
-               "#999933")  # fmt: skip
+MORE_COLORS = (
+    "#332288",
+    "#117733",
+    "#44AA99",
+    "#88CCEE",
+    "#DDCC77",
+    "#AA4499",
+    "#882255",
+    "#999933",
+)
 
 
 def _slot(key: str) -> int:
@@ -206,8 +216,11 @@ def _assign(names: Iterable[str]) -> dict[str, str]:
             color = YELLOW
         else:
             start = _slot(name)
-            color = next(_HASHED[(start + i) % len(_HASHED)] for i in range(len(_HASHED))
-                         if _HASHED[(start + i) % len(_HASHED)] not in taken)  # fmt: skip
+            color = next(
+                _HASHED[(start + i) % len(_HASHED)]
+                for i in range(len(_HASHED))
+                if _HASHED[(start + i) % len(_HASHED)] not in taken
+            )
         taken.add(color)
         out[name] = color
     return out

@@ -75,11 +75,25 @@ def gold_reliance_table(result: dict[str, Any]) -> pd.DataFrame:
     """Gold reliance per cell: group, value, mean, CI, n, undefined (overall first)."""
     gr = result["gold_reliance"]
     o = gr["overall"]
-    rows = [{"group": "all", "value": "all", "mean": o["mean"], "ci_low": o["ci_low"],
-             "ci_high": o["ci_high"], "n": o["n"], "undefined": gr["undefined"]}]  # fmt: skip
+    rows = [
+        {
+            "group": "all",
+            "value": "all",
+            "mean": o["mean"],
+            "ci_low": o["ci_low"],
+            "ci_high": o["ci_high"],
+            "n": o["n"],
+            "undefined": gr["undefined"],
+        }
+    ]
     for group, cells in gr["groups"].items():
-        rows += [{"group": group, **{k: r[k] for k in ("value", "mean", "ci_low", "ci_high", "n",
-                                                       "undefined")}} for r in cells]  # fmt: skip
+        rows += [
+            {
+                "group": group,
+                **{k: r[k] for k in ("value", "mean", "ci_low", "ci_high", "n", "undefined")},
+            }
+            for r in cells
+        ]
     out = pd.DataFrame(rows)
     out["value"] = out["value"].astype(str)  # a column of one type (4000 and "front" are cells)
     return out
@@ -95,13 +109,20 @@ def gold_reliance_figure(result: dict[str, Any]) -> tuple[go.Figure, pd.DataFram
     for group, grp in data[data["group"] != "all"].groupby("group", sort=False):
         mean = grp["mean"].astype(float)
         fig.add_bar(
-            y=[str(v) for v in grp["value"]], x=mean, name=str(group).replace("_", " "),
-            orientation="h", marker_color=colors.get(group, PURPLE),
-            error_x={"type": "data", "array": grp["ci_high"].astype(float) - mean,
-                     "arrayminus": mean - grp["ci_low"].astype(float)},
-            hovertext=[f"n={n}, undefined={u}" for n, u in zip(grp["n"], grp["undefined"],
-                                                               strict=True)],
-        )  # fmt: skip
+            y=[str(v) for v in grp["value"]],
+            x=mean,
+            name=str(group).replace("_", " "),
+            orientation="h",
+            marker_color=colors.get(group, PURPLE),
+            error_x={
+                "type": "data",
+                "array": grp["ci_high"].astype(float) - mean,
+                "arrayminus": mean - grp["ci_low"].astype(float),
+            },
+            hovertext=[
+                f"n={n}, undefined={u}" for n, u in zip(grp["n"], grp["undefined"], strict=True)
+            ],
+        )
     fig.add_vline(x=float(data["mean"].iloc[0]), line_dash="dot", line_color=REFERENCE_COLOR)
     fig.update_xaxes(range=[0, 1.05])
     fig.update_yaxes(autorange="reversed", type="category")  # 4000 is a cell, not a number
@@ -115,11 +136,21 @@ def lds_figure(result: dict[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
     lds = data["lds"].astype(float).dropna() if len(data) else pd.Series(dtype=float)
     if lds.empty:
         return empty_figure("no instance has a defined LDS"), data
-    fig = go.Figure(go.Histogram(x=lds, xbins={"start": -1, "end": 1.0001, "size": 0.05},
-                                 marker_color=BLUE, name="instances"))  # fmt: skip
+    fig = go.Figure(
+        go.Histogram(
+            x=lds,
+            xbins={"start": -1, "end": 1.0001, "size": 0.05},
+            marker_color=BLUE,
+            name="instances",
+        )
+    )
     thr = result["lds"]["threshold"]
-    fig.add_vline(x=thr, line_dash="dot", line_color=REFERENCE_COLOR,
-                  annotation_text=f"{thr:g}: {result['lds']['below']} below")  # fmt: skip
+    fig.add_vline(
+        x=thr,
+        line_dash="dot",
+        line_color=REFERENCE_COLOR,
+        annotation_text=f"{thr:g}: {result['lds']['below']} below",
+    )
     return titled(fig, "LDS (held-out Spearman)", "instances", legend_below=False), data
 
 
@@ -129,16 +160,29 @@ def weights_figure(passages: pd.DataFrame) -> tuple[go.Figure, pd.DataFrame]:
         return empty_figure("no attribution for this instance"), pd.DataFrame()
     data = passages.sort_values("position")
     w = data["weight"].astype(float)
-    color = [ORANGE if g else (BLUE if c else REFERENCE_COLOR)
-             for g, c in zip(data["gold"], data["cited"], strict=True)]  # fmt: skip
-    fig = go.Figure(go.Bar(
-        x=data["passage_id"], y=w, marker_color=color,
-        error_y={"type": "data", "array": data["ci_high"].astype(float) - w,
-                 "arrayminus": w - data["ci_low"].astype(float)},
-        hovertext=[f"position {p}; gold: {g}; cited: {c}; {n}" for p, g, c, n in
-                   zip(data["position"], data["gold"], data["cited"], data["note"],
-                       strict=True)],
-    ))  # fmt: skip
+    color = [
+        ORANGE if g else (BLUE if c else REFERENCE_COLOR)
+        for g, c in zip(data["gold"], data["cited"], strict=True)
+    ]
+    fig = go.Figure(
+        go.Bar(
+            x=data["passage_id"],
+            y=w,
+            marker_color=color,
+            error_y={
+                "type": "data",
+                "array": data["ci_high"].astype(float) - w,
+                "arrayminus": w - data["ci_low"].astype(float),
+            },
+            hovertext=[
+                f"position {p}; gold: {g}; cited: {c}; {n}"
+                for p, g, c, n in zip(
+                    data["position"], data["gold"], data["cited"], data["note"], strict=True
+                )
+            ],
+        )
+    )
     fig.add_hline(y=0, line_color=REFERENCE_COLOR)
-    return titled(fig, "passage (shown order; orange = gold, blue = cited)", "weight",
-                  legend_below=False), data  # fmt: skip
+    return titled(
+        fig, "passage (shown order; orange = gold, blue = cited)", "weight", legend_below=False
+    ), data

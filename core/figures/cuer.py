@@ -84,12 +84,18 @@ _METRIC_TITLES = {
     "evidence_divergence": "Evid. div.",
 }
 _ROLE_COLORS = {
-    "constructive": VERMILLION, "redundant": BLACK, "distractive": PURPLE,
-    "confidence_distorting": ORANGE, "unassigned": REFERENCE_COLOR, "several_flags": SKY_BLUE,
-}  # fmt: skip
+    "constructive": VERMILLION,
+    "redundant": BLACK,
+    "distractive": PURPLE,
+    "confidence_distorting": ORANGE,
+    "unassigned": REFERENCE_COLOR,
+    "several_flags": SKY_BLUE,
+}
 _CI = "95% percentile bootstrap interval (5,000 resamples, seed 42; CUE-R §5.9, App. A)"
-_DELTA = ("Δ = U(original) - U(intervened) (CUE-R eq. 7, §3.3); positive: the original was "
-          "better (for confidence error: the intervened run erred less)")  # fmt: skip
+_DELTA = (
+    "Δ = U(original) - U(intervened) (CUE-R eq. 7, §3.3); positive: the original was "
+    "better (for confidence error: the intervened run erred less)"
+)
 _FLAGS_OVERLAP = "Flags overlap: an item can carry several (CUE-R §3.5)."
 #: Definition and paper section of every column of the CUE-R tables (the page's tooltips).
 COLUMN_HELP: dict[str, str] = {
@@ -215,14 +221,19 @@ def utility_profile_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Dat
     for i, row in agg.iterrows():
         means = [row[m] for m in METRICS]
         fig.add_bar(
-            name=row["comparison"], x=[_METRIC_TITLES[m] for m in METRICS], y=means,
+            name=row["comparison"],
+            x=[_METRIC_TITLES[m] for m in METRICS],
+            y=means,
             marker_color=colors.get(row["comparison"]) or color_for(row["comparison"]),
-            error_y={"type": "data", "symmetric": False,
-                     "array": [row[f"{m}_ci_high"] - row[m] for m in METRICS],
-                     "arrayminus": [row[m] - row[f"{m}_ci_low"] for m in METRICS]},
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [row[f"{m}_ci_high"] - row[m] for m in METRICS],
+                "arrayminus": [row[m] - row[f"{m}_ci_low"] for m in METRICS],
+            },
             customdata=[i] * len(METRICS),
             hovertemplate="%{x}: %{y:.3f}<extra>" + row["comparison"] + f" ({_n(row)})</extra>",
-        )  # fmt: skip
+        )
     fig.update_layout(barmode="group", yaxis_title="mean (95% CI)", legend_title="intervention")
     titled(fig, "metric")
     return fig, agg
@@ -232,8 +243,11 @@ def _n(row: Mapping[str, Any]) -> str:
     """``n=12``, with ``missing=3`` (failed calls) and ``not applicable=1`` when there are any."""
     missing = int(row.get("missing", 0) or 0)
     na = int(row.get("not_applicable", 0) or 0)
-    return (f"n={row['n']}" + (f", missing={missing}" if missing else "")
-            + (f", not applicable={na}" if na else ""))  # fmt: skip
+    return (
+        f"n={row['n']}"
+        + (f", missing={missing}" if missing else "")
+        + (f", not applicable={na}" if na else "")
+    )
 
 
 # ------------------------------------------------------------------------ paired deltas
@@ -264,24 +278,36 @@ def paired_heatmap_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.Data
     rows = list(dict.fromkeys(agg["comparison"]))
     z = agg.pivot_table(index="comparison", columns="metric", values="delta", sort=False)
     z = z.reindex(index=rows, columns=list(METRICS))
-    text = agg.assign(t=[f"{d:+.3f}{s}" if not math.isnan(d) else "" for d, s in
-                         zip(agg["delta"], agg["stars"], strict=True)])  # fmt: skip
+    text = agg.assign(
+        t=[
+            f"{d:+.3f}{s}" if not math.isnan(d) else ""
+            for d, s in zip(agg["delta"], agg["stars"], strict=True)
+        ]
+    )
     counts = agg.assign(t=[_n(r) for r in agg.to_dict("records")])
-    hover = counts.pivot_table(index="comparison", columns="metric", values="t",
-                               aggfunc="first", sort=False)  # fmt: skip
+    hover = counts.pivot_table(
+        index="comparison", columns="metric", values="t", aggfunc="first", sort=False
+    )
     hover = hover.reindex(index=rows, columns=list(METRICS))
-    t = text.pivot_table(index="comparison", columns="metric", values="t", aggfunc="first",
-                         sort=False).reindex(index=rows, columns=list(METRICS))  # fmt: skip
+    t = text.pivot_table(
+        index="comparison", columns="metric", values="t", aggfunc="first", sort=False
+    ).reindex(index=rows, columns=list(METRICS))
     bound = float(max(abs(z.min().min()), abs(z.max().max()), 1e-9))
     fig = go.Figure(
         go.Heatmap(
-            z=z.to_numpy(), x=[_METRIC_TITLES[m] for m in METRICS], y=rows,
-            text=t.fillna("").to_numpy(), texttemplate="%{text}", colorscale="RdBu_r",
-            zmin=-bound, zmax=bound, colorbar={"title": "Δ"},
+            z=z.to_numpy(),
+            x=[_METRIC_TITLES[m] for m in METRICS],
+            y=rows,
+            text=t.fillna("").to_numpy(),
+            texttemplate="%{text}",
+            colorscale="RdBu_r",
+            zmin=-bound,
+            zmax=bound,
+            colorbar={"title": "Δ"},
             customdata=hover.fillna("").to_numpy(),
             hovertemplate="%{y} · %{x}: Δ %{z:+.3f} (%{customdata})<extra></extra>",
         )
-    )  # fmt: skip
+    )
     fig.update_yaxes(autorange="reversed")
     titled(fig, "metric", "intervention", legend_below=False)
     return fig, agg
@@ -309,9 +335,18 @@ def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFram
     )
     gone = single.loc[missing, "comparison"].value_counts()
     data = single[~missing][
-        ["run", "dataset", "instance_id", "operator", "variant", "comparison",
-         "trace_divergence", "correctness_orig", "correctness"]
-    ]  # fmt: skip
+        [
+            "run",
+            "dataset",
+            "instance_id",
+            "operator",
+            "variant",
+            "comparison",
+            "trace_divergence",
+            "correctness_orig",
+            "correctness",
+        ]
+    ]
     fig = go.Figure()
     colors = _comparison_colors(result)
     # boxes in a canonical order (run, operator as planned, parameter) and each box's points
@@ -335,10 +370,18 @@ def divergence_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFram
         grp = groups[label]
         color = colors.get(str(label)) or color_for(label)
         m = int(gone.get(label, 0))
-        fig.add_box(y=grp["trace_divergence"], name=label, boxpoints="all", jitter=0.4,
-                    hovertext=f"{label}: n={len(grp)}" + (f", missing={m}" if m else ""),
-                    pointpos=0, customdata=grp.index.to_numpy(), marker={"size": 3},
-                    marker_color=color, line_color=color)  # fmt: skip
+        fig.add_box(
+            y=grp["trace_divergence"],
+            name=label,
+            boxpoints="all",
+            jitter=0.4,
+            hovertext=f"{label}: n={len(grp)}" + (f", missing={m}" if m else ""),
+            pointpos=0,
+            customdata=grp.index.to_numpy(),
+            marker={"size": 3},
+            marker_color=color,
+            line_color=color,
+        )
     fig.update_layout(yaxis_title="divergence D", showlegend=False)  # the trace divergence
     fig.update_yaxes(range=[-0.02, 1.02])
     titled(fig, "intervention", legend_below=False)
@@ -366,10 +409,27 @@ def role_combinations_table(result: Mapping[str, Any]) -> pd.DataFrame:
 def role_examples(result: Mapping[str, Any]) -> pd.DataFrame:
     """Every item intervention with its flags: the instances behind the flag counts."""
     pairs = result["roles"].per_instance
-    cols = ["run", "dataset", "instance_id", "operator", "param", "target", "rule", "flags",
-            "n_flags", *[f"is_{f}" for f in ROLE_FLAGS], "primary_role", "answer_orig",
-            "answer", "delta_corr", "delta_grnd", "delta_cal", "trace_divergence",
-            "evidence_divergence", "missing"]  # fmt: skip
+    cols = [
+        "run",
+        "dataset",
+        "instance_id",
+        "operator",
+        "param",
+        "target",
+        "rule",
+        "flags",
+        "n_flags",
+        *[f"is_{f}" for f in ROLE_FLAGS],
+        "primary_role",
+        "answer_orig",
+        "answer",
+        "delta_corr",
+        "delta_grnd",
+        "delta_cal",
+        "trace_divergence",
+        "evidence_divergence",
+        "missing",
+    ]
     return pairs[cols].rename(columns={"param": "variant"}).reset_index(drop=True)
 
 
@@ -385,15 +445,24 @@ def roles_figure(result: Mapping[str, Any]) -> tuple[go.Figure, pd.DataFrame]:
     for col in (*ROLE_FLAGS, "unassigned", "several_flags"):
         name = "several flags" if col == "several_flags" else col
         fig.add_bar(
-            name=name, x=agg["comparison"], y=agg[col], customdata=agg.index.to_numpy(),
+            name=name,
+            x=agg["comparison"],
+            y=agg[col],
+            customdata=agg.index.to_numpy(),
             marker_color=_ROLE_COLORS[col],
             marker_pattern_shape="/" if col == "several_flags" else "",
-            text=[f"{name}: {v} of {n}" + (f" (missing: {m})" if m else "")
-                  for v, n, m in zip(agg[col], agg["n"], agg["missing"], strict=True)],
-            textposition="none", hovertemplate="%{x}: %{text}<extra></extra>",
-        )  # fmt: skip
-    fig.update_layout(barmode="group", yaxis_title="items carrying the flag",
-                      legend_title="role flag (overlapping)")  # fmt: skip
+            text=[
+                f"{name}: {v} of {n}" + (f" (missing: {m})" if m else "")
+                for v, n, m in zip(agg[col], agg["n"], agg["missing"], strict=True)
+            ],
+            textposition="none",
+            hovertemplate="%{x}: %{text}<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        yaxis_title="items carrying the flag",
+        legend_title="role flag (overlapping)",
+    )
     titled(fig, "intervention")
     return fig, agg
 
@@ -410,10 +479,19 @@ def synergy_table(result: Mapping[str, Any]) -> pd.DataFrame:
 
 #: Columns of the sweep tables (seed 004 Table 8 / Table 13 and the changed shares of App. C).
 _SWEEP_COLUMNS = (
-    "run", "operator", "variant", "correctness_axis", "n", "missing", "not_applicable",
-    *PROFILE_METRICS, "answers_changed", "pct_answer_changed", "correctness_changed",
+    "run",
+    "operator",
+    "variant",
+    "correctness_axis",
+    "n",
+    "missing",
+    "not_applicable",
+    *PROFILE_METRICS,
+    "answers_changed",
+    "pct_answer_changed",
+    "correctness_changed",
     "pct_correctness_changed",
-)  # fmt: skip
+)
 
 
 def _sweep_rows(result: Mapping[str, Any], operator: str, levels: tuple[str, ...]) -> pd.DataFrame:
@@ -421,8 +499,10 @@ def _sweep_rows(result: Mapping[str, Any], operator: str, levels: tuple[str, ...
     agg = utility_profile_table(result)
     data = agg[(agg["operator"] == operator) | (agg["operator"] == "original")].copy()
     rank = {v: i for i, v in enumerate(levels)}
-    data["_k"] = [-1 if o == "original" else rank.get(v, len(levels))
-                  for o, v in zip(data["operator"], data["variant"], strict=True)]  # fmt: skip
+    data["_k"] = [
+        -1 if o == "original" else rank.get(v, len(levels))
+        for o, v in zip(data["operator"], data["variant"], strict=True)
+    ]
     return data.sort_values(["run", "_k"], kind="stable").drop(columns="_k").reset_index(drop=True)
 
 
@@ -450,17 +530,23 @@ def duplicate_positions_table(result: Mapping[str, Any]) -> pd.DataFrame:
     return _sweep_table(result, "duplicate", DUPLICATE_POSITIONS)
 
 
-def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
-           title: str) -> tuple[go.Figure, pd.DataFrame]:  # fmt: skip
+def _sweep(
+    result: Mapping[str, Any], operator: str, levels: tuple[str, ...], title: str
+) -> tuple[go.Figure, pd.DataFrame]:
     data = _sweep_rows(result, operator, levels)
     if not (data["operator"] == operator).any():
         return empty_figure(f"no {operator} interventions in the selected runs"), data
     # two rows of three: each panel keeps its level labels legible at a column's width
     ncols = 3
     nrows = -(-len(PROFILE_METRICS) // ncols)
-    fig = make_subplots(rows=nrows, cols=ncols, shared_xaxes=True, vertical_spacing=0.2,
-                        horizontal_spacing=0.12,
-                        subplot_titles=[_METRIC_TITLES[m] for m in PROFILE_METRICS])  # fmt: skip
+    fig = make_subplots(
+        rows=nrows,
+        cols=ncols,
+        shared_xaxes=True,
+        vertical_spacing=0.2,
+        horizontal_spacing=0.12,
+        subplot_titles=[_METRIC_TITLES[m] for m in PROFILE_METRICS],
+    )
     runs = list(data["run"].unique())
     for run, grp in data.groupby("run", sort=False):
         color = color_for(run, "run", runs)
@@ -469,22 +555,44 @@ def _sweep(result: Mapping[str, Any], operator: str, levels: tuple[str, ...],
         for i, m in enumerate(PROFILE_METRICS):
             row, col = divmod(i, ncols)
             fig.add_scatter(
-                x=list(levels), y=sub[m], mode="lines+markers", name=run, legendgroup=run,
-                showlegend=i == 0, line_color=color,
-                error_y={"type": "data", "symmetric": False,
-                         "array": sub[f"{m}_ci_high"] - sub[m],
-                         "arrayminus": sub[m] - sub[f"{m}_ci_low"]},
-                customdata=[f"n={n}, missing={k}, not applicable={a:.0f}, answers changed "
-                            f"{p:.1f}%" if p == p else f"n={n}, missing={k}"
-                            for n, k, a, p in zip(sub["n"], sub["missing"],
-                                                  sub["not_applicable"].fillna(0),
-                                                  sub["pct_answer_changed"], strict=True)],
+                x=list(levels),
+                y=sub[m],
+                mode="lines+markers",
+                name=run,
+                legendgroup=run,
+                showlegend=i == 0,
+                line_color=color,
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": sub[f"{m}_ci_high"] - sub[m],
+                    "arrayminus": sub[m] - sub[f"{m}_ci_low"],
+                },
+                customdata=[
+                    f"n={n}, missing={k}, not applicable={a:.0f}, answers changed {p:.1f}%"
+                    if p == p
+                    else f"n={n}, missing={k}"
+                    for n, k, a, p in zip(
+                        sub["n"],
+                        sub["missing"],
+                        sub["not_applicable"].fillna(0),
+                        sub["pct_answer_changed"],
+                        strict=True,
+                    )
+                ],
                 hovertemplate="%{x}: %{y:.3f} (%{customdata})<extra>" + str(run) + "</extra>",
-                row=row + 1, col=col + 1,
-            )  # fmt: skip
+                row=row + 1,
+                col=col + 1,
+            )
             if len(orig) and m not in ("trace_divergence", "evidence_divergence"):
-                fig.add_hline(y=float(orig[m].iloc[0]), line_dash="dash", line_color=color,
-                              opacity=0.6, row=row + 1, col=col + 1)  # fmt: skip
+                fig.add_hline(
+                    y=float(orig[m].iloc[0]),
+                    line_dash="dash",
+                    line_color=color,
+                    opacity=0.6,
+                    row=row + 1,
+                    col=col + 1,
+                )
     fig.update_layout(title=title, legend_title="run")
     # the shared x title under the bottom-left panel, the y title beside the top-left one
     fig.update_layout({f"xaxis{(nrows - 1) * ncols + 1}_title_text": title.lower()})

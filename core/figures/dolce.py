@@ -198,8 +198,9 @@ def _threshold_sets(p: pd.DataFrame) -> list[tuple[tuple[float, float, float], p
     Thresholds are per problem (seed §4: from its observed lengths and L), so problems of
     different lengths can sit under different lines; each set gets its own facet.
     """
-    keys = list(zip(p["lam_p"].astype(float), p["k_p"].astype(float),
-                    p["lam_q"].astype(float), strict=True))  # fmt: skip
+    keys = list(
+        zip(p["lam_p"].astype(float), p["k_p"].astype(float), p["lam_q"].astype(float), strict=True)
+    )
     groups: dict[tuple[float, float, float], list[Any]] = {}
     for idx, key in zip(p.index, keys, strict=True):
         groups.setdefault(key, []).append(idx)
@@ -209,15 +210,21 @@ def _threshold_sets(p: pd.DataFrame) -> list[tuple[tuple[float, float, float], p
 def _marker_kind(p: pd.DataFrame) -> pd.Series:
     """``ok``, ``not identified`` (PIG, published Algorithm 2) or ``not covered`` (COW k = 0)."""
     ident = p["identified"].astype(bool) if "identified" in p.columns else True
-    kind = np.where(p["category"] == NOT_COVERED, "not covered",
-                    np.where(ident, "ok", "not identified"))  # fmt: skip
+    kind = np.where(
+        p["category"] == NOT_COVERED, "not covered", np.where(ident, "ok", "not identified")
+    )
     return pd.Series(kind, index=p.index)
 
 
 #: Short legend labels (the full definitions are in the hover and the figure's tooltip).
-_SHORT = {"I": "I: closed-book", "II": "II: easy", "III": "III: retrieval",
-          "IV": "IV: balanced", "V": "V: holistic",
-          NOT_COVERED: "not covered: COW k = 0 (this tool's class)"}  # fmt: skip
+_SHORT = {
+    "I": "I: closed-book",
+    "II": "II: easy",
+    "III": "III: retrieval",
+    "IV": "IV: balanced",
+    "V": "V: holistic",
+    NOT_COVERED: "not covered: COW k = 0 (this tool's class)",
+}
 
 
 #: The category bars' name of the not-covered segment.
@@ -243,10 +250,14 @@ def lambda_k_map(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
     sets = _threshold_sets(p)
     ncols = min(len(sets), _FACETS_PER_ROW)
     nrows = -(-len(sets) // ncols)
-    titles = [f"λ_p={a:g}, k_p={b:g}, λ_q={c:g}: {len(rows)} problems"
-              for (a, b, c), rows in sets]  # fmt: skip
-    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=titles if len(sets) > 1 else None,
-                        horizontal_spacing=0.06, vertical_spacing=0.16)  # fmt: skip
+    titles = [f"λ_p={a:g}, k_p={b:g}, λ_q={c:g}: {len(rows)} problems" for (a, b, c), rows in sets]
+    fig = make_subplots(
+        rows=nrows,
+        cols=ncols,
+        subplot_titles=titles if len(sets) > 1 else None,
+        horizontal_spacing=0.06,
+        vertical_spacing=0.16,
+    )
     for ann in fig.layout.annotations:  # the facet titles
         ann.font = {"size": 12}
     question = p["question"] if "question" in p.columns else pd.Series([""] * len(p), p.index)
@@ -268,44 +279,85 @@ def lambda_k_map(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
                     continue
                 name = _legend_name(cat, kind)
                 q = question.loc[sub.index].astype(str).str.slice(0, 120)
-                symbol = {"ok": "circle", "not identified": _NOT_IDENTIFIED_SYMBOL,
-                          "not covered": _NOT_COVERED_SYMBOL}[kind]  # fmt: skip
+                symbol = {
+                    "ok": "circle",
+                    "not identified": _NOT_IDENTIFIED_SYMBOL,
+                    "not covered": _NOT_COVERED_SYMBOL,
+                }[kind]
                 color = CATEGORY_COLORS[cat]
                 fig.add_trace(
                     go.Scatter(
-                        x=sub["x"], y=sub["y"], mode="markers", name=name, legendgroup=name,
-                        showlegend=name not in shown, legendrank=_rank(cat, kind),
-                        marker={"color": color, "size": 9, "opacity": 0.85, "symbol": symbol,
-                                "line": {"width": 1.5 if kind != "ok" else 0.5,
-                                         "color": color if kind != "ok" else "white"}},
+                        x=sub["x"],
+                        y=sub["y"],
+                        mode="markers",
+                        name=name,
+                        legendgroup=name,
+                        showlegend=name not in shown,
+                        legendrank=_rank(cat, kind),
+                        marker={
+                            "color": color,
+                            "size": 9,
+                            "opacity": 0.85,
+                            "symbol": symbol,
+                            "line": {
+                                "width": 1.5 if kind != "ok" else 0.5,
+                                "color": color if kind != "ok" else "white",
+                            },
+                        },
                         customdata=drill.customdata(sub, keys, "n_obs"),
-                        text=[f"{_esc(pid)}<br>{_esc(qq)}<br>task {_esc(t)} · {s} ({e}) · "
-                              f"L={L} · λ={lam}, "
-                              f"k={k} · {cc}: {CATEGORY_NAMES[cc]}"
-                              f"{'' if kind == 'ok' else ' · ' + kind}"
-                              f"<br>P(oracle)={po:.2f} · {_probes(n, m)}"
-                              for pid, qq, t, s, e, L, lam, k, cc, po, n, m in zip(
-                                  sub["problem"], q, sub["task"], sub["scenario"],
-                                  _col(sub, "estimator"), sub["L"], sub["lam"], sub["k"],
-                                  sub["category"], sub["p_oracle"], sub["n_obs"],
-                                  _col(sub, "missing"), strict=True)],
+                        text=[
+                            f"{_esc(pid)}<br>{_esc(qq)}<br>task {_esc(t)} · {s} ({e}) · "
+                            f"L={L} · λ={lam}, "
+                            f"k={k} · {cc}: {CATEGORY_NAMES[cc]}"
+                            f"{'' if kind == 'ok' else ' · ' + kind}"
+                            f"<br>P(oracle)={po:.2f} · {_probes(n, m)}"
+                            for pid, qq, t, s, e, L, lam, k, cc, po, n, m in zip(
+                                sub["problem"],
+                                q,
+                                sub["task"],
+                                sub["scenario"],
+                                _col(sub, "estimator"),
+                                sub["L"],
+                                sub["lam"],
+                                sub["k"],
+                                sub["category"],
+                                sub["p_oracle"],
+                                sub["n_obs"],
+                                _col(sub, "missing"),
+                                strict=True,
+                            )
+                        ],
                         hovertemplate="%{text}<extra></extra>",
                     ),
-                    row=r, col=c,
-                )  # fmt: skip
+                    row=r,
+                    col=c,
+                )
                 shown.add(name)
         _threshold_lines(fig, r, c, lam_p, k_p, lam_q, top)
-    fig.update_xaxes(type="log", title_text="λ (complexity)", tickvals=ticks, ticktext=labels,
-                     range=[np.log10(0.4), np.log10(top)], tickangle=0,
-                     title_standoff=4)  # fmt: skip
-    fig.update_yaxes(type="log", tickvals=ticks, ticktext=labels,
-                     range=[np.log10(0.4), np.log10(top)])  # fmt: skip
+    fig.update_xaxes(
+        type="log",
+        title_text="λ (complexity)",
+        tickvals=ticks,
+        ticktext=labels,
+        range=[np.log10(0.4), np.log10(top)],
+        tickangle=0,
+        title_standoff=4,
+    )
+    fig.update_yaxes(
+        type="log", tickvals=ticks, ticktext=labels, range=[np.log10(0.4), np.log10(top)]
+    )
     fig.update_yaxes(title_text="k (redundancy)", col=1)
     fig.update_layout(
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2 if nrows == 1 else -0.1,
-                "xanchor": "left", "x": 0.0, "title": {"text": "category"}},
+        legend={
+            "orientation": "h",
+            "yanchor": "top",
+            "y": -0.2 if nrows == 1 else -0.1,
+            "xanchor": "left",
+            "x": 0.0,
+            "title": {"text": "category"},
+        },
         margin={"t": 40, "b": 40},
-    )  # fmt: skip
+    )
     drill.declare(fig, keys, frame="probes")
     data = p.drop(columns=["x", "y", "marker"])
     if "run" not in data.columns:
@@ -336,11 +388,28 @@ def _threshold_lines(
     # λ_p's label right of its line, λ_q's left of its own: they never cover each other and
     # λ_q (near the longest spans) stays inside the plot
     for x, text, side in ((xp, f"λ_p={lam_p:g}", "left"), (xq, f"λ_q={lam_q:g}", "right")):
-        fig.add_annotation(x=np.log10(x), y=hi, text=text, showarrow=False, yanchor="top",
-                           xanchor=side, font={"size": 11}, row=row, col=col)  # fmt: skip
-    fig.add_annotation(x=np.log10(0.4), y=np.log10(ky), text=f"k_p={k_p:g}", showarrow=False,
-                       yanchor="bottom", xanchor="left", font={"size": 11}, row=row,
-                       col=col)  # fmt: skip
+        fig.add_annotation(
+            x=np.log10(x),
+            y=hi,
+            text=text,
+            showarrow=False,
+            yanchor="top",
+            xanchor=side,
+            font={"size": 11},
+            row=row,
+            col=col,
+        )
+    fig.add_annotation(
+        x=np.log10(0.4),
+        y=np.log10(ky),
+        text=f"k_p={k_p:g}",
+        showarrow=False,
+        yanchor="bottom",
+        xanchor="left",
+        font={"size": 11},
+        row=row,
+        col=col,
+    )
 
 
 def category_bars(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
@@ -356,8 +425,11 @@ def category_bars(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
     fig = go.Figure()
     for cat in (*CATEGORIES, NOT_COVERED):
         in_cat = probs["category"] == cat
-        parts = [("", in_cat & ident, "")] if cat == NOT_COVERED else [
-            ("", in_cat & ident, ""), (" · not identified", in_cat & ~ident, "/")]  # fmt: skip
+        parts = (
+            [("", in_cat & ident, "")]
+            if cat == NOT_COVERED
+            else [("", in_cat & ident, ""), (" · not identified", in_cat & ~ident, "/")]
+        )
         for suffix, mask, pattern in parts:
             counts = probs[mask].groupby("task", sort=False).size()
             n = tasks["task"].map(counts).fillna(0).astype(int)
@@ -367,19 +439,25 @@ def category_bars(fit: DolceFit) -> tuple[go.Figure, pd.DataFrame]:
             name = f"{cat}{suffix}" if cat in CATEGORIES else _NOT_COVERED_NAME
             fig.add_trace(
                 go.Bar(
-                    y=tasks["task"], x=share, orientation="h", name=name,
-                    marker={"color": CATEGORY_COLORS[cat],
-                            "pattern": {"shape": pattern if cat in CATEGORIES else "x"}},
+                    y=tasks["task"],
+                    x=share,
+                    orientation="h",
+                    name=name,
+                    marker={
+                        "color": CATEGORY_COLORS[cat],
+                        "pattern": {"shape": pattern if cat in CATEGORIES else "x"},
+                    },
                     customdata=n,
                     hovertemplate=f"{name}: %{{x:.0%}} (%{{customdata}} problems)<extra></extra>",
                 )
-            )  # fmt: skip
+            )
     fig.update_layout(
-        barmode="stack", yaxis={"title": "task"}, margin={"t": 30},
+        barmode="stack",
+        yaxis={"title": "task"},
+        margin={"t": 30},
         xaxis={"title": "share of problems", "tickformat": ".0%", "range": [0, 1]},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0.0,
-                "traceorder": "normal"},
-    )  # fmt: skip
+        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0.0, "traceorder": "normal"},
+    )
     return fig, tasks
 
 
@@ -394,36 +472,60 @@ def outcome_curve(
     x = _log_pos(curve["C"])
     fig = go.Figure()
     if row["scenario"] == "COW":
-        series = (("p1", "correct (1)", GREEN), ("p0", "wrong (0)", VERMILLION),
-                  ("pidk", "IDK", REFERENCE_COLOR))  # fmt: skip
+        series = (
+            ("p1", "correct (1)", GREEN),
+            ("p0", "wrong (0)", VERMILLION),
+            ("pidk", "IDK", REFERENCE_COLOR),
+        )
     else:
         series = (("s", "score", BLUE), ("pidk", "IDK", REFERENCE_COLOR))
     for col, label, color in series:
         obs = curve[f"obs_{col}"]
-        fig.add_trace(go.Scatter(x=x, y=obs, mode="markers", name=f"observed {label}",
-                                 marker={"color": color, "size": 9},
-                                 customdata=curve["n"],
-                                 hovertemplate="C=%{text}<extra></extra>",
-                                 text=[f"{c}: {v:.2f} ({_probes(n, m)})" for c, v, n, m in
-                                       zip(curve["C"], obs, curve["n"], _col(curve, "missing"),
-                                           strict=True)]))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=obs,
+                mode="markers",
+                name=f"observed {label}",
+                marker={"color": color, "size": 9},
+                customdata=curve["n"],
+                hovertemplate="C=%{text}<extra></extra>",
+                text=[
+                    f"{c}: {v:.2f} ({_probes(n, m)})"
+                    for c, v, n, m in zip(
+                        curve["C"], obs, curve["n"], _col(curve, "missing"), strict=True
+                    )
+                ],
+            )
+        )
         fit_col = f"fit_{col}"
         if fit_col in curve and curve[fit_col].notna().any():
             fig.add_trace(
-                go.Scatter(x=x, y=curve[fit_col], mode="lines", name=f"fitted {label}",
-                           line={"color": color}, text=curve["C"],
-                           hovertemplate="C=%{text}: %{y:.2f}<extra></extra>")
-            )  # fmt: skip
+                go.Scatter(
+                    x=x,
+                    y=curve[fit_col],
+                    mode="lines",
+                    name=f"fitted {label}",
+                    line={"color": color},
+                    text=curve["C"],
+                    hovertemplate="C=%{text}: %{y:.2f}<extra></extra>",
+                )
+            )
     ticks, labels = _log_ticks(float(curve["C"].max()))
     fig.update_layout(
         title=f"{_esc(problem)}: λ={row['lam']}, k={row['k']}, category {row['category']}"
         f"{_flag(row)} ({row['scenario']}, {_estimator(row)}, P(oracle)="
         f"{row['p_oracle']:.2f})",
-        xaxis={"type": "log", "title": "observation length C (units)", "tickvals": ticks,
-               "ticktext": labels},
-        yaxis={"title": "probability / score", "range": [0, 1.05]}, margin={"t": 50},
+        xaxis={
+            "type": "log",
+            "title": "observation length C (units)",
+            "tickvals": ticks,
+            "ticktext": labels,
+        },
+        yaxis={"title": "probability / score", "range": [0, 1.05]},
+        margin={"t": 50},
         legend=LEGEND_BELOW,
-    )  # fmt: skip
+    )
     return fig, curve
 
 
@@ -457,25 +559,39 @@ def fit_notes(problems: pd.DataFrame, tasks: pd.DataFrame) -> list[tuple[str, st
     notes.append(("info", "Fitted by " + "; ".join(used) + "."))
     n_ni = int((~problems.get("identified", pd.Series(True, problems.index)).astype(bool)).sum())
     if n_ni:
-        notes.append(("warning", f"{n_ni} PIG problem(s): λ and category NOT IDENTIFIED. The "
-                      "published Algorithm 2 scores only the per-length mean score, whose "
-                      "expectation does not depend on λ, so its λ is the largest candidate the "
-                      "mean allows. Open markers on the map, hatched bars; choose the "
-                      "likelihood estimator to identify λ."))  # fmt: skip
+        notes.append(
+            (
+                "warning",
+                f"{n_ni} PIG problem(s): λ and category NOT IDENTIFIED. The "
+                "published Algorithm 2 scores only the per-length mean score, whose "
+                "expectation does not depend on λ, so its λ is the largest candidate the "
+                "mean allows. Open markers on the map, hatched bars; choose the "
+                "likelihood estimator to identify λ.",
+            )
+        )
     n_nc = int((problems["category"] == NOT_COVERED).sum())
     if n_nc:
-        notes.append(("warning", f"{n_nc} COW problem(s) NOT COVERED by the model: k = 0, no "
-                      "span of any length answers (λ > L). In none of the paper's categories "
-                      "I-V (a class this tool adds); crosses on the map."))  # fmt: skip
+        notes.append(
+            (
+                "warning",
+                f"{n_nc} COW problem(s) NOT COVERED by the model: k = 0, no "
+                "span of any length answers (λ > L). In none of the paper's categories "
+                "I-V (a class this tool adds); crosses on the map.",
+            )
+        )
     for _, t in tasks.iterrows():
         rule = str(t.get("scenario_rule", ""))
         if rule.endswith(" only"):
-            text = (f"not split (App. H needs more than 10 problems on both sides: "
-                    f"{t['n_dip_cow']} COW, {t['n_dip_pig']} PIG by their own dip tests); "
-                    f"pooled dip test p = {t['task_dip_p']:.3g}, so all {rule}")  # fmt: skip
+            text = (
+                f"not split (App. H needs more than 10 problems on both sides: "
+                f"{t['n_dip_cow']} COW, {t['n_dip_pig']} PIG by their own dip tests); "
+                f"pooled dip test p = {t['task_dip_p']:.3g}, so all {rule}"
+            )
         elif rule == "split":
-            text = (f"split into {t['n_cow']} COW and {t['n_pig']} PIG problems (App. H: more "
-                    "than 10 on both sides)")  # fmt: skip
+            text = (
+                f"split into {t['n_cow']} COW and {t['n_pig']} PIG problems (App. H: more "
+                "than 10 on both sides)"
+            )
         else:
             continue
         notes.append(("task", f"Task {t['task']}: {text}."))

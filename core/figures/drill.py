@@ -28,9 +28,16 @@ import plotly.graph_objects as go
 from core.figures.plain_text import unplain
 
 __all__ = [
-    "FRAME_KEY", "LENGTH_CELL_KEY", "cell_from_point", "customdata", "declare", "drill_spec",
-    "group_keys", "length_fixed", "point_values",
-]  # fmt: skip
+    "FRAME_KEY",
+    "LENGTH_CELL_KEY",
+    "cell_from_point",
+    "customdata",
+    "declare",
+    "drill_spec",
+    "group_keys",
+    "length_fixed",
+    "point_values",
+]
 
 #: The cell entry naming the prediction frame (not a column: filtered out of the label).
 FRAME_KEY = "_frame"
@@ -109,8 +116,9 @@ def length_fixed(frame: pd.DataFrame) -> dict[str, str]:
 
 def drill_spec(fig: Any) -> dict[str, Any] | None:
     """The figure's drill-down declaration (None when it declares none)."""
-    meta = fig.layout.meta if isinstance(fig, go.Figure) else (fig or {}).get("layout", {}).get(
-        "meta")  # fmt: skip
+    meta = (
+        fig.layout.meta if isinstance(fig, go.Figure) else (fig or {}).get("layout", {}).get("meta")
+    )
     if isinstance(meta, Mapping) and isinstance(meta.get("drill"), Mapping):
         return dict(meta["drill"])
     return None

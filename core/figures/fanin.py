@@ -63,60 +63,75 @@ CRUX_DEFAULT_RETRIEVERS = ("lexical", "oracle")
 CRUX_DEFAULT_KS = (1, 3, 5)
 #: Pearson points: one per (system, fan-in bucket) as seed 003 Fig. 3, or per exact fan-in.
 POINTS = Param(
-    "points", str, "bucket",
+    "points",
+    str,
+    "bucket",
     "Pearson r points: one per (system, fan-in bucket) as the paper's Figure 3 "
     "('method-fan-in pairs'), or per (system, exact fan_in)",
-    choices=("bucket", "fan_in"), section="seed 003 §6.1, Fig. 3",
-)  # fmt: skip
+    choices=("bucket", "fan_in"),
+    section="seed 003 §6.1, Fig. 3",
+)
 #: Add the oracle's points to Pearson r (off: ER = EP = 1 by construction, not in Fig. 3).
 R_INCLUDE_ORACLE = Param(
-    "r_include_oracle", bool, False,
+    "r_include_oracle",
+    bool,
+    False,
     "include the oracle condition's points in Pearson r (its pack is the gold evidence: "
     "ER = EP = 1 by construction; Figure 3 leaves it out)",
     section="seed 003 Fig. 3, Table 4",
-)  # fmt: skip
+)
 #: Add full-context points (pack = cited passages) to Pearson r (off: not in Fig. 3).
 R_INCLUDE_FULL_CONTEXT = Param(
-    "r_include_full_context", bool, False,
+    "r_include_full_context",
+    bool,
+    False,
     "include full-context points in Pearson r (pack = cited passages; Figure 3 has no "
     "long-context points: that baseline has no compact evidence pack)",
     section="seed 003 §5, Fig. 3, Table 4",
-)  # fmt: skip
+)
 #: Where AC / ER / EP come from: the proxies (default) or AuthTrace's judges (issue 20 item 2).
 SCORE_SOURCE = Param(
-    "score_source", str, "proxy",
+    "score_source",
+    str,
+    "proxy",
     "where AC, ER and EP come from: 'proxy' (AC = 100 x the score field, ER / EP over passage "
     "ids) or 'judged' (AC = 0-3 claim rubric / 3 x 100, ER / EP from segment judgments of the "
     "authtrace-correctness and authtrace-evidence judge runs; a prediction without a judged AC "
     "is counted in missing)",
-    choices=("proxy", "judged"), section="seed 003 §3, App. K",
-)  # fmt: skip
+    choices=("proxy", "judged"),
+    section="seed 003 §3, App. K",
+)
 #: Retriever families of the CRUX views (the option ``retrievers`` when this one is unset).
 CRUX_RETRIEVERS = replace(
     retriever_param().many(CRUX_DEFAULT_RETRIEVERS, "retriever families of the CRUX views"),
     name="crux_retrievers",
-)  # fmt: skip
+)
 #: Context sizes k of the CRUX views (the option ``ks`` when this one is unset).
-CRUX_KS = replace(TOP_K.many(CRUX_DEFAULT_KS, "context sizes k of the CRUX views"),
-                  name="crux_ks")  # fmt: skip
+CRUX_KS = replace(TOP_K.many(CRUX_DEFAULT_KS, "context sizes k of the CRUX views"), name="crux_ks")
 #: Whose stored 0-5 answerability ratings CRUX uses (None: derived from gold).
-JUDGE = Param("judge", str, None, "judge whose answerability ratings CRUX uses",
-              section="seed 002 §3.1")  # fmt: skip
+JUDGE = Param(
+    "judge", str, None, "judge whose answerability ratings CRUX uses", section="seed 002 §3.1"
+)
 #: CRUX answerability threshold on the 0-5 rating scale.
 ETA = Param(
-    "eta", int, CRUX_ETA,
+    "eta",
+    int,
+    CRUX_ETA,
     "CRUX answerability threshold eta: a passage answers a sub-question when its judged 0-5 "
     "rating is >= eta (the paper's default 3; its §4.4 repeats the analysis at 5); no effect "
     "on answerability derived from gold evidence",
-    choices=(1, 2, 3, 4, 5), section="seed 002 eq. 2, fn. 3, §4.4",
-)  # fmt: skip
+    choices=(1, 2, 3, 4, 5),
+    section="seed 002 eq. 2, fn. 3, §4.4",
+)
 #: Also score CRUX contexts of k = |Z*| chunks per instance.
 CRUX_K_REQUIRED = Param(
-    "crux_k_required", bool, False,
+    "crux_k_required",
+    bool,
+    False,
     "also score the context of k = |Z*| chunks per instance: top-k set to the size of the "
     "required subset Z* (greedy set cover of the answerable sub-questions by gold passages)",
     section="seed 002 §4.2, §4.4",
-)  # fmt: skip
+)
 
 _DASH = ("solid", "dash", "dot", "dashdot", "longdash")
 
@@ -142,20 +157,35 @@ def fanin_degradation_figure(
         color = color_for(cond, "condition")
         dash = _DASH[runs.index(d["run"].iloc[0]) % len(_DASH)]
         label = _label(str(system), n_runs)
-        fig.add_trace(go.Scatter(
-            x=np.concatenate([d["fan_in"], d["fan_in"][::-1]]),
-            y=np.concatenate([d["ac_ci_high"], d["ac_ci_low"][::-1]]),
-            fill="toself", fillcolor=color, opacity=0.15, line={"width": 0},
-            hoverinfo="skip", showlegend=False, legendgroup=label,
-        ))  # fmt: skip
-        fig.add_trace(go.Scatter(
-            x=d["fan_in"], y=d["ac"], mode="lines+markers", name=label, legendgroup=label,
-            line={"color": color, "dash": dash},
-            customdata=drill.customdata(d, _FANIN_KEYS, "n"),
-            text=[f"n={n}{_gone(m)}, ER={_pct(e)}, EP={_pct(p)}" for n, m, e, p in
-                  zip(d["n"], d["missing"], d["er"], d["ep"], strict=True)],
-            hovertemplate="fan-in %{x}: AC %{y:.1f} (%{text})<extra>" + label + "</extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=np.concatenate([d["fan_in"], d["fan_in"][::-1]]),
+                y=np.concatenate([d["ac_ci_high"], d["ac_ci_low"][::-1]]),
+                fill="toself",
+                fillcolor=color,
+                opacity=0.15,
+                line={"width": 0},
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=label,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=d["fan_in"],
+                y=d["ac"],
+                mode="lines+markers",
+                name=label,
+                legendgroup=label,
+                line={"color": color, "dash": dash},
+                customdata=drill.customdata(d, _FANIN_KEYS, "n"),
+                text=[
+                    f"n={n}{_gone(m)}, ER={_pct(e)}, EP={_pct(p)}"
+                    for n, m, e, p in zip(d["n"], d["missing"], d["er"], d["ep"], strict=True)
+                ],
+                hovertemplate="fan-in %{x}: AC %{y:.1f} (%{text})<extra>" + label + "</extra>",
+            )
+        )
     fig.update_xaxes(title_text="fan-in (distinct gold documents)", dtick=1)
     fig.update_yaxes(title_text=_ac_title(res, score_field), range=[0, 102])
     fig.update_layout(legend_title_text="system", margin={"t": 30})
@@ -175,9 +205,13 @@ def _gone(missing: int) -> str:
 
 
 #: What each score field is, in an axis title (a proxy names what it plots).
-_SCORE_NAMES = {"f1_relaxed": "answer F1", "f1_strict": "answer F1, strict",
-                "em_relaxed": "answer EM", "em_strict": "answer EM, strict",
-                "ev_f1": "evidence F1"}  # fmt: skip
+_SCORE_NAMES = {
+    "f1_relaxed": "answer F1",
+    "f1_strict": "answer F1, strict",
+    "em_relaxed": "answer EM",
+    "em_strict": "answer EM, strict",
+    "ev_f1": "evidence F1",
+}
 
 
 def _ac_title(res: FaninResult, score_field: str | None = None) -> str:
@@ -211,42 +245,72 @@ def fanin_scatter_figure(res: FaninResult) -> tuple[go.Figure, pd.DataFrame]:
     """
     corr = res.correlation
     level = corr["points_level"]
-    pts = pd.DataFrame(corr["points"], columns=["system", "run", "condition", level, "n", "ac",
-                                                "er", "ep"])  # fmt: skip
+    pts = pd.DataFrame(
+        corr["points"], columns=["system", "run", "condition", level, "n", "ac", "er", "ep"]
+    )
     what = "bucket" if level == "bucket" else "fan-in"
     titles = []
     for key, name in (("er_ac", "ER"), ("ep_ac", "EP")):
         c = corr[key]
-        titles.append(f"{name}-AC: r = {_num(c['r'])} [{_num(c['ci_low'])}, {_num(c['ci_high'])}]"
-                      f",<br>{c['n']} (system, {what}) points")  # fmt: skip
+        titles.append(
+            f"{name}-AC: r = {_num(c['r'])} [{_num(c['ci_low'])}, {_num(c['ci_high'])}]"
+            f",<br>{c['n']} (system, {what}) points"
+        )
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, shared_yaxes=True)
     n_runs = len({s.rpartition(":")[0] for s in pts["system"]})
     for col, (key, metric) in enumerate((("er_ac", "er"), ("ep_ac", "ep")), start=1):
         for system, d in pts.groupby("system", sort=False):
             cond = str(system).rpartition(":")[2]
-            fig.add_trace(go.Scatter(
-                x=100 * d[metric], y=d["ac"], mode="markers+text", name=_label(system, n_runs),
-                legendgroup=str(system), showlegend=col == 1,
-                marker={"color": color_for(cond, "condition"), "size": 9},
-                text=[str(v) for v in d[level]], textposition="top center",
-                customdata=d["n"],
-                hovertemplate=_er_title(metric, res) + " %{x:.1f}, " + _ac_title(res)
-                + " %{y:.1f} (n=%{customdata})<extra>%{text}</extra>",
-            ), row=1, col=col)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=100 * d[metric],
+                    y=d["ac"],
+                    mode="markers+text",
+                    name=_label(system, n_runs),
+                    legendgroup=str(system),
+                    showlegend=col == 1,
+                    marker={"color": color_for(cond, "condition"), "size": 9},
+                    text=[str(v) for v in d[level]],
+                    textposition="top center",
+                    customdata=d["n"],
+                    hovertemplate=_er_title(metric, res)
+                    + " %{x:.1f}, "
+                    + _ac_title(res)
+                    + " %{y:.1f} (n=%{customdata})<extra>%{text}</extra>",
+                ),
+                row=1,
+                col=col,
+            )
         c = corr[key]
         if not math.isnan(c["slope"]):
             xs = np.array([pts[metric].min(), pts[metric].max()])
-            fig.add_trace(go.Scatter(
-                x=100 * xs, y=c["intercept"] + c["slope"] * xs, mode="lines",
-                line={"color": REFERENCE_COLOR, "dash": "dash"}, showlegend=False, hoverinfo="skip",
-            ), row=1, col=col)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=100 * xs,
+                    y=c["intercept"] + c["slope"] * xs,
+                    mode="lines",
+                    line={"color": REFERENCE_COLOR, "dash": "dash"},
+                    showlegend=False,
+                    hoverinfo="skip",
+                ),
+                row=1,
+                col=col,
+            )
         fig.update_xaxes(title_text=_er_title(metric, res), range=[-2, 102], row=1, col=col)
     fig.update_yaxes(title_text=_ac_title(res), range=[0, 102], row=1, col=1)
     _note(fig, correlation_note(corr))
     # the note sits under the panels, so the legend goes inside (top left of the ER panel)
-    fig.update_layout(legend_title_text="system", margin={"t": 60},
-                      legend={"x": 0.01, "xanchor": "left", "y": 0.99, "yanchor": "top",
-                              "bgcolor": "rgba(255,255,255,0.7)"})
+    fig.update_layout(
+        legend_title_text="system",
+        margin={"t": 60},
+        legend={
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 0.99,
+            "yanchor": "top",
+            "bgcolor": "rgba(255,255,255,0.7)",
+        },
+    )
     return fig, pts
 
 
@@ -254,9 +318,17 @@ def _note(fig: go.Figure, text: str, width: int = 110) -> None:
     """A wrapped note under the plot (kept in every export: it is part of the figure)."""
     lines = textwrap.wrap(html.escape(text), width)
     fig.add_annotation(
-        text="<br>".join(lines), showarrow=False, xref="paper", yref="paper", x=0.0, y=-0.2,
-        xanchor="left", yanchor="top", align="left", font={"size": 11},
-    )  # fmt: skip
+        text="<br>".join(lines),
+        showarrow=False,
+        xref="paper",
+        yref="paper",
+        x=0.0,
+        y=-0.2,
+        xanchor="left",
+        yanchor="top",
+        align="left",
+        font={"size": 11},
+    )
     fig.update_layout(margin={"b": 80 + 16 * len(lines)})
 
 
@@ -272,27 +344,39 @@ def fanin_degradation_table(res: FaninResult) -> pd.DataFrame:
     """
     d = res.degradation.merge(
         res.attribution[["system", "n", "missing", "n_failures", "n_low_er", "share"]],
-        on="system", how="left",
-    )  # fmt: skip
-    out = pd.DataFrame({
-        "run": d["run"], "condition": d["condition"], "model": d["model"],
-        "n": d["n"], "missing": d["missing"],
-        "AC proxy single": d["ac_single"].round(1), "n single": d["n_single"],
-        "missing single": d["missing_single"],
-        "AC proxy high": d["ac_high"].round(1), "n high": d["n_high"],
-        "missing high": d["missing_high"],
-        "rel. drop %": (100 * d["rel_degradation"]).round(1),
-        "CI low %": (100 * d["rel_ci_low"]).round(1),
-        "CI high %": (100 * d["rel_ci_high"]).round(1),
-        "oracle drop %": (100 * d["oracle_rel_degradation"]).round(1),
-        "construction loss pp": d["construction_loss_pp"].round(1),
-        "failures (AC<33)": d["n_failures"],
-        "with ER id-overlap<50% %": (100 * d["share"]).round(1),
-    })  # fmt: skip
+        on="system",
+        how="left",
+    )
+    out = pd.DataFrame(
+        {
+            "run": d["run"],
+            "condition": d["condition"],
+            "model": d["model"],
+            "n": d["n"],
+            "missing": d["missing"],
+            "AC proxy single": d["ac_single"].round(1),
+            "n single": d["n_single"],
+            "missing single": d["missing_single"],
+            "AC proxy high": d["ac_high"].round(1),
+            "n high": d["n_high"],
+            "missing high": d["missing_high"],
+            "rel. drop %": (100 * d["rel_degradation"]).round(1),
+            "CI low %": (100 * d["rel_ci_low"]).round(1),
+            "CI high %": (100 * d["rel_ci_high"]).round(1),
+            "oracle drop %": (100 * d["oracle_rel_degradation"]).round(1),
+            "construction loss pp": d["construction_loss_pp"].round(1),
+            "failures (AC<33)": d["n_failures"],
+            "with ER id-overlap<50% %": (100 * d["share"]).round(1),
+        }
+    )
     if res.source == "judged":
-        out = out.rename(columns={"AC proxy single": "AC judged single",
-                                  "AC proxy high": "AC judged high",
-                                  "with ER id-overlap<50% %": "with ER judged<50% %"})  # fmt: skip
+        out = out.rename(
+            columns={
+                "AC proxy single": "AC judged single",
+                "AC proxy high": "AC judged high",
+                "with ER id-overlap<50% %": "with ER judged<50% %",
+            }
+        )
     return out
 
 
@@ -351,27 +435,49 @@ def crux_coverage_figure(res: CruxResult) -> tuple[go.Figure, pd.DataFrame]:
     for name, d in agg.groupby("retriever", sort=False):
         xs = [str(k) for k in d["k"]] if categorical else d["k"]
         for col, (metric, _) in enumerate(panels, start=1):
-            fig.add_trace(go.Scatter(
-                x=xs, y=d[metric], mode="lines+markers", name=str(name),
-                legendgroup=str(name), showlegend=col == 1,
-                line={"color": color_for(name, "retriever", names),
-                      "dash": "dot" if name == "oracle" else "solid"},
-                error_y={"type": "data", "symmetric": False,
-                         "array": d[f"{metric}_ci_high"] - d[metric],
-                         "arrayminus": d[metric] - d[f"{metric}_ci_low"]},
-                customdata=d["k_mean"],
-                hovertemplate="k=%{x} (mean %{customdata:.1f} chunks): %{y:.3f}<extra>"
-                + str(name) + "</extra>",
-            ), row=1, col=col)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=d[metric],
+                    mode="lines+markers",
+                    name=str(name),
+                    legendgroup=str(name),
+                    showlegend=col == 1,
+                    line={
+                        "color": color_for(name, "retriever", names),
+                        "dash": "dot" if name == "oracle" else "solid",
+                    },
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": d[f"{metric}_ci_high"] - d[metric],
+                        "arrayminus": d[metric] - d[f"{metric}_ci_low"],
+                    },
+                    customdata=d["k_mean"],
+                    hovertemplate="k=%{x} (mean %{customdata:.1f} chunks): %{y:.3f}<extra>"
+                    + str(name)
+                    + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
     if categorical:
         order = [str(k) for k in dict.fromkeys(agg["k"]) if k != K_REQUIRED] + [K_REQUIRED]
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=order)
     fig.update_xaxes(title_text="k (chunks)")
     fig.update_yaxes(rangemode="tozero")
     # the note under the panels names the answerability source; the legend goes inside
-    fig.update_layout(legend_title_text=f"retriever (eta = {res.eta:g})", margin={"t": 40},
-                      legend={"x": 0.01, "xanchor": "left", "y": 0.99, "yanchor": "top",
-                              "bgcolor": "rgba(255,255,255,0.7)"})
+    fig.update_layout(
+        legend_title_text=f"retriever (eta = {res.eta:g})",
+        margin={"t": 40},
+        legend={
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 0.99,
+            "yanchor": "top",
+            "bgcolor": "rgba(255,255,255,0.7)",
+        },
+    )
     titled(fig, y="mean score", legend_below=False)
     _note(fig, res.note, width=130)
     return fig, agg

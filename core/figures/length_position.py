@@ -56,16 +56,25 @@ CONDITION_LABELS = {
 
 #: Contextual conditions of the ONCU views.
 CONDITIONS_OPTION = Param(
-    "conditions", str, ONCU_CONDITIONS, "contextual conditions of the ONCU views",
-    choices=tuple(CONDITIONS), multiple=True, section="SPEC §6.5",
-)  # fmt: skip
+    "conditions",
+    str,
+    ONCU_CONDITIONS,
+    "contextual conditions of the ONCU views",
+    choices=tuple(CONDITIONS),
+    multiple=True,
+    section="SPEC §6.5",
+)
 
 
 #: Metadata cells of an ONCU group.
 GROUP_KEY = Param(
-    "group_key", str, DEFAULT_GROUP_KEY, "metadata cells that define an ONCU group. "
-    + LENGTH_RULE, multiple=True, section="SPEC §6.5; seed 000 §3.3; issue 15 item 6",
-)  # fmt: skip
+    "group_key",
+    str,
+    DEFAULT_GROUP_KEY,
+    "metadata cells that define an ONCU group. " + LENGTH_RULE,
+    multiple=True,
+    section="SPEC §6.5; seed 000 §3.3; issue 15 item 6",
+)
 
 
 def condition_order(df: pd.DataFrame, col: str = "condition") -> pd.DataFrame:
@@ -74,9 +83,12 @@ def condition_order(df: pd.DataFrame, col: str = "condition") -> pd.DataFrame:
     if df.empty or col not in df.columns:
         return df
     key = df[col].map(lambda c: rank.get(c, len(rank)))
-    return df.assign(_k=key).sort_values(["_k"] + [c for c in ("run",) if c in df]).drop(
-        columns="_k"
-    ).reset_index(drop=True)  # fmt: skip
+    return (
+        df.assign(_k=key)
+        .sort_values(["_k"] + [c for c in ("run",) if c in df])
+        .drop(columns="_k")
+        .reset_index(drop=True)
+    )
 
 
 #: Drill-downs of these figures list plain-condition predictions only (no intervention rows).
@@ -126,11 +138,20 @@ def length_position_table(
     length bucket where the auto rule bucketed, see ``length_cell``); ``missing`` counts the
     NaN-scored predictions among ``n``.
     """
-    g = oncu_groups_table(df, score_field=score_field, conditions=conditions,
-                          group_key=group_key)  # fmt: skip
-    cols = ["run", "condition", "context_length", "evidence_position", "oncu_clipped",
-            "oncu_raw", "valid_groups", "total_groups", "n", "missing",
-            "length_cell"]  # fmt: skip
+    g = oncu_groups_table(df, score_field=score_field, conditions=conditions, group_key=group_key)
+    cols = [
+        "run",
+        "condition",
+        "context_length",
+        "evidence_position",
+        "oncu_clipped",
+        "oncu_raw",
+        "valid_groups",
+        "total_groups",
+        "n",
+        "missing",
+        "length_cell",
+    ]
     if g.empty or "context_length" not in g.columns or "evidence_position" not in g.columns:
         return pd.DataFrame(columns=cols)
     keys = ["run", "condition", "context_length", "evidence_position"]
@@ -165,8 +186,9 @@ def oncu_heatmap_figure(
     group_key: Sequence[str] = GROUP_KEY.default,
 ) -> tuple[go.Figure, pd.DataFrame]:
     """Heatmap panels (one per contextual condition) of clipped ONCU, length x position."""
-    t = length_position_table(df, score_field=score_field, conditions=conditions,
-                              group_key=group_key)
+    t = length_position_table(
+        df, score_field=score_field, conditions=conditions, group_key=group_key
+    )
     if t.empty:
         return empty_figure("No valid ONCU groups for this selection"), t
     run = str(t["run"].iloc[0])
@@ -174,35 +196,53 @@ def oncu_heatmap_figure(
     conds = [c for c in CONDITIONS if c in set(t1["condition"])]
     positions = _position_order(t1["evidence_position"])
     lengths = sorted(set(t1["context_length"].dropna().astype(int)))
-    fig = make_subplots(rows=1, cols=len(conds), shared_yaxes=True,
-                        subplot_titles=[CONDITION_LABELS.get(c, c) for c in conds])  # fmt: skip
+    fig = make_subplots(
+        rows=1,
+        cols=len(conds),
+        shared_yaxes=True,
+        subplot_titles=[CONDITION_LABELS.get(c, c) for c in conds],
+    )
     for i, cond in enumerate(conds, start=1):
         d = t1[t1["condition"] == cond]
-        z = d.pivot_table(index="context_length", columns="evidence_position",
-                          values="oncu_clipped", aggfunc="mean")  # fmt: skip
+        z = d.pivot_table(
+            index="context_length",
+            columns="evidence_position",
+            values="oncu_clipped",
+            aggfunc="mean",
+        )
         z = z.reindex(index=lengths, columns=positions)
-        cells = d.assign(context_length=d["context_length"].astype(int),
-                         evidence_position=d["evidence_position"].astype(str)).set_index(
-            ["context_length", "evidence_position"])
-        custom = [[_heat_cell(cells, run, cond, n, pos) for pos in positions]
-                  for n in lengths]  # fmt: skip
+        cells = d.assign(
+            context_length=d["context_length"].astype(int),
+            evidence_position=d["evidence_position"].astype(str),
+        ).set_index(["context_length", "evidence_position"])
+        custom = [[_heat_cell(cells, run, cond, n, pos) for pos in positions] for n in lengths]
         fig.add_trace(
             go.Heatmap(
-                z=z.to_numpy(float), x=positions, y=[f"{n:,}" for n in lengths],
+                z=z.to_numpy(float),
+                x=positions,
+                y=[f"{n:,}" for n in lengths],
                 customdata=custom,
-                zmin=0, zmax=1, colorscale="Viridis", showscale=i == len(conds),
+                zmin=0,
+                zmax=1,
+                colorscale="Viridis",
+                showscale=i == len(conds),
                 colorbar={"title": "ONCU"},
                 hovertemplate="length %{y}, position %{x}: %{z:.3f}<extra></extra>",
             ),
-            row=1, col=i,
-        )  # fmt: skip
+            row=1,
+            col=i,
+        )
     bucketed = "length_cell" in t1.columns and (t1["length_cell"] == "bucket").any()
-    fig.update_yaxes(title_text="context length bucket (tokens)" if bucketed
-                     else "context length (tokens)", row=1, col=1)
+    fig.update_yaxes(
+        title_text="context length bucket (tokens)" if bucketed else "context length (tokens)",
+        row=1,
+        col=1,
+    )
     # every panel: the same rows in the same order (a length missing from one panel is an
     # empty row there, never a shifted one), labelled as in the hovers and the tables
-    fig.update_yaxes(type="category", categoryorder="array",
-                     categoryarray=[f"{n:,}" for n in lengths])  # fmt: skip
+    fig.update_yaxes(
+        type="category", categoryorder="array", categoryarray=[f"{n:,}" for n in lengths]
+    )
     fig.update_layout(margin={"t": 40}, title_text=f"run {run}" if t["run"].nunique() > 1 else None)
     titled(fig, "evidence position", legend_below=False)
     drill.declare(fig, _HEAT_KEYS, fixed=PLAIN | drill.length_fixed(t1))
@@ -228,8 +268,9 @@ def oncu_length_curves_figure(
     group_key: Sequence[str] = GROUP_KEY.default,
 ) -> tuple[go.Figure, pd.DataFrame]:
     """Per-length curves of clipped ONCU over evidence position."""
-    t = length_position_table(df, score_field=score_field, conditions=conditions,
-                              group_key=group_key)
+    t = length_position_table(
+        df, score_field=score_field, conditions=conditions, group_key=group_key
+    )
     if t.empty:
         return empty_figure("No valid ONCU groups for this selection"), t
     positions = _position_order(t["evidence_position"])
@@ -239,8 +280,13 @@ def oncu_length_curves_figure(
     ncols = min(len(runs), 2)
     nrows = -(-len(runs) // ncols)
     # positions labelled under the bottom row only: a run's title is not on the ticks above it
-    fig = make_subplots(rows=nrows, cols=ncols, shared_xaxes=True, vertical_spacing=0.4 / nrows,
-                        subplot_titles=runs if len(runs) > 1 else None)  # fmt: skip
+    fig = make_subplots(
+        rows=nrows,
+        cols=ncols,
+        shared_xaxes=True,
+        vertical_spacing=0.4 / nrows,
+        subplot_titles=runs if len(runs) > 1 else None,
+    )
     shown: set[str] = set()  # one legend entry per length · condition
     for (run, cond), d in t.groupby(["run", "condition"], sort=False):
         row, col = divmod(runs.index(str(run)), ncols)
@@ -249,22 +295,31 @@ def oncu_length_curves_figure(
             label = f"{n:,} · {CONDITION_LABELS.get(cond, cond)}"
             fig.add_trace(
                 go.Scatter(
-                    x=positions, y=e["oncu_clipped"], mode="lines+markers", name=label,
-                    legendgroup=label, showlegend=label not in shown,
-                    line={"color": color_for(n, "length", lengths),
-                          "dash": "solid" if cond == "full_context" else "dash"},
+                    x=positions,
+                    y=e["oncu_clipped"],
+                    mode="lines+markers",
+                    name=label,
+                    legendgroup=label,
+                    showlegend=label not in shown,
+                    line={
+                        "color": color_for(n, "length", lengths),
+                        "dash": "solid" if cond == "full_context" else "dash",
+                    },
                     hovertemplate=f"{run} · {label}<br>%{{x}}: %{{y:.3f}}<extra></extra>",
                 ),
-                row=row + 1, col=col + 1,
-            )  # fmt: skip
+                row=row + 1,
+                col=col + 1,
+            )
             shown.add(label)
     fig.update_xaxes(categoryorder="array", categoryarray=positions)
     if len(runs) % ncols:  # an odd last row: the panel over the gap keeps its labels
         fig.update_xaxes(showticklabels=True, row=nrows - 1, col=ncols)
     fig.update_yaxes(range=[0, 1.05])
     bottom_left = (nrows - 1) * ncols + 1  # the shared x title under the bottom-left panel
-    fig.update_layout({f"xaxis{bottom_left if bottom_left > 1 else ''}_title_text":
-                       "evidence position"}, yaxis_title_text="clipped ONCU")  # fmt: skip
+    fig.update_layout(
+        {f"xaxis{bottom_left if bottom_left > 1 else ''}_title_text": "evidence position"},
+        yaxis_title_text="clipped ONCU",
+    )
     fig.update_layout(margin={"t": 30}, legend_title_text="length · condition")
     titled(fig)
     return fig, t
@@ -273,11 +328,15 @@ def oncu_length_curves_figure(
 # ------------------------------------------------------ scaling statistics (SPEC §6.7)
 #: The distance term of the scaling regression.
 SCALING_DISTANCE = Param(
-    "scaling_distance", str, "middle", "distance term of the scaling OLS: middle = "
+    "scaling_distance",
+    str,
+    "middle",
+    "distance term of the scaling OLS: middle = "
     "|position fraction - 0.5| (default); end = 1 - position fraction, the published "
     "specification (collinear with the position term: the pseudo-inverse splits the slope)",
-    choices=SCALING_DISTANCES, section="SPEC §6.7; seed 000 Table 30",
-)  # fmt: skip
+    choices=SCALING_DISTANCES,
+    section="SPEC §6.7; seed 000 Table 30",
+)
 
 
 def scaling_length_table(report: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -136,31 +136,47 @@ _contrast.__name__ = "contrast"
 
 #: Paired condition contrasts (a - b).
 CONTRASTS = Param(
-    "contrasts", _contrast, DEFAULT_CONTRASTS,  # type: ignore[arg-type]
-    "paired contrasts a - b (pairs, or a-b text)", multiple=True, section="SPEC §6.6",
-)  # fmt: skip
+    "contrasts",
+    _contrast,
+    DEFAULT_CONTRASTS,  # type: ignore[arg-type]
+    "paired contrasts a - b (pairs, or a-b text)",
+    multiple=True,
+    section="SPEC §6.6",
+)
 #: Per-example bootstrap CIs and their estimator: auto, true, resample, multinomial, false.
 CI = Param(
-    "ci", str, "auto", "per-example bootstrap CIs: auto/true (index resampling up to "
+    "ci",
+    str,
+    "auto",
+    "per-example bootstrap CIs: auto/true (index resampling up to "
     f"{RESAMPLE_MAX:,} examples a cell, multinomial counts of distinct values above: the same "
     "distribution), resample (index resampling everywhere, the published estimator), "
-    "multinomial, or false", section="SPEC §6.6; issue 17 item 6",
+    "multinomial, or false",
+    section="SPEC §6.6; issue 17 item 6",
     validate=lambda v: _ci_mode(v),
-)  # fmt: skip
+)
 #: The p of a paired contrast (issue 34 item 4).
 P_TEST = Param(
-    "p_test", str, "normal", "p of a paired contrast: normal = erfc(|z| / sqrt 2), z = mean(d) "
+    "p_test",
+    str,
+    "normal",
+    "p of a paired contrast: normal = erfc(|z| / sqrt 2), z = mean(d) "
     "/ (sd(d) / sqrt n), as published (default); bootstrap = 2 min(P(d* >= 0), P(d* <= 0)) "
     "over the resampled mean differences. Holm adjusted across the table's family",
-    choices=P_TESTS, section="SPEC §6.6; seed 000 §7.6, Table 29; issue 34 item 4",
-)  # fmt: skip
+    choices=P_TESTS,
+    section="SPEC §6.6; seed 000 §7.6, Table 29; issue 34 item 4",
+)
 #: The p of an OLS term (issue 34 item 4).
 OLS_P_TEST = Param(
-    "ols_p_test", str, "normal", "p of an OLS term: normal = erfc(|coef / SE| / sqrt 2), as "
+    "ols_p_test",
+    str,
+    "normal",
+    "p of an OLS term: normal = erfc(|coef / SE| / sqrt 2), as "
     "published (default); t = Student's t over n - rank degrees of freedom (statsmodels). "
     "Benjamini-Hochberg adjusted across the regression table's rows",
-    choices=OLS_P_TESTS, section="SPEC §6.6; seed 000 §7.6, Table 30; issue 34 item 4",
-)  # fmt: skip
+    choices=OLS_P_TESTS,
+    section="SPEC §6.6; seed 000 §7.6, Table 30; issue 34 item 4",
+)
 _COLORS = CONDITION_COLORS
 _LABEL_COLORS = {
     "success": GREEN,
@@ -217,16 +233,26 @@ def condition_matrix_table(
     ci = method is not None
     out = sample_level_means(df, ci=ci, n_resamples=n_resamples, ci_method=method or "auto")
     if not ci:
-        counts = ("run", "model", "dataset", "condition", "n", "missing", "n_parse_error",
-                  "ci_method")  # fmt: skip
+        counts = (
+            "run",
+            "model",
+            "dataset",
+            "condition",
+            "n",
+            "missing",
+            "n_parse_error",
+            "ci_method",
+        )
         for col in [c for c in out.columns if c not in counts]:
             out[f"{col}_ci_low"] = np.nan
             out[f"{col}_ci_high"] = np.nan
     if "title_grounding" in df.columns and not out.empty:  # NaN without gold titles: counted
         keys = [k for k in ("run", "condition") if k in df.columns and k in out.columns]
         scored = df["title_grounding"].notna().groupby([df[k] for k in keys]).sum()
-        out["title_grounding_n"] = [int(scored.get(tuple(r) if len(keys) > 1 else r[0], 0))
-                                    for r in out[keys].itertuples(index=False)]  # fmt: skip
+        out["title_grounding_n"] = [
+            int(scored.get(tuple(r) if len(keys) > 1 else r[0], 0))
+            for r in out[keys].itertuples(index=False)
+        ]
     return condition_order(out)
 
 
@@ -240,15 +266,26 @@ def condition_matrix_figure(
     """Grouped bars of the answer score and evidence F1 per condition, runs side by side."""
     field = score_field
     t = condition_matrix_table(df, ci=ci, n_resamples=n_resamples)
-    cols = ["run", "condition", "n", field, f"{field}_ci_low", f"{field}_ci_high", "ev_f1",
-            "ev_f1_ci_low", "ev_f1_ci_high"]  # fmt: skip
+    cols = [
+        "run",
+        "condition",
+        "n",
+        field,
+        f"{field}_ci_low",
+        f"{field}_ci_high",
+        "ev_f1",
+        "ev_f1_ci_low",
+        "ev_f1_ci_high",
+    ]
     if t.empty or field not in t.columns:
         return empty_figure("No scored predictions for this selection"), pd.DataFrame(columns=cols)
     data = t[[c for c in cols if c in t.columns]].copy()
     fig = make_subplots(
-        rows=1, cols=2, subplot_titles=(_SCORE_NAMES[field], "evidence F1"),
+        rows=1,
+        cols=2,
+        subplot_titles=(_SCORE_NAMES[field], "evidence F1"),
         horizontal_spacing=0.1,
-    )  # fmt: skip
+    )
     runs = list(dict.fromkeys(data["run"]))
     for run in runs:
         d = data[data["run"] == run]
@@ -261,27 +298,44 @@ def condition_matrix_figure(
             hi = d[f"{metric}_ci_high"].to_numpy(dtype=float)
             fig.add_trace(
                 go.Bar(
-                    x=x, y=y, name=str(run), legendgroup=str(run), showlegend=col == 1,
+                    x=x,
+                    y=y,
+                    name=str(run),
+                    legendgroup=str(run),
+                    showlegend=col == 1,
                     marker_color=color_for(run, "run", runs),
-                    error_y={"type": "data", "symmetric": False, "array": hi - y,
-                             "arrayminus": y - lo},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": hi - y,
+                        "arrayminus": y - lo,
+                    },
                     customdata=drill.customdata(d, _MATRIX_KEYS, "n"),
                     # no passages shown: a citation cannot be of a shown gold passage
-                    hovertext=[" (0 by construction: no passages are shown)"
-                               if metric == "ev_f1" and c == "no_evidence" and v == 0 else ""
-                               for c, v in zip(d["condition"], y, strict=True)],
+                    hovertext=[
+                        " (0 by construction: no passages are shown)"
+                        if metric == "ev_f1" and c == "no_evidence" and v == 0
+                        else ""
+                        for c, v in zip(d["condition"], y, strict=True)
+                    ],
                     hovertemplate="%{x}: %{y:.3f}%{hovertext}<extra>" + str(run) + "</extra>",
                 ),
-                row=1, col=col,
-            )  # fmt: skip
+                row=1,
+                col=col,
+            )
     fig.update_yaxes(range=[0, 1.05])
     # two-word labels on two lines: four of them fit a column-wide panel unrotated
     labels = list(dict.fromkeys(CONDITION_LABELS.get(c, c) for c in data["condition"]))
-    fig.update_xaxes(tickmode="array", tickvals=labels, tickangle=0,
-                     ticktext=[label.replace(" ", "<br>") for label in labels])  # fmt: skip
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=labels,
+        tickangle=0,
+        ticktext=[label.replace(" ", "<br>") for label in labels],
+    )
     # one run: no one-entry legend taking space (its name is in the hover text and the data)
-    fig.update_layout(barmode="group", legend_title_text="run", margin={"t": 40},
-                      showlegend=len(runs) > 1)  # fmt: skip
+    fig.update_layout(
+        barmode="group", legend_title_text="run", margin={"t": 40}, showlegend=len(runs) > 1
+    )
     titled(fig, "condition", "mean score (95% CI)")
     drill.declare(fig, _MATRIX_KEYS, fixed=PLAIN)
     return fig, data
@@ -302,17 +356,43 @@ def oncu_summary_table(
     (NaN-scored predictions, skipped), the key that ran (``group_key``, ``length_cell``), the
     valid groups' size distribution, ``small_group_warning`` and ``coarser_group_key``.
     """
-    cols = ["run", "model", "dataset", "condition", "valid_groups", "total_groups",
-            "oncu_clipped", "oncu_ci_low", "oncu_ci_high", "oncu_raw_mean", "oncu_weighted",
-            "n_above_oracle", "n_below_baseline", "invalid_reasons", "s_none", "s_oracle", "s_c",
-            "n", "missing", "group_key", "length_cell", "group_sizes", "median_group_size",
-            "small_groups", "small_group_warning", "coarser_group_key"]  # fmt: skip
+    cols = [
+        "run",
+        "model",
+        "dataset",
+        "condition",
+        "valid_groups",
+        "total_groups",
+        "oncu_clipped",
+        "oncu_ci_low",
+        "oncu_ci_high",
+        "oncu_raw_mean",
+        "oncu_weighted",
+        "n_above_oracle",
+        "n_below_baseline",
+        "invalid_reasons",
+        "s_none",
+        "s_oracle",
+        "s_c",
+        "n",
+        "missing",
+        "group_key",
+        "length_cell",
+        "group_sizes",
+        "median_group_size",
+        "small_groups",
+        "small_group_warning",
+        "coarser_group_key",
+    ]
     if df.empty:
         return pd.DataFrame(columns=cols)
     s = oncu_summary(
-        df, score_field=score_field, conditions=tuple(conditions), n_resamples=n_resamples,
+        df,
+        score_field=score_field,
+        conditions=tuple(conditions),
+        n_resamples=n_resamples,
         group_key=tuple(group_key),
-    )  # fmt: skip
+    )
     return condition_order(s[[c for c in cols if c in s.columns]])
 
 
@@ -344,11 +424,28 @@ def oncu_audit_figure(
     hi = float(max(1.1, np.nanmax(pts["oncu_raw"]) + 0.05))
     fig.add_vrect(x0=0, x1=1, fillcolor=GREEN, opacity=0.08, line_width=0)
     fig.add_trace(
-        go.Scatter(x=[lo, 0, 1, hi], y=[0, 0, 1, 1], mode="lines", name="clip(x, 0, 1)",
-                   line={"color": REFERENCE_COLOR, "dash": "dot"}, hoverinfo="skip")
-    )  # fmt: skip
-    key_cols = [c for c in pts.columns if c in ("run", "reasoning_type", "context_length",
-                "evidence_position", "distractor_similarity", "evidence_density")]  # fmt: skip
+        go.Scatter(
+            x=[lo, 0, 1, hi],
+            y=[0, 0, 1, 1],
+            mode="lines",
+            name="clip(x, 0, 1)",
+            line={"color": REFERENCE_COLOR, "dash": "dot"},
+            hoverinfo="skip",
+        )
+    )
+    key_cols = [
+        c
+        for c in pts.columns
+        if c
+        in (
+            "run",
+            "reasoning_type",
+            "context_length",
+            "evidence_position",
+            "distractor_similarity",
+            "evidence_density",
+        )
+    ]
     symbols = {"in_band": "circle", "above_oracle": "triangle-up", "below_baseline": "x"}
     # a point is one group of one condition: run, condition and every group-key cell
     keys = drill.group_keys(pts, group_key)
@@ -356,18 +453,28 @@ def oncu_audit_figure(
         d = pts[pts["condition"] == cond]
         cells = d[key_cols].astype(str)  # one hover line per point, joined row by row
         lines = zip(*(cells[c].tolist() for c in key_cols), strict=True)
-        text = pd.Series([" | ".join(r) for r in lines], index=d.index, dtype=object) if (
-            key_cols) else cells.agg(" | ".join, axis=1)  # fmt: skip
+        text = (
+            pd.Series([" | ".join(r) for r in lines], index=d.index, dtype=object)
+            if (key_cols)
+            else cells.agg(" | ".join, axis=1)
+        )
         fig.add_trace(
             go.Scatter(
-                x=d["oncu_raw"], y=d["oncu_clipped"], mode="markers",
+                x=d["oncu_raw"],
+                y=d["oncu_clipped"],
+                mode="markers",
                 name=CONDITION_LABELS.get(cond, cond),
-                marker={"color": _COLORS.get(cond), "size": 9, "opacity": 0.75,
-                        "symbol": [symbols[s] for s in d["status"]]},
-                text=text, customdata=drill.customdata(d, keys, "n"),
+                marker={
+                    "color": _COLORS.get(cond),
+                    "size": 9,
+                    "opacity": 0.75,
+                    "symbol": [symbols[s] for s in d["status"]],
+                },
+                text=text,
+                customdata=drill.customdata(d, keys, "n"),
                 hovertemplate="raw %{x:.3f} -> clipped %{y:.3f}<br>%{text}<extra></extra>",
             )
-        )  # fmt: skip
+        )
     fig.update_xaxes(title_text="raw ONCU", range=[lo, hi], zeroline=False)
     fig.update_yaxes(title_text="clipped ONCU", range=[-0.05, 1.05])
     fig.update_layout(legend_title_text="condition", margin={"t": 30})
@@ -394,8 +501,21 @@ def contrasts_table(
     run-vs-first-run rows are a family of their own).
     """
     field = score_field
-    cols = ["run", "contrast", "score_field", "n", "mean", "ci_low", "ci_high", "effect", "p",
-            "p_test", "p_holm", "p_mcnemar", "ci_method"]  # fmt: skip
+    cols = [
+        "run",
+        "contrast",
+        "score_field",
+        "n",
+        "mean",
+        "ci_low",
+        "ci_high",
+        "effect",
+        "p",
+        "p_test",
+        "p_holm",
+        "p_mcnemar",
+        "ci_method",
+    ]
     if df.empty:
         return pd.DataFrame(columns=cols)
     pairs = contrasts or DEFAULT_CONTRASTS
@@ -408,8 +528,11 @@ def contrasts_table(
     present = set(df["condition"].unique())  # not 1,000,000 Python strings
     for a, b in pairs:
         if a in present and b in present:
-            parts.append(condition_contrast(df, a, b, score_field=field, n_resamples=n,
-                                            ci_method=method, p_test=p_test))  # fmt: skip
+            parts.append(
+                condition_contrast(
+                    df, a, b, score_field=field, n_resamples=n, ci_method=method, p_test=p_test
+                )
+            )
     parts = [p for p in parts if not p.empty]
     if parts:  # one family: the table's condition contrasts (seed 000 Table 29)
         con = pd.concat(parts, ignore_index=True)
@@ -444,10 +567,18 @@ def _run_contrasts(
             if base not in wide or other not in wide:
                 continue
             w = wide[[other, base]].dropna()
-            r = paired_contrast(w[other].to_numpy(float), w[base].to_numpy(float), n,
-                                method=method, p_test=p_test)  # fmt: skip
-            rows.append({"run": f"{other} vs {base}", "contrast": f"{cond}: {other} - {base}",
-                         "score_field": field, "p_mcnemar": math.nan} | r)  # fmt: skip
+            r = paired_contrast(
+                w[other].to_numpy(float), w[base].to_numpy(float), n, method=method, p_test=p_test
+            )
+            rows.append(
+                {
+                    "run": f"{other} vs {base}",
+                    "contrast": f"{cond}: {other} - {base}",
+                    "score_field": field,
+                    "p_mcnemar": math.nan,
+                }
+                | r
+            )
     return pd.DataFrame(rows)
 
 
@@ -472,22 +603,29 @@ def failure_figure(df: pd.DataFrame) -> tuple[go.Figure, pd.DataFrame]:
     t = failure_table(df)
     if t.empty:
         return empty_figure("No failure labels for this selection"), t
-    y = [f"{r} · {CONDITION_LABELS.get(c, c)}" for r, c in zip(t["run"], t["condition"],
-                                                                 strict=True)]  # fmt: skip
+    y = [
+        f"{r} · {CONDITION_LABELS.get(c, c)}" for r, c in zip(t["run"], t["condition"], strict=True)
+    ]
     fig = go.Figure()
     for label in FAILURE_LABELS:
         if label not in t.columns:
             continue
         fig.add_trace(
-            go.Bar(y=y, x=t[label], name=label, orientation="h",
-                   marker_color=_LABEL_COLORS.get(label),
-                   customdata=drill.customdata(
-                       t, _FAILURE_KEYS, np.rint(t[label] * t["n"] / 100.0),
-                       failure_label=label),
-                   hovertemplate="%{y}: %{x:.1f}%<extra>" + label + "</extra>")
-        )  # fmt: skip
-    fig.update_layout(barmode="stack", xaxis_title="% of predictions", margin={"t": 30},
-                      legend_title_text="label")  # fmt: skip
+            go.Bar(
+                y=y,
+                x=t[label],
+                name=label,
+                orientation="h",
+                marker_color=_LABEL_COLORS.get(label),
+                customdata=drill.customdata(
+                    t, _FAILURE_KEYS, np.rint(t[label] * t["n"] / 100.0), failure_label=label
+                ),
+                hovertemplate="%{y}: %{x:.1f}%<extra>" + label + "</extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack", xaxis_title="% of predictions", margin={"t": 30}, legend_title_text="label"
+    )
     fig.update_xaxes(range=[0, 100])
     titled(fig, y="run · condition")
     drill.declare(fig, _FAILURE_KEYS, fixed=PLAIN)
@@ -519,9 +657,11 @@ def _calibration_of(df: pd.DataFrame, field: str) -> tuple[pd.DataFrame, pd.Data
     with np.errstate(invalid="ignore"):
         correct = (score >= 0.5).astype(float)
     correct[np.isnan(score)] = np.nan
-    kinds = [(kind, pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float))
-             for kind, col in (("self_reported", "confidence"), ("logprob", "logprob_confidence"))
-             if col in df.columns]  # fmt: skip
+    kinds = [
+        (kind, pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float))
+        for kind, col in (("self_reported", "confidence"), ("logprob", "logprob_confidence"))
+        if col in df.columns
+    ]
     cells = df[["run", "condition"]].groupby(["run", "condition"], sort=False)
     ids = cells.ngroup().to_numpy()
     order = np.argsort(ids, kind="stable")
@@ -533,8 +673,16 @@ def _calibration_of(df: pd.DataFrame, field: str) -> tuple[pd.DataFrame, pd.Data
             if np.isnan(conf).all():
                 continue
             c = calibration(conf, correct[idx])
-            rows.append({"run": run, "condition": cond, "confidence": kind, "n": c["n"],
-                         "brier": c["brier"], "ece": c["ece"]})  # fmt: skip
+            rows.append(
+                {
+                    "run": run,
+                    "condition": cond,
+                    "confidence": kind,
+                    "n": c["n"],
+                    "brier": c["brier"],
+                    "ece": c["ece"],
+                }
+            )
             b = c["bins"].assign(run=run, condition=cond, confidence=kind)
             bins.append(b)
     cols = ["run", "condition", "confidence", "n", "brier", "ece"]
@@ -551,20 +699,29 @@ def calibration_figure(
     if bins.empty:
         return empty_figure("No confidences in these predictions"), bins
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect",
-                             line={"color": REFERENCE_COLOR, "dash": "dot"}))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[0, 1],
+            y=[0, 1],
+            mode="lines",
+            name="perfect",
+            line={"color": REFERENCE_COLOR, "dash": "dot"},
+        )
+    )
     for (run, cond, kind), d in bins.groupby(["run", "condition", "confidence"], sort=False):
         d = d[d["count"] > 0]
         dash = "solid" if kind == "self_reported" else "dash"
         fig.add_trace(
             go.Scatter(
-                x=d["mean_conf"], y=d["accuracy"], mode="lines+markers",
+                x=d["mean_conf"],
+                y=d["accuracy"],
+                mode="lines+markers",
                 name=f"{run} · {CONDITION_LABELS.get(cond, cond)} ({kind})",
                 line={"color": _COLORS.get(cond), "dash": dash},
                 marker={"size": 4 + 10 * np.sqrt(d["count"] / d["count"].max())},
                 hovertemplate="conf %{x:.2f} -> acc %{y:.2f}<extra></extra>",
             )
-        )  # fmt: skip
+        )
     fig.update_xaxes(title_text="mean confidence", range=[0, 1])
     fig.update_yaxes(title_text="accuracy", range=[0, 1.02])
     fig.update_layout(margin={"t": 30})

@@ -64,7 +64,7 @@ RETRIEVERS = replace(
     retriever_param().many(
         DEFAULT_RETRIEVERS,
         "retriever families (default the cheap lexical and oracle; add dense or hybrid with "
-        "--option retrievers='[\"lexical\",\"dense\"]': every chunk is embedded once, "
+        '--option retrievers=\'["lexical","dense"]\': every chunk is embedded once, '
         "then the vectors are kept in the store and reused)",
     ),
     name="retrievers",
@@ -72,8 +72,13 @@ RETRIEVERS = replace(
 #: Retrieval budgets k (the top-k knob of :mod:`core.retrieval` as a list).
 KS = replace(TOP_K.many(DEFAULT_KS, "retrieval budgets k (chunks)"), name="ks")
 #: Instances audited at most.
-MAX_INSTANCES = Param("max_instances", int, DEFAULT_MAX_INSTANCES,
-                      "instances audited at most (the first ones)", minimum=1)  # fmt: skip
+MAX_INSTANCES = Param(
+    "max_instances",
+    int,
+    DEFAULT_MAX_INSTANCES,
+    "instances audited at most (the first ones)",
+    minimum=1,
+)
 
 Frames = tuple[pd.DataFrame, pd.DataFrame]
 
@@ -81,7 +86,6 @@ Frames = tuple[pd.DataFrame, pd.DataFrame]
 def retrieval_grid_table(frames: Frames) -> pd.DataFrame:
     """Mean retrieval diagnostics per (retriever family, k): the aggregate of ``frames``."""
     return frames[1]
-
 
 
 def missing_note(agg: pd.DataFrame) -> str | None:
@@ -113,22 +117,38 @@ def retrieval_curves_figure(frames: Frames) -> tuple[go.Figure, pd.DataFrame]:
         for col, metric in enumerate(RETRIEVAL_METRICS, start=1):
             fig.add_trace(
                 go.Scatter(
-                    x=d["k"], y=d[metric], mode="lines+markers", name=str(name),
-                    legendgroup=str(name), showlegend=col == 1,
-                    line={"color": color_for(name, "retriever", names),
-                          "dash": "dot" if name == "oracle" else "solid"},
+                    x=d["k"],
+                    y=d[metric],
+                    mode="lines+markers",
+                    name=str(name),
+                    legendgroup=str(name),
+                    showlegend=col == 1,
+                    line={
+                        "color": color_for(name, "retriever", names),
+                        "dash": "dot" if name == "oracle" else "solid",
+                    },
                     hovertemplate="k=%{x}: %{y:.3f}<extra>" + str(name) + "</extra>",
                 ),
-                row=1, col=col,
-            )  # fmt: skip
+                row=1,
+                col=col,
+            )
     fig.update_xaxes(title_text="k", type="log" if len(agg) and agg["k"].max() > 10 else None)
     fig.update_yaxes(range=[0, 1.05])
     fig.update_layout(legend_title_text="retriever", margin={"t": 40})
     titled(fig, y="mean over instances")
     if note:
         text = _wrapped(f"Left out: {note}", 130)
-        fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.0,
-                           y=-0.25, xanchor="left", yanchor="top", align="left",
-                           font={"size": 11})  # fmt: skip
+        fig.add_annotation(
+            text=text,
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.0,
+            y=-0.25,
+            xanchor="left",
+            yanchor="top",
+            align="left",
+            font={"size": 11},
+        )
         fig.update_layout(margin={"b": 80 + 16 * (text.count("<br>") + 1)})
     return fig, agg

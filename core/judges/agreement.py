@@ -95,16 +95,19 @@ def judge_agreement(store: Store, judge_runs: Sequence[str]) -> dict[str, Any]:
         xa, xb = [ratings[a][k] for k in common], [ratings[b][k] for k in common]
         res = pair_agreement(xa, xb, scale)
         weighted, note = _kappa(xa, xb, scale, "quadratic")
-        pairs.append(out | {
-            "agreed": res.agreed,
-            "raw_agreement": res.raw_agreement,
-            "kappa": res.kappa,
-            "kappa_note": res.kappa_note,
-            "weighted_kappa": weighted,
-            "weighted_kappa_note": note,
-            "labels": list(res.labels),
-            "confusion": [list(r) for r in res.confusion],
-        })  # fmt: skip
+        pairs.append(
+            out
+            | {
+                "agreed": res.agreed,
+                "raw_agreement": res.raw_agreement,
+                "kappa": res.kappa,
+                "kappa_note": res.kappa_note,
+                "weighted_kappa": weighted,
+                "weighted_kappa_note": note,
+                "labels": list(res.labels),
+                "confusion": [list(r) for r in res.confusion],
+            }
+        )
     return {
         "rubric": rubric.name,
         "scale": scale,

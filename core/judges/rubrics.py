@@ -455,4 +455,3 @@ def canonical_segments(documents: Sequence[str]) -> list[str]:
                 seen.add(seg)
                 out.append(seg)
     return out[:MAX_SEGMENTS]
-

@@ -500,8 +500,15 @@ def run_judge(
         )
         work = JudgmentWork(rub, f"{backend.name}:{backend.model}")
         out = execute_work(
-            store, name, plan, backend, work, concurrency=concurrency, progress=progress,
-            cancel=cancel, started=t0,
+            store,
+            name,
+            plan,
+            backend,
+            work,
+            concurrency=concurrency,
+            progress=progress,
+            cancel=cancel,
+            started=t0,
         )
     return JudgeSummary(
         run=name,
@@ -629,7 +636,11 @@ class JudgmentWork:
         return out
 
     def writer(
-        self, store: Store, ctx: WriteContext, todo: Sequence[Any], n_planned: int,
+        self,
+        store: Store,
+        ctx: WriteContext,
+        todo: Sequence[Any],
+        n_planned: int,
         replace: Collection[Any],
     ) -> WriteFn:
         """Writes judgments, cache entries and the run's counts in one transaction a batch."""

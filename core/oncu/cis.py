@@ -56,7 +56,8 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
         return False
     step = max(1, a.size // 64)  # a few values first: most different columns differ there
     return bool(np.array_equal(a[::step], b[::step], equal_nan=True)) and bool(
-        np.array_equal(a, b, equal_nan=True))  # fmt: skip
+        np.array_equal(a, b, equal_nan=True)
+    )
 
 
 def add_mean_cis(

@@ -63,8 +63,12 @@ __all__ = [
 
 #: Per-context metrics of the retrieval audit (means are reported per retriever and k).
 AUDIT_METRICS = (
-    "recall", "full_chain_coverage", "evidence_f1", "distractor_rate", "passages_per_context",
-)  # fmt: skip
+    "recall",
+    "full_chain_coverage",
+    "evidence_f1",
+    "distractor_rate",
+    "passages_per_context",
+)
 
 
 def check_conditions(conditions: Iterable[str]) -> tuple[str, ...]:
@@ -125,9 +129,13 @@ def retrieval_config(
         config["rerank"] = check_rerank_pool(rerank, top_k)
         config["rerank_model"] = model = rerank_model or default_rerank_model()
     config["condition_id"] = retrieval_condition_id(
-        retriever, top_k, chunk_size, overlap, rerank=model,
+        retriever,
+        top_k,
+        chunk_size,
+        overlap,
+        rerank=model,
         rerank_pool=config.get("rerank", RERANK_POOL.default),
-    )  # fmt: skip
+    )
     return config
 
 
@@ -151,8 +159,12 @@ def planned_keys(instance: Instance, conditions: Iterable[str]) -> list[tuple[st
 #: JSON's escapes of backslash, quote, newline, CR and tab as byte replacements (backslash
 #: first, so the backslashes the others add are not doubled).
 _JSON_ESCAPES = (
-    (b"\\", b"\\\\"), (b'"', b'\\"'), (b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"),
-)  # fmt: skip
+    (b"\\", b"\\\\"),
+    (b'"', b'\\"'),
+    (b"\n", b"\\n"),
+    (b"\r", b"\\r"),
+    (b"\t", b"\\t"),
+)
 
 
 def _json_body(text: str) -> bytes | None:
@@ -379,9 +391,13 @@ def retrieval_audit(
         chunks = chunk_instance(instance, chunk_size, overlap)
         for name in retrievers:
             ranked = rank_chunks(
-                instance, name, chunk_size, overlap, embedding_cache=embedding_cache,
+                instance,
+                name,
+                chunk_size,
+                overlap,
+                embedding_cache=embedding_cache,
                 chunks=chunks,
-            )  # fmt: skip
+            )
             for k in ks:
                 d = retrieval_diagnostics(instance, ranked[:k])
                 rows.append(

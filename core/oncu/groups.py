@@ -311,8 +311,9 @@ def _oncu_groups(df: pd.DataFrame, score_field: str, group_key: Sequence[str]) -
     df, cols, rule = _key_frame(df, group_key)
     score = pd.to_numeric(df[score_field], errors="coerce").astype(float).to_numpy()
     # key columns grouped once per frame and key (any score field); only scores are reordered
-    ids, cell_index, app, sizes = _memo(shared, ("grouping", tuple(group_key)),
-                                        lambda: _grouping(df, cols))  # fmt: skip
+    ids, cell_index, app, sizes = _memo(
+        shared, ("grouping", tuple(group_key)), lambda: _grouping(df, cols)
+    )
     # rows in score order: every group mean sums its values in one order, whatever the input
     # order (canonical to the last bit; issue 17 item 7)
     order = np.argsort(score, kind="stable")
@@ -357,10 +358,23 @@ def _oncu_groups(df: pd.DataFrame, score_field: str, group_key: Sequence[str]) -
     out["oncu_clipped"] = np.clip(raw, 0.0, 1.0)
     out["n_instances"] = out["n_instances"].fillna(0).astype(int)
     order = cols + [
-        "condition", "n", "missing", "n_none", "n_oracle", "n_instances", "s_none", "s_oracle",
-        "s_c", "gain", "denominator", "applicable", "valid", "invalid_reason", "oncu_raw",
+        "condition",
+        "n",
+        "missing",
+        "n_none",
+        "n_oracle",
+        "n_instances",
+        "s_none",
+        "s_oracle",
+        "s_c",
+        "gain",
+        "denominator",
+        "applicable",
+        "valid",
+        "invalid_reason",
+        "oncu_raw",
         "oncu_clipped",
-    ]  # fmt: skip
+    ]
     if rule is not None:
         out["length_cell"] = rule
         order.append("length_cell")
@@ -417,8 +431,9 @@ def canonical_groups(groups: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
     keys = [c for c in (*cols, "condition") if c in groups.columns]
     if groups.empty or not keys:
         return groups.reset_index(drop=True)
-    norm = pd.DataFrame({f"_k{i}": _sort_key(groups[c]) for i, c in enumerate(keys)},
-                        index=groups.index)  # fmt: skip
+    norm = pd.DataFrame(
+        {f"_k{i}": _sort_key(groups[c]) for i, c in enumerate(keys)}, index=groups.index
+    )
     order = norm.sort_values(list(norm.columns), kind="stable", na_position="last").index
     return groups.loc[order].reset_index(drop=True)
 
@@ -449,9 +464,11 @@ def group_size_distribution(sizes: Sequence[int] | pd.Series | np.ndarray) -> di
 def _small_share(df: pd.DataFrame, key: Sequence[str]) -> tuple[float, int]:
     """(share of groups with fewer than SMALL_GROUP instances, number of groups) of a key."""
     frame, cols, _ = _key_frame(df, key)
-    inst = frame["instance_id"] if "instance_id" in frame.columns else pd.Series(
-        np.arange(len(frame)), index=frame.index
-    )  # fmt: skip
+    inst = (
+        frame["instance_id"]
+        if "instance_id" in frame.columns
+        else pd.Series(np.arange(len(frame)), index=frame.index)
+    )
     if cols:
         sizes = inst.groupby([frame[c] for c in cols], dropna=False).nunique()
     else:

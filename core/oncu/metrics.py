@@ -278,12 +278,31 @@ def _oncu_summary(
     for r in rows:
         r["coarser_group_key"] = coarser
     cols = keys + [
-        "score_field", "valid_groups", "total_groups", "n", "missing", "oncu_clipped",
-        "oncu_ci_low", "oncu_ci_high", "oncu_raw_mean", "oncu_weighted", "n_above_oracle",
-        "n_below_baseline", "invalid_reasons", "s_none", "s_oracle", "s_c", "sample_means",
-        "group_key", "length_cell", "group_sizes", "median_group_size", "small_groups",
-        "small_group_warning", "coarser_group_key",
-    ]  # fmt: skip
+        "score_field",
+        "valid_groups",
+        "total_groups",
+        "n",
+        "missing",
+        "oncu_clipped",
+        "oncu_ci_low",
+        "oncu_ci_high",
+        "oncu_raw_mean",
+        "oncu_weighted",
+        "n_above_oracle",
+        "n_below_baseline",
+        "invalid_reasons",
+        "s_none",
+        "s_oracle",
+        "s_c",
+        "sample_means",
+        "group_key",
+        "length_cell",
+        "group_sizes",
+        "median_group_size",
+        "small_groups",
+        "small_group_warning",
+        "coarser_group_key",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -325,8 +344,11 @@ def _failure_breakdown(df: pd.DataFrame) -> pd.DataFrame:
         ids[has] * len(labels) + codes[has], minlength=len(index) * len(labels)
     ).reshape(len(index), len(labels))
     cells = grid.sum(axis=1) > 0
-    counts = pd.DataFrame(grid[cells].astype(float), index=index[cells],
-                          columns=pd.Index(labels, name="failure_label"))  # fmt: skip
+    counts = pd.DataFrame(
+        grid[cells].astype(float),
+        index=index[cells],
+        columns=pd.Index(labels, name="failure_label"),
+    )
     counts = counts.reindex(columns=list(FAILURE_LABELS), fill_value=0).fillna(0)
     n = counts.sum(axis=1)
     pct = counts.div(n, axis=0) * 100.0
@@ -373,8 +395,9 @@ def sample_level_means(
     """
     memo_key = ("sample_level_means", ci, n_resamples, seed, level, ci_method)
     with scoped_memo(df):
-        return _memo(df, memo_key, lambda: _sample_level_means(df, ci, n_resamples, seed, level,
-                                                               ci_method))  # fmt: skip
+        return _memo(
+            df, memo_key, lambda: _sample_level_means(df, ci, n_resamples, seed, level, ci_method)
+        )
 
 
 def _sample_level_means(
@@ -412,8 +435,7 @@ def _sample_level_means(
             # nansum down the columns of a cell's (rows x scores) block
             sums.append(np.bincount(cell_of, weights=filled, minlength=n_cells))
         else:  # a one-column block is summed pairwise, as a contiguous column
-            sums.append(np.array([filled[bounds[g] : bounds[g + 1]].sum()
-                                  for g in range(n_cells)]))  # fmt: skip
+            sums.append(np.array([filled[bounds[g] : bounds[g + 1]].sum() for g in range(n_cells)]))
         # finite values per cell: the cells' rows are consecutive (cell_of is sorted)
         np.isfinite(col, out=finite)
         running = np.concatenate(([0], np.cumsum(finite, dtype=np.int64)))
@@ -432,8 +454,9 @@ def _sample_level_means(
             row["missing"] = int(n_failed[g])
         if n_perr is not None:
             row["n_parse_error"] = int(n_perr[g])
-        means = [float(s[g] / k[g]) if k[g] > 0 else math.nan
-                 for s, k in zip(sums, counts, strict=True)]  # fmt: skip
+        means = [
+            float(s[g] / k[g]) if k[g] > 0 else math.nan for s, k in zip(sums, counts, strict=True)
+        ]
         row.update(dict(zip(scores, means, strict=True)))
         rows.append(row)
     if ci and rows:
@@ -442,14 +465,24 @@ def _sample_level_means(
         slow = [g for g in range(n_cells) if method[g] == "resample"]
         fast = [g for g in range(n_cells) if method[g] != "resample"]
         # a resampled cell's block: its rows (in order) by its score columns
-        blocks = [np.column_stack([col[bounds[g] : bounds[g + 1]] for col in cols])
-                  if cols else np.empty((int(sizes[g]), 0)) for g in slow]  # fmt: skip
+        blocks = [
+            np.column_stack([col[bounds[g] : bounds[g + 1]] for col in cols])
+            if cols
+            else np.empty((int(sizes[g]), 0))
+            for g in slow
+        ]
         _add_mean_cis([rows[g] for g in slow], blocks, scores, n_resamples, seed, level)
         for g in slow:
             rows[g]["ci_method"] = "resample"
         for g in fast:
-            _add_multinomial_cis(rows[g], [col[bounds[g] : bounds[g + 1]] for col in cols],
-                                 scores, n_resamples, seed, level)  # fmt: skip
+            _add_multinomial_cis(
+                rows[g],
+                [col[bounds[g] : bounds[g + 1]] for col in cols],
+                scores,
+                n_resamples,
+                seed,
+                level,
+            )
     return pd.DataFrame(rows)
 
 
@@ -494,14 +527,14 @@ def condition_contrast(
         row = dict(zip(unit, key, strict=True))
         row["contrast"] = f"{condition_a} - {condition_b}"
         row["score_field"] = score_field
-        row.update(paired_contrast(a, b, n_resamples, seed, level, method=ci_method,
-                                   p_test=p_test))  # fmt: skip
+        row.update(paired_contrast(a, b, n_resamples, seed, level, method=ci_method, p_test=p_test))
         row["p_mcnemar"] = mcnemar_exact(a, b)["p"] if binary else math.nan
         rows.append(row)
     out = pd.DataFrame(rows)
     if not out.empty:
-        out.insert(out.columns.get_loc("p_test") + 1, "p_holm",
-                   holm(out["p"].to_numpy(dtype=float)))  # fmt: skip
+        out.insert(
+            out.columns.get_loc("p_test") + 1, "p_holm", holm(out["p"].to_numpy(dtype=float))
+        )
     return out
 
 
@@ -510,14 +543,21 @@ def _pivot_pairs(
 ) -> list[tuple[tuple, np.ndarray, np.ndarray]]:
     """:func:`core.oncu.share.paired_columns` by a pivot (instances with several rows)."""
     used = list(dict.fromkeys([*unit, "instance_id", "condition", field]))
-    wide = df[used].pivot_table(index=[*unit, "instance_id"], columns="condition", values=field,
-                                aggfunc="mean")  # fmt: skip
+    wide = df[used].pivot_table(
+        index=[*unit, "instance_id"], columns="condition", values=field, aggfunc="mean"
+    )
     if condition_a not in wide.columns or condition_b not in wide.columns:
         return []
     wide = wide.dropna(subset=[condition_a, condition_b])
     groups = wide.groupby(level=unit, sort=True) if unit else [((), wide)]
-    return [(key if isinstance(key, tuple) else (key,), w[condition_a].to_numpy(dtype=float),
-             w[condition_b].to_numpy(dtype=float)) for key, w in groups]  # fmt: skip
+    return [
+        (
+            key if isinstance(key, tuple) else (key,),
+            w[condition_a].to_numpy(dtype=float),
+            w[condition_b].to_numpy(dtype=float),
+        )
+        for key, w in groups
+    ]
 
 
 # ------------------------------------------------------------ length-position scaling
@@ -566,8 +606,9 @@ def scaling_report(
         Benjamini-Hochberg across every row of the regression table.
     """
     if distance not in SCALING_DISTANCES:
-        raise ValueError(f"unknown distance {distance!r}; choose one of: "
-                         f"{', '.join(SCALING_DISTANCES)}")  # fmt: skip
+        raise ValueError(
+            f"unknown distance {distance!r}; choose one of: {', '.join(SCALING_DISTANCES)}"
+        )
     groups = oncu_groups(df, score_field, group_key)
     cells = scaling_cells(groups)
     by_length = scaling_by_length(groups, conditions)
@@ -578,16 +619,18 @@ def scaling_report(
         key = key if isinstance(key, tuple) else (key,)
         lead = dict(zip(unit, key, strict=True))
         if contrasts:
-            con = scaling_contrasts(u, n_resamples=n_resamples, seed=seed, level=level,
-                                    p_test=p_test)  # fmt: skip
+            con = scaling_contrasts(
+                u, n_resamples=n_resamples, seed=seed, level=level, p_test=p_test
+            )
             con_rows.append(con.assign(**lead)[unit + list(con.columns)])
         for cond in conditions:
             cc = u[u["condition"] == cond]
             if cc.empty:
                 continue
             reg = scaling_regression(cc, distance, ols_p_test)
-            regressions.append(reg.assign(**lead, condition=cond)[
-                unit + ["condition", *reg.columns]])  # fmt: skip
+            regressions.append(
+                reg.assign(**lead, condition=cond)[unit + ["condition", *reg.columns]]
+            )
     con = pd.concat(con_rows, ignore_index=True) if con_rows else pd.DataFrame()
     reg = pd.concat(regressions, ignore_index=True) if regressions else pd.DataFrame()
     # the families of the tables (seed 000 Tables 29, 30): every unit's rows together

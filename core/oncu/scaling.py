@@ -94,13 +94,19 @@ PUBLISHED_SCALING_TERMS = (
 SCALING_DISTANCES = ("middle", "end")
 #: The scaling contrasts in their family order: id -> (analysis, contrast) templates.
 SCALING_CONTRASTS = {
-    "length": ("Scaling: {short} minus {long} full-context ONCU",
-               "{short} - {long} full-context ONCU"),
-    "final_decile": ("Scaling: {long} final decile minus early/middle deciles",
-                     "pos_09 - mean(pos_00..pos_07) at {long}"),
-    "retrieved_full": ("Scaling: {long} retrieved minus full-context ONCU",
-                       "retrieved - full at {long}"),
-}  # fmt: skip
+    "length": (
+        "Scaling: {short} minus {long} full-context ONCU",
+        "{short} - {long} full-context ONCU",
+    ),
+    "final_decile": (
+        "Scaling: {long} final decile minus early/middle deciles",
+        "pos_09 - mean(pos_00..pos_07) at {long}",
+    ),
+    "retrieved_full": (
+        "Scaling: {long} retrieved minus full-context ONCU",
+        "retrieved - full at {long}",
+    ),
+}
 #: Definitions of every scaling number (tooltips, CLI help, docs); paper sections included.
 SCALING_DEFINITIONS = {
     "cell": "Length x position cell: mean clipped ONCU over the valid ONCU groups of one "
@@ -156,11 +162,34 @@ SCALING_DEFINITIONS = {
 }
 _MIDPOINTS = {"front": 1 / 6, "middle": 0.5, "end": 5 / 6}
 #: Columns of :func:`scaling_regression`.
-REGRESSION_COLUMNS = ("term", "coefficient", "se", "t", "p", "p_test", "p_bh", "r_squared", "n",
-                      "left_out", "note")
+REGRESSION_COLUMNS = (
+    "term",
+    "coefficient",
+    "se",
+    "t",
+    "p",
+    "p_test",
+    "p_bh",
+    "r_squared",
+    "n",
+    "left_out",
+    "note",
+)
 #: Columns of :func:`scaling_contrasts`.
-CONTRAST_COLUMNS = ("contrast", "analysis", "label", "mean", "ci_low", "ci_high", "effect", "p",
-                    "p_test", "p_holm", "n", "note")
+CONTRAST_COLUMNS = (
+    "contrast",
+    "analysis",
+    "label",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "effect",
+    "p",
+    "p_test",
+    "p_holm",
+    "n",
+    "note",
+)
 
 
 def length_label(tokens: object) -> str:
@@ -258,9 +287,10 @@ def scaling_by_length(
     out["total_groups"] = out["total_groups"].astype(int)
     out["note"] = [
         None if v > 0 else f"no valid ONCU group at {length_label(n)} ({t} groups, all invalid)"
-        for v, n, t in zip(out["valid_groups"], out["context_length"], out["total_groups"],
-                           strict=True)
-    ]  # fmt: skip
+        for v, n, t in zip(
+            out["valid_groups"], out["context_length"], out["total_groups"], strict=True
+        )
+    ]
     return out
 
 
@@ -303,21 +333,29 @@ def _support_reason(
         return "no cell with ONCU and a length and position fraction"
     uniq_len = np.unique(lengths)
     if uniq_len.size < 2:
-        return (f"needs cells at 2 or more context lengths, got only "
-                f"{', '.join(length_label(v) for v in uniq_len)}")  # fmt: skip
+        return (
+            f"needs cells at 2 or more context lengths, got only "
+            f"{', '.join(length_label(v) for v in uniq_len)}"
+        )
     need_pos = 3 if distance == "middle" else 2
     uniq_pos = np.unique(np.round(fractions, 12))
     if uniq_pos.size < need_pos:
-        return (f"needs {need_pos} or more distinct evidence positions, got "
-                f"{uniq_pos.size} ({', '.join(f'{v:.3g}' for v in uniq_pos)})")  # fmt: skip
+        return (
+            f"needs {need_pos} or more distinct evidence positions, got "
+            f"{uniq_pos.size} ({', '.join(f'{v:.3g}' for v in uniq_pos)})"
+        )
     rank = int(np.linalg.matrix_rank(design))
     want = design.shape[1] if distance == "middle" else design.shape[1] - 1
     if n < want + 1:
-        return (f"needs at least {want + 1} cells ({want} estimated terms + 1 residual degree "
-                f"of freedom), got {n}")  # fmt: skip
+        return (
+            f"needs at least {want + 1} cells ({want} estimated terms + 1 residual degree "
+            f"of freedom), got {n}"
+        )
     if rank < want:
-        return ("distance_from_middle is collinear with the position fraction on these cells "
-                "(all positions on one side of the middle, or mirror pairs only)")  # fmt: skip
+        return (
+            "distance_from_middle is collinear with the position fraction on these cells "
+            "(all positions on one side of the middle, or mirror pairs only)"
+        )
     return None
 
 
@@ -360,8 +398,9 @@ def scaling_regression(
         collinear distance term) the numbers are NaN and ``note`` says what is missing.
     """
     if distance not in SCALING_DISTANCES:
-        raise ValueError(f"unknown distance {distance!r}; choose one of: "
-                         f"{', '.join(SCALING_DISTANCES)}")  # fmt: skip
+        raise ValueError(
+            f"unknown distance {distance!r}; choose one of: {', '.join(SCALING_DISTANCES)}"
+        )
     if p_test not in OLS_P_TESTS:
         raise ValueError(f"unknown p test {p_test!r}; choose one of: {', '.join(OLS_P_TESTS)}")
     need = [c for c in ("context_length", "position_fraction", "oncu") if c not in cells.columns]
@@ -415,8 +454,9 @@ def scaling_regression(
         if float(np.sum(resid**2)) <= 1e-20 * max(1.0, float(np.sum(y[keep] ** 2))):
             # an exact fit has no residual variance: SE, t and p are 0/0, not numbers
             table[["se", "t", "p"]] = math.nan
-            note = "; ".join([*notes, "the fit is exact (no residual variance): SE and p "
-                              "undefined"])  # fmt: skip
+            note = "; ".join(
+                [*notes, "the fit is exact (no residual variance): SE and p undefined"]
+            )
         if p_test == "normal":
             table["p"] = normal_p(table["t"].to_numpy(dtype=float))
     table["p_test"] = p_test
@@ -438,8 +478,11 @@ def _cell_values(cells: pd.DataFrame, condition: str, length: float) -> dict[str
             f"{sorted(set(sub['evidence_position'].astype(str)[dup]))}: pass one unit's cells"
         )
     vals = pd.to_numeric(sub["oncu"], errors="coerce")
-    return {str(p): float(v) for p, v in zip(sub["evidence_position"], vals, strict=True)
-            if math.isfinite(v)}  # fmt: skip
+    return {
+        str(p): float(v)
+        for p, v in zip(sub["evidence_position"], vals, strict=True)
+        if math.isfinite(v)
+    }
 
 
 def _matched(
@@ -449,8 +492,11 @@ def _matched(
     both = sorted(set(a) & set(b))
     lone = [f"{name_a} {p}" for p in sorted(set(a) - set(b))]
     lone += [f"{name_b} {p}" for p in sorted(set(b) - set(a))]
-    note = (f"{len(lone)} cell(s) without a matched partner left out ({', '.join(lone)})"
-            if lone else None)  # fmt: skip
+    note = (
+        f"{len(lone)} cell(s) without a matched partner left out ({', '.join(lone)})"
+        if lone
+        else None
+    )
     return both, note
 
 
@@ -499,8 +545,11 @@ def scaling_contrasts(
     """
     if p_test not in P_TESTS:
         raise ValueError(f"unknown p test {p_test!r}; choose one of: {', '.join(P_TESTS)}")
-    need = [c for c in ("condition", "context_length", "evidence_position", "oncu")
-            if c not in cells.columns]  # fmt: skip
+    need = [
+        c
+        for c in ("condition", "context_length", "evidence_position", "oncu")
+        if c not in cells.columns
+    ]
     if need:
         raise ValueError(f"scaling cells need column(s) {need}; columns: {sorted(cells.columns)}")
     c = cells.assign(_len=pd.to_numeric(cells["context_length"], errors="coerce"))
@@ -511,16 +560,21 @@ def scaling_contrasts(
     ret_l = _cell_values(c, "retrieved", long)
 
     def missing(cond: str, lab: str, tokens: int) -> str:
-        return (f"no {cond} cell with ONCU at {lab} ({tokens} tokens); lengths present: "
-                f"{', '.join(present) or 'none'}")  # fmt: skip
+        return (
+            f"no {cond} cell with ONCU at {lab} ({tokens} tokens); lengths present: "
+            f"{', '.join(present) or 'none'}"
+        )
 
     pairs: dict[str, tuple[list[float], list[float], str | None]] = {}
     absent = set()  # contrasts whose note already says which cells are missing altogether
     # 4K - 32K, matched by position
     if not full_s or not full_l:
         absent.add("length")
-        gone = [missing("full_context", lab, t) for lab, t, v in
-                ((s_lab, short, full_s), (l_lab, long, full_l)) if not v]  # fmt: skip
+        gone = [
+            missing("full_context", lab, t)
+            for lab, t, v in ((s_lab, short, full_s), (l_lab, long, full_l))
+            if not v
+        ]
         pairs["length"] = ([], [], "; ".join(gone))
     else:
         both, note = _matched(full_s, full_l, s_lab, l_lab)
@@ -531,21 +585,36 @@ def scaling_contrasts(
     if not full_l:
         pairs["final_decile"] = ([], [], missing("full_context", l_lab, long))
     elif FINAL_DECILE not in full_l:
-        pairs["final_decile"] = ([], [], (
-            f"no {FINAL_DECILE} full_context cell with ONCU at {l_lab}; positions there: "
-            f"{', '.join(sorted(full_l))}"))  # fmt: skip
+        pairs["final_decile"] = (
+            [],
+            [],
+            (
+                f"no {FINAL_DECILE} full_context cell with ONCU at {l_lab}; positions there: "
+                f"{', '.join(sorted(full_l))}"
+            ),
+        )
     else:
         early = [p for p in EARLY_DECILES if p in full_l]
         gone = [p for p in EARLY_DECILES if p not in full_l]
-        note = (f"{', '.join(gone)} missing at {l_lab}: paired over {len(early)} of "
-                f"{len(EARLY_DECILES)} early/middle deciles" if gone else None)  # fmt: skip
-        pairs["final_decile"] = ([full_l[FINAL_DECILE]] * len(early),
-                                 [full_l[p] for p in early], note)  # fmt: skip
+        note = (
+            f"{', '.join(gone)} missing at {l_lab}: paired over {len(early)} of "
+            f"{len(EARLY_DECILES)} early/middle deciles"
+            if gone
+            else None
+        )
+        pairs["final_decile"] = (
+            [full_l[FINAL_DECILE]] * len(early),
+            [full_l[p] for p in early],
+            note,
+        )
     # retrieved - full at 32K, matched by position
     if not ret_l or not full_l:
         absent.add("retrieved_full")
-        gone = [missing(cond, l_lab, long) for cond, v in
-                (("retrieved", ret_l), ("full_context", full_l)) if not v]  # fmt: skip
+        gone = [
+            missing(cond, l_lab, long)
+            for cond, v in (("retrieved", ret_l), ("full_context", full_l))
+            if not v
+        ]
         pairs["retrieved_full"] = ([], [], "; ".join(gone))
     else:
         both, note = _matched(ret_l, full_l, "retrieved", "full_context")
@@ -554,8 +623,11 @@ def scaling_contrasts(
     rows = []
     for cid, (analysis, label) in SCALING_CONTRASTS.items():
         a, b, note = pairs[cid]
-        row = {"contrast": cid, "analysis": analysis.format(short=s_lab, long=l_lab),
-               "label": label.format(short=s_lab, long=l_lab)}  # fmt: skip
+        row = {
+            "contrast": cid,
+            "analysis": analysis.format(short=s_lab, long=l_lab),
+            "label": label.format(short=s_lab, long=l_lab),
+        }
         if len(a) < 2:
             if cid not in absent:
                 few = f"needs 2 or more matched cells, got {len(a)}"
@@ -563,8 +635,9 @@ def scaling_contrasts(
             res = dict.fromkeys(("mean", "ci_low", "ci_high", "effect", "p"), math.nan)
             res["n"] = len(a)
         else:
-            res = paired_contrast(np.asarray(a), np.asarray(b), n_resamples, seed, level,
-                                  p_test=p_test)  # fmt: skip
+            res = paired_contrast(
+                np.asarray(a), np.asarray(b), n_resamples, seed, level, p_test=p_test
+            )
         res["p_test"] = p_test
         row.update(res)
         row["note"] = note

@@ -229,8 +229,9 @@ def error_mask(col: pd.Series) -> np.ndarray:
     out = np.zeros(len(col), dtype=bool)
     present = col.notna().to_numpy()
     if present.any():
-        out[present] = np.fromiter((is_error(x) for x in col[present]), dtype=bool,
-                                   count=int(present.sum()))  # fmt: skip
+        out[present] = np.fromiter(
+            (is_error(x) for x in col[present]), dtype=bool, count=int(present.sum())
+        )
     return out
 
 

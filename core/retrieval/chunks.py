@@ -77,23 +77,38 @@ _RETRIEVAL_SECTION = "SPEC §4; seed 000 §6.1.3"
 
 #: Chunks given to the reader (``--top-k`` on the command line, "top-k" on the Runs page).
 TOP_K = Param(
-    "k", int, 3, "number of chunks given to the reader", minimum=1, maximum=1000,
+    "k",
+    int,
+    3,
+    "number of chunks given to the reader",
+    minimum=1,
+    maximum=1000,
     section=_RETRIEVAL_SECTION,
-)  # fmt: skip
+)
 
 
 #: Chunk window length.
 CHUNK_SIZE = Param(
-    "chunk_size", int, 220, "chunk length in whitespace tokens", minimum=1, maximum=100_000,
+    "chunk_size",
+    int,
+    220,
+    "chunk length in whitespace tokens",
+    minimum=1,
+    maximum=100_000,
     section=_RETRIEVAL_SECTION,
-)  # fmt: skip
+)
 
 
 #: Tokens shared by consecutive chunks.
 OVERLAP = Param(
-    "overlap", int, 40, "tokens shared by consecutive chunks", minimum=0, maximum=100_000,
+    "overlap",
+    int,
+    40,
+    "tokens shared by consecutive chunks",
+    minimum=0,
+    maximum=100_000,
     section=_RETRIEVAL_SECTION,
-)  # fmt: skip
+)
 
 
 # Label tokens opening every rendered passage: "[passage_id:", "p0003]", "Title:".

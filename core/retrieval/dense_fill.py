@@ -96,9 +96,12 @@ def embed_into(
     for at in range(0, total, batch):
         part = list(texts[at : at + batch])
         vecs = model.encode(
-            part, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
+            part,
+            batch_size=32,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
             show_progress_bar=False,
-        )  # fmt: skip
+        )
         for text, vec in zip(part, vecs, strict=True):
             cache.put(text_sha256(text), np.asarray(vec, dtype=np.float32))
         if flush is not None:

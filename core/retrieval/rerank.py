@@ -52,28 +52,37 @@ DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 # :func:`core.retrieval.retrievers.retrieve`
 #: (the smallest pool of seed 000 App. A.13, CE@32).
 RERANK_POOL = Param(
-    "rerank_pool", int, 32, "first-stage candidates the reranker rescores", minimum=1,
+    "rerank_pool",
+    int,
+    32,
+    "first-stage candidates the reranker rescores",
+    minimum=1,
     section="seed 000 A.13",
-)  # fmt: skip
+)
 #: Environment variable naming the cross-encoder a rerank uses when none is given (a local
 #: model directory; the dashboard's Runs page has no model field of its own).
 RERANK_MODEL_ENV = "EVIDENCE_RERANK_MODEL"
 #: The run-level switch of the second stage (``--rerank N`` on ``run``, "Rerank N" on the Runs
 #: page): rescore the first-stage retriever's top N chunks with a cross-encoder, keep the top k.
 RERANK = Param(
-    "rerank", int, None,
+    "rerank",
+    int,
+    None,
     "CE@N->k: rescore the retriever's top N chunks with a cross-encoder and keep the top k "
     "(N >= k; unset: no rerank)",
-    minimum=1, section="seed 000 A.13",
-)  # fmt: skip
+    minimum=1,
+    section="seed 000 A.13",
+)
 #: Which cross-encoder a rerank uses (None: :func:`default_rerank_model`).
 RERANK_MODEL = Param(
-    "rerank_model", str, None,
+    "rerank_model",
+    str,
+    None,
     "cross-encoder of the rerank: a registered scorer, a local model directory, or a hub name "
     f"already in the local Hugging Face cache (default ${RERANK_MODEL_ENV}, else "
     f"{DEFAULT_RERANK_MODEL})",
     section="seed 000 A.13",
-)  # fmt: skip
+)
 
 #: A reranking scorer: ``scorer(query, texts) -> one score per text``, higher is better.
 RerankScorer = Callable[[str, Sequence[str]], Sequence[float]]
@@ -220,9 +229,12 @@ def reranker(model: str | None = None) -> RerankScorer:
         import torch  # loaded with the model
 
         return ce.predict(
-            [(query, t) for t in texts], batch_size=32, show_progress_bar=False,
-            activation_fn=torch.nn.Identity(), convert_to_numpy=True,
-        )  # fmt: skip
+            [(query, t) for t in texts],
+            batch_size=32,
+            show_progress_bar=False,
+            activation_fn=torch.nn.Identity(),
+            convert_to_numpy=True,
+        )
 
     return score
 

@@ -217,9 +217,13 @@ def retriever_param(default: str = "lexical") -> Param:
         default: the default retriever (``lexical``, the BM25 of seed 000 and seed 004).
     """
     return Param(
-        "retriever", str, default, "retriever family", choices=tuple(RETRIEVERS),
+        "retriever",
+        str,
+        default,
+        "retriever family",
+        choices=tuple(RETRIEVERS),
         section="SPEC §4; seed 000 §6.1.3, A.11",
-    )  # fmt: skip
+    )
 
 
 def retriever_params(name: str) -> tuple[Param, ...]:
@@ -297,9 +301,14 @@ _K1 = Param(
     "k1", float, 1.5, "BM25 term-frequency saturation", minimum=0.0, section="seed 000 A.11"
 )
 _B = Param(
-    "b", float, 0.75, "BM25 length normalization", minimum=0.0, maximum=1.0,
+    "b",
+    float,
+    0.75,
+    "BM25 length normalization",
+    minimum=0.0,
+    maximum=1.0,
     section="seed 000 A.11",
-)  # fmt: skip
+)
 _RRF = Param(
     "rrf_k", int, RRF_K, "reciprocal rank fusion constant", minimum=1, section="seed 000 A.11"
 )
@@ -651,8 +660,11 @@ def rankable(instances: Iterable[Instance]) -> tuple[list[Instance], int, str | 
         return keep, 0, None
     total = len(keep) + missing
     whom = f"all {total} instances" if not keep else f"{missing} of {total} instances"
-    return keep, missing, (f"{NO_TEXT_REASON} ({whom} have no passage text to rank: left out, "
-                           "counted in n_no_text)")  # fmt: skip
+    return (
+        keep,
+        missing,
+        (f"{NO_TEXT_REASON} ({whom} have no passage text to rank: left out, counted in n_no_text)"),
+    )
 
 
 def retrieval_diagnostics(instance: Instance, ranked: Sequence[RankedChunk]) -> dict[str, Any]:

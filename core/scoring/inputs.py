@@ -60,8 +60,9 @@ def _evidence_codes(
     if ctit is not None:
         t_len, t_flat = list_cells(ctit)
         gt_len, gt_flat = list_cells(gtit) if gtit is not None else (None, None)
-        t_codes, _ = column_codes(_blank_to_null(
-            pa.concat_arrays([t_flat] if gt_flat is None else [t_flat, gt_flat])))
+        t_codes, _ = column_codes(
+            _blank_to_null(pa.concat_arrays([t_flat] if gt_flat is None else [t_flat, gt_flat]))
+        )
         ev.title_len, ev.cited_title = t_len, t_codes[: len(t_flat)]
         if gt_flat is not None:
             ev.gold_title_len, ev.gold_title = gt_len, t_codes[len(t_flat) :]
@@ -244,8 +245,9 @@ def inputs_from_frame(df: pd.DataFrame) -> ScoreInputs | None:
     conf = _confidence(col("confidence"), n)
     if cited is None or gold is None or conf is None:
         return None
-    if ("cited_titles" in df.columns and ctit is None) or ("gold_titles" in df.columns
-                                                          and gtit is None):  # fmt: skip
+    if ("cited_titles" in df.columns and ctit is None) or (
+        "gold_titles" in df.columns and gtit is None
+    ):
         return None
     return ScoreInputs(
         n=n,
@@ -325,8 +327,12 @@ def inputs_from_arrow(batch: pa.RecordBatch | pa.Table) -> ScoreInputs | None:
         gold = _arrow_list(batch.column("gold_ids"))
         if pc.list_flatten(cited).null_count or pc.list_flatten(gold).null_count:
             return None
-        evidence = _evidence_codes(cited, gold, _arrow_list(batch.column("cited_titles")),
-                                   _arrow_list(batch.column("gold_titles")))  # fmt: skip
+        evidence = _evidence_codes(
+            cited,
+            gold,
+            _arrow_list(batch.column("cited_titles")),
+            _arrow_list(batch.column("gold_titles")),
+        )
     cond = _arrow_text(batch.column("condition"))
     no_ev = pc.or_(pc.equal(cond, "no_evidence"), pc.starts_with(cond, "no_evidence|"))
     conf = _one_chunk(batch.column("confidence"))

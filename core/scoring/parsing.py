@@ -81,10 +81,14 @@ _SALVAGE_CANDIDATES = 16
 DEFAULT_MAX_CITED = 3
 #: ``--max-cited``: the cap, recorded in the run's ``options`` (as ``max_cited``) when not 3.
 MAX_CITED = Param(
-    "max_cited", int, DEFAULT_MAX_CITED, "cited passage ids scored per reply (the prompt's "
-    "'zero to three'); shown ids cited past it are kept apart, not scored", minimum=1,
+    "max_cited",
+    int,
+    DEFAULT_MAX_CITED,
+    "cited passage ids scored per reply (the prompt's "
+    "'zero to three'); shown ids cited past it are kept apart, not scored",
+    minimum=1,
     section="seed 000 §3",
-)  # fmt: skip
+)
 #: The parse error of a reply that ends inside its reasoning block.
 REASONING_UNCLOSED = "reply ended inside its reasoning"
 #: Prefix of the ``parse_error`` of a reply the parser itself failed on (a bug, not the
@@ -117,7 +121,7 @@ _ALIASES = {
         "cited_ids",
         "passage_ids",
         "supporting_ids",
-    ),  # fmt: skip
+    ),
     "confidence": ("confidence", "confidence_score", "probability"),
     "explanation": ("explanation", "rationale", "reasoning", "reason"),
 }
@@ -251,8 +255,12 @@ def _parse(text: Any, known_ids: Iterable[str] | None, max_cited: int | None) ->
         return ParsedAnswer(answer="", parse_error=error, reasoning=reasoning)
     obj = _first_object(rest)
     if obj is None:
-        return ParsedAnswer(answer="", parse_error="no JSON object found",
-                            salvaged=_salvage(rest), reasoning=reasoning)  # fmt: skip
+        return ParsedAnswer(
+            answer="",
+            parse_error="no JSON object found",
+            salvaged=_salvage(rest),
+            reasoning=reasoning,
+        )
     salvaged = ""
     if "answer" in obj:
         answer = "" if obj["answer"] is None else _text(obj["answer"])

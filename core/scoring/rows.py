@@ -411,10 +411,17 @@ def _check_fields(correct_field: str, confidence_against: str) -> None:
 def _check_columns(df: pd.DataFrame) -> None:
     missing = [
         c
-        for c in ("answer", "gold_answer", "answer_type", "reasoning_type", "cited_ids",
-                  "gold_ids", "condition")
+        for c in (
+            "answer",
+            "gold_answer",
+            "answer_type",
+            "reasoning_type",
+            "cited_ids",
+            "gold_ids",
+            "condition",
+        )
         if c not in df.columns
-    ]  # fmt: skip
+    ]
     if missing:
         raise ValueError(f"score_frame: missing column(s) {missing}")
 

@@ -146,8 +146,9 @@ def _normalize(strings: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
         relaxed = pa.array([f[1] for f in forms], pa.string())
         keep = pc.replace_with_mask(keep, mask, relaxed)
         # the suffix rule on tokens joined by a space, as for ASCII text
-        drop = pc.replace_with_mask(drop, mask, pc.replace_substring_regex(
-            relaxed, _SUFFIX_RUN, ""))  # fmt: skip
+        drop = pc.replace_with_mask(
+            drop, mask, pc.replace_substring_regex(relaxed, _SUFFIX_RUN, "")
+        )
     return strict, keep, drop
 
 
@@ -222,8 +223,14 @@ class _FormSpace:
     @property
     def tokens(self) -> _Tokens:
         """The token bags of every form so far."""
-        return _Tokens(self.lengths, self.distinct, np.cumsum(self.distinct) - self.distinct,
-                       self.ids, self.counts, len(self.vocab))  # fmt: skip
+        return _Tokens(
+            self.lengths,
+            self.distinct,
+            np.cumsum(self.distinct) - self.distinct,
+            self.ids,
+            self.counts,
+            len(self.vocab),
+        )
 
     def add(self, joined: pa.Array) -> np.ndarray:
         """The form id of each string of ``joined`` (no nulls), adding the new forms."""
@@ -249,8 +256,9 @@ class _FormSpace:
             yn[as_numpy(pc.is_in(new, _NO))] = 2
             self.forms = pa.concat_arrays([self.forms, new])
             self.lengths = np.concatenate([self.lengths, lengths])
-            self.distinct = np.concatenate([
-                self.distinct, np.bincount(keys // v, minlength=len(new))])  # fmt: skip
+            self.distinct = np.concatenate(
+                [self.distinct, np.bincount(keys // v, minlength=len(new))]
+            )
             self.ids = np.concatenate([self.ids, keys % v])
             self.counts = np.concatenate([self.counts, counts])
             self.yes_no = np.concatenate([self.yes_no, yn])
@@ -430,8 +438,9 @@ def _answer_scores(inp: ScoreInputs, rows: np.ndarray, forms: AnswerForms) -> di
     # each a row at most once (scores are >= 0), only the aliases need ``maximum.at``
     k0, k1 = len(parts_rows[0]), len(e_rows) - len(none)
     out = {}
-    for name, vals in zip(ANSWER_SCORES, (em_s, f1_s, em_r, f1_r, soft.astype(np.float64)),
-                          strict=True):  # fmt: skip
+    for name, vals in zip(
+        ANSWER_SCORES, (em_s, f1_s, em_r, f1_r, soft.astype(np.float64)), strict=True
+    ):
         best = np.zeros(m)
         best[e_rows[:k0]] = vals[:k0]
         best[none] = vals[k1:]
@@ -450,11 +459,14 @@ def _evidence_parts(inp: ScoreInputs, scored: np.ndarray) -> dict[str, Any]:
     if inp.n <= ANSWER_ROWS:
         return _evidence(inp.n, inp.evidence, scored, inp.parse)
     parts = [
-        _evidence(min(inp.n, lo + ANSWER_ROWS) - lo,
-                  _evidence_rows(inp.evidence, lo, min(inp.n, lo + ANSWER_ROWS)),
-                  scored[lo : lo + ANSWER_ROWS], inp.parse[lo : lo + ANSWER_ROWS])
+        _evidence(
+            min(inp.n, lo + ANSWER_ROWS) - lo,
+            _evidence_rows(inp.evidence, lo, min(inp.n, lo + ANSWER_ROWS)),
+            scored[lo : lo + ANSWER_ROWS],
+            inp.parse[lo : lo + ANSWER_ROWS],
+        )
         for lo in range(0, inp.n, ANSWER_ROWS)
-    ]  # fmt: skip
+    ]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
@@ -497,19 +509,29 @@ def _evidence(n: int, ev: EvidenceCodes, scored: np.ndarray, parse: np.ndarray) 
         tg = _title_grounding(ev, n, v, c_key, c_row, c_pos, use_c, c_set, hit_mask, n_c)
     none = n_g == 0
     out = {
-        "ev_precision": precision, "ev_recall": recall, "ev_f1": f1,
-        "citation_grounding": (hit > 0).astype(np.float64), "title_grounding": tg,
-    }  # fmt: skip
+        "ev_precision": precision,
+        "ev_recall": recall,
+        "ev_f1": f1,
+        "citation_grounding": (hit > 0).astype(np.float64),
+        "title_grounding": tg,
+    }
     for k in EVIDENCE_SCORES:
         out[k] = np.where(none, np.nan, out[k])
     return {**out, "n_cited": n_c, "n_gold": n_g, "hit": hit}
 
 
 def _title_grounding(
-    ev: EvidenceCodes, n: int, v: np.int64, c_key: np.ndarray, c_row: np.ndarray,
-    c_pos: np.ndarray, use_c: np.ndarray, c_set: np.ndarray, hit_mask: np.ndarray,
+    ev: EvidenceCodes,
+    n: int,
+    v: np.int64,
+    c_key: np.ndarray,
+    c_row: np.ndarray,
+    c_pos: np.ndarray,
+    use_c: np.ndarray,
+    c_set: np.ndarray,
+    hit_mask: np.ndarray,
     n_c: np.ndarray,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Fraction of distinct cited ids whose title (the last given for the id) is gold.
 
     Gold support titles: ``gold_title`` when given, else the titles of the gold ids.
@@ -586,11 +608,18 @@ def score_inputs(
     multi_types = pa.array(sorted(MULTI_EVIDENCE_REASONING))
     multi = as_numpy(pc.fill_null(pc.is_in(inp.reasoning_type, multi_types), False))
     label = np.select(
-        [inp.parse, out[correct_field] >= 1.0, n_c == 0, hit == 0, missing & multi,
-         n_c > hit, ~missing],
+        [
+            inp.parse,
+            out[correct_field] >= 1.0,
+            n_c == 0,
+            hit == 0,
+            missing & multi,
+            n_c > hit,
+            ~missing,
+        ],
         [_PARSE, _SUCC, _LOC, _SEL, _INT, _SEL, _CONV],
         _INT,
-    )  # fmt: skip
+    )
     label = np.where(scored & inp.labeled, label, -1)
     return out, label
 

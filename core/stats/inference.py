@@ -402,7 +402,10 @@ def paired_contrast(
     used = ci_method(method, n)
     if n == 0:
         return dict.fromkeys(("mean", "ci_low", "ci_high", "effect", "p"), math.nan) | {
-            "p_test": p_test, "n": 0, "ci_method": used}  # fmt: skip
+            "p_test": p_test,
+            "n": 0,
+            "ci_method": used,
+        }
     mean = float(d.mean())
     if used == "multinomial":
         boot, used = multinomial_means(d, n_resamples, seed)
@@ -422,8 +425,16 @@ def paired_contrast(
         p = normal_p(mean / (sd / math.sqrt(n)))
     else:
         p = 0.0 if mean != 0 else 1.0
-    return {"mean": mean, "ci_low": lo, "ci_high": hi, "effect": effect, "p": p,
-            "p_test": p_test, "n": n, "ci_method": used}  # fmt: skip
+    return {
+        "mean": mean,
+        "ci_low": lo,
+        "ci_high": hi,
+        "effect": effect,
+        "p": p,
+        "p_test": p_test,
+        "n": n,
+        "ci_method": used,
+    }
 
 
 def mcnemar_exact(a_bin: Iterable[float], b_bin: Iterable[float]) -> dict[str, float]:

@@ -22,9 +22,18 @@ _GOLD_COUNT_JOIN = """LEFT JOIN (
                 ) g ON g.dataset_id = r.dataset_id AND g.instance_id = s.instance_id"""
 
 #: Instance cells :meth:`AnalysisMixin.analysis_frame` can match an instance on.
-GROUP_CELLS = ("instance_id", "source", "reasoning_type", "answer_type", "context_length",
-               "evidence_position", "evidence_density", "distractor_similarity", "fan_in",
-               "oracle_applicable")  # fmt: skip
+GROUP_CELLS = (
+    "instance_id",
+    "source",
+    "reasoning_type",
+    "answer_type",
+    "context_length",
+    "evidence_position",
+    "evidence_density",
+    "distractor_similarity",
+    "fan_in",
+    "oracle_applicable",
+)
 
 
 class AnalysisMixin(StoreBase):

@@ -63,10 +63,11 @@ def annotation_pool(store: StoreBase, run_id: str) -> tuple[pd.DataFrame, int]:
             [run_id, run_id, kinds],
         ).df()
         n_failed = con.execute(
-            "SELECT count(*) FROM predictions p WHERE " + _RUN_ROWS
+            "SELECT count(*) FROM predictions p WHERE "
+            + _RUN_ROWS
             + " AND coalesce(p.error, '') <> ''",
             [run_id, run_id, kinds],
-        ).fetchall()[0][0]  # fmt: skip
+        ).fetchall()[0][0]
     return frame, int(n_failed)
 
 

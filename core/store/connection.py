@@ -169,15 +169,16 @@ def _check_file(path: Path) -> None:
     # headers' checksums computed (~0.2 ms), to know which header is current.
     headers = [_db_header(head, off) for off in (_HEADER_SIZE, 2 * _HEADER_SIZE)]
     if any(h is not None and st.st_size < h[1] for h in headers):
-        valid = [h for h, off in zip(headers, (1, 2), strict=True)
-                 if h is not None and _header_ok(head, off * _HEADER_SIZE)]  # fmt: skip
+        valid = [
+            h
+            for h, off in zip(headers, (1, 2), strict=True)
+            if h is not None and _header_ok(head, off * _HEADER_SIZE)
+        ]
         if valid:
             _, needed, alloc = max(valid)
             body = st.st_size - 3 * _HEADER_SIZE
             if st.st_size < needed and (body < 0 or body % alloc):
-                raise _unreadable(
-                    path, f"truncated: {st.st_size} bytes, its header needs {needed}"
-                )
+                raise _unreadable(path, f"truncated: {st.st_size} bytes, its header needs {needed}")
     _CHECKED[str(path)] = key
 
 
@@ -487,11 +488,14 @@ class StoreBase:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 why = exc.strerror or str(exc)
-                raise StoreError(f"store {self.path}: cannot make its folder "
-                                 f"{self.path.parent} ({why})") from None  # fmt: skip
+                raise StoreError(
+                    f"store {self.path}: cannot make its folder {self.path.parent} ({why})"
+                ) from None
             if not self.path.exists() and not os.access(self.path.parent, os.W_OK | os.X_OK):
-                raise StoreError(f"store {self.path}: its folder {self.path.parent} is not "
-                                 "writable; nothing created")  # fmt: skip
+                raise StoreError(
+                    f"store {self.path}: its folder {self.path.parent} is not "
+                    "writable; nothing created"
+                )
 
     def _upgrade(self, con: duckdb.DuckDBPyConnection, read_only: bool) -> None:
         """Check the schema version; on a read-write connection, migrate an older one."""

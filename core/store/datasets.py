@@ -408,22 +408,41 @@ def _frames(dataset: Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
     for i, inst in enumerate(dataset.instances):
         inst_rows.append(
             (
-                dataset.name, inst.instance_id, i, inst.question, inst.gold_answer,
-                list(inst.answer_aliases), inst.answer_type, inst.reasoning_type,
-                int(inst.context_length), inst.evidence_position, inst.distractor_similarity,
-                inst.evidence_density, int(inst.fan_in), bool(inst.oracle_applicable),
-                inst.source, json.dumps(dict(inst.metadata), sort_keys=True, default=str),
+                dataset.name,
+                inst.instance_id,
+                i,
+                inst.question,
+                inst.gold_answer,
+                list(inst.answer_aliases),
+                inst.answer_type,
+                inst.reasoning_type,
+                int(inst.context_length),
+                inst.evidence_position,
+                inst.distractor_similarity,
+                inst.evidence_density,
+                int(inst.fan_in),
+                bool(inst.oracle_applicable),
+                inst.source,
+                json.dumps(dict(inst.metadata), sort_keys=True, default=str),
             )
-        )  # fmt: skip
+        )
         n_gold.append(0)
         for p in inst.passages:
             n_gold[-1] += bool(p.is_gold)
             pas_rows.append(
                 (
-                    dataset.name, inst.instance_id, p.passage_id, int(p.ord), p.title, p.text,
-                    p.doc_id, p.role, bool(p.is_gold), p.n_tokens,
+                    dataset.name,
+                    inst.instance_id,
+                    p.passage_id,
+                    int(p.ord),
+                    p.title,
+                    p.text,
+                    p.doc_id,
+                    p.role,
+                    bool(p.is_gold),
+                    p.n_tokens,
                 )
-            )  # fmt: skip
+            )
     instances_df = pd.DataFrame(inst_rows, columns=list(INSTANCE_COLUMNS))
     passages_df = pd.DataFrame(pas_rows, columns=list(PASSAGE_COLUMNS))
     for df, int_cols in (

@@ -48,8 +48,10 @@ OUTCOMES = ("correct", "wrong", "call failed", "unscored")
 #: a Case-view rerun's perturbed call: condition ``intervention``), ``probe`` (a DOLCE probe:
 #: condition ``probe``). The failure browser lists answers unless asked for the others.
 KINDS = ("answer", "intervention", "probe")
-_KIND = ("CASE p.condition WHEN 'probe' THEN 'probe' WHEN 'intervention' THEN 'intervention' "
-         "ELSE 'answer' END")  # fmt: skip
+_KIND = (
+    "CASE p.condition WHEN 'probe' THEN 'probe' WHEN 'intervention' THEN 'intervention' "
+    "ELSE 'answer' END"
+)
 #: What "failures only" keeps, as the Case view's picker counts failures
 #: (:meth:`core.store.Store.instance_outcomes`): a failed call, or a failure label other than
 #: ``success`` (SPEC §6.4). The no-evidence baseline carries no label, so its wrong answers
@@ -79,12 +81,40 @@ SORTS: dict[str, tuple[str, str]] = {
 _MAX_ROW = 2**62
 
 #: The columns of a page's rows (after ``row``).
-_PAGE_COLUMNS = ("run", "dataset", "condition", "variant", "kind", "instance_id", "question",
-                 "answer", "gold", "explanation", "score", "outcome", "failure_label", "error",
-                 "fan_in", "reasoning_type")  # fmt: skip
-_TEXT_COLUMNS = ("run", "dataset", "condition", "variant", "kind", "instance_id", "question",
-                 "answer", "gold", "explanation", "outcome", "failure_label", "error",
-                 "reasoning_type")  # fmt: skip
+_PAGE_COLUMNS = (
+    "run",
+    "dataset",
+    "condition",
+    "variant",
+    "kind",
+    "instance_id",
+    "question",
+    "answer",
+    "gold",
+    "explanation",
+    "score",
+    "outcome",
+    "failure_label",
+    "error",
+    "fan_in",
+    "reasoning_type",
+)
+_TEXT_COLUMNS = (
+    "run",
+    "dataset",
+    "condition",
+    "variant",
+    "kind",
+    "instance_id",
+    "question",
+    "answer",
+    "gold",
+    "explanation",
+    "outcome",
+    "failure_label",
+    "error",
+    "reasoning_type",
+)
 _OUTCOME = (
     "CASE WHEN coalesce(p.error, '') <> '' THEN 'call failed' "
     "WHEN s.failure_label IS NOT NULL THEN "
@@ -136,8 +166,9 @@ class FailureFilter:
     def check(self) -> None:
         """Raise ValueError naming a bad value and the allowed ones (score, sort, cell, outcome)."""
         if self.score_field not in SCORE_FIELDS:
-            raise ValueError(f"unknown score field {self.score_field!r}; choose one of "
-                             f"{list(SCORE_FIELDS)}")  # fmt: skip
+            raise ValueError(
+                f"unknown score field {self.score_field!r}; choose one of {list(SCORE_FIELDS)}"
+            )
         if self.sort not in SORTS:
             raise ValueError(f"unknown sort {self.sort!r}; choose one of {list(SORTS)}")
         bad = [c for c, _ in self.cells if c not in FILTER_CELLS]
@@ -366,7 +397,7 @@ class FailuresMixin(StoreBase):
                 "instance_id": iid,
                 "run": run,
                 "condition": cond,
-            }  # fmt: skip
+            }
             for pos, ds, iid, run, cond, _ in rows
         ]
         me = (dataset, instance_id)

@@ -164,9 +164,11 @@ def fanin_rows(
         ``scores``: the answer score columns of those rows (:class:`ScoreColumns`, each
         gathered on first use; NaN where NULL or without a score row).
     """
-    only = "" if allowed is None else (
-        " AND (i.dataset_id, i.instance_id) IN (SELECT (unnest($ok_ds), unnest($ok_ids)))"
-    )  # fmt: skip
+    only = (
+        ""
+        if allowed is None
+        else (" AND (i.dataset_id, i.instance_id) IN (SELECT (unnest($ok_ds), unnest($ok_ids)))")
+    )
     ids = list(dict.fromkeys(str(r) for r in run_ids))
     params: dict[str, Any] = {"runs": ids, "ws": _WHITESPACE}
     if allowed is not None:
@@ -179,8 +181,11 @@ def fanin_rows(
         # one run: every instance it holds is common to "every run" (pairing is a no-op),
         # and the rows need not be materialized for the pairing's second look
         pair = bool(pair) and len(runs) > 1
-        sql = _SQL.format(only=only, materialized="MATERIALIZED" if pair else "",
-                          paired=_PAIRED if pair else "SELECT * FROM pred")  # fmt: skip
+        sql = _SQL.format(
+            only=only,
+            materialized="MATERIALIZED" if pair else "",
+            paired=_PAIRED if pair else "SELECT * FROM pred",
+        )
         raw = con.sql(sql, params=params).to_arrow_table()
         scores = _read_scores(con, ids)
     order = {r: i for i, r in enumerate(ids)}
@@ -190,8 +195,11 @@ def fanin_rows(
         rows[name] = _numpy(raw.column(name))  # no NULL in these columns
     matched = ScoreColumns(rows, scores)
     del rows["inst_row"], rows["prow"]
-    return {"runs": runs.reset_index(drop=True)[["run_no", "run_id", "model", "dataset_id"]],
-            "rows": rows, "scores": matched}  # fmt: skip
+    return {
+        "runs": runs.reset_index(drop=True)[["run_no", "run_id", "model", "dataset_id"]],
+        "rows": rows,
+        "scores": matched,
+    }
 
 
 def _read_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pa.Table:

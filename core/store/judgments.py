@@ -160,12 +160,20 @@ class JudgmentsMixin(StoreBase):
             for judge, part in rt.groupby(rt["judge"].astype(str), sort=True):
                 _judge_run(con, dataset, str(judge))
                 rows = [
-                    {"run_id": judge, "rubric": CRUX_RUBRIC, "rubric_version": "stored",
-                     "judge_model": judge, "target_run": "", "instance_id": r.instance_id,
-                     "condition": "", "item": f"{r.sq_id}|{r.passage_id}", "rating": r.rating,
-                     "cache_hit": False}
+                    {
+                        "run_id": judge,
+                        "rubric": CRUX_RUBRIC,
+                        "rubric_version": "stored",
+                        "judge_model": judge,
+                        "target_run": "",
+                        "instance_id": r.instance_id,
+                        "condition": "",
+                        "item": f"{r.sq_id}|{r.passage_id}",
+                        "rating": r.rating,
+                        "cache_hit": False,
+                    }
                     for r in part.itertuples(index=False)
-                ]  # fmt: skip
+                ]
                 self.write_judgments(con, str(judge), rows)
                 con.execute(_RECOUNT, [judge, judge])
             bump_data_version(con, datasets=[dataset])

@@ -171,7 +171,6 @@ def hold_run(db: str | os.PathLike[str], run_id: str) -> Iterator[Path]:
                 _release(held.fd)
 
 
-
 def holder(db: str | os.PathLike[str], run_id: str) -> int | None:
     """The pid of the process running run ``run_id`` now, or None when none holds its lock.
 

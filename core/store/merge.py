@@ -220,8 +220,9 @@ def _export(
             table = t.name
             order = ", ".join(t.key or t.names)
             path = staging / f"{table}.parquet"
-            con.execute(f"COPY (SELECT * FROM {table} ORDER BY {order}) TO ? (FORMAT parquet)",
-                        [str(path)])  # fmt: skip
+            con.execute(
+                f"COPY (SELECT * FROM {table} ORDER BY {order}) TO ? (FORMAT parquet)", [str(path)]
+            )
             rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
             listing[table] = {"file": path.name, "rows": int(rows), "primary_key": list(t.key)}
         manifest = {
@@ -327,8 +328,9 @@ def _merge_one(
     run_tables = [t for t in theirs.values() if "run_id" in t.key]
     skip_runs = _run_collisions(con, alias, where, run_tables, result, on_conflict)
     for t in sorted(theirs.values(), key=lambda x: x.name):
-        _merge_table(con, alias, where, t, skip_runs if t in run_tables else [], result,
-                     on_conflict)  # fmt: skip
+        _merge_table(
+            con, alias, where, t, skip_runs if t in run_tables else [], result, on_conflict
+        )
 
 
 def _run_collisions(
@@ -444,8 +446,10 @@ def _merge_table(
 
 def _key_text(key: Sequence[str], values: Sequence[Any]) -> str:
     """``k1='v1', k2='v2'``, each value cut to 200 characters (a key may be megabytes)."""
-    return ", ".join(f"{k}={ellipsize(v if not isinstance(v, str) else repr(v))}"
-                     for k, v in zip(key, values, strict=True))  # fmt: skip
+    return ", ".join(
+        f"{k}={ellipsize(v if not isinstance(v, str) else repr(v))}"
+        for k, v in zip(key, values, strict=True)
+    )
 
 
 def _read_input(path: Path) -> tuple[int, dict[str, str]]:
@@ -455,8 +459,9 @@ def _read_input(path: Path) -> tuple[int, dict[str, str]]:
             version = stored_version(con)
         return version, _fingerprints(path)
     except (duckdb.Error, OSError) as exc:
-        raise StoreError(f"store {path}: not a store this program can read "
-                         f"({ellipsize(str(exc))})") from None  # fmt: skip
+        raise StoreError(
+            f"store {path}: not a store this program can read ({ellipsize(str(exc))})"
+        ) from None
 
 
 def _fingerprints(path: Path) -> dict[str, str]:

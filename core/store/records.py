@@ -32,13 +32,19 @@ __all__ = ["Rows", "RecordsMixin"]
 Rows = pd.DataFrame | Sequence[Mapping[str, Any]]
 
 _ARROW_TYPES = {
-    "input_passage_ids": pa.list_(pa.string()), "cited_ids": pa.list_(pa.string()),
-    "confidence": pa.float64(), "logprob_confidence": pa.float64(), "latency_ms": pa.float64(),
-    "prompt_tokens": pa.int32(), "completion_tokens": pa.int32(),
-    "total_duration_ns": pa.int64(), "load_duration_ns": pa.int64(),
-    "prompt_eval_duration_ns": pa.int64(), "eval_duration_ns": pa.int64(),
+    "input_passage_ids": pa.list_(pa.string()),
+    "cited_ids": pa.list_(pa.string()),
+    "confidence": pa.float64(),
+    "logprob_confidence": pa.float64(),
+    "latency_ms": pa.float64(),
+    "prompt_tokens": pa.int32(),
+    "completion_tokens": pa.int32(),
+    "total_duration_ns": pa.int64(),
+    "load_duration_ns": pa.int64(),
+    "prompt_eval_duration_ns": pa.int64(),
+    "eval_duration_ns": pa.int64(),
     "cache_hit": pa.bool_(),
-}  # fmt: skip
+}
 _PREDICTION_ARROW = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in PREDICTION_COLUMNS])
 _CACHE_ARROW = pa.schema([(c, pa.string()) for c in CACHE_COLUMNS])
 
@@ -132,8 +138,13 @@ class RecordsMixin(StoreBase):
             bump: as in :meth:`write_predictions`.
         """
         if isinstance(frame, pa.Table):
-            insert_frame(con, "scores", frame, PREDICTION_KEY + SCORE_COLUMNS,
-                         "replace" if replace else "fail")  # fmt: skip
+            insert_frame(
+                con,
+                "scores",
+                frame,
+                PREDICTION_KEY + SCORE_COLUMNS,
+                "replace" if replace else "fail",
+            )
             if bump:
                 bump_data_version(con, runs=_run_ids(frame))
             return frame.num_rows

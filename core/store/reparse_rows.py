@@ -32,9 +32,25 @@ __all__ = ["parse_counts", "reparse_candidates", "write_reparsed"]
 # expression only on the rows that have one.
 _NAN_WORDS = " OR ".join(
     f"contains(p.raw_response, '{w}')"
-    for w in ("nan", "naN", "nAn", "nAN", "Nan", "NaN", "NAn", "NAN",
-              "inf", "inF", "iNf", "iNF", "Inf", "InF", "INf", "INF")
-)  # fmt: skip
+    for w in (
+        "nan",
+        "naN",
+        "nAn",
+        "nAN",
+        "Nan",
+        "NaN",
+        "NAn",
+        "NAN",
+        "inf",
+        "inF",
+        "iNf",
+        "iNF",
+        "Inf",
+        "InF",
+        "INf",
+        "INF",
+    )
+)
 # Every condition must hold for the stored parse to stand (see the module docstring). The JSON
 # functions run only on valid JSON (a CASE: AND does not stop at the first false).
 _CLEAN = rf"""
@@ -132,10 +148,17 @@ def reparse_candidates(
 
 
 #: The written columns, typed (no type is guessed from the values).
-_SCHEMA = pa.schema([("prow", pa.int64()), ("answer", pa.string()),
-                     ("cited_ids", pa.list_(pa.string())), ("parse_error", pa.string()),
-                     ("explanation", pa.string()), ("confidence", pa.float64()),
-                     ("meta", pa.string())])  # fmt: skip
+_SCHEMA = pa.schema(
+    [
+        ("prow", pa.int64()),
+        ("answer", pa.string()),
+        ("cited_ids", pa.list_(pa.string())),
+        ("parse_error", pa.string()),
+        ("explanation", pa.string()),
+        ("confidence", pa.float64()),
+        ("meta", pa.string()),
+    ]
+)
 
 
 def write_reparsed(con: duckdb.DuckDBPyConnection, rows: Sequence[dict]) -> None:

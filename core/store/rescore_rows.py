@@ -64,9 +64,10 @@ _PREDICTIONS = """
     WHERE list_contains(?, p.run_id)
 """
 _STORED = (
-    "SELECT rowid AS stored_rowid, " + ", ".join(SCORE_COLUMNS)
+    "SELECT rowid AS stored_rowid, "
+    + ", ".join(SCORE_COLUMNS)
     + " FROM scores WHERE list_contains(?, run_id)"
-)  # fmt: skip
+)
 _INSTANCE_COLUMNS = ("gold_answer", "answer_aliases", "answer_type", "reasoning_type")
 #: The (instance, passage id) -> passage lookup is a dense table when it has at most this
 #: many slots per passage plus the slack, else sorted keys (many distinct ids per instance).
@@ -105,8 +106,9 @@ class _Instances:
         # gold ids and titles, one list per instance: as strings and as codes
         g = np.flatnonzero(gold)
         g = g[np.argsort(owner[g], kind="stable")]
-        offsets = pa.array(np.concatenate(([0], np.cumsum(np.bincount(owner[g], minlength=n)))),
-                           pa.int32())  # fmt: skip
+        offsets = pa.array(
+            np.concatenate(([0], np.cumsum(np.bincount(owner[g], minlength=n)))), pa.int32()
+        )
         self._gold_strings = (offsets, pid, title, g)  # built when a batch needs them
         # as codes: each instance's ids, and its distinct non-NULL titles, ascending (sets,
         # so the scorer's keys come sorted and distinct)
@@ -138,8 +140,10 @@ class _Instances:
         """Gold ids and gold titles as list arrays of strings, one list per instance."""
         offsets, pid, title, g = self._gold_strings
         take = pa.array(g)
-        return (pa.ListArray.from_arrays(offsets, pid.take(take)),
-                pa.ListArray.from_arrays(offsets, title.take(take)))  # fmt: skip
+        return (
+            pa.ListArray.from_arrays(offsets, pid.take(take)),
+            pa.ListArray.from_arrays(offsets, title.take(take)),
+        )
 
     def number(self, inst_row: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The number of each instance ``rowid`` (every one is an instance of the datasets)."""
@@ -187,8 +191,10 @@ class _Instances:
             ).astype(np.int64)
         title = np.where(pos >= 0, self.title_code[np.maximum(pos, 0)], -1)
         off = _offsets(lengths)
-        return (pa.ListArray.from_arrays(off, pa.array(code)),
-                pa.ListArray.from_arrays(off, pa.array(title)))  # fmt: skip
+        return (
+            pa.ListArray.from_arrays(off, pa.array(code)),
+            pa.ListArray.from_arrays(off, pa.array(title)),
+        )
 
 
 def _offsets(lengths: np.ndarray) -> pa.Array:
@@ -277,8 +283,9 @@ def rescore_batches(
         # the gold answer dictionary-encoded by instance (one dictionary for every batch:
         # the scorer normalizes it once), as strings for the reference
         gold = inst.columns["gold_answer"]
-        extra = {"gold_answer": gold.take(take) if plain
-                 else pa.DictionaryArray.from_arrays(take, gold)}  # fmt: skip
+        extra = {
+            "gold_answer": gold.take(take) if plain else pa.DictionaryArray.from_arrays(take, gold)
+        }
         extra.update({k: inst.columns[k].take(take) for k in _INSTANCE_COLUMNS[1:]})
         if plain:  # by strings
             extra["gold_ids"] = inst.gold_lists[0].take(take)

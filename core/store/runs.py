@@ -129,8 +129,7 @@ class RunsMixin(StoreBase):
         """
         if con is None:
             with self.transaction() as own:
-                return self.finish_run(run_id, status, n_planned, own, model_seconds,
-                                       wall_seconds)  # fmt: skip
+                return self.finish_run(run_id, status, n_planned, own, model_seconds, wall_seconds)
         timed = wall_seconds is not None
         bump_data_version(con, runs=[run_id])
         row = con.execute(
@@ -141,10 +140,22 @@ class RunsMixin(StoreBase):
             "ELSE model_seconds END, wall_seconds = coalesce(?, wall_seconds), "
             "pid = CASE WHEN ? THEN ? ELSE pid END, host = CASE WHEN ? THEN ? ELSE host END "
             f"FROM ({_COUNTS}) c WHERE runs.run_id = ? RETURNING status",
-            [status, status, n_planned, timed, float(model_seconds or 0.0),
-             None if wall_seconds is None else float(wall_seconds), timed, os.getpid(),
-             timed, socket.gethostname(), run_id, run_id, run_id],
-        ).fetchone()  # fmt: skip
+            [
+                status,
+                status,
+                n_planned,
+                timed,
+                float(model_seconds or 0.0),
+                None if wall_seconds is None else float(wall_seconds),
+                timed,
+                os.getpid(),
+                timed,
+                socket.gethostname(),
+                run_id,
+                run_id,
+                run_id,
+            ],
+        ).fetchone()
         return None if row is None else str(row[0])
 
     def record_progress(
@@ -168,9 +179,17 @@ class RunsMixin(StoreBase):
             "model_seconds = coalesce(model_seconds, 0) + ?, wall_seconds = ?, "
             "pid = ?, host = ?, heartbeat_at = current_timestamp "
             f"FROM ({_COUNTS}) c WHERE runs.run_id = ?",
-            [n_planned, float(model_seconds), float(wall_seconds), os.getpid(),
-             socket.gethostname(), run_id, run_id, run_id],
-        )  # fmt: skip
+            [
+                n_planned,
+                float(model_seconds),
+                float(wall_seconds),
+                os.getpid(),
+                socket.gethostname(),
+                run_id,
+                run_id,
+                run_id,
+            ],
+        )
 
     def error_summary(self, run_ids: Sequence[str]) -> pd.DataFrame:
         """Failed calls of the runs grouped by run and error text: ``run_id, error, n``."""
@@ -283,10 +302,13 @@ class RunsMixin(StoreBase):
                 "ORDER BY r.run_id"
             ).fetchall()
         return [
-            {"run_id": r, "dataset_id": d,
-             "why": "its dataset is gone" if gone else "its dataset changed since it ran"}
+            {
+                "run_id": r,
+                "dataset_id": d,
+                "why": "its dataset is gone" if gone else "its dataset changed since it ran",
+            }
             for r, d, gone in rows
-        ]  # fmt: skip
+        ]
 
     def runs_frame(self, live: bool = True) -> pd.DataFrame:
         """Every run with its prediction count, newest first.
@@ -308,9 +330,9 @@ class RunsMixin(StoreBase):
             ).df()
         if live and not frame.empty:
             frame["status"] = [
-                self.live_status(r, st) for r, st in zip(frame["run_id"], frame["status"],
-                                                          strict=True)
-            ]  # fmt: skip
+                self.live_status(r, st)
+                for r, st in zip(frame["run_id"], frame["status"], strict=True)
+            ]
         return frame
 
     def resolve_runs(self, selector: str | None = None) -> list[str]:
@@ -346,15 +368,29 @@ _FINAL_STATUS = (
 
 #: Run kinds (``runs.kind``): what produced a run's predictions.
 RUN_KINDS = (
-    "conditions", "interventions", "probes", "judge", "imported", "rerun", "attribution",
+    "conditions",
+    "interventions",
+    "probes",
+    "judge",
+    "imported",
+    "rerun",
+    "attribution",
 )
 #: Kinds whose runs are four-condition runs (the condition, ONCU and fan-in views).
 CONDITION_KINDS = ("conditions", "imported")
 #: Every run status: ``planned`` (created, no call stored yet), ``running``, ``done``,
 #: ``partial`` (some calls failed), ``failed`` (every call failed, or the engine failed),
 #: ``cancelled``, ``interrupted`` (stored ``running``, process gone: not stored, computed).
-RUN_STATUSES = ("planned", "running", "waiting", "done", "partial", "failed", "cancelled",
-                "interrupted")  # fmt: skip
+RUN_STATUSES = (
+    "planned",
+    "running",
+    "waiting",
+    "done",
+    "partial",
+    "failed",
+    "cancelled",
+    "interrupted",
+)
 
 
 def _encoded(run: Mapping[str, Any]) -> dict[str, Any]:

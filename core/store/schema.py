@@ -390,43 +390,113 @@ _DONE_IF: dict[int, str] = {
 N_GOLD_VERSION = 6
 
 INSTANCE_COLUMNS = (
-    "dataset_id", "instance_id", "ord", "question", "gold_answer", "answer_aliases",
-    "answer_type", "reasoning_type", "context_length", "evidence_position",
-    "distractor_similarity", "evidence_density", "fan_in", "oracle_applicable", "source",
+    "dataset_id",
+    "instance_id",
+    "ord",
+    "question",
+    "gold_answer",
+    "answer_aliases",
+    "answer_type",
+    "reasoning_type",
+    "context_length",
+    "evidence_position",
+    "distractor_similarity",
+    "evidence_density",
+    "fan_in",
+    "oracle_applicable",
+    "source",
     "metadata",
-)  # fmt: skip
+)
 PASSAGE_COLUMNS = (
-    "dataset_id", "instance_id", "passage_id", "ord", "title", "text", "doc_id", "role",
-    "is_gold", "n_tokens",
-)  # fmt: skip
+    "dataset_id",
+    "instance_id",
+    "passage_id",
+    "ord",
+    "title",
+    "text",
+    "doc_id",
+    "role",
+    "is_gold",
+    "n_tokens",
+)
 
 #: Metadata cells reported per dataset (``datasets --json``) and offered as filters.
 CELL_COLUMNS = (
-    "context_length", "evidence_position", "distractor_similarity", "reasoning_type",
-    "answer_type", "evidence_density", "fan_in",
-)  # fmt: skip
+    "context_length",
+    "evidence_position",
+    "distractor_similarity",
+    "reasoning_type",
+    "answer_type",
+    "evidence_density",
+    "fan_in",
+)
 
 RUN_COLUMNS = (
-    "run_id", "dataset_id", "backend", "model", "model_digest", "options", "template_version",
-    "template_hash", "retrieval", "status", "n_planned", "n_done", "notes", "backend_info",
-    "conditions", "model_seconds", "wall_seconds", "kind", "pid", "host", "heartbeat_at",
+    "run_id",
+    "dataset_id",
+    "backend",
+    "model",
+    "model_digest",
+    "options",
+    "template_version",
+    "template_hash",
+    "retrieval",
+    "status",
+    "n_planned",
+    "n_done",
+    "notes",
+    "backend_info",
+    "conditions",
+    "model_seconds",
+    "wall_seconds",
+    "kind",
+    "pid",
+    "host",
+    "heartbeat_at",
     "n_errors",
-)  # fmt: skip
+)
 RUN_JSON_COLUMNS = ("options", "retrieval", "backend_info", "conditions")
 
 PREDICTION_COLUMNS = (
-    "run_id", "instance_id", "condition", "variant", "prompt_hash", "input_passage_ids",
-    "raw_response", "answer", "cited_ids", "confidence", "logprob_confidence", "explanation",
-    "parse_error", "error", "latency_ms", "prompt_tokens", "completion_tokens",
-    "total_duration_ns", "load_duration_ns", "prompt_eval_duration_ns", "eval_duration_ns",
-    "cache_hit", "meta",
-)  # fmt: skip
+    "run_id",
+    "instance_id",
+    "condition",
+    "variant",
+    "prompt_hash",
+    "input_passage_ids",
+    "raw_response",
+    "answer",
+    "cited_ids",
+    "confidence",
+    "logprob_confidence",
+    "explanation",
+    "parse_error",
+    "error",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_duration_ns",
+    "load_duration_ns",
+    "prompt_eval_duration_ns",
+    "eval_duration_ns",
+    "cache_hit",
+    "meta",
+)
 
 SCORE_COLUMNS = (
-    "em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct", "ev_precision",
-    "ev_recall", "ev_f1", "citation_grounding", "title_grounding", "confidence_error",
+    "em_strict",
+    "f1_strict",
+    "em_relaxed",
+    "f1_relaxed",
+    "soft_correct",
+    "ev_precision",
+    "ev_recall",
+    "ev_f1",
+    "citation_grounding",
+    "title_grounding",
+    "confidence_error",
     "failure_label",
-)  # fmt: skip
+)
 
 #: Columns of a response-cache row as callers give it (``created_at`` is the store's).
 CACHE_COLUMNS = ("cache_key", "backend", "model", "options_hash", "prompt_hash", "response")

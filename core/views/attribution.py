@@ -50,8 +50,9 @@ def runs_with(store: Store, dataset: str, instance_id: str) -> list[str]:
     runs = runs[(runs["kind"] == "attribution") & (runs["dataset_id"] == dataset)]
     out = []
     for run in runs["run_id"]:
-        if store.prediction_rows(run, [(instance_id, c, "full") for c in
-                                       ("full_context", "retrieved", "oracle")]).shape[0]:
+        if store.prediction_rows(
+            run, [(instance_id, c, "full") for c in ("full_context", "retrieved", "oracle")]
+        ).shape[0]:
             out.append(run)
     return out
 

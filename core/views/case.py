@@ -71,8 +71,15 @@ def case_data(
     inst = found[0]
     passages = pd.DataFrame(
         [
-            {"passage_id": p.passage_id, "ord": p.ord, "title": p.title, "text": p.text,
-             "role": p.role, "is_gold": p.is_gold, "n_tokens": p.n_tokens}  # fmt: skip
+            {
+                "passage_id": p.passage_id,
+                "ord": p.ord,
+                "title": p.title,
+                "text": p.text,
+                "role": p.role,
+                "is_gold": p.is_gold,
+                "n_tokens": p.n_tokens,
+            }
             for p in inst.passages
         ],
         columns=["passage_id", "ord", "title", "text", "role", "is_gold", "n_tokens"],
@@ -101,10 +108,16 @@ def case_data(
     run_rows = {r: store.run_row(r) for r in (set(preds["run"]) if not preds.empty else ())}
     records = preds.to_dict("records") if not preds.empty else []
     base = {r["run"]: r for r in records if r["condition"] == "retrieved" and not r.get("variant")}
-    trans = [transcript(inst, row, run_rows.get(row["run"]), base.get(row["run"]))
-             for row in records]  # fmt: skip
-    return {"instance": info, "passages": passages, "predictions": preds, "groups": groups,
-            "transcripts": trans}  # fmt: skip
+    trans = [
+        transcript(inst, row, run_rows.get(row["run"]), base.get(row["run"])) for row in records
+    ]
+    return {
+        "instance": info,
+        "passages": passages,
+        "predictions": preds,
+        "groups": groups,
+        "transcripts": trans,
+    }
 
 
 def case_index(store: Store, dataset: str, runs: Sequence[str] = ()) -> pd.DataFrame:
@@ -125,8 +138,18 @@ def case_index(store: Store, dataset: str, runs: Sequence[str] = ()) -> pd.DataF
 def _instance_groups(
     store: Store, sel: Selection, inst: Instance, score_field: str, key: Sequence[str]
 ) -> pd.DataFrame:
-    cols = ["run", "condition", "s_none", "s_oracle", "s_c", "oncu_raw", "oncu_clipped",
-            "valid", "invalid_reason", "n"]  # fmt: skip
+    cols = [
+        "run",
+        "condition",
+        "s_none",
+        "s_oracle",
+        "s_c",
+        "oncu_raw",
+        "oncu_clipped",
+        "valid",
+        "invalid_reason",
+        "n",
+    ]
     if not sel.runs:
         return pd.DataFrame(columns=cols)
     df = _group_rows(store, sel, inst, key)
@@ -211,13 +234,20 @@ def compare_predictions(case: dict[str, Any], a: int, b: int) -> dict[str, Any]:
         return {"diff": None, "divergence": None, "failed": failed}
     inst = case["instance"]
     d = trace_divergence(
-        stored_ids(ra.get("cited_ids")), stored_ids(rb.get("cited_ids")),
-        ra.get("answer"), rb.get("answer"), _num(ra.get("confidence")),
-        _num(rb.get("confidence")), answer_type=inst.get("answer_type"),
+        stored_ids(ra.get("cited_ids")),
+        stored_ids(rb.get("cited_ids")),
+        ra.get("answer"),
+        rb.get("answer"),
+        _num(ra.get("confidence")),
+        _num(rb.get("confidence")),
+        answer_type=inst.get("answer_type"),
         reasoning_type=inst.get("reasoning_type"),
-    )  # fmt: skip
-    return {"diff": answer_diff(ra.get("answer"), rb.get("answer")), "divergence": float(d),
-            "failed": []}  # fmt: skip
+    )
+    return {
+        "diff": answer_diff(ra.get("answer"), rb.get("answer")),
+        "divergence": float(d),
+        "failed": [],
+    }
 
 
 def error_text(row: Mapping[str, Any]) -> str:
@@ -232,5 +262,3 @@ def _num(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if out != out else out
-
-

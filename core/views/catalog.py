@@ -63,21 +63,42 @@ __all__ = [
 OPTIONS: dict[str, Param] = {
     p.name: p
     for p in (
-        SCORE_FIELD, N_RESAMPLES, oncu_fig.CONDITIONS_OPTION, oncu_fig.CONTRASTS,
-        oncu_fig.GROUP_KEY, oncu_fig.CI, oncu_fig.SCALING_DISTANCE, oncu_fig.P_TEST,
-        oncu_fig.OLS_P_TEST, cuer_fig.EPS,
-        cuer_fig.TAU, cuer_fig.SYNERGY_METRIC, cuer_fig.CORRECTNESS_AXIS,
-        *dolce_fig.FIT_OPTIONS, dolce_fig.PROBLEM, fanin_fig.POINTS, fanin_fig.CRUX_RETRIEVERS,
-        fanin_fig.CRUX_KS, fanin_fig.JUDGE, fanin_fig.R_INCLUDE_ORACLE,
-        fanin_fig.R_INCLUDE_FULL_CONTEXT, fanin_fig.ETA, fanin_fig.CRUX_K_REQUIRED,
+        SCORE_FIELD,
+        N_RESAMPLES,
+        oncu_fig.CONDITIONS_OPTION,
+        oncu_fig.CONTRASTS,
+        oncu_fig.GROUP_KEY,
+        oncu_fig.CI,
+        oncu_fig.SCALING_DISTANCE,
+        oncu_fig.P_TEST,
+        oncu_fig.OLS_P_TEST,
+        cuer_fig.EPS,
+        cuer_fig.TAU,
+        cuer_fig.SYNERGY_METRIC,
+        cuer_fig.CORRECTNESS_AXIS,
+        *dolce_fig.FIT_OPTIONS,
+        dolce_fig.PROBLEM,
+        fanin_fig.POINTS,
+        fanin_fig.CRUX_RETRIEVERS,
+        fanin_fig.CRUX_KS,
+        fanin_fig.JUDGE,
+        fanin_fig.R_INCLUDE_ORACLE,
+        fanin_fig.R_INCLUDE_FULL_CONTEXT,
+        fanin_fig.ETA,
+        fanin_fig.CRUX_K_REQUIRED,
         fanin_fig.SCORE_SOURCE,
-        retrieval_fig.RETRIEVERS, retrieval_fig.KS,
-        retrieval_fig.CHUNK_SIZE, retrieval_fig.OVERLAP, retrieval_fig.MAX_INSTANCES,
-        ATTRIBUTION_BOOTSTRAP, LDS_LOW,
+        retrieval_fig.RETRIEVERS,
+        retrieval_fig.KS,
+        retrieval_fig.CHUNK_SIZE,
+        retrieval_fig.OVERLAP,
+        retrieval_fig.MAX_INSTANCES,
+        ATTRIBUTION_BOOTSTRAP,
+        LDS_LOW,
     )
-}  # fmt: skip
+}
 _R = retrieval_fig
 #: The options each view reads from the selection.
+# a table, one row per line: the formatter would put each item on a line of its own
 VIEW_OPTIONS: dict[Callable[..., Any], tuple[Param, ...]] = {
     plain_predictions: (),
     scaling_result: (SCORE_FIELD, oncu_fig.GROUP_KEY, oncu_fig.CONDITIONS_OPTION,
@@ -146,9 +167,10 @@ _TABLES: dict[str, Spec] = {}
 
 def _plot_options(plot: Callable[..., Any]) -> tuple[Param, ...]:
     names = [
-        p.name for p in inspect.signature(plot).parameters.values()
+        p.name
+        for p in inspect.signature(plot).parameters.values()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
-    ]  # fmt: skip
+    ]
     unknown = [n for n in names if n not in OPTIONS]
     if unknown:
         raise ValueError(f"{plot.__name__} takes undeclared option(s) {unknown}")

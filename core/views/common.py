@@ -244,8 +244,9 @@ def keep_filtered_instances(
     keep = []
     for name in frame["dataset"].dropna().unique():
         allowed = apply_filters(store.instances_frame(name), filters)
-        keep.append((frame["dataset"] == name) & frame["instance_id"].isin(
-            set(allowed["instance_id"])))  # fmt: skip
+        keep.append(
+            (frame["dataset"] == name) & frame["instance_id"].isin(set(allowed["instance_id"]))
+        )
     if not keep:
         return frame.iloc[0:0]
     return frame[np.logical_or.reduce(keep)]
@@ -279,11 +280,33 @@ def analysis(store: Store, selection: Selection) -> pd.DataFrame:
 
 def empty_analysis() -> pd.DataFrame:
     """An analysis frame with no rows (the columns :func:`analysis` gives)."""
-    cols = ["run", "model", "dataset", "instance_id", "condition", "variant", *DEFAULT_GROUP_KEY,
-            "oracle_applicable", "n_gold", "parse_error", "error", "confidence",
-            "logprob_confidence", "em_strict", "f1_strict", "em_relaxed", "f1_relaxed",
-            "soft_correct", "ev_precision", "ev_recall", "ev_f1", "citation_grounding",
-            "title_grounding", "confidence_error", "failure_label"]  # fmt: skip
+    cols = [
+        "run",
+        "model",
+        "dataset",
+        "instance_id",
+        "condition",
+        "variant",
+        *DEFAULT_GROUP_KEY,
+        "oracle_applicable",
+        "n_gold",
+        "parse_error",
+        "error",
+        "confidence",
+        "logprob_confidence",
+        "em_strict",
+        "f1_strict",
+        "em_relaxed",
+        "f1_relaxed",
+        "soft_correct",
+        "ev_precision",
+        "ev_recall",
+        "ev_f1",
+        "citation_grounding",
+        "title_grounding",
+        "confidence_error",
+        "failure_label",
+    ]
     return pd.DataFrame({c: pd.Series(dtype=object) for c in dict.fromkeys(cols)})
 
 
@@ -329,9 +352,20 @@ def instances_behind(
             mask &= pd.Series(length_bucket(df[col]) == float(value), index=df.index)
         else:
             mask &= _matches(df[col], value)
-    cols = ["run", "dataset", "instance_id", "condition", "variant", selection.score_field,
-            "failure_label", "fan_in", "reasoning_type", "context_length", "evidence_position",
-            "distractor_similarity"]  # fmt: skip
+    cols = [
+        "run",
+        "dataset",
+        "instance_id",
+        "condition",
+        "variant",
+        selection.score_field,
+        "failure_label",
+        "fan_in",
+        "reasoning_type",
+        "context_length",
+        "evidence_position",
+        "distractor_similarity",
+    ]
     cols = [c for c in dict.fromkeys(cols) if c in df.columns]
     out = df.loc[mask, cols]
     if limit is not None:
@@ -347,8 +381,11 @@ def _drill_frame(store: Store, selection: Selection, which: str) -> pd.DataFrame
         # pairing of instances here either
         runs = list(condition_runs(store, selection))
         if which == "predictions":
-            return analysis(store, replace(selection, runs=tuple(runs))) if runs else (
-                empty_analysis())  # fmt: skip
+            return (
+                analysis(store, replace(selection, runs=tuple(runs)))
+                if runs
+                else (empty_analysis())
+            )
         frame = store.fanin_frame(runs)
         return pair_runs(keep_filtered_instances(store, frame, selection.filters))
     if which == "probes":
@@ -398,8 +435,14 @@ def error_digest(store: Store, runs: Sequence[str]) -> dict[str, Any]:
         ``top`` is the most frequent pattern (:func:`error_pattern`) shown with one full
         message of it.
     """
-    out: dict[str, Any] = {"errors": 0, "calls": 0, "top": None, "top_n": 0, "by_run": {},
-                           "patterns": []}  # fmt: skip
+    out: dict[str, Any] = {
+        "errors": 0,
+        "calls": 0,
+        "top": None,
+        "top_n": 0,
+        "by_run": {},
+        "patterns": [],
+    }
     if not runs:
         return out
     frame = stored_runs(store)
@@ -430,17 +473,36 @@ def overview(store: Store) -> dict[str, Any]:
     """
     ds = pd.DataFrame(
         [
-            {"name": d.name, "builder": d.builder, "n_instances": d.n_instances,
-             "created_at": d.created_at}  # fmt: skip
+            {
+                "name": d.name,
+                "builder": d.builder,
+                "n_instances": d.n_instances,
+                "created_at": d.created_at,
+            }
             for d in store.list_datasets()
         ],
         columns=["name", "builder", "n_instances", "created_at"],
     )
     runs = store.runs_frame()
-    cols = ["run_id", "kind", "dataset_id", "backend", "model", "status", "n_planned", "n_done",
-            "n_errors", "n_predictions", "created_at", "finished_at"]  # fmt: skip
-    runs = runs[[c for c in cols if c in runs.columns]].copy() if not runs.empty else (
-        pd.DataFrame(columns=cols))  # fmt: skip
+    cols = [
+        "run_id",
+        "kind",
+        "dataset_id",
+        "backend",
+        "model",
+        "status",
+        "n_planned",
+        "n_done",
+        "n_errors",
+        "n_predictions",
+        "created_at",
+        "finished_at",
+    ]
+    runs = (
+        runs[[c for c in cols if c in runs.columns]].copy()
+        if not runs.empty
+        else (pd.DataFrame(columns=cols))
+    )
     planned = pd.to_numeric(runs.get("n_planned"), errors="coerce")
     done = pd.to_numeric(runs.get("n_predictions"), errors="coerce")
     runs["progress"] = (done / planned.where(planned > 0)).clip(upper=1.0)

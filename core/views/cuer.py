@@ -36,9 +36,10 @@ def intervention_runs(store: Store, selection: Selection) -> list[str]:
     elif selection.dataset:
         runs = runs[runs["dataset_id"] == selection.dataset]
     keep = [
-        r for r, conds in zip(runs["run_id"], runs["conditions"], strict=True)
+        r
+        for r, conds in zip(runs["run_id"], runs["conditions"], strict=True)
         if isinstance(conds, str) and "intervention" in conds
-    ]  # fmt: skip
+    ]
     if not keep:
         raise ValueError(
             "no intervention run selected; start one with: python -m core run-interventions "

@@ -35,9 +35,12 @@ def dolce_result(store: Store, selection: Selection) -> DolceFit:
     """
     values = {p.name: option(selection, p) for p in FIT_OPTIONS}
     key = json.dumps(
-        {"dataset": selection.dataset, "runs": list(selection.runs),
-         "filters": {k: list(v) for k, v in sorted(selection.filters.items())},
-         "options": values},  # fmt: skip
+        {
+            "dataset": selection.dataset,
+            "runs": list(selection.runs),
+            "filters": {k: list(v) for k, v in sorted(selection.filters.items())},
+            "options": values,
+        },
         sort_keys=True,
         default=str,
     )
@@ -54,9 +57,7 @@ def dolce_result(store: Store, selection: Selection) -> DolceFit:
             if frame.empty:
                 raise ValueError("no probed instance passes the filters")
         # failed calls stay as missing probes: counted per problem, never a failed probe
-        outcomes = outcomes_from_probes(
-            frame, task_by=str(values[TASK_BY.name]), keep_missing=True
-        )
+        outcomes = outcomes_from_probes(frame, task_by=str(values[TASK_BY.name]), keep_missing=True)
         th = Thresholds(lam_p=values[LAM_P.name], k_p=values[K_P.name], lam_q=values[LAM_Q.name])
         return fit_dolce(
             outcomes,

@@ -126,8 +126,12 @@ def failure_neighbours(
     See :meth:`core.store.Store.failure_neighbours`; None when the instance is not listed.
     """
     key = (filter_to_json(filt), dataset, instance_id, int(around))
-    return cached(store, "failure_neighbours", key,
-                  lambda: store.failure_neighbours(filt, dataset, instance_id, around))  # fmt: skip
+    return cached(
+        store,
+        "failure_neighbours",
+        key,
+        lambda: store.failure_neighbours(filt, dataset, instance_id, around),
+    )
 
 
 def parse_notes_by_run(store: Store, runs: Sequence[str]) -> dict[str, str]:
@@ -145,18 +149,26 @@ def parse_notes_by_run(store: Store, runs: Sequence[str]) -> dict[str, str]:
         for r in frame.itertuples(index=False):
             parts = []
             if r.ids_unshown:
-                parts.append(f"{_n(r.replies_unshown, 'reply')} cited "
-                             f"{_n(r.ids_unshown, 'passage')} that were not shown (or not "
-                             "passage ids)")  # fmt: skip
+                parts.append(
+                    f"{_n(r.replies_unshown, 'reply')} cited "
+                    f"{_n(r.ids_unshown, 'passage')} that were not shown (or not "
+                    "passage ids)"
+                )
             if r.ids_over_cap:
-                parts.append(f"{_n(r.replies_over_cap, 'reply')} cited "
-                             f"{_n(r.ids_over_cap, 'shown passage')} past the cap")  # fmt: skip
+                parts.append(
+                    f"{_n(r.replies_over_cap, 'reply')} cited "
+                    f"{_n(r.ids_over_cap, 'shown passage')} past the cap"
+                )
             if r.reasoning_unclosed:
-                parts.append(f"{_n(r.reasoning_unclosed, 'reply')} ended inside "
-                             "their reasoning (parse errors)")  # fmt: skip
+                parts.append(
+                    f"{_n(r.reasoning_unclosed, 'reply')} ended inside "
+                    "their reasoning (parse errors)"
+                )
             if r.salvaged:
-                parts.append(f"{_n(r.salvaged, 'reply')} off the contract with a salvaged "
-                             "answer (parse errors, not scored)")  # fmt: skip
+                parts.append(
+                    f"{_n(r.salvaged, 'reply')} off the contract with a salvaged "
+                    "answer (parse errors, not scored)"
+                )
             if r.with_reasoning:
                 parts.append(f"{_n(r.with_reasoning, 'reply')} with reasoning kept apart")
             if parts:

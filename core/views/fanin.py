@@ -72,14 +72,25 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
     full = option(selection, R_INCLUDE_FULL_CONTEXT)
     filters = {k: sorted(str(v) for v in vals) for k, vals in selection.filters.items() if vals}
     if selection.score_field not in ANSWER_SCORES:
-        raise ValueError(f"unknown score field {selection.score_field!r}; allowed: "
-                         f"{', '.join(ANSWER_SCORES)}")  # fmt: skip
+        raise ValueError(
+            f"unknown score field {selection.score_field!r}; allowed: {', '.join(ANSWER_SCORES)}"
+        )
 
     if option(selection, SCORE_SOURCE) == "judged":
-        return cached(store, "fanin", selection_to_json(selection),
-                      lambda: _judged_result(store, selection, filters, points=points,
-                                             include_oracle=oracle, include_full_context=full,
-                                             n_resamples=n))  # fmt: skip
+        return cached(
+            store,
+            "fanin",
+            selection_to_json(selection),
+            lambda: _judged_result(
+                store,
+                selection,
+                filters,
+                points=points,
+                include_oracle=oracle,
+                include_full_context=full,
+                n_resamples=n,
+            ),
+        )
 
     def build() -> FaninResult:
         # the runs are read only on a miss: every figure and table of the page asks for the
@@ -96,9 +107,13 @@ def fanin_result(store: Store, selection: Selection) -> FaninResult:
         key = json.dumps([runs, filters], sort_keys=True)
         summ = cached(store, "fanin_summaries", key, summarize)[selection.score_field]
         return fanin_from_summaries(
-            summ, selection.score_field, points=points, include_oracle=oracle,
-            include_full_context=full, n_resamples=n,
-        )  # fmt: skip
+            summ,
+            selection.score_field,
+            points=points,
+            include_oracle=oracle,
+            include_full_context=full,
+            n_resamples=n,
+        )
 
     return cached(store, "fanin", selection_to_json(selection), build)
 
@@ -169,10 +184,17 @@ def crux_result(store: Store, selection: Selection) -> CruxResult:
             frame = apply_filters(store.instances_frame(name), selection.filters)
             allowed = list(frame["instance_id"])
         return crux_report(
-            store, name, rets, ks, judge=option(selection, JUDGE), instance_ids=allowed,
-            eta=option(selection, ETA), k_required=option(selection, CRUX_K_REQUIRED),
-            chunk_size=option(selection, CHUNK_SIZE), overlap=option(selection, OVERLAP),
+            store,
+            name,
+            rets,
+            ks,
+            judge=option(selection, JUDGE),
+            instance_ids=allowed,
+            eta=option(selection, ETA),
+            k_required=option(selection, CRUX_K_REQUIRED),
+            chunk_size=option(selection, CHUNK_SIZE),
+            overlap=option(selection, OVERLAP),
             n_resamples=option(selection, N_RESAMPLES),
-        )  # fmt: skip
+        )
 
     return cached(store, "crux", selection_to_json(selection), build)

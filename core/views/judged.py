@@ -51,8 +51,14 @@ AUTHTRACE_RUBRICS = ("authtrace-correctness", "authtrace-evidence")
 #: The rubric behind Cov(y) / Den(y) (seed 002 §3.3).
 CRUX_COVERAGE_RUBRIC = "crux-coverage"
 #: Display names of the Table 3 context metrics (seed 002 Table 3 columns).
-METRIC_NAMES = {"cov_z": "Cov(Z)", "alpha_ndcg": "α-nDCG", "recall": "Recall", "map": "MAP",
-                "ndcg": "nDCG", "den_z": "Den(Z)"}  # fmt: skip
+METRIC_NAMES = {
+    "cov_z": "Cov(Z)",
+    "alpha_ndcg": "α-nDCG",
+    "recall": "Recall",
+    "map": "MAP",
+    "ndcg": "nDCG",
+    "den_z": "Den(Z)",
+}
 
 
 def judge_label(model: str) -> str:
@@ -120,18 +126,30 @@ def fanin_judged_tables(store: Store, selection: Selection) -> dict[str, Any] | 
         return None
     rows = []
     for r in jf.by_bucket.to_dict("records"):
-        rows.append({
-            "system": r["system"], "bucket": r["bucket"], "n": int(r["n"]),
-            "ac": _num(r["ac"]), "ac_judged": _num(r["ac_judged"]),
-            "er": _num(r["er"], 100), "er_judged": _num(r["er_judged"], 100),
-            "ep": _num(r["ep"], 100), "ep_judged": _num(r["ep_judged"], 100),
-            "judged_missing": int(max(r["ac_judged_missing"], r["er_judged_missing"])),
-        })  # fmt: skip
+        rows.append(
+            {
+                "system": r["system"],
+                "bucket": r["bucket"],
+                "n": int(r["n"]),
+                "ac": _num(r["ac"]),
+                "ac_judged": _num(r["ac_judged"]),
+                "er": _num(r["er"], 100),
+                "er_judged": _num(r["er_judged"], 100),
+                "ep": _num(r["ep"], 100),
+                "ep_judged": _num(r["ep_judged"], 100),
+                "judged_missing": int(max(r["ac_judged_missing"], r["er_judged_missing"])),
+            }
+        )
     corr = pd.DataFrame(
-        [{"metric": m.upper(), **{k: _num(c[k]) for k in ("pearson", "pearson_p", "spearman",
-                                                           "spearman_p")}, "n": int(c["n"])}
-         for m, c in jf.correlation.items()]
-    )  # fmt: skip
+        [
+            {
+                "metric": m.upper(),
+                **{k: _num(c[k]) for k in ("pearson", "pearson_p", "spearman", "spearman_p")},
+                "n": int(c["n"]),
+            }
+            for m, c in jf.correlation.items()
+        ]
+    )
     return {
         "buckets": pd.DataFrame(rows),
         "correlation": corr,
@@ -152,8 +170,13 @@ def _answer_coverage(store: Store, selection: Selection) -> AnswerCoverage | Non
         if selection.filters:
             frame = apply_filters(store.instances_frame(name), selection.filters)
             allowed = list(frame["instance_id"])
-        return answer_coverage(store, name, judge=option(selection, JUDGE),
-                               eta=option(selection, ETA), instance_ids=allowed)  # fmt: skip
+        return answer_coverage(
+            store,
+            name,
+            judge=option(selection, JUDGE),
+            eta=option(selection, ETA),
+            instance_ids=allowed,
+        )
 
     return cached(store, "crux_answers", selection_to_json(selection), build)
 
@@ -180,8 +203,10 @@ def crux_answer_tables(store: Store, selection: Selection) -> dict[str, Any] | N
         return None
     pipe = ac.pipelines.copy()
     if "k" in pipe.columns:
-        pipe["k"] = ["-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-                     for v in pipe["k"]]  # fmt: skip
+        pipe["k"] = [
+            "-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+            for v in pipe["k"]
+        ]
     cols = ["k"] + [c for m in CONTEXT_METRICS for c in (m, f"{m}_n")]
     kendall = ac.kendall[[c for c in cols if c in ac.kendall.columns]].copy()
     kendall["k"] = kendall["k"].astype(str)
@@ -223,19 +248,30 @@ def agreement_tables(store: Store, run: str, rubric: str = DEFAULT_RUBRIC) -> di
         pairs, confusion, per_label = [], {}, {}
         for p in rep["pairs"]:
             a, b = p["rater_a"], p["rater_b"]
-            pairs.append({
-                "rater_a": a, "rater_b": b, "n": int(p["n"]), "agreed": p.get("agreed"),
-                "raw_agreement": _num(p.get("raw_agreement")), "kappa": _num(p.get("kappa")),
-                "kappa_note": p.get("kappa_note") or "",
-            })  # fmt: skip
+            pairs.append(
+                {
+                    "rater_a": a,
+                    "rater_b": b,
+                    "n": int(p["n"]),
+                    "agreed": p.get("agreed"),
+                    "raw_agreement": _num(p.get("raw_agreement")),
+                    "kappa": _num(p.get("kappa")),
+                    "kappa_note": p.get("kappa_note") or "",
+                }
+            )
             if "labels" in p:
-                confusion[(a, b)] = pd.DataFrame(p["confusion"], index=p["labels"],
-                                                 columns=p["labels"])  # fmt: skip
+                confusion[(a, b)] = pd.DataFrame(
+                    p["confusion"], index=p["labels"], columns=p["labels"]
+                )
                 per_label[(a, b)] = pd.DataFrame(p["per_label"])
             else:
                 confusion[(a, b)], per_label[(a, b)] = None, None
-        return {"pairs": pd.DataFrame(pairs), "confusion": confusion, "per_label": per_label,
-                "report": rep}  # fmt: skip
+        return {
+            "pairs": pd.DataFrame(pairs),
+            "confusion": confusion,
+            "per_label": per_label,
+            "report": rep,
+        }
 
     return cached(store, "agreement", (run, rubric), build)
 
@@ -279,9 +315,16 @@ def judge_agreement_table(
         rep = judge_agreement(store, sorted(judge_runs))
         for p in rep["pairs"]:
             note = p.get("kappa_note") or p.get("weighted_kappa_note")
-            rows.append({
-                "rubric": rubric, "judge_a": p["rater_a"], "judge_b": p["rater_b"], "n": p["n"],
-                "raw_agreement": _num(p.get("raw_agreement")), "kappa": _num(p["kappa"]),
-                "weighted_kappa": _num(p.get("weighted_kappa")), "note": note or "",
-            })  # fmt: skip
+            rows.append(
+                {
+                    "rubric": rubric,
+                    "judge_a": p["rater_a"],
+                    "judge_b": p["rater_b"],
+                    "n": p["n"],
+                    "raw_agreement": _num(p.get("raw_agreement")),
+                    "kappa": _num(p["kappa"]),
+                    "weighted_kappa": _num(p.get("weighted_kappa")),
+                    "note": note or "",
+                }
+            )
     return pd.DataFrame(rows) if rows else None

@@ -26,9 +26,12 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
     """
     # the run resolution reads every run's prediction count: once per selection and version
     # (each figure and table of a page calls this view)
-    runs = cached(store, "condition_runs", selection_to_json(replace(
-        selection, options={}, score_field=Selection().score_field)),
-        lambda: condition_runs(store, selection))  # fmt: skip
+    runs = cached(
+        store,
+        "condition_runs",
+        selection_to_json(replace(selection, options={}, score_field=Selection().score_field)),
+        lambda: condition_runs(store, selection),
+    )
     if not runs:
         return empty_analysis()
     # every score column is read whatever the score field: one frame (and one cache entry)
@@ -64,8 +67,15 @@ def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame
         df = plain_predictions(store, selection)
         if df.empty:
             raise ValueError("the selected runs hold no predictions of the four conditions")
-        return scaling_report(df, selection.score_field, tuple(key), tuple(conds),
-                              n_resamples=n, distance=distance, p_test=p_test,
-                              ols_p_test=ols_p_test)  # fmt: skip
+        return scaling_report(
+            df,
+            selection.score_field,
+            tuple(key),
+            tuple(conds),
+            n_resamples=n,
+            distance=distance,
+            p_test=p_test,
+            ols_p_test=ols_p_test,
+        )
 
     return cached(store, "scaling", selection_to_json(selection), build)

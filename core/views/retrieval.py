@@ -63,9 +63,13 @@ def audit_with_text(
     """
     keep, n_missing, reason = rankable(instances)
     audit = retrieval_audit(
-        keep, retrievers=retrievers, ks=ks, chunk_size=chunk_size, overlap=overlap,
+        keep,
+        retrievers=retrievers,
+        ks=ks,
+        chunk_size=chunk_size,
+        overlap=overlap,
         embedding_cache=embedding_cache,
-    )  # fmt: skip
+    )
     agg = audit.aggregate.copy()
     agg["n_no_text"] = n_missing
     agg["missing"] = reason

@@ -90,15 +90,21 @@ def transcript(
     stored_hash = str(pred.get("prompt_hash") or "")
     messages, note = _rebuild(instance, cond, evidence, stored_hash)
     if messages is None and cond == "intervention" and base is not None:
-        messages, note = _replan(instance, str(pred.get("variant") or ""), run, base,
-                                 stored_hash, note)  # fmt: skip
+        messages, note = _replan(
+            instance, str(pred.get("variant") or ""), run, base, stored_hash, note
+        )
     cut = meta.get("raw_response_truncated")
     truncated = None
     if isinstance(cut, Mapping) and "bytes" in cut:
         truncated = f"reply cut to {cut.get('kept_bytes')} of {cut.get('bytes')} bytes when stored"
-    return {"messages": messages, "prompt_note": note, "items": items,
-            "truncated_note": truncated, "meta": meta,
-            "parse": parse_notes(pred, meta)}  # fmt: skip
+    return {
+        "messages": messages,
+        "prompt_note": note,
+        "items": items,
+        "truncated_note": truncated,
+        "meta": meta,
+        "parse": parse_notes(pred, meta),
+    }
 
 
 def parse_notes(pred: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,19 +129,32 @@ def parse_notes(pred: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, A
         thought, _, unclosed = split_reasoning(pred["raw_response"])
         if thought or unclosed:
             reasoning = thought
-            note = ("the reply ended inside its reasoning" if unclosed
-                    else "reasoning blocks of the reply, removed before parsing")  # fmt: skip
+            note = (
+                "the reply ended inside its reasoning"
+                if unclosed
+                else "reasoning blocks of the reply, removed before parsing"
+            )
     lines = []
     if unshown:
-        lines.append(f"cited {_count(len(unshown), 'passage')} that {_were(unshown)} not shown "
-                     f"(or not passage ids), not scored: {', '.join(unshown)}")  # fmt: skip
+        lines.append(
+            f"cited {_count(len(unshown), 'passage')} that {_were(unshown)} not shown "
+            f"(or not passage ids), not scored: {', '.join(unshown)}"
+        )
     if over:
-        lines.append(f"cited {_count(len(over), 'shown passage')} past the cap, not scored: "
-                     f"{', '.join(over)}")  # fmt: skip
+        lines.append(
+            f"cited {_count(len(over), 'shown passage')} past the cap, not scored: "
+            f"{', '.join(over)}"
+        )
     if salvaged:
         lines.append(f"salvaged from a reply off the contract, not scored: {salvaged}")
-    return {"unshown_ids": unshown, "over_cap_ids": over, "salvaged": salvaged,
-            "reasoning": reasoning, "reasoning_note": note, "lines": lines}  # fmt: skip
+    return {
+        "unshown_ids": unshown,
+        "over_cap_ids": over,
+        "salvaged": salvaged,
+        "reasoning": reasoning,
+        "reasoning_note": note,
+        "lines": lines,
+    }
 
 
 def _count(n: int, noun: str) -> str:
@@ -189,17 +208,25 @@ def _replan(
     if chunks is None:
         return None, note
     scores = list(meta.get("chunk_scores") or [0.0] * len(chunks))
-    shown = [RankedChunk(i + 1, float(sc), ch)
-             for i, (ch, sc) in enumerate(zip(chunks, scores, strict=False))]  # fmt: skip
+    shown = [
+        RankedChunk(i + 1, float(sc), ch)
+        for i, (ch, sc) in enumerate(zip(chunks, scores, strict=False))
+    ]
     try:
         calls = plan_interventions(
-            instance, stored_ids(base.get("cited_ids")), top_k=int(cfg.get("top_k", 5)),
+            instance,
+            stored_ids(base.get("cited_ids")),
+            top_k=int(cfg.get("top_k", 5)),
             retriever=str(cfg.get("retriever", "lexical")),
             chunk_size=int(cfg.get("chunk_size", CHUNK_SIZE.default)),
             overlap=int(cfg.get("overlap", OVERLAP.default)),
-            operators=None, hardness=None, positions=None, two_support=True,
-            zero_retrieval=True, shown=shown,
-        )  # fmt: skip
+            operators=None,
+            hardness=None,
+            positions=None,
+            two_support=True,
+            zero_retrieval=True,
+            shown=shown,
+        )
     except (ValueError, TypeError):
         return None, note
     for call in calls:
@@ -223,9 +250,14 @@ def _chunks(
     except ValueError:
         cfg = dict((run or {}).get("retrieval") or {})
     try:
-        chunks = {c.chunk_id: c for c in chunk_instance(
-            instance, int(cfg.get("chunk_size", CHUNK_SIZE.default)),
-            int(cfg.get("overlap", OVERLAP.default)))}  # fmt: skip
+        chunks = {
+            c.chunk_id: c
+            for c in chunk_instance(
+                instance,
+                int(cfg.get("chunk_size", CHUNK_SIZE.default)),
+                int(cfg.get("overlap", OVERLAP.default)),
+            )
+        }
     except (TypeError, ValueError):
         return None
     if not all(i in chunks for i in ids):
@@ -252,11 +284,17 @@ def _item(
             value = None
         if value is not None and math.isnan(value):
             value = None
-    return {"rank": rank, "score": value, "chunk_id": chunk_id,
-            "passage_ids": list(passage_ids), "roles": roles, "titles": titles, "text": text,
-            "cited": [p for p in passage_ids if p in cited], "contains_answer": False}  # fmt: skip
-
-
+    return {
+        "rank": rank,
+        "score": value,
+        "chunk_id": chunk_id,
+        "passage_ids": list(passage_ids),
+        "roles": roles,
+        "titles": titles,
+        "text": text,
+        "cited": [p for p in passage_ids if p in cited],
+        "contains_answer": False,
+    }
 
 
 def _meta(value: Any) -> dict[str, Any]:

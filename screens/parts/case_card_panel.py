@@ -36,14 +36,24 @@ def show_card_downloads(case: Mapping[str, Any], dataset: str, iid: str, score: 
 
         return render
 
-    with st.popover("Case card", icon=":material/download:",
-                    help="This instance for a paper: question, gold answer, the passages shown "
-                    "(gold or distractor), each condition's answer, citations (* gold) and "
-                    f"{score}. LaTeX needs booktabs and tabularx."):  # fmt: skip  # text: score
+    with st.popover(
+        "Case card",
+        icon=":material/download:",
+        help="This instance for a paper: question, gold answer, the passages shown "
+        "(gold or distractor), each condition's answer, citations (* gold) and "
+        f"{score}. LaTeX needs booktabs and tabularx.",
+    ):  # text: score
         cols = st.columns(4)
-        cols[0].download_button("LaTeX", latex, f"{base}.tex", "text/x-tex",
-                                key="case.card.tex", on_click="ignore")  # fmt: skip
+        cols[0].download_button(
+            "LaTeX", latex, f"{base}.tex", "text/x-tex", key="case.card.tex", on_click="ignore"
+        )
         for col, fmt in zip(cols[1:], ("pdf", "svg", "png"), strict=True):
-            col.download_button(fmt.upper(), drawn(fmt), f"{base}.{fmt}", mime_type(fmt),  # text:
-                                key=f"case.card.{fmt}", on_click="ignore")  # fmt: skip
+            col.download_button(
+                fmt.upper(),
+                drawn(fmt),
+                f"{base}.{fmt}",
+                mime_type(fmt),  # text:
+                key=f"case.card.{fmt}",
+                on_click="ignore",
+            )
         st.caption("Figures are drawn by a headless Chromium: the first one takes a few seconds.")

@@ -366,8 +366,12 @@ def prefetch(fn_name: str, **kwargs: Any) -> None:
     at a time, failures dropped) for the next page run (the Case view's j / k neighbours); a
     run asking meanwhile waits for it (Streamlit's per-entry lock) instead of computing it."""
     store = get_store()
-    key = (str(store.path), _version(store, fn_name, kwargs), fn_name,
-           json.dumps(kwargs, sort_keys=True, default=str))  # fmt: skip
+    key = (
+        str(store.path),
+        _version(store, fn_name, kwargs),
+        fn_name,
+        json.dumps(kwargs, sort_keys=True, default=str),
+    )
     with _PREFETCH_LOCK:
         if key in _PREFETCHING:
             return
@@ -440,8 +444,9 @@ def import_file(
     store = get_store()
     try:
         if what == "results":
-            res = import_results(store, path, name=name, fmt=fmt, replace=replace,
-                                 with_runs=with_runs)  # fmt: skip
+            res = import_results(
+                store, path, name=name, fmt=fmt, replace=replace, with_runs=with_runs
+            )
             out = res.summary()
         else:
             result = read_dataset(path, fmt=fmt, name=name)
@@ -450,8 +455,13 @@ def import_file(
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
     except ValueError as exc:  # a file of another format: named as this page's choices are
-        raise ValueError(re.sub(r"\(import (dataset|results) --format ([\w-]+)\)",
-                                r'(choose What: "\1: \2" above)', str(exc))) from exc
+        raise ValueError(
+            re.sub(
+                r"\(import (dataset|results) --format ([\w-]+)\)",
+                r'(choose What: "\1: \2" above)',
+                str(exc),
+            )
+        ) from exc
     finally:
         clear_caches()
     return out
@@ -470,8 +480,13 @@ def _require_store(sb: Any) -> None:
         return
     sb.error(md_escape(problem))  # the path is the user's text: shown as text
     if problem.startswith("no such store"):
-        sb.button("Create a new store here", key="global.db_create", on_click=_create_store,
-                  args=(path,), help="An empty store at this path (its folders included).")
+        sb.button(
+            "Create a new store here",
+            key="global.db_create",
+            on_click=_create_store,
+            args=(path,),
+            help="An empty store at this path (its folders included).",
+        )
     created = st.session_state.pop("global.db_create_error", None)
     if created:
         sb.error(md_escape(created))
@@ -496,9 +511,16 @@ def sidebar(
     url = url_state.applying()  # the URL's view is applied before each widget is drawn
     if url and st.query_params.get("db"):
         ss["global.db"] = st.query_params["db"]
-    keep(sb.text_input("Store (DuckDB file)", key="global.db", help="Path of the DuckDB "
-                       "store. A path that does not exist is not created unless you ask for "
-                       "it."), "global.db")  # fmt: skip
+    keep(
+        sb.text_input(
+            "Store (DuckDB file)",
+            key="global.db",
+            help="Path of the DuckDB "
+            "store. A path that does not exist is not created unless you ask for "
+            "it.",
+        ),
+        "global.db",
+    )
     _require_store(sb)
     datasets = cached_call("datasets")
     options = [None, *datasets]
@@ -506,10 +528,15 @@ def sidebar(
         url_state.adopt("dataset", "global.dataset", options)
     if "global.dataset" not in ss or ss["global.dataset"] not in options:
         ss["global.dataset"] = datasets[0] if datasets else None
-    dataset = keep(sb.selectbox(
-        "Dataset", options, key="global.dataset",
-        format_func=lambda d: "(all datasets)" if d is None else d,
-    ), "global.dataset")  # fmt: skip
+    dataset = keep(
+        sb.selectbox(
+            "Dataset",
+            options,
+            key="global.dataset",
+            format_func=lambda d: "(all datasets)" if d is None else d,
+        ),
+        "global.dataset",
+    )
     chosen: tuple[str, ...] = ()
     shown: list[str] = []
     if runs:
@@ -524,13 +551,20 @@ def sidebar(
         ss["global.runs"] = [r for r in ss.get("global.runs", []) if r in ids]
         labels = {r.run_id: run_label(r) for r in mine.itertuples()} if not mine.empty else {}
         what = "runs" if kinds is None else f"{' / '.join(kinds)} runs"
-        chosen = tuple(sb.multiselect(
-            f"Runs (empty = all {what} of the dataset)", ids, key="global.runs",  # text: kinds
-            format_func=lambda r: labels.get(r, r),
-            help="Several runs are compared side by side on the instances they share. "
-                 + ("This page shows " + what + " only; the others have their own pages."
-                    if kinds is not None else ""),
-        ))  # fmt: skip
+        chosen = tuple(
+            sb.multiselect(
+                f"Runs (empty = all {what} of the dataset)",
+                ids,
+                key="global.runs",  # text: kinds
+                format_func=lambda r: labels.get(r, r),
+                help="Several runs are compared side by side on the instances they share. "
+                + (
+                    "This page shows " + what + " only; the others have their own pages."
+                    if kinds is not None
+                    else ""
+                ),
+            )
+        )
         selection_state.keep_runs(chosen, ids)
         # a Case-view rerun's failed call is that rerun's, not the dataset's: its runs are
         # in the banner only when chosen (issue 36 item 11)
@@ -538,8 +572,12 @@ def sidebar(
         shown = list(chosen or [r for r in ids if r not in reruns])
     if url:
         url_state.adopt("score", "global.score_field", SCORE_FIELD.choices)
-    keep(sb.selectbox("Score field", SCORE_FIELD.choices, key="global.score_field",
-                      help=HELP["f1_relaxed"]), "global.score_field")  # fmt: skip
+    keep(
+        sb.selectbox(
+            "Score field", SCORE_FIELD.choices, key="global.score_field", help=HELP["f1_relaxed"]
+        ),
+        "global.score_field",
+    )
     chosen_filters: dict[str, tuple[str, ...]] = {}
     if filters:
         values = cached_call("cells", dataset=dataset)
@@ -548,8 +586,12 @@ def sidebar(
         with sb.expander("Filters (metadata cells)"):
             for col, vals in values.items():
                 if len(vals) > 1:
-                    picked = keep(st.multiselect(md_escape(col.replace("_", " ")), vals,
-                                                 key=f"global.f.{col}"), f"global.f.{col}")
+                    picked = keep(
+                        st.multiselect(
+                            md_escape(col.replace("_", " ")), vals, key=f"global.f.{col}"
+                        ),
+                        f"global.f.{col}",
+                    )
                     if picked:
                         chosen_filters[col] = tuple(picked)
     options: dict[str, Any] = {}
@@ -558,10 +600,18 @@ def sidebar(
     if url:
         selection_state.adopt_export()
     store = get_store()
-    export_sidebar(sb, store, cached_call("runs"), dataset, chosen, ss["global.score_field"],
-                   _version(store, "numbers", {}))  # the whole store's numbers: its version
-    selection_state.write_url(page, datasets, chosen, chosen_filters, sb,
-                              default_db=configured_store_path())  # fmt: skip
+    export_sidebar(
+        sb,
+        store,
+        cached_call("runs"),
+        dataset,
+        chosen,
+        ss["global.score_field"],
+        _version(store, "numbers", {}),
+    )  # the whole store's numbers: its version
+    selection_state.write_url(
+        page, datasets, chosen, chosen_filters, sb, default_db=configured_store_path()
+    )
     if shown and banner:
         error_banner(shown, lambda r: cached_call("errors", runs=r))
     return Selection(
@@ -595,8 +645,9 @@ def live_runs() -> pd.DataFrame:
         return frame
     store = get_store()
     frame = frame.copy()
-    frame["status"] = [store.live_status(r, s) for r, s in zip(frame["run_id"], frame["status"],
-                                                               strict=True)]  # fmt: skip
+    frame["status"] = [
+        store.live_status(r, s) for r, s in zip(frame["run_id"], frame["status"], strict=True)
+    ]
     return frame
 
 
@@ -612,9 +663,9 @@ def _group_key_setting(sb: Any, url: bool = False) -> dict[str, Any]:
     if url:
         url_state.adopt("group", "global.group_key", choices, multi=True)
     with sb.expander("ONCU groups"):
-        key = keep(st.multiselect("Group key", choices, key="global.group_key",
-                                  help=HELP["group_key"]), "global.group_key")  # fmt: skip
+        key = keep(
+            st.multiselect("Group key", choices, key="global.group_key", help=HELP["group_key"]),
+            "global.group_key",
+        )
     key = tuple(k for k in choices if k in key)
     return {} if key == tuple(GROUP_KEY.default) else {"group_key": key}
-
-

@@ -71,7 +71,7 @@ def embeddings_ready(selection: Selection) -> bool:
         text=f"Dense ranking: embedding {len(todo):,} questions and chunks not yet in the "
         f"store ({done:,} of {total:,} already are) with all-MiniLM-L6-v2; loading the "
         "model ...",
-    )  # fmt: skip
+    )
 
     def report(now: int, of: int, seconds: float) -> None:
         left = f", about {_duration(seconds / now * (of - now))} left" if now else ""
@@ -79,7 +79,7 @@ def embeddings_ready(selection: Selection) -> bool:
             now / of if of else 1.0,
             text=f"Dense ranking: embedded {now:,} of {of:,} questions and chunks{left}; "  # text:
             "each batch is kept in the store (Stop keeps them).",
-        )  # fmt: skip
+        )
 
     cache = embedding_cache(store)
     try:

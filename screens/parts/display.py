@@ -59,15 +59,25 @@ def show_figure(
     head = st.columns([6, 1])
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
     with head[1]:
-        download_menu(name, spec.title, fig, data, key, export_settings().for_figure(name),
-                      dataset=selection.dataset, runs=selection.runs)  # fmt: skip
+        download_menu(
+            name,
+            spec.title,
+            fig,
+            data,
+            key,
+            export_settings().for_figure(name),
+            dataset=selection.dataset,
+            runs=selection.runs,
+        )
     drill = drill and drill_spec(fig) is not None
     shown = plain_figure(fig)  # data strings drawn as text, never as Plotly's markup
     event = st.plotly_chart(
-        _stable_figure(shown) if drill else shown, key=key,
+        _stable_figure(shown) if drill else shown,
+        key=key,
         on_select="rerun" if drill else "ignore",
-        selection_mode=("points",), config={"displaylogo": False},
-    )  # fmt: skip
+        selection_mode=("points",),
+        config={"displaylogo": False},
+    )
     if not drill or not event:
         return None
     points = (event.get("selection") or {}).get("points") or []
@@ -87,9 +97,20 @@ def _stable_figure(fig: Any) -> go.Figure:
 
 
 #: Key columns of a selected table row (tables of the plain-condition predictions).
-_DRILL_KEYS = ("run", "condition", "source", "reasoning_type", "answer_type", "context_length",
-               "evidence_position", "evidence_density", "distractor_similarity", "fan_in",
-               "model", "length_cell")  # fmt: skip
+_DRILL_KEYS = (
+    "run",
+    "condition",
+    "source",
+    "reasoning_type",
+    "answer_type",
+    "context_length",
+    "evidence_position",
+    "evidence_density",
+    "distractor_similarity",
+    "fan_in",
+    "model",
+    "length_cell",
+)
 
 
 def _cell_from_point(point: Mapping[str, Any], fig: Any) -> dict[str, Any] | None:
@@ -131,18 +152,28 @@ def show_table(
     head[0].markdown(f"**{spec.title}**", help=f"{spec.description} ({spec.reference})")
     # the files are made when a button is clicked, not on every render (0.5 s at 1M rows)
     stem = table_file_stem(name, selection.dataset, selection.runs)  # dataset + runs in names
-    head[1].download_button("CSV", lazy_table(df, "csv"), f"{stem}.csv", "text/csv",
-                            key=f"{key}.csv", on_click="ignore")  # fmt: skip
+    head[1].download_button(
+        "CSV", lazy_table(df, "csv"), f"{stem}.csv", "text/csv", key=f"{key}.csv", on_click="ignore"
+    )
     cap = table_caption(spec.title, selection.dataset, selection.runs)
-    head[2].download_button("LaTeX", lazy_table(df, "latex", caption=cap, name=name),
-                            f"{stem}.tex", mime_type("latex"), key=f"{key}.tex",
-                            on_click="ignore")  # fmt: skip
+    head[2].download_button(
+        "LaTeX",
+        lazy_table(df, "latex", caption=cap, name=name),
+        f"{stem}.tex",
+        mime_type("latex"),
+        key=f"{key}.tex",
+        on_click="ignore",
+    )
     shown = df[[c for c in columns if c in df.columns]] if columns else df
     shown = _displayable(shown)
     event = st.dataframe(
-        shown, key=key, hide_index=True, column_config=dict(column_config or {}),
-        on_select="rerun" if drill else "ignore", selection_mode="single-row",
-    )  # fmt: skip
+        shown,
+        key=key,
+        hide_index=True,
+        column_config=dict(column_config or {}),
+        on_select="rerun" if drill else "ignore",
+        selection_mode="single-row",
+    )
     if not drill or not event:
         return df, None
     rows = (event.get("selection") or {}).get("rows") or []
@@ -171,9 +202,12 @@ def _displayable(df: pd.DataFrame) -> pd.DataFrame:
     for col in out.columns:
         if out[col].dtype == object and out[col].map(lambda v: isinstance(v, dict | list)).any():
             out[col] = out[col].map(
-                lambda v: ", ".join(f"{k}: {x}" for k, x in v.items()) if isinstance(v, dict)
-                else (", ".join(map(str, v)) if isinstance(v, list) else v)
-            )  # fmt: skip
+                lambda v: (
+                    ", ".join(f"{k}: {x}" for k, x in v.items())
+                    if isinstance(v, dict)
+                    else (", ".join(map(str, v)) if isinstance(v, list) else v)
+                )
+            )
     return out
 
 
@@ -194,8 +228,9 @@ def show_instances(selection: Selection, cell: Mapping[str, Any] | None, *, key:
     shown = f" (the first {_LISTED:,} listed)" if total > _LISTED else ""
     df = df.head(_LISTED)
     st.markdown(f"**{total} predictions behind** {md_escape(label)}{shown} — select one to open it")
-    event = st.dataframe(df, key=key, hide_index=True, on_select="rerun",
-                         selection_mode="single-row")  # fmt: skip
+    event = st.dataframe(
+        df, key=key, hide_index=True, on_select="rerun", selection_mode="single-row"
+    )
     rows = (event.get("selection") or {}).get("rows") or [] if event else []
     if rows:
         row = df.iloc[rows[0]]
@@ -213,9 +248,11 @@ def open_case(dataset: str, instance_id: str, runs: Sequence[str] = ()) -> None:
 def instance_link(dataset: str, instance_id: str, label: str | None = None) -> None:
     """A link to the Case view of one instance."""
     st.page_link(
-        CASE_PAGE, label=label or f"Open {md_escape(instance_id)} in the Case view",  # text:
-        query_params={"dataset": dataset, "instance": instance_id}, icon=":material/search:",
-    )  # fmt: skip
+        CASE_PAGE,
+        label=label or f"Open {md_escape(instance_id)} in the Case view",  # text:
+        query_params={"dataset": dataset, "instance": instance_id},
+        icon=":material/search:",
+    )
 
 
 def with_options(selection: Selection, **options: Any) -> Selection:

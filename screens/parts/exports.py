@@ -39,8 +39,14 @@ from core.export.tables import table_file_stem
 from screens.parts.markdown import md_escape
 from screens.parts.selection_state import keep
 
-__all__ = ["download_menu", "export_settings", "export_sidebar", "lazy_table", "numbers_files",
-           "numbers_menu"]  # fmt: skip
+__all__ = [
+    "download_menu",
+    "export_settings",
+    "export_sidebar",
+    "lazy_table",
+    "numbers_files",
+    "numbers_menu",
+]
 
 #: token -> None (being made), "" (made) or the one-line reason it failed.
 _OUTCOMES: dict[str, str | None] = {}
@@ -94,7 +100,11 @@ _NOTES: dict[str, str] = {}
 
 
 def _figure_maker(
-    fig: Any, fmt: str, settings: ExportSettings, meta: dict[str, str] | None, name: str,
+    fig: Any,
+    fmt: str,
+    settings: ExportSettings,
+    meta: dict[str, str] | None,
+    name: str,
     token: str,
 ) -> Callable[[], bytes]:
     def render() -> bytes:
@@ -103,8 +113,11 @@ def _figure_maker(
         data = figure_bytes(fig, fmt, settings, meta=meta, said=said)
         with _LOCK:
             if said:  # the command's line, in the page's words (its preset menu, not a flag)
-                _NOTES[token] = re.sub(r"; try --preset (\S+)$", r'; choose the preset "\1"',
-                                       layout_line(name, settings, said))  # fmt: skip
+                _NOTES[token] = re.sub(
+                    r"; try --preset (\S+)$",
+                    r'; choose the preset "\1"',
+                    layout_line(name, settings, said),
+                )
             else:
                 _NOTES.pop(token, None)
         return data
@@ -112,9 +125,17 @@ def _figure_maker(
     return render
 
 
-def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
-                  settings: ExportSettings, *, dataset: str | None = None,
-                  runs: Sequence[str] = ()) -> None:  # fmt: skip
+def download_menu(
+    name: str,
+    title: str,
+    fig: Any,
+    data: pd.DataFrame,
+    key: str,
+    settings: ExportSettings,
+    *,
+    dataset: str | None = None,
+    runs: Sequence[str] = (),
+) -> None:
     """The figure's Download popover (PNG, SVG, PDF, CSV) and, under it, what a failed
     download says.
 
@@ -139,13 +160,20 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
     with st.popover("Download", icon=":material/download:"):
         cols = st.columns(4)
         for col, fmt in zip(cols, ("png", "svg", "pdf", "csv"), strict=True):
-            make = (lazy_table(data, "csv") if fmt == "csv"
-                    else _figure_maker(fig, fmt, settings, meta, name, tokens[fmt]))  # fmt: skip
+            make = (
+                lazy_table(data, "csv")
+                if fmt == "csv"
+                else _figure_maker(fig, fmt, settings, meta, name, tokens[fmt])
+            )
             col.download_button(
-                fmt.upper(), data=_recorded(tokens[fmt], make), key=f"{key}.dl.{fmt}",  # text:
-                file_name=f"{stem}.{fmt}", mime="text/csv" if fmt == "csv" else mime_type(fmt),
-                on_click=clicked, args=(fmt,),
-            )  # fmt: skip
+                fmt.upper(),
+                data=_recorded(tokens[fmt], make),
+                key=f"{key}.dl.{fmt}",  # text:
+                file_name=f"{stem}.{fmt}",
+                mime="text/csv" if fmt == "csv" else mime_type(fmt),
+                on_click=clicked,
+                args=(fmt,),
+            )
         st.caption(
             f"{md_escape(settings.describe())}. Drawn by a headless Chromium: the "
             "first download takes a few seconds (it starts), the next ones well under one."
@@ -177,14 +205,19 @@ def download_menu(name: str, title: str, fig: Any, data: pd.DataFrame, key: str,
     outcome()
     failed = ss.get(failed_key)
     if failed:
-        st.error(f"**{failed[0].upper()} of {md_escape(title)} was not made**: "  # text: PDF..
-                 f"{md_escape(failed[1])}. What to do: try another format (SVG or PNG), fewer "
-                 "runs or one dataset; the dashboard's log has the full error.",
-                 icon=":material/error:")  # fmt: skip
+        st.error(
+            f"**{failed[0].upper()} of {md_escape(title)} was not made**: "  # text: PDF..
+            f"{md_escape(failed[1])}. What to do: try another format (SVG or PNG), fewer "
+            "runs or one dataset; the dashboard's log has the full error.",
+            icon=":material/error:",
+        )
     note = ss.get(note_key)
     if note:  # made, but the layout had to give: said where the download was asked for
-        st.info(f"{note[0].upper()} of {md_escape(title)}: "  # text: PNG / SVG / PDF, escaped
-                f"{md_escape(note[1])}.", icon=":material/aspect_ratio:")  # fmt: skip
+        st.info(
+            f"{note[0].upper()} of {md_escape(title)}: "  # text: PNG / SVG / PDF, escaped
+            f"{md_escape(note[1])}.",
+            icon=":material/aspect_ratio:",
+        )
 
 
 # --------------------------------------------------------------------------- paper numbers
@@ -210,12 +243,13 @@ def numbers_files(
     with _LOCK:
         side = _NUMBERS.get(key)
     if side is None:
-        numbers, notes = collect_numbers(store, None if runs is None else list(runs),
-                                         score_field)  # fmt: skip
+        numbers, notes = collect_numbers(store, None if runs is None else list(runs), score_field)
         if not numbers:
-            raise ValueError(f"no number to export from {store.path}: no conditions, "
-                             "intervention or probe run with predictions"
-                             + (f" among {', '.join(runs)}" if runs else ""))  # fmt: skip
+            raise ValueError(
+                f"no number to export from {store.path}: no conditions, "
+                "intervention or probe run with predictions"
+                + (f" among {', '.join(runs)}" if runs else "")
+            )
         side = numbers_json(store, numbers, notes, score_field)
         with _LOCK:
             _NUMBERS[key] = side
@@ -223,8 +257,10 @@ def numbers_files(
                 _NUMBERS.pop(next(iter(_NUMBERS)))
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     side = dict(side) | {"written_at": now}
-    return {"tex": numbers_tex(side).encode(),
-            "json": (json.dumps(side, indent=2, ensure_ascii=False) + "\n").encode()}  # fmt: skip
+    return {
+        "tex": numbers_tex(side).encode(),
+        "json": (json.dumps(side, indent=2, ensure_ascii=False) + "\n").encode(),
+    }
 
 
 def export_settings() -> ExportSettings:
@@ -240,23 +276,39 @@ def export_settings() -> ExportSettings:
     ).checked()
 
 
-def export_sidebar(sb: Any, store: Any, runs_frame: pd.DataFrame, dataset: str | None,
-                   chosen: Sequence[str], score_field: str, version: tuple) -> None:  # fmt: skip
+def export_sidebar(
+    sb: Any,
+    store: Any,
+    runs_frame: pd.DataFrame,
+    dataset: str | None,
+    chosen: Sequence[str],
+    score_field: str,
+    version: tuple,
+) -> None:
     """The sidebar's Export settings: the figures' size and style, and the paper numbers."""
     with sb.expander("Export settings"):
-        for label, k, lo, hi, step in (("width (px)", "width", 100, 5000, 50),
-                                        ("height (px)", "height", 100, 5000, 50),
-                                        ("font size", "font_size", 4, 72, 1)):  # fmt: skip
-            keep(st.number_input(label, lo, hi, step=step, key=f"global.{k}"),  # text: constant
-                 f"global.{k}")
+        for label, k, lo, hi, step in (
+            ("width (px)", "width", 100, 5000, 50),
+            ("height (px)", "height", 100, 5000, 50),
+            ("font size", "font_size", 4, 72, 1),
+        ):
+            keep(
+                st.number_input(label, lo, hi, step=step, key=f"global.{k}"),  # text: constant
+                f"global.{k}",
+            )
         keep(st.selectbox("template", TEMPLATES, key="global.template"), "global.template")
-        keep(st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale"),
-             "global.scale")
-        keep(st.selectbox("Venue preset", [None, *PRESETS], key="global.preset",
-                          format_func=lambda p: "none (pixel sizes)" if p is None else p,
-                          help="A venue's width in inches and font in points; replaces width, "
-                          "height and font size (height from the figure's aspect)."),
-             "global.preset")  # fmt: skip
+        keep(st.number_input("PNG scale", 0.25, 8.0, step=0.5, key="global.scale"), "global.scale")
+        keep(
+            st.selectbox(
+                "Venue preset",
+                [None, *PRESETS],
+                key="global.preset",
+                format_func=lambda p: "none (pixel sizes)" if p is None else p,
+                help="A venue's width in inches and font in points; replaces width, "
+                "height and font size (height from the figure's aspect).",
+            ),
+            "global.preset",
+        )
         numbers_menu(store, runs_frame, dataset, chosen, score_field, version)
 
 
@@ -264,9 +316,15 @@ def export_sidebar(sb: Any, store: Any, runs_frame: pd.DataFrame, dataset: str |
 _NUMBER_KINDS = ("conditions", "imported", "interventions", "probes")
 
 
-def numbers_menu(store: Any, runs_frame: pd.DataFrame, dataset: str | None,
-                 chosen: Sequence[str], score_field: str, version: tuple) -> None:  # fmt: skip
-    """"Download numbers (.tex)" and its JSON sidecar: ``export numbers --runs`` with the
+def numbers_menu(
+    store: Any,
+    runs_frame: pd.DataFrame,
+    dataset: str | None,
+    chosen: Sequence[str],
+    score_field: str,
+    version: tuple,
+) -> None:
+    """ "Download numbers (.tex)" and its JSON sidecar: ``export numbers --runs`` with the
     chosen runs, else every run of the dataset, else (all datasets) every run.
 
     The files are made when a button is clicked; a selection without a run that has
@@ -280,8 +338,10 @@ def numbers_menu(store: Any, runs_frame: pd.DataFrame, dataset: str | None,
     runs = list(chosen) if chosen else (sorted(frame["run_id"]) if dataset is not None else None)
     n = pd.to_numeric(frame["n_predictions"], errors="coerce") if len(frame) else None
     if n is None or "kind" not in frame or not (frame["kind"].isin(_NUMBER_KINDS) & (n > 0)).any():
-        st.caption("Paper numbers: no conditions, intervention or probe run with predictions "
-                   "in this selection.")  # fmt: skip
+        st.caption(
+            "Paper numbers: no conditions, intervention or probe run with predictions "
+            "in this selection."
+        )
         return
 
     def maker(fmt: str) -> Callable[[], bytes]:
@@ -290,15 +350,25 @@ def numbers_menu(store: Any, runs_frame: pd.DataFrame, dataset: str | None,
     stem = table_file_stem("numbers", dataset, chosen)
     cols = st.columns([3, 2])
     cols[0].download_button(
-        "Download numbers (.tex)", maker("tex"), f"{stem}.tex", mime_type("latex"),
-        key="global.numbers.tex", on_click="ignore", icon=":material/download:",
+        "Download numbers (.tex)",
+        maker("tex"),
+        f"{stem}.tex",
+        mime_type("latex"),
+        key="global.numbers.tex",
+        on_click="ignore",
+        icon=":material/download:",
         help="Every headline number of the selected runs (all runs of the dataset when none "
         "is chosen) as a LaTeX macro with its provenance, as `python -m core export numbers` "
         "writes it; check a paper against the store with `python -m core report "
         "check-paper`.",
-    )  # fmt: skip
+    )
     cols[1].download_button(
-        "JSON", maker("json"), f"{stem}.json", "application/json", key="global.numbers.json",
-        on_click="ignore", help="The same numbers at full precision with their provenance "
+        "JSON",
+        maker("json"),
+        f"{stem}.json",
+        "application/json",
+        key="global.numbers.json",
+        on_click="ignore",
+        help="The same numbers at full precision with their provenance "
         "(the .json file `export numbers` writes beside the .tex).",
-    )  # fmt: skip
+    )

@@ -32,8 +32,18 @@ from core.views.failures import (
 from screens.parts import url_state
 from screens.parts.common import CASE_PAGE, get_store
 
-__all__ = ["FROM", "LIST", "back_link", "decode_trail", "encode_trail", "open_case", "remember",
-           "step_buttons", "step_keys", "steps"]
+__all__ = [
+    "FROM",
+    "LIST",
+    "back_link",
+    "decode_trail",
+    "encode_trail",
+    "open_case",
+    "remember",
+    "step_buttons",
+    "step_keys",
+    "steps",
+]
 
 #: The query parameter value (``from``) that marks a case opened from the failure browser.
 FROM = "failures"
@@ -142,8 +152,12 @@ def _trail() -> dict[str, Any] | None:
 def back_link() -> None:
     """The Case view's link back to the failure browser, with the list's own parameters."""
     trail = _trail() or {}
-    st.page_link("screens/failures.py", label="Back to the failure browser",
-                 icon=":material/list:", query_params=trail.get("back") or None)  # fmt: skip
+    st.page_link(
+        "screens/failures.py",
+        label="Back to the failure browser",
+        icon=":material/list:",
+        query_params=trail.get("back") or None,
+    )
 
 
 def open_case(
@@ -162,9 +176,13 @@ def open_case(
     for run in chosen:
         by_dataset.setdefault(str(dataset_of.get(run)), []).append(str(run))
     trail = remember(filt, by_dataset, back=st.query_params.to_dict())
-    params = {"dataset": str(row["dataset"]), "instance": str(row["instance_id"]),
-              "condition": str(row["condition"]), "from": FROM,
-              LIST: encode_trail(trail)}  # fmt: skip
+    params = {
+        "dataset": str(row["dataset"]),
+        "instance": str(row["instance_id"]),
+        "condition": str(row["condition"]),
+        "from": FROM,
+        LIST: encode_trail(trail),
+    }
     if by_dataset.get(params["dataset"]):
         params["runs"] = ",".join(by_dataset[params["dataset"]])
     st.switch_page(CASE_PAGE, query_params=params)
@@ -186,8 +204,9 @@ def steps(dataset: str, instance_id: str) -> dict[str, Any] | None:
     window = st.session_state.get(_WINDOW)
     found = _find(window, key)
     if found is None:
-        got = failure_neighbours(get_store(), filter_from_json(trail["filter"]), dataset,
-                                 instance_id, around=_AROUND)  # fmt: skip
+        got = failure_neighbours(
+            get_store(), filter_from_json(trail["filter"]), dataset, instance_id, around=_AROUND
+        )
         if got is None:
             return None
         window = {"filter": trail["filter"], "total": got["total"], "rows": got["window"]}
@@ -235,12 +254,24 @@ def _go(entry: Mapping[str, Any]) -> None:
 
 def step_buttons(prev_slot: Any, next_slot: Any, where: Mapping[str, Any]) -> None:
     """The Case view's Previous / Next buttons stepping through the failure browser's list."""
-    prev_slot.button("◀ Previous", key="case.prev", on_click=_go, args=(where["previous"],),
-                     disabled=where["previous"] is None, use_container_width=True,
-                     help="The failure browser's previous instance (key k or ←).")  # fmt: skip
-    next_slot.button("Next ▶", key="case.next", on_click=_go, args=(where["next"],),
-                     disabled=where["next"] is None, use_container_width=True,
-                     help="The failure browser's next instance (key j or →).")  # fmt: skip
+    prev_slot.button(
+        "◀ Previous",
+        key="case.prev",
+        on_click=_go,
+        args=(where["previous"],),
+        disabled=where["previous"] is None,
+        use_container_width=True,
+        help="The failure browser's previous instance (key k or ←).",
+    )
+    next_slot.button(
+        "Next ▶",
+        key="case.next",
+        on_click=_go,
+        args=(where["next"],),
+        disabled=where["next"] is None,
+        use_container_width=True,
+        help="The failure browser's next instance (key j or →).",
+    )
 
 
 def step_keys() -> None:

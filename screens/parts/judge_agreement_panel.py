@@ -29,8 +29,9 @@ def show_judge_agreement(
 ) -> None:
     """The pairwise agreement table of the judge runs, or nothing with fewer than two."""
     try:
-        table = judge_agreement_table(get_store(), cached_call("runs"), tuple(rubrics),
-                                      dataset=dataset, targets=targets)  # fmt: skip
+        table = judge_agreement_table(
+            get_store(), cached_call("runs"), tuple(rubrics), dataset=dataset, targets=targets
+        )
     except ValueError as exc:
         st.warning(f"Judge agreement: {md_escape(exc)}")
         return
@@ -38,15 +39,20 @@ def show_judge_agreement(
         return
     num = st.column_config.NumberColumn
     st.markdown("**Agreement between judge runs**", help=HELP["judge_agreement"])
-    st.dataframe(table, key=key, hide_index=True, column_config={
-        "judge_a": st.column_config.TextColumn("judge run A"),
-        "judge_b": st.column_config.TextColumn("judge run B"),
-        "n": num("n", help="Items both judges rated (failed calls left out)."),
-        "raw_agreement": num("raw agreement", format="%.3f"),
-        "kappa": num("Cohen's κ", format="%.3f"),
-        "weighted_kappa": num("weighted κ (quadratic)", format="%.3f"),
-        "note": st.column_config.TextColumn("note", help="Why a κ is empty."),
-    })  # fmt: skip
+    st.dataframe(
+        table,
+        key=key,
+        hide_index=True,
+        column_config={
+            "judge_a": st.column_config.TextColumn("judge run A"),
+            "judge_b": st.column_config.TextColumn("judge run B"),
+            "n": num("n", help="Items both judges rated (failed calls left out)."),
+            "raw_agreement": num("raw agreement", format="%.3f"),
+            "kappa": num("Cohen's κ", format="%.3f"),
+            "weighted_kappa": num("weighted κ (quadratic)", format="%.3f"),
+            "note": st.column_config.TextColumn("note", help="Why a κ is empty."),
+        },
+    )
 
 
 def show_human_agreement(store: Store, runs: Sequence[str], rubric: str, *, key: str) -> None:
@@ -56,17 +62,23 @@ def show_human_agreement(store: Store, runs: Sequence[str], rubric: str, *, key:
             agree = agreement_tables(store, run, rubric)
             rep = agree["report"]
             raters = ", ".join(f"{r} ({n})" for r, n in rep["raters"].items())
-            st.markdown(f"{rep['n_items']:,} sampled items; raters (items rated): "
-                        f"{md_escape(raters)}", help=HELP["agreement"])  # fmt: skip
+            st.markdown(
+                f"{rep['n_items']:,} sampled items; raters (items rated): {md_escape(raters)}",
+                help=HELP["agreement"],
+            )
             num = st.column_config.NumberColumn
-            st.dataframe(agree["pairs"], key=f"{key}.agreement.{run}.{rubric}", hide_index=True,
-                         column_config={
-                "n": num("n", help="Items both raters labelled."),
-                "agreed": num("agreed", help="Items with the same label from both."),
-                "raw_agreement": num("raw agreement", format="%.3f", help="agreed / n"),
-                "kappa": num("Cohen's κ", format="%.3f", help=HELP["agreement"]),
-                "kappa_note": st.column_config.TextColumn("note", help="Why κ is undefined."),
-            })  # fmt: skip
+            st.dataframe(
+                agree["pairs"],
+                key=f"{key}.agreement.{run}.{rubric}",
+                hide_index=True,
+                column_config={
+                    "n": num("n", help="Items both raters labelled."),
+                    "agreed": num("agreed", help="Items with the same label from both."),
+                    "raw_agreement": num("raw agreement", format="%.3f", help="agreed / n"),
+                    "kappa": num("Cohen's κ", format="%.3f", help=HELP["agreement"]),
+                    "kappa_note": st.column_config.TextColumn("note", help="Why κ is undefined."),
+                },
+            )
             for (a, b), table in agree["confusion"].items():
                 if table is not None:
                     st.caption(f"Confusion: rows {md_escape(a)}, columns {md_escape(b)}")
@@ -75,7 +87,9 @@ def show_human_agreement(store: Store, runs: Sequence[str], rubric: str, *, key:
             if multi is not None:
                 fk, ka = multi["fleiss_kappa"], multi["krippendorff_alpha"]
                 notes = "".join(f"; {x}" for x in (multi["fleiss_note"], multi["alpha_note"]) if x)
-                st.caption(f"All {len(multi['raters'])} raters, n {multi['n']}: Fleiss' κ "  # text:
-                           f"{'n/a' if fk is None else f'{fk:.3f}'}, Krippendorff's α "
-                           f"({multi['alpha_level']}) {'n/a' if ka is None else f'{ka:.3f}'}"
-                           + md_escape(notes))  # fmt: skip
+                st.caption(
+                    f"All {len(multi['raters'])} raters, n {multi['n']}: Fleiss' κ "  # text:
+                    f"{'n/a' if fk is None else f'{fk:.3f}'}, Krippendorff's α "
+                    f"({multi['alpha_level']}) {'n/a' if ka is None else f'{ka:.3f}'}"
+                    + md_escape(notes)
+                )

@@ -36,11 +36,16 @@ def oncu_group_guard(selection: Selection, summary: pd.DataFrame | None = None) 
     ss.setdefault("global.length_cell", "auto")
     with st.sidebar.expander("ONCU length cell"):
         rule = st.radio(
-            "Context length in the group key", list(rules), key="global.length_cell",
-            format_func={"auto": "auto (exact on a small grid, else bucket)",
-                         "exact": "exact length", "bucket": "length bucket"}.get,
+            "Context length in the group key",
+            list(rules),
+            key="global.length_cell",
+            format_func={
+                "auto": "auto (exact on a small grid, else bucket)",
+                "exact": "exact length",
+                "bucket": "length bucket",
+            }.get,
             help=LENGTH_RULE,
-        )  # fmt: skip
+        )
     keep(rule, "global.length_cell")
     base = selection.options.get("group_key") or ss.get("global.group_key") or DEFAULT_GROUP_KEY
     key = tuple(rules[rule] if k == "context_length" else k for k in base)
@@ -48,8 +53,9 @@ def oncu_group_guard(selection: Selection, summary: pd.DataFrame | None = None) 
         selection = with_options(selection, group_key=key)
     if summary is None:
         try:
-            summary = cached_call("table", name="oncu_summary",
-                                  sel=views.selection_to_json(selection))  # fmt: skip
+            summary = cached_call(
+                "table", name="oncu_summary", sel=views.selection_to_json(selection)
+            )
         except ValueError:
             summary = pd.DataFrame()
     if summary is None or summary.empty or "small_group_warning" not in summary.columns:
@@ -58,38 +64,48 @@ def oncu_group_guard(selection: Selection, summary: pd.DataFrame | None = None) 
     st.caption(
         # text: every data part escaped
         f"ONCU group key: {esc(', '.join(first['group_key'])) or '(unit only)'}; valid groups' "
-        "sizes (instances): " + "; ".join(
+        "sizes (instances): "
+        + "; ".join(
             f"{esc(r.run)} · {esc(r.condition)}: "
             + ", ".join(f"{esc(k)} {v}" for k, v in r.group_sizes.items())
             + f", median {r.median_group_size:g}"
             for r in summary.itertuples()
         ),
         help=LENGTH_RULE,
-    )  # fmt: skip
+    )
     warn = summary[summary["small_group_warning"].astype(bool)]
     if warn.empty:
         return selection
-    lines = [f"{esc(r.run)} · {esc(r.condition)}: {r.small_groups} of {r.valid_groups}"
-             for r in warn.itertuples()]  # fmt: skip
+    lines = [
+        f"{esc(r.run)} · {esc(r.condition)}: {r.small_groups} of {r.valid_groups}"
+        for r in warn.itertuples()
+    ]
     st.warning(
         "**Most valid ONCU groups are tiny** (fewer than 5 instances): "  # text: lines escaped
-        + "; ".join(lines) + ". The headline averages them; use a coarser group key.",
+        + "; ".join(lines)
+        + ". The headline averages them; use a coarser group key.",
         icon=":material/warning:",
-    )  # fmt: skip
+    )
     coarser = warn.iloc[0]["coarser_group_key"]
     if coarser:
         cells = [k for k in coarser if k not in rules.values()]
         length = next((name for name, tok in rules.items() if tok in coarser), None)
 
         def switch() -> None:
-            ss["global.group_key"] = [k if k not in rules.values() else "context_length"
-                                      for k in coarser]  # fmt: skip
+            ss["global.group_key"] = [
+                k if k not in rules.values() else "context_length" for k in coarser
+            ]
             if length is not None and length != "auto":
                 ss["global.length_cell"] = length
 
         label = esc(", ".join(cells + ([f"length ({length})"] if length else [])))
         gone = [k for k in first["group_key"] if k not in coarser and k not in rules.values()]
         label += f" (drops {esc(', '.join(gone))})" if gone else ""
-        st.button(f"Use coarser key: {label}", on_click=switch, key="oncu.coarser",
-                  icon=":material/compress:", type="primary")  # fmt: skip
+        st.button(
+            f"Use coarser key: {label}",
+            on_click=switch,
+            key="oncu.coarser",
+            icon=":material/compress:",
+            type="primary",
+        )
     return selection

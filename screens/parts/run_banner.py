@@ -43,5 +43,10 @@ def error_banner(runs: Sequence[str], errors: Callable[[list[str]], dict[str, An
         f"{md_escape(digest['top'])} — resume the run on the Runs page to make them again."
     )
     (st.error if every else st.warning)(text, icon="⚠️")
-    st.button("Hide this notice", key="global.banner_hide", on_click=hidden.add, args=(mark,),
-              help="Until more calls of these runs fail; the counts stay in the runs' rows.")
+    st.button(
+        "Hide this notice",
+        key="global.banner_hide",
+        on_click=hidden.add,
+        args=(mark,),
+        help="Until more calls of these runs fail; the counts stay in the runs' rows.",
+    )

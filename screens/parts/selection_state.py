@@ -28,8 +28,16 @@ from core.export.render import PRESETS, TEMPLATES, ExportSettings
 from core.figures.oncu import GROUP_KEY
 from screens.parts import url_state
 
-__all__ = ["EXPORT_PARAMS", "adopt_export", "keep", "keep_runs", "restore", "run_label",
-           "set_value", "write_url"]  # fmt: skip
+__all__ = [
+    "EXPORT_PARAMS",
+    "adopt_export",
+    "keep",
+    "keep_runs",
+    "restore",
+    "run_label",
+    "set_value",
+    "write_url",
+]
 
 _KEPT = "global.kept"
 _DRAWN_ON = "global.drawn_on"
@@ -42,8 +50,7 @@ EXPORT_PARAMS: dict[str, tuple[str, Any, Any]] = {
     "scale": ("global.scale", _DEFAULT.scale, float),
 }
 #: The export widgets' ranges (the sidebar's number inputs): a linked value outside is refused.
-EXPORT_RANGES = {"width": (100, 5000), "height": (100, 5000), "font": (4, 72),
-                 "scale": (0.25, 8.0)}  # fmt: skip
+EXPORT_RANGES = {"width": (100, 5000), "height": (100, 5000), "font": (4, 72), "scale": (0.25, 8.0)}
 
 
 def _kept() -> dict[str, Any]:

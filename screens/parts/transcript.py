@@ -51,13 +51,25 @@ def show_transcript(row: dict[str, Any], t: dict[str, Any]) -> None:
         st.error("The call failed: its error stands in place of an answer (no answer, no score).")
         st.code(error, language=None, wrap_lines=True)
     else:
-        fields = pd.DataFrame([{
-            "answer": row.get("answer"), "cited ids": ", ".join(_ids(row.get("cited_ids"))),
-            "confidence": row.get("confidence"), "parse error": row.get("parse_error"),
-            "failure label": row.get("failure_label"), "relaxed F1": row.get("f1_relaxed"),
-        }])  # fmt: skip
-        st.dataframe(fields, hide_index=True, column_config={
-            "failure label": st.column_config.TextColumn(help=HELP["failure_label"])})  # fmt: skip
+        fields = pd.DataFrame(
+            [
+                {
+                    "answer": row.get("answer"),
+                    "cited ids": ", ".join(_ids(row.get("cited_ids"))),
+                    "confidence": row.get("confidence"),
+                    "parse error": row.get("parse_error"),
+                    "failure label": row.get("failure_label"),
+                    "relaxed F1": row.get("f1_relaxed"),
+                }
+            ]
+        )
+        st.dataframe(
+            fields,
+            hide_index=True,
+            column_config={
+                "failure label": st.column_config.TextColumn(help=HELP["failure_label"])
+            },
+        )
         st.caption("Explanation (the model's own words)")
         st.text(row.get("explanation") or "(none)")
         _show_parse_notes(t.get("parse") or {})
@@ -66,10 +78,14 @@ def show_transcript(row: dict[str, Any], t: dict[str, Any]) -> None:
         st.info(md_escape(t["prompt_note"]))
     else:
         # drawn on demand: a full-context prompt is long, and its passages are listed below
-        if st.toggle("Show the messages as sent (system and user message)",
-                     key="case.show_messages", help=md_escape(t["prompt_note"])):  # fmt: skip
-            st.caption(md_escape(t["prompt_note"])
-                       + " Gold or distractor roles are never part of them.")  # fmt: skip
+        if st.toggle(
+            "Show the messages as sent (system and user message)",
+            key="case.show_messages",
+            help=md_escape(t["prompt_note"]),
+        ):
+            st.caption(
+                md_escape(t["prompt_note"]) + " Gold or distractor roles are never part of them."
+            )
             for m in t["messages"]:
                 st.caption(f"{md_escape(m['role'])} message")
                 st.code(m["content"], language=None, wrap_lines=True)
@@ -86,22 +102,29 @@ def _show_parse_notes(notes: dict[str, Any]) -> None:
     for line in notes.get("lines") or []:
         st.warning(md_escape(line))
     if notes.get("reasoning_note"):
-        with st.expander("Model reasoning (" + md_escape(notes["reasoning_note"]) + "; never "
-                         "parsed as the answer)"):  # fmt: skip
+        with st.expander(
+            "Model reasoning (" + md_escape(notes["reasoning_note"]) + "; never "
+            "parsed as the answer)"
+        ):
             st.text(notes.get("reasoning") or "(empty)")
 
 
 def _show_items(row: dict[str, Any], t: dict[str, Any]) -> None:
     items = t["items"]
-    st.markdown(f"**Evidence shown, in prompt order** ({len(items)} items)",
-                help="Rank: position in the prompt (for the retrieved condition, the "
-                "retriever's rank). Score: the retriever's score of the chunk (none for "
-                "passages shown whole). Roles and the gold badge are for you only: the model "
-                "saw passage ids, titles and texts.")  # fmt: skip
+    st.markdown(
+        f"**Evidence shown, in prompt order** ({len(items)} items)",
+        help="Rank: position in the prompt (for the retrieved condition, the "
+        "retriever's rank). Score: the retriever's score of the chunk (none for "
+        "passages shown whole). Roles and the gold badge are for you only: the model "
+        "saw passage ids, titles and texts.",
+    )
     if not items:
-        st.caption("No evidence: the question only." if row.get("condition") == "no_evidence"
-                   else "The store does not say which passages this call showed (imported "
-                   "results keep only the answer).")  # fmt: skip
+        st.caption(
+            "No evidence: the question only."
+            if row.get("condition") == "no_evidence"
+            else "The store does not say which passages this call showed (imported "
+            "results keep only the answer)."
+        )
     for it in items:
         badges = [f"**#{it['rank']}**"]
         if it["score"] is not None:
@@ -112,8 +135,7 @@ def _show_items(row: dict[str, Any], t: dict[str, Any]) -> None:
             color = _ROLE.get(role, "gray")
             badges.append(f"{md_escape(pid)} :{color}-badge[{md_escape(role)}]")
         if it["cited"]:
-            badges.append(":blue-badge[cited by the model: "
-                          f"{md_escape(', '.join(it['cited']))}]")  # fmt: skip
+            badges.append(f":blue-badge[cited by the model: {md_escape(', '.join(it['cited']))}]")
         if it["contains_answer"]:
             badges.append(":violet-badge[contains the answer]")
         with st.container(border=True):
@@ -140,16 +162,26 @@ def show_comparison(case: dict[str, Any], a: int, b: int, cmp: dict[str, Any]) -
                 continue
             st.text(f"Answer: {row.get('answer')}")
             label = row.get("failure_label")
-            st.text(f"Cited: {', '.join(_ids(row.get('cited_ids'))) or '(none)'} · confidence "
-                    f"{_num(row.get('confidence'), '{:.2f}')} · failure label "
-                    f"{label if isinstance(label, str) else '—'}")  # fmt: skip
+            st.text(
+                f"Cited: {', '.join(_ids(row.get('cited_ids'))) or '(none)'} · confidence "
+                f"{_num(row.get('confidence'), '{:.2f}')} · failure label "
+                f"{label if isinstance(label, str) else '—'}"
+            )
     if cmp["failed"]:
         st.metric("D (A vs B)", "—", help=HELP["trace_divergence"])
         st.caption("not computed: a call failed")
         return
-    diff = " ".join({"=": md_escape(x), "-": f":red[~~{md_escape(x)}~~]",
-                     "+": f":green[**{md_escape(x)}**]"}[op]
-                    for op, x in cmp["diff"]) or "(both empty)"  # fmt: skip
+    diff = (
+        " ".join(
+            {
+                "=": md_escape(x),
+                "-": f":red[~~{md_escape(x)}~~]",
+                "+": f":green[**{md_escape(x)}**]",
+            }[op]
+            for op, x in cmp["diff"]
+        )
+        or "(both empty)"
+    )
     st.markdown(f"**Answers, word by word (A → B):** {diff}")  # text: words escaped
     st.metric("D (A vs B)", f"{cmp['divergence']:.3f}", help=HELP["trace_divergence"])
 
@@ -161,8 +193,9 @@ def show_passages(passages: pd.DataFrame, preds: pd.DataFrame) -> None:
         for pid in _ids(row.cited_ids):
             tag = f"{row.run} {row.condition}" + (f":{row.variant}" if row.variant else "")
             cited.setdefault(pid, []).append(tag)
-    only_marked = st.toggle("Only gold / distractor / conflicting / cited passages", value=True,
-                            key="case.only_marked")  # fmt: skip
+    only_marked = st.toggle(
+        "Only gold / distractor / conflicting / cited passages", value=True, key="case.only_marked"
+    )
     for p in passages.itertuples():
         if only_marked and p.role == "filler" and p.passage_id not in cited:
             continue

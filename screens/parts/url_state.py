@@ -37,8 +37,16 @@ import streamlit as st
 
 from screens.parts.markdown import md_escape
 
-__all__ = ["adopt", "adopt_filters", "adopt_named", "applying", "copy_link", "set_param",
-           "warn", "write_back"]
+__all__ = [
+    "adopt",
+    "adopt_filters",
+    "adopt_named",
+    "applying",
+    "copy_link",
+    "set_param",
+    "warn",
+    "write_back",
+]
 
 #: URL path of each page (``sidebar(page)`` name -> the ``st.navigation`` path).
 PAGE_PATHS = {

@@ -78,8 +78,11 @@ def param_widget(
     if options is not None:
         start = value if value is not None else param.default
         kind = "selectbox"
-        kwargs = {"help": kwargs["help"], "options": list(options),
-                  "index": list(options).index(start) if start in options else 0}  # fmt: skip
+        kwargs = {
+            "help": kwargs["help"],
+            "options": list(options),
+            "index": list(options).index(start) if start in options else 0,
+        }
     if key in st.session_state:
         # The widget's value lives in Session State; passing an initial one as well is an error.
         for name in _VALUE_KWARGS:
@@ -90,8 +93,9 @@ def param_widget(
     if bounds is not None and raw is not None:
         lo, hi = bounds
         if (lo is not None and raw < lo) or (hi is not None and raw > hi):
-            raise ValueError(f"{spec.label} {raw:g} is out of range: {range_text(lo, hi)} "
-                             f"({param.description})")  # fmt: skip
+            raise ValueError(
+                f"{spec.label} {raw:g} is out of range: {range_text(lo, hi)} ({param.description})"
+            )
     return param.coerce(raw)
 
 
@@ -155,8 +159,7 @@ def method_widgets(kind: str, prefix: str, errors: list[str], per_row: int = 4) 
         if i % per_row == 0:
             cols = st.columns(per_row)
         try:
-            out[p.name] = param_widget(p, f"{prefix}.{p.name}", cols[i % per_row],
-                                       label=p.flag[2:])  # fmt: skip
+            out[p.name] = param_widget(p, f"{prefix}.{p.name}", cols[i % per_row], label=p.flag[2:])
         except ValueError as exc:
             errors.append(str(exc))
             out[p.name] = None
