@@ -45,6 +45,8 @@ _ALLOWED = {
     "DATASET_FINGERPRINT",
     "_DIGITS",
     "_CLEAN",
+    # core/store/records.py: the response cache's column names, joined once
+    "_CACHE_COLUMN_LIST",
 }
 #: The store package, the one home of SQL.
 _STORE = ROOT / "core" / "store"

@@ -360,6 +360,7 @@ class RecordsMixin(StoreBase):
 #: ``INSERT OR IGNORE`` of a registered table costs ~3 ms (the engine's small batches).
 _SMALL_CACHE_BATCH = 64
 _CACHE_VALUES = "(" + ", ".join("?" * len(CACHE_COLUMNS)) + ")"
+_CACHE_COLUMN_LIST = ", ".join(CACHE_COLUMNS)
 
 
 def _insert_new_cache_rows(con: duckdb.DuckDBPyConnection, data: pa.Table) -> None:
@@ -369,11 +370,11 @@ def _insert_new_cache_rows(con: duckdb.DuckDBPyConnection, data: pa.Table) -> No
     (the lookup and the insert are in the caller's transaction, which holds the file).
     """
     keys = data.column("cache_key").to_pylist()
-    marks = ", ".join("?" * len(keys))
+    placeholders = ", ".join("?" * len(keys))
     held = {
         r[0]
         for r in con.execute(
-            f"SELECT cache_key FROM response_cache WHERE cache_key IN ({marks})", keys
+            f"SELECT cache_key FROM response_cache WHERE cache_key IN ({placeholders})", keys
         ).fetchall()
     }
     rows = [r for r in data.select(list(CACHE_COLUMNS)).to_pylist() if r["cache_key"] not in held]
@@ -381,7 +382,7 @@ def _insert_new_cache_rows(con: duckdb.DuckDBPyConnection, data: pa.Table) -> No
         return
     params = [r[c] for r in rows for c in CACHE_COLUMNS]
     con.execute(
-        f"INSERT INTO response_cache ({', '.join(CACHE_COLUMNS)}) VALUES "
+        f"INSERT INTO response_cache ({_CACHE_COLUMN_LIST}) VALUES "
         + ", ".join([_CACHE_VALUES] * len(rows)),
         params,
     )
