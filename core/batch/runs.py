@@ -48,9 +48,8 @@ from core.batch.files import (
     shard_paths,
 )
 from core.cuer.interventions import check_plan_options, plan_interventions, plan_settings
-from core.dolce.probes import PROBE_CONDITION, parse_strategy, plan_probes
 from core.execution.engine import WriteContext, prediction_row, write_rows
-from core.execution.runs import base_citations, open_run, undone_if_refused
+from core.execution.runs import base_citations, open_probe_run, open_run, undone_if_refused
 from core.execution.score_rows import ScoringInputs
 from core.export.outpaths import check_out_path, staged_file
 from core.oncu.conditions import (
@@ -424,41 +423,18 @@ def _plan_probes(
     """DOLCE's probes as :func:`core.execution.runs.run_probes` plans them (options as given)."""
     if dataset not in store.dataset_names():
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
-    instances = store.load_instances(dataset)
-    if s.get("limit") is not None:
-        instances = instances[: s["limit"]]
-    units, strategy = s.get("units", "sentence"), s["strategy"]
-    per_length, max_spans = s["per_length"], s["max_spans"]
-    calls: list[PlannedCall] = []
-    for inst in instances:
-        calls.extend(
-            plan_probes(
-                inst,
-                units=units,
-                per_length=per_length,
-                strategy=strategy,
-                seed=seed,
-                max_spans=max_spans,
-            )
-        )
-    probe: dict[str, Any] = {
-        "units": units,
-        "per_length": per_length,
-        "strategy": strategy,
-        "seed": seed,
-    }
-    if parse_strategy(strategy)[0] == "paper":
-        probe["max_spans"] = max_spans
-    open_run(
+    calls = open_probe_run(
         store,
         backend,
         name,
         dataset,
-        options=options,
-        reported_options=False,
-        retrieval={"probe": probe},
-        conditions=(PROBE_CONDITION,),
-        kind="probes",
+        options,
+        units=s.get("units", "sentence"),
+        per_length=s["per_length"],
+        strategy=s["strategy"],
+        seed=seed,
+        max_spans=s["max_spans"],
+        limit=s.get("limit"),
     )
     return calls, "probes"
 

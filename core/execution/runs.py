@@ -66,13 +66,14 @@ from core.retrieval.chunks import CHUNK_SIZE, OVERLAP, TOP_K
 from core.retrieval.retrievers import reranker
 from core.scoring.parsing import DEFAULT_MAX_CITED
 from core.store import RunBusyError, Store
-from core.types import stored_ids
+from core.types import PlannedCall, stored_ids
 
 __all__ = [
     "DEMO_DATASET",
     "DEMO_RUN",
     "base_citations",
     "build_demo",
+    "open_probe_run",
     "open_run",
     "present",
     "run_attribution",
@@ -488,6 +489,62 @@ def _merged(first: RunSummary, second: RunSummary) -> RunSummary:
 # --------------------------------------------------------------------------- DOLCE
 
 
+def open_probe_run(
+    store: Store,
+    backend: Any,
+    name: str,
+    dataset: str,
+    options: Mapping[str, Any] | None,
+    *,
+    units: str,
+    per_length: int,
+    strategy: str,
+    seed: int,
+    max_spans: int,
+    limit: int | None = None,
+) -> list[PlannedCall]:
+    """Plan DOLCE's probes of ``dataset`` and open run ``name`` with their settings.
+
+    The first ``limit`` instances; ``max_spans`` is recorded only for the ``paper`` strategy,
+    the options as given. Shared by :func:`run_probes` and the batch export.
+    """
+    instances = store.load_instances(dataset)
+    if limit is not None:
+        instances = instances[:limit]
+    calls: list[PlannedCall] = []
+    for inst in instances:
+        calls.extend(
+            plan_probes(
+                inst,
+                units=units,
+                per_length=per_length,
+                strategy=strategy,
+                seed=seed,
+                max_spans=max_spans,
+            )
+        )
+    probe: dict[str, Any] = {
+        "units": units,
+        "per_length": per_length,
+        "strategy": strategy,
+        "seed": seed,
+    }
+    if parse_strategy(strategy)[0] == "paper":
+        probe["max_spans"] = max_spans
+    open_run(
+        store,
+        backend,
+        name,
+        dataset,
+        options=options,
+        reported_options=False,
+        retrieval={"probe": probe},
+        conditions=(PROBE_CONDITION,),
+        kind="probes",
+    )
+    return calls
+
+
 def run_probes(
     store: Store,
     dataset: str,
@@ -543,39 +600,18 @@ def run_probes(
         raise ValueError(f"no dataset named '{dataset}' in {store.path}")
     # the lock before planning: a run going elsewhere is refused at once
     with store.run_lock(name), undone_if_refused(store, name):
-        instances = store.load_instances(dataset)
-        if limit is not None:
-            instances = instances[:limit]
-        calls = []
-        for inst in instances:
-            calls.extend(
-                plan_probes(
-                    inst,
-                    units=units,
-                    per_length=per_length,
-                    strategy=strategy,
-                    seed=seed,
-                    max_spans=max_spans,
-                )
-            )
-        probe: dict[str, Any] = {
-            "units": units,
-            "per_length": per_length,
-            "strategy": strategy,
-            "seed": seed,
-        }
-        if parse_strategy(strategy)[0] == "paper":
-            probe["max_spans"] = max_spans
-        open_run(
+        calls = open_probe_run(
             store,
             backend,
             name,
             dataset,
-            options=options,
-            reported_options=False,
-            retrieval={"probe": probe},
-            conditions=(PROBE_CONDITION,),
-            kind="probes",
+            options,
+            units=units,
+            per_length=per_length,
+            strategy=strategy,
+            seed=seed,
+            max_spans=max_spans,
+            limit=limit,
         )
         if on_plan is not None:  # after open_run: a refused run shows no plan
             on_plan(summarize_plan(calls))
