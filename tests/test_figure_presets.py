@@ -66,7 +66,19 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     yield store
 
 
+_FIGURES: dict[str, go.Figure | None] = {}
+
+
 def _figure(store: Store, name: str):
+    """The figure ``name`` on the study store (built once for its six sizes)."""
+    if name not in _FIGURES:
+        _FIGURES[name] = _first_cartesian(store, name)
+    if _FIGURES[name] is None:
+        pytest.skip(f"{name}: no data on the study store")
+    return _FIGURES[name]
+
+
+def _first_cartesian(store: Store, name: str) -> go.Figure | None:
     spec = get_figure(name)
     for selection in SELECTIONS:
         try:
@@ -75,7 +87,7 @@ def _figure(store: Store, name: str):
             continue
         if render._cartesian(fig):
             return fig
-    pytest.skip(f"{name}: no data on the study store")
+    return None
 
 
 def _settings(name: str, size: str) -> ExportSettings:
