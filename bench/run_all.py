@@ -59,6 +59,7 @@ ORDER = (
     "import",
     "export",
     "batch_import",
+    "study",
 )
 LOGS = Path(tempfile.gettempdir()) / "evidence_bench_logs"
 KEYS = ("name", "value", "unit", "bound", "better", "ok", "runs", "script")
