@@ -169,16 +169,26 @@ def crux_result(store: Store, selection: Selection) -> CruxResult:
     Raises:
         ValueError: no dataset, unknown retriever, bad k or eta.
     """
+    name = selection.dataset
+    if not name and selection.runs:
+        row = store.run_row(selection.runs[0])
+        name = None if row is None else row.get("dataset_id")
+    if not name:
+        raise ValueError("choose a dataset for the CRUX coverage views")
+    # keyed by what the result depends on: another score field, run or condition of the same
+    # dataset reuses it (CRUX scores retrieval contexts, not the runs' answers)
+    settings = {
+        "retrievers": option(selection, CRUX_RETRIEVERS, "retrievers"),
+        "ks": option(selection, CRUX_KS, "ks"),
+        "judge": option(selection, JUDGE),
+        "eta": option(selection, ETA),
+        "k_required": option(selection, CRUX_K_REQUIRED),
+        "chunk_size": option(selection, CHUNK_SIZE),
+        "overlap": option(selection, OVERLAP),
+        "n_resamples": option(selection, N_RESAMPLES),
+    }
 
     def build() -> CruxResult:
-        name = selection.dataset
-        if not name and selection.runs:
-            row = store.run_row(selection.runs[0])
-            name = None if row is None else row.get("dataset_id")
-        if not name:
-            raise ValueError("choose a dataset for the CRUX coverage views")
-        rets = option(selection, CRUX_RETRIEVERS, "retrievers")
-        ks = option(selection, CRUX_KS, "ks")
         allowed = None
         if selection.filters:
             frame = apply_filters(store.instances_frame(name), selection.filters)
@@ -186,15 +196,17 @@ def crux_result(store: Store, selection: Selection) -> CruxResult:
         return crux_report(
             store,
             name,
-            rets,
-            ks,
-            judge=option(selection, JUDGE),
+            settings["retrievers"],
+            settings["ks"],
+            judge=settings["judge"],
             instance_ids=allowed,
-            eta=option(selection, ETA),
-            k_required=option(selection, CRUX_K_REQUIRED),
-            chunk_size=option(selection, CHUNK_SIZE),
-            overlap=option(selection, OVERLAP),
-            n_resamples=option(selection, N_RESAMPLES),
+            eta=settings["eta"],
+            k_required=settings["k_required"],
+            chunk_size=settings["chunk_size"],
+            overlap=settings["overlap"],
+            n_resamples=settings["n_resamples"],
         )
 
-    return cached(store, "crux", selection_to_json(selection), build)
+    filters = {k: list(v) for k, v in sorted(selection.filters.items())}
+    key = json.dumps([name, settings, filters], sort_keys=True, default=str)
+    return cached(store, "crux", key, build)
