@@ -1,8 +1,8 @@
 """Every exported LaTeX table, and the case card, compiles with pdflatex (issue 39).
 
-On the demo store with a CUE-R run and a few DOLCE probes beside it, each registered table
-with data is exported as ``export table`` writes it (provenance comment, booktabs) and all
-of them are compiled in one minimal document; the case card too.
+On the demo store with a CUE-R run, a few DOLCE probes and a small attribution run beside it,
+each registered table with data is exported as ``export table`` writes it (provenance
+comment, booktabs) and all of them are compiled in one minimal document; the case card too.
 Skipped when pdflatex or booktabs is absent (``python -m core setup`` installs them).
 """
 
@@ -14,10 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import demo_into
+from conftest import demo_into, study_into
 
-from core.backends import make_backend
-from core.execution.runs import run_interventions, run_probes
 from core.export.render import export_table
 from core.selection import Selection
 from core.store import Store
@@ -38,11 +36,7 @@ def _has_booktabs() -> bool:
 
 @pytest.mark.skipif(not _has_booktabs(), reason="pdflatex / booktabs absent (core setup)")
 def test_every_latex_table_compiles(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.duckdb")
-    demo_into(store)
-    reader = make_backend("embedded")
-    run_probes(store, "controlled-200", reader, name="probes", limit=4)
-    run_interventions(store, "controlled-200", reader, name="cuer", hardness=("hard",))
+    store = study_into(Store(tmp_path / "s.duckdb"))  # the demo, probes, CUE-R, attribution
     tables, empty = [], []
     for name in table_names():
         for sel in (
