@@ -444,10 +444,12 @@ def score_runs(
     if con is None:
         with store.transaction() as own:
             return score_runs(store, run_ids, con=own, batch_rows=batch_rows)
-    changed: list[pa.Table] = []
+    # changed rows by the score columns written: per batch only those some changed row of the
+    # batch differs in (in the others each of its changed rows equals its stored row), so a
+    # scorer change that moves one column keeps one column of the changed rows, not twelve
+    changed: dict[tuple[str, ...], list[pa.Table]] = {}
     fresh: list[pa.Table] = []
     rows = kept = 0
-    dirty = np.zeros(len(SCORE_COLUMNS), dtype=bool)  # score columns some stored row differs in
     forms = AnswerForms()  # each distinct answer string normalized once, not once a batch
     for batch in rescore_batches(con, run_ids, batch_rows):
         if batch.num_rows == 0:
@@ -460,12 +462,12 @@ def score_runs(
         rows += batch.num_rows
         kept += int(had.sum())
         if differs.any():
-            dirty |= by_column[:, differs].any(axis=1)
+            dirty = np.array(SCORE_COLUMNS)[by_column[:, differs].any(axis=1)].tolist()
             # matched by the stored row's rowid: no key strings kept or joined
-            changed.append(
+            changed.setdefault(tuple(dirty), []).append(
                 pa.Table.from_arrays(
-                    [batch.column("stored_rowid"), *scores.columns],
-                    names=["stored_rowid", *scores.column_names],
+                    [batch.column("stored_rowid"), *(scores.column(c) for c in dirty)],
+                    names=["stored_rowid", *dirty],
                 ).filter(differs)
             )
         if not had.all():
@@ -477,10 +479,13 @@ def score_runs(
             )
     if rows == 0:
         return 0
-    update = _concat(changed)
-    if update.num_rows:  # only the columns that changed are written
-        update = update.select(["stored_rowid", *np.array(SCORE_COLUMNS)[dirty].tolist()])
-    store.rewrite_scores(con, run_ids, update, _concat(fresh), kept)
+    # one rewrite per set of columns written (usually one); the new keys with the last, so
+    # each call finds the runs' stored rows as the re-score read them (no stale key deleted
+    # twice)
+    updates = [_concat(parts) for parts in changed.values()] or [pa.table({})]
+    for i, update in enumerate(updates):
+        last = i == len(updates) - 1
+        store.rewrite_scores(con, run_ids, update, _concat(fresh) if last else pa.table({}), kept)
     return rows
 
 
