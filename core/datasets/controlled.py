@@ -261,20 +261,23 @@ def position_region(position: str) -> tuple[float, float]:
     raise ValueError(f"no single region for position {position!r}; allowed: {allowed}")
 
 
-def gold_offsets(passages: Sequence[Passage]) -> list[tuple[float, float]]:
+def gold_offsets(
+    passages: Sequence[Passage], n_tokens: Sequence[int] | None = None
+) -> list[tuple[float, float]]:
     """Relative offset and midpoint offset of every gold passage, in context order.
 
     Args:
         passages: an instance's passages in context order.
+        n_tokens: their token counts when the caller has them (else counted here).
 
     Returns:
         ``(tokens before / total, (tokens before + own / 2) / total)`` per gold passage.
     """
-    total = sum(p.n_tokens for p in passages)
+    counts = [p.n_tokens for p in passages] if n_tokens is None else n_tokens
+    total = sum(counts)
     out: list[tuple[float, float]] = []
     before = 0
-    for p in passages:
-        n = p.n_tokens
+    for p, n in zip(passages, counts, strict=True):
         if p.is_gold and total:
             out.append((before / total, (before + n / 2) / total))
         before += n
@@ -497,15 +500,16 @@ def _build_instance(preset: str, seed: int, index: int, cell: _Cell) -> Instance
     for _ in range(20):
         blocks = _layout(rng, cell, gold, distractors)
         passages, facts = _to_passages(blocks)
-        offsets = gold_offsets(passages)
-        total = sum(p.n_tokens for p in passages)
+        counts = [p.n_tokens for p in passages]  # counted once: each is a split of the text
+        offsets = gold_offsets(passages, counts)
+        total = sum(counts)
         if _placement_ok(cell.evidence_position, offsets) and abs(total - cell.context_length) <= (
             0.05 * cell.context_length
         ):
             break
     else:  # pragma: no cover - the margins make this unreachable
         raise RuntimeError(f"could not place the evidence of {preset} #{index} ({cell})")
-    gold_tokens = sum(p.n_tokens for p in passages if p.is_gold)
+    gold_tokens = sum(n for p, n in zip(passages, counts, strict=True) if p.is_gold)
     cell_dict = asdict(cell)
     cell_dict["fan_in"] = fan_in
     metadata = {
