@@ -90,6 +90,7 @@ __all__ = [
     "answerability_from_gold",
     "answerability_from_ratings",
     "answerability_note",
+    "context_pool",
     "context_scores",
     "coverage",
     "crux_evaluate",
@@ -97,6 +98,7 @@ __all__ = [
     "density",
     "judge_messages",
     "parse_rating",
+    "passage_tokens",
     "required_subset",
 ]
 
@@ -180,6 +182,18 @@ def _chunk_sets(chunks: Sequence[Chunk], ans: Answerability) -> list[frozenset[s
     ]
 
 
+def context_pool(
+    all_chunks: Sequence[Chunk], ans: Answerability
+) -> tuple[list[frozenset[str]], list[str]]:
+    """The ideal's pool of an instance's contexts: each chunk's answered sub-questions, ids."""
+    return _chunk_sets(all_chunks, ans), [c.chunk_id for c in all_chunks]
+
+
+def passage_tokens(instance: Instance) -> dict[str, int]:
+    """Each passage's tokens as a context counts them (text, title and its label)."""
+    return {p.passage_id: p.n_tokens + _LABEL_TOKENS for p in instance.passages}
+
+
 def context_scores(
     ranked: Sequence[Chunk],
     all_chunks: Sequence[Chunk],
@@ -187,6 +201,9 @@ def context_scores(
     instance: Instance,
     alpha: float = ALPHA,
     w: float = W,
+    *,
+    pool: tuple[list[frozenset[str]], list[str]] | None = None,
+    n_tokens: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """CRUX scores of one retrieval context (chunks in rank order) of one instance.
 
@@ -197,6 +214,9 @@ def context_scores(
         instance: the instance (passage token counts for Z*).
         alpha: alpha-nDCG redundancy discount.
         w: density exponent.
+        pool: :func:`context_pool` of ``all_chunks`` when the caller scores several contexts
+            of the instance (computed here otherwise).
+        n_tokens: :func:`passage_tokens` of the instance, likewise.
 
     Returns:
         ``coverage``, ``alpha_ndcg``, ``density``, ``tokens``, ``coverage_ref`` (Cov(Z*)),
@@ -204,14 +224,9 @@ def context_scores(
     """
     sets = _chunk_sets(ranked, ans)
     cov = coverage(sets, ans.answerable)
-    ndcg = alpha_ndcg(
-        sets,
-        _chunk_sets(all_chunks, ans),
-        alpha=alpha,
-        depth=len(sets),
-        pool_ids=[c.chunk_id for c in all_chunks],
-    )
-    ntok = {p.passage_id: p.n_tokens + _LABEL_TOKENS for p in instance.passages}
+    pool_sets, pool_ids = context_pool(all_chunks, ans) if pool is None else pool
+    ndcg = alpha_ndcg(sets, pool_sets, alpha=alpha, depth=len(sets), pool_ids=pool_ids)
+    ntok = passage_tokens(instance) if n_tokens is None else n_tokens
     tokens_ref = sum(ntok[pid] for pid in ans.required)
     cov_ref = coverage([ans.answers[pid] for pid in ans.required], ans.answerable)
     tokens = sum(c.n_tokens for c in ranked)
@@ -453,6 +468,7 @@ def crux_evaluate(
         dropped[0] += len(ans.discarded)
         dropped[1] += len(ans.distractor_only)
         chunks = chunk_instance(inst, chunk_size, overlap)
+        pool, ntok = context_pool(chunks, ans), passage_tokens(inst)
         for ret in rets:
             ranked = rank_chunks(
                 inst, ret, chunk_size, overlap, chunks=chunks, embedding_cache=embedding_cache
@@ -461,7 +477,9 @@ def crux_evaluate(
                 size = len(ans.required) if label == K_REQUIRED else int(label)
                 top = [rc.chunk for rc in ranked[:size]]
                 if size:
-                    scores = context_scores(top, chunks, ans, inst, alpha=alpha, w=w)
+                    scores = context_scores(
+                        top, chunks, ans, inst, alpha=alpha, w=w, pool=pool, n_tokens=ntok
+                    )
                 else:  # k = |Z*| = 0: no required subset, no context to score
                     scores = {**_NO_CONTEXT, "n_answerable": len(ans.answerable), "answered": []}
                 rows.append(
