@@ -256,6 +256,40 @@ def test_a_truncated_store_is_not_written_by_the_engine_path(good_store, tmp_pat
     assert _fingerprint(db) == before
 
 
+def test_a_file_another_process_is_writing_is_not_called_cut(good_store, tmp_path):
+    """The race the fault drill met: a reader looked while a writer had dropped the free
+    blocks at the end and was half way through writing the next one, so the size fell short
+    of the header's block count by part of a block. A file that moves between looks is
+    being written, not cut; the same bytes left as they are are refused."""
+    import threading
+
+    from core.store import connection
+
+    db = _make("truncated", good_store, tmp_path / "bad.duckdb")
+    cut_at = db.stat().st_size
+    stop = threading.Event()
+
+    def write() -> None:  # a block written a few KiB at a time
+        with db.open("ab") as fh:
+            while not stop.is_set():
+                fh.write(bytes(4096))
+                fh.flush()
+                stop.wait(0.01)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        connection._check_file(db)  # no error: the file moved between looks
+    finally:
+        stop.set()
+        writer.join()
+    with db.open("r+b") as fh:  # back to the cut, and left alone: refused
+        fh.truncate(cut_at)
+    connection._CHECKED.pop(str(db), None)
+    with pytest.raises(StoreError, match=r"truncated: \d+ bytes, its header needs \d+"):
+        connection._check_file(db)
+
+
 def test_a_sqlite_file_never_makes_duckdb_load_an_extension(good_store, tmp_path):
     """Refused before DuckDB reads it: no network fetch, no extension directory created."""
     db = _make("sqlite", good_store, tmp_path / "bad.duckdb")

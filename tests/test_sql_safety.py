@@ -47,6 +47,13 @@ _ALLOWED = {
     "_CLEAN",
     # core/store/records.py: the response cache's column names, joined once
     "_CACHE_COLUMN_LIST",
+    # core/store/merge.py (_same_content): a table of the schema qualified by an alias the
+    # merge made ("merge_in_0"), and the key / column lists of the schema's own constants
+    "table_a",
+    "table_b",
+    "key_match",
+    "cols_a",
+    "cols_b",
 }
 #: The store package, the one home of SQL.
 _STORE = ROOT / "core" / "store"

@@ -136,8 +136,12 @@ def _check_file(path: Path) -> None:
     blocks can be DuckDB's own state: it drops free blocks at the end before it writes the
     new header; a cut on a block boundary is reported when a missing block is read.) The
     header is read before the size, so a checkpoint of another process between the two
-    cannot look like a cut. A missing file passes (it is created). The size check is made
-    once per (path, inode, size, mtime) in this process; one read of 12 KiB.
+    cannot look like a cut; and a file that looks cut is looked at again (up to
+    :data:`_CUT_LOOKS` times, :data:`_CUT_PAUSE_S` apart) and refused only when nothing of it
+    moved between two looks: a process writing it (a block half written after DuckDB dropped
+    the free blocks at its end) changes its size or headers, and one still moving after the
+    last look is left to DuckDB. A missing file passes. The size check is made once per
+    (path, inode, size, mtime) in this process; one read of 12 KiB.
 
     Raises:
         StoreError: ``not a readable evidence store (...)``.
@@ -152,34 +156,63 @@ def _check_file(path: Path) -> None:
         raise _unreadable(path, "a directory")
     if not stat.S_ISREG(st.st_mode):
         raise _unreadable(path, "not a regular file")
+    seen: tuple[bytes, tuple[int, int, int]] | None = None
+    for _ in range(_CUT_LOOKS):
+        head, st = _read_head(path)
+        if head.startswith(_SQLITE_MAGIC):
+            raise _unreadable(path, "a SQLite database")
+        if len(head) >= 12 and head[8:12] not in (_MAGIC, bytes(4)):
+            raise _unreadable(path, "not a DuckDB database file")
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if _CHECKED.get(str(path)) == key:
+            return
+        cut = _cut(head, st.st_size)
+        if cut is None:
+            _CHECKED[str(path)] = key
+            return
+        if (head, key) == seen:  # nothing moved since the last look: cut for good
+            raise _unreadable(path, cut)
+        # another process may be writing the file (a block half written after the free
+        # blocks at its end were dropped): a cut file stays as it is, a written one moves
+        seen = (head, key)
+        time.sleep(_CUT_PAUSE_S)
+
+
+#: Looks at a file that seems cut before it is called so (see :func:`_check_file`) ...
+_CUT_LOOKS = 4
+#: ... this long apart.
+_CUT_PAUSE_S = 0.05
+
+
+def _read_head(path: Path) -> tuple[bytes, os.stat_result]:
+    """The file's first three headers, then its size (read in that order)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(3 * _HEADER_SIZE)
-            st = os.fstat(fh.fileno())
+            return head, os.fstat(fh.fileno())
     except OSError as exc:
         raise _unreadable(path, exc.strerror or type(exc).__name__) from exc
-    if head.startswith(_SQLITE_MAGIC):
-        raise _unreadable(path, "a SQLite database")
-    if len(head) >= 12 and head[8:12] not in (_MAGIC, bytes(4)):
-        raise _unreadable(path, "not a DuckDB database file")
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    if _CHECKED.get(str(path)) == key:
-        return
+
+
+def _cut(head: bytes, size: int) -> str | None:
+    """Why a file of ``size`` bytes starting with ``head`` looks cut short, or None."""
     # A file at least as long as either header asks is whole; only a shorter one has its
     # headers' checksums computed (~0.2 ms), to know which header is current.
     headers = [_db_header(head, off) for off in (_HEADER_SIZE, 2 * _HEADER_SIZE)]
-    if any(h is not None and st.st_size < h[1] for h in headers):
-        valid = [
-            h
-            for h, off in zip(headers, (1, 2), strict=True)
-            if h is not None and _header_ok(head, off * _HEADER_SIZE)
-        ]
-        if valid:
-            _, needed, alloc = max(valid)
-            body = st.st_size - 3 * _HEADER_SIZE
-            if st.st_size < needed and (body < 0 or body % alloc):
-                raise _unreadable(path, f"truncated: {st.st_size} bytes, its header needs {needed}")
-    _CHECKED[str(path)] = key
+    if not any(h is not None and size < h[1] for h in headers):
+        return None
+    valid = [
+        h
+        for h, off in zip(headers, (1, 2), strict=True)
+        if h is not None and _header_ok(head, off * _HEADER_SIZE)
+    ]
+    if not valid:
+        return None
+    _, needed, alloc = max(valid)
+    body = size - 3 * _HEADER_SIZE
+    if size < needed and (body < 0 or body % alloc):
+        return f"truncated: {size} bytes, its header needs {needed}"
+    return None
 
 
 def _db_header(head: bytes, off: int) -> tuple[int, int, int] | None:

@@ -269,15 +269,15 @@ def _same_content(con: duckdb.DuckDBPyConnection, a: str, b: str, dataset: str) 
         ("instances", INSTANCE_COLUMNS, ("dataset_id", "instance_id")),
         ("passages", PASSAGE_COLUMNS, ("dataset_id", "instance_id", "passage_id")),
     ):
-        one, two = f"{a}.{table}" if a else table, f"{b}.{table}" if b else table
-        on = " AND ".join(f"x.{k} = y.{k}" for k in key)
-        left = ", ".join(f"x.{c}" for c in cols)
-        right = ", ".join(f"y.{c}" for c in cols)
+        table_a, table_b = f"{a}.{table}" if a else table, f"{b}.{table}" if b else table
+        key_match = " AND ".join(f"x.{k} = y.{k}" for k in key)
+        cols_a = ", ".join(f"x.{c}" for c in cols)
+        cols_b = ", ".join(f"y.{c}" for c in cols)
         n_one, n_two, n_same = con.execute(
-            f"SELECT (SELECT count(*) FROM {one} WHERE dataset_id = ?), "
-            f"(SELECT count(*) FROM {two} WHERE dataset_id = ?), "
-            f"(SELECT count(*) FROM {one} x JOIN {two} y ON {on} "
-            f"WHERE x.dataset_id = ? AND ({left}) IS NOT DISTINCT FROM ({right}))",
+            f"SELECT (SELECT count(*) FROM {table_a} WHERE dataset_id = ?), "
+            f"(SELECT count(*) FROM {table_b} WHERE dataset_id = ?), "
+            f"(SELECT count(*) FROM {table_a} x JOIN {table_b} y ON {key_match} "
+            f"WHERE x.dataset_id = ? AND ({cols_a}) IS NOT DISTINCT FROM ({cols_b}))",
             [dataset] * 3,
         ).fetchall()[0]
         if not n_one == n_two == n_same:
