@@ -265,10 +265,27 @@ def _tag(db: Path) -> str | None:
     return next((d.builder for d in infos if d.name == DATASET), None)
 
 
+def _holds_bench_dataset(db: Path) -> bool:
+    """Whether ``db`` is a store holding this script's dataset (of any builder version)."""
+    try:
+        return DATASET in {d.name for d in Store(db, lock_timeout=5).list_datasets()}
+    except Exception:
+        return False
+
+
 def ensure_store(db: Path, instances: int, rebuild: bool) -> None:
-    """Build the store unless a current one (same tag) is cached at ``db``."""
+    """Build the store unless a current one (same tag) is cached at ``db``.
+
+    Only the default cache file or a store this script built (it holds ``bench-1m``) is
+    replaced; any other file at ``db`` (a study's store passed by mistake) is refused.
+    """
     if not rebuild and _tag(db) == BUILD_TAG:
         return
+    if db.exists() and db.resolve() != DB.resolve() and not _holds_bench_dataset(db):
+        raise SystemExit(
+            f"{db}: not a store of this bench (no dataset {DATASET!r}); not replaced: pass a "
+            f"new path, or none for {DB}"
+        )
     for p in (db, db.with_name(db.name + ".wal")):
         p.unlink(missing_ok=True)
     t = time.perf_counter()
