@@ -170,9 +170,10 @@ def crux_result(store: Store, selection: Selection) -> CruxResult:
         ValueError: no dataset, unknown retriever, bad k or eta.
     """
     name = selection.dataset
-    if not name and selection.runs:
-        row = store.run_row(selection.runs[0])
-        name = None if row is None else row.get("dataset_id")
+    if not name and selection.runs:  # the first run's dataset, from the cached runs frame
+        runs = stored_runs(store)
+        of_run = runs.loc[runs["run_id"] == selection.runs[0], "dataset_id"].dropna()
+        name = str(of_run.iloc[0]) if len(of_run) else None
     if not name:
         raise ValueError("choose a dataset for the CRUX coverage views")
     # keyed by what the result depends on: another score field, run or condition of the same
@@ -193,19 +194,7 @@ def crux_result(store: Store, selection: Selection) -> CruxResult:
         if selection.filters:
             frame = apply_filters(store.instances_frame(name), selection.filters)
             allowed = list(frame["instance_id"])
-        return crux_report(
-            store,
-            name,
-            settings["retrievers"],
-            settings["ks"],
-            judge=settings["judge"],
-            instance_ids=allowed,
-            eta=settings["eta"],
-            k_required=settings["k_required"],
-            chunk_size=settings["chunk_size"],
-            overlap=settings["overlap"],
-            n_resamples=settings["n_resamples"],
-        )
+        return crux_report(store, name, instance_ids=allowed, **settings)
 
     filters = {k: list(v) for k, v in sorted(selection.filters.items())}
     key = json.dumps([name, settings, filters], sort_keys=True, default=str)
