@@ -317,6 +317,18 @@ def settle(page, timeout_ms: int = 60_000, draw_ms: int = 500) -> None:
     page.wait_for_timeout(draw_ms)
 
 
+def press_until(page, key: str, caption: str, timeout_ms: int = 60_000) -> None:
+    """Press ``key`` and wait until the text ``caption`` shows, then for the run to end.
+
+    A key that clicks a button starts a script run only when the browser's message reaches
+    the server: right after the press the app may still read "not running", so waiting for
+    that alone can read the page before the step (seen on a loaded CI host).
+    """
+    page.keyboard.press(key)
+    page.get_by_text(caption, exact=False).first.wait_for(timeout=timeout_ms)
+    settle(page, timeout_ms=90_000, draw_ms=300)
+
+
 def open_case(page, url: str, draw_ms: int = 600) -> None:
     """Open a Case view URL and wait for its transcript (the first run has drawn it)."""
     page.set_viewport_size({"width": 1400, "height": 1000})

@@ -9,7 +9,7 @@ query gives, read independently here).
 from __future__ import annotations
 
 import pytest
-from conftest import SHOTS, assert_no_exception, demo_into, settle, streamlit_server
+from conftest import SHOTS, assert_no_exception, demo_into, press_until, settle, streamlit_server
 
 from core.store import Store
 from core.store.failure_rows import FailureFilter
@@ -105,15 +105,12 @@ def test_filter_open_case_and_step_with_the_keyboard(demo, page):
     assert page.get_by_text(f"Instance 1 of {n} (failure browser filter)").is_visible()
 
     page.get_by_role("heading", name="Case view").click()  # focus the page, not a field
-    page.keyboard.press("j")
-    _settle(page)
+    press_until(page, "j", f"Instance 2 of {n} (failure browser filter)")
     assert questions[ids[1]][:40] in _picker(page), (ids[1], _picker(page))
     assert page.get_by_text(f"Instance 2 of {n} (failure browser filter)").is_visible()
     assert f"instance={ids[1]}" in page.url
-    page.keyboard.press("ArrowRight")
-    _settle(page)
+    press_until(page, "ArrowRight", f"Instance 3 of {n} (failure browser filter)")
     assert questions[ids[2]][:40] in _picker(page)
-    page.keyboard.press("k")
-    _settle(page)
+    press_until(page, "k", f"Instance 2 of {n} (failure browser filter)")
     assert questions[ids[1]][:40] in _picker(page)
     assert_no_exception(page, "case view stepped with the keyboard")

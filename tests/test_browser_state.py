@@ -12,7 +12,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import assert_no_exception, build_release_store, choose, settle, streamlit_server
+from conftest import (
+    assert_no_exception,
+    build_release_store,
+    choose,
+    press_until,
+    settle,
+    streamlit_server,
+)
 
 pytestmark = [pytest.mark.browser]
 
@@ -133,8 +140,7 @@ def test_case_link_from_a_filtered_failure_list_keeps_the_list(server, page, bro
     back = other.get_by_role("link", name="Back to the failure browser")
     back.wait_for(timeout=30_000)
     other.get_by_role("heading", name="Case view").click()  # focus the page, not a field
-    other.keyboard.press("j")
-    _settle(other)
+    press_until(other, "j", here.replace("Instance 1 of", "Instance 2 of"))
     assert _position(other) == here.replace("Instance 1 of", "Instance 2 of")
     # the way back restores the browser's list (dataset, outcome, condition)
     back.click()
