@@ -373,3 +373,52 @@ def test_answer_forms_kept_or_started_afresh_give_the_same_scores(tmp_path, monk
     row = fresh.to_pandas().set_index(["run_id", "instance_id", "condition"])
     assert row.loc[("ra", "i0", "retrieved"), "em_relaxed"] == 1.0  # "Zurich!" ~ Zürich 00123
     assert row.loc[("rb", "i0", "oracle"), "soft_correct"] == 1.0  # 42.0 == 42
+
+
+def _all_stored(store: Store) -> pd.DataFrame:
+    with store.connect(read_only=True) as con:
+        return con.execute("SELECT * FROM scores ORDER BY run_id, instance_id, condition").df()
+
+
+def _make_stale(store: Store) -> None:
+    """A stale value, a stored NULL where a value is due, a stored row gone (a new key)."""
+    with store.transaction() as con:
+        con.execute("UPDATE scores SET f1_relaxed = -1, failure_label = 'x' WHERE run_id = 'rb'")
+        con.execute("UPDATE scores SET ev_recall = NULL WHERE condition = 'retrieved'")
+        con.execute("DELETE FROM scores WHERE instance_id = 'i0' AND condition = 'oracle'")
+
+
+@pytest.mark.parametrize("part_rows", [1, 4, 7, 100])
+def test_rescore_read_in_parts_equals_one_read(tmp_path, monkeypatch, part_rows):
+    """Runs read a part at a time (issue 38: the memory of 10M predictions) give the rows
+    and the stored rows of one read: runs grouped, a big run in slices of its instances."""
+    store = _edge_store(tmp_path / "p.duckdb")
+    score_runs(store, ["ra", "rb"])
+    _make_stale(store)
+    runs = ["ra", "rb", "ra", "none"]  # a run twice, a run without predictions
+    whole = _read(store, runs, 3, new=True)
+    with store.connect(read_only=True) as con:
+        assert rescore_rows._parts(con, ["ra", "rb"]) == [(["ra", "rb"], 1, 0)]
+    monkeypatch.setattr(rescore_rows, "PART_ROWS", part_rows)
+    with store.connect(read_only=True) as con:
+        parts = rescore_rows._parts(con, runs)
+    expected = {
+        1: [(["ra"], 7, j) for j in range(7)] + [(["rb"], 4, j) for j in range(4)],
+        4: [(["ra"], 2, 0), (["ra"], 2, 1), (["rb"], 1, 0)],
+        7: [(["ra"], 1, 0), (["rb"], 1, 0)],
+        100: [(["ra", "rb"], 1, 0)],
+    }
+    assert parts == expected[part_rows]
+    rows, scores = _read(store, runs, 3, new=True)
+    assert rows.num_rows == 10
+    assert rows.equals(whole[0])
+    assert scores.equals(whole[1])
+    # and what a re-score in parts stores is what one read stores
+    other = _edge_store(tmp_path / "q.duckdb")
+    score_runs(other, ["ra", "rb"])
+    _make_stale(other)
+    monkeypatch.setattr(rescore_rows, "PART_ROWS", 10**9)
+    assert score_runs(other, runs, batch_rows=2) == 10
+    monkeypatch.setattr(rescore_rows, "PART_ROWS", part_rows)
+    assert score_runs(store, runs, batch_rows=2) == 10
+    pd.testing.assert_frame_equal(_all_stored(store), _all_stored(other))

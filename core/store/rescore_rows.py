@@ -9,6 +9,11 @@ and Arrow ``take``, instead of a wide join and a list lambda per prediction in S
 ids and titles go to the scorer as integer codes
 (:func:`core.scoring.vector.inputs_from_arrow`), not strings.
 
+The predictions and stored scores are read a part at a time (at most :data:`PART_ROWS`
+predictions: whole runs grouped, a bigger run in slices of its instance ids), so only one
+part's stored scores and key-join hash table are held beside the instances (issue 38: 10M
+predictions re-scored in 2.5-3 GB, was 4.4 GB with all of them held at once).
+
 The values are those of :func:`core.store.analysis._scoring_query` exactly:
 
 * a prediction whose run has no dataset, or whose instance the dataset lacks, is left out
@@ -68,6 +73,18 @@ _STORED = (
     + ", ".join(SCORE_COLUMNS)
     + " FROM scores WHERE list_contains(?, run_id)"
 )
+# A slice of a run too big for one part: the keys whose instance id hashes to ``j`` mod ``k``
+# (both the predictions and their stored rows, so each key and its stored row meet in one
+# slice); the two parameters follow the query's own.
+_PREDICTIONS_SLICE = _PREDICTIONS + "    AND hash(p.instance_id) % ? = ?\n"
+_STORED_SLICE = _STORED + " AND hash(instance_id) % ? = ?"
+_PREDICTION_COUNTS = (
+    "SELECT run_id, count(*) FROM predictions WHERE list_contains(?, run_id) GROUP BY run_id"
+)
+#: Predictions read in one part (the runs' stored scores in numpy and the key join's hash
+#: table scale with it): runs are grouped into parts of at most this many predictions, and a
+#: bigger run is read in slices of its instances (issue 38: 10M predictions in < 4 GB).
+PART_ROWS = 3_000_000
 _INSTANCE_COLUMNS = ("gold_answer", "answer_aliases", "answer_type", "reasoning_type")
 #: The (instance, passage id) -> passage lookup is a dense table when it has at most this
 #: many slots per passage plus the slack, else sorted keys (many distinct ids per instance).
@@ -261,13 +278,54 @@ def rescore_batches(
     ids hold no NULL has, instead of the three passage columns, their integer codes (what
     :func:`core.scoring.vector.inputs_from_arrow` takes): ``cited_id_codes``,
     ``cited_title_codes`` (the title of each cited id; -1: none), ``gold_id_codes`` and
-    ``gold_title_codes`` (-1: a NULL title); equal strings have equal codes. Read the
-    iterator to its end before running another statement on ``con``.
+    ``gold_title_codes`` (-1: a NULL title); equal strings have equal codes. The runs are
+    read in parts (:func:`_parts`), each run once however often ``run_ids`` names it. Read
+    the iterator to its end before running another statement on ``con``.
     """
-    runs = list(run_ids)
+    runs = list(dict.fromkeys(run_ids))
     inst = _Instances(con, runs)
-    stored = _Stored(con.sql(_STORED, params=[runs]).to_arrow_table())
-    reader = con.sql(_PREDICTIONS, params=[runs, runs]).to_arrow_reader(batch_rows)
+    for part, k, j in _parts(con, runs):
+        # one part at a time: its stored scores and the join's hash table, not all the runs'
+        slices = [k, j] if k > 1 else []
+        stored = _Stored(
+            con.sql(_STORED_SLICE if k > 1 else _STORED, params=[part, *slices]).to_arrow_table()
+        )
+        query = _PREDICTIONS_SLICE if k > 1 else _PREDICTIONS
+        reader = con.sql(query, params=[part, part, *slices]).to_arrow_reader(batch_rows)
+        yield from _batches(inst, stored, reader)
+        del stored, reader
+
+
+def _parts(con: duckdb.DuckDBPyConnection, runs: list[str]) -> list[tuple[list[str], int, int]]:
+    """The runs in parts of at most :data:`PART_ROWS` predictions: (runs, k, j) each.
+
+    Runs are grouped in their order; a run with more predictions is one part per slice
+    ``j`` of ``k`` (its keys whose instance id hashes to ``j`` mod ``k``; ``k`` = 1: all).
+    """
+    counts = dict(con.execute(_PREDICTION_COUNTS, [runs]).fetchall())
+    parts: list[tuple[list[str], int, int]] = []
+    group: list[str] = []
+    held = 0
+    for run in dict.fromkeys(runs):  # each run once
+        n = int(counts.get(run, 0))
+        if n == 0:
+            continue
+        if n > PART_ROWS:
+            k = -(-n // PART_ROWS)
+            parts.extend(([run], k, j) for j in range(k))
+            continue
+        if group and held + n > PART_ROWS:
+            parts.append((group, 1, 0))
+            group, held = [], 0
+        group.append(run)
+        held += n
+    if group:
+        parts.append((group, 1, 0))
+    return parts
+
+
+def _batches(inst: _Instances, stored: _Stored, reader: pa.RecordBatchReader) -> Iterator:
+    """The rows of one part as :func:`rescore_batches` gives them."""
     for batch in reader:
         if batch.num_rows == 0:
             continue
