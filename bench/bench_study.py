@@ -27,9 +27,11 @@ child's own ``VmHWM``, as ``bench_scoring._rescore_child`` reads it):
   four runs; every stored ``f1_relaxed`` set to -1 first, untimed, as
   ``bench_scoring._make_stale`` does, so every row is read, scored, compared and rewritten):
   < 30 s, peak RSS < 4 GB;
-* **ONCU summary + sample means with CIs** for ``f1_relaxed`` over all runs, read from the
-  store as the library and the reports read it (``Store.analysis_frame`` ->
-  ``oncu_summary`` -> ``sample_level_means(ci=True)``): < 10 s (peak RSS informational);
+* **ONCU summary + sample means with CIs** for ``f1_relaxed`` over all runs, aggregated in
+  the store as the library and ``report oncu`` compute them at study scale
+  (``core.oncu.cells.store_oncu_summary`` -> ``store_sample_means(ci=True)``; the frame path,
+  ``Store.analysis_frame`` -> ``oncu_summary``, took 24.5 s and 11.7 GB): < 10 s (peak RSS
+  informational);
 * **store merge** of the two 5M stores into a new file (``core.store.merge.merge_stores``):
   < 60 s;
 * with ``--dashboard`` (or ``dashboard=True``): every dashboard page's first load in a fresh
@@ -40,8 +42,7 @@ Usage: ``python bench/bench_study.py [--repeats 3] [--rebuild] [--only rescore,o
 [--dashboard] [--profile rescore|oncu|merge]``; exit status 1 when a figure misses its bound
 (``--profile``: one child under cProfile, the top 25 by cumulative time printed). Building the
 stores takes about 3 minutes on 2 cores (printed); disk: the 10M store 3.1 GB, the 5M stores
-1.75 GB each, the merge's target (removed after) about 3 GB. Memory: the ONCU path's child
-peaks near 12 GB.
+1.75 GB each, the merge's target (removed after) about 3 GB.
 """
 
 from __future__ import annotations
@@ -399,23 +400,20 @@ def _work(kind: str, arg: str, db: str) -> None:
         n = score_runs(Store(db), arg.split(","))
         out = {"s": time.perf_counter() - t0, "rows": n}
     elif kind == "oncu":
-        from core.oncu.metrics import oncu_summary, sample_level_means
+        from core.oncu.cells import store_oncu_summary, store_sample_means
         from core.store import Store
 
         store = Store(db)
         t0 = time.perf_counter()
-        frame = store.analysis_frame(arg.split(","))
+        summary = store_oncu_summary(store, arg.split(","), SCORE_FIELD)
         t1 = time.perf_counter()
-        summary = oncu_summary(frame, score_field=SCORE_FIELD)
+        means = store_sample_means(store, arg.split(","), ci=True)
         t2 = time.perf_counter()
-        means = sample_level_means(frame, ci=True)
-        t3 = time.perf_counter()
         out = {
-            "s": t3 - t0,
-            "read": t1 - t0,
-            "oncu": t2 - t1,
-            "means": t3 - t2,
-            "rows": len(frame),
+            "s": t2 - t0,
+            "oncu": t1 - t0,
+            "means": t2 - t1,
+            "rows": int(means["n"].sum()),
             "summary_rows": len(summary),
             "means_rows": len(means),
             "headline": summary["oncu_clipped"].round(4).tolist(),
@@ -510,8 +508,8 @@ def oncu_results(repeats: int) -> list[dict]:
     for _ in range(repeats):
         out = _child("oncu", ",".join(RUNS), str(DB))
         print(
-            f"ONCU path: {out['s']:.2f} s (read {out['read']:.2f}, oncu_summary "
-            f"{out['oncu']:.2f}, sample_level_means {out['means']:.2f}), {out['rows']:,} rows, "
+            f"ONCU path: {out['s']:.2f} s (store_oncu_summary {out['oncu']:.2f}, "
+            f"store_sample_means {out['means']:.2f}), {out['rows']:,} rows, "
             f"peak RSS {out['peak_gb']:.2f} GB; headline {out['headline']}",
             flush=True,
         )
@@ -520,15 +518,15 @@ def oncu_results(repeats: int) -> list[dict]:
     return [
         figure(
             f"ONCU summary + sample means with CIs ({SCORE_FIELD}), 10,000,000 stored "
-            "predictions, read from the store (analysis_frame), fresh process, 2 cores",
+            "predictions, aggregated in the store (core.oncu.cells), fresh process, 2 cores",
             [o["s"] for o in outs],
             "s",
             script,
             bound=ONCU_BOUND_S,
         ),
         figure(
-            "  of which the read (Store.analysis_frame, 10M rows)",
-            [o["read"] for o in outs],
+            "  of which the ONCU summary (store_oncu_summary)",
+            [o["oncu"] for o in outs],
             "s",
             script,
         ),

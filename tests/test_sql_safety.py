@@ -54,6 +54,11 @@ _ALLOWED = {
     "key_match",
     "cols_a",
     "cols_b",
+    # core/store/cell_rows.py: the analysis frame's FROM clause (a module literal) and the
+    # set-text tests of the error columns (a module literal formatted with a column name)
+    "_ROWS",
+    "error",
+    "perr",
 }
 #: The store package, the one home of SQL.
 _STORE = ROOT / "core" / "store"

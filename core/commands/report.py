@@ -40,7 +40,19 @@ from core.stats.inference import OLS_P_TESTS, P_TESTS, format_p, p_label
 from core.store import Store, StoreError
 from core.types import DataError
 
-__all__ = ["failures_report", "oncu_report", "paired_report", "register", "scaling_report_json"]
+__all__ = [
+    "STORE_PATH_PREDICTIONS",
+    "failures_report",
+    "oncu_report",
+    "paired_report",
+    "register",
+    "scaling_report_json",
+]
+
+#: Above this many predictions, ``report oncu`` computes in the store
+#: (:func:`core.oncu.cells.store_oncu_summary`: the same table, means to their last bits)
+#: instead of reading every prediction into a frame (a study's 10M: 25 s and 12 GB).
+STORE_PATH_PREDICTIONS = 1_000_000
 
 #: What ``default_name`` strips from a results file's name.
 _RESULTS_SUFFIX = ".per_sample_metrics.csv"
@@ -74,10 +86,17 @@ def oncu_report(
         raise ValueError(
             f"unknown score field '{score_field}' (allowed: {', '.join(SCORE_FIELDS)})"
         )
-    frame = store.analysis_frame(store.resolve_runs(run))
-    summary = oncu_summary(
-        frame, score_field=score_field, group_key=tuple(group_key or DEFAULT_GROUP_KEY)
-    )
+    runs = store.resolve_runs(run)
+    key = tuple(group_key or DEFAULT_GROUP_KEY)
+    counts = store.runs_frame(live=False).set_index("run_id")["n_predictions"]
+    if "instance_id" not in key and int(counts.reindex(runs).fillna(0).sum()) > (
+        STORE_PATH_PREDICTIONS
+    ):
+        from core.oncu.cells import store_oncu_summary
+
+        summary = store_oncu_summary(store, runs, score_field, key)
+    else:
+        summary = oncu_summary(store.analysis_frame(runs), score_field=score_field, group_key=key)
     keep = (
         "run",
         "model",

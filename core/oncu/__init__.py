@@ -2,6 +2,8 @@
 
 One concept per module:
 
+- :mod:`core.oncu.cells`: ONCU and sample-level means of stored runs from cell aggregates read in
+  the store (study scale);
 - :mod:`core.oncu.cis`: bootstrap CIs of the sample-level means
   (:func:`core.oncu.metrics.sample_level_means`);
 - :mod:`core.oncu.conditions`: the four evidence conditions as planned model calls (SPEC §6.1;
@@ -26,6 +28,10 @@ _WHERE = {
     **dict.fromkeys(
         ("add_mean_cis", "add_multinomial_cis"),
         "cis",
+    ),
+    **dict.fromkeys(
+        ("MEAN_SCORES", "store_oncu_summary", "store_sample_means"),
+        "cells",
     ),
     **dict.fromkeys(
         (
@@ -84,6 +90,7 @@ _WHERE = {
             "scaling_regression",
             "scaling_report",
             "share_frame",
+            "summary_frame",
         ),
         "metrics",
     ),

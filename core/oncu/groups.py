@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,8 +31,10 @@ __all__ = [
     "SIZE_BINS",
     "SMALL_GROUP",
     "UNIT_KEYS",
+    "assemble_groups",
     "canonical_groups",
     "check_field",
+    "coarsen",
     "coarser_group_key",
     "group_size_distribution",
     "length_bucket",
@@ -320,6 +322,22 @@ def _oncu_groups(df: pd.DataFrame, score_field: str, group_key: Sequence[str]) -
     gb = pd.Series(score[order]).groupby(ids[order], sort=True)
     stats = pd.DataFrame({"mean": gb.mean(), "scored": gb.count(), "rows": gb.size()})
     stats.index = cell_index  # (app and sizes are only read below: the memo stays intact)
+    return assemble_groups(stats, app, sizes, cols, rule)
+
+
+def assemble_groups(
+    stats: pd.DataFrame, app: pd.Series, sizes: pd.Series, cols: list[str], rule: str | None
+) -> pd.DataFrame:
+    """:func:`oncu_groups`'s rows from its cell statistics (the frame's or the store's).
+
+    Args:
+        stats: one row per (group, condition) cell, indexed by ``cols + ["condition"]``:
+            ``mean`` (of the scored values), ``scored`` (how many are not NaN), ``rows``.
+        app: per group (indexed by ``cols``): every row's oracle applicable.
+        sizes: per group: distinct instances (any condition).
+        cols: the unit and group key columns (the length cell as ``context_length``).
+        rule: the length rule that ran (``exact``, ``bucket`` or None).
+    """
     ctx = stats[~stats.index.get_level_values("condition").isin(_REFERENCE)]
     ctx = ctx.reset_index()
     ref = {}
@@ -488,17 +506,36 @@ def coarser_group_key(
     when the key is not too fine already, or when only the empty key (one group per unit)
     would do.
     """
-    key = tuple(group_key)
-    share, _ = _small_share(df, key)
+    return coarsen(
+        tuple(group_key),
+        lambda k: _small_share(df, k),
+        lambda k: resolve_length_cell(df, k),
+    )
+
+
+def coarsen(
+    key: tuple[str, ...],
+    share_of: Callable[[tuple[str, ...]], tuple[float, int]],
+    rule_of: Callable[[tuple[str, ...]], str | None],
+) -> tuple[str, ...] | None:
+    """:func:`coarser_group_key`'s greedy search over any source of group sizes.
+
+    Args:
+        key: the group key.
+        share_of: key -> (share of groups with fewer than :data:`SMALL_GROUP` instances,
+            number of groups).
+        rule_of: key -> its length rule (:func:`resolve_length_cell`).
+    """
+    share, _ = share_of(key)
     if share <= 0.5:
         return None
     while share > 0.5 and key:
         options = []
-        if resolve_length_cell(df, key) == "exact":
+        if rule_of(key) == "exact":
             length = next(k for k in key if k in LENGTH_TOKENS)
             options.append(tuple(BUCKET_LENGTH if k == length else k for k in key))
         options += [tuple(k for k in key if k != drop) for drop in key]
-        scored = [(*_small_share(df, o), i, o) for i, o in enumerate(options)]
+        scored = [(*share_of(o), i, o) for i, o in enumerate(options)]
         best = min(scored, key=lambda t: (t[0], -t[1], t[2]))
         share, key = best[0], best[3]
     return key or None

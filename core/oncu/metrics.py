@@ -47,7 +47,7 @@ scored predictions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -156,6 +156,7 @@ __all__ = [
     "scaling_regression",
     "scaling_report",
     "share_frame",
+    "summary_frame",
 ]
 
 #: Contextual conditions ONCU is reported for by default.
@@ -219,12 +220,50 @@ def _oncu_summary(
     """:func:`oncu_summary` computed."""
     groups = oncu_groups(df, score_field, group_key)
     rule = resolve_length_cell(df, group_key)
+    unit = unit_keys(df)
+    sample = _sample_means(df, unit, score_field)
+    return summary_frame(
+        groups,
+        sample,
+        unit,
+        score_field,
+        group_key,
+        rule,
+        conditions,
+        (n_resamples, seed, level, ci),
+        lambda: coarser_group_key(df, tuple(group_key)),
+    )
+
+
+def summary_frame(
+    groups: pd.DataFrame,
+    sample: dict[tuple, dict],
+    unit: list[str],
+    score_field: str,
+    group_key: Sequence[str],
+    rule: str | None,
+    conditions: Sequence[str],
+    bootstrap: tuple[int, int, float, bool],
+    coarser: Callable[[], tuple[str, ...] | None],
+) -> pd.DataFrame:
+    """:func:`oncu_summary`'s rows from its groups (the frame's or the store's).
+
+    Args:
+        groups: :func:`oncu_groups`'s rows.
+        sample: unit key values -> {condition: the unit's sample mean of the score}.
+        unit: the unit key columns.
+        score_field: the score s.
+        group_key: the group key as asked.
+        rule: the length rule that ran.
+        conditions: the contextual conditions to report.
+        bootstrap: ``(n_resamples, seed, level, ci)``.
+        coarser: the coarser group key (called only when a row warns of small groups).
+    """
+    n_resamples, seed, level, ci = bootstrap
     resolved = [
         ({"exact": EXACT_LENGTH, "bucket": BUCKET_LENGTH}[rule] if k in LENGTH_TOKENS else k)
         for k in group_key
     ]
-    unit = unit_keys(df)
-    sample = _sample_means(df, unit, score_field)
     rows = []
     keys = unit + ["condition"]
     for key, g in groups[groups["condition"].isin(list(conditions))].groupby(
@@ -271,12 +310,9 @@ def _oncu_summary(
             }
         )
         rows.append(row)
-    coarser = None
-    if any(r["small_group_warning"] for r in rows):
-        found = coarser_group_key(df, tuple(group_key))
-        coarser = list(found) if found is not None else None
+    found = coarser() if any(r["small_group_warning"] for r in rows) else None
     for r in rows:
-        r["coarser_group_key"] = coarser
+        r["coarser_group_key"] = list(found) if found is not None else None
     cols = keys + [
         "score_field",
         "valid_groups",

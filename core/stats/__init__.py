@@ -52,6 +52,7 @@ _WHERE = {
             "format_p",
             "holm",
             "mcnemar_exact",
+            "multinomial_counts",
             "multinomial_means",
             "normal_p",
             "ols",

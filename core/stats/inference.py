@@ -61,6 +61,7 @@ __all__ = [
     "holm",
     "mcnemar_exact",
     "normal_p",
+    "multinomial_counts",
     "multinomial_means",
     "ols",
     "p_label",
@@ -162,6 +163,31 @@ def multinomial_means(
             cats, counts, spread = cats[keep], counts[keep], spread[keep]
     else:
         cats, counts = np.empty(0), np.empty(0, dtype=np.int64)
+    return multinomial_counts(cats, counts, missing, n_resamples, seed, spread), label
+
+
+def multinomial_counts(
+    cats: np.ndarray,
+    counts: np.ndarray,
+    missing: int,
+    n_resamples: int = 5000,
+    seed: int = 42,
+    spread: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`multinomial_means` from a sample's counts: the resampled means.
+
+    Args:
+        cats: the distinct finite values, ascending (or, binned, each bin's mean).
+        counts: how many of the sample hold each.
+        missing: how many values are NaN (drawn like the others, skipped by the mean).
+        n_resamples: number of resamples.
+        seed: seed of ``numpy.random.default_rng``.
+        spread: binned only: each bin's mean squared deviation from its mean.
+    """
+    cats = np.asarray(cats, dtype=float)
+    n = int(np.sum(counts)) + int(missing)
+    if n == 0:
+        return np.full(n_resamples, np.nan)
     probs = np.append(counts, missing).astype(float) / n
     rng = np.random.default_rng(seed)
     drawn = rng.multinomial(n, probs, size=n_resamples)[:, : cats.size].astype(float)
@@ -169,7 +195,7 @@ def multinomial_means(
     if spread is not None:
         total += np.sqrt(drawn @ spread) * rng.standard_normal(n_resamples)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return total / drawn.sum(axis=1), label
+        return total / drawn.sum(axis=1)
 
 
 def _floats(values: Iterable[float]) -> np.ndarray:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.store.analysis import AnalysisMixin
+from core.store.cell_rows import CellsMixin
 from core.store.connection import DEFAULT_DB, StoreError, default_db_path
 from core.store.datasets import DatasetInfo, DatasetsMixin
 from core.store.embeddings import EmbeddingsMixin
@@ -68,6 +69,7 @@ class Store(
     RunsMixin,
     RecordsMixin,
     AnalysisMixin,
+    CellsMixin,
     EmbeddingsMixin,
     FailuresMixin,
 ):

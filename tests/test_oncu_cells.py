@@ -1,0 +1,212 @@
+"""ONCU and sample means computed in the store (core.oncu.cells) equal the frame's.
+
+The reference is the frame path, :func:`core.oncu.metrics.oncu_summary` and
+:func:`core.oncu.metrics.sample_level_means` on :meth:`core.store.Store.analysis_frame`,
+which the released tables pin bit for bit. Counts must be equal; means equal to 1e-12
+(the store sums with compensation, the frame in its own order); resampled CIs of small
+cells and multinomial CIs of value counts equal to the bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import build_release_store, study_into
+
+from core.oncu.cells import MEAN_SCORES, store_oncu_summary, store_sample_means
+from core.oncu.metrics import oncu_summary, sample_level_means
+from core.store import Store
+
+_COUNTS = (
+    "valid_groups",
+    "total_groups",
+    "n",
+    "missing",
+    "n_above_oracle",
+    "n_below_baseline",
+    "small_groups",
+)
+_MEANS = ("oncu_clipped", "oncu_raw_mean", "oncu_weighted", "s_none", "s_oracle", "s_c")
+
+
+def _runs(store: Store) -> list[str]:
+    return sorted(store.runs_frame()["run_id"])
+
+
+def _same_summary(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    assert len(got) == len(want) and len(want), (len(got), len(want))
+    keys = ["run", "condition"]
+    got = got.sort_values(keys).reset_index(drop=True)
+    want = want.sort_values(keys).reset_index(drop=True)
+    assert list(got.columns) == list(want.columns)
+    for c in (*keys, *_COUNTS, "invalid_reasons", "group_key", "length_cell", "group_sizes"):
+        assert got[c].tolist() == want[c].tolist(), c
+    assert got["coarser_group_key"].tolist() == want["coarser_group_key"].tolist()
+    for c in (*_MEANS, "oncu_ci_low", "oncu_ci_high", "median_group_size"):
+        np.testing.assert_allclose(got[c], want[c], rtol=1e-12, atol=1e-12, err_msg=c)
+    for a, b in zip(got["sample_means"], want["sample_means"], strict=True):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert math.isclose(a[k], b[k], rel_tol=1e-12, abs_tol=1e-12) or (
+                math.isnan(a[k]) and math.isnan(b[k])
+            ), (k, a[k], b[k])
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> Store:
+    return build_release_store(tmp_path_factory.mktemp("cells") / "s.duckdb", hotpotqa=True)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> Store:
+    return study_into(Store(tmp_path_factory.mktemp("cells") / "study.duckdb"))
+
+
+@pytest.mark.parametrize("field", ["f1_relaxed", "em_strict"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("source", "model", "reasoning_type", "context_length", "evidence_position",
+         "evidence_density", "distractor_similarity"),
+        ("reasoning_type", "length_bucket"),
+        ("context_length_exact", "evidence_position"),
+        (),
+    ],
+)  # fmt: skip
+def test_the_store_summary_is_the_frame_summary(release, field, key):
+    runs = _runs(release)
+    frame = release.analysis_frame(runs)
+    want = oncu_summary(frame, field, key, n_resamples=400)
+    got = store_oncu_summary(release, runs, field, key, n_resamples=400)
+    _same_summary(got, want)
+
+
+def test_the_store_summary_on_the_study_store(study):
+    runs = _runs(study)
+    frame = study.analysis_frame(runs)
+    conditions = tuple(c for c in frame["condition"].unique() if c not in ("no_evidence", "oracle"))
+    want = oncu_summary(frame, "f1_relaxed", conditions=conditions, n_resamples=300)
+    got = store_oncu_summary(study, runs, "f1_relaxed", conditions=conditions, n_resamples=300)
+    _same_summary(got, want)
+    # the coarser key is searched on the store's census as on the frame's rows
+    assert got["coarser_group_key"].notna().any() == want["coarser_group_key"].notna().any()
+
+
+@pytest.mark.parametrize("method", ["auto", "multinomial"])
+def test_the_store_sample_means_are_the_frame_means(release, study, method):
+    for store in (release, study):
+        runs = _runs(store)
+        want = sample_level_means(store.analysis_frame(runs), ci=True, n_resamples=300,
+                                  ci_method=method)  # fmt: skip
+        got = store_sample_means(store, runs, ci=True, n_resamples=300, ci_method=method)
+        assert list(got.columns) == list(want.columns)
+        keys = ["run", "model", "dataset", "condition"]
+        assert got[keys].values.tolist() == want[keys].values.tolist()
+        for c in ("n", "missing", "n_parse_error", "ci_method"):
+            assert got[c].tolist() == want[c].tolist(), c
+        for c in MEAN_SCORES:
+            np.testing.assert_allclose(got[c], want[c], rtol=1e-12, atol=1e-13, err_msg=c)
+            # resampled from the same values in the same order, or drawn from the same counts
+            unbinned = got["ci_method"] != "multinomial-binned"
+            for side in ("low", "high"):
+                col = f"{c}_ci_{side}"
+                assert got.loc[unbinned, col].equals(want.loc[unbinned, col]), col
+
+
+def test_a_large_cell_is_drawn_from_its_counts(tmp_path):
+    """Cells above RESAMPLE_MAX: the multinomial CI from the store's value counts, to the bit;
+    a column of many distinct values binned in the store close to the frame's bins."""
+    from core.stats.inference import RESAMPLE_MAX
+
+    store = Store(tmp_path / "big.duckdb")
+    n = RESAMPLE_MAX + 500
+    _write_run(store, n)
+    runs = ["big"]
+    want = sample_level_means(store.analysis_frame(runs), ci=True, n_resamples=500)
+    got = store_sample_means(store, runs, ci=True, n_resamples=500)
+    assert set(got["ci_method"]) == {"multinomial-binned"}
+    for c in ("em_strict", "f1_relaxed"):  # few distinct values: exact counts
+        for side in ("low", "high"):
+            assert got[f"{c}_ci_{side}"].equals(want[f"{c}_ci_{side}"]), c
+    # confidence_error: 2,500 distinct values, binned in the store; ev_f1: 500 distinct
+    # values, counted in the store and binned here (bin means are sums: last bits)
+    for c in ("confidence_error", "ev_f1"):
+        for side in ("low", "high"):
+            col = f"{c}_ci_{side}"
+            np.testing.assert_allclose(got[col], want[col], rtol=1e-9, err_msg=col)
+    for c in MEAN_SCORES:
+        np.testing.assert_allclose(got[c], want[c], rtol=1e-12, err_msg=c)
+    assert got["missing"].tolist() == want["missing"].tolist() == [n // 97 + 1] * 2
+
+
+def _write_run(store: Store, n: int) -> None:
+    """A dataset of ``n`` instances and a run ``big`` of two conditions, scored by hand:
+    exact-match and F1 of a few values, a confidence error of ``n`` distinct values, some
+    failed calls (NULL scores, an error) and NaN scores."""
+    import duckdb
+
+    from core.types import Dataset, Instance, Passage
+
+    gold = Passage("p1", 0, "T", "text", "d1", "gold", True)
+    instances = tuple(
+        Instance(instance_id=f"i{i:05d}", question=f"q{i}", gold_answer="a", passages=(gold,),
+                 context_length=4000 * (1 + i % 3), evidence_position="front",
+                 reasoning_type="single_hop", oracle_applicable=True, source="t")
+        for i in range(n)
+    )  # fmt: skip
+    store.write_dataset(Dataset("d", "t", "manual", {}, instances))
+    rng = np.random.default_rng(3)
+    with duckdb.connect(str(store.path)) as con:
+        con.execute("INSERT INTO runs (run_id, dataset_id, model) VALUES ('big', 'd', 'm')")
+        for cond in ("no_evidence", "oracle"):
+            ids = [f"i{i:05d}" for i in range(n)]
+            error = [("timeout" if i % 97 == 0 else " " if i % 89 == 0 else None) for i in range(n)]
+            con.execute(
+                "INSERT INTO predictions (run_id, instance_id, condition, variant, error) "
+                "SELECT 'big', unnest(?), ?, '', unnest(?)",
+                [ids, cond, error],
+            )
+            em = rng.integers(0, 2, n).astype(float)
+            f1 = rng.choice([0.0, 0.25, 0.5, 2 / 3, 1.0], n)
+            conf = rng.random(n)
+            em[::97] = f1[::97] = conf[::97] = np.nan  # the failed calls: NULL below
+            f1[5::131] = np.nan  # a NaN score (stored as NaN, not NULL)
+            ev = rng.integers(0, 500, n) / 499  # 500 distinct values: counted, then binned
+            frame = pd.DataFrame({"instance_id": ids, "em": em, "f1": f1, "ce": conf, "ev": ev})
+            failed = pd.Series(error).eq("timeout").to_numpy()
+            con.register("v", frame)
+            con.execute(
+                "INSERT INTO scores (run_id, instance_id, condition, variant, em_strict, "
+                "f1_strict, em_relaxed, f1_relaxed, confidence_error, ev_f1) "
+                "SELECT 'big', instance_id, ?, '', em, f1, em, f1, ce, ev FROM v",
+                [cond],
+            )
+            con.unregister("v")
+            con.execute(
+                "UPDATE scores SET em_strict = NULL, f1_strict = NULL, em_relaxed = NULL, "
+                "f1_relaxed = NULL, confidence_error = NULL WHERE condition = ? "
+                "AND list_contains(?, instance_id)",
+                [cond, [i for i, f in zip(ids, failed, strict=True) if f]],
+            )
+
+
+def test_report_oncu_computes_in_the_store_above_its_threshold(release, monkeypatch):
+    """``report oncu`` on a study's millions of predictions takes the store path: the same
+    objects as the frame path (here with the threshold lowered to take it)."""
+    import core.commands.report as report
+
+    want = report.oncu_report(release, None, "f1_relaxed")
+    monkeypatch.setattr(report, "STORE_PATH_PREDICTIONS", 0)
+    monkeypatch.setattr(report, "oncu_summary", None)  # the frame path would fail now
+    got = report.oncu_report(release, None, "f1_relaxed")
+    assert [(g["run"], g["condition"]) for g in got] == [(w["run"], w["condition"]) for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert g.keys() == w.keys()
+        for k, v in w.items():
+            if isinstance(v, float):
+                assert math.isclose(g[k], v, rel_tol=1e-12, abs_tol=1e-12), k
+            elif k != "sample_means":
+                assert g[k] == v, k
