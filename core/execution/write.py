@@ -362,6 +362,10 @@ def _write_batch(
     ``replace`` names the keys that may be stored already (a failed call made again); the
     others are new and take the plain insert. None: any key may be stored.
     ``inputs``: the run's scoring inputs read so far (the writer's); None reads this batch's.
+    It also carries the writer's progress from batch to batch: once one batch's progress is
+    committed, later batches of new keys add their counts to the run's instead of recounting
+    its predictions, and bump the data version by one ``UPDATE``
+    (:meth:`core.store.Store.record_progress`).
 
     The store is attached (:meth:`core.store.Store.write_batch`), not opened, and every row
     goes in as one Arrow table per table: a batch costs a few statements, whatever its size.
@@ -376,6 +380,7 @@ def _write_batch(
     again = [replace is None or _key_of(r) in replace for r in rows]
     parts = [[r for r, a in zip(rows, again, strict=True) if a == flag] for flag in (False, True)]
     cache = [r["_cache"] for r in rows if r["_cache"] is not None]
+    state = inputs or ScoringInputs(ctx.dataset)  # a new one keeps nothing for later batches
     # One data-version bump a batch (each costs ~4 ms): record_progress and finish_run bump
     # the run's; a batch that records no progress bumps it with its first predictions.
     bump = not progress
@@ -386,7 +391,7 @@ def _write_batch(
                 bump = False
         store.write_cache(con, cache)
         cited = [(r["instance_id"], r["cited_ids"]) for r in rows]
-        info = (inputs or ScoringInputs(ctx.dataset)).get(store, con, cited)
+        info = state.get(store, con, cited)
         for flag, part in zip((False, True), parts, strict=True):
             scores = batch_scores(part, info)
             if scores is not None:
@@ -395,8 +400,27 @@ def _write_batch(
             timing = (model_s, wall_s) if progress else (None, None)
             return store.finish_run(ctx.run_id, finish, n_planned, con, *timing)
         if progress:
-            store.record_progress(con, ctx.run_id, model_s, wall_s, n_planned)
+            # the run's counts are exact after this writer's last committed progress: add
+            # this batch's new rows (one that may replace a stored row: recount)
+            added = _added(rows) if state.counted and not parts[1] else None
+            scopes = store.record_progress(
+                con, ctx.run_id, model_s, wall_s, n_planned, added=added, scopes=state.scopes
+            )
+    if progress:  # committed: the writer's next batches may rely on it
+        state.scopes, state.counted = scopes, True
     return None
+
+
+def _added(rows: Sequence[Mapping[str, Any]]) -> tuple[int, int, int, int]:
+    """``(rows, plain rows, failed rows, failed plain rows)`` of new prediction rows.
+
+    As the run's counts count them (:meth:`core.store.Store.record_progress`): plain rows
+    have the variant ``''`` (or none), failed ones a non-empty ``error``.
+    """
+    plain = [not r.get("variant") for r in rows]
+    failed = [bool(r.get("error")) for r in rows]
+    both = sum(p and f for p, f in zip(plain, failed, strict=True))
+    return len(rows), sum(plain), sum(failed), both
 
 
 def _key_of(row: Mapping[str, Any]) -> _Key:

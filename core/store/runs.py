@@ -165,31 +165,57 @@ class RunsMixin(StoreBase):
         model_seconds: float,
         wall_seconds: float,
         n_planned: int | None = None,
-    ) -> None:
+        *,
+        added: tuple[int, int, int, int] | None = None,
+        scopes: Sequence[str] | None = None,
+    ) -> list[str]:
         """Mark a run ``running`` by this process, update its counts, add model time.
 
         ``n_done`` and ``n_errors`` are recounted, ``n_planned`` set when given,
         ``model_seconds`` added to and ``wall_seconds`` replaced; ``pid``, ``host`` and
         ``heartbeat_at`` say which process is running it and when it last wrote.
+
+        Args:
+            con: a read-write connection inside the caller's transaction.
+            run_id: the run.
+            model_seconds: server seconds to add.
+            wall_seconds: the run's wall seconds so far.
+            n_planned: the run's planned calls (kept when None).
+            added: ``(rows, plain rows, failed rows, failed plain rows)`` this transaction
+                stored under keys the run did not have, where the run row's counts are known
+                to be exact (the caller's previous ``record_progress`` committed and nothing
+                else wrote the run since): they are added to the counts instead of a recount
+                of the run's predictions, whose cost grows with the run (the engine's writer,
+                once a second). Plain rows have the variant ``''``; which of the two counts
+                applies is the run's kind's (as :data:`_COUNTS`). None: recount.
+            scopes: the data-version scopes an earlier committed call for this run returned
+                (:func:`core.store.schema.bump_data_version`).
+
+        Returns:
+            The data-version scopes bumped, for ``scopes`` next time.
         """
-        bump_data_version(con, runs=[run_id])
+        bumped = bump_data_version(con, runs=[run_id], scopes=scopes)
+        common = [n_planned, float(model_seconds), float(wall_seconds), os.getpid()]
+        common.append(socket.gethostname())
+        if added is None:
+            counts, params = "n_done = c.n, n_errors = c.n_errors", []
+            source, tail = f" FROM ({_COUNTS}) c", [run_id, run_id, run_id]
+        else:
+            counts = (
+                f"n_done = coalesce(n_done, 0) + CASE WHEN {_PLAIN_KIND} THEN ? ELSE ? END, "
+                f"n_errors = coalesce(n_errors, 0) + CASE WHEN {_PLAIN_KIND} THEN ? ELSE ? END"
+            )
+            rows, plain, failed, failed_plain = (int(x) for x in added)
+            params, source, tail = [plain, rows, failed_plain, failed], "", [run_id]
         con.execute(
-            "UPDATE runs SET status = 'running', n_done = c.n, n_errors = c.n_errors, "
+            f"UPDATE runs SET status = 'running', {counts}, "
             "n_planned = coalesce(?, n_planned), "
             "model_seconds = coalesce(model_seconds, 0) + ?, wall_seconds = ?, "
-            "pid = ?, host = ?, heartbeat_at = current_timestamp "
-            f"FROM ({_COUNTS}) c WHERE runs.run_id = ?",
-            [
-                n_planned,
-                float(model_seconds),
-                float(wall_seconds),
-                os.getpid(),
-                socket.gethostname(),
-                run_id,
-                run_id,
-                run_id,
-            ],
+            "pid = ?, host = ?, heartbeat_at = current_timestamp"
+            f"{source} WHERE runs.run_id = ?",
+            params + common + tail,
         )
+        return bumped
 
     def error_summary(self, run_ids: Sequence[str]) -> pd.DataFrame:
         """Failed calls of the runs grouped by run and error text: ``run_id, error, n``."""
@@ -359,6 +385,8 @@ _COUNTS = (
     "FROM predictions WHERE run_id = ? AND (variant = '' OR coalesce("
     "(SELECT kind FROM runs WHERE run_id = ?), 'conditions') NOT IN ('conditions', 'imported'))"
 )
+#: A run whose counts are of its plain rows only (:data:`_COUNTS`), as SQL on its row.
+_PLAIN_KIND = "coalesce(kind, 'conditions') IN ('conditions', 'imported')"
 #: The status a finished execution leaves: ``done`` when no stored call failed, ``failed``
 #: when every one did, ``partial`` otherwise (continues a ``CASE`` whose first branch keeps a
 #: status other than ``done``: cancelled, failed).

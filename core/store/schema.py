@@ -572,7 +572,8 @@ def bump_data_version(
     *,
     datasets: Sequence[str | None] = (),
     runs: Sequence[str] = (),
-) -> None:
+    scopes: Sequence[str] | None = None,
+) -> list[str]:
     """Count one change of what the dashboard reads, inside the writer's transaction.
 
     Bumps ``global`` and ``dataset:<name>`` of each of ``datasets`` and of the dataset of
@@ -585,9 +586,30 @@ def bump_data_version(
         con: a read-write connection inside the caller's transaction.
         datasets: dataset names whose content changed (None entries are ignored).
         runs: run ids whose row, predictions or scores changed.
+        scopes: what an earlier, committed bump of the same ``datasets`` and ``runs``
+            returned (the engine's writer, once a second): their counters exist, so one
+            ``UPDATE`` bumps them, without the table's DDL or the look-up of the runs'
+            datasets (about 1 ms instead of 4-5). The counters end the same.
+
+    Returns:
+        The scopes bumped (``global`` and the datasets'), for ``scopes`` next time.
     """
+    if scopes is not None:
+        con.execute(_BUMP_KNOWN, [list(scopes)])
+        return list(scopes)
     con.execute(DATA_VERSION_DDL)
-    con.execute(_BUMP, [[str(d) for d in datasets if d is not None], [str(r) for r in runs]])
+    bumped = con.execute(
+        _BUMP + " RETURNING scope",
+        [[str(d) for d in datasets if d is not None], [str(r) for r in runs]],
+    ).fetchall()
+    return sorted(str(s) for (s,) in bumped if s != "store")
+
+
+#: :data:`_BUMP` of scopes whose counters exist (never ``store``, which is not bumped).
+_BUMP_KNOWN = (
+    "UPDATE data_version SET version = version + 1 "
+    "WHERE list_contains(?::VARCHAR[], scope) AND scope <> 'store'"
+)
 
 
 def read_data_version(
