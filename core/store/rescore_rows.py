@@ -56,28 +56,36 @@ _PASSAGES = """
 # The predictions with the rowid of their stored score row (NULL without one; a join on the
 # key only, which is about half the cost of carrying the score columns through it) and of
 # their instance; the stored score values are read apart (``_STORED``), by rowid.
-_PREDICTIONS = """
+_PREDICTIONS_HEAD = """
     SELECT p.run_id, p.instance_id, p.condition, p.variant, p.answer, p.cited_ids,
            p.parse_error, p.error, p.confidence, s.rowid AS stored_rowid, i.rowid AS inst_row
     FROM predictions p
     LEFT JOIN (SELECT rowid, run_id, instance_id, condition, variant FROM scores
-               WHERE list_contains(?, run_id)) s
+               WHERE list_contains(?, run_id)"""
+_PREDICTIONS_TAIL = """) s
         ON s.run_id = p.run_id AND s.instance_id = p.instance_id
         AND s.condition = p.condition AND s.variant = p.variant
     JOIN runs r ON r.run_id = p.run_id
     JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
-    WHERE list_contains(?, p.run_id)
-"""
+    WHERE list_contains(?, p.run_id)"""
+_PREDICTIONS = _PREDICTIONS_HEAD + _PREDICTIONS_TAIL
 _STORED = (
     "SELECT rowid AS stored_rowid, "
     + ", ".join(SCORE_COLUMNS)
     + " FROM scores WHERE list_contains(?, run_id)"
 )
-# A slice of a run too big for one part: the keys whose instance id hashes to ``j`` mod ``k``
+# A slice of a run too big for one part: the keys whose instance id hashes into a range
 # (both the predictions and their stored rows, so each key and its stored row meet in one
-# slice); the two parameters follow the query's own.
-_PREDICTIONS_SLICE = _PREDICTIONS + "    AND hash(p.instance_id) % ? = ?\n"
-_STORED_SLICE = _STORED + " AND hash(instance_id) % ? = ?"
+# slice; a range, not ``hash % k = j``, whose tiny estimate turns the key join around to
+# build its hash table on the predictions); the two bounds follow each list of runs.
+_SLICE = " AND hash(instance_id) BETWEEN ?::UBIGINT AND ?::UBIGINT"
+_PREDICTIONS_SLICE = (
+    _PREDICTIONS_HEAD
+    + _SLICE
+    + _PREDICTIONS_TAIL
+    + " AND hash(p.instance_id) BETWEEN ?::UBIGINT AND ?::UBIGINT"
+)
+_STORED_SLICE = _STORED + _SLICE
 _PREDICTION_COUNTS = (
     "SELECT run_id, count(*) FROM predictions WHERE list_contains(?, run_id) GROUP BY run_id"
 )
@@ -85,6 +93,7 @@ _PREDICTION_COUNTS = (
 #: table scale with it): runs are grouped into parts of at most this many predictions, and a
 #: bigger run is read in slices of its instances (issue 38: 10M predictions in < 4 GB).
 PART_ROWS = 3_000_000
+_HASHES = 2**64  # DuckDB's hash(): a UBIGINT
 _INSTANCE_COLUMNS = ("gold_answer", "answer_aliases", "answer_type", "reasoning_type")
 #: The (instance, passage id) -> passage lookup is a dense table when it has at most this
 #: many slots per passage plus the slack, else sorted keys (many distinct ids per instance).
@@ -286,12 +295,13 @@ def rescore_batches(
     inst = _Instances(con, runs)
     for part, k, j in _parts(con, runs):
         # one part at a time: its stored scores and the join's hash table, not all the runs'
-        slices = [k, j] if k > 1 else []
+        slices = [j * _HASHES // k, (j + 1) * _HASHES // k - 1] if k > 1 else []
         stored = _Stored(
             con.sql(_STORED_SLICE if k > 1 else _STORED, params=[part, *slices]).to_arrow_table()
         )
         query = _PREDICTIONS_SLICE if k > 1 else _PREDICTIONS
-        reader = con.sql(query, params=[part, part, *slices]).to_arrow_reader(batch_rows)
+        params = [part, *slices, part, *slices]
+        reader = con.sql(query, params=params).to_arrow_reader(batch_rows)
         yield from _batches(inst, stored, reader)
         del stored, reader
 
@@ -300,7 +310,8 @@ def _parts(con: duckdb.DuckDBPyConnection, runs: list[str]) -> list[tuple[list[s
     """The runs in parts of at most :data:`PART_ROWS` predictions: (runs, k, j) each.
 
     Runs are grouped in their order; a run with more predictions is one part per slice
-    ``j`` of ``k`` (its keys whose instance id hashes to ``j`` mod ``k``; ``k`` = 1: all).
+    ``j`` of ``k`` (its keys whose instance id hashes into the ``j``-th of ``k`` equal
+    ranges; ``k`` = 1: all).
     """
     counts = dict(con.execute(_PREDICTION_COUNTS, [runs]).fetchall())
     parts: list[tuple[list[str], int, int]] = []
