@@ -140,6 +140,12 @@ def test_a_large_cell_is_drawn_from_its_counts(tmp_path):
     for c in MEAN_SCORES:
         np.testing.assert_allclose(got[c], want[c], rtol=1e-12, err_msg=c)
     assert got["missing"].tolist() == want["missing"].tolist() == [n // 97 + 1] * 2
+    # ONCU's group cells skip the NaN scores as the frame's means do
+    frame = store.analysis_frame(runs)
+    cells = store.group_cells(runs, ["f1_relaxed"], []).sort_values("condition")
+    by = frame.groupby("condition")["f1_relaxed"]
+    assert cells["scored_f1_relaxed"].tolist() == by.count().tolist()
+    np.testing.assert_allclose(cells["total_f1_relaxed"], by.sum(), rtol=1e-12)
 
 
 def _write_run(store: Store, n: int) -> None:
@@ -210,3 +216,34 @@ def test_report_oncu_computes_in_the_store_above_its_threshold(release, monkeypa
                 assert math.isclose(g[k], v, rel_tol=1e-12, abs_tol=1e-12), k
             elif k != "sample_means":
                 assert g[k] == v, k
+
+
+@pytest.mark.parametrize("dataset", ["controlled-200", None])
+def test_the_conditions_page_tables_from_rows_left_in_the_store(study, monkeypatch, dataset):
+    """Above STORE_ROWS predictions the page's ONCU summary and condition matrix come from
+    rows left in the store: the same tables as from the frame (threshold lowered here)."""
+    import core.views.oncu as views_oncu
+    from core.oncu.cells import StoredRows
+    from core.selection import Selection
+    from core.views.catalog import get_figure, get_table
+
+    sel = Selection(dataset=dataset)
+    names = ("oncu_summary", "condition_matrix")
+    want = {n: get_table(n).build(study, sel) for n in names}
+    want_fig = get_figure("condition_matrix").build(study, sel)[1]
+    assert isinstance(views_oncu.plain_rows(study, sel), pd.DataFrame)
+    monkeypatch.setattr(views_oncu, "STORE_ROWS", 0)
+    rows = views_oncu.plain_rows(study, sel)
+    assert isinstance(rows, StoredRows), type(rows)  # one run, or runs of several datasets
+    got = {n: get_table(n).build(study, sel) for n in names}
+    got_fig = get_figure("condition_matrix").build(study, sel)[1]
+    for n in names:
+        assert list(got[n].columns) == list(want[n].columns), n
+        assert len(got[n]) == len(want[n]) > 0, n
+        for c in want[n].columns:
+            a, b = got[n][c], want[n][c]
+            if pd.api.types.is_float_dtype(b):
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"{n}.{c}")
+            else:
+                assert a.tolist() == b.tolist(), f"{n}.{c}"
+    pd.testing.assert_frame_equal(got_fig, want_fig, check_exact=False, rtol=1e-12)

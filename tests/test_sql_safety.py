@@ -32,8 +32,11 @@ _ALLOWED = {
     "order",
     "sets",
     "only",
-    # constant SQL fragments of core/store/runs.py (module-level string literals)
+    # constant SQL fragments of core/store/runs.py (module-level string literals), and the
+    # progress update's two pieces picked from them (values as placeholders)
     "_COUNTS",
+    "counts",
+    "source",
     "_FINAL_STATUS",
     # core/store/analysis.py: the gold-count column and join, one of two literals
     # picked by the store's schema version
@@ -59,6 +62,8 @@ _ALLOWED = {
     "_ROWS",
     "error",
     "perr",
+    # core/store/cell_rows.py: each score column's NaN-free value (schema constants)
+    "values",
 }
 #: The store package, the one home of SQL.
 _STORE = ROOT / "core" / "store"

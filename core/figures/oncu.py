@@ -246,7 +246,12 @@ def condition_matrix_table(
         for col in [c for c in out.columns if c not in counts]:
             out[f"{col}_ci_low"] = np.nan
             out[f"{col}_ci_high"] = np.nan
-    if "title_grounding" in df.columns and not out.empty:  # NaN without gold titles: counted
+    if not isinstance(df, pd.DataFrame) and not out.empty:  # rows left in the store
+        scored = df.scored_counts("title_grounding")
+        out["title_grounding_n"] = [
+            scored.get((r, c), 0) for r, c in zip(out["run"], out["condition"], strict=True)
+        ]
+    elif "title_grounding" in df.columns and not out.empty:  # NaN without gold titles: counted
         keys = [k for k in ("run", "condition") if k in df.columns and k in out.columns]
         scored = df["title_grounding"].notna().groupby([df[k] for k in keys]).sum()
         out["title_grounding_n"] = [

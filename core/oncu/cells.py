@@ -28,7 +28,8 @@ The group key's cells must be instance cells (:data:`core.store.analysis.GROUP_C
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,7 +57,7 @@ from core.stats.inference import (
     percentiles,
 )
 
-__all__ = ["MEAN_SCORES", "store_oncu_summary", "store_sample_means"]
+__all__ = ["MEAN_SCORES", "StoredRows", "store_oncu_summary", "store_sample_means"]
 
 #: The score columns of the sample-level means, in their table's order.
 MEAN_SCORES = (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error")
@@ -64,6 +65,7 @@ MEAN_SCORES = (*ANSWER_SCORES, *EVIDENCE_SCORES, "confidence_error")
 #: at or below, its exact value counts are read (and binned here when above MAX_CATEGORIES).
 _COUNTED = 4 * MAX_CATEGORIES
 _UNIT = list(UNIT_KEYS)
+
 _KEYS = [*_UNIT, "condition"]
 
 
@@ -90,16 +92,30 @@ def store_oncu_summary(
     Raises:
         ValueError: an unknown score field, or a group key cell that is not an instance cell.
     """
+    reads = _Reads(store, run_ids, plain)
+    bootstrap = (n_resamples, seed, level, ci)
+    return _oncu_summary(reads, score_field, tuple(group_key), tuple(conditions), bootstrap)
+
+
+def _oncu_summary(
+    reads: _Reads,
+    score_field: str,
+    key: tuple[str, ...],
+    conditions: tuple[str, ...],
+    bootstrap: tuple[int, int, float, bool],
+) -> pd.DataFrame:
+    """:func:`store_oncu_summary` on the reads of some rows."""
     if score_field not in SCORE_FIELDS:
         raise ValueError(f"score field '{score_field}' is not one of {SCORE_FIELDS}")
-    runs = list(run_ids)
-    key = tuple(group_key)
     cells = _cells(key)
-    stored = store.group_cells(runs, score_field, cells, plain)
-    exact = store.group_census(runs, cells, plain)  # lengths exact: coarser keys sum it
-    grid = _LengthGrid(store, runs, plain, exact)
-    rule = grid.rule(key)
     cols = [*_UNIT, *cells]
+    stored = reads.group_cells(cells)[[*cols, "condition", "rows"]].assign(
+        scored=reads.group_cells(cells)[f"scored_{score_field}"],
+        total=reads.group_cells(cells)[f"total_{score_field}"],
+    )
+    exact = reads.census(cells)  # lengths exact: coarser keys sum it
+    grid = _LengthGrid(reads, exact)
+    rule = grid.rule(key)
     sample = _unit_means(stored)
     census = exact
     if rule == "bucket":
@@ -133,7 +149,7 @@ def store_oncu_summary(
         key,
         rule,
         conditions,
-        (n_resamples, seed, level, ci),
+        bootstrap,
         lambda: coarsen(key, share_of, grid.rule),
     )
 
@@ -156,10 +172,13 @@ def store_sample_means(
         plain: only rows without an intervention variant.
         (the others as :func:`core.oncu.metrics.sample_level_means`)
     """
-    runs = list(run_ids)
+    return _sample_means(_Reads(store, run_ids, plain), ci, (n_resamples, seed, level, ci_method))
+
+
+def _sample_means(reads: _Reads, ci: bool, bootstrap: tuple[int, int, float, str]) -> pd.DataFrame:
+    """:func:`store_sample_means` on the reads of some rows."""
     scores = list(MEAN_SCORES)
-    cells = store.sample_cells(runs, scores, plain, spread=ci).sort_values(_KEYS, kind="stable")
-    cells = cells.reset_index(drop=True)
+    cells = reads.sample_cells(spread=ci).sort_values(_KEYS, kind="stable").reset_index(drop=True)
     rows = []
     for c in cells.itertuples(index=False):
         c = c._asdict()
@@ -170,18 +189,16 @@ def store_sample_means(
             row[s] = float(c[f"sum_{s}"]) / k if k > 0 else math.nan
         rows.append(row)
     if ci and rows:
-        _add_cis(store, runs, cells, rows, scores, (n_resamples, seed, level, ci_method), plain)
+        _add_cis(reads, cells, rows, scores, bootstrap)
     return pd.DataFrame(rows)
 
 
 def _add_cis(
-    store,
-    runs: list[str],
+    reads: _Reads,
     cells: pd.DataFrame,
     rows: list[dict],
     scores: list[str],
     bootstrap: tuple[int, int, float, str],
-    plain: bool,
 ) -> None:
     """Each row's CIs: small cells resampled from their values, large ones by counts."""
     n_resamples, seed, level, method = bootstrap
@@ -189,7 +206,7 @@ def _add_cis(
     slow = [g for g, m in enumerate(methods) if m == "resample"]
     if slow:
         want = [(rows[g]["run"], rows[g]["condition"]) for g in slow]
-        values = store.cell_scores(runs, scores, want, plain)
+        values = reads.store.cell_scores(reads.runs, scores, want, reads.plain)
         parts = {k: v for k, v in values.groupby(["run", "condition"], sort=False)}
         empty = pd.DataFrame(columns=scores, dtype=float)
         blocks = [
@@ -213,14 +230,14 @@ def _add_cis(
         ]
         for s in scores
     }
-    hists = store.value_counts(runs, [s for s in scores if counted[s]], plain)
+    hists = reads.value_counts(tuple(s for s in scores if counted[s]))
     for s in scores:
         wide = [g for g in fast if g not in set(counted[s]) and cells.at[g, f"n_{s}"] > 0]
         limits = [
             (rows[g]["run"], rows[g]["condition"], cells.at[g, f"lo_{s}"], cells.at[g, f"hi_{s}"])
             for g in wide
         ]
-        bins = _store_bins(store, runs, s, limits, plain) if wide else {}
+        bins = _store_bins(reads, s, limits) if wide else {}
         for g in fast:
             key = (rows[g]["run"], rows[g]["condition"])
             n, finite = int(cells.at[g, "n"]), int(cells.at[g, f"n_{s}"])
@@ -260,12 +277,11 @@ def _bin(cats: np.ndarray, counts: np.ndarray) -> tuple:
     return means[keep], n[keep].astype(np.int64), spread[keep]
 
 
-def _store_bins(store, runs: list[str], column: str, limits: list, plain: bool) -> dict:
+def _store_bins(reads: _Reads, column: str, limits: list) -> dict:
     """(run, condition) -> (bin means, counts, spreads), binned in the store."""
     out = {}
-    for key, part in store.binned_counts(runs, column, limits, BINS, plain).groupby(
-        ["run", "condition"], sort=False
-    ):
+    table = reads.store.binned_counts(reads.runs, column, limits, BINS, reads.plain)
+    for key, part in table.groupby(["run", "condition"], sort=False):
         counts = part["count"].to_numpy(dtype=np.int64)
         means = part["total"].to_numpy(dtype=float) / counts
         out[key] = (means, counts, part["spread"].to_numpy(dtype=float))
@@ -304,8 +320,8 @@ class _LengthGrid:
     store only when the census cannot tell (each run's own count is a lower bound of them).
     """
 
-    def __init__(self, store, runs: list[str], plain: bool, census: pd.DataFrame) -> None:
-        self._read = lambda: store.length_grid(runs, plain)
+    def __init__(self, reads: _Reads, census: pd.DataFrame) -> None:
+        self._read = lambda: reads.store.length_grid(reads.runs, reads.plain)
         self._census = census
         self._grid: bool | None = None
 
@@ -342,3 +358,118 @@ class _LengthGrid:
         if self._grid is None:
             self._grid = self._on_grid()
         return "exact" if self._grid else "bucket"
+
+
+class _Reads:
+    """The store reads of one set of rows, each made once (a page's figures share them)."""
+
+    def __init__(self, store, run_ids: Sequence[str], plain: bool) -> None:
+        self.store, self.runs, self.plain = store, list(run_ids), plain
+        self._memo: dict[tuple, Any] = {}
+
+    def once(self, key: tuple, read: Callable[[], Any]) -> Any:
+        """``read()``, made once per key."""
+        if key not in self._memo:
+            self._memo[key] = read()
+        return self._memo[key]
+
+    def group_cells(self, cells: list[str]) -> pd.DataFrame:
+        """Every ONCU score field's group cells (a changed score field reads nothing)."""
+        return self.once(
+            ("groups", *cells),
+            lambda: self.store.group_cells(self.runs, SCORE_FIELDS, cells, self.plain),
+        )
+
+    def census(self, cells: list[str]) -> pd.DataFrame:
+        """The instances per group of ``cells`` (lengths exact)."""
+        return self._census(cells)[0]
+
+    def _census(self, cells: list[str]) -> tuple[pd.DataFrame, bool]:
+        return self.once(
+            ("census", *cells), lambda: self.store.group_census(self.runs, cells, self.plain)
+        )
+
+    def same_instances(self) -> bool:
+        """Whether every run holds the same instances.
+
+        From any census made, else the default group key's (the ONCU summary reads it next).
+        """
+        made = [v for k, v in self._memo.items() if k[0] == "census"]
+        return made[0][1] if made else self._census(_cells(DEFAULT_GROUP_KEY))[1]
+
+    def sample_cells(self, spread: bool) -> pd.DataFrame:
+        if ("sample", True) in self._memo:
+            return self._memo[("sample", True)]
+        return self.once(
+            ("sample", spread),
+            lambda: self.store.sample_cells(self.runs, MEAN_SCORES, self.plain, spread=spread),
+        )
+
+    def value_counts(self, columns: tuple[str, ...]) -> dict:
+        return self.once(
+            ("counts", *columns),
+            lambda: self.store.value_counts(self.runs, columns, self.plain),
+        )
+
+
+class StoredRows:
+    """An analysis frame's rows left in the store: the study-scale input of the metrics.
+
+    :func:`core.oncu.metrics.oncu_summary` and :func:`core.oncu.metrics.sample_level_means`
+    given one compute in the store (:func:`store_oncu_summary`, :func:`store_sample_means`);
+    the store reads are made once per object and shared by every call on it.
+
+    Args:
+        store: the :class:`core.store.Store`.
+        run_ids: the runs (their every score row; unfiltered, unpaired).
+        plain: only rows without an intervention variant.
+        n: how many rows (predictions) that is.
+    """
+
+    def __init__(self, store, run_ids: Sequence[str], plain: bool, n: int) -> None:
+        self._reads = _Reads(store, run_ids, plain)
+        self.n = int(n)
+
+    @property
+    def empty(self) -> bool:
+        """Whether there are no rows."""
+        return self.n == 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def oncu_summary(
+        self,
+        score_field: str,
+        group_key: Sequence[str],
+        conditions: Sequence[str],
+        bootstrap: tuple[int, int, float, bool],
+    ) -> pd.DataFrame:
+        """:func:`store_oncu_summary` of these rows; ``bootstrap``: (resamples, seed, level, ci)."""
+        return _oncu_summary(
+            self._reads, score_field, tuple(group_key), tuple(conditions), bootstrap
+        )
+
+    def sample_means(self, ci: bool, bootstrap: tuple[int, int, float, str]) -> pd.DataFrame:
+        """:func:`store_sample_means` of these rows (made once per estimator).
+
+        ``bootstrap``: (resamples, seed, level, estimator).
+        """
+        return self._reads.once(
+            ("means", ci, *bootstrap), lambda: _sample_means(self._reads, ci, bootstrap)
+        )
+
+    def same_instances(self) -> bool:
+        """Whether every run holds the same instances.
+
+        Several runs of one dataset are paired by instance: then pairing keeps every row.
+        """
+        return self._reads.same_instances()
+
+    def scored_counts(self, column: str) -> dict[tuple[str, str], int]:
+        """(run, condition) -> rows whose ``column`` is a finite number."""
+        cells = self._reads.sample_cells(spread=False)
+        return {
+            (r, c): int(k)
+            for r, c, k in zip(cells["run"], cells["condition"], cells[f"n_{column}"], strict=True)
+        }

@@ -203,6 +203,8 @@ def oncu_summary(
         :data:`SMALL_GROUP` instances), ``small_group_warning`` (most valid groups small) and
         ``coarser_group_key`` (:func:`coarser_group_key` when any row warns, else None).
     """
+    if not isinstance(df, pd.DataFrame):  # rows left in the store (core.oncu.cells.StoredRows)
+        return df.oncu_summary(score_field, group_key, conditions, (n_resamples, seed, level, ci))
     with scoped_memo(df):  # the key columns factorized once for every grouping below
         return _oncu_summary(df, score_field, group_key, conditions, n_resamples, seed, level, ci)
 
@@ -429,6 +431,9 @@ def sample_level_means(
         ``<score>_ci_high`` and ``ci_method`` (the row's estimator: ``resample``,
         ``multinomial`` or, where a column needed bins, ``multinomial-binned``).
     """
+    if not isinstance(df, pd.DataFrame):  # rows left in the store (core.oncu.cells.StoredRows)
+        stats_ci_method(ci_method, 0)  # an unknown estimator is refused as on a frame
+        return df.sample_means(ci, (n_resamples, seed, level, ci_method))
     memo_key = ("sample_level_means", ci, n_resamples, seed, level, ci_method)
     with scoped_memo(df):
         return _memo(

@@ -68,60 +68,104 @@ class CellsMixin(StoreBase):
 
     def group_census(
         self, run_ids: Sequence[str], cells: Sequence[str], plain: bool = False
-    ) -> pd.DataFrame:
-        """Per (run, model, dataset, ``cells``): ``n_instances`` and ``applicable``.
+    ) -> tuple[pd.DataFrame, bool]:
+        """``(census, same)``: instances per group, and whether every run has the same ones.
 
-        ``n_instances``: distinct instances with a score row of the run (any condition);
-        ``applicable``: every one of them oracle applicable with a gold passage. Lengths are
-        exact (a coarser length cell sums them: an instance has one length).
+        ``census``: per (run, model, dataset, ``cells``): ``n_instances`` (distinct instances
+        with a score row of the run, any condition) and ``applicable`` (every one of them
+        oracle applicable with a gold passage). Lengths are exact (a coarser length cell sums
+        them: an instance has one length). ``same``: every run holds a score row of the same
+        set of instances (pairing the runs by instance keeps every row).
         """
         keys = _cells(cells)
         cols = "".join(f", i.{c}" for c in keys)
         only = " AND s.variant = ''" if plain else ""
         with self.connect(read_only=True) as con:
-            return fetch_frame(
-                con,
-                f"""
-                SELECT s.run_id AS run, r.model, r.dataset_id AS dataset{cols},
-                       count(*) AS n_instances,
-                       bool_and(coalesce(i.oracle_applicable, false)
-                                AND coalesce(i.n_gold, 0) > 0) AS applicable
-                FROM (SELECT DISTINCT run_id, instance_id FROM scores s
-                      WHERE list_contains(?, s.run_id){only}) s
-                JOIN runs r USING (run_id)
-                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
-                GROUP BY ALL
-                """,
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE census_pairs AS SELECT DISTINCT run_id, instance_id "
+                f"FROM scores s WHERE list_contains(?, s.run_id){only}",
                 [list(run_ids)],
             )
+            try:
+                census = fetch_frame(
+                    con,
+                    f"""
+                    SELECT s.run_id AS run, r.model, r.dataset_id AS dataset{cols},
+                           count(*) AS n_instances,
+                           bool_and(coalesce(i.oracle_applicable, false)
+                                    AND coalesce(i.n_gold, 0) > 0) AS applicable
+                    FROM census_pairs s
+                    JOIN runs r USING (run_id)
+                    JOIN instances i
+                        ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
+                    GROUP BY ALL
+                    """,
+                    [],
+                    own=True,
+                )
+                pairs, distinct = con.execute(
+                    "SELECT count(*), count(DISTINCT instance_id) FROM census_pairs"
+                ).fetchone()
+            finally:
+                con.execute("DROP TABLE IF EXISTS census_pairs")
+        return census, int(pairs) == len(set(run_ids)) * int(distinct)
 
     def group_cells(
-        self, run_ids: Sequence[str], column: str, cells: Sequence[str], plain: bool = False
+        self,
+        run_ids: Sequence[str],
+        columns: Sequence[str],
+        cells: Sequence[str],
+        plain: bool = False,
     ) -> pd.DataFrame:
-        """Per (run, model, dataset, ``cells``, condition): ``rows``, ``scored``, ``total``.
+        """Per (run, model, dataset, ``cells``, condition): ``rows`` and per score column.
 
-        ``scored``: rows whose ``column`` is a number (not NULL, not NaN); ``total``: their
-        compensated sum.
+        Per column ``c``: ``scored_c`` (rows whose ``c`` is a number: not NULL, not NaN) and
+        ``total_c`` (their compensated sum).
         """
         keys = _cells(cells)
-        col = _score(column)
+        names = [_score(c) for c in columns]
         cols = "".join(f", i.{c}" for c in keys)
         only = " AND s.variant = ''" if plain else ""
         with self.connect(read_only=True) as con:
-            return fetch_frame(
-                con,
-                f"""
-                SELECT s.run_id AS run, r.model, r.dataset_id AS dataset{cols}, s.condition,
-                       count(*) AS rows, count(v) AS scored, fsum(v) AS total
-                FROM (SELECT run_id, instance_id, condition,
-                             CASE WHEN isnan({col}) THEN NULL ELSE {col} END AS v
-                      FROM scores s WHERE list_contains(?, s.run_id){only}) s
-                JOIN runs r USING (run_id)
-                JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
-                GROUP BY ALL
-                """,
-                [list(run_ids)],
-            )
+            out = self._group_sums(con, run_ids, names, cols, only, odd=set())
+            # a NaN among a column's values: read again with NaN as missing
+            odd = {c for c in names if out[f"odd_{c}"].fillna(False).any()}
+            if odd:
+                out = self._group_sums(con, run_ids, names, cols, only, odd=odd)
+        return out.drop(columns=[f"odd_{c}" for c in names])
+
+    @staticmethod
+    def _group_sums(
+        con, run_ids: Sequence[str], names: list[str], cols: str, only: str, odd: set[str]
+    ) -> pd.DataFrame:
+        """:meth:`group_cells`' query, and per column ``c`` ``odd_c``.
+
+        ``odd_c``: ``c`` holds a NaN; its sums are right only when ``c`` is in ``odd``.
+        """
+        values = "".join(
+            f", CASE WHEN isnan({c}) THEN NULL ELSE {c} END AS v_{c}"
+            if c in odd
+            else f", {c} AS v_{c}"
+            for c in names
+        )
+        columns = "".join(
+            f", count(s.v_{c}) AS scored_{c}, fsum(s.v_{c}) AS total_{c}"
+            f", bool_or(isnan(s.v_{c})) AS odd_{c}"
+            for c in names
+        )
+        return fetch_frame(
+            con,
+            f"""
+            SELECT s.run_id AS run, r.model, r.dataset_id AS dataset{cols}, s.condition,
+                   count(*) AS rows{columns}
+            FROM (SELECT run_id, instance_id, condition{values}
+                  FROM scores s WHERE list_contains(?, s.run_id){only}) s
+            JOIN runs r USING (run_id)
+            JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
+            GROUP BY ALL
+            """,
+            [list(run_ids)],
+        )
 
     def length_grid(self, run_ids: Sequence[str], plain: bool = False) -> tuple[int, int]:
         """``(distinct context lengths, distinct (dataset, instance) with a length)``.

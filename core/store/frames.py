@@ -124,18 +124,27 @@ def arrow_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Tabl
     )
 
 
-def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> pd.DataFrame:
+def fetch_frame(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any], own: bool = False
+) -> pd.DataFrame:
     """``con.execute(sql, params).df()``, the same frame, three times faster on large results.
 
     DuckDB's DataFrame conversion builds pandas' string columns value by value; through Arrow
-    they are converted in bulk. One difference is undone here: a text column that is entirely
-    NULL comes through Arrow as a string column of NaN, where ``.df()`` gives ``None`` objects.
+    they are converted in bulk (on a fresh cursor of ``con``; with ``own``, on ``con`` itself,
+    which then keeps the session setting: a connection the caller opened for its own
+    statements, whose temporary tables a cursor would not see). One difference is undone
+    here: a text column that is entirely NULL comes through Arrow as a string column of NaN,
+    where ``.df()`` gives ``None`` objects.
     Text comes as Arrow ``large_string`` (this cursor's session setting): the buffers pandas'
     string columns hold, so no column is copied into them again (0.3-0.6 s a million rows).
     """
-    with con.cursor() as cur:  # a fresh cursor: ``sql`` needs no result pending on ``con``
-        cur.execute("SET SESSION arrow_large_buffer_size = true")  # this cursor only
-        table = cur.sql(sql, params=list(params)).to_arrow_table()
+    if own:  # ``con`` itself (its temporary tables): a connection of the caller's own
+        con.execute("SET SESSION arrow_large_buffer_size = true")
+        table = con.sql(sql, params=list(params)).to_arrow_table()
+    else:
+        with con.cursor() as cur:  # a fresh cursor: ``sql`` needs no result pending on ``con``
+            cur.execute("SET SESSION arrow_large_buffer_size = true")  # this cursor only
+            table = cur.sql(sql, params=list(params)).to_arrow_table()
     frame = table.to_pandas()
     for name, column in zip(table.column_names, table.columns, strict=True):
         if not column.null_count:

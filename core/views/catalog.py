@@ -44,7 +44,7 @@ from core.views.attribution import attribution_result
 from core.views.cuer import cuer_result
 from core.views.dolce import dolce_result
 from core.views.fanin import crux_result, fanin_result
-from core.views.oncu import plain_predictions, scaling_result
+from core.views.oncu import plain_predictions, plain_rows, scaling_result
 from core.views.retrieval import retrieval_audit_frames
 
 __all__ = [
@@ -101,6 +101,7 @@ _R = retrieval_fig
 # a table, one row per line: the formatter would put each item on a line of its own
 VIEW_OPTIONS: dict[Callable[..., Any], tuple[Param, ...]] = {
     plain_predictions: (),
+    plain_rows: (),
     scaling_result: (SCORE_FIELD, oncu_fig.GROUP_KEY, oncu_fig.CONDITIONS_OPTION,
                      oncu_fig.SCALING_DISTANCE, N_RESAMPLES, oncu_fig.P_TEST,
                      oncu_fig.OLS_P_TEST),
@@ -228,7 +229,7 @@ _table(
     "title_grounding_n counts the predictions with a gold title to ground against (passages "
     "without titles, e.g. imported results: missing, not 0).",
     reference="SPEC §6.1-6.3, §6.6; seed 000 Table 6",
-    view=plain_predictions,
+    view=plain_rows,
     plot=oncu_fig.condition_matrix_table,
 )
 _figure(
@@ -238,7 +239,7 @@ _figure(
     "the selected answer score; right: evidence F1 (0 by construction for no evidence: no "
     "passages are shown).",
     reference="SPEC §6.1-6.3; seed 000 Table 6",
-    view=plain_predictions,
+    view=plain_rows,
     plot=oncu_fig.condition_matrix_figure,
 )
 _table(
@@ -248,7 +249,7 @@ _table(
     "bootstrap CI over groups; raw mean; denominator-weighted ONCU = sum(S_c - S_none) / "
     "sum(S_oracle - S_none); groups above oracle (raw > 1) and below baseline (raw < 0).",
     reference="SPEC §6.5; seed 000 §3.3, Tables 7, 9, 23",
-    view=plain_predictions,
+    view=plain_rows,
     plot=oncu_fig.oncu_summary_table,
 )
 _table(

@@ -8,12 +8,18 @@ import pandas as pd
 
 from core.figures import N_RESAMPLES
 from core.figures.oncu import CONDITIONS_OPTION, GROUP_KEY, OLS_P_TEST, P_TEST, SCALING_DISTANCE
+from core.oncu.cells import StoredRows
 from core.oncu.metrics import scaling_report, share_frame
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
-from core.views.common import analysis, cached, condition_runs, empty_analysis
+from core.views.common import analysis, cached, condition_runs, empty_analysis, stored_runs
 
-__all__ = ["plain_predictions", "scaling_result"]
+__all__ = ["STORE_ROWS", "plain_predictions", "plain_rows", "scaling_result"]
+
+#: Above this many predictions in a selection, :func:`plain_rows` leaves them in the store:
+#: the ONCU summary and the condition matrix are computed there (:mod:`core.oncu.cells`),
+#: not on a frame of every prediction (10M: 10 s and 12 GB to read alone).
+STORE_ROWS = 2_000_000
 
 
 def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
@@ -26,12 +32,7 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
     """
     # the run resolution reads every run's prediction count: once per selection and version
     # (each figure and table of a page calls this view)
-    runs = cached(
-        store,
-        "condition_runs",
-        selection_to_json(replace(selection, options={}, score_field=Selection().score_field)),
-        lambda: condition_runs(store, selection),
-    )
+    runs = _condition_runs(store, selection)
     if not runs:
         return empty_analysis()
     # every score column is read whatever the score field: one frame (and one cache entry)
@@ -46,6 +47,44 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
     # one frame object per selection (cached, never modified): the figures of a page share
     # its ONCU grouping (core.oncu.metrics.share_frame); unfiltered, it is the analysis frame itself
     return share_frame(cached(store, "plain", selection_to_json(base), build))
+
+
+def _condition_runs(store: Store, selection: Selection) -> tuple[str, ...]:
+    """:func:`core.views.common.condition_runs`, once per selection (options aside) and version.
+
+    The run resolution reads every run's prediction count: each figure and table of a page
+    calls this.
+    """
+    return cached(
+        store,
+        "condition_runs",
+        selection_to_json(replace(selection, options={}, score_field=Selection().score_field)),
+        lambda: condition_runs(store, selection),
+    )
+
+
+def plain_rows(store: Store, selection: Selection) -> pd.DataFrame | StoredRows:
+    """:func:`plain_predictions`, or at study scale the same rows left in the store.
+
+    The view of the ONCU summary and the condition matrix. A selection of more than
+    :data:`STORE_ROWS` predictions, unfiltered, whose runs of one dataset hold the same
+    instances (pairing keeps every row), is a :class:`core.oncu.cells.StoredRows`: the
+    tables computed from it are those of the frame, computed in the store. Any other
+    selection is the frame.
+    """
+    runs = _condition_runs(store, selection)
+    if not runs or any(selection.filters.values()):
+        return plain_predictions(store, selection)
+    table = stored_runs(store)
+    mine = table[table["run_id"].isin(runs)]
+    n = int(mine["n_predictions"].sum())
+    if n <= STORE_ROWS:
+        return plain_predictions(store, selection)
+    # one object per runs and version: its store reads are shared by the page's tables
+    rows = cached(store, "stored_rows", runs, lambda: StoredRows(store, runs, True, n))
+    if len(runs) > 1 and mine["dataset_id"].nunique() == 1 and not rows.same_instances():
+        return plain_predictions(store, selection)  # pairing drops rows: the frame does it
+    return rows
 
 
 def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame]:
