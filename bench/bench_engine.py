@@ -51,7 +51,8 @@ Figures (``results()``, for ``bench/run_all.py``):
 per core); (2), (3) and (5) on every core, the reader's worker and the stub being processes of
 their own, as a model server is.
 
-Usage: ``python bench/bench_engine.py [--repeats 5]``; exit status 1 when a bound is missed.
+Usage: ``python bench/bench_engine.py [--repeats 5] [--only gpu,slow]``; exit status 1 when a
+bound is missed.
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
+import math  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Iterator, Sequence  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -616,19 +618,8 @@ def _stub_server(latency_s: float, workers: int = 64) -> Iterator[str]:
         server.wait(timeout=30)
 
 
-def results(repeats: int = 5) -> list[dict]:
-    """The engine's figures (see the module docstring), each the median of ``repeats``."""
-    with tempfile.TemporaryDirectory() as tmpdir:
-        tmp = Path(tmpdir)
-        emb = embedded_runs(tmp, repeats)
-        with one_core():
-            cached = cached_runs(tmp, repeats)
-        stub_overheads, speedups = stub_runs(tmp, repeats)
-        gpu = gpu_speed_runs(tmp, repeats)
-        slow = slow_server_runs(tmp, repeats)
-    stub_ms = STUB_LATENCY_S * 1000
-    slow_ms = SLOW_LATENCY_S * 1000
-    exec32 = statistics.median(gpu["exec_ms"])
+def _embedded_figures(emb: dict) -> list[dict]:
+    """Figures 1 and 2, and the in-process overhead."""
     return [
         figure(
             f"engine + embedded reader, {emb['n']} x 8K full-context calls (scaling-3200), "
@@ -653,6 +644,13 @@ def results(repeats: int = 5) -> list[dict]:
             "%",
             SCRIPT,
         ),
+    ]
+
+
+def _stub_overhead_figures(stub_overheads: list[float]) -> list[dict]:
+    """Figure 3."""
+    stub_ms = STUB_LATENCY_S * 1000
+    return [
         figure(
             f"engine overhead vs a {stub_ms:.0f} ms stub server (ollama backend, 200 calls, "
             "concurrency 1), of model time",
@@ -661,6 +659,12 @@ def results(repeats: int = 5) -> list[dict]:
             SCRIPT,
             bound=OVERHEAD_BOUND,
         ),
+    ]
+
+
+def _cached_figures(cached: list[float]) -> list[dict]:
+    """Figure 4."""
+    return [
         figure(
             "cached rerun of one instance's four conditions (load, plan, run, store, score)",
             cached,
@@ -668,6 +672,13 @@ def results(repeats: int = 5) -> list[dict]:
             SCRIPT,
             bound=CACHED_BOUND_MS,
         ),
+    ]
+
+
+def _speedup_figures(speedups: list[float]) -> list[dict]:
+    """Figure 5."""
+    stub_ms = STUB_LATENCY_S * 1000
+    return [
         figure(
             f"concurrency speed-up 8 vs 1, {stub_ms:.0f} ms stub server, 200 calls",
             speedups,
@@ -676,6 +687,13 @@ def results(repeats: int = 5) -> list[dict]:
             bound=SPEEDUP_BOUND,
             better="higher",
         ),
+    ]
+
+
+def _gpu_figures(gpu: dict) -> list[dict]:
+    """Figures 6-8 and their information."""
+    stub_ms = STUB_LATENCY_S * 1000
+    return [
         figure(
             f"engine CPU per call beyond the bare ollama client, over the bare client's CPU "
             f"per call ({stub_ms:.0f} ms stub server, 800 calls of controlled-200, concurrency "
@@ -742,6 +760,13 @@ def results(repeats: int = 5) -> list[dict]:
             SCRIPT,
             bound=STALL_BOUND,
         ),
+    ]
+
+
+def _slow_figures(slow: dict) -> list[dict]:
+    """Figure 9."""
+    slow_ms = SLOW_LATENCY_S * 1000
+    return [
         *[
             figure(
                 f"throughput at concurrency {c} vs a {slow_ms:.0f} ms server "
@@ -755,6 +780,15 @@ def results(repeats: int = 5) -> list[dict]:
             )
             for c in SLOW_CONCURRENCY
         ],
+    ]
+
+
+def _idle_figures(gpu: dict | None, slow: dict) -> list[dict]:
+    """Figure 10 (with the gpu runs), and its CPU per call."""
+    stub_ms = STUB_LATENCY_S * 1000
+    slow_ms = SLOW_LATENCY_S * 1000
+    exec32 = statistics.median(gpu["exec_ms"]) if gpu is not None else math.nan
+    return [
         figure(
             f"execution CPU per call at concurrency {IDLE_CONCURRENCY} vs a {slow_ms:.0f} ms "
             f"server ({IDLE_CALLS} calls), over the same at concurrency {GPU_CONCURRENCY} vs "
@@ -774,14 +808,65 @@ def results(repeats: int = 5) -> list[dict]:
     ]
 
 
+#: The figure groups of :func:`results`, each one function's runs (``--only``).
+GROUPS = ("embedded", "cached", "stub", "gpu", "slow")
+
+
+def results(repeats: int = 5, only: Sequence[str] | None = None) -> list[dict]:
+    """The engine's figures (see the module docstring), each the median of ``repeats``.
+
+    ``only``: the groups of :data:`GROUPS` to run (all by default): ``embedded`` (1, 2),
+    ``cached`` (4), ``stub`` (3, 5), ``gpu`` (6-8), ``slow`` (9 and 10's CPU per call; the
+    ratio of 10 needs ``gpu`` too).
+    """
+    want = set(GROUPS if only is None else only)
+    unknown = want - set(GROUPS)
+    if unknown:
+        raise ValueError(f"unknown figure groups {sorted(unknown)}; known: {', '.join(GROUPS)}")
+    out: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        if "embedded" in want:
+            out += _embedded_figures(embedded_runs(tmp, repeats))
+        if "cached" in want:
+            with one_core():
+                cached = cached_runs(tmp, repeats)
+        if "stub" in want:
+            stub_overheads, speedups = stub_runs(tmp, repeats)
+            out += _stub_overhead_figures(stub_overheads)
+        if "cached" in want:
+            out += _cached_figures(cached)
+        if "stub" in want:
+            out += _speedup_figures(speedups)
+        gpu = gpu_speed_runs(tmp, repeats) if "gpu" in want else None
+        if gpu is not None:
+            out += _gpu_figures(gpu)
+        if "slow" in want:
+            slow = slow_server_runs(tmp, repeats)
+            out += _slow_figures(slow)
+            idle = _idle_figures(gpu, slow)
+            out += idle if gpu is not None else idle[1:]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the figures; exit status 1 when one misses its bound."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per figure (5)")
+    parser.add_argument(
+        "--only",
+        default=",".join(GROUPS),
+        help=f"comma-separated figure groups to run, of {', '.join(GROUPS)} (all); the timer "
+        "figure's ratio (10) needs gpu and slow",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    return print_figures(results(args.repeats))
+    only = [g.strip() for g in args.only.split(",") if g.strip()]
+    unknown = sorted(set(only) - set(GROUPS))
+    if unknown or not only:
+        parser.error(f"--only: unknown groups {unknown}; known: {', '.join(GROUPS)}")
+    return print_figures(results(args.repeats, only))
 
 
 if __name__ == "__main__":

@@ -370,17 +370,19 @@ def _write_batch(
     The store is attached (:meth:`core.store.Store.write_batch`), not opened, and every row
     goes in as one Arrow table per table: a batch costs a few statements, whatever its size.
     """
+    state = inputs or ScoringInputs(ctx.dataset)  # a new one keeps nothing for later batches
     if not rows:
         if finish is None:
             return None
         with store.write_batch() as con:
             timing = (0.0, wall_s) if progress else (None, None)
-            return store.finish_run(ctx.run_id, finish, n_planned, con, *timing)
+            return store.finish_run(
+                ctx.run_id, finish, n_planned, con, *timing, scopes=state.scopes
+            )
     model_s = sum((r["total_duration_ns"] or 0) for r in rows) / 1e9
     again = [replace is None or _key_of(r) in replace for r in rows]
     parts = [[r for r, a in zip(rows, again, strict=True) if a == flag] for flag in (False, True)]
     cache = [r["_cache"] for r in rows if r["_cache"] is not None]
-    state = inputs or ScoringInputs(ctx.dataset)  # a new one keeps nothing for later batches
     # One data-version bump a batch (each costs ~4 ms): record_progress and finish_run bump
     # the run's; a batch that records no progress bumps it with its first predictions.
     bump = not progress
@@ -398,7 +400,9 @@ def _write_batch(
                 store.write_scores(con, scores, replace=flag, bump=False)
         if finish is not None:  # one update: the progress and the final status
             timing = (model_s, wall_s) if progress else (None, None)
-            return store.finish_run(ctx.run_id, finish, n_planned, con, *timing)
+            return store.finish_run(
+                ctx.run_id, finish, n_planned, con, *timing, scopes=state.scopes
+            )
         if progress:
             # the run's counts are exact after this writer's last committed progress: add
             # this batch's new rows (one that may replace a stored row: recount)

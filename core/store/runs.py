@@ -115,6 +115,8 @@ class RunsMixin(StoreBase):
         con: duckdb.DuckDBPyConnection | None = None,
         model_seconds: float | None = None,
         wall_seconds: float | None = None,
+        *,
+        scopes: Sequence[str] | None = None,
     ) -> str | None:
         """Set a run's status, finish time, ``n_done`` and (when given) ``n_planned``.
 
@@ -123,6 +125,8 @@ class RunsMixin(StoreBase):
         inside the caller's transaction; otherwise in its own. With ``wall_seconds`` it is
         also the run's last :meth:`record_progress` (in the same update, the engine's final
         write): ``model_seconds`` added, ``wall_seconds`` replaced, this process recorded.
+        ``scopes``: the data-version scopes of this run an earlier committed bump returned
+        (:meth:`record_progress`, :func:`core.store.schema.bump_data_version`).
 
         Returns:
             The status stored (None when there is no such run).
@@ -131,7 +135,7 @@ class RunsMixin(StoreBase):
             with self.transaction() as own:
                 return self.finish_run(run_id, status, n_planned, own, model_seconds, wall_seconds)
         timed = wall_seconds is not None
-        bump_data_version(con, runs=[run_id])
+        bump_data_version(con, runs=[run_id], scopes=scopes)
         row = con.execute(
             f"UPDATE runs SET status = CASE WHEN ? <> 'done' THEN ? {_FINAL_STATUS} END, "
             "finished_at = current_timestamp, n_planned = coalesce(?, n_planned), "
