@@ -247,3 +247,30 @@ def test_the_conditions_page_tables_from_rows_left_in_the_store(study, monkeypat
             else:
                 assert a.tolist() == b.tolist(), f"{n}.{c}"
     pd.testing.assert_frame_equal(got_fig, want_fig, check_exact=False, rtol=1e-12)
+
+
+def test_the_length_page_tables_from_rows_left_in_the_store(study, monkeypatch):
+    """The Length & position page's tables and the scaling statistics from rows left in the
+    store equal the frame's; per-instance ONCU falls back to the frame."""
+    import core.views.oncu as views_oncu
+    from core.selection import Selection
+    from core.views.catalog import get_table
+
+    sel = Selection(dataset="controlled-200")
+    per_instance = Selection(dataset="controlled-200", options={"group_key": ["instance_id"]})
+    names = ("length_position", "oncu_groups", "scaling_by_length", "scaling_contrasts")
+    want = {n: get_table(n).build(study, sel) for n in names}
+    want_pi = get_table("oncu_groups").build(study, per_instance)
+    monkeypatch.setattr(views_oncu, "STORE_ROWS", 0)
+    got = {n: get_table(n).build(study, sel) for n in names}
+    got_pi = get_table("oncu_groups").build(study, per_instance)
+    pd.testing.assert_frame_equal(got_pi, want_pi)
+    for n in names:
+        assert list(got[n].columns) == list(want[n].columns), n
+        assert len(got[n]) == len(want[n]) > 0, n
+        for c in want[n].columns:
+            a, b = got[n][c], want[n][c]
+            if pd.api.types.is_float_dtype(b):
+                np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12, err_msg=f"{n}.{c}")
+            else:
+                assert a.astype(str).tolist() == b.astype(str).tolist(), f"{n}.{c}"

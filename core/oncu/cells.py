@@ -105,6 +105,34 @@ def _oncu_summary(
     bootstrap: tuple[int, int, float, bool],
 ) -> pd.DataFrame:
     """:func:`store_oncu_summary` on the reads of some rows."""
+    groups, sample, grid, exact = _oncu_groups(reads, score_field, key)
+
+    def share_of(k: tuple[str, ...]) -> tuple[float, int]:
+        frame = _bucketed(exact) if grid.rule(k) == "bucket" else exact
+        sizes = frame.groupby([*_UNIT, *_cells(k)], dropna=False)["n_instances"].sum()
+        return float(np.mean(sizes < SMALL_GROUP)) if len(sizes) else 0.0, int(len(sizes))
+
+    return summary_frame(
+        groups,
+        sample,
+        _UNIT,
+        score_field,
+        key,
+        grid.rule(key),
+        conditions,
+        bootstrap,
+        lambda: coarsen(key, share_of, grid.rule),
+    )
+
+
+def _oncu_groups(
+    reads: _Reads, score_field: str, key: tuple[str, ...]
+) -> tuple[pd.DataFrame, dict[tuple, dict], _LengthGrid, pd.DataFrame]:
+    """:func:`core.oncu.metrics.oncu_groups` of some rows, with what the summary needs.
+
+    Returns ``(groups, sample means, length grid, census)``: the groups, each unit's sample
+    means of the score, the length rule and the census with exact lengths.
+    """
     if score_field not in SCORE_FIELDS:
         raise ValueError(f"score field '{score_field}' is not one of {SCORE_FIELDS}")
     cells = _cells(key)
@@ -135,23 +163,7 @@ def _oncu_summary(
     app = by_group["applicable"].all()
     sizes = by_group["n_instances"].sum().astype(np.int64)
     groups = assemble_groups(stats, app, sizes, cols, rule)
-
-    def share_of(k: tuple[str, ...]) -> tuple[float, int]:
-        frame = _bucketed(exact) if grid.rule(k) == "bucket" else exact
-        sizes = frame.groupby([*_UNIT, *_cells(k)], dropna=False)["n_instances"].sum()
-        return float(np.mean(sizes < SMALL_GROUP)) if len(sizes) else 0.0, int(len(sizes))
-
-    return summary_frame(
-        groups,
-        sample,
-        _UNIT,
-        score_field,
-        key,
-        rule,
-        conditions,
-        bootstrap,
-        lambda: coarsen(key, share_of, grid.rule),
-    )
+    return groups, sample, grid, exact
 
 
 def store_sample_means(
@@ -426,9 +438,44 @@ class StoredRows:
         n: how many rows (predictions) that is.
     """
 
-    def __init__(self, store, run_ids: Sequence[str], plain: bool, n: int) -> None:
+    def __init__(
+        self,
+        store,
+        run_ids: Sequence[str],
+        plain: bool,
+        n: int,
+        frame: Callable[[], pd.DataFrame] | None = None,
+    ) -> None:
         self._reads = _Reads(store, run_ids, plain)
         self.n = int(n)
+        self._frame = frame
+
+    @property
+    def columns(self) -> list[str]:
+        """The unit keys and ``condition`` (what the metrics ask a frame for)."""
+        return [*_UNIT, "condition"]
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a frame, for what the store does not compute (per-instance ONCU).
+
+        Raises:
+            ValueError: no frame was given.
+        """
+        if self._frame is None:
+            raise ValueError("these rows are left in the store: no frame to compute on")
+        return self._frame()
+
+    def oncu_groups(self, score_field: str, group_key: Sequence[str]) -> pd.DataFrame:
+        """:func:`core.oncu.metrics.oncu_groups` of these rows (per instance: of the frame)."""
+        key = tuple(group_key)
+        if "instance_id" in key:
+            from core.oncu.groups import oncu_groups
+
+            return oncu_groups(self.frame(), score_field, key)
+        return self._reads.once(
+            ("oncu_groups", score_field, key),
+            lambda: _oncu_groups(self._reads, score_field, key)[0],
+        ).copy()
 
     @property
     def empty(self) -> bool:
@@ -446,9 +493,15 @@ class StoredRows:
         bootstrap: tuple[int, int, float, bool],
     ) -> pd.DataFrame:
         """:func:`store_oncu_summary` of these rows; ``bootstrap``: (resamples, seed, level, ci)."""
-        return _oncu_summary(
-            self._reads, score_field, tuple(group_key), tuple(conditions), bootstrap
-        )
+        key = tuple(group_key)
+        if "instance_id" in key:
+            from core.oncu.metrics import oncu_summary
+
+            n_resamples, seed, level, ci = bootstrap
+            return oncu_summary(
+                self.frame(), score_field, key, conditions, n_resamples, seed, level, ci
+            )
+        return _oncu_summary(self._reads, score_field, key, tuple(conditions), bootstrap)
 
     def sample_means(self, ci: bool, bootstrap: tuple[int, int, float, str]) -> pd.DataFrame:
         """:func:`store_sample_means` of these rows (made once per estimator).

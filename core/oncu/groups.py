@@ -295,6 +295,8 @@ def oncu_groups(
         ``valid``, ``invalid_reason`` (None when valid), ``oncu_raw`` and ``oncu_clipped``
         (NaN when invalid), and with a length cell ``length_cell`` (``exact`` or ``bucket``).
     """
+    if not isinstance(df, pd.DataFrame):  # rows left in the store (core.oncu.cells.StoredRows)
+        return df.oncu_groups(score_field, group_key)
     memo = _SHARED.get(id(df))
     memo_key = (score_field, tuple(group_key))
     if memo is not None and memo_key in memo:

@@ -259,7 +259,7 @@ _table(
     "whether it is valid and, when not, why (missing_no_evidence, missing_oracle, "
     "empty_oracle_evidence, oracle_not_above_no_evidence).",
     reference="SPEC §6.5; seed 000 §4.4",
-    view=plain_predictions,
+    view=plain_rows,
     plot=oncu_fig.oncu_groups_table,
 )
 _figure(
@@ -269,7 +269,7 @@ _figure(
     "shaded band is [0, 1]; points right of it recovered more than the oracle (above oracle), "
     "points left of it fell below the no-evidence baseline.",
     reference="SPEC §6.5, §10.2; seed 000 §4.4",
-    view=plain_predictions,
+    view=plain_rows,
     plot=oncu_fig.oncu_audit_figure,
 )
 _table(
@@ -326,7 +326,7 @@ _table(
     title="ONCU by context length and evidence position",
     description="Mean clipped ONCU over the valid groups of each (length, position) cell.",
     reference="SPEC §6.7; seed 000 §8.11",
-    view=plain_predictions,
+    view=plain_rows,
     plot=oncu_fig.length_position_table,
 )
 _table(
@@ -369,7 +369,7 @@ _figure(
     description="Each cell: mean clipped ONCU over the valid groups at that context length and "
     "evidence position (decile buckets on the scaling grid); one panel per condition.",
     reference="SPEC §6.7; seed 000 §8.11",
-    view=plain_predictions,
+    view=plain_rows,
     plot=oncu_fig.oncu_heatmap_figure,
 )
 _figure(
@@ -378,7 +378,7 @@ _figure(
     description="Mean clipped ONCU per evidence position, one line per context length and "
     "condition (solid: full context, dashed: retrieved).",
     reference="SPEC §6.7; seed 000 §8.11",
-    view=plain_predictions,
+    view=plain_rows,
     plot=oncu_fig.oncu_length_curves_figure,
 )
 

@@ -81,7 +81,12 @@ def plain_rows(store: Store, selection: Selection) -> pd.DataFrame | StoredRows:
     if n <= STORE_ROWS:
         return plain_predictions(store, selection)
     # one object per runs and version: its store reads are shared by the page's tables
-    rows = cached(store, "stored_rows", runs, lambda: StoredRows(store, runs, True, n))
+    rows = cached(
+        store,
+        "stored_rows",
+        runs,
+        lambda: StoredRows(store, runs, True, n, lambda: plain_predictions(store, selection)),
+    )
     if len(runs) > 1 and mine["dataset_id"].nunique() == 1 and not rows.same_instances():
         return plain_predictions(store, selection)  # pairing drops rows: the frame does it
     return rows
@@ -103,7 +108,7 @@ def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame
     p_test, ols_p_test = option(selection, P_TEST), option(selection, OLS_P_TEST)
 
     def build() -> dict[str, pd.DataFrame]:
-        df = plain_predictions(store, selection)
+        df = plain_rows(store, selection)
         if df.empty:
             raise ValueError("the selected runs hold no predictions of the four conditions")
         return scaling_report(
