@@ -99,6 +99,28 @@ _PAGE_COLUMNS = (
     "fan_in",
     "reasoning_type",
 )
+#: The columns of a window's keys (:meth:`FailuresMixin.failure_window`), with their SQL types.
+_KEY_TYPES = {
+    "run": "VARCHAR",
+    "dataset": "VARCHAR",
+    "instance_id": "VARCHAR",
+    "condition": "VARCHAR",
+    "variant": "VARCHAR",
+    "ord": "INTEGER",
+    "score": "DOUBLE",
+    "fan_in": "INTEGER",
+    "failure_label": "VARCHAR",
+    "outcome": "VARCHAR",
+    "kind": "VARCHAR",
+}
+_KEY_COLUMNS = tuple(_KEY_TYPES)
+#: The keys a page's rows are read by (:meth:`FailuresMixin.failure_rows`), and the SQL that
+#: turns them, passed as one list parameter each, back into rows (``pos``: their order).
+_PAGE_KEY_TYPES = {k: v for k, v in _KEY_TYPES.items() if k != "ord"}
+_UNNEST_KEYS = ", ".join(
+    "unnest(?::" + kind + "[]) AS " + name
+    for name, kind in {"pos": "BIGINT", **_PAGE_KEY_TYPES}.items()
+)
 _TEXT_COLUMNS = (
     "run",
     "dataset",
@@ -239,6 +261,17 @@ def _where(filt: FailureFilter) -> tuple[str, list[Any]]:
     return _FROM + only, params
 
 
+def _plain(value: Any, kind: str) -> Any:
+    """A key cell as a Python value of its SQL type (numpy scalars and NaN made plain)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if kind == "INTEGER":
+        return int(value)
+    if kind == "DOUBLE":
+        return float(value)
+    return str(value)
+
+
 def _order(filt: FailureFilter) -> str:
     """The ORDER BY text of the filter's sort (owned text: a :data:`SORTS` entry)."""
     return SORTS[filt.sort][1]
@@ -295,6 +328,9 @@ class FailuresMixin(StoreBase):
     ) -> tuple[pd.DataFrame, dict[str, int]]:
         """One page of the filtered, sorted list of predictions, and the list's counts.
 
+        :meth:`failure_window` (the page's keys and the list's counts) and
+        :meth:`failure_rows` (the page's text) in one call.
+
         Args:
             filt: what to list (:class:`FailureFilter`).
             offset: rows of the list skipped before the page (0-based).
@@ -314,37 +350,87 @@ class FailuresMixin(StoreBase):
         Raises:
             ValueError: a bad score field, sort, cell or outcome in ``filt``.
         """
+        offset = min(max(0, int(offset)), _MAX_ROW)
+        keys, counts = self.failure_window(filt, offset, limit)
+        return self.failure_rows(keys, offset), counts
+
+    def failure_window(
+        self, filt: FailureFilter, offset: int = 0, limit: int = 50
+    ) -> tuple[pd.DataFrame, dict[str, int]]:
+        """The keys of ``limit`` rows of the sorted list from ``offset``, and the list's counts.
+
+        The expensive half of a page: the filtered list is made once (predictions joined with
+        their scores, instances and runs), counted, and cut to its top rows in the sort's order
+        (DuckDB keeps those rows instead of sorting all of them). A caller that reads a window
+        of several pages at once shows each of them with :meth:`failure_rows` alone.
+
+        Returns:
+            ``(keys, counts)``. ``keys``: one row per listed prediction in list order, columns
+            ``run, dataset, instance_id, condition, variant, ord, score, fan_in,
+            failure_label, outcome, kind`` (:func:`_rows_sql`); ``counts``: as
+            :meth:`failure_page`'s.
+
+        Raises:
+            ValueError: a bad score field, sort, cell or outcome in ``filt``.
+        """
         # a page number from a URL (?page=<huge>) is clamped: DuckDB's OFFSET is a BIGINT
         offset, limit = min(max(0, int(offset)), _MAX_ROW), min(max(1, int(limit)), _MAX_ROW)
         rows_sql, params = _rows_sql(filt)
-        order, cut = _order(filt), str(int(TEXT_CHARS))
+        order = _order(filt)
         counts = ", ".join(f"count(*) FILTER (WHERE outcome = ?) AS n{k}" for k in range(4))
         # one statement: the filtered rows are made once (MATERIALIZED), counted, and cut to
-        # the page's top rows before the wide text columns are joined to those rows only
+        # the window's top rows; the wide text columns are read for one page at a time
         sql = (
             "WITH f AS MATERIALIZED (" + rows_sql + "), "
             "c AS (SELECT " + counts + ", count(*) AS total FROM f), "
-            "pg AS (SELECT * FROM f ORDER BY " + order + " LIMIT ? OFFSET ?), "
-            "w AS (SELECT pg.*, left(i.question, " + cut + ") AS question, "
-            "left(p.answer, " + cut + ") AS answer, left(p.error, " + cut + ") AS error, "
-            "left(p.explanation, " + cut + ") AS explanation, "
-            "left(i.gold_answer, " + cut + ") AS gold, "
-            "i.reasoning_type FROM pg "
-            "JOIN instances i ON i.dataset_id = pg.dataset AND i.instance_id = pg.instance_id "
-            "JOIN predictions p ON p.run_id = pg.run AND p.instance_id = pg.instance_id "
-            "AND p.condition = pg.condition AND p.variant = pg.variant) "
-            "SELECT c.*, w.* FROM c LEFT JOIN w ON true ORDER BY " + order
+            "pg AS (SELECT * FROM f ORDER BY " + order + " LIMIT ? OFFSET ?) "
+            "SELECT c.*, pg.* FROM c LEFT JOIN pg ON true ORDER BY " + order
         )
         with self.connect(read_only=True) as con:
             got = con.execute(sql, [*params, *OUTCOMES, int(limit), int(offset)]).df()
         first = got.iloc[0]
         counts = {o: int(first[f"n{k}"]) for k, o in enumerate(OUTCOMES)}
         counts["total"] = int(first["total"])
-        rows = got[got["run"].notna()][list(_PAGE_COLUMNS)].reset_index(drop=True)
-        for name in _TEXT_COLUMNS:  # missing text is None (NaN comes from the outer join)
+        keys = got[got["run"].notna()][list(_KEY_COLUMNS)].reset_index(drop=True)
+        return keys, counts
+
+    def failure_rows(self, keys: pd.DataFrame, offset: int = 0) -> pd.DataFrame:
+        """The page of the list whose keys are ``keys`` (rows of :meth:`failure_window`).
+
+        Reads the wide text columns of these predictions and instances only (a page's worth
+        of keys: the scans skip what their zone maps rule out).
+
+        Args:
+            keys: the page's rows of :meth:`failure_window`, in list order.
+            offset: the list's place of the first of them (0-based): ``row`` counts on from it.
+
+        Returns:
+            The page as :meth:`failure_page` describes it.
+        """
+        cut = str(int(TEXT_CHARS))
+        lists: list[list[Any]] = [list(range(len(keys)))]
+        for name, kind in _PAGE_KEY_TYPES.items():
+            values = keys[name].astype(object).where(keys[name].notna(), None).tolist()
+            lists.append([_plain(v, kind) for v in values])
+        sql = (
+            "WITH pg AS (SELECT " + _UNNEST_KEYS + ") "
+            "SELECT pg.* EXCLUDE (pos), left(i.question, " + cut + ") AS question, "
+            "left(p.answer, " + cut + ") AS answer, left(p.error, " + cut + ") AS error, "
+            "left(p.explanation, " + cut + ") AS explanation, "
+            "left(i.gold_answer, " + cut + ") AS gold, i.reasoning_type FROM pg "
+            "LEFT JOIN instances i ON i.dataset_id = pg.dataset "
+            "AND i.instance_id = pg.instance_id "
+            "LEFT JOIN predictions p ON p.run_id = pg.run AND p.instance_id = pg.instance_id "
+            "AND p.condition = pg.condition AND p.variant = pg.variant ORDER BY pg.pos"
+        )
+        with self.connect(read_only=True) as con:
+            got = con.execute(sql, lists).df()
+        rows = got[list(_PAGE_COLUMNS)].reset_index(drop=True)
+        for name in _TEXT_COLUMNS:  # missing text is None
             rows[name] = rows[name].astype(object).where(rows[name].notna(), None)
-        rows.insert(0, "row", range(int(offset) + 1, int(offset) + 1 + len(rows)))
-        return rows, counts
+        start = int(offset) + 1
+        rows.insert(0, "row", range(start, start + len(rows)))
+        return rows
 
     def failure_neighbours(
         self, filt: FailureFilter, dataset: str, instance_id: str, around: int = 1

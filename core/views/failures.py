@@ -29,6 +29,7 @@ __all__ = [
     "KINDS",
     "OUTCOMES",
     "PAGE_ROWS",
+    "WINDOW_PAGES",
     "SORTS",
     "FailureFilter",
     "failure_facets",
@@ -42,6 +43,9 @@ __all__ = [
 
 #: Rows on one page of the failure browser.
 PAGE_ROWS = 50
+#: Pages of the list read at once (:func:`failure_page`): paging inside them reads only a
+#: page's text, not the whole filtered list again.
+WINDOW_PAGES = 20
 
 
 def failure_filter(
@@ -100,22 +104,34 @@ def failure_page(
 ) -> dict[str, Any]:
     """One page of the list (:meth:`core.store.Store.failure_page`), cached.
 
+    The list is read a window of :data:`WINDOW_PAGES` pages at a time
+    (:meth:`core.store.Store.failure_window`: the filtered list made, counted and cut to the
+    window's keys, the expensive half), cached; each page of the window then reads only its
+    own rows' text (:meth:`core.store.Store.failure_rows`). The next page is a page of the
+    same window, so it costs no pass over the store's predictions.
+
     Returns:
         ``{"rows": DataFrame, "counts": {"total", "correct", "wrong", "call failed",
         "unscored"}, "offset": int}``; an offset past the end is moved back to the last
         page (0 for an empty list).
     """
-    offset = max(0, int(offset))
-
-    def build() -> dict[str, Any]:
-        rows, counts = store.failure_page(filt, offset, limit)
-        return {"rows": rows, "counts": counts, "offset": offset}
-
-    got = cached(store, "failure_page", (filter_to_json(filt), offset, limit), build)
-    total = got["counts"]["total"]
+    offset, limit = max(0, int(offset)), max(1, int(limit))
+    size = limit * WINDOW_PAGES
+    start = offset - offset % size
+    if offset + limit > start + size:  # a page across two windows: a window of its own
+        start = offset
+    key = filter_to_json(filt)
+    keys, counts = cached(
+        store, "failure_window", (key, start, size), lambda: store.failure_window(filt, start, size)
+    )
+    total = counts["total"]
     if offset and offset >= total:  # the list got shorter (a filter, a re-score)
         return failure_page(store, filt, max(0, (total - 1) // limit * limit), limit)
-    return got
+    mine = keys.iloc[offset - start : offset - start + limit]
+    rows = cached(
+        store, "failure_page", (key, offset, limit), lambda: store.failure_rows(mine, offset)
+    )
+    return {"rows": rows, "counts": counts, "offset": offset}
 
 
 def failure_neighbours(

@@ -1,0 +1,160 @@
+"""The failure browser read a window of pages at a time (issue 38 item 2, 10M predictions).
+
+The view reads the filtered, counted and sorted list a window of pages at once
+(:meth:`core.store.Store.failure_window`) and each page's text alone
+(:meth:`core.store.Store.failure_rows`); every page must be the one the store's one-page query
+gives, row for row and in the same order, whatever the offset, page size, sort or filter, and
+the next page inside a window must not read the list again.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from core.store import Store
+from core.store.failure_rows import FailureFilter
+from core.types import Dataset, Instance, Passage
+from core.views import failures as fv
+from core.views.common import clear_cache
+
+_CONDITIONS = ("full_context", "oracle", "no_evidence")
+_LABELS = ("success", "conversion", "localization", None)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    """Two runs over 60 instances, three conditions: failed calls, unscored rows, NULL scores."""
+    store = Store(tmp_path_factory.mktemp("fs") / "fs.duckdb")
+    instances = tuple(
+        Instance(
+            instance_id=f"q{i:03d}",
+            question=f"Question {i}",
+            gold_answer=f"gold {i}",
+            reasoning_type=("bridge", "comparison")[i % 2],
+            fan_in=1 + i % 3,
+            passages=(Passage("p1", 0, "T", "text", "d1", "gold", True),),
+        )
+        for i in range(60)
+    )
+    store.write_dataset(Dataset("D", "test", "test", {}, instances))
+    preds, scores = [], []
+    for r, run in enumerate(("ra", "rb")):
+        for i in range(60):
+            for c, cond in enumerate(_CONDITIONS):
+                n = i * 3 + c + r
+                failed = n % 17 == 0
+                preds.append(
+                    {
+                        "run_id": run,
+                        "instance_id": f"q{i:03d}",
+                        "condition": cond,
+                        "variant": "",
+                        "answer": None if failed else f"answer {n}",
+                        "error": "TimeoutError" if failed else None,
+                        "explanation": f"because {n}",
+                        "cited_ids": [],
+                    }
+                )
+                if n % 11 == 5:  # no score row: unscored
+                    continue
+                scores.append(
+                    {
+                        "run_id": run,
+                        "instance_id": f"q{i:03d}",
+                        "condition": cond,
+                        "variant": "",
+                        "em_strict": None if failed else float(n % 2),
+                        "f1_relaxed": None if failed else (n % 5) / 4,
+                        "failure_label": None
+                        if failed or cond == "no_evidence"
+                        else _LABELS[n % 4],
+                    }
+                )
+    with store.transaction() as con:
+        for run in ("ra", "rb"):
+            store.insert_run(
+                con,
+                {
+                    "run_id": run,
+                    "dataset_id": "D",
+                    "backend": "imported",
+                    "model": "m",
+                    "status": "done",
+                    "kind": "imported",
+                },
+            )
+        store.write_predictions(con, preds, replace=False)
+        store.write_scores(con, pd.DataFrame(scores), replace=False)
+    return store
+
+
+_FILTERS = [
+    {},
+    {"failures_only": False},
+    {"failures_only": False, "sort": "score_asc"},
+    {"failures_only": False, "sort": "score_desc", "outcomes": ("wrong", "unscored")},
+    {"sort": "fan_in"},
+    {"failures_only": False, "sort": "label", "cells": (("reasoning_type", ("bridge",)),)},
+    {"failures_only": False, "sort": "condition", "text": "answer 1"},
+]
+
+
+@pytest.mark.parametrize("kw", _FILTERS)
+def test_every_page_of_the_windows_is_the_stores_page(store, monkeypatch, kw):
+    clear_cache()
+    monkeypatch.setattr(fv, "WINDOW_PAGES", 3)
+    filt = FailureFilter(runs=("ra", "rb"), **kw)
+    _, counts = store.failure_page(filt, 0, 1)
+    assert counts["total"] > 0
+    for limit in (7, 10):
+        last = counts["total"] - 1
+        for offset in (*range(0, min(counts["total"], 6 * limit), limit), 3, 19, 20, 29, last):
+            want, want_counts = store.failure_page(filt, offset, limit)
+            got = fv.failure_page(store, filt, offset, limit)
+            assert got["offset"] == offset and got["counts"] == want_counts
+            pd.testing.assert_frame_equal(got["rows"], want)
+
+
+def test_the_pages_cover_the_list_once_in_its_order(store):
+    filt = FailureFilter(runs=("ra", "rb"), failures_only=False, sort="score_desc")
+    keys, counts = store.failure_window(filt, 0, 10_000)
+    assert len(keys) == counts["total"] == 2 * 60 * 3
+    pages = [store.failure_page(filt, off, 50)[0] for off in range(0, len(keys), 50)]
+    whole = pd.concat(pages, ignore_index=True)
+    assert list(whole["row"]) == list(range(1, len(keys) + 1))
+    for col in ("run", "instance_id", "condition", "outcome"):
+        assert list(whole[col]) == list(keys[col]), col
+    assert whole["score"].equals(keys["score"])
+    # the sort: score, highest first, unscored and failed calls last
+    scores = list(keys["score"].dropna())
+    assert scores == sorted(scores, reverse=True)
+    assert keys["score"].iloc[-1] != keys["score"].iloc[-1]  # NaN
+
+
+def test_the_next_page_in_a_window_does_not_read_the_list_again(store, monkeypatch):
+    clear_cache()
+    calls = []
+    real = Store.failure_window
+
+    def counted(self, *args, **kwargs):
+        calls.append(args)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "failure_window", counted)
+    filt = FailureFilter(runs=("ra", "rb"), failures_only=False)
+    size = fv.PAGE_ROWS * fv.WINDOW_PAGES
+    for offset in range(0, min(size, 360), fv.PAGE_ROWS):
+        fv.failure_page(store, filt, offset)
+    assert len(calls) == 1  # one window: every page of it read its own rows only
+    fv.failure_page(store, filt, 10_000)  # past the end: the last page, from the window
+    assert len(calls) <= 2
+
+
+def test_a_page_with_no_rows_has_the_pages_columns(store):
+    rows, counts = store.failure_page(FailureFilter(runs=("ra",), text="no such text"), 0, 50)
+    assert counts["total"] == 0 and rows.empty
+    assert list(rows.columns)[:4] == ["row", "run", "dataset", "condition"]
+    assert {"question", "answer", "gold", "explanation", "error"} <= set(rows.columns)
+    page = fv.failure_page(store, FailureFilter(runs=("ra",), text="no such text"), 150)
+    assert page["offset"] == 0 and page["rows"].empty
