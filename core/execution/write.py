@@ -82,9 +82,10 @@ MAX_GAP_S = 1.0
 FIRST_GAP_S = 0.25
 #: Share of wall time the writer may spend writing: after a write of ``d`` seconds it waits
 #: ``d / WRITE_SHARE`` (between the two gaps, and no longer than :data:`COMMIT_S` allows)
-#: gathering the next batch. A write costs about 50 ms whatever its size (attaching the file,
-#: one statement per table, the checkpoint on detach) plus ~0.1 ms a row, so with the fast
-#: embedded reader the gap is what keeps writing a small share of the run.
+#: gathering the next batch. A write costs about 20 ms of CPU whatever its size (attaching the
+#: file, one statement per table, the checkpoint on detach; a small batch scored row by row)
+#: plus ~0.1 ms a row, so with the fast embedded reader the gap is what keeps writing a small
+#: share of the run.
 WRITE_SHARE = 0.02
 #: :data:`WRITE_SHARE` when the reader runs in worker processes (:data:`POOL_MIN_CALLS`):
 #: the writer then works beside the reader, not in its way, and writing often keeps the last
@@ -478,7 +479,7 @@ class Writer(threading.Thread):
         self.closing = threading.Event()
         # drain(): every call has been sent. The writer then waits for close() (or COMMIT_S)
         # instead of its gap: the last calls are a few milliseconds away, and one last write
-        # costs less than a write now and a small one at the end (each ~50 ms of CPU
+        # costs less than a write now and a small one at the end (each ~20 ms of CPU
         # whatever its size).
         self.draining = threading.Event()
         self._wake = threading.Event()  # set by drain() and close()
