@@ -92,7 +92,7 @@ def store_oncu_summary(
     Raises:
         ValueError: an unknown score field, or a group key cell that is not an instance cell.
     """
-    reads = _Reads(store, run_ids, plain)
+    reads = _Reads(store, run_ids, plain, fields=(score_field,))
     bootstrap = (n_resamples, seed, level, ci)
     return _oncu_summary(reads, score_field, tuple(group_key), tuple(conditions), bootstrap)
 
@@ -137,9 +137,9 @@ def _oncu_groups(
         raise ValueError(f"score field '{score_field}' is not one of {SCORE_FIELDS}")
     cells = _cells(key)
     cols = [*_UNIT, *cells]
-    stored = reads.group_cells(cells)[[*cols, "condition", "rows"]].assign(
-        scored=reads.group_cells(cells)[f"scored_{score_field}"],
-        total=reads.group_cells(cells)[f"total_{score_field}"],
+    read = reads.group_cells(cells, score_field)
+    stored = read[[*cols, "condition", "rows"]].assign(
+        scored=read[f"scored_{score_field}"], total=read[f"total_{score_field}"]
     )
     exact = reads.census(cells)  # lengths exact: coarser keys sum it
     grid = _LengthGrid(reads, exact)
@@ -375,8 +375,11 @@ class _LengthGrid:
 class _Reads:
     """The store reads of one set of rows, each made once (a page's figures share them)."""
 
-    def __init__(self, store, run_ids: Sequence[str], plain: bool) -> None:
+    def __init__(
+        self, store, run_ids: Sequence[str], plain: bool, fields: Sequence[str] = SCORE_FIELDS
+    ) -> None:
         self.store, self.runs, self.plain = store, list(run_ids), plain
+        self.fields = tuple(fields)  # the score fields the group cells sum
         self._memo: dict[tuple, Any] = {}
 
     def once(self, key: tuple, read: Callable[[], Any]) -> Any:
@@ -385,11 +388,16 @@ class _Reads:
             self._memo[key] = read()
         return self._memo[key]
 
-    def group_cells(self, cells: list[str]) -> pd.DataFrame:
-        """Every ONCU score field's group cells (a changed score field reads nothing)."""
+    def group_cells(self, cells: list[str], field: str) -> pd.DataFrame:
+        """The group cells of ``field`` and the other fields of :attr:`fields`.
+
+        A page's reads sum every ONCU score field at once: a changed score field reads
+        nothing.
+        """
+        fields = self.fields if field in self.fields else (field,)
         return self.once(
-            ("groups", *cells),
-            lambda: self.store.group_cells(self.runs, SCORE_FIELDS, cells, self.plain),
+            ("groups", fields, *cells),
+            lambda: self.store.group_cells(self.runs, fields, cells, self.plain),
         )
 
     def census(self, cells: list[str]) -> pd.DataFrame:
