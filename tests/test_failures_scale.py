@@ -22,10 +22,11 @@ _CONDITIONS = ("full_context", "oracle", "no_evidence")
 _LABELS = ("success", "conversion", "localization", None)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Store:
-    """Two runs over 60 instances, three conditions: failed calls, unscored rows, NULL scores."""
-    store = Store(tmp_path_factory.mktemp("fs") / "fs.duckdb")
+def _build(path, unscored: bool) -> Store:
+    """Two runs over 60 instances, three conditions: failed calls (scored with NULL scores, as
+    the scorer writes them), NULL scores and, when ``unscored``, predictions without a score
+    row."""
+    store = Store(path)
     instances = tuple(
         Instance(
             instance_id=f"q{i:03d}",
@@ -56,7 +57,7 @@ def store(tmp_path_factory) -> Store:
                         "cited_ids": [],
                     }
                 )
-                if n % 11 == 5:  # no score row: unscored
+                if unscored and n % 11 == 5:  # no score row: unscored
                     continue
                 scores.append(
                     {
@@ -87,6 +88,18 @@ def store(tmp_path_factory) -> Store:
         store.write_predictions(con, preds, replace=False)
         store.write_scores(con, pd.DataFrame(scores), replace=False)
     return store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    """The store with unscored predictions: the list joins predictions and score rows."""
+    return _build(tmp_path_factory.mktemp("fs") / "fs.duckdb", unscored=True)
+
+
+@pytest.fixture(scope="module")
+def alike(tmp_path_factory) -> Store:
+    """Every prediction with its score row: the list can be read from the scores."""
+    return _build(tmp_path_factory.mktemp("fa") / "fa.duckdb", unscored=False)
 
 
 _FILTERS = [
@@ -158,3 +171,43 @@ def test_a_page_with_no_rows_has_the_pages_columns(store):
     assert {"question", "answer", "gold", "explanation", "error"} <= set(rows.columns)
     page = fv.failure_page(store, FailureFilter(runs=("ra",), text="no such text"), 150)
     assert page["offset"] == 0 and page["rows"].empty
+
+
+def test_the_key_sets_tell_a_store_whose_predictions_are_all_scored(store, alike):
+    assert alike.failure_keysets(("ra", "rb"))["scored_alike"] is True
+    assert store.failure_keysets(("ra", "rb"))["scored_alike"] is False  # unscored rows
+    assert alike.failure_keysets(("ra",)) == {
+        "conditions": sorted(_CONDITIONS),
+        "labels": ["conversion", "localization", "success"],
+        "scored_alike": True,
+    }
+    assert alike.failure_facets(("ra",)) == {
+        "conditions": sorted(_CONDITIONS),
+        "labels": ["conversion", "localization", "success"],
+    }
+    # a stray score row (no prediction) and a missing one: same count, other keys
+    with alike.transaction() as con:
+        con.execute(
+            "UPDATE scores SET instance_id = 'q999' WHERE run_id = 'ra' AND instance_id = 'q001' "
+            "AND condition = 'oracle'"
+        )
+    try:
+        assert alike.failure_keysets(("ra",))["scored_alike"] is False
+        assert alike.failure_keysets(("rb",))["scored_alike"] is True
+    finally:
+        with alike.transaction() as con:
+            con.execute("UPDATE scores SET instance_id = 'q001' WHERE instance_id = 'q999'")
+    assert alike.failure_keysets(("ra",))["scored_alike"] is True
+
+
+@pytest.mark.parametrize("kw", [*_FILTERS, {"failures_only": False, "outcomes": ("call failed",)}])
+def test_the_list_read_from_the_scores_is_the_joined_list(alike, kw):
+    filt = FailureFilter(runs=("ra", "rb"), **kw)
+    joined, joined_counts = alike.failure_window(filt, 0, 10_000, scored_alike=False)
+    scored, scored_counts = alike.failure_window(filt, 0, 10_000, scored_alike=True)
+    assert scored_counts == joined_counts and joined_counts["total"] > 0
+    pd.testing.assert_frame_equal(scored, joined)
+    rows, counts = alike.failure_page(filt, 5, 20)  # asks the key sets itself
+    want_rows, want_counts = alike.failure_page(filt, 5, 20, scored_alike=False)
+    assert counts == want_counts
+    pd.testing.assert_frame_equal(rows, want_rows)

@@ -52,6 +52,8 @@ _KIND = (
     "CASE p.condition WHEN 'probe' THEN 'probe' WHEN 'intervention' THEN 'intervention' "
     "ELSE 'answer' END"
 )
+# (the SQL fragments name the prediction ``p`` and its score row ``s``; a list read from the
+# scores alone, :data:`_FROM_SCORED`, names both ``s``: see :func:`_as_scored`)
 #: What "failures only" keeps, as the Case view's picker counts failures
 #: (:meth:`core.store.Store.instance_outcomes`): a failed call, or a failure label other than
 #: ``success`` (SPEC §6.4). The no-evidence baseline carries no label, so its wrong answers
@@ -151,6 +153,50 @@ _FROM = """
     LEFT JOIN scores s ON s.run_id = p.run_id AND s.instance_id = p.instance_id
         AND s.condition = p.condition AND s.variant = p.variant
     WHERE list_contains(?, p.run_id)"""
+#: The same rows when the runs' predictions and score rows have the same keys
+#: (:meth:`FailuresMixin.failure_keysets`): every prediction has its score row, so the list is
+#: read from the scores, with the error of the few failed calls joined to them, instead of
+#: joining every prediction to its score row (the expensive half of the list at 10M
+#: predictions). Its row is named ``s``; its parameters: the runs, twice.
+_FROM_SCORED = """
+    FROM (
+        SELECT s0.*, e.error FROM scores s0
+        LEFT JOIN (
+            SELECT run_id, instance_id, condition, variant, error FROM predictions
+            WHERE list_contains(?, run_id) AND coalesce(error, '') <> ''
+        ) e ON e.run_id = s0.run_id AND e.instance_id = s0.instance_id
+            AND e.condition = s0.condition AND e.variant = s0.variant
+        WHERE list_contains(?, s0.run_id)
+    ) s
+    JOIN runs r ON r.run_id = s.run_id
+    JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
+    WHERE true"""
+#: Per run, condition and variant: how many keys the runs' predictions and score rows have,
+#: with the sum and the XOR of their instance ids' 64-bit hashes; the score rows per failure
+#: label (the facets). Parameters: the runs, twice.
+_KEYSETS = """
+    WITH p AS (
+        SELECT run_id, condition, variant, count(*) AS n,
+               sum(hash(instance_id)::HUGEINT) AS h, bit_xor(hash(instance_id)) AS x
+        FROM predictions WHERE list_contains(?, run_id) GROUP BY ALL
+    ),
+    s AS (
+        SELECT run_id, condition, variant, failure_label, count(*) AS n,
+               sum(hash(instance_id)::HUGEINT) AS h, bit_xor(hash(instance_id)) AS x
+        FROM scores WHERE list_contains(?, run_id) GROUP BY ALL
+    ),
+    sk AS (
+        SELECT run_id, condition, variant, sum(n) AS n, sum(h) AS h, bit_xor(x) AS x
+        FROM s GROUP BY ALL
+    )
+    SELECT
+        (SELECT list(DISTINCT condition ORDER BY condition) FROM p) AS conditions,
+        (SELECT list(DISTINCT failure_label ORDER BY failure_label) FROM s
+         WHERE failure_label IS NOT NULL) AS labels,
+        (SELECT count(*) FROM p FULL JOIN sk USING (run_id, condition, variant)
+         WHERE p.n IS DISTINCT FROM sk.n OR p.h IS DISTINCT FROM sk.h
+            OR p.x IS DISTINCT FROM sk.x) AS differ
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,9 +277,22 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _where(filt: FailureFilter) -> tuple[str, list[Any]]:
-    """The filter's WHERE text (after :data:`_FROM`) and its parameters, runs first."""
+def _as_scored(text: str) -> str:
+    """An owned SQL fragment over ``p`` and ``s`` rewritten for :data:`_FROM_SCORED` (``s``)."""
+    return text.replace("p.", "s.")
+
+
+def _where(filt: FailureFilter, scored: bool = False) -> tuple[str, list[Any]]:
+    """The filter's WHERE text (after :data:`_FROM`) and its parameters, runs first.
+
+    ``scored``: the rows are read from the scores alone (:data:`_FROM_SCORED`; the caller
+    checked that the runs' predictions and score rows have the same keys, and there is no
+    text filter: the answer is the prediction's).
+    """
     filt.check()
+    if scored:
+        only, params = _where(filt)
+        return _FROM_SCORED + _as_scored(only[len(_FROM) :]), [list(filt.runs), *params]
     only, params = "", [list(filt.runs)]
     if filt.conditions:
         only += " AND list_contains(?, p.condition)"
@@ -277,13 +336,15 @@ def _order(filt: FailureFilter) -> str:
     return SORTS[filt.sort][1]
 
 
-def _rows_sql(filt: FailureFilter) -> tuple[str, list[Any]]:
+def _rows_sql(filt: FailureFilter, scored: bool = False) -> tuple[str, list[Any]]:
     """The filtered rows, narrow (keys, sort columns, outcome), and their parameters.
 
     Columns: ``run, dataset, instance_id, condition, variant, ord, score, fan_in,
     failure_label, outcome, kind``; the wide text columns are joined to one page only.
+    ``scored``: read from the scores alone (:func:`_where`), the same rows.
     """
-    only, params = _where(filt)
+    scored = scored and not filt.text.strip()
+    only, params = _where(filt, scored)
     # owned text only: the score column is one of SCORE_FIELDS (checked by _where)
     sql = (
         "SELECT p.run_id AS run, r.dataset_id AS dataset, p.instance_id, p.condition, "
@@ -294,9 +355,8 @@ def _rows_sql(filt: FailureFilter) -> tuple[str, list[Any]]:
         + " AS outcome, "
         + _KIND
         + " AS kind"
-        + only
     )
-    return sql, params
+    return (_as_scored(sql) if scored else sql) + only, params
 
 
 class FailuresMixin(StoreBase):
@@ -309,22 +369,36 @@ class FailuresMixin(StoreBase):
             ``{"conditions": [...], "labels": [...]}``: the conditions of the runs'
             predictions and the failure labels of their scores.
         """
+        got = self.failure_keysets(run_ids)
+        return {"conditions": got["conditions"], "labels": got["labels"]}
+
+    def failure_keysets(self, run_ids: Sequence[str]) -> dict[str, Any]:
+        """The runs' facets (:meth:`failure_facets`), and whether every prediction is scored.
+
+        Returns:
+            ``{"conditions": [...], "labels": [...], "scored_alike": bool}``.
+            ``scored_alike``: the runs' predictions and score rows have the same keys, so the
+            list can be read from the scores (:data:`_FROM_SCORED`). Told by per run,
+            condition and variant key counts and the sum and XOR of the instance ids' 64-bit
+            hashes on both sides (a scan of the key columns, no join): sets that differ pass
+            only if their hashes cancel in both (odds of about 2**-64); a store with unscored
+            predictions or stray score rows differs and takes the join.
+        """
         runs = [str(r) for r in run_ids]
         with self.connect(read_only=True) as con:
-            conds = con.execute(
-                "SELECT DISTINCT condition FROM predictions WHERE list_contains(?, run_id) "
-                "ORDER BY 1",
-                [runs],
-            ).fetchall()
-            labels = con.execute(
-                "SELECT DISTINCT failure_label FROM scores WHERE list_contains(?, run_id) "
-                "AND failure_label IS NOT NULL ORDER BY 1",
-                [runs],
-            ).fetchall()
-        return {"conditions": [str(r[0]) for r in conds], "labels": [str(r[0]) for r in labels]}
+            conds, labels, differ = con.execute(_KEYSETS, [runs, runs]).fetchone()
+        return {
+            "conditions": [str(c) for c in conds or []],
+            "labels": [str(c) for c in labels or []],
+            "scored_alike": not differ,
+        }
 
     def failure_page(
-        self, filt: FailureFilter, offset: int = 0, limit: int = 50
+        self,
+        filt: FailureFilter,
+        offset: int = 0,
+        limit: int = 50,
+        scored_alike: bool | None = None,
     ) -> tuple[pd.DataFrame, dict[str, int]]:
         """One page of the filtered, sorted list of predictions, and the list's counts.
 
@@ -335,6 +409,8 @@ class FailuresMixin(StoreBase):
             filt: what to list (:class:`FailureFilter`).
             offset: rows of the list skipped before the page (0-based).
             limit: most rows on the page.
+            scored_alike: :meth:`failure_keysets`' word for the filter's runs (None: asked
+                here).
 
         Returns:
             ``(rows, counts)``. ``rows``: ``row`` (1-based place in the list), ``run``,
@@ -351,18 +427,24 @@ class FailuresMixin(StoreBase):
             ValueError: a bad score field, sort, cell or outcome in ``filt``.
         """
         offset = min(max(0, int(offset)), _MAX_ROW)
-        keys, counts = self.failure_window(filt, offset, limit)
+        keys, counts = self.failure_window(filt, offset, limit, scored_alike)
         return self.failure_rows(keys, offset), counts
 
     def failure_window(
-        self, filt: FailureFilter, offset: int = 0, limit: int = 50
+        self,
+        filt: FailureFilter,
+        offset: int = 0,
+        limit: int = 50,
+        scored_alike: bool | None = None,
     ) -> tuple[pd.DataFrame, dict[str, int]]:
         """The keys of ``limit`` rows of the sorted list from ``offset``, and the list's counts.
 
         The expensive half of a page: the filtered list is made once (predictions joined with
         their scores, instances and runs), counted, and cut to its top rows in the sort's order
         (DuckDB keeps those rows instead of sorting all of them). A caller that reads a window
-        of several pages at once shows each of them with :meth:`failure_rows` alone.
+        of several pages at once shows each of them with :meth:`failure_rows` alone. When the
+        runs' predictions all have their score rows (``scored_alike``, :meth:`failure_keysets`;
+        None: asked here) the list is read from the scores, the same rows.
 
         Returns:
             ``(keys, counts)``. ``keys``: one row per listed prediction in list order, columns
@@ -375,7 +457,10 @@ class FailuresMixin(StoreBase):
         """
         # a page number from a URL (?page=<huge>) is clamped: DuckDB's OFFSET is a BIGINT
         offset, limit = min(max(0, int(offset)), _MAX_ROW), min(max(1, int(limit)), _MAX_ROW)
-        rows_sql, params = _rows_sql(filt)
+        filt.check()
+        if scored_alike is None:
+            scored_alike = self.failure_keysets(filt.runs)["scored_alike"]
+        rows_sql, params = _rows_sql(filt, scored=scored_alike)
         order = _order(filt)
         counts = ", ".join(f"count(*) FILTER (WHERE outcome = ?) AS n{k}" for k in range(4))
         # one statement: the filtered rows are made once (MATERIALIZED), counted, and cut to

@@ -95,8 +95,17 @@ def _cells(filters: Mapping[str, Sequence[Any]]) -> tuple[tuple[str, tuple[str, 
 
 def failure_facets(store: Store, runs: Sequence[str]) -> dict[str, list[str]]:
     """The conditions and failure labels stored for the runs (the page's filter choices)."""
+    got = _keysets(store, runs)
+    return {"conditions": list(got["conditions"]), "labels": list(got["labels"])}
+
+
+def _keysets(store: Store, runs: Sequence[str]) -> dict[str, Any]:
+    """:meth:`core.store.Store.failure_keysets` of the runs, cached.
+
+    The facets, and whether the list can be read from the scores alone.
+    """
     key = tuple(sorted(str(r) for r in runs))
-    return cached(store, "failure_facets", key, lambda: store.failure_facets(key))
+    return cached(store, "failure_keysets", key, lambda: store.failure_keysets(key))
 
 
 def failure_page(
@@ -122,7 +131,10 @@ def failure_page(
         start = offset
     key = filter_to_json(filt)
     keys, counts = cached(
-        store, "failure_window", (key, start, size), lambda: store.failure_window(filt, start, size)
+        store,
+        "failure_window",
+        (key, start, size),
+        lambda: store.failure_window(filt, start, size, _keysets(store, filt.runs)["scored_alike"]),
     )
     total = counts["total"]
     if offset and offset >= total:  # the list got shorter (a filter, a re-score)
