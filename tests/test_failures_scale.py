@@ -22,7 +22,7 @@ _CONDITIONS = ("full_context", "oracle", "no_evidence")
 _LABELS = ("success", "conversion", "localization", None)
 
 
-def _build(path, unscored: bool) -> Store:
+def _build(path, unscored: bool, dataset: str = "D", runs=("ra", "rb")) -> Store:
     """Two runs over 60 instances, three conditions: failed calls (scored with NULL scores, as
     the scorer writes them), NULL scores and, when ``unscored``, predictions without a score
     row."""
@@ -38,9 +38,9 @@ def _build(path, unscored: bool) -> Store:
         )
         for i in range(60)
     )
-    store.write_dataset(Dataset("D", "test", "test", {}, instances))
+    store.write_dataset(Dataset(dataset, "test", "test", {}, instances))
     preds, scores = [], []
-    for r, run in enumerate(("ra", "rb")):
+    for r, run in enumerate(runs):
         for i in range(60):
             for c, cond in enumerate(_CONDITIONS):
                 n = i * 3 + c + r
@@ -73,12 +73,12 @@ def _build(path, unscored: bool) -> Store:
                     }
                 )
     with store.transaction() as con:
-        for run in ("ra", "rb"):
+        for run in runs:
             store.insert_run(
                 con,
                 {
                     "run_id": run,
-                    "dataset_id": "D",
+                    "dataset_id": dataset,
                     "backend": "imported",
                     "model": "m",
                     "status": "done",
@@ -211,3 +211,22 @@ def test_the_list_read_from_the_scores_is_the_joined_list(alike, kw):
     want_rows, want_counts = alike.failure_page(filt, 5, 20, scored_alike=False)
     assert counts == want_counts
     pd.testing.assert_frame_equal(rows, want_rows)
+
+
+def test_runs_of_two_datasets_join_each_runs_own_instances(tmp_path):
+    """The same instance ids in two datasets: each run's rows carry its own dataset's cells."""
+    path = tmp_path / "two.duckdb"
+    _build(path, unscored=False)
+    store = _build(path, unscored=True, dataset="E", runs=("rc",))
+    with store.transaction() as con:  # E's instances differ from D's: other questions
+        con.execute("UPDATE instances SET question = 'E ' || question WHERE dataset_id = 'E'")
+    for kw in ({}, {"failures_only": False, "sort": "fan_in"}):
+        filt = FailureFilter(runs=("ra", "rc"), **kw)
+        for scored in (False, True):
+            keys, counts = store.failure_window(filt, 0, 10_000, scored_alike=scored)
+            assert set(keys["dataset"]) == {"D", "E"}
+            assert len(keys) == counts["total"]
+        rows, _ = store.failure_page(filt, 0, 10_000)
+        assert (rows["dataset"] == "E").equals(rows["question"].str.startswith("E "))
+        one, _ = store.failure_page(FailureFilter(runs=("rc",), **kw), 0, 10_000)
+        assert list(one["instance_id"]) == list(rows.loc[rows["run"] == "rc", "instance_id"])

@@ -54,6 +54,7 @@ _KIND = (
 )
 # (the SQL fragments name the prediction ``p`` and its score row ``s``; a list read from the
 # scores alone, :data:`_FROM_SCORED`, names both ``s``: see :func:`_as_scored`)
+_KIND_OF_PAGE = _KIND.replace("p.", "pg.")
 #: What "failures only" keeps, as the Case view's picker counts failures
 #: (:meth:`core.store.Store.instance_outcomes`): a failed call, or a failure label other than
 #: ``success`` (SPEC §6.4). The no-evidence baseline carries no label, so its wrong answers
@@ -277,22 +278,37 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def _one_dataset(sql: str, row: str) -> str:
+    """``sql`` with its instances joined by id alone (one dataset, filtered in the WHERE)."""
+    two = "JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = "
+    assert sql.count(two + row + ".instance_id") == 1
+    return sql.replace(two, "JOIN instances i ON i.instance_id = ")
+
+
 def _as_scored(text: str) -> str:
     """An owned SQL fragment over ``p`` and ``s`` rewritten for :data:`_FROM_SCORED` (``s``)."""
     return text.replace("p.", "s.")
 
 
-def _where(filt: FailureFilter, scored: bool = False) -> tuple[str, list[Any]]:
-    """The filter's WHERE text (after :data:`_FROM`) and its parameters, runs first.
+def _where(
+    filt: FailureFilter, scored: bool = False, dataset: str | None = None
+) -> tuple[str, list[Any]]:
+    """The filter's FROM and WHERE text (:data:`_FROM`) and its parameters, runs first.
 
     ``scored``: the rows are read from the scores alone (:data:`_FROM_SCORED`; the caller
     checked that the runs' predictions and score rows have the same keys, and there is no
-    text filter: the answer is the prediction's).
+    text filter: the answer is the prediction's). ``dataset``: the one dataset of all the
+    runs (the caller checked): instances are joined by id alone, those of the dataset.
     """
     filt.check()
-    if scored:
+    if scored or dataset:
         only, params = _where(filt)
-        return _FROM_SCORED + _as_scored(only[len(_FROM) :]), [list(filt.runs), *params]
+        if scored:
+            only, params = _FROM_SCORED + _as_scored(only[len(_FROM) :]), [params[0], *params]
+        if dataset:
+            only = _one_dataset(only, "s" if scored else "p") + " AND i.dataset_id = ?"
+            params.append(str(dataset))
+        return only, params
     only, params = "", [list(filt.runs)]
     if filt.conditions:
         only += " AND list_contains(?, p.condition)"
@@ -336,25 +352,31 @@ def _order(filt: FailureFilter) -> str:
     return SORTS[filt.sort][1]
 
 
-def _rows_sql(filt: FailureFilter, scored: bool = False) -> tuple[str, list[Any]]:
+def _rows_sql(
+    filt: FailureFilter,
+    scored: bool = False,
+    dataset: str | None = None,
+    narrow: bool = False,
+) -> tuple[str, list[Any]]:
     """The filtered rows, narrow (keys, sort columns, outcome), and their parameters.
 
     Columns: ``run, dataset, instance_id, condition, variant, ord, score, fan_in,
     failure_label, outcome, kind``; the wide text columns are joined to one page only.
-    ``scored``: read from the scores alone (:func:`_where`), the same rows.
+    ``scored``, ``dataset``: see :func:`_where` (the same rows). ``narrow``: without
+    ``dataset`` and ``kind`` (the run's and the condition's: added to the rows kept).
     """
     scored = scored and not filt.text.strip()
-    only, params = _where(filt, scored)
+    only, params = _where(filt, scored, dataset)
     # owned text only: the score column is one of SCORE_FIELDS (checked by _where)
     sql = (
-        "SELECT p.run_id AS run, r.dataset_id AS dataset, p.instance_id, p.condition, "
-        "p.variant, i.ord, s."
+        "SELECT p.run_id AS run, "
+        + ("" if narrow else "r.dataset_id AS dataset, ")
+        + "p.instance_id, p.condition, p.variant, i.ord, s."
         + filt.score_field
         + " AS score, i.fan_in, s.failure_label, "
         + _OUTCOME
-        + " AS outcome, "
-        + _KIND
-        + " AS kind"
+        + " AS outcome"
+        + ("" if narrow else ", " + _KIND + " AS kind")
     )
     return (_as_scored(sql) if scored else sql) + only, params
 
@@ -460,18 +482,28 @@ class FailuresMixin(StoreBase):
         filt.check()
         if scored_alike is None:
             scored_alike = self.failure_keysets(filt.runs)["scored_alike"]
-        rows_sql, params = _rows_sql(filt, scored=scored_alike)
         order = _order(filt)
         counts = ", ".join(f"count(*) FILTER (WHERE outcome = ?) AS n{k}" for k in range(4))
-        # one statement: the filtered rows are made once (MATERIALIZED), counted, and cut to
-        # the window's top rows; the wide text columns are read for one page at a time
-        sql = (
-            "WITH f AS MATERIALIZED (" + rows_sql + "), "
-            "c AS (SELECT " + counts + ", count(*) AS total FROM f), "
-            "pg AS (SELECT * FROM f ORDER BY " + order + " LIMIT ? OFFSET ?) "
-            "SELECT c.*, pg.* FROM c LEFT JOIN pg ON true ORDER BY " + order
-        )
         with self.connect(read_only=True) as con:
+            datasets = con.execute(
+                "SELECT DISTINCT dataset_id FROM runs WHERE list_contains(?, run_id)",
+                [list(filt.runs)],
+            ).fetchall()
+            one = str(datasets[0][0]) if len(datasets) == 1 and datasets[0][0] else None
+            rows_sql, params = _rows_sql(filt, scored_alike, one, narrow=True)
+            # one statement: the filtered rows are made once (MATERIALIZED, without the
+            # columns the run and the condition tell), counted, and cut to the window's top
+            # rows; the wide text columns are read for one page at a time
+            sql = (
+                "WITH f AS MATERIALIZED (" + rows_sql + "), "
+                "c AS (SELECT " + counts + ", count(*) AS total FROM f), "
+                "pg AS (SELECT * FROM f ORDER BY " + order + " LIMIT ? OFFSET ?) "
+                "SELECT c.*, pg.run, r.dataset_id AS dataset, pg.instance_id, pg.condition, "
+                "pg.variant, pg.ord, pg.score, pg.fan_in, pg.failure_label, pg.outcome, "
+                + _KIND_OF_PAGE
+                + " AS kind FROM c LEFT JOIN (pg JOIN runs r ON r.run_id = pg.run) ON true "
+                "ORDER BY " + order
+            )
             got = con.execute(sql, [*params, *OUTCOMES, int(limit), int(offset)]).df()
         first = got.iloc[0]
         counts = {o: int(first[f"n{k}"]) for k, o in enumerate(OUTCOMES)}
