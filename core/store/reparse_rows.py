@@ -198,7 +198,8 @@ _COUNTS = """
                coalesce(json_array_length(m, '$.parse.over_cap_ids'), 0) AS oc,
                json_extract(m, '$.parse.salvaged') IS NOT NULL AS sal,
                json_extract(m, '$.reasoning') IS NOT NULL AS apart,
-               regexp_matches(coalesce(raw_response, ''),
+               -- NULL (no reply text) counts as no match: reading every reply's text once
+               regexp_matches(raw_response,
                               '(?i)^\\s*<(think|thinking|reasoning)>|</(think|thinking|reasoning)>|<[|]channel[|]>')
                    AS inline
         FROM (SELECT run_id, parse_error, raw_response,
