@@ -19,7 +19,7 @@ from core.figures.drill import FRAME_KEY, cell_from_point, drill_spec
 from core.figures.plain_text import plain_figure
 from core.selection import Selection
 from core.views.catalog import get_figure, get_table
-from core.views.oncu import plain_predictions
+from core.views.oncu import plain_predictions, plain_rows
 from screens.parts.common import CASE_PAGE, cached_call
 from screens.parts.exports import download_menu, export_settings, lazy_table
 from screens.parts.markdown import md_escape
@@ -189,7 +189,7 @@ def table_cell(spec: Any, table: pd.DataFrame, row: int) -> dict[str, Any]:
     a selected row."""
     values = table.iloc[row]
     cell = {k: _plain(values[k]) for k in _DRILL_KEYS if k in table.columns}
-    if spec.view is plain_predictions:
+    if spec.view in (plain_predictions, plain_rows):
         cell["variant"] = ""
     return cell
 
