@@ -413,3 +413,30 @@ def test_the_file_check_never_unlocks_a_store_this_process_holds(good_store, tmp
             pass
         assert other_process() == "locked"
     assert other_process() == "opened"
+
+
+def test_a_write_waits_for_a_read_only_connection_of_another_thread(tmp_path):
+    """A page thread reading the store while another thread of the process writes it: DuckDB
+    refuses the second mode of an open file ("different configuration"); the write waits
+    for the reader to close instead of failing (CI saw the Runs page test fail so)."""
+    import threading
+    import time
+
+    store = Store(tmp_path / "s.duckdb")
+    store.schema_version()
+    opened = threading.Event()
+
+    def reader() -> None:
+        with store.connect(read_only=True) as con:
+            con.execute("SELECT 1").fetchall()
+            opened.set()
+            time.sleep(0.4)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    opened.wait(10)
+    started = time.monotonic()
+    with store.connect() as con:
+        con.execute("SELECT 1").fetchall()
+    thread.join()
+    assert time.monotonic() - started >= 0.2  # it waited for the reader

@@ -299,6 +299,9 @@ def _retry_on_lock(
 ) -> _T:
     """``attempt()``, made again while another process holds the file lock.
 
+    Also while another thread of this process holds the file open in the other mode
+    (read-only against read-write), which DuckDB refuses until that connection closes.
+
     Args:
         attempt: opens or attaches the file.
         path: the file (named in the errors).
@@ -314,8 +317,16 @@ def _retry_on_lock(
     while True:
         try:
             return attempt()
-        except busy as exc:
-            locked = not isinstance(exc, duckdb.IOException) or _is_lock_error(exc)
+        except (*busy, duckdb.ConnectionException) as exc:
+            if isinstance(exc, duckdb.ConnectionException) and not isinstance(exc, busy):
+                # another thread of this process has the file open in the other mode (a
+                # page reading while this one writes): DuckDB refuses a second configuration
+                # of an open file until that connection closes, which it does in moments
+                if "different configuration" not in str(exc):
+                    raise
+                locked = True
+            else:
+                locked = not isinstance(exc, duckdb.IOException) or _is_lock_error(exc)
             if not locked:
                 unreadable = unreadable_store_error(path, exc)
                 if unreadable is not None:
