@@ -49,7 +49,14 @@ def test_enter_never_launches_and_launch_uses_what_is_shown(runs_url, page):
     _settle(page)
     form = page.get_by_test_id("stForm")
     name = form.get_by_role("textbox", name="Run name")
+    # the method's form replaces the previous one: wait until the old field has gone
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid="stForm"] input')]
+                 .filter(e => e.getAttribute('aria-label') === 'Run name').length === 1""",
+        timeout=60_000,
+    )
     name.fill("enter-run")
+    _settle(page)
     name.press("Enter")
     _settle(page)
     page.wait_for_timeout(1500)
