@@ -318,14 +318,28 @@ def settle(page, timeout_ms: int = 60_000, draw_ms: int = 500) -> None:
 
 
 def press_until(page, key: str, caption: str, timeout_ms: int = 60_000) -> None:
-    """Press ``key`` and wait until the text ``caption`` shows, then for the run to end.
+    """Press ``key`` until the text ``caption`` shows (at most 3 presses), then settle.
 
     A key that clicks a button starts a script run only when the browser's message reaches
     the server: right after the press the app may still read "not running", so waiting for
-    that alone can read the page before the step (seen on a loaded CI host).
+    that alone can read the page before the step (seen on a loaded CI host). A press can
+    also be lost while the page is still being drawn after a load (twice on CI, never here):
+    when the caption has not come 10 s after a press and the page is idle, press again.
     """
-    page.keyboard.press(key)
-    page.get_by_text(caption, exact=False).first.wait_for(timeout=timeout_ms)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    target = page.get_by_text(caption, exact=False).first
+    for attempt in range(3):
+        page.keyboard.press(key)
+        try:
+            target.wait_for(timeout=10_000 if attempt < 2 else timeout_ms)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            settle(page, timeout_ms=90_000, draw_ms=500)
+            if target.is_visible():
+                break
     settle(page, timeout_ms=90_000, draw_ms=300)
 
 
