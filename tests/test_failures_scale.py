@@ -120,9 +120,10 @@ def test_every_page_of_the_windows_is_the_stores_page(store, monkeypatch, kw):
     filt = FailureFilter(runs=("ra", "rb"), **kw)
     _, counts = store.failure_page(filt, 0, 1)
     assert counts["total"] > 0
-    for limit in (7, 10):
+    # windows of 3 pages: offsets inside the first window, on and across its edges, the last
+    for limit in (7, 10) if not kw else (7,):
         last = counts["total"] - 1
-        for offset in (*range(0, min(counts["total"], 6 * limit), limit), 3, 19, 20, 29, last):
+        for offset in (*range(0, min(counts["total"], 5 * limit), limit), 3, 19, 20, 29, last):
             want, want_counts = store.failure_page(filt, offset, limit)
             got = fv.failure_page(store, filt, offset, limit)
             assert got["offset"] == offset and got["counts"] == want_counts
