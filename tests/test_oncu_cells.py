@@ -218,6 +218,22 @@ def test_report_oncu_computes_in_the_store_above_its_threshold(release, monkeypa
                 assert g[k] == v, k
 
 
+def _same_table(
+    got: pd.DataFrame, want: pd.DataFrame, name: str, rtol: float, as_text: bool = False
+) -> None:
+    """The same columns and rows; numbers to ``rtol``, the rest equal (``as_text``: as text)."""
+    assert list(got.columns) == list(want.columns), name
+    assert len(got) == len(want) > 0, name
+    for c in want.columns:
+        a, b = got[c], want[c]
+        if pd.api.types.is_float_dtype(b):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12, err_msg=f"{name}.{c}")
+        elif as_text:
+            assert a.astype(str).tolist() == b.astype(str).tolist(), f"{name}.{c}"
+        else:
+            assert a.tolist() == b.tolist(), f"{name}.{c}"
+
+
 @pytest.mark.parametrize("dataset", ["controlled-200", None])
 def test_the_conditions_page_tables_from_rows_left_in_the_store(study, monkeypatch, dataset):
     """Above STORE_ROWS predictions the page's ONCU summary and condition matrix come from
@@ -238,14 +254,7 @@ def test_the_conditions_page_tables_from_rows_left_in_the_store(study, monkeypat
     got = {n: get_table(n).build(study, sel) for n in names}
     got_fig = get_figure("condition_matrix").build(study, sel)[1]
     for n in names:
-        assert list(got[n].columns) == list(want[n].columns), n
-        assert len(got[n]) == len(want[n]) > 0, n
-        for c in want[n].columns:
-            a, b = got[n][c], want[n][c]
-            if pd.api.types.is_float_dtype(b):
-                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"{n}.{c}")
-            else:
-                assert a.tolist() == b.tolist(), f"{n}.{c}"
+        _same_table(got[n], want[n], n, rtol=1e-12)
     pd.testing.assert_frame_equal(got_fig, want_fig, check_exact=False, rtol=1e-12)
 
 
@@ -266,11 +275,4 @@ def test_the_length_page_tables_from_rows_left_in_the_store(study, monkeypatch):
     got_pi = get_table("oncu_groups").build(study, per_instance)
     pd.testing.assert_frame_equal(got_pi, want_pi)
     for n in names:
-        assert list(got[n].columns) == list(want[n].columns), n
-        assert len(got[n]) == len(want[n]) > 0, n
-        for c in want[n].columns:
-            a, b = got[n][c], want[n][c]
-            if pd.api.types.is_float_dtype(b):
-                np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12, err_msg=f"{n}.{c}")
-            else:
-                assert a.astype(str).tolist() == b.astype(str).tolist(), f"{n}.{c}"
+        _same_table(got[n], want[n], n, rtol=1e-9, as_text=True)

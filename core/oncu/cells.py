@@ -37,7 +37,6 @@ import pandas as pd
 from core.oncu.cis import add_mean_cis
 from core.oncu.groups import (
     DEFAULT_GROUP_KEY,
-    EXACT_LENGTH,
     GRID_MAX_VALUES,
     LENGTH_TOKENS,
     SCORE_FIELDS,
@@ -46,6 +45,8 @@ from core.oncu.groups import (
     assemble_groups,
     coarsen,
     length_bucket,
+    length_rule,
+    small_grid,
 )
 from core.oncu.metrics import ONCU_CONDITIONS, summary_frame
 from core.scoring.normalize import ANSWER_SCORES, EVIDENCE_SCORES
@@ -351,25 +352,16 @@ class _LengthGrid:
             return False
         if least >= 2 * distinct:
             return True
-        distinct, instances = self._read()
-        return distinct <= GRID_MAX_VALUES and instances >= 2 * distinct
+        return small_grid(*self._read())
 
     def rule(self, key: Sequence[str]) -> str | None:
-        tokens = [k for k in key if k in LENGTH_TOKENS]
-        if len(tokens) > 1:
-            raise ValueError(
-                f"a group key takes one length cell, got {tokens} (choose one of "
-                f"{', '.join(LENGTH_TOKENS)})"
-            )
-        if not tokens:
-            return None
-        if tokens[0] == EXACT_LENGTH:
-            return "exact"
-        if tokens[0] != "context_length":
-            return "bucket"
+        """:func:`core.oncu.groups.length_rule` on these rows (their grid read once)."""
+        return length_rule(key, self._on_grid_once)
+
+    def _on_grid_once(self) -> bool:
         if self._grid is None:
             self._grid = self._on_grid()
-        return "exact" if self._grid else "bucket"
+        return self._grid
 
 
 class _Reads:

@@ -38,9 +38,11 @@ __all__ = [
     "coarser_group_key",
     "group_size_distribution",
     "length_bucket",
+    "length_rule",
     "on_length_grid",
     "oncu_groups",
     "resolve_length_cell",
+    "small_grid",
     "unit_keys",
 ]
 
@@ -182,13 +184,24 @@ def on_length_grid(df: pd.DataFrame) -> bool:
         instances = int(np.count_nonzero(np.bincount(ids[col.notna().to_numpy()])))
     else:
         instances = len(present)
-    return distinct <= GRID_MAX_VALUES and instances >= 2 * distinct
+    return small_grid(distinct, instances)
 
 
 def resolve_length_cell(df: pd.DataFrame, group_key: Sequence[str]) -> str | None:
     """The length rule a group key gets on this frame: ``exact``, ``bucket`` or None.
 
     None when the key has no length cell; see the module docstring for the rules.
+    """
+    return length_rule(
+        group_key, lambda: _memo(df, ("on_length_grid",), lambda: on_length_grid(df))
+    )
+
+
+def length_rule(group_key: Sequence[str], on_grid: Callable[[], bool]) -> str | None:
+    """The length rule of a group key, ``on_grid()`` asked only for the auto length cell.
+
+    Raises:
+        ValueError: the key holds more than one length cell.
     """
     tokens = [k for k in group_key if k in LENGTH_TOKENS]
     if len(tokens) > 1:
@@ -202,7 +215,12 @@ def resolve_length_cell(df: pd.DataFrame, group_key: Sequence[str]) -> str | Non
         return "exact"
     if tokens[0] == BUCKET_LENGTH:
         return "bucket"
-    return "exact" if _memo(df, ("on_length_grid",), lambda: on_length_grid(df)) else "bucket"
+    return "exact" if on_grid() else "bucket"
+
+
+def small_grid(distinct: int, instances: int) -> bool:
+    """Whether ``distinct`` lengths over ``instances`` instances are a small grid."""
+    return distinct <= GRID_MAX_VALUES and instances >= 2 * distinct
 
 
 def _key_frame(

@@ -22,6 +22,7 @@ import pandas as pd
 from core.store.analysis import GROUP_CELLS
 from core.store.connection import StoreBase
 from core.store.frames import fetch_frame
+from core.store.schema import SCORE_COLUMNS
 
 __all__ = ["CellsMixin"]
 
@@ -46,8 +47,6 @@ def _cells(cells: Sequence[str]) -> list[str]:
 
 
 def _score(column: str) -> str:
-    from core.store.schema import SCORE_COLUMNS
-
     if column not in SCORE_COLUMNS or column == "failure_label":
         raise ValueError(f"not a numeric score column: {column!r}")
     return column
