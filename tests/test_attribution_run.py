@@ -110,11 +110,23 @@ def test_logprob_is_refused_with_one_line(c200, capsys):
     assert Store(db).run_row("lp") is None
 
 
-def test_attribution_page_shows_the_report(c200, report, monkeypatch):
+def test_attribution_page_shows_the_report(c200, monkeypatch, capsys, tmp_path):
+    """The page on a copy of the store holding one attribution run of 20 instances (its
+    replies from the response cache the 200-instance run filled; the report of 20 instances
+    takes a tenth of the 200's fit), against that run's ``report attribution --json``."""
+    import shutil
+
     from streamlit.testing.v1 import AppTest
 
-    db, _ = c200
-    rep = report
+    src, argv = c200
+    db = tmp_path / "page.duckdb"
+    shutil.copyfile(src, db)
+    Store(db).delete_run(_RUN)
+    small = [a if a != str(src) else str(db) for a in argv[:-3]]
+    run = _json(capsys, [*small, "--instances", "20", "--name", "attr-20", "--json"])
+    assert run["executed"] == 0 and run["cached"] == run["planned"]
+    rep = _json(capsys, ["report", "attribution", "--db", str(db), "--run", "attr-20", "--json"])
+    assert rep["n_instances"] == 20
     monkeypatch.setenv("EVIDENCE_DB", str(db))
     monkeypatch.setenv("EVIDENCE_NO_DEMO", "1")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
