@@ -38,6 +38,14 @@ def _all_command_paths(parser: argparse.ArgumentParser, prefix=()):
                 yield from _all_command_paths(sub, (*prefix, name))
 
 
+def _generate(db, preset: str, seed: int, name: str) -> int:
+    """``generate controlled`` in this process: a test's data, not the command under test."""
+    from core.cli import main
+
+    argv = ["generate", "controlled", "--preset", preset, "--seed", str(seed), "--name", name]
+    return main([*argv, "--db", str(db)])
+
+
 def test_every_command_has_help():
     paths = list(_all_command_paths(build_parser()))
     assert ("generate", "controlled") in paths and ("import", "dataset") in paths
@@ -165,22 +173,9 @@ def test_bad_file_leaves_store_unchanged(tmp_path):
 
 def test_output_piped_into_a_closed_reader_stops_quietly(tmp_path):
     db = tmp_path / "s.duckdb"
-    for seed in (1, 2, 3):  # about 110 KB of JSON, more than a pipe holds
-        assert (
-            run_cli(
-                "generate",
-                "controlled",
-                "--preset",
-                "controlled-200",
-                "--seed",
-                str(seed),
-                "--name",
-                f"c{seed}",
-                "--db",
-                str(db),
-            ).returncode
-            == 0
-        )
+    for seed in (1, 2, 3):  # about 110 KB of JSON, more than a pipe holds (made in-process:
+        # the command under test is the child below)
+        assert _generate(db, "controlled-200", seed, f"c{seed}") == 0
     proc = subprocess.Popen(
         [sys.executable, "-m", "core", "datasets", "--db", str(db), "--json"],
         cwd=ROOT,
@@ -200,19 +195,7 @@ def test_a_run_whose_calls_fail_says_why_and_fails_only_when_all_did(tmp_path):
     from model_stub import ModelStub
 
     db = tmp_path / "s.duckdb"
-    gen = run_cli(
-        "generate",
-        "controlled",
-        "--preset",
-        "controlled-200",
-        "--seed",
-        "42",
-        "--name",
-        "c",
-        "--db",
-        db,
-    )
-    assert gen.returncode == 0, gen.stderr
+    assert _generate(db, "controlled-200", 42, "c") == 0  # in-process: the runs are tested
     with ModelStub() as stub:
         stub.queue_modes("500", "500", "500")
         some = run_cli(
