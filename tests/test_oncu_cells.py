@@ -148,6 +148,40 @@ def test_a_large_cell_is_drawn_from_its_counts(tmp_path):
     np.testing.assert_allclose(cells["total_f1_relaxed"], by.sum(), rtol=1e-12)
 
 
+def _same_census(store: Store, runs: list[str], cells: list[str]) -> bool:
+    """The group pass's census, where it derives one, is the census; whether it did."""
+    derived = store.group_pass(runs, ["f1_relaxed"], cells, plain=True)[1]
+    if derived is None:
+        return False
+    (got, same), (want, same_too) = derived, store.group_census(runs, cells, plain=True)
+    got, want = (x.sort_values(["run", *cells]).reset_index(drop=True) for x in (got, want))
+    assert list(got.columns) == list(want.columns)
+    for c in want.columns:
+        assert got[c].astype(str).tolist() == want[c].astype(str).tolist(), c
+    assert same == same_too
+    return True
+
+
+def test_the_census_is_derived_from_the_group_counts_only_where_it_follows(tmp_path, study):
+    """Where every instance of a group has a row in some condition, the group pass's counts
+    are the census; where one lacks every row, no census is derived (a pass of its own)."""
+    for _, mine in study.runs_frame().groupby("dataset_id"):
+        for cells in (["reasoning_type", "context_length"], []):
+            _same_census(study, sorted(mine["run_id"]), cells)
+    store = Store(tmp_path / "big.duckdb")
+    _write_run(store, 300)
+    cells = ["context_length", "evidence_position"]
+    assert _same_census(store, ["big"], cells)
+    with store.connect() as con:  # one condition without an instance: the other holds it
+        con.execute("DELETE FROM scores WHERE instance_id = 'i00007' AND condition = 'oracle'")
+    assert _same_census(store, ["big"], cells)
+    with store.connect() as con:  # no row of the instance left: its group lacks it
+        con.execute("DELETE FROM scores WHERE instance_id = 'i00007'")
+    assert not _same_census(store, ["big"], cells)
+    census, same = store.group_census(["big"], cells, plain=True)
+    assert int(census["n_instances"].sum()) == 299 and same
+
+
 def _write_run(store: Store, n: int) -> None:
     """A dataset of ``n`` instances and a run ``big`` of two conditions, scored by hand:
     exact-match and F1 of a few values, a confidence error of ``n`` distinct values, some

@@ -387,9 +387,13 @@ class _Reads:
         nothing.
         """
         fields = self.fields if field in self.fields else (field,)
+        return self._pass(cells, fields)[0]
+
+    def _pass(self, cells: list[str], fields: tuple[str, ...]) -> tuple:
+        """The store's group pass: ``(group cells, census or None)``."""
         return self.once(
             ("groups", fields, *cells),
-            lambda: self.store.group_cells(self.runs, fields, cells, self.plain),
+            lambda: self.store.group_pass(self.runs, fields, cells, self.plain),
         )
 
     def census(self, cells: list[str]) -> pd.DataFrame:
@@ -397,9 +401,15 @@ class _Reads:
         return self._census(cells)[0]
 
     def _census(self, cells: list[str]) -> tuple[pd.DataFrame, bool]:
-        return self.once(
-            ("census", *cells), lambda: self.store.group_census(self.runs, cells, self.plain)
-        )
+        """From the group pass where it tells (its rows read anyway), else a pass of its own."""
+
+        def read() -> tuple[pd.DataFrame, bool]:
+            derived = self._pass(cells, self.fields)[1] if self.plain else None
+            if derived is not None:
+                return derived
+            return self.store.group_census(self.runs, cells, self.plain)
+
+        return self.once(("census", *cells), read)
 
     def same_instances(self) -> bool:
         """Whether every run holds the same instances.
@@ -410,18 +420,36 @@ class _Reads:
         return made[0][1] if made else self._census(_cells(DEFAULT_GROUP_KEY))[1]
 
     def sample_cells(self, spread: bool) -> pd.DataFrame:
-        if ("sample", True) in self._memo:
-            return self._memo[("sample", True)]
+        """The sample cells; with ``spread`` read with the value counts of few-valued columns."""
+        if spread or ("sample", True) in self._memo:
+            return self._sample_pass()[0]
         return self.once(
-            ("sample", spread),
-            lambda: self.store.sample_cells(self.runs, MEAN_SCORES, self.plain, spread=spread),
+            ("sample", False),
+            lambda: self.store.sample_cells(self.runs, MEAN_SCORES, self.plain, spread=False),
+        )
+
+    def _sample_pass(self) -> tuple[pd.DataFrame, dict]:
+        return self.once(
+            ("sample", True),
+            lambda: self.store.sample_pass(self.runs, MEAN_SCORES, self.plain, _COUNTED),
         )
 
     def value_counts(self, columns: tuple[str, ...]) -> dict:
-        return self.once(
-            ("counts", *columns),
-            lambda: self.store.value_counts(self.runs, columns, self.plain),
+        """(run, condition) -> column -> {value: count}: the sample pass's, else read."""
+        counted = self._sample_pass()[1] if ("sample", True) in self._memo else {}
+        have = {c for c in columns if all(c in v for v in counted.values())} if counted else set()
+        rest = tuple(c for c in columns if c not in have)
+        read = (
+            self.once(
+                ("counts", *rest), lambda: self.store.value_counts(self.runs, rest, self.plain)
+            )
+            if rest
+            else {}
         )
+        keys = set(counted) | set(read)
+        return {
+            k: {**{c: counted.get(k, {}).get(c, {}) for c in have}, **read.get(k, {})} for k in keys
+        }
 
 
 class StoredRows:

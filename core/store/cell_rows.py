@@ -15,8 +15,12 @@ frame: means skip them. Sums are compensated (``fsum``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+import duckdb
+import numpy as np
 import pandas as pd
 
 from core.store.analysis import GROUP_CELLS
@@ -121,50 +125,70 @@ class CellsMixin(StoreBase):
         Per column ``c``: ``scored_c`` (rows whose ``c`` is a number: not NULL, not NaN) and
         ``total_c`` (their compensated sum).
         """
+        return self.group_pass(run_ids, columns, cells, plain)[0]
+
+    def group_pass(
+        self,
+        run_ids: Sequence[str],
+        columns: Sequence[str],
+        cells: Sequence[str],
+        plain: bool = False,
+    ) -> tuple[pd.DataFrame, tuple[pd.DataFrame, bool] | None]:
+        """``(group cells, census)``: :meth:`group_cells`, and when it can tell, the census.
+
+        One pass over the score rows, joined to their instances by a group number (each
+        distinct ``cells`` value of a dataset's instances numbered once), not by the cells.
+        ``census``: what :meth:`group_census` returns, derived without a pass of its own
+        where it follows from the counts: ``plain`` rows (one per instance and condition),
+        every score row of an instance of the run's dataset, and in every (run, group) some
+        condition holding every instance of the group. Else None (ask
+        :meth:`group_census`).
+        """
         keys = _cells(cells)
         names = [_score(c) for c in columns]
-        cols = "".join(f", i.{c}" for c in keys)
         only = " AND s.variant = ''" if plain else ""
         with self.connect(read_only=True) as con:
-            out = self._group_sums(con, run_ids, names, cols, only, odd=set())
-            # a NaN among a column's values: read again with NaN as missing
-            odd = {c for c in names if out[f"odd_{c}"].fillna(False).any()}
-            if odd:
-                out = self._group_sums(con, run_ids, names, cols, only, odd=odd)
-        return out.drop(columns=[f"odd_{c}" for c in names])
-
-    @staticmethod
-    def _group_sums(
-        con, run_ids: Sequence[str], names: list[str], cols: str, only: str, odd: set[str]
-    ) -> pd.DataFrame:
-        """:meth:`group_cells`' query, and per column ``c`` ``odd_c``.
-
-        ``odd_c``: ``c`` holds a NaN; its sums are right only when ``c`` is in ``odd``.
-        """
-        values = "".join(
-            f", CASE WHEN isnan({c}) THEN NULL ELSE {c} END AS v_{c}"
-            if c in odd
-            else f", {c} AS v_{c}"
-            for c in names
-        )
-        columns = "".join(
-            f", count(s.v_{c}) AS scored_{c}, fsum(s.v_{c}) AS total_{c}"
-            f", bool_or(isnan(s.v_{c})) AS odd_{c}"
-            for c in names
-        )
-        return fetch_frame(
-            con,
-            f"""
-            SELECT s.run_id AS run, r.model, r.dataset_id AS dataset{cols}, s.condition,
-                   count(*) AS rows{columns}
-            FROM (SELECT run_id, instance_id, condition{values}
-                  FROM scores s WHERE list_contains(?, s.run_id){only}) s
-            JOIN runs r USING (run_id)
-            JOIN instances i ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id
-            GROUP BY ALL
-            """,
-            [list(run_ids)],
-        )
+            runs = con.execute(
+                "SELECT run_id AS run, model, dataset_id AS dataset FROM runs "
+                "WHERE list_contains(?, run_id) ORDER BY run_id",
+                [list(run_ids)],
+            ).df()
+            parts, groups = [], []
+            for dataset, mine in runs.groupby("dataset", sort=True):
+                ids = mine["run"].tolist()
+                table = _instance_groups(con, dataset, keys)
+                sums = _group_sums(con, dataset, ids, names, keys, only, odd=set())
+                # a NaN among a column's values: read again with NaN as missing
+                odd = {c for c in names if sums[f"odd_{c}"].fillna(False).any()}
+                if odd:
+                    sums = _group_sums(con, dataset, ids, names, keys, only, odd=odd)
+                parts.append(sums.merge(table[["g", *keys]], on="g", how="left"))
+                groups.append(table.assign(dataset=dataset))
+            counted = (
+                dict(
+                    con.execute(
+                        f"SELECT run_id, count(*) FROM scores s "
+                        f"WHERE list_contains(?, s.run_id){only} GROUP BY ALL",
+                        [list(run_ids)],
+                    ).fetchall()
+                )
+                if plain
+                else {}
+            )
+        head = ["run", "model", "dataset", *keys, "condition", "rows"]
+        if parts:
+            sums = pd.concat(parts, ignore_index=True).merge(runs, on="run", how="left")
+        else:
+            extra = [f"{p}_{c}" for c in names for p in ("scored", "total", "odd")]
+            sums = pd.DataFrame(columns=["g", *head, *extra])
+        rest = [c for c in sums.columns if c not in head and c != "g"]
+        out = sums[head + rest].reset_index(drop=True)
+        census = None
+        if plain and parts:
+            census = _derived_census(
+                sums, pd.concat(groups, ignore_index=True), counted, keys, len(set(run_ids))
+            )
+        return out.drop(columns=[f"odd_{c}" for c in names]), census
 
     def length_grid(self, run_ids: Sequence[str], plain: bool = False) -> tuple[int, int]:
         """``(distinct context lengths, distinct (dataset, instance) with a length)``.
@@ -211,16 +235,73 @@ class CellsMixin(StoreBase):
             if odd:
                 scores = self._sums(con, run_ids, names, only, spread, odd=odd)
             scores = scores.drop(columns=[f"odd_{c}" for c in names])
-            errors = self._error_counts(con, run_ids, only, join=False)
+            return self._with_errors(con, scores, run_ids, only)
+
+    def _with_errors(
+        self, con, scores: pd.DataFrame, run_ids: Sequence[str], only: str
+    ) -> pd.DataFrame:
+        """``scores`` (per run and condition, ``n`` rows) with ``missing``, ``n_parse_error``."""
+        errors = self._error_counts(con, run_ids, only, join=False)
+        merged = scores.merge(errors, on=["run", "condition"], how="left")
+        if not (merged["n_rows"] == merged["n"]).all():
+            # predictions without a score row (a run being scored): only the scored ones
+            errors = self._error_counts(con, run_ids, only, join=True)
             merged = scores.merge(errors, on=["run", "condition"], how="left")
-            if not (merged["n_rows"] == merged["n"]).all():
-                # predictions without a score row (a run being scored): only the scored ones
-                errors = self._error_counts(con, run_ids, only, join=True)
-                merged = scores.merge(errors, on=["run", "condition"], how="left")
         merged[["missing", "n_parse_error"]] = merged[["missing", "n_parse_error"]].fillna(0)
         out = merged.drop(columns=["n_rows"])
         head = ["run", "model", "dataset", "condition", "n", "missing", "n_parse_error"]
         return out[head + [c for c in out.columns if c not in head]]
+
+    def sample_pass(
+        self, run_ids: Sequence[str], columns: Sequence[str], plain: bool, counted: int
+    ) -> tuple[pd.DataFrame, dict[tuple[str, str], dict[str, dict[float, int]]]]:
+        """``(cells, value counts)``: :meth:`sample_cells` with ``spread``, and counts.
+
+        The cells as :meth:`sample_cells` gives them with ``spread`` (``d_c`` the same
+        estimate); ``value counts`` as :meth:`value_counts` gives them, of every column whose
+        estimate is at most ``counted`` in every cell. Those columns' rows are counted per
+        combination of their values (one pass for them all; a cell's sums, counts and
+        extremes of them follow from its counts), the other columns' aggregates read beside.
+        """
+        names = [_score(c) for c in columns]
+        only = " AND s.variant = ''" if plain else ""
+        with self.connect(read_only=True) as con:
+            runs = con.execute(
+                "SELECT run_id AS run, model, dataset_id AS dataset FROM runs "
+                "WHERE list_contains(?, run_id)",
+                [list(run_ids)],
+            ).df()
+            finite = {c: f"CASE WHEN isfinite(s.{c}) THEN s.{c} END" for c in names}
+            est = con.execute(
+                "SELECT s.run_id AS run, s.condition, count(*) AS n"
+                + "".join(f", approx_count_distinct({finite[c]}) AS d_{c}" for c in names)
+                + f" FROM scores s WHERE list_contains(?, s.run_id){only} GROUP BY ALL",
+                [list(run_ids)],
+            ).df()
+            few = [c for c in names if (est[f"d_{c}"].fillna(0) <= counted).all()]
+            many = [c for c in names if c not in few]
+            combos, coarse = [], None
+            for part in _parts(few, est):
+                got = _combos(con, run_ids, part, many if coarse is None else [], only, finite)
+                if coarse is None:
+                    coarse = got[1]
+                combos.append((part, got[0]))
+            cells = _cell_stats(est, combos, coarse, few, many)
+            cells = runs.merge(cells, on="run", how="inner")
+            order = ["run", "model", "dataset", "condition", "n"]
+            per = [f"{p}_{c}" for c in names for p in ("sum", "n", "lo", "hi", "d")]
+            out = self._with_errors(con, cells[order + per], run_ids, only)
+        hists: dict[tuple[str, str], dict[str, dict[float, int]]] = {}
+        for part, frame in combos:
+            for c in part:
+                by = frame.groupby(["run", "condition", c], sort=False)["k"].sum()
+                for (run, cond, v), k in by.items():
+                    if math.isfinite(v):
+                        hists.setdefault((run, cond), {}).setdefault(c, {})[float(v)] = int(k)
+        for key in zip(out["run"], out["condition"], strict=True):
+            for c in few:
+                hists.setdefault(key, {}).setdefault(c, {})
+        return out, hists
 
     @staticmethod
     def _sums(
@@ -359,3 +440,227 @@ class CellsMixin(StoreBase):
                 """,
                 [list(run_ids), want],
             )
+
+
+def _order(keys: list[str]) -> str:
+    """A window's ORDER BY numbering each distinct value of the instance cells ``keys``."""
+    return ", ".join(f"i.{k}" for k in keys) if keys else "NULL"
+
+
+def _instance_groups(con, dataset: str, keys: list[str]) -> pd.DataFrame:
+    """Per distinct ``keys`` value of a dataset's instances: its number and counts.
+
+    Columns: ``g`` (the number, as :func:`_group_sums` numbers it), the cells, ``n``
+    (instances) and ``app`` (every one of them oracle applicable with a gold passage).
+    """
+    cols = "".join(f", i.{k}" for k in keys)
+    group = f"GROUP BY {', '.join(f'i.{k}' for k in keys)}" if keys else ""
+    return fetch_frame(
+        con,
+        f"""
+        SELECT dense_rank() OVER (ORDER BY {_order(keys)}) AS g{cols}, count(*) AS n,
+               bool_and(coalesce(i.oracle_applicable, false)
+                        AND coalesce(i.n_gold, 0) > 0) AS app
+        FROM instances i WHERE i.dataset_id = ? {group}
+        """,
+        [dataset],
+    )
+
+
+def _group_sums(
+    con,
+    dataset: str,
+    run_ids: list[str],
+    names: list[str],
+    keys: list[str],
+    only: str,
+    odd: set[str],
+) -> pd.DataFrame:
+    """Per (run, condition, group number ``g``) of one dataset's runs: ``rows`` and sums.
+
+    Per column ``c``: ``scored_c``, ``total_c`` and ``odd_c`` (``c`` holds a NaN, the
+    greatest value to DuckDB: its sums are right only when ``c`` is in ``odd``).
+    """
+    value = {
+        c: f"CASE WHEN isnan(s.{c}) THEN NULL ELSE s.{c} END" if c in odd else f"s.{c}"
+        for c in names
+    }
+    columns = "".join(
+        f", count({value[c]}) AS scored_{c}, fsum({value[c]}) AS total_{c}"
+        f", isnan(max(s.{c})) AS odd_{c}"
+        for c in names
+    )
+    with _instances_built(con):
+        return fetch_frame(
+            con,
+            f"""
+        WITH ig AS (
+            SELECT i.instance_id, dense_rank() OVER (ORDER BY {_order(keys)}) AS g
+            FROM instances i WHERE i.dataset_id = ?
+        )
+        SELECT s.run_id AS run, s.condition, ig.g, count(*) AS rows{columns}
+        FROM scores s JOIN ig USING (instance_id)
+        WHERE list_contains(?, s.run_id){only}
+        GROUP BY ALL
+        """,
+            [dataset, run_ids],
+        )
+
+
+@contextmanager
+def _instances_built(con) -> Iterator[None]:
+    """Joins of score rows to instances build their hash table on the instances.
+
+    DuckDB estimates the score rows of a list of runs at a few thousand and builds on them
+    (ten million rows: twice the time). Its optimizer that picks the build side is off
+    meanwhile (where this DuckDB has it), then as before.
+    """
+    try:
+        before = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()[0]
+        off = ",".join(x for x in (before, "build_side_probe_side") if x)
+        con.execute(f"SET disabled_optimizers = '{off}'")
+    except duckdb.Error:  # a DuckDB without the setting or that optimizer: as it plans
+        yield
+        return
+    try:
+        yield
+    finally:
+        con.execute(f"SET disabled_optimizers = '{before}'")
+
+
+def _derived_census(
+    sums: pd.DataFrame,
+    groups: pd.DataFrame,
+    counted: dict[str, int],
+    keys: list[str],
+    n_runs: int,
+) -> tuple[pd.DataFrame, bool] | None:
+    """:meth:`CellsMixin.group_census` from plain rows' group counts, or None.
+
+    ``sums``: the group cells with ``g``; ``groups``: every dataset's instance groups;
+    ``counted``: score rows per run (joined or not); ``n_runs``: how many runs were asked
+    for. Where every score row of a run is of an instance of its dataset and, in every
+    (run, group), one condition holds as many rows as the group has instances, the run's
+    instances of the group are all of them. Whether the runs hold the same instances
+    follows where a run has no row (no) or every run holds every instance of one dataset
+    (yes); else None.
+    """
+    joined = sums.groupby("run")["rows"].sum()
+    if any(int(joined.get(r, 0)) != int(k) for r, k in counted.items()):
+        return None  # score rows of instances the dataset does not hold
+    most = sums.groupby(["run", "model", "dataset", "g"], dropna=False)["rows"].max()
+    most = most.reset_index().merge(groups, on=["dataset", "g"], how="left")
+    if not (most["rows"] == most["n"]).all():
+        return None
+    census = most[["run", "model", "dataset", *keys]].assign(
+        n_instances=most["n"].astype("int64"), applicable=most["app"].astype(bool)
+    )
+    census = census.reset_index(drop=True)
+    if most["run"].nunique() < n_runs:
+        return census, False  # a run without a row: not the same instances as the others
+    # every run holds every instance of its dataset: the same ones when the dataset is one
+    whole = most.groupby("run")["g"].nunique().to_dict()
+    total = groups.groupby("dataset")["g"].nunique()
+    every = all(whole.get(r, 0) == total[d] for r, d in most[["run", "dataset"]].values)
+    if not every or census["dataset"].nunique() != 1:
+        return None
+    return census, True
+
+
+#: Most value combinations one pass of :meth:`CellsMixin.sample_pass` counts in a cell (by
+#: the estimates); more columns are counted in passes of their own.
+_COMBOS = 1 << 16
+
+
+def _parts(few: list[str], est: pd.DataFrame) -> list[list[str]]:
+    """``few`` in runs of columns whose estimated value combinations stay under the cap."""
+    parts: list[list[str]] = []
+    size = None
+    for c in few:
+        d = est[f"d_{c}"].fillna(0).to_numpy(dtype=float) + 2  # NULL and NaN too
+        if size is not None and (size * d).max() <= _COMBOS:
+            parts[-1].append(c)
+            size = size * d
+        else:
+            parts.append([c])
+            size = d
+    return parts or [[]]
+
+
+def _combos(
+    con, run_ids: Sequence[str], few: list[str], many: list[str], only: str, finite: dict
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """``(counts per value combination of few, the many columns' aggregates per cell)``.
+
+    The second is None without ``many``. Values counted as ``c + 0.0`` (-0.0 as 0.0).
+    """
+    keys = ["s.run_id", "s.condition", *(f"(s.{c} + 0.0)" for c in few)]
+    aggs = "".join(
+        f", count({finite[c]}) AS n_{c}"
+        f", fsum(CASE WHEN isnan(s.{c}) THEN NULL ELSE s.{c} END) AS sum_{c}"
+        f", min({finite[c]}) AS lo_{c}, max({finite[c]}) AS hi_{c}"
+        for c in many
+    )
+    sets = (
+        f"GROUPING SETS (({', '.join(keys)}), (s.run_id, s.condition))"
+        if many and few
+        else (f"{', '.join(keys)}")
+    )
+    marker = f", grouping(s.{few[0]} + 0.0) AS coarse" if many and few else ""
+    frame = fetch_frame(
+        con,
+        f"""
+        SELECT s.run_id AS run, s.condition{"".join(f", (s.{c} + 0.0) AS {c}" for c in few)},
+               count(*) AS k{aggs}{marker}
+        FROM scores s WHERE list_contains(?, s.run_id){only}
+        GROUP BY {sets}
+        """,
+        [list(run_ids)],
+    )
+    if not many:
+        return frame, None
+    if not few:
+        return frame.iloc[:0][["run", "condition", "k"]], frame
+    coarse = frame["coarse"] == 1
+    return frame.loc[~coarse, ["run", "condition", *few, "k"]], frame.loc[coarse]
+
+
+def _cell_stats(
+    est: pd.DataFrame,
+    combos: list[tuple[list[str], pd.DataFrame]],
+    coarse: pd.DataFrame | None,
+    few: list[str],
+    many: list[str],
+) -> pd.DataFrame:
+    """Per (run, condition): ``n`` and per column ``sum``, ``n``, ``lo``, ``hi``, ``d``."""
+    out = est.copy()
+    keys = ["run", "condition"]
+    for part, frame in combos:
+        for c in part:
+            by = frame.groupby([*keys, c], sort=False)["k"].sum().reset_index()
+            stats = {}
+            for key, rows in by.groupby(keys, sort=False):
+                v, k = rows[c].to_numpy(dtype=float), rows["k"].to_numpy(dtype=np.int64)
+                fin = np.isfinite(v)
+                num = ~np.isnan(v)
+                terms = v[num] * k[num]
+                total = math.fsum(terms) if np.isfinite(terms).all() else float(np.sum(terms))
+                stats[key] = (
+                    total if num.any() else math.nan,
+                    int(k[fin].sum()),
+                    float(v[fin].min()) if fin.any() else math.nan,
+                    float(v[fin].max()) if fin.any() else math.nan,
+                )
+            cols = [
+                stats.get(key, (math.nan, 0, math.nan, math.nan))
+                for key in zip(out["run"], out["condition"], strict=True)
+            ]
+            for i, p in enumerate(("sum", "n", "lo", "hi")):
+                out[f"{p}_{c}"] = [x[i] for x in cols]
+    if coarse is not None:
+        out = out.merge(
+            coarse[[*keys, *(f"{p}_{c}" for c in many for p in ("n", "sum", "lo", "hi"))]],
+            on=keys,
+            how="left",
+        )
+    return out
