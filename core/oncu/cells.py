@@ -233,6 +233,29 @@ def _add_cis(
         return
     q = percentiles(level)
     binned = [set() for _ in rows]
+    memo: dict[tuple, tuple[float, float]] = {}
+
+    def drawn(cats, counts, missing: int, spread) -> tuple[float, float]:
+        """The percentile interval of the counts' resampled means.
+
+        The same counts are drawn once (seeded: the same interval); a cell's columns often
+        hold the same (without evidence: zeros only).
+        """
+        key = (
+            np.asarray(cats, dtype=float).tobytes(),
+            np.asarray(counts, dtype=np.int64).tobytes(),
+            missing,
+            None if spread is None else np.asarray(spread, dtype=float).tobytes(),
+        )
+        if key not in memo:
+            boot = multinomial_counts(cats, counts, missing, n_resamples, seed, spread)
+            boot = boot[np.isfinite(boot)]
+            lo = hi = math.nan
+            if boot.size:
+                lo, hi = (float(x) for x in np.percentile(boot, q))
+            memo[key] = (lo, hi)
+        return memo[key]
+
     # columns of few distinct values: their exact counts, every column in one pass
     counted = {
         s: [
@@ -259,10 +282,7 @@ def _add_cis(
                 cats, counts, spread = bins[key] if key in bins else _counts(hists[key][s])
                 if spread is not None:
                     binned[g].add(s)
-                boot = multinomial_counts(cats, counts, n - finite, n_resamples, seed, spread)
-                boot = boot[np.isfinite(boot)]
-                if boot.size:
-                    lo, hi = (float(x) for x in np.percentile(boot, q))
+                lo, hi = drawn(cats, counts, n - finite, spread)
             rows[g][f"{s}_ci_low"], rows[g][f"{s}_ci_high"] = lo, hi
     for g in fast:
         rows[g]["ci_method"] = "multinomial-binned" if binned[g] else "multinomial"
