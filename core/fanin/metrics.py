@@ -669,6 +669,7 @@ def fanin_store(
     *,
     allowed: pd.DataFrame | None = None,
     pair: bool = False,
+    scale: bool = False,
     **options: Any,
 ) -> FaninResult:
     """:func:`fanin_analysis` of stored runs from one DuckDB query (no per-row frame).
@@ -679,6 +680,8 @@ def fanin_store(
         score_field: as :func:`fanin_analysis`.
         allowed: ``dataset, instance_id`` pairs to keep (the selection's filters; None: all).
         pair: several runs of one dataset on their common instances.
+        scale: read the rows as at study scale (:func:`core.store.fanin_rows.fanin_rows`:
+            the same rows, from three cheaper reads).
         options: ``points``, ``include_oracle``, ``include_full_context``, ``n_resamples``,
             ``seed`` of :func:`fanin_analysis`.
 
@@ -686,7 +689,7 @@ def fanin_store(
         ValueError: unknown score field or option, or no plain-condition predictions.
     """
     _check_options(score_field, options.get("points", "bucket"))
-    raw = fanin_rows(store, list(run_ids), allowed=allowed, pair=pair)
+    raw = fanin_rows(store, list(run_ids), allowed=allowed, pair=pair, scale=scale)
     if not len(raw["rows"]["fan_in"]):
         raise ValueError(
             f"runs {', '.join(run_ids)} hold no predictions of the plain conditions "

@@ -89,8 +89,14 @@ class FaninSummaries:
 def item_bins(values: np.ndarray, scale: float, bins: int = BINS) -> np.ndarray:
     """The bin of each value (-1 for NaN), as the store computes it: floor(v x bins / scale)."""
     v = np.asarray(values, dtype=float)
-    out = np.full(v.shape, -1, dtype=np.int64)
     fin = np.isfinite(v)
+    if fin.all():  # no copies of the finite values (the same numbers)
+        b = np.multiply(v, bins)
+        b /= scale
+        np.floor(b, out=b)
+        np.clip(b, 0, bins - 1, out=b)
+        return b.astype(np.int64)
+    out = np.full(v.shape, -1, dtype=np.int64)
     out[fin] = np.clip(np.floor(v[fin] * bins / scale), 0, bins - 1).astype(np.int64)
     return out
 
@@ -109,10 +115,11 @@ def pair_counts(inst: np.ndarray, sys: np.ndarray, state: np.ndarray, n_sys: int
         return pd.DataFrame(columns=cols)
     inst = np.asarray(inst, dtype=np.int64)
     sys = np.asarray(sys, dtype=np.int64)
-    state = np.asarray(state, dtype=np.int64)
+    state = np.asarray(state)
     n_inst = int(inst.max()) + 1
     flat = sys * n_inst + inst  # one scatter index for the three 0/1 matrices
-    mats = np.zeros((3, n_sys * n_inst))
+    # sums of at most n_inst products of 0 and 1: exact in float32 below 2^24 (half the memory)
+    mats = np.zeros((3, n_sys * n_inst), dtype=np.float32 if n_inst < 1 << 24 else np.float64)
     mats[0, flat] = 1.0
     mats[1, flat] = state > 0
     mats[2, flat] = state == 2
@@ -317,11 +324,16 @@ class StoreSummaries:
         n_cells = len(self.systems) * n_fan
         missing = np.isnan(score) | arr["err"]
         ok = ~missing
-        ac = np.where(ok, 100.0 * score, np.nan)
-        fail = ok & (ac < 33.0)
+        every = not missing.any()  # nothing missing: no copies of the answered rows
+        ac = np.multiply(score, 100.0)
+        if not every:
+            ac[missing] = np.nan
+        fail = ac < 33.0  # False for NaN: the answered rows with AC < 33
         # one integer count per (cell, row state): 0 answered, 1 missing, 2 + pack state a
         # failure (AC < 33) without a pack, with one, with one and ER < 0.5 (_pack_state)
-        state = np.where(missing, 1, np.where(fail, 2 + arr["pack_state"], 0))
+        state = np.zeros(len(score), dtype=np.int8)
+        state[missing] = 1
+        state[fail] = 2 + arr["pack_state"][fail]
         by = np.bincount(cell * 5 + state, minlength=n_cells * 5).reshape(n_cells, 5)
         counts = {
             "n_rows": by.sum(axis=1),
@@ -346,7 +358,7 @@ class StoreSummaries:
                 for m, v in zip(("ep", "er"), _pack_values(arr), strict=True)
             ]
         frames = [
-            _group_items(cell[ok], ac[ok], "ac", METRIC_SCALE["ac"], n_fan),
+            _group_items(cell if every else cell[ok], ac if every else ac[ok], "ac", 100.0, n_fan),
             *self._pack_items[mask],
         ]
         items = pd.concat(frames, ignore_index=True)
@@ -388,9 +400,12 @@ def _group_items(
     With ``weight``, each value stands for ``weight`` rows (``n_rows`` in all).
     """
     width = BINS + 1  # bin -1 (NaN) and 0 .. BINS - 1
-    group = cell * width + (item_bins(v, scale) + 1)
+    group = item_bins(v, scale)
+    group += 1
+    group += cell * width
     fin = np.isfinite(v)
-    val = np.where(fin, v, 0.0)
+    every = bool(fin.all())
+    val = v if every else np.where(fin, v, 0.0)
     size = int(group.max()) + 1 if group.size else 0
     w = None if weight is None else weight.astype(float)
     count = np.bincount(group, weights=w, minlength=size)
@@ -400,8 +415,9 @@ def _group_items(
     sq = _sum_by(group, val * val, size, w, n_rows)
     vmin = np.full(size, np.inf)
     vmax = np.full(size, -np.inf)
-    np.minimum.at(vmin, group[fin], v[fin])
-    np.maximum.at(vmax, group[fin], v[fin])
+    g_fin, v_fin = (group, v) if every else (group[fin], v[fin])
+    np.minimum.at(vmin, g_fin, v_fin)
+    np.maximum.at(vmax, g_fin, v_fin)
     g = np.flatnonzero(count)
     nan_bin = g % width == 0
     c = g // width

@@ -8,6 +8,13 @@ the string keys are joined once in DuckDB and the rows come back as numpy arrays
 scores are read apart (by position when the score rows pair up with the predictions, every
 pair's key checked; else keyed by run, instance and condition) and each score column is
 gathered on first use (:class:`ScoreColumns`).
+
+At study scale (``scale=True``; issue 38: ten million predictions) the same rows come from
+three cheaper reads, numbered and paired in numpy instead of joined on strings in DuckDB
+(:func:`_scaled_rows`): the selected datasets' instances with their gold ids once (a
+temporary table of the connection), the predictions and the score rows each joined to it
+alone. The rows and scores are those of the one-query read (the tests compare them row by
+row); only the way there differs.
 """
 
 from __future__ import annotations
@@ -133,12 +140,89 @@ _PAIRED = """
 """
 
 
+# ---- study scale (issue 38): the instances once, predictions and score rows joined to them alone
+#: The separator of the id lists the scaled read builds with ``string_agg`` (an id holding it
+#: takes ``list()`` instead: :func:`_scaled_instances`).
+_SEP = "chr(31)"
+# The selected datasets' instances (``only``: the allowed ones), numbered 0 .. n-1 (``idx``:
+# the row of the numpy arrays), with their code, order, gold ids and fan-in as ``_SQL``'s
+# ``inst`` has them. ``variant`` is a join key of the two reads below (always ''): an
+# equality on the predictions' own column would be pushed into their scan, where DuckDB's
+# guess of its selectivity (1 / distinct variants) makes ten million rows look like ten
+# thousand, and the predictions the side the join builds its table of.
+_SCALE_INST_SQL = """
+CREATE TEMP TABLE {table} AS
+WITH gold AS (
+    SELECT dataset_id, instance_id, {gold_ids} AS gold_ids, count(*) AS n_gold,
+           {fan_in} + (count(*) > count(doc_id))::INTEGER AS fan_in,
+           bool_or(contains(passage_id, {sep}) OR contains(doc_id, {sep})) AS odd
+    FROM passages WHERE is_gold AND list_contains($datasets, dataset_id)
+    GROUP BY ALL
+)
+SELECT i.dataset_id, i.instance_id, ''::VARCHAR AS variant,
+       (row_number() OVER () - 1)::INTEGER AS idx,
+       (dense_rank() OVER (ORDER BY i.instance_id) - 1)::INTEGER AS code, i.ord,
+       coalesce(g.gold_ids, []) AS gold_ids, coalesce(g.n_gold, 0)::INTEGER AS n_gold,
+       coalesce(g.fan_in, 0)::INTEGER AS fan_in, coalesce(g.odd, false) AS odd
+FROM instances i LEFT JOIN gold g USING (dataset_id, instance_id)
+WHERE list_contains($datasets, i.dataset_id){only}
+"""
+#: Gold ids and distinct gold documents: joined into one string per instance and split again
+#: (several times cheaper than ``list()``), or listed when an id holds the separator.
+_GOLD_SPLIT = (
+    "string_split(string_agg(passage_id, {sep}), {sep})",
+    "coalesce(len(list_distinct(string_split(string_agg(doc_id, {sep}), {sep}))), 0)",
+)
+_GOLD_LIST = ("list(passage_id)", "count(DISTINCT doc_id)")
+#: The condition's code: the four plain conditions as :data:`CONDITION_CODES`, 4 any other
+#: (kept for the pairing, which counts every variant-'' prediction; left out after it).
+_COND = """CASE {t}.condition WHEN 'full_context' THEN 0 WHEN 'no_evidence' THEN 1
+                            WHEN 'oracle' THEN 2 WHEN 'retrieved' THEN 3 ELSE 4 END"""
+# Every variant-'' prediction of the runs whose instance is a selected one: what ``_SQL``
+# gives of it, and ``at``, the number it is paired with its score row by (run, condition,
+# instance: (run_no x 5 + condition) x instances + idx).
+_SCALE_PRED_SQL = """
+WITH p AS (
+    SELECT r.run_no, {cond} AS cond, i.idx, i.code, i.ord, i.fan_in, i.n_gold, i.gold_ids,
+           p.error,
+           CASE WHEN p.condition IN ('retrieved', 'oracle') THEN p.input_passage_ids
+                WHEN p.condition = 'full_context' THEN coalesce(p.cited_ids, [])
+           END AS pack
+    FROM predictions p
+    JOIN ({runs}) r USING (run_id)
+    JOIN {table} i
+        ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
+        AND i.variant = p.variant
+)
+SELECT run_no::INTEGER AS run_no, cond::TINYINT AS cond,
+       ((run_no * 5 + cond) * $n + idx)::BIGINT AS at, code, ord, fan_in,
+       (error IS NOT NULL AND length(trim(error, $ws)) > 0) AS err,
+       pack IS NOT NULL AND n_gold > 0 AS has_pack,
+       coalesce(len(list_filter(gold_ids, lambda g: list_contains(pack, g))), 0)::INTEGER
+           AS n_hits,
+       n_gold,
+       coalesce(len(list_filter(pack, lambda x, i: list_position(pack, x) = i)), 0)::INTEGER
+           AS n_pack
+FROM p
+"""
+# The runs' variant-'' score rows of the selected instances: ``at`` and the scores.
+_SCALE_SCORES_SQL = """
+SELECT ((r.run_no * 5 + {cond}) * $n + i.idx)::BIGINT AS at,
+       s.em_strict, s.f1_strict, s.em_relaxed, s.f1_relaxed, s.soft_correct
+FROM scores s
+JOIN ({runs}) r USING (run_id)
+JOIN {table} i
+    ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id AND i.variant = s.variant
+"""
+
+
 def fanin_rows(
     store: StoreBase,
     run_ids: Sequence[str],
     *,
     allowed: pd.DataFrame | None = None,
     pair: bool = False,
+    scale: bool = False,
 ) -> dict[str, Any]:
     """Per plain-condition prediction of the runs, the numbers the fan-in views need.
 
@@ -152,6 +236,9 @@ def fanin_rows(
         run_ids: the runs.
         allowed: ``dataset, instance_id`` pairs to keep (None: all).
         pair: restrict several runs of one dataset to their common instances.
+        scale: read as at study scale (:func:`_scaled_rows`): the same rows and scores,
+            seconds rather than tens of seconds at ten million predictions, a few
+            milliseconds more on a small store.
 
     Returns:
         ``runs``: ``run_no, run_id, model, dataset_id`` per stored run of ``run_ids``
@@ -181,6 +268,12 @@ def fanin_rows(
         # one run: every instance it holds is common to "every run" (pairing is a no-op),
         # and the rows need not be materialized for the pairing's second look
         pair = bool(pair) and len(runs) > 1
+        order = {r: i for i, r in enumerate(ids)}
+        runs = runs.assign(run_no=runs["run_id"].map(order).astype(int)).sort_values("run_no")
+        runs = runs.reset_index(drop=True)[["run_no", "run_id", "model", "dataset_id"]]
+        if scale:
+            rows, matched = _scaled_rows(con, runs, params, only, pair)
+            return {"runs": runs, "rows": rows, "scores": matched}
         sql = _SQL.format(
             only=only,
             materialized="MATERIALIZED" if pair else "",
@@ -188,18 +281,132 @@ def fanin_rows(
         )
         raw = con.sql(sql, params=params).to_arrow_table()
         scores = _read_scores(con, ids)
-    order = {r: i for i, r in enumerate(ids)}
-    runs = runs.assign(run_no=runs["run_id"].map(order).astype(int)).sort_values("run_no")
     rows: dict[str, np.ndarray] = {}
     for name in raw.column_names:
         rows[name] = _numpy(raw.column(name))  # no NULL in these columns
     matched = ScoreColumns(rows, scores)
     del rows["inst_row"], rows["prow"]
-    return {
-        "runs": runs.reset_index(drop=True)[["run_no", "run_id", "model", "dataset_id"]],
-        "rows": rows,
-        "scores": matched,
-    }
+    return {"runs": runs, "rows": rows, "scores": matched}
+
+
+def _scaled_rows(
+    con: duckdb.DuckDBPyConnection,
+    runs: pd.DataFrame,
+    params: dict[str, Any],
+    only: str,
+    pair: bool,
+) -> tuple[dict[str, np.ndarray], ScoreColumns]:
+    """:func:`fanin_rows`' rows and scores from three reads, paired in numpy.
+
+    The selected datasets' instances go to a temporary table once (``_SCALE_INST_SQL``: 0.6
+    million rows, with their gold ids); the predictions and the score rows are each joined
+    to it alone, as small integer rows (``key``: run and condition; ``idx``: the instance),
+    and paired by those two numbers (a dense table, no sort). The pairing of several runs
+    (``_PAIRED``) is counted on the same numbers. The instances' own columns (code, order,
+    fan-in, gold count) are taken by ``idx``.
+    """
+    n_runs = int(runs["run_no"].max()) + 1 if len(runs) else 0
+    table = "fanin_scale_instances"
+    # the runs as a constant table: exact sizes for the planner (a list parameter's are not)
+    values = ", ".join(f"($r{k}, $d{k}, {int(n)})" for k, n in enumerate(runs["run_no"]))
+    run_sql = f"SELECT * FROM (VALUES {values}) v(run_id, dataset_id, run_no)"
+    run_params = {f"r{k}": str(r) for k, r in enumerate(runs["run_id"])}
+    run_params |= {f"d{k}": str(d) for k, d in enumerate(runs["dataset_id"])}
+    inst_params = {"datasets": sorted({str(d) for d in runs["dataset_id"].dropna()})}
+    inst_params |= {k: v for k, v in params.items() if k in ("ok_ds", "ok_ids")}
+    if not len(runs):
+        return _no_rows(), ScoreColumns.matched(0, pa.table({}), np.zeros(0, bool), np.zeros(0))
+    try:
+        n_idx = _scaled_instances(con, table, only, inst_params)
+        pred = con.sql(
+            _SCALE_PRED_SQL.format(cond=_COND.format(t="p"), runs=run_sql, table=table),
+            params={"ws": params["ws"], "n": n_idx, **run_params},
+        ).to_arrow_table()
+        scores = con.sql(
+            _SCALE_SCORES_SQL.format(cond=_COND.format(t="s"), runs=run_sql, table=table),
+            params={"n": n_idx, **run_params},
+        ).to_arrow_table()
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
+    cond = _numpy(pred.column("cond"))
+    keep = cond < 4  # the four plain conditions
+    if pair:
+        keep &= _paired(_numpy(pred.column("run_no")), _numpy(pred.column("code")), runs)
+    sel = None if keep.all() else np.flatnonzero(keep)
+    names = ("run_no", "cond", "code", "ord", "fan_in", "err", "has_pack", "n_hits", "n_gold")
+    rows = {}
+    for name in (*names, "n_pack", "at"):
+        col = cond if name == "cond" else _numpy(pred.column(name))
+        rows[name] = col if sel is None else col[sel]
+    p_at = rows.pop("at")
+    # score rows of other conditions (code 4) are never asked for: no plain row has their at
+    found, src = _match_dense(p_at, _numpy(scores.column("at")), 5 * n_runs * n_idx)
+    return rows, ScoreColumns.matched(len(p_at), scores, found, src)
+
+
+def _scaled_instances(
+    con: duckdb.DuckDBPyConnection, table: str, only: str, params: dict[str, Any]
+) -> int:
+    """Create ``table`` (``_SCALE_INST_SQL``); its number of instances."""
+    con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
+    split = [f.format(sep=_SEP) for f in _GOLD_SPLIT]
+    sql = _SCALE_INST_SQL.format(
+        table=table, only=only, sep=_SEP, gold_ids=split[0], fan_in=split[1]
+    )
+    con.execute(sql, params).fetchall()
+    n, odd = con.execute(f"SELECT count(*), bool_or(odd) FROM {table}").fetchall()[0]
+    if odd:  # an id holding the separator: the ids listed as they are
+        con.execute(f"DROP TABLE {table}").fetchall()
+        sql = _SCALE_INST_SQL.format(
+            table=table, only=only, sep=_SEP, gold_ids=_GOLD_LIST[0], fan_in=_GOLD_LIST[1]
+        )
+        con.execute(sql, params).fetchall()
+    return int(n)
+
+
+def _paired(run_no: np.ndarray, code: np.ndarray, runs: pd.DataFrame) -> np.ndarray:
+    """``_PAIRED`` on numbers: the rows of instances every run with rows holds.
+
+    Every row is kept unless the runs with rows are of one dataset; then those whose
+    instance code has a row of each of them.
+    """
+    if not len(code):
+        return np.ones(0, dtype=bool)
+    per_run = np.bincount(run_no)
+    held = np.flatnonzero(per_run)
+    datasets = runs.set_index("run_no").loc[held, "dataset_id"]
+    if datasets.nunique(dropna=False) != 1:
+        return np.ones(len(code), dtype=bool)
+    n_code = int(code.max()) + 1
+    pos = np.zeros(per_run.size, dtype=np.int64)
+    pos[held] = np.arange(len(held))
+    # rows per (instance code, run): an instance is kept when every run has one
+    seen = np.bincount(code * len(held) + pos[run_no], minlength=n_code * len(held))
+    full = (seen.reshape(n_code, len(held)) > 0).all(axis=1)
+    return full[code]
+
+
+def _match_dense(p_at: np.ndarray, s_at: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``p_at`` with an equal key in ``s_at`` (keys unique in each), and its index."""
+    if space <= 4 * (len(p_at) + len(s_at)) + 1024:
+        small = len(s_at) < np.iinfo(np.int32).max
+        where = np.full(space, -1, dtype=np.int32 if small else np.int64)
+        where[s_at] = np.arange(len(s_at), dtype=where.dtype)
+        hit = where[p_at]
+        found = hit >= 0
+        return found, hit[found]
+    order = np.argsort(s_at)
+    s_sorted = s_at[order]
+    at = np.minimum(np.searchsorted(s_sorted, p_at), max(len(s_sorted) - 1, 0))
+    found = s_sorted[at] == p_at if len(s_sorted) else np.zeros(len(p_at), dtype=bool)
+    return found, order[at[found]]
+
+
+def _no_rows() -> dict[str, np.ndarray]:
+    """The rows of :func:`fanin_rows` when there are none."""
+    kinds = {"cond": np.int8, "err": bool, "has_pack": bool}
+    names = ("run_no", "cond", "code", "ord", "fan_in", "err", "has_pack", "n_hits")
+    return {k: np.zeros(0, dtype=kinds.get(k, np.int32)) for k in (*names, "n_gold", "n_pack")}
 
 
 def _read_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pa.Table:
@@ -252,6 +459,20 @@ class ScoreColumns(Mapping[str, np.ndarray]):
         # every row has its score row: a gather, no NaN-filled copy
         self._whole = bool(self._found.all()) if self._table is not None else False
         self._done: dict[str, np.ndarray] = {}
+
+    @classmethod
+    def matched(cls, n: int, scores: pa.Table, found: np.ndarray, src: np.ndarray) -> ScoreColumns:
+        """The score columns of ``n`` rows matched already.
+
+        The found rows (``found``) take, in their order, the score rows ``src`` of ``scores``.
+        """
+        self = cls.__new__(cls)
+        self._n = n
+        self._table = scores if scores.num_rows and n else None
+        self._found, self._src = found, src
+        self._whole = bool(found.all()) if self._table is not None else False
+        self._done = {}
+        return self
 
     def __getitem__(self, field: str) -> np.ndarray:
         """The column of ``field`` (float64, one value per row)."""
