@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,8 @@ _COUNTED = 4 * MAX_CATEGORIES
 _UNIT = list(UNIT_KEYS)
 
 _KEYS = [*_UNIT, "condition"]
+#: Threads of the sample-mean CIs' draws (and the store's binning beside them).
+_WORKERS = 3
 
 
 def store_oncu_summary(
@@ -232,29 +235,12 @@ def _add_cis(
     if not fast:
         return
     q = percentiles(level)
-    binned = [set() for _ in rows]
-    memo: dict[tuple, tuple[float, float]] = {}
 
-    def drawn(cats, counts, missing: int, spread) -> tuple[float, float]:
-        """The percentile interval of the counts' resampled means.
-
-        The same counts are drawn once (seeded: the same interval); a cell's columns often
-        hold the same (without evidence: zeros only).
-        """
-        key = (
-            np.asarray(cats, dtype=float).tobytes(),
-            np.asarray(counts, dtype=np.int64).tobytes(),
-            missing,
-            None if spread is None else np.asarray(spread, dtype=float).tobytes(),
-        )
-        if key not in memo:
-            boot = multinomial_counts(cats, counts, missing, n_resamples, seed, spread)
-            boot = boot[np.isfinite(boot)]
-            lo = hi = math.nan
-            if boot.size:
-                lo, hi = (float(x) for x in np.percentile(boot, q))
-            memo[key] = (lo, hi)
-        return memo[key]
+    def interval(cats, counts, missing: int, spread) -> tuple[float, float]:
+        """The percentile interval of the counts' resampled means."""
+        boot = multinomial_counts(cats, counts, missing, n_resamples, seed, spread)
+        boot = boot[np.isfinite(boot)]
+        return tuple(float(x) for x in np.percentile(boot, q)) if boot.size else (math.nan,) * 2
 
     # columns of few distinct values: their exact counts, every column in one pass
     counted = {
@@ -267,25 +253,67 @@ def _add_cis(
         for s in scores
     }
     hists = reads.value_counts(tuple(s for s in scores if counted[s]))
-    for s in scores:
-        wide = [g for g in fast if g not in set(counted[s]) and cells.at[g, f"n_{s}"] > 0]
-        limits = [
-            (rows[g]["run"], rows[g]["condition"], cells.at[g, f"lo_{s}"], cells.at[g, f"hi_{s}"])
-            for g in wide
-        ]
-        bins = _store_bins(reads, s, limits) if wide else {}
+    wide = {
+        s: [g for g in fast if g not in set(counted[s]) and cells.at[g, f"n_{s}"] > 0]
+        for s in scores
+    }
+    jobs: dict[tuple, Future] = {}
+    inputs: dict[tuple[int, str], tuple] = {}
+    with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+
+        def draw(g: int, s: str, got: tuple) -> None:
+            """Queue the draws of one column of a cell.
+
+            The same counts are drawn once (seeded: the same interval); without evidence a
+            cell's columns often hold the same (zeros only).
+            """
+            cats, counts, spread = got
+            missing = int(cells.at[g, "n"]) - int(cells.at[g, f"n_{s}"])
+            key = (
+                np.asarray(cats, dtype=float).tobytes(),
+                np.asarray(counts, dtype=np.int64).tobytes(),
+                missing,
+                None if spread is None else np.asarray(spread, dtype=float).tobytes(),
+            )
+            if key not in jobs:
+                jobs[key] = pool.submit(interval, cats, counts, missing, spread)
+            inputs[(g, s)] = (key, spread is not None)
+
+        # the wide columns binned in the store while the counted ones are drawn (DuckDB and
+        # NumPy's draws leave the interpreter lock)
+        binning = {
+            s: pool.submit(
+                _store_bins,
+                reads,
+                s,
+                [
+                    (rows[g]["run"], rows[g]["condition"])
+                    + (cells.at[g, f"lo_{s}"], cells.at[g, f"hi_{s}"])
+                    for g in wide[s]
+                ],
+            )
+            for s in scores
+            if wide[s]
+        }
+        for s in scores:
+            for g in fast:
+                if g not in set(wide[s]) and int(cells.at[g, f"n_{s}"]):
+                    draw(g, s, _counts(hists[(rows[g]["run"], rows[g]["condition"])][s]))
+        for s, future in binning.items():
+            bins = future.result()
+            for g in wide[s]:
+                key = (rows[g]["run"], rows[g]["condition"])
+                draw(g, s, bins[key] if key in bins else _counts(hists[key][s]))
         for g in fast:
-            key = (rows[g]["run"], rows[g]["condition"])
-            n, finite = int(cells.at[g, "n"]), int(cells.at[g, f"n_{s}"])
-            lo = hi = math.nan
-            if finite:
-                cats, counts, spread = bins[key] if key in bins else _counts(hists[key][s])
-                if spread is not None:
-                    binned[g].add(s)
-                lo, hi = drawn(cats, counts, n - finite, spread)
-            rows[g][f"{s}_ci_low"], rows[g][f"{s}_ci_high"] = lo, hi
-    for g in fast:
-        rows[g]["ci_method"] = "multinomial-binned" if binned[g] else "multinomial"
+            binned = False
+            for s in scores:
+                lo = hi = math.nan
+                if (g, s) in inputs:
+                    key, spread = inputs[(g, s)]
+                    lo, hi = jobs[key].result()
+                    binned = binned or spread
+                rows[g][f"{s}_ci_low"], rows[g][f"{s}_ci_high"] = lo, hi
+            rows[g]["ci_method"] = "multinomial-binned" if binned else "multinomial"
 
 
 def _counts(hist: dict[float, int]) -> tuple:

@@ -16,6 +16,7 @@ frame: means skip them. Sums are compensated (``fsum``).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -272,12 +273,7 @@ class CellsMixin(StoreBase):
                 [list(run_ids)],
             ).df()
             finite = {c: f"CASE WHEN isfinite(s.{c}) THEN s.{c} END" for c in names}
-            est = con.execute(
-                "SELECT s.run_id AS run, s.condition, count(*) AS n"
-                + "".join(f", approx_count_distinct({finite[c]}) AS d_{c}" for c in names)
-                + f" FROM scores s WHERE list_contains(?, s.run_id){only} GROUP BY ALL",
-                [list(run_ids)],
-            ).df()
+            est = _estimates(con, run_ids, names, only, finite)
             few = [c for c in names if (est[f"d_{c}"].fillna(0) <= counted).all()]
             many = [c for c in names if c not in few]
             combos, coarse = [], None
@@ -507,6 +503,12 @@ def _group_sums(
         )
 
 
+#: Held while a join runs with DuckDB's build-side optimizer off (a setting of the whole
+#: database, which connections of this process to the same file share): one such join at a
+#: time, each setting back what it found.
+_PLAN_LOCK = threading.Lock()
+
+
 @contextmanager
 def _instances_built(con) -> Iterator[None]:
     """Joins of score rows to instances build their hash table on the instances.
@@ -515,17 +517,20 @@ def _instances_built(con) -> Iterator[None]:
     (ten million rows: twice the time). Its optimizer that picks the build side is off
     meanwhile (where this DuckDB has it), then as before.
     """
-    try:
-        before = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()[0]
-        off = ",".join(x for x in (before, "build_side_probe_side") if x)
-        con.execute(f"SET disabled_optimizers = '{off}'")
-    except duckdb.Error:  # a DuckDB without the setting or that optimizer: as it plans
-        yield
-        return
-    try:
-        yield
-    finally:
-        con.execute(f"SET disabled_optimizers = '{before}'")
+    with _PLAN_LOCK:
+        before = None
+        try:
+            found = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()[0]
+            off = ",".join(x for x in (found, "build_side_probe_side") if x)
+            con.execute(f"SET disabled_optimizers = '{off}'")
+            before = found
+        except duckdb.Error:  # a DuckDB without the setting or that optimizer: as it plans
+            pass
+        try:
+            yield
+        finally:
+            if before is not None:
+                con.execute(f"SET disabled_optimizers = '{before}'")
 
 
 def _derived_census(
@@ -570,6 +575,21 @@ def _derived_census(
 #: Most value combinations one pass of :meth:`CellsMixin.sample_pass` counts in a cell (by
 #: the estimates); more columns are counted in passes of their own.
 _COMBOS = 1 << 16
+
+
+def _estimates(
+    con, run_ids: Sequence[str], names: list[str], only: str, finite: dict[str, str]
+) -> pd.DataFrame:
+    """Per (run, condition): ``n`` rows and per column ``d_c``.
+
+    ``d_c``: about how many distinct finite values (HyperLogLog).
+    """
+    return con.execute(
+        "SELECT s.run_id AS run, s.condition, count(*) AS n"
+        + "".join(f", approx_count_distinct({finite[c]}) AS d_{c}" for c in names)
+        + f" FROM scores s WHERE list_contains(?, s.run_id){only} GROUP BY ALL",
+        [list(run_ids)],
+    ).df()
 
 
 def _parts(few: list[str], est: pd.DataFrame) -> list[list[str]]:
