@@ -507,13 +507,15 @@ def _sum_by(
     With ``weight``, each value stands for ``weight`` rows (``n_rows`` in all): the grid is
     that of the rows, so each value's on-grid part times its weight is exact too.
     """
-    top = float(np.abs(v).max()) if v.size else 0.0
+    top = max(float(v.max()), -float(v.min())) if v.size else 0.0  # max |v|, no copy
     n = v.size if n_rows is None else n_rows
     if top == 0.0:
         return np.bincount(group, weights=v if weight is None else v * weight, minlength=size)
     e = min(1000, 52 - math.frexp(top)[1] - math.ceil(math.log2(n + 1)))
     scale = 2.0**e
-    hi = np.floor(v * scale) / scale
+    hi = np.multiply(v, scale)  # floor(v x scale) / scale, in place
+    np.floor(hi, out=hi)
+    hi /= scale
     lo = v - hi
     if weight is not None:
         hi, lo = hi * weight, lo * weight
