@@ -20,6 +20,7 @@ row); only the way there differs.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import duckdb
@@ -299,11 +300,11 @@ def _scaled_rows(
     """:func:`fanin_rows`' rows and scores from three reads, paired in numpy.
 
     The selected datasets' instances go to a temporary table once (``_SCALE_INST_SQL``: 0.6
-    million rows, with their gold ids); the predictions and the score rows are each joined
-    to it alone, as small integer rows (``key``: run and condition; ``idx``: the instance),
-    and paired by those two numbers (a dense table, no sort). The pairing of several runs
-    (``_PAIRED``) is counted on the same numbers. The instances' own columns (code, order,
-    fan-in, gold count) are taken by ``idx``.
+    million rows at study scale, with their gold ids); the predictions and the score rows
+    are each joined to it alone (``_SCALE_PRED_SQL``, ``_SCALE_SCORES_SQL``), each row
+    numbered by its run, condition and instance (``at``), and paired by that number in a
+    dense table (no sort, no join of ten million rows with ten million). The pairing of
+    several runs (``_PAIRED``) is counted on the same numbers (:func:`_paired`).
     """
     n_runs = int(runs["run_no"].max()) + 1 if len(runs) else 0
     table = "fanin_scale_instances"
@@ -314,7 +315,7 @@ def _scaled_rows(
     run_params |= {f"d{k}": str(d) for k, d in enumerate(runs["dataset_id"])}
     inst_params = {"datasets": sorted({str(d) for d in runs["dataset_id"].dropna()})}
     inst_params |= {k: v for k, v in params.items() if k in ("ok_ds", "ok_ids")}
-    if not len(runs):
+    if not inst_params["datasets"]:  # no stored run of a stored dataset: no rows
         return _no_rows(), ScoreColumns.matched(0, pa.table({}), np.zeros(0, bool), np.zeros(0))
     try:
         n_idx = _scaled_instances(con, table, only, inst_params)
@@ -327,7 +328,8 @@ def _scaled_rows(
             params={"n": n_idx, **run_params},
         ).to_arrow_table()
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
+        with suppress(duckdb.Error):  # the connection's own table: gone when it closes anyway
+            con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
     cond = _numpy(pred.column("cond"))
     keep = cond < 4  # the four plain conditions
     if pair:
