@@ -116,11 +116,16 @@ def test_the_store_sample_means_are_the_frame_means(release, study, method):
                 assert got.loc[unbinned, col].equals(want.loc[unbinned, col]), col
 
 
-def test_a_large_cell_is_drawn_from_its_counts(tmp_path):
+@pytest.mark.parametrize("sampled", [False, True])
+def test_a_large_cell_is_drawn_from_its_counts(tmp_path, monkeypatch, sampled):
     """Cells above RESAMPLE_MAX: the multinomial CI from the store's value counts, to the bit;
-    a column of many distinct values binned in the store close to the frame's bins."""
+    a column of many distinct values binned in the store close to the frame's bins. The
+    same where a sample of the rows tells which columns to count (a study's millions)."""
+    import core.store.cell_rows as cell_rows
     from core.stats.inference import RESAMPLE_MAX
 
+    if sampled:
+        monkeypatch.setattr(cell_rows, "_SAMPLED_ROWS", 0)
     store = Store(tmp_path / "big.duckdb")
     n = RESAMPLE_MAX + 500
     _write_run(store, n)

@@ -258,11 +258,15 @@ class CellsMixin(StoreBase):
     ) -> tuple[pd.DataFrame, dict[tuple[str, str], dict[str, dict[float, int]]]]:
         """``(cells, value counts)``: :meth:`sample_cells` with ``spread``, and counts.
 
-        The cells as :meth:`sample_cells` gives them with ``spread`` (``d_c`` the same
-        estimate); ``value counts`` as :meth:`value_counts` gives them, of every column whose
-        estimate is at most ``counted`` in every cell. Those columns' rows are counted per
-        combination of their values (one pass for them all; a cell's sums, counts and
-        extremes of them follow from its counts), the other columns' aggregates read beside.
+        The cells as :meth:`sample_cells` gives them with ``spread``; ``value counts`` as
+        :meth:`value_counts` gives them, of every column whose estimated distinct values are
+        at most ``counted`` in every cell. Those columns' rows are counted per combination of
+        their values (one pass for them all; a cell's sums, counts and extremes of them
+        follow from its counts), the other columns' aggregates read beside. The estimates: of
+        every row where the runs hold few (``d_c`` as :meth:`sample_cells` estimates it);
+        else of a 2 % sample of the rows' vectors (which columns are counted: a column of
+        many values shows thousands of them there), and ``d_c`` of a counted column its
+        exact count of distinct finite values, of another the estimate over every row.
         """
         names = [_score(c) for c in columns]
         only = " AND s.variant = ''" if plain else ""
@@ -273,16 +277,21 @@ class CellsMixin(StoreBase):
                 [list(run_ids)],
             ).df()
             finite = {c: f"CASE WHEN isfinite(s.{c}) THEN s.{c} END" for c in names}
-            est = _estimates(con, run_ids, names, only, finite)
+            est = _estimates(con, run_ids, names, only, finite, sampled=True)
+            sampled = int(est["n"].sum()) >= _SAMPLED_ROWS
+            if not sampled:  # few rows: every row estimated (as cheap)
+                est = _estimates(con, run_ids, names, only, finite, sampled=False)
             few = [c for c in names if (est[f"d_{c}"].fillna(0) <= counted).all()]
             many = [c for c in names if c not in few]
             combos, coarse = [], None
             for part in _parts(few, est):
-                got = _combos(con, run_ids, part, many if coarse is None else [], only, finite)
+                got = _combos(
+                    con, run_ids, part, many if coarse is None else [], only, finite, sampled
+                )
                 if coarse is None:
                     coarse = got[1]
                 combos.append((part, got[0]))
-            cells = _cell_stats(est, combos, coarse, few, many)
+            cells = _cell_stats(None if sampled else est, combos, coarse, few, many)
             cells = runs.merge(cells, on="run", how="inner")
             order = ["run", "model", "dataset", "condition", "n"]
             per = [f"{p}_{c}" for c in names for p in ("sum", "n", "lo", "hi", "d")]
@@ -572,22 +581,32 @@ def _derived_census(
     return census, True
 
 
+#: From this many rows in the 2 % sample on (about five million rows), which columns the
+#: sample pass counts is told by the sample; below, by an estimate over every row.
+_SAMPLED_ROWS = 100_000
 #: Most value combinations one pass of :meth:`CellsMixin.sample_pass` counts in a cell (by
 #: the estimates); more columns are counted in passes of their own.
 _COMBOS = 1 << 16
 
 
 def _estimates(
-    con, run_ids: Sequence[str], names: list[str], only: str, finite: dict[str, str]
+    con,
+    run_ids: Sequence[str],
+    names: list[str],
+    only: str,
+    finite: dict[str, str],
+    sampled: bool,
 ) -> pd.DataFrame:
     """Per (run, condition): ``n`` rows and per column ``d_c``.
 
-    ``d_c``: about how many distinct finite values (HyperLogLog).
+    ``d_c``: about how many distinct finite values (HyperLogLog); with ``sampled`` of the
+    rows of a 2 % sample of the score table's vectors (``n`` of those too).
     """
+    rows = "(SELECT * FROM scores TABLESAMPLE 2% (system, 38)) s" if sampled else "scores s"
     return con.execute(
         "SELECT s.run_id AS run, s.condition, count(*) AS n"
         + "".join(f", approx_count_distinct({finite[c]}) AS d_{c}" for c in names)
-        + f" FROM scores s WHERE list_contains(?, s.run_id){only} GROUP BY ALL",
+        + f" FROM {rows} WHERE list_contains(?, s.run_id){only} GROUP BY ALL",
         [list(run_ids)],
     ).df()
 
@@ -598,7 +617,7 @@ def _parts(few: list[str], est: pd.DataFrame) -> list[list[str]]:
     size = None
     for c in few:
         d = est[f"d_{c}"].fillna(0).to_numpy(dtype=float) + 2  # NULL and NaN too
-        if size is not None and (size * d).max() <= _COMBOS:
+        if size is not None and np.max(size * d, initial=0) <= _COMBOS:
             parts[-1].append(c)
             size = size * d
         else:
@@ -608,17 +627,25 @@ def _parts(few: list[str], est: pd.DataFrame) -> list[list[str]]:
 
 
 def _combos(
-    con, run_ids: Sequence[str], few: list[str], many: list[str], only: str, finite: dict
+    con,
+    run_ids: Sequence[str],
+    few: list[str],
+    many: list[str],
+    only: str,
+    finite: dict,
+    estimate: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """``(counts per value combination of few, the many columns' aggregates per cell)``.
 
-    The second is None without ``many``. Values counted as ``c + 0.0`` (-0.0 as 0.0).
+    The second is None without ``many``; with ``estimate`` it holds each many column's
+    ``d_c`` too. Values counted as ``c + 0.0`` (-0.0 as 0.0).
     """
     keys = ["s.run_id", "s.condition", *(f"(s.{c} + 0.0)" for c in few)]
     aggs = "".join(
         f", count({finite[c]}) AS n_{c}"
         f", fsum(CASE WHEN isnan(s.{c}) THEN NULL ELSE s.{c} END) AS sum_{c}"
         f", min({finite[c]}) AS lo_{c}, max({finite[c]}) AS hi_{c}"
+        + (f", approx_count_distinct({finite[c]}) AS d_{c}" if estimate else "")
         for c in many
     )
     sets = (
@@ -646,15 +673,24 @@ def _combos(
 
 
 def _cell_stats(
-    est: pd.DataFrame,
+    est: pd.DataFrame | None,
     combos: list[tuple[list[str], pd.DataFrame]],
     coarse: pd.DataFrame | None,
     few: list[str],
     many: list[str],
 ) -> pd.DataFrame:
-    """Per (run, condition): ``n`` and per column ``sum``, ``n``, ``lo``, ``hi``, ``d``."""
-    out = est.copy()
+    """Per (run, condition): ``n`` and per column ``sum``, ``n``, ``lo``, ``hi``, ``d``.
+
+    ``est``: the cells' rows and estimates; None: ``n`` from the counts, ``d_c`` of a few
+    column its distinct finite values, of another from ``coarse``.
+    """
     keys = ["run", "condition"]
+    if est is not None:
+        out = est.copy()
+    elif few:
+        out = combos[0][1].groupby(keys, sort=False)["k"].sum().rename("n").reset_index()
+    else:
+        out = coarse[keys].assign(n=coarse["k"].to_numpy())
     for part, frame in combos:
         for c in part:
             by = frame.groupby([*keys, c], sort=False)["k"].sum().reset_index()
@@ -670,17 +706,18 @@ def _cell_stats(
                     int(k[fin].sum()),
                     float(v[fin].min()) if fin.any() else math.nan,
                     float(v[fin].max()) if fin.any() else math.nan,
+                    int(fin.sum()),
                 )
             cols = [
-                stats.get(key, (math.nan, 0, math.nan, math.nan))
+                stats.get(key, (math.nan, 0, math.nan, math.nan, 0))
                 for key in zip(out["run"], out["condition"], strict=True)
             ]
-            for i, p in enumerate(("sum", "n", "lo", "hi")):
-                out[f"{p}_{c}"] = [x[i] for x in cols]
+            for i, p in enumerate(("sum", "n", "lo", "hi", "d")):
+                if p != "d" or est is None:
+                    out[f"{p}_{c}"] = [x[i] for x in cols]
     if coarse is not None:
+        wanted = ("n", "sum", "lo", "hi") if est is not None else ("n", "sum", "lo", "hi", "d")
         out = out.merge(
-            coarse[[*keys, *(f"{p}_{c}" for c in many for p in ("n", "sum", "lo", "hi"))]],
-            on=keys,
-            how="left",
+            coarse[[*keys, *(f"{p}_{c}" for c in many for p in wanted)]], on=keys, how="left"
         )
     return out
