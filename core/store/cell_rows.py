@@ -284,7 +284,8 @@ class CellsMixin(StoreBase):
             few = [c for c in names if (est[f"d_{c}"].fillna(0) <= counted).all()]
             many = [c for c in names if c not in few]
             combos, coarse = [], None
-            for part in _parts(few, est):
+            together = sampled and few and _sampled_combos(con, run_ids, few, only) <= _SEEN
+            for part in [few] if together else _parts(few, est):
                 got = _combos(
                     con, run_ids, part, many if coarse is None else [], only, finite, sampled
                 )
@@ -584,6 +585,10 @@ def _derived_census(
 #: From this many rows in the 2 % sample on (about five million rows), which columns the
 #: sample pass counts is told by the sample; below, by an estimate over every row.
 _SAMPLED_ROWS = 100_000
+#: The counted columns go in one pass where no cell shows more value combinations of them
+#: in the 2 % sample (a cell of many combinations shows thousands there); else in passes
+#: that :data:`_COMBOS` bounds by the product of their estimates.
+_SEEN = 4096
 #: Most value combinations one pass of :meth:`CellsMixin.sample_pass` counts in a cell (by
 #: the estimates); more columns are counted in passes of their own.
 _COMBOS = 1 << 16
@@ -609,6 +614,17 @@ def _estimates(
         + f" FROM {rows} WHERE list_contains(?, s.run_id){only} GROUP BY ALL",
         [list(run_ids)],
     ).df()
+
+
+def _sampled_combos(con, run_ids: Sequence[str], few: list[str], only: str) -> int:
+    """The most value combinations of ``few`` a cell shows in the 2 % sample (estimated)."""
+    seen = con.execute(
+        f"SELECT approx_count_distinct(hash({', '.join(f's.{c}' for c in few)})) "
+        "FROM (SELECT * FROM scores TABLESAMPLE 2% (system, 38)) s "
+        f"WHERE list_contains(?, s.run_id){only} GROUP BY s.run_id, s.condition",
+        [list(run_ids)],
+    ).fetchall()
+    return max((int(d) for (d,) in seen), default=0)
 
 
 def _parts(few: list[str], est: pd.DataFrame) -> list[list[str]]:
