@@ -113,11 +113,12 @@ def pair_counts(inst: np.ndarray, sys: np.ndarray, state: np.ndarray, n_sys: int
     cols = ["sys_a", "sys_b", "n_held", "n_common", "n_fail_a", "n_fail_b", "n_fail_both"]
     if n_sys < 2 or len(inst) == 0:
         return pd.DataFrame(columns=cols)
-    inst = np.asarray(inst, dtype=np.int64)
-    sys = np.asarray(sys, dtype=np.int64)
+    inst = np.asarray(inst)
     state = np.asarray(state)
     n_inst = int(inst.max()) + 1
-    flat = sys * n_inst + inst  # one scatter index for the three 0/1 matrices
+    # one scatter index for the three 0/1 matrices (int64, whatever the inputs' dtypes)
+    flat = np.multiply(np.asarray(sys), n_inst, dtype=np.int64)
+    flat += inst
     # sums of at most n_inst products of 0 and 1: exact in float32 below 2^24 (half the memory)
     mats = np.zeros((3, n_sys * n_inst), dtype=np.float32 if n_inst < 1 << 24 else np.float64)
     mats[0, flat] = 1.0
@@ -250,7 +251,7 @@ class StoreSummaries:
         fields = tuple(fields)
         if self.n_no_gold:
             rows = {k: np.asarray(v)[keep] for k, v in rows.items() if k not in fields}
-        fan = np.asarray(rows["fan_in"], dtype=np.int64)
+        fan = np.asarray(rows["fan_in"])
         n_cond = len(CONDITION_CODES)
         key = np.asarray(rows["run_no"], dtype=np.int64) * n_cond + rows["cond"]
         keys = np.flatnonzero(np.bincount(key)) if key.size else key  # sorted, no sort
@@ -267,7 +268,9 @@ class StoreSummaries:
             )
             for k in keys
         )
-        sys_of = np.zeros(first.size, dtype=np.int64)
+        # narrow per-row numbers (int16 systems, int32 cells): fewer pages of fresh memory,
+        # the costliest part of every 10M-row array here
+        sys_of = np.zeros(first.size, dtype=np.int16 if len(heads) < 1 << 15 else np.int64)
         sys_of[[h[3] for h in heads]] = np.arange(len(heads))
         self.systems = pd.DataFrame(
             {
@@ -280,11 +283,12 @@ class StoreSummaries:
         )
         self.n_fan = int(fan.max()) + 1 if fan.size else 1
         sys = sys_of[key]
+        wide = len(heads) * self.n_fan >= 1 << 22  # cell x (BINS + 1) stays within int32
         # ER and EP are functions of the small counts: their items come from the distinct
         # counts (_pack_items), and per-row values only when those are too spread out
         self._arrays: dict[str, np.ndarray] | None = {
             "sys": sys,
-            "cell": sys * self.n_fan + fan,
+            "cell": np.multiply(sys, self.n_fan, dtype=np.int64 if wide else np.int32) + fan,
             "err": np.asarray(rows["err"], dtype=bool),
             "code": np.asarray(rows["code"]),
             "has_pack": np.asarray(rows["has_pack"], dtype=bool),
@@ -334,7 +338,9 @@ class StoreSummaries:
         state = np.zeros(len(score), dtype=np.int8)
         state[missing] = 1
         state[fail] = 2 + arr["pack_state"][fail]
-        by = np.bincount(cell * 5 + state, minlength=n_cells * 5).reshape(n_cells, 5)
+        at = np.multiply(cell, 5, dtype=np.int64)
+        at += state
+        by = np.bincount(at, minlength=n_cells * 5).reshape(n_cells, 5)
         counts = {
             "n_rows": by.sum(axis=1),
             "n_missing": by[:, 1],
@@ -371,11 +377,11 @@ class StoreSummaries:
 
 
 #: :func:`pair_counts`' state of each row state of :meth:`StoreSummaries._summarize`.
-_PAIR_STATE = np.array([1, 0, 2, 2, 2], dtype=np.int64)
+_PAIR_STATE = np.array([1, 0, 2, 2, 2], dtype=np.int8)
 
 
 def _pack_state(arr: dict[str, np.ndarray]) -> np.ndarray:
-    """Per row: 0 no pack (or no gold), 1 a pack, 2 a pack with ER < 0.5 (int64).
+    """Per row: 0 no pack (or no gold), 1 a pack, 2 a pack with ER < 0.5 (int8).
 
     ER = hits / gold is finite exactly with a pack and gold, and below 0.5 exactly when
     2 hits < gold (the quotient of small integers is not rounded across 0.5). The same for
@@ -383,7 +389,7 @@ def _pack_state(arr: dict[str, np.ndarray]) -> np.ndarray:
     """
     packed = arr["has_pack"] & (arr["n_gold"] > 0)
     low = packed & (2 * arr["n_hits"] < arr["n_gold"])
-    return packed.astype(np.int64) + low
+    return packed.astype(np.int8) + low
 
 
 def _group_items(
@@ -455,20 +461,25 @@ def _pack_items(arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int) -> list[
     :func:`_sum_by`), at a fraction of the per-row cost. Empty when the counts' range is too
     wide for a dense count table (the caller then works per row).
     """
-    cell = arr["cell"][ok]
+    every = bool(ok.all())
+
+    def take(a: np.ndarray) -> np.ndarray:
+        return a if every else a[ok]
+
+    cell = take(arr["cell"])
     if not cell.size:
         return []
     parts = [
-        arr["has_pack"][ok].astype(np.int64),
-        arr["n_hits"][ok],
-        arr["n_gold"][ok],
-        arr["n_pack"][ok],
+        take(arr["has_pack"]).astype(np.int64),
+        take(arr["n_hits"]),
+        take(arr["n_gold"]),
+        take(arr["n_pack"]),
     ]
     dims = [2, *(int(p.max()) + 1 for p in parts[1:])]
     space = (int(cell.max()) + 1) * math.prod(dims)
     if min(int(p.min()) for p in parts) < 0 or space > max(4 * cell.size, 1 << 20):
         return []
-    key = cell
+    key = cell.astype(np.int64)  # the cells may be int32: the key's range is not
     for p, d in zip(parts, dims, strict=True):
         key = key * d + p
     counts = np.bincount(key, minlength=space)

@@ -380,10 +380,12 @@ def _paired(run_no: np.ndarray, code: np.ndarray, runs: pd.DataFrame) -> np.ndar
     if datasets.nunique(dropna=False) != 1:
         return np.ones(len(code), dtype=bool)
     n_code = int(code.max()) + 1
-    pos = np.zeros(per_run.size, dtype=np.int64)
+    pos = np.zeros(per_run.size, dtype=np.int32)
     pos[held] = np.arange(len(held))
     # rows per (instance code, run): an instance is kept when every run has one
-    seen = np.bincount(code * len(held) + pos[run_no], minlength=n_code * len(held))
+    at = np.multiply(code, len(held), dtype=np.int64)
+    at += pos[run_no]
+    seen = np.bincount(at, minlength=n_code * len(held))
     full = (seen.reshape(n_code, len(held)) > 0).all(axis=1)
     return full[code]
 
