@@ -109,7 +109,11 @@ def _oncu_summary(
     bootstrap: tuple[int, int, float, bool],
 ) -> pd.DataFrame:
     """:func:`store_oncu_summary` on the reads of some rows."""
-    groups, sample, grid, exact = _oncu_groups(reads, score_field, key)
+    groups, sample, grid, exact = reads.once(
+        ("oncu_groups", score_field, key), lambda: _oncu_groups(reads, score_field, key)
+    )
+    # shared with the groups table (StoredRows.oncu_groups) and other summaries: copies
+    groups, sample = groups.copy(), {unit: dict(means) for unit, means in sample.items()}
 
     def share_of(k: tuple[str, ...]) -> tuple[float, int]:
         frame = _bucketed(exact) if grid.rule(k) == "bucket" else exact
@@ -550,8 +554,8 @@ class StoredRows:
             return oncu_groups(self.frame(), score_field, key)
         return self._reads.once(
             ("oncu_groups", score_field, key),
-            lambda: _oncu_groups(self._reads, score_field, key)[0],
-        ).copy()
+            lambda: _oncu_groups(self._reads, score_field, key),
+        )[0].copy()
 
     @property
     def empty(self) -> bool:
