@@ -268,10 +268,14 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     return tuple(nums)
 
 
-def _get_version(url: str, timeout: httpx.Timeout) -> str | None:
-    """``/api/version`` of one host; None when the server does not say."""
+def _get_version(url: str, timeout: httpx.Timeout, verify: Any = True) -> str | None:
+    """``/api/version`` of one host; None when the server does not say.
+
+    ``verify``: the backend's TLS context (making one loads the CA bundle, ~30 ms).
+    """
     # through a deadline-keeping transport: inside a call it shares the call's --timeout
-    with httpx.Client(timeout=timeout, transport=http_transport(pool_limits(1), True)) as client:
+    transport = http_transport(pool_limits(1), verify)
+    with httpx.Client(timeout=timeout, transport=transport) as client:
         r = client.get(f"{url}/api/version")
     if r.status_code != 200:
         return None
@@ -467,7 +471,7 @@ class OllamaBackend:
             if host.ready:
                 return
             try:
-                host.version = _get_version(host.url, self._timeout)
+                host.version = _get_version(host.url, self._timeout, self._tls)
                 host.client.show(self.model)
                 host.digest = _find_digest(host.client.list(), self.model)
             except Exception as exc:
