@@ -56,7 +56,7 @@ finally:
         os.environ["OLLAMA_HOST"] = _HOSTS_ENV
 
 from core.backends.base import BackendError, Message, Reply  # noqa: E402
-from core.backends.deadline import call_deadline, http_transport  # noqa: E402
+from core.backends.deadline import call_deadline, http_transport, shared_tls  # noqa: E402
 from core.backends.http_errors import closed_mid_response, last_resort_error  # noqa: E402
 from core.backends.support import (  # noqa: E402
     DEFAULT_CHARS_PER_TOKEN,
@@ -424,7 +424,7 @@ class OllamaBackend:
         self.retry = retry or RetryPolicy()
         self.chars_per_token = float(chars_per_token)
         self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
-        self._tls = httpx.create_ssl_context()  # shared by every client of this backend
+        self._tls = shared_tls()  # shared by every client of the process
         self.pool_size = DEFAULT_POOL_SIZE
         self._hosts = [
             _Host(url, self._client(url), pool=Lanes(functools.partial(self._client, url, 1)))

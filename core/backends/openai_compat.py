@@ -54,7 +54,7 @@ from typing import Any
 import httpx
 
 from core.backends.base import BackendError, Message, Reply
-from core.backends.deadline import call_deadline, http_transport
+from core.backends.deadline import call_deadline, http_transport, shared_tls
 from core.backends.endpoints import EndpointBalancer, normalize_base_url, resolve_base_urls
 from core.backends.http_errors import closed_mid_response, last_resort_error
 from core.backends.support import (
@@ -190,7 +190,7 @@ class OpenAIBackend:
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._timeout = httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s))
-        self._tls = httpx.create_ssl_context()  # shared by every client of this backend
+        self._tls = shared_tls()  # shared by every client of the process
         self.pool_size = DEFAULT_POOL_SIZE
         # a client per endpoint, and a client of one connection per concurrent call up to
         # pool_size (support.Lanes)
