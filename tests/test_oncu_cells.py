@@ -180,6 +180,15 @@ def test_the_census_is_derived_from_the_group_counts_only_where_it_follows(tmp_p
     with store.connect() as con:  # one condition without an instance: the other holds it
         con.execute("DELETE FROM scores WHERE instance_id = 'i00007' AND condition = 'oracle'")
     assert _same_census(store, ["big"], cells)
+    rows = int(store.group_cells(["big"], ["f1_relaxed"], cells)["rows"].sum())
+    with store.connect() as con:  # a score row of an instance the dataset does not hold
+        con.execute(
+            "INSERT INTO scores (run_id, instance_id, condition) VALUES ('big', 'x', 'oracle')"
+        )
+    assert not _same_census(store, ["big"], cells)
+    assert int(store.group_cells(["big"], ["f1_relaxed"], cells)["rows"].sum()) == rows
+    with store.connect() as con:
+        con.execute("DELETE FROM scores WHERE instance_id = 'x'")
     with store.connect() as con:  # no row of the instance left: its group lacks it
         con.execute("DELETE FROM scores WHERE instance_id = 'i00007'")
     assert not _same_census(store, ["big"], cells)

@@ -154,7 +154,7 @@ class CellsMixin(StoreBase):
                 "WHERE list_contains(?, run_id) ORDER BY run_id",
                 [list(run_ids)],
             ).df()
-            parts, groups = [], []
+            parts, groups, strays = [], [], False
             for dataset, mine in runs.groupby("dataset", sort=True):
                 ids = mine["run"].tolist()
                 table = _instance_groups(con, dataset, keys)
@@ -163,19 +163,12 @@ class CellsMixin(StoreBase):
                 odd = {c for c in names if sums[f"odd_{c}"].fillna(False).any()}
                 if odd:
                     sums = _group_sums(con, dataset, ids, names, keys, only, odd=odd)
+                # score rows of instances the dataset does not hold: left out, as a join does
+                stray = sums["g"].isna()
+                strays = strays or bool(stray.any())
+                sums = sums.loc[~stray].astype({"g": table["g"].dtype})
                 parts.append(sums.merge(table[["g", *keys]], on="g", how="left"))
                 groups.append(table.assign(dataset=dataset))
-            counted = (
-                dict(
-                    con.execute(
-                        f"SELECT run_id, count(*) FROM scores s "
-                        f"WHERE list_contains(?, s.run_id){only} GROUP BY ALL",
-                        [list(run_ids)],
-                    ).fetchall()
-                )
-                if plain
-                else {}
-            )
         head = ["run", "model", "dataset", *keys, "condition", "rows"]
         if parts:
             sums = pd.concat(parts, ignore_index=True).merge(runs, on="run", how="left")
@@ -185,9 +178,9 @@ class CellsMixin(StoreBase):
         rest = [c for c in sums.columns if c not in head and c != "g"]
         out = sums[head + rest].reset_index(drop=True)
         census = None
-        if plain and parts:
+        if plain and parts and not strays:
             census = _derived_census(
-                sums, pd.concat(groups, ignore_index=True), counted, keys, len(set(run_ids))
+                sums, pd.concat(groups, ignore_index=True), keys, len(set(run_ids))
             )
         return out.drop(columns=[f"odd_{c}" for c in names]), census
 
@@ -505,7 +498,7 @@ def _group_sums(
             FROM instances i WHERE i.dataset_id = ?
         )
         SELECT s.run_id AS run, s.condition, ig.g, count(*) AS rows{columns}
-        FROM scores s JOIN ig USING (instance_id)
+        FROM scores s LEFT JOIN ig USING (instance_id)
         WHERE list_contains(?, s.run_id){only}
         GROUP BY ALL
         """,
@@ -544,25 +537,17 @@ def _instances_built(con) -> Iterator[None]:
 
 
 def _derived_census(
-    sums: pd.DataFrame,
-    groups: pd.DataFrame,
-    counted: dict[str, int],
-    keys: list[str],
-    n_runs: int,
+    sums: pd.DataFrame, groups: pd.DataFrame, keys: list[str], n_runs: int
 ) -> tuple[pd.DataFrame, bool] | None:
     """:meth:`CellsMixin.group_census` from plain rows' group counts, or None.
 
-    ``sums``: the group cells with ``g``; ``groups``: every dataset's instance groups;
-    ``counted``: score rows per run (joined or not); ``n_runs``: how many runs were asked
-    for. Where every score row of a run is of an instance of its dataset and, in every
-    (run, group), one condition holds as many rows as the group has instances, the run's
-    instances of the group are all of them. Whether the runs hold the same instances
-    follows where a run has no row (no) or every run holds every instance of one dataset
-    (yes); else None.
+    ``sums``: the group cells with ``g``, of runs whose every score row is of an instance
+    of their dataset; ``groups``: every dataset's instance groups; ``n_runs``: how many
+    runs were asked for. Where, in every (run, group), one condition holds as many rows as
+    the group has instances, the run's instances of the group are all of them. Whether the
+    runs hold the same instances follows where a run has no row (no) or every run holds
+    every instance of one dataset (yes); else None.
     """
-    joined = sums.groupby("run")["rows"].sum()
-    if any(int(joined.get(r, 0)) != int(k) for r, k in counted.items()):
-        return None  # score rows of instances the dataset does not hold
     most = sums.groupby(["run", "model", "dataset", "g"], dropna=False)["rows"].max()
     most = most.reset_index().merge(groups, on=["dataset", "g"], how="left")
     if not (most["rows"] == most["n"]).all():
