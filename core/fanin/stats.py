@@ -527,12 +527,15 @@ def _sum_by(
     hi = np.multiply(v, scale)  # floor(v x scale) / scale, in place
     np.floor(hi, out=hi)
     hi /= scale
-    lo = v - hi
     if weight is not None:
+        lo = v - hi
         hi, lo = hi * weight, lo * weight
-    return np.bincount(group, weights=hi, minlength=size) + np.bincount(
-        group, weights=lo, minlength=size
-    )
+        return np.bincount(group, weights=hi, minlength=size) + np.bincount(
+            group, weights=lo, minlength=size
+        )
+    total = np.bincount(group, weights=hi, minlength=size)
+    np.subtract(v, hi, out=hi)  # the remainder v - hi, in the same memory
+    return total + np.bincount(group, weights=hi, minlength=size)
 
 
 def merged_items(items: pd.DataFrame) -> dict[str, np.ndarray]:
