@@ -155,8 +155,7 @@ _SCALE_INST_SQL = """
 CREATE TEMP TABLE {table} AS
 WITH gold AS (
     SELECT dataset_id, instance_id, {gold_ids} AS gold_ids, count(*) AS n_gold,
-           {fan_in} + (count(*) > count(doc_id))::INTEGER AS fan_in,
-           bool_or(contains(passage_id, {sep}) OR contains(doc_id, {sep})) AS odd
+           {docs} AS docs, count(doc_id) AS n_docs
     FROM passages WHERE is_gold AND list_contains($datasets, dataset_id)
     GROUP BY ALL
 )
@@ -164,17 +163,27 @@ SELECT i.dataset_id, i.instance_id, ''::VARCHAR AS variant,
        (row_number() OVER () - 1)::INTEGER AS idx,
        (dense_rank() OVER (ORDER BY i.instance_id) - 1)::INTEGER AS code, i.ord,
        coalesce(g.gold_ids, []) AS gold_ids, coalesce(g.n_gold, 0)::INTEGER AS n_gold,
-       coalesce(g.fan_in, 0)::INTEGER AS fan_in, coalesce(g.odd, false) AS odd
+       coalesce({fan_in} + (g.n_gold > g.n_docs)::INTEGER, 0)::INTEGER AS fan_in,
+       coalesce({odd}, false) AS odd
 FROM instances i LEFT JOIN gold g USING (dataset_id, instance_id)
 WHERE list_contains($datasets, i.dataset_id){only}
 """
-#: Gold ids and distinct gold documents: joined into one string per instance and split again
-#: (several times cheaper than ``list()``), or listed when an id holds the separator.
-_GOLD_SPLIT = (
-    "string_split(string_agg(passage_id, {sep}), {sep})",
-    "coalesce(len(list_distinct(string_split(string_agg(doc_id, {sep}), {sep}))), 0)",
-)
-_GOLD_LIST = ("list(passage_id)", "count(DISTINCT doc_id)")
+#: Gold ids, document ids, the distinct documents and whether an id held the separator: the
+#: ids joined into one string per instance and split again (several times cheaper than
+#: ``list()``; an id holding the separator splits into more pieces than there are ids, and
+#: the ids are then listed as they are: ``_GOLD_LIST``).
+_GOLD_SPLIT = {
+    "gold_ids": "string_split(string_agg(passage_id, {sep}), {sep})",
+    "docs": "string_split(string_agg(doc_id, {sep}), {sep})",
+    "fan_in": "coalesce(len(list_distinct(g.docs)), 0)",
+    "odd": "len(g.gold_ids) <> g.n_gold OR coalesce(len(g.docs), 0) <> g.n_docs",
+}
+_GOLD_LIST = {
+    "gold_ids": "list(passage_id)",
+    "docs": "count(DISTINCT doc_id)",
+    "fan_in": "g.docs",
+    "odd": "false",
+}
 #: The condition's code: the four plain conditions as :data:`CONDITION_CODES`, 4 any other
 #: (kept for the pairing, which counts every variant-'' prediction; left out after it).
 _COND = """CASE {t}.condition WHEN 'full_context' THEN 0 WHEN 'no_evidence' THEN 1
@@ -351,17 +360,13 @@ def _scaled_instances(
 ) -> int:
     """Create ``table`` (``_SCALE_INST_SQL``); its number of instances."""
     con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
-    split = [f.format(sep=_SEP) for f in _GOLD_SPLIT]
-    sql = _SCALE_INST_SQL.format(
-        table=table, only=only, sep=_SEP, gold_ids=split[0], fan_in=split[1]
-    )
+    split = {k: v.format(sep=_SEP) for k, v in _GOLD_SPLIT.items()}
+    sql = _SCALE_INST_SQL.format(table=table, only=only, **split)
     con.execute(sql, params).fetchall()
     n, odd = con.execute(f"SELECT count(*), bool_or(odd) FROM {table}").fetchall()[0]
     if odd:  # an id holding the separator: the ids listed as they are
         con.execute(f"DROP TABLE {table}").fetchall()
-        sql = _SCALE_INST_SQL.format(
-            table=table, only=only, sep=_SEP, gold_ids=_GOLD_LIST[0], fan_in=_GOLD_LIST[1]
-        )
+        sql = _SCALE_INST_SQL.format(table=table, only=only, **_GOLD_LIST)
         con.execute(sql, params).fetchall()
     return int(n)
 
