@@ -19,6 +19,7 @@ import pytest
 from test_fanin_fast import _random_store
 from test_fanin_rows_sql import _sorted, _store
 
+import core.fanin.metrics as fanin_metrics
 import core.views.fanin as fanin_view
 from core.selection import Selection
 from core.store import Store
@@ -164,3 +165,18 @@ def test_view_takes_the_scaled_read_above_the_threshold(tmp_path, monkeypatch):
         pd.testing.assert_frame_equal(getattr(got, name), getattr(want, name), check_exact=True)
     assert str(got.correlation) == str(want.correlation)
     assert len(got.by_bucket) and got.by_bucket["n"].sum() > 0
+
+
+def test_report_takes_the_scaled_read_above_the_threshold(tmp_path, monkeypatch):
+    store = _store(tmp_path / "rep.duckdb", drop=0.05)
+    want = fanin_metrics.fanin_report(store, ["run0", "run1"], n_resamples=100)
+    used = []
+    real = fanin_metrics.fanin_rows
+    monkeypatch.setattr(
+        fanin_metrics, "fanin_rows", lambda *a, **kw: used.append(kw["scale"]) or real(*a, **kw)
+    )
+    monkeypatch.setattr(fanin_metrics, "SCALE_ROWS", 0)
+    got = fanin_metrics.fanin_report(store, ["run0", "run1"], n_resamples=100)
+    assert used == [True]
+    for name in ("by_fan_in", "by_bucket", "degradation", "attribution", "overlap"):
+        pd.testing.assert_frame_equal(getattr(got, name), getattr(want, name), check_exact=True)

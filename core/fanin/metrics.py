@@ -94,7 +94,7 @@ from core.fanin.stats import (
 from core.jsonable import json_plain
 from core.scoring.rows import ANSWER_SCORES
 from core.store import Store
-from core.store.fanin_rows import fanin_rows
+from core.store.fanin_rows import SCALE_ROWS, fanin_rows
 
 __all__ = [
     "BUCKETS",
@@ -713,6 +713,9 @@ def fanin_report(
 ) -> FaninResult:
     """:func:`fanin_analysis` of stored runs (aggregates from :func:`fanin_store`).
 
+    Above :data:`core.store.fanin_rows.SCALE_ROWS` predictions the rows are read as at study
+    scale (the same rows, from three cheaper reads).
+
     Args:
         store: the store holding the runs.
         runs: run ids, or dataset names standing for their runs.
@@ -731,10 +734,13 @@ def fanin_report(
                 ids.append(rid)
     if not ids:
         raise ValueError("no runs given")
+    table = store.runs_frame(live=False)
+    n = int(table.loc[table["run_id"].isin(ids), "n_predictions"].sum())
     res = fanin_store(
         store,
         ids,
         score_field,
+        scale=n > SCALE_ROWS,
         points=points,
         include_oracle=include_oracle,
         include_full_context=include_full_context,

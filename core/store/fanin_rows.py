@@ -31,7 +31,12 @@ import pyarrow.compute as pc
 
 from core.store.connection import StoreBase
 
-__all__ = ["CONDITION_CODES", "ScoreColumns", "fanin_rows"]
+__all__ = ["CONDITION_CODES", "SCALE_ROWS", "ScoreColumns", "fanin_rows"]
+
+#: Above this many predictions in the runs, the fan-in views read their rows as at study
+#: scale (:func:`fanin_rows` with ``scale``; the dashboard's threshold is
+#: :data:`core.views.fanin.STORE_ROWS`, this one's default).
+SCALE_ROWS = 2_000_000
 
 #: The four plain conditions, coded in the order their names sort (the systems' order).
 CONDITION_CODES = ("full_context", "no_evidence", "oracle", "retrieved")

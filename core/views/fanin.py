@@ -32,7 +32,7 @@ from core.figures.retrieval import CHUNK_SIZE, OVERLAP
 from core.scoring.rows import ANSWER_SCORES
 from core.selection import Selection, option, selection_to_json
 from core.store import Store
-from core.store.fanin_rows import fanin_rows
+from core.store.fanin_rows import SCALE_ROWS, fanin_rows
 from core.views.common import (
     apply_filters,
     cached,
@@ -46,7 +46,7 @@ __all__ = ["STORE_ROWS", "crux_result", "fanin_judged_result", "fanin_result"]
 #: Above this many predictions in the selected runs, :func:`fanin_result` reads their fan-in
 #: rows as at study scale (:func:`core.store.fanin_rows.fanin_rows` with ``scale``: the same
 #: rows from three cheaper reads; 10M predictions: a fifth of the time).
-STORE_ROWS = 2_000_000
+STORE_ROWS = SCALE_ROWS
 
 
 def fanin_result(store: Store, selection: Selection) -> FaninResult:
