@@ -205,9 +205,7 @@ WITH p AS (
            END AS pack
     FROM predictions p
     JOIN ({runs}) r USING (run_id)
-    JOIN {table} i
-        ON i.dataset_id = r.dataset_id AND i.instance_id = p.instance_id
-        AND i.variant = p.variant
+    JOIN {table} i ON {same_dataset}i.instance_id = p.instance_id AND i.variant = p.variant
 )
 SELECT run_no::INTEGER AS run_no, cond::TINYINT AS cond,
        ((run_no * 5 + cond) * $n + idx)::BIGINT AS at, code, ord, fan_in,
@@ -226,8 +224,7 @@ SELECT ((r.run_no * 5 + {cond}) * $n + i.idx)::BIGINT AS at,
        s.em_strict, s.f1_strict, s.em_relaxed, s.f1_relaxed, s.soft_correct
 FROM scores s
 JOIN ({runs}) r USING (run_id)
-JOIN {table} i
-    ON i.dataset_id = r.dataset_id AND i.instance_id = s.instance_id AND i.variant = s.variant
+JOIN {table} i ON {same_dataset}i.instance_id = s.instance_id AND i.variant = s.variant
 """
 
 
@@ -331,14 +328,20 @@ def _scaled_rows(
     inst_params |= {k: v for k, v in params.items() if k in ("ok_ds", "ok_ids")}
     if not inst_params["datasets"]:  # no stored run of a stored dataset: no rows
         return _no_rows(), ScoreColumns.matched(0, pa.table({}), np.zeros(0, bool), np.zeros(0))
+    # runs of one dataset: its instances alone in the table, joined by id alone (a quarter
+    # less work for the join than with the dataset as a key)
+    one = bool(runs["dataset_id"].notna().all()) and runs["dataset_id"].nunique() == 1
+    parts = {"runs": run_sql, "table": table, "same_dataset": ""}
+    if not one:
+        parts["same_dataset"] = "i.dataset_id = r.dataset_id AND "
     try:
         n_idx = _scaled_instances(con, table, only, inst_params)
         pred = con.sql(
-            _SCALE_PRED_SQL.format(cond=_COND.format(t="p"), runs=run_sql, table=table),
+            _SCALE_PRED_SQL.format(cond=_COND.format(t="p"), **parts),
             params={"ws": params["ws"], "n": n_idx, **run_params},
         ).to_arrow_table()
         scores = con.sql(
-            _SCALE_SCORES_SQL.format(cond=_COND.format(t="s"), runs=run_sql, table=table),
+            _SCALE_SCORES_SQL.format(cond=_COND.format(t="s"), **parts),
             params={"n": n_idx, **run_params},
         ).to_arrow_table()
     finally:
