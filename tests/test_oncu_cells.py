@@ -153,12 +153,12 @@ def test_a_large_cell_is_drawn_from_its_counts(tmp_path, monkeypatch, sampled):
     np.testing.assert_allclose(cells["total_f1_relaxed"], by.sum(), rtol=1e-12)
 
 
-def _same_census(store: Store, runs: list[str], cells: list[str]) -> bool:
+def _same_census(store: Store, runs: list[str], cells: list[str], plain: bool = True) -> bool:
     """The group pass's census, where it derives one, is the census; whether it did."""
-    derived = store.group_pass(runs, ["f1_relaxed"], cells, plain=True)[1]
+    derived = store.group_pass(runs, ["f1_relaxed"], cells, plain=plain)[1]
     if derived is None:
         return False
-    (got, same), (want, same_too) = derived, store.group_census(runs, cells, plain=True)
+    (got, same), (want, same_too) = derived, store.group_census(runs, cells, plain=plain)
     got, want = (x.sort_values(["run", *cells]).reset_index(drop=True) for x in (got, want))
     assert list(got.columns) == list(want.columns)
     for c in want.columns:
@@ -172,11 +172,13 @@ def test_the_census_is_derived_from_the_group_counts_only_where_it_follows(tmp_p
     are the census; where one lacks every row, no census is derived (a pass of its own)."""
     for _, mine in study.runs_frame().groupby("dataset_id"):
         for cells in (["reasoning_type", "context_length"], []):
-            _same_census(study, sorted(mine["run_id"]), cells)
+            for plain in (True, False):  # with variants' rows: not one row per instance
+                _same_census(study, sorted(mine["run_id"]), cells, plain)
     store = Store(tmp_path / "big.duckdb")
     _write_run(store, 300)
     cells = ["context_length", "evidence_position"]
     assert _same_census(store, ["big"], cells)
+    assert _same_census(store, ["big"], cells, plain=False)  # no variant: the same
     with store.connect() as con:  # one condition without an instance: the other holds it
         con.execute("DELETE FROM scores WHERE instance_id = 'i00007' AND condition = 'oracle'")
     assert _same_census(store, ["big"], cells)

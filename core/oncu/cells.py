@@ -456,7 +456,7 @@ class _Reads:
         """From the group pass where it tells (its rows read anyway), else a pass of its own."""
 
         def read() -> tuple[pd.DataFrame, bool]:
-            derived = self._pass(cells, self.fields)[1] if self.plain else None
+            derived = self._pass(cells, self.fields)[1]
             if derived is not None:
                 return derived
             return self.store.group_census(self.runs, cells, self.plain)

@@ -140,10 +140,10 @@ class CellsMixin(StoreBase):
         One pass over the score rows, joined to their instances by a group number (each
         distinct ``cells`` value of a dataset's instances numbered once), not by the cells.
         ``census``: what :meth:`group_census` returns, derived without a pass of its own
-        where it follows from the counts: ``plain`` rows (one per instance and condition),
-        every score row of an instance of the run's dataset, and in every (run, group) some
-        condition holding every instance of the group. Else None (ask
-        :meth:`group_census`).
+        where it follows from the counts: one row per instance and condition (``plain``, or
+        no row of a variant), every score row of an instance of the run's dataset, and in
+        every (run, group) some condition holding every instance of the group. Else None
+        (ask :meth:`group_census`).
         """
         keys = _cells(cells)
         names = [_score(c) for c in columns]
@@ -154,7 +154,7 @@ class CellsMixin(StoreBase):
                 "WHERE list_contains(?, run_id) ORDER BY run_id",
                 [list(run_ids)],
             ).df()
-            parts, groups, strays = [], [], False
+            parts, groups, strays, varied = [], [], False, False
             for dataset, mine in runs.groupby("dataset", sort=True):
                 ids = mine["run"].tolist()
                 table = _instance_groups(con, dataset, keys)
@@ -166,6 +166,9 @@ class CellsMixin(StoreBase):
                 # score rows of instances the dataset does not hold: left out, as a join does
                 stray = sums["g"].isna()
                 strays = strays or bool(stray.any())
+                if "varied" in sums.columns:  # rows of variants: not one per instance
+                    varied = varied or bool(sums["varied"].sum())
+                    sums = sums.drop(columns=["varied"])
                 sums = sums.loc[~stray].astype({"g": table["g"].dtype})
                 parts.append(sums.merge(table[["g", *keys]], on="g", how="left"))
                 groups.append(table.assign(dataset=dataset))
@@ -178,7 +181,7 @@ class CellsMixin(StoreBase):
         rest = [c for c in sums.columns if c not in head and c != "g"]
         out = sums[head + rest].reset_index(drop=True)
         census = None
-        if plain and parts and not strays:
+        if parts and not strays and not varied:  # one row per instance and condition
             census = _derived_census(
                 sums, pd.concat(groups, ignore_index=True), keys, len(set(run_ids))
             )
@@ -478,7 +481,8 @@ def _group_sums(
     """Per (run, condition, group number ``g``) of one dataset's runs: ``rows`` and sums.
 
     Per column ``c``: ``scored_c``, ``total_c`` and ``odd_c`` (``c`` holds a NaN, the
-    greatest value to DuckDB: its sums are right only when ``c`` is in ``odd``).
+    greatest value to DuckDB: its sums are right only when ``c`` is in ``odd``); without
+    ``only`` (the plain filter) ``varied``, the rows that carry a variant.
     """
     value = {
         c: f"CASE WHEN isnan(s.{c}) THEN NULL ELSE s.{c} END" if c in odd else f"s.{c}"
@@ -489,6 +493,8 @@ def _group_sums(
         f", isnan(max(s.{c})) AS odd_{c}"
         for c in names
     )
+    # without the plain filter: whether a row carries a variant (else one row per instance)
+    varied = ", count(*) FILTER (WHERE s.variant <> '') AS varied" if not only else ""
     with _instances_built(con):
         return fetch_frame(
             con,
@@ -497,7 +503,7 @@ def _group_sums(
             SELECT i.instance_id, dense_rank() OVER (ORDER BY {_order(keys)}) AS g
             FROM instances i WHERE i.dataset_id = ?
         )
-        SELECT s.run_id AS run, s.condition, ig.g, count(*) AS rows{columns}
+        SELECT s.run_id AS run, s.condition, ig.g, count(*) AS rows{columns}{varied}
         FROM scores s LEFT JOIN ig USING (instance_id)
         WHERE list_contains(?, s.run_id){only}
         GROUP BY ALL
