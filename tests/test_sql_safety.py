@@ -57,6 +57,18 @@ _ALLOWED = {
     "key_match",
     "cols_a",
     "cols_b",
+    # core/store/cell_rows.py: instance cells checked by _cells (GROUP_CELLS) in a window's
+    # ORDER BY (_order(keys)) and GROUP BY (group); score columns checked by _score
+    # (SCORE_COLUMNS) split into the counted (few) and the summed ones, and the aggregate
+    # lists (aggs), the GROUPING SETS marker (marker) and the variant count (varied, a
+    # literal) made of them
+    "_order",
+    "keys",
+    "group",
+    "few",
+    "aggs",
+    "marker",
+    "varied",
     # core/store/cell_rows.py: the analysis frame's FROM clause (a module literal) and the
     # set-text tests of the error columns (a module literal formatted with a column name)
     "_ROWS",
