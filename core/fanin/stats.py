@@ -298,6 +298,7 @@ class StoreSummaries:
         self.fields = tuple(fields)
         self._done: dict[str, FaninSummaries] = {}
         self._pack_items: dict[bytes, list[pd.DataFrame]] = {}  # ER / EP items per mask
+        self._pack_dims: list[int] = []
         self._lock = threading.Lock()
 
     def __getitem__(self, field: str) -> FaninSummaries:
@@ -359,7 +360,9 @@ class StoreSummaries:
         # ER and EP depend on the field only through which rows are missing
         mask = np.packbits(missing).tobytes()
         if mask not in self._pack_items:
-            self._pack_items[mask] = _pack_items(arr, ok, n_fan) or [
+            if "pack_key" not in arr:  # the same for every field: keyed once
+                arr["pack_key"], self._pack_dims = _pack_key(arr)
+            self._pack_items[mask] = _pack_items(arr, ok, n_fan, self._pack_dims) or [
                 _group_items(cell[ok], v[ok], m, METRIC_SCALE[m], n_fan)
                 for m, v in zip(("ep", "er"), _pack_values(arr), strict=True)
             ]
@@ -452,37 +455,56 @@ def _pack_values(arr: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return ep, er
 
 
-def _pack_items(arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int) -> list[pd.DataFrame]:
+#: The per-row numbers ER and EP are functions of.
+_PACK_COUNTS = ("has_pack", "n_hits", "n_gold", "n_pack")
+_KEYED = ("cell", *_PACK_COUNTS)
+
+
+def _pack_key(arr: dict[str, np.ndarray]) -> tuple[np.ndarray | None, list[int]]:
+    """Per row: (cell, has_pack, n_hits, n_gold, n_pack) as one number, and the dimensions.
+
+    The same for every score field, so :func:`_pack_items` counts each field's rows by it
+    without building it again. None when a count is negative or the numbers' range is too
+    wide for a dense count table (:func:`_pack_items` then returns no items).
+    """
+    cell = arr["cell"]
+    parts = [arr[k] for k in _PACK_COUNTS]
+    if not cell.size or min(int(p.min()) for p in parts[1:]) < 0:
+        return None, []
+    dims = [2, *(int(p.max()) + 1 for p in parts[1:])]
+    space = (int(cell.max()) + 1) * math.prod(dims)
+    if space > max(4 * cell.size, 1 << 20):
+        return None, []
+    # in place, in the narrowest integers that hold the key (a fifth of the int64 passes)
+    key = cell.astype(np.int32 if space < 1 << 31 else np.int64)
+    for p, d in zip(parts, dims, strict=True):
+        key *= d
+        key += p
+    return key, dims
+
+
+def _pack_items(
+    arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int, dims: list[int]
+) -> list[pd.DataFrame]:
     """EP and ER item rows of the ``ok`` rows, as :func:`_group_items` gives them.
 
     ER and EP are functions of ``(has_pack, n_hits, n_gold, n_pack)``, so the rows are
-    counted per distinct (cell, counts) and each distinct value is binned once: the same
-    counts, bins, minima and maxima, and sums within about one ulp of the exact sums (as
-    :func:`_sum_by`), at a fraction of the per-row cost. Empty when the counts' range is too
-    wide for a dense count table (the caller then works per row).
+    counted per distinct (cell, counts) (``arr["pack_key"]``, :func:`_pack_key`, with its
+    dimensions ``dims``) and each distinct value is binned once: the same counts, bins,
+    minima and maxima, and sums within about one ulp of the exact sums (as
+    :func:`_sum_by`), at a fraction of the per-row cost. Empty when the ``ok`` rows' counts
+    range too wide for a dense count table (the caller then works per row).
     """
-    every = bool(ok.all())
-
-    def take(a: np.ndarray) -> np.ndarray:
-        return a if every else a[ok]
-
-    cell = take(arr["cell"])
-    if not cell.size:
+    key, every = arr["pack_key"], bool(ok.all())
+    if not ok.any():
         return []
-    parts = [
-        take(arr["has_pack"]).astype(np.int64),
-        take(arr["n_hits"]),
-        take(arr["n_gold"]),
-        take(arr["n_pack"]),
-    ]
-    dims = [2, *(int(p.max()) + 1 for p in parts[1:])]
-    space = (int(cell.max()) + 1) * math.prod(dims)
-    if min(int(p.min()) for p in parts) < 0 or space > max(4 * cell.size, 1 << 20):
-        return []
-    key = cell.astype(np.int64)  # the cells may be int32: the key's range is not
-    for p, d in zip(parts, dims, strict=True):
-        key = key * d + p
-    counts = np.bincount(key, minlength=space)
+    if key is not None:
+        counts = np.bincount(key if every else key[ok])
+    else:  # too wide over every row: perhaps not over these
+        key, dims = (None, []) if every else _pack_key({k: arr[k][ok] for k in _KEYED})
+        if key is None:
+            return []
+        counts = np.bincount(key)
     k = np.flatnonzero(counts)
     weight = counts[k]
     vals = []
@@ -490,12 +512,16 @@ def _pack_items(arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int) -> list[
         k, v = np.divmod(k, d)
         vals.append(v)
     n_pack, n_gold, hits, has_pack = vals
+    # the ok rows' own range decides, as it did when the key was built from them alone
+    sizes = [int(v.max()) + 1 for v in (k, hits, n_gold, n_pack)]
+    if sizes[0] * 2 * math.prod(sizes[1:]) > max(4 * int(weight.sum()), 1 << 20):
+        return []
     hits = hits.astype(float)
     # the per-row definitions (StoreSummaries.__init__), one value per distinct counts
     with np.errstate(invalid="ignore", divide="ignore"):
         er = np.where(has_pack == 1, hits / n_gold, np.nan)
         ep = np.where(has_pack == 1, np.where(n_pack == 0, 0.0, hits / n_pack), np.nan)
-    n_rows = int(cell.size)
+    n_rows = int(weight.sum())
     return [
         _group_items(k, ep, "ep", METRIC_SCALE["ep"], n_fan, weight, n_rows),
         _group_items(k, er, "er", METRIC_SCALE["er"], n_fan, weight, n_rows),

@@ -43,6 +43,10 @@ CONDITION_CODES = ("full_context", "no_evidence", "oracle", "retrieved")
 #: The answer score columns every row carries (:data:`core.scoring.rows.ANSWER_SCORES`).
 _SCORES = ("em_strict", "f1_strict", "em_relaxed", "f1_relaxed", "soft_correct")
 _WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+#: Rows per Arrow batch of the reads: one chunk per DuckDB thread, so a column comes to numpy
+#: without a copy (the default million-row batches made 10M rows 78 chunks, and their
+#: concatenation cost about a second at study scale).
+_BATCH = 1 << 30
 
 # One statement. ``inst`` joins every instance of the selected datasets with its gold ids
 # and fan-in once (250k rows rather than 1M); ``code`` numbers instance ids (equal ids, equal
@@ -291,7 +295,7 @@ def fanin_rows(
             materialized="MATERIALIZED" if pair else "",
             paired=_PAIRED if pair else "SELECT * FROM pred",
         )
-        raw = con.sql(sql, params=params).to_arrow_table()
+        raw = con.sql(sql, params=params).to_arrow_table(_BATCH)
         scores = _read_scores(con, ids)
     rows: dict[str, np.ndarray] = {}
     for name in raw.column_names:
@@ -339,11 +343,11 @@ def _scaled_rows(
         pred = con.sql(
             _SCALE_PRED_SQL.format(cond=_COND.format(t="p"), **parts),
             params={"ws": params["ws"], "n": n_idx, **run_params},
-        ).to_arrow_table()
+        ).to_arrow_table(_BATCH)
         scores = con.sql(
             _SCALE_SCORES_SQL.format(cond=_COND.format(t="s"), **parts),
             params={"n": n_idx, **run_params},
-        ).to_arrow_table()
+        ).to_arrow_table(_BATCH)
     finally:
         with suppress(duckdb.Error):  # the connection's own table: gone when it closes anyway
             con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
@@ -434,10 +438,10 @@ def _read_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pa.Table:
         predictions and scores pair up row by row (``_SCORES_BY_POSITION_SQL``); else
         ``run_no, inst_row, cond`` and the answer scores (``_SCORES_SQL``).
     """
-    scores = con.sql(_SCORES_BY_POSITION_SQL, params={"runs": ids}).to_arrow_table()
+    scores = con.sql(_SCORES_BY_POSITION_SQL, params={"runs": ids}).to_arrow_table(_BATCH)
     if scores.num_rows and pc.all(scores.column("same")).as_py():
         return scores.drop_columns(["same"])
-    return con.sql(_SCORES_SQL, params={"runs": ids}).to_arrow_table()
+    return con.sql(_SCORES_SQL, params={"runs": ids}).to_arrow_table(_BATCH)
 
 
 def _numpy(col: pa.ChunkedArray, fill: Any = None) -> np.ndarray:
