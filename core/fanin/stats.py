@@ -298,7 +298,6 @@ class StoreSummaries:
         self.fields = tuple(fields)
         self._done: dict[str, FaninSummaries] = {}
         self._pack_items: dict[bytes, list[pd.DataFrame]] = {}  # ER / EP items per mask
-        self._pack_dims: list[int] = []
         self._lock = threading.Lock()
 
     def __getitem__(self, field: str) -> FaninSummaries:
@@ -360,9 +359,7 @@ class StoreSummaries:
         # ER and EP depend on the field only through which rows are missing
         mask = np.packbits(missing).tobytes()
         if mask not in self._pack_items:
-            if "pack_key" not in arr:  # the same for every field: keyed once
-                arr["pack_key"], self._pack_dims = _pack_key(arr)
-            self._pack_items[mask] = _pack_items(arr, ok, n_fan, self._pack_dims) or [
+            self._pack_items[mask] = _pack_items(arr, ok, n_fan) or [
                 _group_items(cell[ok], v[ok], m, METRIC_SCALE[m], n_fan)
                 for m, v in zip(("ep", "er"), _pack_values(arr), strict=True)
             ]
@@ -483,19 +480,23 @@ def _pack_key(arr: dict[str, np.ndarray]) -> tuple[np.ndarray | None, list[int]]
     return key, dims
 
 
-def _pack_items(
-    arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int, dims: list[int]
-) -> list[pd.DataFrame]:
+def _pack_items(arr: dict[str, np.ndarray], ok: np.ndarray, n_fan: int) -> list[pd.DataFrame]:
     """EP and ER item rows of the ``ok`` rows, as :func:`_group_items` gives them.
 
     ER and EP are functions of ``(has_pack, n_hits, n_gold, n_pack)``, so the rows are
-    counted per distinct (cell, counts) (``arr["pack_key"]``, :func:`_pack_key`, with its
-    dimensions ``dims``) and each distinct value is binned once: the same counts, bins,
-    minima and maxima, and sums within about one ulp of the exact sums (as
-    :func:`_sum_by`), at a fraction of the per-row cost. Empty when the ``ok`` rows' counts
-    range too wide for a dense count table (the caller then works per row).
+    counted per distinct (cell, counts) (:func:`_pack_key`, kept in ``arr`` as ``pack_key``
+    and ``pack_dims`` for the next field; an empty key: too wide) and each distinct value
+    is binned once: the same counts, bins, minima and maxima, and sums within about one ulp
+    of the exact sums (as :func:`_sum_by`), at a fraction of the per-row cost. Empty when
+    the ``ok`` rows' counts range too wide for a dense count table (the caller then works
+    per row).
     """
-    key, every = arr["pack_key"], bool(ok.all())
+    if "pack_key" not in arr:  # the same for every score field: built once
+        built, shape = _pack_key(arr)
+        arr["pack_key"] = np.zeros(0, dtype=np.int32) if built is None else built
+        arr["pack_dims"] = np.asarray(shape, dtype=np.int64)
+    key: np.ndarray | None = arr["pack_key"] if arr["pack_dims"].size else None
+    dims, every = [int(d) for d in arr["pack_dims"]], bool(ok.all())
     if not ok.any():
         return []
     if key is not None:
