@@ -211,6 +211,9 @@ def _ci(draws: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+#: Most ER / EP bootstrap results kept for the score fields to share (about 40 kB each at
+#: 5,000 resamples; a 16-system selection has about 360).
+_SHARED_DRAWS = 2048
 _ITEM_ARRAYS = ("fan_in", "bin", "count", "sum", "sumsq", "vmin", "vmax")
 _CELL_ARRAYS = ("fan_in", "n_rows", "n_missing", "n_fail", "n_fail_packed", "n_fail_low")
 
@@ -279,7 +282,21 @@ class _Cells:
             else:
                 sel = np.isin(items["fan_in"], np.asarray(list(fans), dtype=np.int64))
                 sub = {c: v[sel] for c, v in items.items()}
-            self._memo[key] = summary_bootstrap(merge_items(sub), self.n_resamples, seed)
+            merged = merge_items(sub)
+            if metric == "ac":  # the score field's own values: nothing to share
+                self._memo[key] = summary_bootstrap(merged, self.n_resamples, seed)
+            else:  # ER / EP: the same items under another score field (FaninSummaries.draws)
+                shared = self.summ.draws
+                items_key = (
+                    self.n_resamples,
+                    seed,
+                    *((v.dtype.str, v.tobytes()) for v in merged.values()),
+                )
+                if items_key not in shared:
+                    if len(shared) >= _SHARED_DRAWS:
+                        shared.clear()
+                    shared[items_key] = summary_bootstrap(merged, self.n_resamples, seed)
+                self._memo[key] = shared[items_key]
         return self._memo[key]
 
     def row(self, sys: int, fans: Sequence[int]) -> dict[str, Any]:

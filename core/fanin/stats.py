@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,6 +77,10 @@ class FaninSummaries:
         pairs: ``sys_a, sys_b, n_held, n_common, n_fail_a, n_fail_b, n_fail_both`` per
             system pair (``sys_a < sys_b``; see :func:`pair_counts`).
         n_no_gold: plain-condition rows whose instance has no gold evidence.
+        draws: bootstrap results of ER / EP item sets, keyed by the merged items, resamples
+            and seed (:func:`summary_bootstrap`, a function of those alone), shared by the
+            score fields of one :class:`StoreSummaries`: another field whose missing rows are
+            the same has the same ER / EP items and does not draw them again.
     """
 
     systems: pd.DataFrame
@@ -84,6 +88,7 @@ class FaninSummaries:
     items: pd.DataFrame
     pairs: pd.DataFrame
     n_no_gold: int
+    draws: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def item_bins(values: np.ndarray, scale: float, bins: int = BINS) -> np.ndarray:
@@ -295,10 +300,16 @@ class StoreSummaries:
             **{k: np.asarray(rows[k]) for k in ("n_hits", "n_gold", "n_pack")},
         }
         self._arrays["pack_state"] = _pack_state(self._arrays)
+        # per row, for _summarize: a failure's state (2 + pack state) and the cell's first count
+        self._arrays["fail_state"] = self._arrays["pack_state"] + np.int8(2)
+        self._arrays["cell5"] = np.multiply(
+            self._arrays["cell"], 5, dtype=np.int64 if wide else np.int32
+        )
         self.fields = tuple(fields)
         self._done: dict[str, FaninSummaries] = {}
         self._pack_items: dict[bytes, list[pd.DataFrame]] = {}  # ER / EP items per mask
         self._lock = threading.Lock()
+        self._draws: dict = {}  # ER / EP bootstrap results, shared by the fields (FaninSummaries)
 
     def __getitem__(self, field: str) -> FaninSummaries:
         """The summaries with AC from ``field``.
@@ -335,11 +346,9 @@ class StoreSummaries:
         fail = ac < 33.0  # False for NaN: the answered rows with AC < 33
         # one integer count per (cell, row state): 0 answered, 1 missing, 2 + pack state a
         # failure (AC < 33) without a pack, with one, with one and ER < 0.5 (_pack_state)
-        state = np.zeros(len(score), dtype=np.int8)
-        state[missing] = 1
-        state[fail] = 2 + arr["pack_state"][fail]
-        at = np.multiply(cell, 5, dtype=np.int64)
-        at += state
+        # (one pass each: boolean-mask writes and gathers cost several over ten million rows)
+        state = np.where(fail, arr["fail_state"], missing.view(np.int8))
+        at = np.add(arr["cell5"], state, dtype=arr["cell5"].dtype)
         by = np.bincount(at, minlength=n_cells * 5).reshape(n_cells, 5)
         counts = {
             "n_rows": by.sum(axis=1),
@@ -372,7 +381,7 @@ class StoreSummaries:
         # pair_counts' states: 0 missing, 1 answered, 2 answered with AC < 33
         pairs = pair_counts(arr["code"], arr["sys"], _PAIR_STATE[state], len(self.systems))
         return FaninSummaries(
-            self.systems, cells, items.reset_index(drop=True), pairs, self.n_no_gold
+            self.systems, cells, items.reset_index(drop=True), pairs, self.n_no_gold, self._draws
         )
 
 
