@@ -399,12 +399,12 @@ def _paired(run_no: np.ndarray, code: np.ndarray, runs: pd.DataFrame) -> np.ndar
     n_code = int(code.max()) + 1
     pos = np.zeros(per_run.size, dtype=np.int32)
     pos[held] = np.arange(len(held))
-    # rows per (instance code, run): an instance is kept when every run has one
-    at = np.multiply(code, len(held), dtype=np.int64)
-    at += pos[run_no]
-    seen = np.bincount(at, minlength=n_code * len(held))
-    full = (seen.reshape(n_code, len(held)) > 0).all(axis=1)
-    return full[code]
+    # per run, the instance codes it holds (a boolean table, not a count of every row): an
+    # instance is kept when every run holds it; when all are, no gather
+    holds = np.zeros((len(held), n_code), dtype=bool)
+    holds[pos[run_no], code] = True
+    full = holds.all(axis=0)
+    return np.ones(len(code), dtype=bool) if full.all() else full[code]
 
 
 def _match_dense(p_at: np.ndarray, s_at: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
