@@ -2,11 +2,15 @@
 calibration. Every number comes from a registered figure/table (core/views/catalog.py, plots in
 core/figures/oncu.py)."""
 
+import contextlib
+
 import streamlit as st
 
+from core.selection import selection_to_json
 from core.stats.inference import RESAMPLE_MAX
+from core.views.oncu import rows_in_store
 from screens.parts import url_state
-from screens.parts.common import HELP, sidebar
+from screens.parts.common import HELP, get_store, prefetch, sidebar
 from screens.parts.display import show_figure, show_instances, show_table, with_options
 from screens.parts.markdown import md_escape
 from screens.parts.oncu_guard import oncu_group_guard
@@ -63,6 +67,12 @@ if p_choice != "normal":
     selection = with_options(selection, p_test=p_choice)
 if not selection.dataset and not selection.runs:
     st.info("Choose a dataset (or runs) in the sidebar.")
+# at study scale the open matrix tab's sample means with CIs (seconds: a pass over the score
+# rows, then the bootstrap) are computed on a background thread while the ONCU summary is
+if TAB_KEY not in st.session_state or st.session_state[TAB_KEY] == TABS[0]:
+    with contextlib.suppress(ValueError):  # the page's own calls say what is wrong
+        if (selection.dataset or selection.runs) and rows_in_store(get_store(), selection):
+            prefetch("table", name="condition_matrix", sel=selection_to_json(selection))
 # length cell control, group-size distribution, small-group warning + coarser key button
 selection = oncu_group_guard(selection)
 

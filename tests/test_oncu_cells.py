@@ -326,3 +326,54 @@ def test_the_length_page_tables_from_rows_left_in_the_store(study, monkeypatch):
     pd.testing.assert_frame_equal(got_pi, want_pi)
     for n in names:
         _same_table(got[n], want[n], n, rtol=1e-9, as_text=True)
+
+
+def test_threads_asking_for_the_same_read_wait_for_it(study, monkeypatch):
+    """A page prefetches its condition matrix beside its ONCU summary: threads asking the
+    rows for the same read at once make it once (the others wait), with the same tables."""
+    import threading
+
+    import core.views.oncu as views_oncu
+    from core.oncu.cells import StoredRows
+    from core.selection import Selection
+
+    runs = _runs(study)
+    sel = Selection(dataset="controlled-200")
+    assert not views_oncu.rows_in_store(study, sel)
+    monkeypatch.setattr(views_oncu, "STORE_ROWS", 0)
+    assert views_oncu.rows_in_store(study, sel)
+    calls = {"sample_pass": 0, "group_pass": 0}
+    for name in calls:
+        real = getattr(study, name)
+
+        def counted(*a, _real=real, _name=name, **k):
+            calls[_name] += 1
+            return _real(*a, **k)
+
+        monkeypatch.setattr(study, name, counted)
+    rows = StoredRows(study, runs, True, 1)
+    bootstrap = (200, 42, 0.95, "auto")
+    out: list = []
+    go = threading.Barrier(4)
+
+    def ask(kind: str) -> None:
+        go.wait()
+        if kind == "means":
+            out.append(rows.sample_means(True, bootstrap))
+        else:
+            out.append(rows.oncu_summary("f1_relaxed", ("reasoning_type",), ("retrieved",),
+                                         (200, 42, 0.95, True)))  # fmt: skip
+
+    threads = [threading.Thread(target=ask, args=(k,)) for k in ("means", "means", "s", "s")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == {"sample_pass": 1, "group_pass": 1}
+    means = [o for o in out if "ci_method" in o.columns]
+    summaries = [o for o in out if "oncu_clipped" in o.columns]
+    assert len(means) == len(summaries) == 2
+    pd.testing.assert_frame_equal(means[0], means[1])
+    pd.testing.assert_frame_equal(summaries[0], summaries[1])
+    want = store_sample_means(study, runs, ci=True, n_resamples=200, plain=True)
+    pd.testing.assert_frame_equal(means[0], want)

@@ -28,6 +28,7 @@ The group key's cells must be instance cells (:data:`core.store.analysis.GROUP_C
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -425,12 +426,27 @@ class _Reads:
         self.store, self.runs, self.plain = store, list(run_ids), plain
         self.fields = tuple(fields)  # the score fields the group cells sum
         self._memo: dict[tuple, Any] = {}
+        # one lock per key: a thread asking for a read another makes waits for it (a page
+        # prefetches its sample means beside its ONCU summary); keys nest one way only
+        # (summary -> census -> group pass; means -> sample pass, counts): no deadlock
+        self._locks: dict[tuple, threading.Lock] = {}
+        self._lock = threading.Lock()
 
     def once(self, key: tuple, read: Callable[[], Any]) -> Any:
-        """``read()``, made once per key."""
-        if key not in self._memo:
-            self._memo[key] = read()
-        return self._memo[key]
+        """``read()``, made once per key (by one thread; the others wait for it)."""
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._memo:
+                self._memo[key] = read()
+            return self._memo[key]
+
+    def _started(self, key: tuple) -> bool:
+        """Whether ``key`` is read or being read."""
+        with self._lock:
+            return key in self._memo or key in self._locks
 
     def group_cells(self, cells: list[str], field: str) -> pd.DataFrame:
         """The group cells of ``field`` and the other fields of :attr:`fields`.
@@ -468,12 +484,13 @@ class _Reads:
 
         From any census made, else the default group key's (the ONCU summary reads it next).
         """
-        made = [v for k, v in self._memo.items() if k[0] == "census"]
+        with self._lock:  # another thread may add to the memo meanwhile
+            made = [v for k, v in self._memo.items() if k[0] == "census"]
         return made[0][1] if made else self._census(_cells(DEFAULT_GROUP_KEY))[1]
 
     def sample_cells(self, spread: bool) -> pd.DataFrame:
         """The sample cells; with ``spread`` read with the value counts of few-valued columns."""
-        if spread or ("sample", True) in self._memo:
+        if spread or self._started(("sample", True)):
             return self._sample_pass()[0]
         return self.once(
             ("sample", False),
@@ -488,7 +505,7 @@ class _Reads:
 
     def value_counts(self, columns: tuple[str, ...]) -> dict:
         """(run, condition) -> column -> {value: count}: the sample pass's, else read."""
-        counted = self._sample_pass()[1] if ("sample", True) in self._memo else {}
+        counted = self._sample_pass()[1] if self._started(("sample", True)) else {}
         have = {c for c in columns if all(c in v for v in counted.values())} if counted else set()
         rest = tuple(c for c in columns if c not in have)
         read = (

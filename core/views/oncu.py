@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 import pandas as pd
 
@@ -14,7 +17,9 @@ from core.selection import Selection, option, selection_to_json
 from core.store import Store
 from core.views.common import analysis, cached, condition_runs, empty_analysis, stored_runs
 
-__all__ = ["STORE_ROWS", "plain_predictions", "plain_rows", "scaling_result"]
+__all__ = ["STORE_ROWS", "plain_predictions", "plain_rows", "rows_in_store", "scaling_result"]
+
+T = TypeVar("T")
 
 #: Above this many predictions in a selection, :func:`plain_rows` leaves them in the store:
 #: the ONCU summary and the condition matrix are computed there (:mod:`core.oncu.cells`),
@@ -46,7 +51,24 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
 
     # one frame object per selection (cached, never modified): the figures of a page share
     # its ONCU grouping (core.oncu.metrics.share_frame); unfiltered, it is the analysis frame itself
-    return share_frame(cached(store, "plain", selection_to_json(base), build))
+    key = selection_to_json(base)
+    return share_frame(_one_build(("plain", key), lambda: cached(store, "plain", key, build)))
+
+
+#: Per view key, the lock its build holds: a thread asking for an entry another thread is
+#: building waits for it instead of building it again (the Conditions page prefetches its
+#: condition matrix beside its ONCU summary; a frame of millions of rows read twice at once
+#: costs seconds and gigabytes).
+_BUILDS: dict[tuple, threading.Lock] = {}
+_BUILDS_LOCK = threading.Lock()
+
+
+def _one_build(key: tuple, get: Callable[[], T]) -> T:
+    """``get()`` (a cached view's lookup), one thread at a time per ``key``."""
+    with _BUILDS_LOCK:
+        lock = _BUILDS.setdefault(key, threading.Lock())
+    with lock:
+        return get()
 
 
 def _condition_runs(store: Store, selection: Selection) -> tuple[str, ...]:
@@ -72,24 +94,46 @@ def plain_rows(store: Store, selection: Selection) -> pd.DataFrame | StoredRows:
     tables computed from it are those of the frame, computed in the store. Any other
     selection is the frame.
     """
-    runs = _condition_runs(store, selection)
-    if not runs or any(selection.filters.values()):
-        return plain_predictions(store, selection)
-    table = stored_runs(store)
-    mine = table[table["run_id"].isin(runs)]
-    n = int(mine["n_predictions"].sum())
-    if n <= STORE_ROWS:
+    runs, mine, n = _study_scale(store, selection)
+    if not n:
         return plain_predictions(store, selection)
     # one object per runs and version: its store reads are shared by the page's tables
-    rows = cached(
-        store,
-        "stored_rows",
-        runs,
-        lambda: StoredRows(store, runs, True, n, lambda: plain_predictions(store, selection)),
+    rows = _one_build(
+        ("stored_rows", runs),
+        lambda: cached(
+            store,
+            "stored_rows",
+            runs,
+            lambda: StoredRows(store, runs, True, n, lambda: plain_predictions(store, selection)),
+        ),
     )
     if len(runs) > 1 and mine["dataset_id"].nunique() == 1 and not rows.same_instances():
         return plain_predictions(store, selection)  # pairing drops rows: the frame does it
     return rows
+
+
+def _study_scale(store: Store, selection: Selection) -> tuple[tuple[str, ...], pd.DataFrame, int]:
+    """``(runs, their rows of stored_runs, predictions)``: predictions 0 unless over the scale.
+
+    Over :data:`STORE_ROWS` predictions, unfiltered: :func:`plain_rows` may leave the rows in
+    the store.
+    """
+    runs = _condition_runs(store, selection)
+    if not runs or any(selection.filters.values()):
+        return runs, pd.DataFrame(), 0
+    table = stored_runs(store)
+    mine = table[table["run_id"].isin(runs)]
+    n = int(mine["n_predictions"].sum())
+    return runs, mine, n if n > STORE_ROWS else 0
+
+
+def rows_in_store(store: Store, selection: Selection) -> bool:
+    """Whether :func:`plain_rows` leaves the selection's rows in the store.
+
+    Nothing is read but the run table; the runs of one dataset holding other instances (told
+    by the first read of the rows) use the frame after all.
+    """
+    return bool(_study_scale(store, selection)[2])
 
 
 def scaling_result(store: Store, selection: Selection) -> dict[str, pd.DataFrame]:
