@@ -149,11 +149,7 @@ class CellsMixin(StoreBase):
         names = [_score(c) for c in columns]
         only = " AND s.variant = ''" if plain else ""
         with self.connect(read_only=True) as con:
-            runs = con.execute(
-                "SELECT run_id AS run, model, dataset_id AS dataset FROM runs "
-                "WHERE list_contains(?, run_id) ORDER BY run_id",
-                [list(run_ids)],
-            ).df()
+            runs = _run_table(con, run_ids)
             parts, groups, strays, varied = [], [], False, False
             for dataset, mine in runs.groupby("dataset", sort=True):
                 ids = mine["run"].tolist()
@@ -267,11 +263,7 @@ class CellsMixin(StoreBase):
         names = [_score(c) for c in columns]
         only = " AND s.variant = ''" if plain else ""
         with self.connect(read_only=True) as con:
-            runs = con.execute(
-                "SELECT run_id AS run, model, dataset_id AS dataset FROM runs "
-                "WHERE list_contains(?, run_id)",
-                [list(run_ids)],
-            ).df()
+            runs = _run_table(con, run_ids)
             finite = {c: f"CASE WHEN isfinite(s.{c}) THEN s.{c} END" for c in names}
             est = _estimates(con, run_ids, names, only, finite, sampled=True)
             sampled = int(est["n"].sum()) >= _SAMPLED_ROWS
@@ -442,6 +434,15 @@ class CellsMixin(StoreBase):
                 """,
                 [list(run_ids), want],
             )
+
+
+def _run_table(con, run_ids: Sequence[str]) -> pd.DataFrame:
+    """``run, model, dataset`` of the stored runs of ``run_ids``, by run id."""
+    return con.execute(
+        "SELECT run_id AS run, model, dataset_id AS dataset FROM runs "
+        "WHERE list_contains(?, run_id) ORDER BY run_id",
+        [list(run_ids)],
+    ).df()
 
 
 def _order(keys: list[str]) -> str:
