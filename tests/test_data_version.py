@@ -277,3 +277,42 @@ def test_the_next_page_run_shows_a_write_made_between_two_runs(tmp_path, monkeyp
         other.write_predictions(con, [_prediction("ra"), _prediction("ra", "i1")], replace=True)
     at.run()
     assert {m.label: m.value for m in at.metric}["Predictions"] == "2"
+
+
+def test_two_threads_missing_one_entry_build_it_once(tmp_path):
+    """The second thread waits for the first one's build and reads its value; a failed build
+    stores nothing, and the next caller builds again."""
+    import threading
+    import time
+
+    from core.views.common import cached
+
+    store = Store(tmp_path / "s.duckdb")
+    clear_cache()
+    builds: list[int] = []
+
+    def build():
+        builds.append(1)
+        time.sleep(0.3)
+        return object()
+
+    got: list[object] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(cached(store, "t", "k", build)))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1 and got[0] is got[1]
+
+    def fail():
+        raise ValueError("no")
+
+    for _ in range(2):
+        try:
+            cached(store, "t", "bad", fail)
+        except ValueError:
+            pass
+    assert cached(store, "t", "bad", lambda: 5) == 5

@@ -58,6 +58,8 @@ CACHE_SIZE = 16
 T = TypeVar("T")
 _CACHE: OrderedDict[tuple, Any] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
+#: Per entry being built, the lock its build holds (:func:`cached`); dropped when it ends.
+_BUILDING: dict[tuple, threading.Lock] = {}
 
 
 #: Seconds a data version read inside a page run is reused by the run's later views
@@ -123,8 +125,10 @@ def cached(
 ) -> T:
     """The view cache: ``build()`` once per (view, store file, data version, key).
 
-    Thread-safe (the dashboard serves sessions from several threads); two threads missing the
-    same entry at once both build it and the later one is kept.
+    Thread-safe (the dashboard serves sessions from several threads, and a page prefetches on
+    one of its own): a thread missing an entry another thread is building waits for that
+    build instead of making it again (a study-scale view reads seconds and gigabytes); when
+    the build fails, the waiting thread builds it itself.
 
     Args:
         store: the store the value is read from (its path and version are part of the key).
@@ -143,11 +147,22 @@ def cached(
         if full in _CACHE:
             _CACHE.move_to_end(full)
             return _CACHE[full]
-    value = build()
-    with _CACHE_LOCK:
-        _CACHE[full] = value
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        building = _BUILDING.setdefault(full, threading.Lock())
+    with building:  # one build of an entry at a time; a waiting thread reads its result
+        with _CACHE_LOCK:
+            if full in _CACHE:
+                _CACHE.move_to_end(full)
+                return _CACHE[full]
+        try:
+            value = build()
+            with _CACHE_LOCK:
+                _CACHE[full] = value
+                while len(_CACHE) > CACHE_SIZE:
+                    _CACHE.popitem(last=False)
+        finally:
+            with _CACHE_LOCK:
+                if _BUILDING.get(full) is building:
+                    del _BUILDING[full]
     return value
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TypeVar
 
 import pandas as pd
 
@@ -18,8 +15,6 @@ from core.store import Store
 from core.views.common import analysis, cached, condition_runs, empty_analysis, stored_runs
 
 __all__ = ["STORE_ROWS", "plain_predictions", "plain_rows", "rows_in_store", "scaling_result"]
-
-T = TypeVar("T")
 
 #: Above this many predictions in a selection, :func:`plain_rows` leaves them in the store:
 #: the ONCU summary and the condition matrix are computed there (:mod:`core.oncu.cells`),
@@ -51,24 +46,7 @@ def plain_predictions(store: Store, selection: Selection) -> pd.DataFrame:
 
     # one frame object per selection (cached, never modified): the figures of a page share
     # its ONCU grouping (core.oncu.metrics.share_frame); unfiltered, it is the analysis frame itself
-    key = selection_to_json(base)
-    return share_frame(_one_build(("plain", key), lambda: cached(store, "plain", key, build)))
-
-
-#: Per view key, the lock its build holds: a thread asking for an entry another thread is
-#: building waits for it instead of building it again (the Conditions page prefetches its
-#: condition matrix beside its ONCU summary; a frame of millions of rows read twice at once
-#: costs seconds and gigabytes).
-_BUILDS: dict[tuple, threading.Lock] = {}
-_BUILDS_LOCK = threading.Lock()
-
-
-def _one_build(key: tuple, get: Callable[[], T]) -> T:
-    """``get()`` (a cached view's lookup), one thread at a time per ``key``."""
-    with _BUILDS_LOCK:
-        lock = _BUILDS.setdefault(key, threading.Lock())
-    with lock:
-        return get()
+    return share_frame(cached(store, "plain", selection_to_json(base), build))
 
 
 def _condition_runs(store: Store, selection: Selection) -> tuple[str, ...]:
@@ -98,14 +76,11 @@ def plain_rows(store: Store, selection: Selection) -> pd.DataFrame | StoredRows:
     if not n:
         return plain_predictions(store, selection)
     # one object per runs and version: its store reads are shared by the page's tables
-    rows = _one_build(
-        ("stored_rows", runs),
-        lambda: cached(
-            store,
-            "stored_rows",
-            runs,
-            lambda: StoredRows(store, runs, True, n, lambda: plain_predictions(store, selection)),
-        ),
+    rows = cached(
+        store,
+        "stored_rows",
+        runs,
+        lambda: StoredRows(store, runs, True, n, lambda: plain_predictions(store, selection)),
     )
     if len(runs) > 1 and mine["dataset_id"].nunique() == 1 and not rows.same_instances():
         return plain_predictions(store, selection)  # pairing drops rows: the frame does it
