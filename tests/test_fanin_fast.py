@@ -253,6 +253,21 @@ def test_cis_do_not_depend_on_row_order_or_fan_in_dtype():
     assert a.correlation["er_ac"]["ci_low"] == pytest.approx(b.correlation["er_ac"]["ci_low"])
 
 
+def test_the_tables_bootstraps_on_two_threads_equal_those_made_one_by_one(monkeypatch):
+    # fanin_from_summaries draws every cell's bootstrap up front on two threads (issue 38);
+    # each is a function of its items, resamples and seed, so the tables are bit for bit
+    # those of the draws made one at a time, as each table asks
+    from core.fanin.cells import CellStats
+
+    frame = _frame(seed=5)
+    two = fanin_analysis(frame, n_resamples=300)
+    monkeypatch.setattr(CellStats, "prefetch_tables", lambda self: None)
+    one = fanin_analysis(frame, n_resamples=300)
+    for name in ("by_fan_in", "by_bucket", "degradation"):
+        pd.testing.assert_frame_equal(getattr(two, name), getattr(one, name), check_exact=True)
+    assert two.correlation == one.correlation
+
+
 def _items(values: np.ndarray, scale: float = 1.0) -> dict:
     from core.fanin.stats import item_bins
 

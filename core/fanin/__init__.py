@@ -2,6 +2,8 @@
 
 One concept per module:
 
+- :mod:`core.fanin.cells`: cell statistics of the fan-in tables: counts, means and bootstrap
+  CIs per system and fan-in levels;
 - :mod:`core.fanin.judged`: authTrace's judged AC / ER / EP beside the fan-in proxies (issue 20 item
   2;
 - :mod:`core.fanin.measures`: fan-in's per-item measures: fan-in, buckets, evidence recall and

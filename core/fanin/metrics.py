@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.fanin.cells import BUCKET_FANS, METRICS, CellStats, ci95
 from core.fanin.measures import (
     BUCKETS,
     FAILURE_AC,
@@ -87,9 +88,7 @@ from core.fanin.measures import (
 from core.fanin.stats import (
     FaninSummaries,
     StoreSummaries,
-    merge_items,
     summaries_from_rows,
-    summary_bootstrap,
 )
 from core.jsonable import json_plain
 from core.scoring.rows import ANSWER_SCORES
@@ -121,8 +120,6 @@ __all__ = [
     "per_instance",
     "relative_degradation",
 ]
-
-_METRICS = ("ac", "er", "ep")
 
 
 # ------------------------------------------------------------------------ per instance
@@ -199,133 +196,10 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 _KEYS = ("system", "run", "model", "dataset", "condition")
-_STAT_COLS = [f"{m}{s}" for m in _METRICS for s in ("", "_ci_low", "_ci_high")]
+_STAT_COLS = [f"{m}{s}" for m in METRICS for s in ("", "_ci_low", "_ci_high")]
 
 
-def _ci(draws: np.ndarray) -> tuple[float, float]:
-    """95% percentile interval of the finite draws (NaN, NaN when none)."""
-    b = draws[np.isfinite(draws)]
-    if not b.size:
-        return math.nan, math.nan
-    lo, hi = np.percentile(b, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
-#: Most ER / EP bootstrap results kept for the score fields to share (about 40 kB each at
-#: 5,000 resamples; a 16-system selection has about 360).
-_SHARED_DRAWS = 2048
-_ITEM_ARRAYS = ("fan_in", "bin", "count", "sum", "sumsq", "vmin", "vmax")
-_CELL_ARRAYS = ("fan_in", "n_rows", "n_missing", "n_fail", "n_fail_packed", "n_fail_low")
-
-
-class _Cells:
-    """Cell statistics from :class:`core.fanin.stats.FaninSummaries`, each computed once."""
-
-    def __init__(self, summ: FaninSummaries, n_resamples: int, seed: int) -> None:
-        self.summ, self.n_resamples, self.seed = summ, n_resamples, seed
-        self.heads = {
-            int(r["sys"]): {
-                "system": f"{r['run']}:{r['condition']}",
-                "run": r["run"],
-                "model": r["model"],
-                "dataset": r["dataset"],
-                "condition": r["condition"],
-            }
-            for r in summ.systems.to_dict("records")
-        }
-        self.items = {
-            (int(key[0]), str(key[1])): {c: grp[c].to_numpy() for c in _ITEM_ARRAYS}
-            for key, grp in summ.items.groupby(["sys", "metric"], sort=False)
-        }
-        self.cells = {
-            int(s): {c: grp[c].to_numpy(dtype=np.int64) for c in _CELL_ARRAYS}
-            for s, grp in summ.cells.groupby("sys", sort=False)
-        }
-        self._memo: dict[tuple, tuple[float, np.ndarray, str]] = {}
-
-    def fans(self, sys: int) -> list[int]:
-        """Exact fan-in levels of a system with rows (answered or missing), ascending."""
-        return sorted(int(f) for f in self.cells[sys]["fan_in"]) if sys in self.cells else []
-
-    def counts(self, sys: int, fans: Sequence[int]) -> dict[str, int]:
-        """Row counts of a system over some fan-in levels."""
-        c = self.cells.get(sys)
-        if c is None:
-            return {k: 0 for k in _CELL_ARRAYS[1:]}
-        sel = np.isin(c["fan_in"], np.asarray(list(fans), dtype=np.int64))
-        return {k: int(c[k][sel].sum()) for k in _CELL_ARRAYS[1:]}
-
-    def no_pack(self, sys: int, fans: Sequence[int]) -> int:
-        """Answered rows without an evidence pack (NaN ER) at ``fans``; 0 for no evidence."""
-        items = self.items.get((sys, "er"))
-        if items is None or self.heads[sys]["condition"] == "no_evidence":
-            return 0
-        sel = np.isin(items["fan_in"], np.asarray(list(fans), dtype=np.int64)) & (items["bin"] < 0)
-        return int(items["count"][sel].sum())
-
-    def stat(
-        self, sys: int, metric: str, fans: Sequence[int], seed: int
-    ) -> tuple[float, np.ndarray]:
-        """Mean and bootstrap draws of one metric over the system's rows at ``fans``."""
-        mean, draws, _ = self.stat_with_method(sys, metric, fans, seed)
-        return mean, draws
-
-    def stat_with_method(
-        self, sys: int, metric: str, fans: Sequence[int], seed: int
-    ) -> tuple[float, np.ndarray, str]:
-        """:meth:`stat` and its estimator: ``exact`` or ``stratified`` (core.fanin.stats)."""
-        key = (sys, metric, tuple(sorted(fans)), seed)
-        if key not in self._memo:
-            items = self.items.get((sys, metric))
-            if items is None:
-                sub = {c: np.empty(0) for c in _ITEM_ARRAYS}
-            else:
-                sel = np.isin(items["fan_in"], np.asarray(list(fans), dtype=np.int64))
-                sub = {c: v[sel] for c, v in items.items()}
-            merged = merge_items(sub)
-            if metric == "ac":  # the score field's own values: nothing to share
-                self._memo[key] = summary_bootstrap(merged, self.n_resamples, seed)
-            else:  # ER / EP: the same items under another score field (FaninSummaries.draws)
-                shared = self.summ.draws
-                items_key = (
-                    self.n_resamples,
-                    seed,
-                    *((v.dtype.str, v.tobytes()) for v in merged.values()),
-                )
-                if items_key not in shared:
-                    if len(shared) >= _SHARED_DRAWS:
-                        shared.clear()
-                    shared[items_key] = summary_bootstrap(merged, self.n_resamples, seed)
-                self._memo[key] = shared[items_key]
-        return self._memo[key]
-
-    def row(self, sys: int, fans: Sequence[int]) -> dict[str, Any]:
-        """``n``, ``missing``, each metric's mean with its CI over ``fans`` and ``ci_method``.
-
-        ``ci_method`` is ``exact`` when every metric's CI drew the counts of its distinct values
-        (the distribution of row resampling), else ``stratified (approx.)``
-        (:mod:`core.fanin.stats`).
-        """
-        c = self.counts(sys, fans)
-        out: dict[str, Any] = {
-            "n": c["n_rows"] - c["n_missing"],
-            "missing": c["n_missing"],
-            "no_pack": self.no_pack(sys, fans),
-        }
-        hows = set()
-        for m in _METRICS:
-            mean, draws, how = self.stat_with_method(sys, m, fans, self.seed)
-            hows.add(how)
-            out[m] = mean
-            out[f"{m}_ci_low"], out[f"{m}_ci_high"] = _ci(draws)
-        out["ci_method"] = "exact" if hows <= {"exact"} else "stratified (approx.)"
-        return out
-
-
-_BUCKET_FANS = {"single": lambda f: f == 1, "low": lambda f: 2 <= f <= 3, "high": lambda f: f >= 4}
-
-
-def _by(cells: _Cells, col: str) -> pd.DataFrame:
+def _by(cells: CellStats, col: str) -> pd.DataFrame:
     rows = []
     for sys, head in cells.heads.items():
         fans = cells.fans(sys)
@@ -333,7 +207,7 @@ def _by(cells: _Cells, col: str) -> pd.DataFrame:
             rows += [{**head, "fan_in": f, **cells.row(sys, [f])} for f in fans]
             continue
         for bucket in BUCKETS:
-            chosen = [f for f in fans if _BUCKET_FANS[bucket](f)]
+            chosen = [f for f in fans if BUCKET_FANS[bucket](f)]
             if chosen:
                 rows.append({**head, "bucket": bucket, **cells.row(sys, chosen)})
         rows.append({**head, "bucket": "all", **cells.row(sys, fans)})
@@ -342,7 +216,7 @@ def _by(cells: _Cells, col: str) -> pd.DataFrame:
     )
 
 
-def _degradation(cells: _Cells) -> pd.DataFrame:
+def _degradation(cells: CellStats) -> pd.DataFrame:
     rows = []
     oracle_rel: dict[Any, float] = {}
     for sys, head in cells.heads.items():
@@ -360,7 +234,7 @@ def _degradation(cells: _Cells) -> pd.DataFrame:
         lo = hi = math.nan
         if np.isfinite(bs).any() and np.isfinite(bh).any():
             with np.errstate(invalid="ignore", divide="ignore"):
-                lo, hi = _ci((bh - bs) / bs)
+                lo, hi = ci95((bh - bs) / bs)
         if head["condition"] == "oracle":
             oracle_rel[head["run"]] = rel
         rows.append(
@@ -398,7 +272,7 @@ def _degradation(cells: _Cells) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _attribution(cells: _Cells) -> pd.DataFrame:
+def _attribution(cells: CellStats) -> pd.DataFrame:
     rows = []
     for sys, head in cells.heads.items():
         c = cells.counts(sys, cells.fans(sys))
@@ -532,7 +406,7 @@ def correlation_note(corr: dict[str, Any]) -> str:
     return text + "."
 
 
-def _overlap(cells: _Cells, by_fan_in: pd.DataFrame) -> pd.DataFrame:
+def _overlap(cells: CellStats, by_fan_in: pd.DataFrame) -> pd.DataFrame:
     names = {sys: head["system"] for sys, head in cells.heads.items()}
     curves = {
         s: dict(zip(g["fan_in"].astype(int), g["ac"], strict=True))
@@ -614,7 +488,8 @@ def fanin_from_summaries(
         ValueError: unknown score field or ``points`` value.
     """
     _check_options(score_field, points)
-    cells = _Cells(summ, n_resamples, seed)
+    cells = CellStats(summ, n_resamples, seed)
+    cells.prefetch_tables()  # the tables' bootstraps, on two threads
     by_fan_in = _by(cells, "fan_in")
     by_bucket = _by(cells, "bucket")
     corr_src = by_bucket if points == "bucket" else by_fan_in

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -372,14 +373,19 @@ class StoreSummaries:
                 _group_items(cell[ok], v[ok], m, METRIC_SCALE[m], n_fan)
                 for m, v in zip(("ep", "er"), _pack_values(arr), strict=True)
             ]
-        frames = [
-            _group_items(cell if every else cell[ok], ac if every else ac[ok], "ac", 100.0, n_fan),
-            *self._pack_items[mask],
-        ]
-        items = pd.concat(frames, ignore_index=True)
+        # pair_counts' states: 0 missing, 1 answered, 2 answered with AC < 33; counted on a
+        # thread of its own while AC's items are grouped (its scatters and products leave
+        # the interpreter lock)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            paired = pool.submit(
+                pair_counts, arr["code"], arr["sys"], _PAIR_STATE[state], len(self.systems)
+            )
+            ac_items = _group_items(
+                cell if every else cell[ok], ac if every else ac[ok], "ac", 100.0, n_fan
+            )
+            pairs = paired.result()
+        items = pd.concat([ac_items, *self._pack_items[mask]], ignore_index=True)
         items = items.sort_values(["sys", "fan_in", "metric", "bin"], kind="stable")
-        # pair_counts' states: 0 missing, 1 answered, 2 answered with AC < 33
-        pairs = pair_counts(arr["code"], arr["sys"], _PAIR_STATE[state], len(self.systems))
         return FaninSummaries(
             self.systems, cells, items.reset_index(drop=True), pairs, self.n_no_gold, self._draws
         )
