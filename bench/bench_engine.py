@@ -40,7 +40,8 @@ Figures (``results()``, for ``bench/run_all.py``):
 9. **throughput against a 500 ms server** (a long-context GPU server) at concurrency 32, 64
    and 128, the stub answering 256 requests at once (at least twice the client's
    concurrency, so the figure measures the engine): bound >= 95 % of ``c / L`` each
-   (:func:`slow_server_runs`).
+   (:func:`slow_server_runs`). Beside each, informational: the bare ``ollama`` client
+   (:func:`bare_client_run`) on the same calls against the same stub, right after.
 10. **no CPU on timers while nothing arrives**: the execution CPU per call at concurrency 8
     against the 500 ms server (16 calls/s) over the same at concurrency 32 against the 50 ms
     one (640 calls/s). Bound <= 1.5x. Work done per reply costs the same per call at either
@@ -445,12 +446,15 @@ def gpu_speed_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
     return out
 
 
-def bare_client_run(instances, url: str, concurrency: int, latency_s: float) -> tuple[float, float]:
+def bare_client_run(
+    instances, url: str, concurrency: int, latency_s: float, calls=None
+) -> tuple[float, float]:
     """The bare ``ollama`` client library on the engine's prompts: ``(CPU ms a call, % of ideal)``.
 
     What a user's own loop would do: ``concurrency`` threads, each with an ``ollama.Client``
     of its own (one kept-alive connection), taking the next of the 800 planned calls of
-    :func:`gpu_speed_runs` (planned before the clock) from a shared iterator and sending the
+    :func:`gpu_speed_runs` (planned before the clock; or ``calls``, planned already) from a
+    shared iterator and sending the
     request the ``ollama`` backend sends (the answer schema as ``format``, the same options,
     log-probabilities requested), against the same stub. Nothing else: no planning,
     parsing, scoring, storing, writer, retries or deadline. This process's CPU time per call.
@@ -459,7 +463,8 @@ def bare_client_run(instances, url: str, concurrency: int, latency_s: float) -> 
 
     from core.execution.prompts import ANSWER_SCHEMA
 
-    calls = plan_conditions(instances, CONDITIONS)
+    if calls is None:
+        calls = plan_conditions(instances, CONDITIONS)
     options = {"temperature": 0.0, "seed": 7, "num_ctx": 32768, "num_predict": 1024}
     todo = iter(calls)
     lock = threading.Lock()
@@ -527,6 +532,7 @@ def slow_server_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
     if len(planned) < max(SLOW_CALLS.values()):
         raise RuntimeError(f"expected {max(SLOW_CALLS.values())} planned calls, got {len(planned)}")
     out: dict[str, list[float]] = {f"pct{c}": [] for c in SLOW_CONCURRENCY}
+    out |= {f"bare{c}": [] for c in SLOW_CONCURRENCY}
     out["idle_ms"] = []
     top = max(SLOW_CONCURRENCY)
     with _stub_server(SLOW_LATENCY_S, _stub_workers(top)) as url:
@@ -548,7 +554,14 @@ def slow_server_runs(tmp: Path, repeats: int) -> dict[str, list[float]]:
                 )
                 pct = 100.0 * s.executed / wall / (c / SLOW_LATENCY_S)
                 out[f"pct{c}"].append(pct)
-                line.append(f"c={c} {s.executed / wall:.0f} calls/s = {pct:.1f}%")
+                # the bare client on the same calls, stub and minutes: what the machine allows
+                _, bare = bare_client_run(
+                    instances, url, c, SLOW_LATENCY_S, planned[: SLOW_CALLS[c]]
+                )
+                out[f"bare{c}"].append(bare)
+                line.append(
+                    f"c={c} {s.executed / wall:.0f} calls/s = {pct:.1f}% (bare client {bare:.1f}%)"
+                )
             idle = planned[:IDLE_CALLS]
             s, _, exec_s, _ = _cpu_run(
                 store, "slow", instances, f"idle-{i}", url, IDLE_CONCURRENCY, 9500 + i, idle
@@ -776,6 +789,18 @@ def _slow_figures(slow: dict) -> list[dict]:
                 "%",
                 SCRIPT,
                 bound=SLOW_THROUGHPUT_BOUND,
+                better="higher",
+            )
+            for c in SLOW_CONCURRENCY
+        ],
+        *[
+            figure(
+                f"the bare ollama client alone at concurrency {c} vs the same {slow_ms:.0f} ms "
+                f"server, same calls and minutes, % of ideal (informational: what the client "
+                "library and the machine allow)",
+                slow[f"bare{c}"],
+                "%",
+                SCRIPT,
                 better="higher",
             )
             for c in SLOW_CONCURRENCY
