@@ -34,9 +34,10 @@ child's own ``VmHWM``, as ``bench_scoring._rescore_child`` reads it):
   informational);
 * **store merge** of the two 5M stores into a new file (``core.store.merge.merge_stores``):
   < 60 s;
-* with ``--dashboard`` (or ``dashboard=True``): every dashboard page's first load in a fresh
-  process < 3 s and a changed selection < 1.5 s on this store, measured by
-  ``bench/bench_dashboard.py``'s own child (``--page NAME`` with ``EVIDENCE_DB`` set).
+* every dashboard page's first load in a fresh process < 3 s and a changed selection < 1.5 s
+  on this store, measured by ``bench/bench_dashboard.py``'s own child (``--page NAME`` with
+  ``EVIDENCE_DB`` set): in ``run_all.py``'s run (``results(dashboard=True)``, the default),
+  and from the command line with ``--dashboard``.
 
 Usage: ``python bench/bench_study.py [--repeats 3] [--rebuild] [--only rescore,oncu,merge]
 [--dashboard] [--profile rescore|oncu|merge]``; exit status 1 when a figure misses its bound
@@ -608,10 +609,11 @@ def results(
     repeats: int = 3,
     rebuild: bool = False,
     only: tuple[str, ...] = PARTS,
-    dashboard: bool = False,
+    dashboard: bool = True,
 ) -> list[dict]:
-    """The figures of :data:`PARTS` (and the dashboard's with ``dashboard``); the stores are
-    built first when not cached. Each figure is the median of ``repeats`` fresh processes."""
+    """The figures of :data:`PARTS` and, with ``dashboard`` (``run_all.py``'s run), every
+    dashboard page on the 10M store; the stores are built first when not cached. Each figure
+    is the median of ``repeats`` fresh processes."""
     ensure_stores(rebuild, halves="merge" in only)
     figs: list[dict] = []
     if "rescore" in only:
@@ -631,7 +633,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="fresh processes per figure (3)")
     ap.add_argument("--rebuild", action="store_true", help="build the stores again")
     ap.add_argument("--only", default=",".join(PARTS), help=f"subset of {','.join(PARTS)}")
-    ap.add_argument("--dashboard", action="store_true", help="also every dashboard page")
+    ap.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="also every dashboard page (run_all.py's run has them)",
+    )
     ap.add_argument("--profile", help="cProfile one child (rescore|oncu|merge) to stderr")
     args = ap.parse_args(argv)
     if args.profile:

@@ -61,6 +61,9 @@ ORDER = (
     "batch_import",
     "study",
 )
+#: Scripts of ``bench/`` that are measuring tools, not benchmarks (no ``results()``, no bound):
+#: ``bench_store_writes.py`` times one engine write by part, for the engine's figures.
+TOOLS = ("store_writes",)
 LOGS = Path(tempfile.gettempdir()) / "evidence_bench_logs"
 KEYS = ("name", "value", "unit", "bound", "better", "ok", "runs", "script")
 
@@ -223,8 +226,11 @@ def print_figures(figs: list[dict]) -> int:
 
 # ---------------------------------------------------------------------------- runner
 def discover() -> list[str]:
-    """Names of the bench scripts (``bench_NAME.py`` -> ``NAME``), in :data:`ORDER`."""
-    found = {p.stem.removeprefix("bench_") for p in BENCH.glob("bench_*.py")}
+    """Names of the bench scripts (``bench_NAME.py`` -> ``NAME``), in :data:`ORDER`.
+
+    :data:`TOOLS` are left out: measuring tools with no figure of their own.
+    """
+    found = {p.stem.removeprefix("bench_") for p in BENCH.glob("bench_*.py")} - set(TOOLS)
     return [n for n in ORDER if n in found] + sorted(found - set(ORDER))
 
 
