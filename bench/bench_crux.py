@@ -79,15 +79,21 @@ def workload(seed: int = 7) -> tuple[dict, list, list]:
     return {"rankings": rankings, "pools": pools, "pool_ids": ids}, qrels, run
 
 
-def load_pyndeval(path: str | None):
-    """pyndeval, from ``path`` / ``PYNDEVAL_PATH`` when given; None when not installed."""
-    path = path or os.environ.get("PYNDEVAL_PATH")
+def load_peer(module: str, path: str | None, env: str):
+    """A peer installed for the bench only: ``module`` from ``path`` / ``$env`` when given;
+    None when not installed."""
+    path = path or os.environ.get(env)
     if path:
         sys.path.insert(0, path)
     try:
-        return importlib.import_module("pyndeval")
+        return importlib.import_module(module)
     except ImportError:
         return None
+
+
+def load_pyndeval(path: str | None):
+    """pyndeval, from ``path`` / ``PYNDEVAL_PATH`` when given; None when not installed."""
+    return load_peer("pyndeval", path, "PYNDEVAL_PATH")
 
 
 def ours(tool_input: dict) -> np.ndarray:
@@ -184,13 +190,18 @@ def results(repeats: int = 5, pyndeval_path: str | None = None) -> list[dict]:
     return figs
 
 
+def peer_main(argv: list[str] | None, results_of, peer: str, doc: str) -> int:
+    """A peer bench's command line: ``--repeats`` and ``--PEER`` (the peer's folder)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument(f"--{peer}", help=f"folder holding {peer} (pip install --target)")
+    args = ap.parse_args(argv)
+    return print_figures(results_of(args.repeats, getattr(args, peer)))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the figures; exit status 1 when one misses its bound."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--pyndeval", help="folder holding pyndeval (pip install --target)")
-    args = ap.parse_args(argv)
-    return print_figures(results(args.repeats, args.pyndeval))
+    return peer_main(argv, results, "pyndeval", __doc__)
 
 
 if __name__ == "__main__":

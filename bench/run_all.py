@@ -55,6 +55,7 @@ ORDER = (
     "cuer",
     "fanin",
     "crux",
+    "bm25",
     "attribution",
     "import",
     "export",
