@@ -69,6 +69,7 @@ if not selection.dataset and not selection.runs:
     st.info("Choose a dataset (or runs) in the sidebar.")
 # at study scale the open matrix tab's sample means with CIs (seconds: a pass over the score
 # rows, then the bootstrap) are computed on a background thread while the ONCU summary is
+# computed on this one
 if TAB_KEY not in st.session_state or st.session_state[TAB_KEY] == TABS[0]:
     with contextlib.suppress(ValueError):  # the page's own calls say what is wrong
         if (selection.dataset or selection.runs) and rows_in_store(get_store(), selection):

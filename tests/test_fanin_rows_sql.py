@@ -331,3 +331,8 @@ def test_pack_items_by_distinct_counts_equal_the_per_row_items(wide):
         pd.testing.assert_frame_equal(got[exact], want[exact], check_dtype=False)
         for col in ("sum", "sumsq"):
             np.testing.assert_allclose(got[col], want[col], rtol=1e-14, atol=0)
+
+
+def test_the_written_out_white_space_is_every_character_isspace_calls_white_space():
+    # a failed call is one with a non-blank error; blank is what str.isspace says
+    assert _WHITESPACE == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
